@@ -1,0 +1,83 @@
+"""Position-wise feed-forward network (Vaswani et al., 2017, section 3.3).
+
+    FFN(x) = max(0, x W_1 + b_1) W_2 + b_2
+
+`hidden_dim` is d_model, `intermediate_dim` is d_ff (2048 in the base model).
+"""
+
+import keras
+
+
+@keras.saving.register_keras_serializable(package="transformer")
+class PositionwiseFeedForward(keras.layers.Layer):
+    """Two dense layers with a ReLU between them, applied to every position alike.
+
+    Args:
+        hidden_dim: d_model, input and output width. Defaults to 512.
+        intermediate_dim: d_ff, inner width. Defaults to 2048.
+        activation: inner activation. Defaults to "relu", the paper's.
+        activation_dropout: dropout after the activation. The paper has none (0.0, the default);
+            tensor2tensor's `relu_dropout` is this option.
+        kernel_initializer: defaults to "glorot_uniform".
+
+    Call arguments:
+        inputs: `[batch, length, hidden_dim]`.
+        training: whether dropout is active.
+
+    Returns:
+        `[batch, length, hidden_dim]`.
+    """
+
+    def __init__(
+        self,
+        hidden_dim=512,
+        intermediate_dim=2048,
+        activation="relu",
+        activation_dropout=0.0,
+        kernel_initializer="glorot_uniform",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.hidden_dim = hidden_dim
+        self.intermediate_dim = intermediate_dim
+        self.activation = keras.activations.get(activation)
+        self.activation_dropout = activation_dropout
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+
+    def build(self, inputs_shape):
+        def initializer():
+            return keras.initializers.get(keras.initializers.serialize(self.kernel_initializer))
+
+        self.inner_dense = keras.layers.Dense(
+            self.intermediate_dim,
+            activation=self.activation,
+            kernel_initializer=initializer(),
+            name="inner",
+            dtype=self.dtype_policy,
+        )
+        self.inner_dense.build(inputs_shape)
+        self.dropout_layer = keras.layers.Dropout(self.activation_dropout, name="activation_dropout", dtype=self.dtype_policy)
+        self.output_dense = keras.layers.Dense(
+            self.hidden_dim, kernel_initializer=initializer(), name="output", dtype=self.dtype_policy
+        )
+        self.output_dense.build(tuple(inputs_shape[:-1]) + (self.intermediate_dim,))
+        self.built = True
+
+    def call(self, inputs, training=None):
+        return self.output_dense(self.dropout_layer(self.inner_dense(inputs), training=training))
+
+    def compute_output_shape(self, inputs_shape):
+        return tuple(inputs_shape[:-1]) + (self.hidden_dim,)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "hidden_dim": self.hidden_dim,
+                "intermediate_dim": self.intermediate_dim,
+                "activation": keras.activations.serialize(self.activation),
+                "activation_dropout": self.activation_dropout,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+            }
+        )
+        return config

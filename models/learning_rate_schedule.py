@@ -1,0 +1,51 @@
+"""The warm-up learning-rate schedule and optimizer of Vaswani et al. (2017), section 5.3.
+
+    lrate = d_model^-0.5 * min(step_num^-0.5, step_num * warmup_steps^-1.5)     (equation 3)
+
+with warmup_steps = 4000 and Adam(beta_1=0.9, beta_2=0.98, epsilon=1e-9). `scale` multiplies the
+whole schedule (1.0 is the paper; tensor2tensor's `learning_rate_constant` is the same knob).
+"""
+
+import keras
+from keras import ops
+
+
+@keras.saving.register_keras_serializable(package="transformer")
+class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
+    """Linear warm-up for `warmup_steps`, then decay with the inverse square root of the step.
+
+    Args:
+        hidden_dim: d_model. Defaults to 512.
+        warmup_steps: defaults to 4000.
+        scale: constant factor on the whole schedule. Defaults to 1.0.
+
+    The optimizer passes its iteration count, which starts at 0 before the first update; the
+    schedule evaluates equation (3) at `step_num = iterations + 1`, so the first update uses the
+    paper's step 1.
+    """
+
+    def __init__(self, hidden_dim=512, warmup_steps=4000, scale=1.0):
+        if not hidden_dim or hidden_dim < 1:
+            raise ValueError(f"hidden_dim must be a positive int, received {hidden_dim!r}")
+        if not warmup_steps or warmup_steps < 1:
+            raise ValueError(f"warmup_steps must be a positive int, received {warmup_steps!r}")
+        if scale <= 0:
+            raise ValueError(f"scale must be positive, received {scale!r}")
+        self.hidden_dim = hidden_dim
+        self.warmup_steps = warmup_steps
+        self.scale = scale
+
+    def __call__(self, step):
+        step_num = ops.cast(step, "float32") + 1.0
+        decay = ops.minimum(ops.rsqrt(step_num), step_num * float(self.warmup_steps) ** -1.5)
+        return float(self.scale) * float(self.hidden_dim) ** -0.5 * decay
+
+    def get_config(self):
+        return {"hidden_dim": self.hidden_dim, "warmup_steps": self.warmup_steps, "scale": self.scale}
+
+
+def transformer_optimizer(hidden_dim=512, warmup_steps=4000, scale=1.0, **adam_kwargs):
+    """Adam(0.9, 0.98, 1e-9) on the warm-up schedule (section 5.3)."""
+    options = dict(beta_1=0.9, beta_2=0.98, epsilon=1e-9)
+    options.update(adam_kwargs)
+    return keras.optimizers.Adam(learning_rate=TransformerSchedule(hidden_dim, warmup_steps, scale), **options)

@@ -1,0 +1,98 @@
+"""One embedding matrix for source tokens, target tokens and the pre-softmax projection.
+
+Section 3.4 of Vaswani et al. (2017): "we share the same weight matrix between the two embedding
+layers and the pre-softmax linear transformation ... In the embedding layers, we multiply those
+weights by sqrt(d_model)." Section 5.4 applies dropout to the sums of the embeddings and the
+positional encodings. Symbols: `vocabulary_size` is the shared vocabulary, `hidden_dim` d_model,
+`dropout` P_drop.
+"""
+
+import math
+
+import keras
+from keras import ops
+
+from models.position_encoding import SinusoidalPositionEncoding
+
+
+@keras.saving.register_keras_serializable(package="transformer")
+class SharedEmbedding(keras.layers.Layer):
+    """Token embedding scaled by sqrt(d_model) plus sinusoidal positions, tied to the output logits.
+
+    Args:
+        vocabulary_size: size of the shared source/target vocabulary (from the tokenizer).
+        hidden_dim: d_model. Defaults to 512.
+        dropout: dropout rate on embedding + position sums. Defaults to 0.1.
+        embeddings_initializer: defaults to a normal distribution with stddev d_model^-0.5, so
+            that the scaled embeddings start with unit variance (as tensor2tensor does).
+
+    Call arguments:
+        token_ids: int `[batch, length]`.
+        start_position: absolute position of `token_ids[:, 0]` (int or scalar tensor).
+        training: whether dropout is active.
+
+    Returns:
+        `[batch, length, hidden_dim]` in the compute dtype.
+
+    `logits(hidden_states)` applies the transposed matrix: `[batch, length, hidden_dim]` ->
+    `[batch, length, vocabulary_size]` float32. The product runs in the compute dtype (bfloat16 or
+    float16 under mixed precision, where it is the largest matmul of the model) and is cast to
+    float32 before any softmax.
+    """
+
+    def __init__(self, vocabulary_size, hidden_dim=512, dropout=0.1, embeddings_initializer=None, **kwargs):
+        super().__init__(**kwargs)
+        if not isinstance(vocabulary_size, int) or vocabulary_size < 1:
+            raise ValueError(f"vocabulary_size must be a positive int, received {vocabulary_size!r}")
+        if not isinstance(hidden_dim, int) or hidden_dim < 2 or hidden_dim % 2:
+            raise ValueError(f"hidden_dim must be a positive even int, received {hidden_dim!r}")
+        self.vocabulary_size = vocabulary_size
+        self.hidden_dim = hidden_dim
+        self.dropout = dropout
+        if embeddings_initializer is None:
+            embeddings_initializer = keras.initializers.RandomNormal(stddev=hidden_dim**-0.5)
+        self.embeddings_initializer = keras.initializers.get(embeddings_initializer)
+        self.scale = math.sqrt(hidden_dim)
+
+    def build(self, token_ids_shape=None):
+        self.embeddings = self.add_weight(
+            name="embeddings",
+            shape=(self.vocabulary_size, self.hidden_dim),
+            initializer=self.embeddings_initializer,
+        )
+        self.position_encoding = SinusoidalPositionEncoding(name="position_encoding", dtype=self.dtype_policy)
+        self.dropout_layer = keras.layers.Dropout(self.dropout, name="dropout", dtype=self.dtype_policy)
+        self.built = True
+
+    def call(self, token_ids, start_position=0, training=None):
+        if len(token_ids.shape) != 2:
+            raise ValueError(
+                f"SharedEmbedding expects token ids of rank 2 [batch, length], received shape {token_ids.shape}"
+            )
+        if "int" not in str(token_ids.dtype):
+            raise ValueError(f"SharedEmbedding expects integer token ids, received dtype {keras.backend.standardize_dtype(token_ids.dtype)}")
+        embedded = ops.take(ops.cast(self.embeddings, self.compute_dtype), token_ids, axis=0)
+        embedded = embedded * ops.cast(self.scale, self.compute_dtype)
+        embedded = embedded + self.position_encoding(embedded, start_position=start_position)[None]
+        return self.dropout_layer(embedded, training=training)
+
+    def logits(self, hidden_states):
+        """Pre-softmax projection with the shared matrix; returns float32 logits."""
+        kernel = ops.cast(self.embeddings, self.compute_dtype)
+        logits = ops.matmul(hidden_states, ops.transpose(kernel))
+        return ops.cast(logits, "float32")
+
+    def compute_output_shape(self, token_ids_shape):
+        return tuple(token_ids_shape) + (self.hidden_dim,)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "vocabulary_size": self.vocabulary_size,
+                "hidden_dim": self.hidden_dim,
+                "dropout": self.dropout,
+                "embeddings_initializer": keras.initializers.serialize(self.embeddings_initializer),
+            }
+        )
+        return config

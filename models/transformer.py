@@ -1,0 +1,203 @@
+"""The Transformer of "Attention Is All You Need" (Vaswani et al., 2017) as a `keras.Model`.
+
+Shared embedding (section 3.4) -> encoder stack -> decoder stack -> the same embedding matrix,
+transposed, as the pre-softmax projection. Symbols: `vocabulary_size` the shared source/target
+vocabulary, `num_layers` N, `hidden_dim` d_model, `num_heads` h, `intermediate_dim` d_ff, `dropout`
+P_drop. Defaults are the base model of Table 3.
+"""
+
+import keras
+from keras import ops
+
+from data.special_ids import PAD_ID
+from models.shared_embedding import SharedEmbedding
+from models.transformer_decoder import TransformerDecoder
+from models.transformer_encoder import TransformerEncoder
+
+
+@keras.saving.register_keras_serializable(package="transformer")
+class Transformer(keras.Model):
+    """Encoder-decoder Transformer with tied embeddings.
+
+    Args:
+        vocabulary_size: size of the shared vocabulary (from the tokenizer, not the preset).
+        num_layers: N, layers in each of the encoder and decoder stacks. Defaults to 6.
+        hidden_dim: d_model. Defaults to 512.
+        num_heads: h. Defaults to 8.
+        intermediate_dim: d_ff. Defaults to 2048.
+        dropout: P_drop on embeddings + positions and on every sublayer output. Defaults to 0.1.
+        attention_dropout: dropout on attention weights (not in the paper). Defaults to 0.0.
+        activation_dropout: dropout after the ReLU (not in the paper). Defaults to 0.0.
+        normalize_first: pre-norm instead of the paper's post-norm. Defaults to False.
+        layer_norm_epsilon: defaults to 1e-6.
+        pad_id: the tokenizer's padding id; source positions holding it are masked.
+
+    Call arguments (teacher forcing):
+        inputs: a pair `(source_ids, target_input_ids)`, int `[batch, source_length]` and
+            `[batch, target_length]` (the target shifted right, starting with BOS).
+        training: whether dropout is active.
+
+    Returns:
+        float32 logits `[batch, target_length, vocabulary_size]`.
+
+    Decoding goes through `encode`, `initial_cache` and `decode` (one step or a whole prefix).
+    """
+
+    def __init__(
+        self,
+        vocabulary_size,
+        num_layers=6,
+        hidden_dim=512,
+        num_heads=8,
+        intermediate_dim=2048,
+        dropout=0.1,
+        attention_dropout=0.0,
+        activation_dropout=0.0,
+        normalize_first=False,
+        layer_norm_epsilon=1e-6,
+        pad_id=PAD_ID,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.vocabulary_size = vocabulary_size
+        self.num_layers = num_layers
+        self.hidden_dim = hidden_dim
+        self.num_heads = num_heads
+        self.intermediate_dim = intermediate_dim
+        self.dropout = dropout
+        self.attention_dropout = attention_dropout
+        self.activation_dropout = activation_dropout
+        self.normalize_first = normalize_first
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.pad_id = pad_id
+        stack_options = dict(
+            num_layers=num_layers,
+            hidden_dim=hidden_dim,
+            num_heads=num_heads,
+            intermediate_dim=intermediate_dim,
+            dropout=dropout,
+            attention_dropout=attention_dropout,
+            activation_dropout=activation_dropout,
+            normalize_first=normalize_first,
+            layer_norm_epsilon=layer_norm_epsilon,
+            dtype=self.dtype_policy,
+        )
+        self.embedding = SharedEmbedding(vocabulary_size, hidden_dim, dropout, name="shared_embedding", dtype=self.dtype_policy)
+        self.encoder = TransformerEncoder(**stack_options, name="encoder")
+        self.decoder = TransformerDecoder(**stack_options, name="decoder")
+
+    def build(self, input_shape=None):
+        hidden_shape = (None, None, self.hidden_dim)
+        self.embedding.build((None, None))
+        self.encoder.build(hidden_shape)
+        self.decoder.build(hidden_shape, hidden_shape)
+        self.built = True
+
+    @staticmethod
+    def _check_ids(ids, name):
+        if len(ids.shape) != 2:
+            raise ValueError(f"`{name}` must have rank 2 [batch, length], received shape {ids.shape}")
+        if "int" not in str(ids.dtype):
+            raise ValueError(f"`{name}` must hold integer token ids, received dtype {keras.backend.standardize_dtype(ids.dtype)}")
+
+    def padding_mask(self, source_ids):
+        """Boolean `[batch, source_length]`, True where the token is not padding."""
+        return ops.not_equal(source_ids, self.pad_id)
+
+    def encode(self, source_ids, training=False):
+        """Returns `(encoder_output [batch, source_length, hidden_dim], padding_mask [batch, source_length])`."""
+        self._check_ids(source_ids, "source_ids")
+        padding_mask = self.padding_mask(source_ids)
+        embedded = self.embedding(source_ids, training=training)
+        return self.encoder(embedded, padding_mask=padding_mask, training=training), padding_mask
+
+    def initial_cache(self, encoder_output, cache_length):
+        """Decoding state for `encoder_output`: preallocated self caches and precomputed cross caches.
+
+        Returns a dict with "self" (per layer `[batch, 2, cache_length, heads, head_dim]`, written as
+        decoding advances) and "cross" (per layer `[batch, 2, source_length, heads, head_dim]`, read
+        only).
+        """
+        if not isinstance(cache_length, int) or cache_length < 1:
+            raise ValueError(f"cache_length must be a positive int, received {cache_length!r}")
+        batch_size = ops.shape(encoder_output)[0]
+        return {
+            "self": self.decoder.empty_self_caches(batch_size, cache_length),
+            "cross": self.decoder.cross_caches(encoder_output),
+        }
+
+    def decode(
+        self,
+        target_ids,
+        encoder_output=None,
+        encoder_padding_mask=None,
+        cache=None,
+        cache_index=0,
+        training=False,
+        return_attention_scores=False,
+    ):
+        """Logits for target positions, from a whole prefix or incrementally with a cache.
+
+        Args:
+            target_ids: int `[batch, length]`: the whole shifted target (no cache), or the tokens at
+                positions `[cache_index, cache_index + length)` (with a cache; length 1 for one step).
+            encoder_output: `[batch, source_length, hidden_dim]`; not needed with a cache.
+            encoder_padding_mask: boolean `[batch, source_length]`.
+            cache: None, or the dict from `initial_cache` (or returned by the previous call).
+            cache_index: absolute position of `target_ids[:, 0]` (int or scalar int tensor).
+            training: whether dropout is active.
+            return_attention_scores: also return the last decoder layer's encoder-decoder
+                attention weights `[batch, heads, length, source_length]`.
+
+        Returns:
+            float32 logits `[batch, length, vocabulary_size]`, then the updated cache if one was
+            given, then the attention weights if asked for.
+        """
+        self._check_ids(target_ids, "target_ids")
+        embedded = self.embedding(target_ids, start_position=cache_index if cache is not None else 0, training=training)
+        outputs = self.decoder(
+            embedded,
+            encoder_output,
+            encoder_padding_mask,
+            self_caches=None if cache is None else cache["self"],
+            cross_caches=None if cache is None else cache["cross"],
+            cache_index=cache_index if cache is not None else None,
+            training=training,
+            return_attention_scores=return_attention_scores,
+        )
+        outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+        results = (self.embedding.logits(outputs[0]),)
+        if cache is not None:
+            results += ({"self": outputs[1], "cross": cache["cross"]},)
+        if return_attention_scores:
+            results += (outputs[-1],)
+        return results[0] if len(results) == 1 else results
+
+    def call(self, inputs, training=None):
+        if not isinstance(inputs, (tuple, list)) or len(inputs) != 2:
+            raise ValueError(
+                "Transformer expects inputs (source_ids, target_input_ids), received "
+                f"{type(inputs).__name__}{'' if not isinstance(inputs, (tuple, list)) else f' of length {len(inputs)}'}"
+            )
+        source_ids, target_ids = inputs
+        encoder_output, padding_mask = self.encode(source_ids, training=training)
+        return self.decode(target_ids, encoder_output, padding_mask, training=training)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "vocabulary_size": self.vocabulary_size,
+                "num_layers": self.num_layers,
+                "hidden_dim": self.hidden_dim,
+                "num_heads": self.num_heads,
+                "intermediate_dim": self.intermediate_dim,
+                "dropout": self.dropout,
+                "attention_dropout": self.attention_dropout,
+                "activation_dropout": self.activation_dropout,
+                "normalize_first": self.normalize_first,
+                "layer_norm_epsilon": self.layer_norm_epsilon,
+                "pad_id": self.pad_id,
+            }
+        )
+        return config

@@ -1,0 +1,62 @@
+import keras
+import numpy as np
+import pytest
+
+from models.losses import LabelSmoothedCrossEntropy
+
+
+def _numpy_reference(targets, logits, epsilon, pad_id=0):
+    vocab = logits.shape[-1]
+    shifted = logits - logits.max(-1, keepdims=True)
+    log_probs = shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+    smoothed = np.full(logits.shape, epsilon / vocab) + (1.0 - epsilon) * np.eye(vocab)[targets]
+    token_losses = -(smoothed * log_probs).sum(-1)
+    mask = targets != pad_id
+    return token_losses[mask].sum() / mask.sum()
+
+
+def _batch():
+    rng = np.random.default_rng(0)
+    logits = (rng.normal(size=(3, 5, 11)) * 3).astype("float32")
+    targets = rng.integers(4, 11, size=(3, 5)).astype("int32")
+    targets[0, 3:] = 0
+    targets[2, 1:] = 0
+    return targets, logits
+
+
+@pytest.mark.parametrize("epsilon", [0.0, 0.1, 0.3])
+def test_matches_numpy_reference(epsilon):
+    targets, logits = _batch()
+    loss = float(keras.ops.convert_to_numpy(LabelSmoothedCrossEntropy(label_smoothing=epsilon)(targets, logits)))
+    assert abs(loss - _numpy_reference(targets, logits, epsilon)) < 1e-5
+
+
+def test_padding_contributes_nothing():
+    targets, logits = _batch()
+    changed = logits.copy()
+    changed[targets == 0] = 1000.0  # Whatever the model predicts at padded positions.
+    loss = LabelSmoothedCrossEntropy()
+    assert float(loss(targets, logits)) == pytest.approx(float(loss(targets, changed)), abs=1e-6)
+
+
+def test_no_smoothing_equals_keras_sparse_cross_entropy_on_real_tokens():
+    targets, logits = _batch()
+    mask = targets != 0
+    reference = keras.losses.SparseCategoricalCrossentropy(from_logits=True)(targets[mask], logits[mask])
+    ours = LabelSmoothedCrossEntropy(label_smoothing=0.0)(targets, logits)
+    assert abs(float(ours) - float(reference)) < 1e-5
+
+
+def test_all_padding_gives_zero_not_nan():
+    loss = LabelSmoothedCrossEntropy()(np.zeros((2, 3), "int32"), np.zeros((2, 3, 7), "float32"))
+    assert float(loss) == 0.0
+
+
+def test_config_round_trip_and_bad_arguments():
+    loss = LabelSmoothedCrossEntropy(label_smoothing=0.2, pad_id=5)
+    revived = LabelSmoothedCrossEntropy.from_config(loss.get_config())
+    assert (revived.label_smoothing, revived.pad_id) == (0.2, 5)
+    with pytest.raises(ValueError, match=r"label_smoothing must be in \[0, 1\), received 1.5"):
+        LabelSmoothedCrossEntropy(label_smoothing=1.5)
+    with pytest.raises(ValueError, match="y_true .batch, length. and y_pred"):
+        LabelSmoothedCrossEntropy()(np.zeros((2,), "int32"), np.zeros((2, 7), "float32"))

@@ -1,0 +1,160 @@
+import keras
+import numpy as np
+import pytest
+from keras import ops
+
+from models.multi_head_attention import MultiHeadAttention
+from models.transformer_decoder import causal_attention_mask
+from tests.models.layer_contract import run_layer_test
+
+BATCH, QUERY_LENGTH, KEY_LENGTH, HIDDEN, HEADS = 2, 5, 7, 16, 4
+
+
+def _numpy(x):
+    return keras.ops.convert_to_numpy(x)
+
+
+def _random(*shape, seed=0):
+    return np.random.default_rng(seed).normal(size=shape).astype("float32")
+
+
+def _padding_mask():
+    mask = np.ones((BATCH, KEY_LENGTH), bool)
+    mask[1, 4:] = False  # The second sequence has 4 real keys and 3 padded ones.
+    return mask
+
+
+def test_layer_contract_self_attention():
+    run_layer_test(
+        MultiHeadAttention,
+        {"hidden_dim": HIDDEN, "num_heads": HEADS, "attention_dropout": 0.0},
+        {"query": _random(BATCH, QUERY_LENGTH, HIDDEN)},
+        (BATCH, QUERY_LENGTH, HIDDEN),
+    )
+
+
+def test_layer_contract_cross_attention_with_mask():
+    mask = np.broadcast_to(_padding_mask()[:, None, :], (BATCH, QUERY_LENGTH, KEY_LENGTH)).copy()
+    run_layer_test(
+        MultiHeadAttention,
+        {"hidden_dim": HIDDEN, "num_heads": HEADS},
+        {"query": _random(BATCH, QUERY_LENGTH, HIDDEN), "key_value": _random(BATCH, KEY_LENGTH, HIDDEN, seed=1), "attention_mask": mask},
+        (BATCH, QUERY_LENGTH, HIDDEN),
+    )
+
+
+def test_matches_numpy_reference():
+    layer = MultiHeadAttention(HIDDEN, HEADS)
+    query, memory = _random(BATCH, QUERY_LENGTH, HIDDEN), _random(BATCH, KEY_LENGTH, HIDDEN, seed=1)
+    mask = np.broadcast_to(_padding_mask()[:, None, :], (BATCH, QUERY_LENGTH, KEY_LENGTH))
+    outputs = _numpy(layer(query, memory, attention_mask=mask))
+
+    wq, bq = (_numpy(w) for w in layer.query_dense.weights)
+    wkv, bkv = (_numpy(w) for w in layer.key_value_dense.weights)
+    wo, bo = (_numpy(w) for w in layer.output_dense.weights)
+    head_dim = HIDDEN // HEADS
+    q = (query @ wq + bq).reshape(BATCH, QUERY_LENGTH, HEADS, head_dim).transpose(0, 2, 1, 3)
+    kv = (memory @ wkv + bkv).reshape(BATCH, KEY_LENGTH, 2, HEADS, head_dim)
+    k, v = kv[:, :, 0].transpose(0, 2, 1, 3), kv[:, :, 1].transpose(0, 2, 1, 3)
+    logits = q @ k.transpose(0, 1, 3, 2) / np.sqrt(head_dim)
+    logits = np.where(mask[:, None], logits, -np.inf)
+    weights = np.exp(logits - logits.max(-1, keepdims=True))
+    weights /= weights.sum(-1, keepdims=True)
+    expected = (weights @ v).transpose(0, 2, 1, 3).reshape(BATCH, QUERY_LENGTH, HIDDEN) @ wo + bo
+    assert np.max(np.abs(outputs - expected)) < 1e-5
+
+
+def test_padded_keys_get_zero_weight_and_do_not_change_outputs():
+    layer = MultiHeadAttention(HIDDEN, HEADS)
+    query, memory = _random(BATCH, QUERY_LENGTH, HIDDEN), _random(BATCH, KEY_LENGTH, HIDDEN, seed=1)
+    mask = np.broadcast_to(_padding_mask()[:, None, :], (BATCH, QUERY_LENGTH, KEY_LENGTH))
+    outputs, scores = layer(query, memory, attention_mask=mask, return_attention_scores=True)
+    scores = _numpy(scores)
+    assert scores.shape == (BATCH, HEADS, QUERY_LENGTH, KEY_LENGTH)
+    assert np.all(scores[1, :, :, 4:] == 0.0)
+    assert np.all(scores[1, :, :, :4] > 0.0)
+    np.testing.assert_allclose(scores.sum(-1), 1.0, atol=1e-6)
+    # The fused path agrees with the explicit one.
+    fused = _numpy(layer(query, memory, attention_mask=mask))
+    assert np.max(np.abs(fused - _numpy(outputs))) < 1e-5
+    # Whatever sits in the padded positions does not reach the output.
+    changed = memory.copy()
+    changed[1, 4:] = 100.0
+    assert np.max(np.abs(_numpy(layer(query, changed, attention_mask=mask)) - fused)) < 1e-5
+
+
+def test_mixed_precision_masks_do_not_overflow():
+    query = _random(BATCH, QUERY_LENGTH, HIDDEN) * 30.0
+    mask = np.broadcast_to(_padding_mask()[:, None, :], (BATCH, QUERY_LENGTH, KEY_LENGTH))
+    for policy in ("mixed_float16", "mixed_bfloat16"):
+        layer = MultiHeadAttention(HIDDEN, HEADS, dtype=policy)
+        outputs = layer(query, _random(BATCH, KEY_LENGTH, HIDDEN, seed=1) * 30.0, attention_mask=mask)
+        assert np.all(np.isfinite(_numpy(ops.cast(outputs, "float32")))), policy
+
+
+def test_incremental_self_attention_with_cache_equals_full_pass():
+    layer = MultiHeadAttention(HIDDEN, HEADS)
+    sequence = _random(BATCH, QUERY_LENGTH, HIDDEN)
+    full = _numpy(layer(sequence, attention_mask=causal_attention_mask(QUERY_LENGTH, QUERY_LENGTH)))
+    cache_length = QUERY_LENGTH + 3
+    cache = layer.empty_cache(BATCH, cache_length)
+    steps = []
+    for index in range(QUERY_LENGTH):
+        step_output, cache = layer(
+            sequence[:, index : index + 1],
+            attention_mask=causal_attention_mask(1, cache_length, index),
+            cache=cache,
+            cache_index=index,
+        )
+        steps.append(_numpy(step_output))
+    assert np.max(np.abs(np.concatenate(steps, axis=1) - full)) < 1e-5
+    # The unused tail of the cache is untouched.
+    assert np.all(_numpy(cache)[:, :, QUERY_LENGTH:] == 0.0)
+
+
+def test_prefix_then_steps_with_cache_equals_full_pass():
+    layer = MultiHeadAttention(HIDDEN, HEADS)
+    sequence = _random(BATCH, QUERY_LENGTH, HIDDEN)
+    full = _numpy(layer(sequence, attention_mask=causal_attention_mask(QUERY_LENGTH, QUERY_LENGTH)))
+    cache = layer.empty_cache(BATCH, QUERY_LENGTH)
+    prefix, cache = layer(sequence[:, :3], attention_mask=causal_attention_mask(3, QUERY_LENGTH), cache=cache, cache_index=0)
+    rest, cache = layer(
+        sequence[:, 3:], attention_mask=causal_attention_mask(2, QUERY_LENGTH, 3), cache=cache, cache_index=3
+    )
+    assert np.max(np.abs(np.concatenate([_numpy(prefix), _numpy(rest)], axis=1) - full)) < 1e-5
+
+
+def test_precomputed_cross_attention_cache_equals_recomputing():
+    layer = MultiHeadAttention(HIDDEN, HEADS)
+    query, memory = _random(BATCH, QUERY_LENGTH, HIDDEN), _random(BATCH, KEY_LENGTH, HIDDEN, seed=1)
+    mask = _padding_mask()[:, None, :]
+    direct = _numpy(layer(query, memory, attention_mask=mask))
+    cross_cache = layer.project_key_value(memory)
+    assert tuple(cross_cache.shape) == (BATCH, 2, KEY_LENGTH, HEADS, HIDDEN // HEADS)
+    cached, returned_cache = layer(query, attention_mask=mask, cache=cross_cache)
+    assert np.max(np.abs(_numpy(cached) - direct)) < 1e-5
+    assert np.array_equal(_numpy(returned_cache), _numpy(cross_cache))
+
+
+def test_hidden_dim_not_divisible_by_heads_is_rejected():
+    with pytest.raises(ValueError, match="multiple of num_heads=3.*hidden_dim=16"):
+        MultiHeadAttention(16, 3)
+
+
+def test_wrong_rank_and_dtype_are_rejected():
+    layer = MultiHeadAttention(HIDDEN, HEADS)
+    with pytest.raises(ValueError, match="rank 3.*received shape"):
+        layer(_random(QUERY_LENGTH, HIDDEN))
+    with pytest.raises(ValueError, match="last dimension hidden_dim=16.*received shape"):
+        layer(_random(BATCH, QUERY_LENGTH, HIDDEN + 1))
+    with pytest.raises(ValueError, match="boolean.*received dtype"):
+        layer(_random(BATCH, QUERY_LENGTH, HIDDEN), attention_mask=np.ones((BATCH, QUERY_LENGTH, QUERY_LENGTH), "float32"))
+    with pytest.raises(ValueError, match="attention_mask must have rank 3"):
+        layer(_random(BATCH, QUERY_LENGTH, HIDDEN), attention_mask=np.ones((BATCH, QUERY_LENGTH), bool))
+
+
+def test_decode_step_beyond_cache_is_rejected():
+    layer = MultiHeadAttention(HIDDEN, HEADS)
+    cache = layer.empty_cache(BATCH, 4)
+    with pytest.raises(ValueError, match=r"positions \[4, 5\) do not fit in a cache of length 4"):
+        layer(_random(BATCH, 1, HIDDEN), attention_mask=causal_attention_mask(1, 4, 4), cache=cache, cache_index=4)

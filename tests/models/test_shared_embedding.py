@@ -1,0 +1,48 @@
+import math
+
+import keras
+import numpy as np
+import pytest
+
+from models.position_encoding import sinusoidal_position_encoding
+from models.shared_embedding import SharedEmbedding
+from tests.models.layer_contract import run_layer_test
+
+
+def test_layer_contract():
+    ids = np.array([[4, 5, 6, 0], [7, 8, 0, 0]], "int32")
+    run_layer_test(SharedEmbedding, {"vocabulary_size": 10, "hidden_dim": 8, "dropout": 0.1}, {"token_ids": ids}, (2, 4, 8))
+
+
+def test_scaled_embedding_plus_positions():
+    layer = SharedEmbedding(10, 8, dropout=0.5)
+    ids = np.array([[4, 5, 6]], "int32")
+    outputs = keras.ops.convert_to_numpy(layer(ids, training=False))
+    table = keras.ops.convert_to_numpy(layer.embeddings)
+    expected = table[ids[0]] * math.sqrt(8) + keras.ops.convert_to_numpy(sinusoidal_position_encoding(3, 8))
+    assert np.max(np.abs(outputs[0] - expected)) < 1e-5
+    shifted = keras.ops.convert_to_numpy(layer(ids[:, 2:], start_position=2))
+    assert np.max(np.abs(shifted[0, 0] - expected[2])) < 1e-5
+
+
+def test_logits_use_the_same_matrix_in_float32():
+    layer = SharedEmbedding(10, 8, dtype="mixed_bfloat16")
+    layer.build()
+    assert len(layer.weights) == 1
+    hidden = np.random.default_rng(0).normal(size=(2, 3, 8)).astype("float32")
+    logits = layer.logits(keras.ops.cast(hidden, "bfloat16"))
+    assert keras.backend.standardize_dtype(logits.dtype) == "float32"
+    expected = hidden @ keras.ops.convert_to_numpy(layer.embeddings).T
+    assert np.max(np.abs(keras.ops.convert_to_numpy(logits) - expected)) < 0.1
+
+
+def test_bad_arguments_are_rejected():
+    with pytest.raises(ValueError, match="vocabulary_size must be a positive int, received 0"):
+        SharedEmbedding(0, 8)
+    with pytest.raises(ValueError, match="hidden_dim must be a positive even int, received 7"):
+        SharedEmbedding(10, 7)
+    layer = SharedEmbedding(10, 8)
+    with pytest.raises(ValueError, match="rank 2.*received shape"):
+        layer(np.zeros((3,), "int32"))
+    with pytest.raises(ValueError, match="integer token ids, received dtype float32"):
+        layer(np.zeros((2, 3), "float32"))

@@ -1,0 +1,196 @@
+import os
+import time
+
+import keras
+import numpy as np
+import pytest
+
+from data.special_ids import BOS_ID, EOS_ID, PAD_ID
+from models.learning_rate_schedule import transformer_optimizer
+from models.losses import LabelSmoothedCrossEntropy
+from models.metrics import MaskedAccuracy
+from models.presets import model_config
+from models.transformer import Transformer
+
+VOCAB = 23
+SMALL = dict(num_layers=2, hidden_dim=16, num_heads=4, intermediate_dim=32, dropout=0.1)
+
+
+def _numpy(x):
+    return keras.ops.convert_to_numpy(x)
+
+
+def _batch(seed=0):
+    rng = np.random.default_rng(seed)
+    source = rng.integers(4, VOCAB, size=(3, 7)).astype("int32")
+    source[1, 5:] = PAD_ID
+    source[2, 2:] = PAD_ID
+    target = rng.integers(4, VOCAB, size=(3, 6)).astype("int32")
+    target[:, 0] = BOS_ID
+    return source, target
+
+
+def test_call_gives_float32_logits():
+    model = Transformer(VOCAB, **SMALL)
+    source, target = _batch()
+    logits = model((source, target))
+    assert tuple(logits.shape) == (3, 6, VOCAB)
+    assert keras.backend.standardize_dtype(logits.dtype) == "float32"
+
+
+def test_one_shared_embedding_variable():
+    model = Transformer(VOCAB, **SMALL)
+    model.build()
+    tables = [w for w in model.weights if tuple(w.shape) == (VOCAB, SMALL["hidden_dim"])]
+    assert len(tables) == 1
+    assert "shared_embedding" in tables[0].path
+    # Changing that one matrix changes the embedding of a source token, of a target token and the logits.
+    source, target = _batch()
+    before = _numpy(model((source, target)))
+    table = _numpy(tables[0]).copy()
+    table[5] += 1.0
+    tables[0].assign(table)
+    assert np.max(np.abs(_numpy(model((source, target)))[..., 5] - before[..., 5])) > 1e-3
+
+
+def _expected_parameters(vocab, layers, d_model, d_ff):
+    attention = 4 * d_model * d_model + 4 * d_model  # W^Q, W^K, W^V, W^O and their biases.
+    feed_forward = 2 * d_model * d_ff + d_ff + d_model
+    layer_norm = 2 * d_model
+    encoder_layer = attention + feed_forward + 2 * layer_norm
+    decoder_layer = 2 * attention + feed_forward + 3 * layer_norm
+    return vocab * d_model + layers * (encoder_layer + decoder_layer)
+
+
+@pytest.mark.parametrize("preset, expected_millions", [("base", 63.1), ("big", 214.2)])
+def test_parameter_counts(preset, expected_millions):
+    config = model_config(preset)
+    model = Transformer(37000, **config)
+    model.build()
+    count = model.count_params()
+    assert count == _expected_parameters(37000, config["num_layers"], config["hidden_dim"], config["intermediate_dim"])
+    assert abs(count / 1e6 - expected_millions) < 0.05
+
+
+@pytest.mark.parametrize("normalize_first", [False, True])
+def test_incremental_decoding_with_cache_equals_full_pass(normalize_first):
+    model = Transformer(VOCAB, normalize_first=normalize_first, **SMALL)
+    source, target = _batch()
+    full = _numpy(model((source, target)))
+    encoder_output, padding_mask = model.encode(source)
+    cache = model.initial_cache(encoder_output, cache_length=10)
+    steps = []
+    for index in range(target.shape[1]):
+        logits, cache = model.decode(target[:, index : index + 1], encoder_padding_mask=padding_mask, cache=cache, cache_index=index)
+        steps.append(_numpy(logits))
+    assert np.max(np.abs(np.concatenate(steps, axis=1) - full)) < 1e-4
+    # A whole prefix at once, then one step, gives the same logits too.
+    cache = model.initial_cache(encoder_output, cache_length=10)
+    prefix, cache = model.decode(target[:, :4], encoder_padding_mask=padding_mask, cache=cache, cache_index=0)
+    last, cache = model.decode(target[:, 4:5], encoder_padding_mask=padding_mask, cache=cache, cache_index=4)
+    assert np.max(np.abs(_numpy(prefix) - full[:, :4])) < 1e-4
+    assert np.max(np.abs(_numpy(last) - full[:, 4:5])) < 1e-4
+
+
+def test_causality_on_target_tokens():
+    model = Transformer(VOCAB, **SMALL)
+    source, target = _batch()
+    base = _numpy(model((source, target)))
+    for position in range(1, target.shape[1]):
+        changed = target.copy()
+        changed[:, position] = (changed[:, position] + 1 - 4) % (VOCAB - 4) + 4
+        logits = _numpy(model((source, changed)))
+        assert np.max(np.abs(logits[:, :position] - base[:, :position])) < 1e-5
+        assert np.max(np.abs(logits[:, position] - base[:, position])) > 1e-4
+
+
+def test_source_padding_does_not_change_the_translation_logits():
+    model = Transformer(VOCAB, **SMALL)
+    source, target = _batch()
+    longer = np.concatenate([source, np.full((3, 4), PAD_ID, "int32")], axis=1)
+    assert np.max(np.abs(_numpy(model((longer, target))) - _numpy(model((source, target))))) < 1e-5
+
+
+def test_keras_file_round_trip(tmp_path):
+    model = Transformer(VOCAB, normalize_first=True, **SMALL)
+    source, target = _batch()
+    model.compile(optimizer=transformer_optimizer(16, 10), loss=LabelSmoothedCrossEntropy(), metrics=[MaskedAccuracy()])
+    model.fit((source, target), target, epochs=1, verbose=0)
+    expected = _numpy(model((source, target)))
+    path = os.path.join(tmp_path, "model.keras")
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    assert isinstance(loaded, Transformer)
+    assert loaded.get_config() == model.get_config()
+    assert np.array_equal(_numpy(loaded((source, target))), expected)
+    assert int(_numpy(loaded.optimizer.iterations)) == 1
+
+
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
+def test_mixed_precision_trains_with_float32_logits_and_loss(policy):
+    keras.config.set_dtype_policy(policy)
+    model = Transformer(VOCAB, **SMALL)
+    source, target = _batch()
+    logits = model((source, target))
+    assert keras.backend.standardize_dtype(logits.dtype) == "float32"
+    assert all(keras.backend.standardize_dtype(w.dtype) == "float32" for w in model.weights)
+    if policy == "mixed_float16" and keras.backend.backend() == "jax":
+        pytest.skip("XLA:CPU has no float16 dot_general with float32 accumulation (the gradient of JAX's "
+                    "attention); float16 training under JAX runs on GPUs only")
+    optimizer = transformer_optimizer(16, 10)
+    if policy == "mixed_float16":
+        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+    model.compile(optimizer=optimizer, loss=LabelSmoothedCrossEntropy())
+    history = model.fit((source, target), target, epochs=2, verbose=0)
+    assert all(np.isfinite(history.history["loss"]))
+
+
+def test_bad_inputs_are_rejected():
+    with pytest.raises(ValueError, match="divisible by num_heads"):
+        Transformer(VOCAB, num_layers=1, hidden_dim=30, num_heads=4)
+    model = Transformer(VOCAB, **SMALL)
+    source, target = _batch()
+    with pytest.raises(ValueError, match=r"expects inputs \(source_ids, target_input_ids\), received"):
+        model(source)
+    with pytest.raises(ValueError, match=r"`source_ids` must have rank 2 \[batch, length\], received shape"):
+        model((source[0], target))
+    with pytest.raises(ValueError, match="`target_ids` must hold integer token ids, received dtype float32"):
+        model((source, target.astype("float32")))
+    encoder_output, padding_mask = model.encode(source)
+    cache = model.initial_cache(encoder_output, cache_length=3)
+    with pytest.raises(ValueError, match=r"positions \[3, 4\) do not fit in a cache of length 3"):
+        model.decode(target[:, :1], encoder_padding_mask=padding_mask, cache=cache, cache_index=3)
+    with pytest.raises(ValueError, match="cache_length must be a positive int, received 0"):
+        model.initial_cache(encoder_output, cache_length=0)
+
+
+def _copy_task(rng, batch, length):
+    """Sources of random digit ids (4..13); the target is the source reversed, then EOS."""
+    digits = rng.integers(4, 14, size=(batch, length)).astype("int32")
+    source = np.concatenate([digits, np.full((batch, 1), EOS_ID, "int32")], axis=1)
+    reversed_digits = digits[:, ::-1]
+    target_in = np.concatenate([np.full((batch, 1), BOS_ID, "int32"), reversed_digits], axis=1)
+    target_out = np.concatenate([reversed_digits, np.full((batch, 1), EOS_ID, "int32")], axis=1)
+    return source, target_in, target_out
+
+
+@pytest.mark.slow
+def test_tiny_model_learns_to_reverse_digit_strings():
+    rng = np.random.default_rng(0)
+    source, target_in, target_out = _copy_task(rng, 2048, 5)
+    model = Transformer(14, num_layers=1, hidden_dim=64, num_heads=4, intermediate_dim=128, dropout=0.0)
+    model.compile(
+        optimizer=transformer_optimizer(64, warmup_steps=100, scale=0.5),
+        loss=LabelSmoothedCrossEntropy(label_smoothing=0.0),
+        metrics=[MaskedAccuracy()],
+    )
+    start = time.perf_counter()
+    model.fit((source, target_in), target_out, batch_size=64, epochs=8, verbose=0)
+    elapsed = time.perf_counter() - start
+    loss = model.evaluate((source, target_in), target_out, batch_size=256, verbose=0, return_dict=True)["loss"]
+    test_source, test_in, test_out = _copy_task(np.random.default_rng(1), 256, 5)
+    predictions = np.argmax(_numpy(model((test_source, test_in))), axis=-1)
+    accuracy = np.mean(predictions == test_out)
+    print(f"reverse task: training loss {loss:.4f}, held-out accuracy {accuracy:.4f}, {elapsed:.1f}s")
+    assert loss < 0.05
+    assert accuracy > 0.99

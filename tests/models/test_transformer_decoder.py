@@ -1,0 +1,114 @@
+import keras
+import numpy as np
+import pytest
+
+from models.transformer_decoder import TransformerDecoder, TransformerDecoderLayer, causal_attention_mask
+from tests.models.layer_contract import run_layer_test
+
+OPTIONS = dict(hidden_dim=16, num_heads=4, intermediate_dim=32, dropout=0.1)
+TARGET_LENGTH = 5
+
+
+def _inputs():
+    rng = np.random.default_rng(0)
+    target = rng.normal(size=(2, TARGET_LENGTH, 16)).astype("float32")
+    memory = rng.normal(size=(2, 6, 16)).astype("float32")
+    mask = np.ones((2, 6), bool)
+    mask[1, 3:] = False
+    return target, memory, mask
+
+
+def _numpy(x):
+    return keras.ops.convert_to_numpy(x)
+
+
+def test_causal_mask_values():
+    expected = np.array([[True, False, False], [True, True, False], [True, True, True]])
+    assert np.array_equal(_numpy(causal_attention_mask(3, 3))[0], expected)
+    # Two queries at positions 2 and 3 over a cache of 5.
+    expected_offset = np.array([[True, True, True, False, False], [True, True, True, True, False]])
+    assert np.array_equal(_numpy(causal_attention_mask(2, 5, 2))[0], expected_offset)
+
+
+def test_layer_contract():
+    target, memory, mask = _inputs()
+    run_layer_test(
+        TransformerDecoderLayer,
+        OPTIONS,
+        {"inputs": target, "encoder_output": memory, "encoder_padding_mask": mask},
+        (2, TARGET_LENGTH, 16),
+    )
+
+
+@pytest.mark.parametrize("normalize_first", [False, True])
+def test_stack_contract(normalize_first):
+    target, memory, mask = _inputs()
+    run_layer_test(
+        TransformerDecoder,
+        {"num_layers": 2, "normalize_first": normalize_first, **OPTIONS},
+        {"inputs": target, "encoder_output": memory, "encoder_padding_mask": mask},
+        (2, TARGET_LENGTH, 16),
+    )
+
+
+def test_layer_incremental_decoding_equals_full_pass():
+    target, memory, mask = _inputs()
+    layer = TransformerDecoderLayer(**OPTIONS)
+    full = _numpy(layer(target, memory, mask))
+    self_cache = layer.self_attention.empty_cache(2, TARGET_LENGTH + 2)
+    cross_cache = layer.cross_attention.project_key_value(memory)
+    steps = []
+    for index in range(TARGET_LENGTH):
+        output, self_cache = layer(
+            target[:, index : index + 1], None, mask, self_cache=self_cache, cross_cache=cross_cache, cache_index=index
+        )
+        steps.append(_numpy(output))
+    assert np.max(np.abs(np.concatenate(steps, axis=1) - full)) < 1e-5
+
+
+@pytest.mark.parametrize("normalize_first", [False, True])
+def test_stack_incremental_decoding_equals_full_pass(normalize_first):
+    target, memory, mask = _inputs()
+    decoder = TransformerDecoder(num_layers=3, normalize_first=normalize_first, **OPTIONS)
+    full = _numpy(decoder(target, memory, mask))
+    self_caches = decoder.empty_self_caches(2, TARGET_LENGTH)
+    cross_caches = decoder.cross_caches(memory)
+    steps = []
+    for index in range(TARGET_LENGTH):
+        output, self_caches = decoder(
+            target[:, index : index + 1], None, mask, self_caches=self_caches, cross_caches=cross_caches, cache_index=index
+        )
+        steps.append(_numpy(output))
+    assert np.max(np.abs(np.concatenate(steps, axis=1) - full)) < 1e-5
+
+
+def test_causality_by_perturbation():
+    target, memory, mask = _inputs()
+    decoder = TransformerDecoder(num_layers=2, **OPTIONS)
+    base = _numpy(decoder(target, memory, mask))
+    for position in range(1, TARGET_LENGTH):
+        changed = target.copy()
+        changed[:, position] += 5.0
+        outputs = _numpy(decoder(changed, memory, mask))
+        assert np.max(np.abs(outputs[:, :position] - base[:, :position])) < 1e-5
+        assert np.max(np.abs(outputs[:, position] - base[:, position])) > 1e-3
+
+
+def test_returns_last_layer_cross_attention():
+    target, memory, mask = _inputs()
+    decoder = TransformerDecoder(num_layers=2, **OPTIONS)
+    outputs, scores = decoder(target, memory, mask, return_attention_scores=True)
+    scores = _numpy(scores)
+    assert scores.shape == (2, 4, TARGET_LENGTH, 6)
+    assert np.all(scores[1, :, :, 3:] == 0.0)
+    assert np.max(np.abs(_numpy(outputs) - _numpy(decoder(target, memory, mask)))) < 1e-5
+
+
+def test_bad_calls_are_rejected():
+    target, memory, mask = _inputs()
+    decoder = TransformerDecoder(num_layers=2, **OPTIONS)
+    decoder(target, memory, mask)
+    with pytest.raises(ValueError, match="needs `encoder_output` or a precomputed `cross_cache`"):
+        decoder(target, None, mask)
+    with pytest.raises(ValueError, match="expected 2 self_caches, received 1"):
+        decoder(target, memory, mask, self_caches=decoder.empty_self_caches(2, 8)[:1], cache_index=0)
