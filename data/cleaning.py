@@ -1,0 +1,89 @@
+"""Cleaning parallel text and splitting it into train/dev/test by a hash of the English side.
+
+Every corpus goes through the same steps: normalise (Unicode NFC, every run of whitespace, tabs and
+line breaks included, becomes one space), then drop pairs with an empty side, pairs whose two sides
+are identical (untranslated), pairs whose character-length ratio is above `MAX_LENGTH_RATIO` or
+below its inverse (misaligned), and exact duplicates. The split of a pair is a function of its
+English side alone, so a sentence never straddles splits and a rebuild gives the same split.
+"""
+
+import collections
+import dataclasses
+import hashlib
+import re
+import unicodedata
+from typing import Iterable, Iterator
+
+MAX_LENGTH_RATIO = 3.0
+# Per mille of the hash space: [0, 30) test, [30, 60) dev, the rest train (about 3% / 3% / 94%).
+TEST_PER_MILLE = 30
+DEV_PER_MILLE = 30
+SPLITS = ("train", "dev", "test")
+
+_WHITESPACE = re.compile(r"\s+")
+# Control and format characters (other than whitespace, handled above) carry no text.
+_INVISIBLE = re.compile(r"[\u0000-\u0008\u000e-\u001f\u007f\u200b-\u200f\u2060\ufeff]")
+
+
+def normalize_text(text: str) -> str:
+    """NFC, invisible characters removed, whitespace runs collapsed to one space, ends stripped."""
+    text = unicodedata.normalize("NFC", text)
+    text = _INVISIBLE.sub("", text)
+    return _WHITESPACE.sub(" ", text).strip()
+
+
+def split_of(english: str) -> str:
+    """Returns "train", "dev" or "test" from the sha256 of the (normalised) English text."""
+    bucket = int.from_bytes(hashlib.sha256(english.encode("utf-8")).digest()[:8], "big") % 1000
+    if bucket < TEST_PER_MILLE:
+        return "test"
+    if bucket < TEST_PER_MILLE + DEV_PER_MILLE:
+        return "dev"
+    return "train"
+
+
+@dataclasses.dataclass
+class CleaningStats:
+    """How many pairs came in and why those that did not come out were dropped."""
+
+    raw: int = 0
+    kept: int = 0
+    dropped: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+
+    def as_dict(self) -> dict:
+        return {"raw": self.raw, "kept": self.kept, "dropped": dict(sorted(self.dropped.items()))}
+
+
+def rejection_reason(english: str, foreign: str) -> str | None:
+    """Why a normalised pair is dropped ("empty", "identical", "length_ratio"), or None."""
+    if not english or not foreign:
+        return "empty"
+    if english == foreign:
+        return "identical"
+    ratio = len(english) / len(foreign)
+    if ratio > MAX_LENGTH_RATIO or ratio < 1.0 / MAX_LENGTH_RATIO:
+        return "length_ratio"
+    return None
+
+
+def clean_pairs(
+    pairs: Iterable[tuple[str, str]], stats: CleaningStats, seen: set | None = None
+) -> Iterator[tuple[str, str]]:
+    """Yields the normalised pairs that pass the filters, counting drops by reason in `stats`.
+
+    `seen` holds the pairs already emitted; pass one set to several calls to deduplicate across
+    sources (the first source to yield a pair keeps it).
+    """
+    seen = set() if seen is None else seen
+    for english, foreign in pairs:
+        stats.raw += 1
+        english, foreign = normalize_text(english), normalize_text(foreign)
+        reason = rejection_reason(english, foreign)
+        if reason is None and (english, foreign) in seen:
+            reason = "duplicate"
+        if reason is not None:
+            stats.dropped[reason] += 1
+            continue
+        seen.add((english, foreign))
+        stats.kept += 1
+        yield english, foreign

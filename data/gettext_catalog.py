@@ -1,0 +1,67 @@
+"""Translated strings from compiled gettext catalogs (`.mo` files).
+
+`libreoffice-l10n-de` ships the German user-interface strings as `.mo` catalogs under
+`usr/lib/libreoffice/program/resource/de/LC_MESSAGES/`. Each entry maps an English `msgid` (with an
+optional `msgctxt`, stored as `context\\x04msgid`) to its German `msgstr`; plural entries hold their
+forms separated by NUL bytes. This module reads the binary format directly (GNU gettext's layout,
+both byte orders), keeping every entry rather than the one-per-msgid view of `gettext`.
+"""
+
+import re
+import struct
+from typing import Iterator
+
+LIBREOFFICE_RESOURCE_DIR = "usr/lib/libreoffice/program/resource"
+
+_MAGIC_LITTLE = 0x950412DE
+_MAGIC_BIG = 0xDE120495
+
+# LibreOffice marks keyboard accelerators with `~` (.hrc strings) and `_` (.ui strings): "~File",
+# "Save _As". They are not part of the text a translation model should learn.
+_ACCELERATOR = re.compile(r"~|(?<![_\w])_(?=\w)|(?<=[^\W_])_(?=[^\W_])")
+
+
+class CatalogError(ValueError):
+    """A `.mo` file that cannot be parsed."""
+
+
+def read_mo(blob: bytes, name: str = "<mo>") -> Iterator[tuple[str, str]]:
+    """Yields `(msgid, msgstr)` for every translated entry of a `.mo` catalog.
+
+    The header entry (empty msgid) and untranslated entries are skipped; the context is removed
+    from the msgid; of a plural entry the singular forms are paired.
+
+    Raises:
+        CatalogError: naming `name` when the magic number or a table offset is wrong.
+    """
+    if len(blob) < 20:
+        raise CatalogError(f"{name}: too short for a .mo file ({len(blob)} bytes).")
+    (magic,) = struct.unpack("<I", blob[:4])
+    if magic == _MAGIC_LITTLE:
+        order = "<"
+    elif magic == _MAGIC_BIG:
+        order = ">"
+    else:
+        raise CatalogError(f"{name}: not a .mo file (magic {magic:#x}).")
+    _, count, ids_offset, strs_offset = struct.unpack(order + "4I", blob[4:20])
+
+    def entry(table_offset: int, index: int) -> bytes:
+        length, offset = struct.unpack_from(order + "2I", blob, table_offset + 8 * index)
+        if offset + length > len(blob):
+            raise CatalogError(f"{name}: string {index} points past the end of the file.")
+        return blob[offset : offset + length]
+
+    for index in range(count):
+        msgid = entry(ids_offset, index)
+        msgstr = entry(strs_offset, index)
+        if not msgid or not msgstr:
+            continue
+        msgid = msgid.split(b"\x04", 1)[-1].split(b"\x00", 1)[0]
+        msgstr = msgstr.split(b"\x00", 1)[0]
+        if msgid and msgstr:
+            yield msgid.decode("utf-8", "strict"), msgstr.decode("utf-8", "strict")
+
+
+def strip_accelerators(text: str) -> str:
+    """Removes LibreOffice's accelerator marks: `~File` -> `File`, `Save _As` -> `Save As`."""
+    return _ACCELERATOR.sub("", text)

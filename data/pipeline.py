@@ -1,0 +1,307 @@
+"""The tf.data input pipeline: TSV pairs -> token-budgeted, length-bucketed batches for `model.fit`.
+
+    read TSV lines -> (shuffle lines with a seed) -> split on the tab -> tokenize in graph (batched,
+    parallel) -> add BOS/EOS -> drop pairs longer than `max_length` (counted, logged once per pass)
+    -> bucket by max(source, target) length -> pad to the bucket's length -> shuffle batches -> prefetch
+
+Each element is `((source_ids, target_input_ids), target_output_ids)`, int32 `[batch, length]`:
+
+    source_ids        = tokens(source) + [EOS]
+    target_input_ids  = [BOS] + tokens(target)      (decoder input, shifted right)
+    target_output_ids = tokens(target) + [EOS]      (labels)
+
+padded with PAD_ID to the same `length` (the bucket length) for all three, so a step compiles to one
+of a handful of shapes. Batch sizes come from a token budget (the paper's batches held ~25k source
+and ~25k target tokens, Section 5.1): a bucket of length L gets `batch_tokens // L` pairs, so padded
+tokens per batch, source and target alike, never exceed `batch_tokens`.
+"""
+
+import dataclasses
+import math
+import sys
+from typing import Callable, Sequence
+
+import tensorflow as tf
+
+from data import parallel_files
+from data.special_ids import BOS_ID, EOS_ID, PAD_ID
+
+_TOKENIZE_BATCH = 256
+_SHUFFLE_BUFFER = 200_000
+
+
+@dataclasses.dataclass(frozen=True)
+class BucketPlan:
+    """Bucket lengths and their batch sizes under a token budget.
+
+    Attributes:
+        lengths: padded sequence length of each bucket, increasing; the last is `max_length`.
+        batch_sizes: pairs per batch in each bucket, `batch_tokens // length`.
+        batch_tokens: the budget of padded tokens per batch (per side).
+    """
+
+    lengths: tuple
+    batch_sizes: tuple
+    batch_tokens: int
+
+    def bucket_of(self, length: int) -> int:
+        """Index of the bucket a sequence of `length` tokens goes to."""
+        for index, bucket_length in enumerate(self.lengths):
+            if length <= bucket_length:
+                return index
+        raise ValueError(f"Length {length} exceeds the largest bucket {self.lengths[-1]}.")
+
+
+def bucket_plan(
+    batch_tokens: int,
+    max_length: int,
+    *,
+    min_length: int = 8,
+    length_multiple: int = 8,
+    growth: float = 1.2,
+) -> BucketPlan:
+    """Bucket lengths from `min_length` to `max_length`, each >= `growth` x the previous.
+
+    Lengths are multiples of `length_multiple` (friendly to accelerators) except possibly the last,
+    which is `max_length`. Batch sizes are `batch_tokens // length`.
+
+    Raises:
+        ValueError: `max_length` not positive, or `batch_tokens` smaller than `max_length` (the
+            longest bucket could not hold a single pair).
+    """
+    if max_length < 1:
+        raise ValueError(f"max_length must be positive, got {max_length}.")
+    if batch_tokens < max_length:
+        raise ValueError(
+            f"batch_tokens={batch_tokens} cannot hold one pair of max_length={max_length}; "
+            f"raise batch_tokens or lower max_length."
+        )
+    lengths = []
+    length = min(min_length, max_length)
+    while length < max_length:
+        lengths.append(length)
+        length = max(length + 1, math.ceil(length * growth))
+        length = math.ceil(length / length_multiple) * length_multiple
+    lengths.append(max_length)
+    return BucketPlan(
+        lengths=tuple(lengths),
+        batch_sizes=tuple(batch_tokens // length for length in lengths),
+        batch_tokens=batch_tokens,
+    )
+
+
+def _as_paths(tsv_path_or_paths: str | Sequence[str]) -> list[str]:
+    paths = [tsv_path_or_paths] if isinstance(tsv_path_or_paths, str) else list(tsv_path_or_paths)
+    if not paths:
+        raise ValueError("No TSV files given.")
+    return paths
+
+
+def validate_tsv(tsv_path_or_paths: str | Sequence[str]) -> int:
+    """Checks that every line is UTF-8 `source<TAB>target` with both sides non-empty.
+
+    The graph's `tf.strings.split` cannot say which file and line is wrong, so files are checked in
+    Python once before the dataset is built. Returns the number of pairs.
+
+    Raises:
+        parallel_files.ParallelDataError: naming the file and line.
+    """
+    total = 0
+    for path in _as_paths(tsv_path_or_paths):
+        stats = parallel_files.ReadStats()
+        for _ in parallel_files.read_tsv(path, stats):
+            pass
+        if stats.empty_lines_skipped:
+            raise parallel_files.ParallelDataError(
+                f"{path}: {stats.empty_lines_skipped} empty lines or sides; the pipeline reads "
+                f"corpus TSVs as written by data.prepare, which has none."
+            )
+        total += stats.pairs
+    return total
+
+
+def _tokenized_pairs(lines: tf.data.Dataset, tokenizer, reverse: bool) -> tf.data.Dataset:
+    """Lines -> (source_ids, target_input_ids, target_output_ids), one pair per element."""
+
+    def tokenize(batch_lines):
+        columns = tf.strings.split(batch_lines, "\t", maxsplit=1).to_tensor(shape=[None, 2])
+        english, foreign = columns[:, 0], columns[:, 1]
+        source, target = (foreign, english) if reverse else (english, foreign)
+        source_ids = tokenizer.tokenize(source)
+        target_ids = tokenizer.tokenize(target)
+        rows = tf.shape(batch_lines, out_type=tf.int64)[:1]
+        eos = tf.RaggedTensor.from_row_lengths(tf.fill(rows, EOS_ID), tf.ones(rows, tf.int64))
+        bos = tf.RaggedTensor.from_row_lengths(tf.fill(rows, BOS_ID), tf.ones(rows, tf.int64))
+        return (
+            tf.concat([source_ids, eos], axis=1),
+            tf.concat([bos, target_ids], axis=1),
+            tf.concat([target_ids, eos], axis=1),
+        )
+
+    return (
+        lines.batch(_TOKENIZE_BATCH)
+        .map(tokenize, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        .unbatch()
+    )
+
+
+def _sequence_length(source, target_input, target_output):
+    del target_output  # same length as target_input
+    return tf.maximum(tf.shape(source)[0], tf.shape(target_input)[0])
+
+
+def _drop_over_length(pairs: tf.data.Dataset, max_length: int, label: str) -> tf.data.Dataset:
+    """Drops pairs longer than `max_length`, printing the count to stderr at the end of each pass.
+
+    A sentinel element (empty sequences, flag set) is appended after the pairs; a `scan` carries
+    the (seen, dropped) counts, and when the sentinel arrives the counts are printed and reset.
+    """
+    empty = tf.zeros([0], tf.int32)
+    flagged = pairs.map(lambda s, ti, to: (s, ti, to, False)).concatenate(
+        tf.data.Dataset.from_tensors((empty, empty, empty, True))
+    )
+
+    def count(state, element):
+        seen, dropped = state
+        source, target_input, target_output, is_end = element
+        too_long = _sequence_length(source, target_input, target_output) > max_length
+        seen = seen + tf.cast(tf.logical_not(is_end), tf.int64)
+        dropped = dropped + tf.cast(too_long, tf.int64)
+        report = tf.cond(
+            is_end,
+            lambda: tf.print(
+                "data.pipeline:", label, ": dropped", dropped, "of", seen,
+                "pairs longer than max_length =", max_length, "tokens", output_stream=sys.stderr,
+            ),
+            tf.no_op,
+        )
+        with tf.control_dependencies([report]):
+            keep = tf.logical_not(tf.logical_or(is_end, too_long))
+        next_state = (tf.where(is_end, tf.constant(0, tf.int64), seen),
+                      tf.where(is_end, tf.constant(0, tf.int64), dropped))
+        return next_state, (source, target_input, target_output, keep)
+
+    zero = tf.constant(0, tf.int64)
+    return (
+        flagged.scan((zero, zero), count)
+        .filter(lambda s, ti, to, keep: keep)
+        .map(lambda s, ti, to, keep: (s, ti, to))
+    )
+
+
+def make_dataset(
+    tsv_path_or_paths: str | Sequence[str],
+    tokenizer,
+    *,
+    batch_tokens: int,
+    max_length: int,
+    shuffle: bool = True,
+    seed: int = 0,
+    reverse: bool = False,
+    repeat: bool = False,
+    num_shards: int = 1,
+    shard_index: int = 0,
+    plan: BucketPlan | None = None,
+    validate: bool = True,
+) -> tf.data.Dataset:
+    """A dataset of `((source_ids, target_input_ids), target_output_ids)` batches for `model.fit`.
+
+    Args:
+        tsv_path_or_paths: one or more `english<TAB>foreign` TSV files (data.prepare's output).
+        tokenizer: a `data.tokenizer.Tokenizer` (anything with `tokenize(tf.string [batch])`).
+        batch_tokens: padded tokens per batch and per side (source, target), e.g. 25000 as in the
+            paper; per replica when used through `make_distributed_dataset_fn`.
+        max_length: longest sequence kept, counted with its BOS/EOS; longer pairs are dropped and
+            the count is printed to stderr once per pass.
+        shuffle: shuffle pairs (before bucketing) and batches, with `seed`; reshuffled every pass.
+        seed: the shuffle seed; the same seed gives the same batches.
+        reverse: read the TSV's second column as the source (xx->en from an en->xx corpus).
+        repeat: repeat forever; repeated before bucketing, so no pass ends with partial batches.
+        num_shards, shard_index: keep every `num_shards`-th line from `shard_index` (one input
+            pipeline of several).
+        plan: bucket lengths and batch sizes; default `bucket_plan(batch_tokens, max_length)`.
+        validate: check the TSV files line by line first (clear errors with file and line).
+
+    Returns:
+        A `tf.data.Dataset` of int32 tensors shaped `[batch, length]`, `length` a bucket length and
+        `batch <= batch_tokens // length`, padded with PAD_ID.
+    """
+    paths = _as_paths(tsv_path_or_paths)
+    if validate:
+        validate_tsv(paths)
+    if hasattr(tokenizer, "ensure_resource"):
+        tokenizer.ensure_resource()
+    plan = plan or bucket_plan(batch_tokens, max_length)
+    if plan.lengths[-1] != max_length:
+        raise ValueError(f"The bucket plan ends at {plan.lengths[-1]}, max_length is {max_length}.")
+    lines = tf.data.TextLineDataset(paths)
+    if num_shards > 1:
+        lines = lines.shard(num_shards, shard_index)
+    if shuffle:
+        lines = lines.shuffle(_SHUFFLE_BUFFER, seed=seed, reshuffle_each_iteration=True)
+    pairs = _tokenized_pairs(lines, tokenizer, reverse)
+    label = f"{','.join(paths)} shard {shard_index}/{num_shards}"
+    pairs = _drop_over_length(pairs, max_length, label)
+    if repeat:
+        pairs = pairs.repeat()
+    batches = pairs.bucket_by_sequence_length(
+        element_length_func=_sequence_length,
+        # A sequence of length L goes to the first bucket with L < boundary, i.e. L <= length.
+        bucket_boundaries=[length + 1 for length in plan.lengths],
+        # The extra last bucket (longer than max_length) stays empty: those pairs were dropped.
+        bucket_batch_sizes=list(plan.batch_sizes) + [1],
+        padding_values=(PAD_ID, PAD_ID, PAD_ID),
+        pad_to_bucket_boundary=True,
+    )
+    batches = batches.map(lambda s, ti, to: ((s, ti), to))
+    if shuffle:
+        batches = batches.shuffle(128, seed=seed + 1, reshuffle_each_iteration=True)
+    return batches.prefetch(tf.data.AUTOTUNE)
+
+
+def make_distributed_dataset_fn(
+    tsv_path_or_paths: str | Sequence[str], tokenizer, **kwargs
+) -> Callable[[tf.distribute.InputContext], tf.data.Dataset]:
+    """A `dataset_fn` for `strategy.distribute_datasets_from_function`.
+
+    Each input pipeline reads its shard of the lines (`input_pipeline_id` of
+    `num_input_pipelines`) and batches with the per-replica budget `batch_tokens` (so a global
+    step holds up to `num_replicas * batch_tokens` tokens per side). The shuffle seed is offset by
+    the pipeline id so pipelines do not shuffle in lockstep. `kwargs` are `make_dataset`'s.
+    """
+    paths = _as_paths(tsv_path_or_paths)
+    if kwargs.get("validate", True):
+        validate_tsv(paths)
+    kwargs["validate"] = False
+
+    def dataset_fn(input_context: tf.distribute.InputContext) -> tf.data.Dataset:
+        options = dict(kwargs)
+        options["seed"] = options.get("seed", 0) + input_context.input_pipeline_id
+        return make_dataset(
+            paths,
+            tokenizer,
+            num_shards=input_context.num_input_pipelines,
+            shard_index=input_context.input_pipeline_id,
+            **options,
+        )
+
+    return dataset_fn
+
+
+def resolve_direction(languages: Sequence[str], direction: str) -> bool:
+    """Whether to reverse a corpus with columns `languages` to translate `direction`.
+
+    `resolve_direction(("en", "de"), "de-en")` is True; ("en", "de") with "en-de" is False.
+
+    Raises:
+        ValueError: a direction that is not the corpus's languages in either order.
+    """
+    languages = tuple(languages)
+    if direction == f"{languages[0]}-{languages[1]}":
+        return False
+    if direction == f"{languages[1]}-{languages[0]}":
+        return True
+    raise ValueError(
+        f"Direction {direction!r} does not match the corpus languages {languages}; expected "
+        f"'{languages[0]}-{languages[1]}' or '{languages[1]}-{languages[0]}'."
+    )

@@ -1,0 +1,159 @@
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from data import parallel_files, pipeline, tokenizer
+from data.special_ids import BOS_ID, EOS_ID, PAD_ID
+
+
+def _batches(dataset):
+    return [((s.numpy(), ti.numpy()), to.numpy()) for (s, ti), to in dataset]
+
+
+def test_bucket_plan_hand_computed():
+    plan = pipeline.bucket_plan(1000, 50)
+    assert plan.lengths == (8, 16, 24, 32, 40, 48, 50)
+    assert plan.batch_sizes == (125, 62, 41, 31, 25, 20, 20)
+    assert plan.bucket_of(1) == 0 and plan.bucket_of(9) == 1 and plan.bucket_of(50) == 6
+    with pytest.raises(ValueError, match="batch_tokens=40 cannot hold one pair of max_length=50"):
+        pipeline.bucket_plan(40, 50)
+
+
+def test_batches_respect_budget_and_bucket_lengths(small_tsv, small_tokenizer):
+    plan = pipeline.bucket_plan(512, 96)
+    batches = _batches(pipeline.make_dataset(small_tsv, small_tokenizer, batch_tokens=512,
+                                             max_length=96, seed=3))
+    seen = 0
+    for (source, target_input), target_output in batches:
+        assert source.dtype == np.int32
+        assert source.shape[1] == target_input.shape[1] == target_output.shape[1]
+        assert source.shape[1] in plan.lengths
+        assert source.size <= 512 and target_input.size <= 512
+        assert source.shape[0] <= plan.batch_sizes[plan.lengths.index(source.shape[1])]
+        seen += source.shape[0]
+    lengths = [b[0][0].shape[1] for b in batches]
+    assert len(set(lengths)) > 3  # several buckets in use
+
+
+
+def test_pairs_are_encoded_with_bos_eos_and_padding(small_tsv, small_tokenizer):
+    dataset = pipeline.make_dataset(small_tsv, small_tokenizer, batch_tokens=4096, max_length=128,
+                                    shuffle=False)
+    expected = dict(parallel_files.read_tsv(small_tsv))
+    (source, target_input), target_output = next(iter(dataset))
+    for row in range(source.shape[0]):
+        s, ti, to = source[row].numpy(), target_input[row].numpy(), target_output[row].numpy()
+        n_source, n_target = int((s != PAD_ID).sum()), int((to != PAD_ID).sum())
+        assert s[n_source - 1] == EOS_ID and not (s[n_source:] != PAD_ID).any()
+        assert ti[0] == BOS_ID and to[n_target - 1] == EOS_ID
+        assert (ti[1:n_target] == to[: n_target - 1]).all()  # the decoder input is shifted right
+        english = small_tokenizer.detokenize(s[None])[0].numpy().decode()
+        german = small_tokenizer.detokenize(ti[None])[0].numpy().decode()
+        assert expected[english] == german
+
+
+def test_over_length_pairs_are_dropped_and_reported(small_tsv, small_tokenizer, capfd):
+    pairs = list(parallel_files.read_tsv(small_tsv))
+    source_lengths = small_tokenizer.tokenize([en for en, _ in pairs]).row_lengths().numpy() + 1
+    target_lengths = small_tokenizer.tokenize([de for _, de in pairs]).row_lengths().numpy() + 1
+    too_long = int((np.maximum(source_lengths, target_lengths) > 40).sum())
+    assert 0 < too_long < len(pairs)
+    dataset = pipeline.make_dataset(small_tsv, small_tokenizer, batch_tokens=800, max_length=40, seed=1)
+    kept = sum(b[0][0].shape[0] for b in _batches(dataset))
+    assert kept == len(pairs) - too_long
+    assert f"dropped {too_long} of {len(pairs)} pairs longer than max_length = 40" in capfd.readouterr().err
+
+
+def test_same_seed_same_batches_other_seed_other_order(small_tsv, small_tokenizer):
+    make = lambda seed: _batches(pipeline.make_dataset(  # noqa: E731
+        small_tsv, small_tokenizer, batch_tokens=512, max_length=96, seed=seed))
+    first, again, other = make(7), make(7), make(8)
+    assert len(first) == len(again)
+    for a, b in zip(first, again):
+        np.testing.assert_array_equal(a[0][0], b[0][0])
+        np.testing.assert_array_equal(a[1], b[1])
+    assert any(a[0][0].shape != b[0][0].shape or (a[0][0] != b[0][0]).any() for a, b in zip(first, other))
+
+
+def test_reverse_swaps_source_and_target(small_tsv, small_tokenizer):
+    forward = pipeline.make_dataset(small_tsv, small_tokenizer, batch_tokens=4096, max_length=128, shuffle=False)
+    backward = pipeline.make_dataset(small_tsv, small_tokenizer, batch_tokens=4096, max_length=128,
+                                     shuffle=False, reverse=True)
+    (source, _), _ = next(iter(backward))
+    pairs = dict((de, en) for en, de in parallel_files.read_tsv(small_tsv))
+    german = small_tokenizer.detokenize(source[:1])[0].numpy().decode()
+    assert german in pairs and german.endswith("Uhr (" + german.rsplit("(", 1)[1])
+    del forward
+
+
+def test_distributed_pipelines_shard_the_lines(small_tsv, small_tokenizer):
+    dataset_fn = pipeline.make_distributed_dataset_fn(
+        small_tsv, small_tokenizer, batch_tokens=1024, max_length=256, shuffle=False)
+    decoded = []
+    for pipeline_id in range(2):
+        context = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=pipeline_id,
+                                             num_replicas_in_sync=2)
+        rows = set()
+        for (source, _), _ in dataset_fn(context):
+            assert source.shape[0] * source.shape[1] <= 1024  # the per-replica budget
+            rows |= {t.decode() for t in small_tokenizer.detokenize(source).numpy()}
+        decoded.append(rows)
+    assert not decoded[0] & decoded[1]
+    assert len(decoded[0]) + len(decoded[1]) == 600
+    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    distributed = strategy.distribute_datasets_from_function(dataset_fn)
+    (source, _), _ = next(iter(distributed))
+    assert source.shape[0] * source.shape[1] <= 1024
+
+
+def test_malformed_tsv_is_named_before_the_graph_runs(tmp_path, small_tokenizer):
+    path = tmp_path / "bad.tsv"
+    path.write_text("One.\tEins.\nno tab here\n", encoding="utf-8")
+    with pytest.raises(parallel_files.ParallelDataError, match=r"bad.tsv:2"):
+        pipeline.make_dataset(str(path), small_tokenizer, batch_tokens=512, max_length=64)
+
+
+def test_resolve_direction():
+    assert pipeline.resolve_direction(("en", "de"), "en-de") is False
+    assert pipeline.resolve_direction(("en", "es"), "es-en") is True
+    with pytest.raises(ValueError, match="'fr-en' does not match the corpus languages"):
+        pipeline.resolve_direction(("en", "de"), "fr-en")
+
+
+def _padding_share(dataset, steps=None):
+    pad = total = 0
+    for index, ((source, target_input), _) in enumerate(dataset):
+        if steps is not None and index >= steps:
+            break
+        for tensor in (source, target_input):
+            total += int(tf.size(tensor))
+            pad += int(tf.reduce_sum(tf.cast(tensor == PAD_ID, tf.int32)))
+    return pad / total
+
+
+@pytest.mark.slow
+def test_padding_share_on_the_real_corpus(deb_en_de, tmp_path):
+    paths, _, _ = deb_en_de
+    spm = tokenizer.Tokenizer.from_file(
+        tokenizer.train_sentencepiece(paths.train, str(tmp_path / "spm"), vocab_size=8000))
+    batch_tokens, max_length = 4096, 128
+    bucketed = pipeline.make_dataset(paths.train, spm, batch_tokens=batch_tokens,
+                                     max_length=max_length, seed=0)
+    plan = pipeline.bucket_plan(batch_tokens, max_length)
+    # The same pairs without bucketing: shuffled, fixed batches of the average bucketed size,
+    # padded to the longest pair of each batch.
+    batch_size = int(np.mean(plan.batch_sizes))
+    unbucketed = (
+        pipeline.make_dataset(paths.train, spm, batch_tokens=batch_tokens, max_length=max_length,
+                              seed=0, plan=pipeline.BucketPlan((max_length,), (1,), batch_tokens))
+        .unbatch()
+        .map(lambda inputs, target_output: (
+            (inputs[0][inputs[0] != PAD_ID], inputs[1][inputs[1] != PAD_ID]), target_output))
+        .padded_batch(batch_size, padding_values=((PAD_ID, PAD_ID), PAD_ID))
+    )
+    bucketed_share = _padding_share(bucketed)
+    unbucketed_share = _padding_share(unbucketed)
+    print(f"\npadding share on deb-en-de train (batch_tokens={batch_tokens}, max_length={max_length}):"
+          f" bucketed {bucketed_share:.1%}, unbucketed batches of {batch_size} {unbucketed_share:.1%}")
+    assert bucketed_share < 0.5 * unbucketed_share
+    assert bucketed_share < 0.30

@@ -1,0 +1,97 @@
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import sentencepiece
+import tensorflow as tf
+
+from data import tokenizer
+from data.special_ids import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+
+NORMAL_TEXT = [
+    "The small dog waits for the train at 7 o'clock.",
+    "Der kleine Hund wartet um 7 Uhr auf den Zug.",
+    "Anna writes: \"Öffnet das Fenster!\" (twice)",
+    "Zoë bought 3 croissants for 4,50 € — unseen words and symbols 😀 included.",
+]
+
+
+def test_special_ids_are_pinned(small_tokenizer):
+    pieces = small_tokenizer.id_to_piece(tf.constant([PAD_ID, BOS_ID, EOS_ID, UNK_ID])).numpy()
+    assert pieces.tolist() == [b"<pad>", b"<s>", b"</s>", b"<unk>"]
+    assert small_tokenizer.vocabulary_size == 400
+
+
+def test_round_trip(small_tokenizer):
+    ids = small_tokenizer.tokenize(tf.constant(NORMAL_TEXT))
+    assert isinstance(ids, tf.RaggedTensor) and ids.dtype == tf.int32
+    assert not tf.reduce_any(ids.flat_values == UNK_ID)  # byte fallback, no <unk>
+    assert [t.decode() for t in small_tokenizer.detokenize(ids).numpy()] == NORMAL_TEXT
+
+
+def test_detokenize_stops_at_eos_and_skips_pad_and_bos(small_tokenizer):
+    ids = small_tokenizer.tokenize(tf.constant(["Anna sings a song.", "The cat"])).to_list()
+    dense = [
+        [BOS_ID] + ids[0] + [EOS_ID] + ids[1] + [PAD_ID] * 3,
+        [BOS_ID] + ids[1] + [PAD_ID] * (len(ids[0]) + 4),
+    ]
+    expected = [b"Anna sings a song.", b"The cat"]
+    assert small_tokenizer.detokenize(tf.constant(dense)).numpy().tolist() == expected
+    ragged = tf.ragged.constant([ids[0] + [EOS_ID, 5, 6], ids[1]])
+    assert small_tokenizer.detokenize(ragged).numpy().tolist() == expected
+
+
+def test_runs_inside_a_graph(small_tokenizer):
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def round_trip(texts):
+        return small_tokenizer.detokenize(small_tokenizer.tokenize(texts).to_tensor())
+
+    assert round_trip(tf.constant(NORMAL_TEXT[:2])).numpy().tolist() == [t.encode() for t in NORMAL_TEXT[:2]]
+
+
+def test_saved_model_carries_the_vocabulary(small_tokenizer, tmp_path):
+    module = tf.Module()
+    module.tokenizer = tokenizer.Tokenizer(small_tokenizer.model_proto)
+    module.tokenize = tf.function(
+        lambda texts: module.tokenizer.tokenize(texts).to_tensor(default_value=PAD_ID),
+        input_signature=[tf.TensorSpec([None], tf.string)],
+    )
+    module.detokenize = tf.function(
+        module.tokenizer.detokenize, input_signature=[tf.TensorSpec([None, None], tf.int32)]
+    )
+    tf.saved_model.save(module, str(tmp_path / "saved"))
+    # A fresh process has neither the .model file nor this Python object.
+    code = (
+        "import sys, tensorflow as tf, tensorflow_text\n"
+        "m = tf.saved_model.load(sys.argv[1])\n"
+        "print(m.detokenize(m.tokenize(tf.constant([sys.argv[2]])))[0].numpy().decode())\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code, str(tmp_path / "saved"), NORMAL_TEXT[0]],
+                            capture_output=True, text=True, check=True)
+    assert result.stdout.strip().splitlines()[-1] == NORMAL_TEXT[0]
+
+
+def test_rejects_a_model_with_other_special_ids(small_tsv, tmp_path):
+    prefix = str(tmp_path / "default_ids")
+    sentencepiece.SentencePieceTrainer.train(
+        input=small_tsv, model_prefix=prefix, vocab_size=300, minloglevel=2  # unk=0 bos=1 eos=2
+    )
+    with pytest.raises(ValueError, match="special ids"):
+        tokenizer.Tokenizer.from_file(prefix + ".model")
+
+
+def test_train_from_an_iterator_is_deterministic(tmp_path):
+    sentences = [f"Sentence {i} is about {w}." for i in range(300) for w in ("cats", "dogs")]
+    first = tokenizer.train_sentencepiece(iter(sentences), str(tmp_path / "a"), vocab_size=320)
+    second = tokenizer.train_sentencepiece(iter(sentences), str(tmp_path / "b"), vocab_size=320)
+    # The files differ only in the trainer options they record (the output path).
+    pieces = [
+        [(p.id_to_piece(i), p.get_score(i)) for i in range(p.get_piece_size())]
+        for p in (sentencepiece.SentencePieceProcessor(model_file=m) for m in (first, second))
+    ]
+    assert pieces[0] == pieces[1]
+    assert np.array_equal(
+        tokenizer.Tokenizer.from_file(first).tokenize(["Sentence 5."]).flat_values.numpy(),
+        tokenizer.Tokenizer.from_file(second).tokenize(["Sentence 5."]).flat_values.numpy(),
+    )
