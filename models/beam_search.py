@@ -1,0 +1,366 @@
+"""Batched beam search with a length penalty, over a decoder that keeps a key/value cache.
+
+The search of "Attention Is All You Need" (Vaswani et al., 2017), section 6.1: beam size 4 and
+length penalty alpha = 0.6, with the length penalty of Wu et al. (2016), "Google's Neural Machine
+Translation System", eq. 14:
+
+    lp(Y) = ((5 + |Y|) / 6) ** alpha,        score(Y) = log P(Y | X) / lp(Y)
+
+The algorithm is the one of tensor2tensor / tensorflow-models `beam_search.py`: every sentence keeps
+`beam_size` *alive* hypotheses (still growing) and `beam_size` *finished* ones (ended). At each step
+the `2 * beam_size` best one-token extensions of the alive hypotheses are taken, so that even if
+`beam_size` of them end, `beam_size` remain to stay alive; the ended ones compete, by
+length-penalised score, for the finished set, the others (by log-probability) for the alive set. A
+sentence is done when no alive hypothesis can beat its worst finished one (or none is left); the
+loop stops when every sentence is done.
+
+Conventions (the exact policy, relied on by the tests):
+
+- Length |Y| counts the tokens produced, *including* the final EOS and excluding BOS: "a b EOS" has
+  length 3 and score log P / ((5 + 3) / 6) ** alpha (as in tensor2tensor, whose step `i` scores
+  length `i + 1`).
+- A hypothesis that reaches its sentence's maximum length without producing EOS is finished there
+  (forced end, no EOS appended) and scored with that length. Hence every sentence ends with finished
+  hypotheses and the search never needs tensor2tensor's fallback of returning alive ones.
+- The returned ids include the EOS token; every position after it is `pad_id`.
+
+The search knows the model only through `next_logits_fn(ids, step, state) -> (logits, state)`. It is
+written with `keras.ops` only, with fixed shapes (a preallocated id buffer and a `while_loop` whose
+variables never change shape), so it runs eagerly or under `jax.jit` with the JAX backend and traces
+into a `tf.function` (no XLA needed) for a SavedModel with the TensorFlow backend.
+
+Layout: the beams of one sentence are contiguous, row `b * beam_size + k` of every `[batch * beam]`
+tensor is beam `k` of sentence `b`.
+"""
+
+import numbers
+from typing import Any, NamedTuple
+
+import keras
+from keras import ops
+
+from data.special_ids import EOS_ID, PAD_ID
+
+# Scores are always computed in float32, whatever the model's compute dtype (bfloat16 / float16
+# logits are cast before the log-softmax), so "log 0" is a float32 constant: finite, far below any
+# real log-probability, and small enough in magnitude that adding two of them stays finite (float32
+# max is ~3.4e38). The loop state never holds -inf (a token the model gives -inf logits makes a dead
+# candidate, replaced by this constant), so no -inf - (-inf) = NaN can arise.
+_SCORE_DTYPE = "float32"
+_LARGE_NEGATIVE = -1e30
+# Anything at or below this is a dead hypothesis (one that started from `_LARGE_NEGATIVE`).
+_DEAD_THRESHOLD = 0.5 * _LARGE_NEGATIVE
+
+
+class SearchResult(NamedTuple):
+    """The n-best hypotheses of every sentence, best first.
+
+    Attributes:
+        ids: int32 `[batch, num_return, max_decode_length]`, the tokens after BOS, EOS included,
+            `pad_id` after the EOS (and after the last token of a hypothesis cut at its max length).
+        scores: float32 `[batch, num_return]`, log-probability divided by the length penalty.
+    """
+
+    ids: Any
+    scores: Any
+
+
+def length_penalty(length, alpha):
+    """Wu et al. (2016), eq. 14: `((5 + length) / 6) ** alpha`, in float32.
+
+    Args:
+        length: int or tensor of ints, the number of tokens produced, EOS included.
+        alpha: float >= 0; 0 disables the penalty (scores are plain log-probabilities).
+
+    Returns:
+        A float32 tensor with the shape of `length`.
+    """
+    length = ops.cast(length, _SCORE_DTYPE)
+    return ops.power((5.0 + length) / 6.0, alpha)
+
+
+def beam_search(
+    next_logits_fn,
+    initial_ids,
+    initial_state,
+    *,
+    beam_size,
+    max_decode_length,
+    max_lengths=None,
+    alpha=0.6,
+    eos_id=EOS_ID,
+    pad_id=PAD_ID,
+    num_return=1,
+):
+    """Finds the `num_return` best translations of every sentence by beam search.
+
+    Section 6.1 of the paper decodes with `beam_size=4, alpha=0.6` and a maximum output length of
+    the input length + 50 (pass that as `max_lengths`).
+
+    Args:
+        next_logits_fn: `(ids, step, state) -> (logits, state)`. `ids` is int32 `[batch * beam]`,
+            the token each hypothesis chose at the previous step (the initial ids at step 0);
+            `step` is a scalar int32, the 0-based position being produced (it is also the number of
+            tokens each hypothesis has produced so far); `state` is a nested structure (dicts,
+            lists, tuples) of tensors with leading dimension `batch * beam`, typically the
+            decoder's self-attention key/value cache. Returns `logits` `[batch * beam, vocab]` (any
+            float dtype; the search takes the log-softmax in float32) and the updated `state` with
+            the same structure, shapes and dtypes. When hypotheses are reselected, the search
+            reorders every tensor of `state` along axis 0 with a gather. Anything identical across
+            the beams of a sentence (encoder output, cross-attention keys/values, source padding
+            mask) should be captured by the caller in the closure, tiled to `batch * beam` rows;
+            it is never reordered, since a hypothesis never moves to another sentence.
+        initial_ids: int `[batch]`, the first input token of every sentence (BOS).
+        initial_state: the `state` for step 0, leading dimension `batch * beam` already: the
+            caller tiles it (e.g. `ops.repeat(x, beam_size, axis=0)`, which gives the contiguous
+            layout, row `b * beam_size + k`).
+        beam_size: int >= 1, hypotheses kept per sentence (alive and finished each).
+        max_decode_length: int >= 1, static, the size of the id buffer and of the cache: no
+            hypothesis is longer, whatever `max_lengths` says.
+        max_lengths: optional int `[batch]`, the maximum output length (tokens, EOS included) of
+            each sentence; values are clipped to `[1, max_decode_length]`. A hypothesis that
+            reaches it ends there, without EOS. `None` means `max_decode_length` for all. With it,
+            a sentence gives the same result alone as in a batch of sentences of other lengths.
+        alpha: float >= 0, the length-penalty exponent (0: no penalty).
+        eos_id: int, the token that ends a hypothesis.
+        pad_id: int, written after the end of every hypothesis.
+        num_return: int in `[1, beam_size]`, hypotheses returned per sentence.
+
+    Returns:
+        A `SearchResult(ids, scores)`, unpackable as a tuple: `ids` int32
+        `[batch, num_return, max_decode_length]` (EOS included, `pad_id` after it), `scores`
+        float32 `[batch, num_return]`, sorted best first. In the degenerate case of a vocabulary
+        with fewer than `num_return` possible hypotheses, the missing rows are all `pad_id` with
+        score -1e30.
+
+    Raises:
+        ValueError: if an argument is out of range or `initial_ids` / `max_lengths` is not rank 1.
+    """
+    initial_ids, max_lengths = _validate(
+        beam_size, max_decode_length, alpha, num_return, initial_ids, max_lengths
+    )
+    return _search(
+        next_logits_fn,
+        initial_ids,
+        initial_state,
+        beam_size=int(beam_size),
+        num_candidates=2 * int(beam_size),
+        max_decode_length=int(max_decode_length),
+        max_lengths=max_lengths,
+        alpha=float(alpha),
+        eos_id=eos_id,
+        pad_id=pad_id,
+        num_return=int(num_return),
+    )
+
+
+def greedy_search(
+    next_logits_fn,
+    initial_ids,
+    initial_state,
+    *,
+    max_decode_length,
+    max_lengths=None,
+    alpha=0.6,
+    eos_id=EOS_ID,
+    pad_id=PAD_ID,
+):
+    """Greedy decoding: at every step take the most likely token, stop at EOS or max length.
+
+    It runs the loop of `beam_search` with one hypothesis and one candidate per step, so it is
+    exactly the argmax loop. (`beam_search(beam_size=1)` is not: it looks at the 2 best tokens,
+    keeps a finished hypothesis that ended with the second-best EOS, and goes on after the argmax
+    EOS while the alive hypothesis may still beat it, so it can return a better-scoring,
+    different sequence.)
+
+    Args:
+        next_logits_fn: as in `beam_search`, with `beam = 1`.
+        initial_ids: int `[batch]`, the first input token of every sentence (BOS).
+        initial_state: the `state` for step 0, leading dimension `batch`.
+        max_decode_length: int >= 1, static, the size of the id buffer and of the cache.
+        max_lengths: optional int `[batch]`, as in `beam_search`.
+        alpha: float >= 0, used only for the returned scores (the tokens do not depend on it), so
+            that they compare with `beam_search` scores.
+        eos_id: int, the token that ends a hypothesis.
+        pad_id: int, written after the end of every hypothesis.
+
+    Returns:
+        A `SearchResult` as from `beam_search` with `num_return=1`: `ids` int32
+        `[batch, 1, max_decode_length]`, `scores` float32 `[batch, 1]`.
+
+    Raises:
+        ValueError: if an argument is out of range or `initial_ids` / `max_lengths` is not rank 1.
+    """
+    initial_ids, max_lengths = _validate(1, max_decode_length, alpha, 1, initial_ids, max_lengths)
+    return _search(
+        next_logits_fn,
+        initial_ids,
+        initial_state,
+        beam_size=1,
+        num_candidates=1,
+        max_decode_length=int(max_decode_length),
+        max_lengths=max_lengths,
+        alpha=float(alpha),
+        eos_id=eos_id,
+        pad_id=pad_id,
+        num_return=1,
+    )
+
+
+def _validate(beam_size, max_decode_length, alpha, num_return, initial_ids, max_lengths):
+    """Raises ValueError on a bad argument; returns `initial_ids, max_lengths` as tensors."""
+
+    def is_int(value):  # Python or NumPy integer scalar, not a tensor
+        return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+    if not is_int(beam_size) or beam_size < 1:
+        raise ValueError(f"`beam_size` must be an int >= 1. Received: beam_size={beam_size!r}")
+    if not is_int(max_decode_length) or max_decode_length < 1:
+        raise ValueError(
+            "`max_decode_length` must be a static Python int >= 1 (the size of the id buffer and "
+            f"of the cache). Received: max_decode_length={max_decode_length!r}"
+        )
+    if not isinstance(alpha, numbers.Real) or isinstance(alpha, bool) or not alpha >= 0:
+        raise ValueError(
+            "`alpha` (length-penalty exponent) must be a float >= 0: with a negative alpha the "
+            f"early-stopping bound is wrong. Received: alpha={alpha!r}"
+        )
+    if not is_int(num_return) or not 1 <= num_return <= beam_size:
+        raise ValueError(
+            f"`num_return` must be an int in [1, beam_size={beam_size}]. "
+            f"Received: num_return={num_return!r}"
+        )
+    initial_ids = ops.convert_to_tensor(initial_ids)
+    if len(initial_ids.shape) != 1:
+        raise ValueError(
+            "`initial_ids` must have rank 1, shape [batch] (one BOS per sentence). "
+            f"Received: shape {tuple(initial_ids.shape)}"
+        )
+    if max_lengths is not None:
+        max_lengths = ops.convert_to_tensor(max_lengths)
+        if len(max_lengths.shape) != 1:
+            raise ValueError(
+                "`max_lengths` must be None or have rank 1, shape [batch]. "
+                f"Received: shape {tuple(max_lengths.shape)}"
+            )
+    return initial_ids, max_lengths
+
+
+def _search(
+    next_logits_fn,
+    initial_ids,
+    initial_state,
+    *,
+    beam_size,
+    num_candidates,
+    max_decode_length,
+    max_lengths,
+    alpha,
+    eos_id,
+    pad_id,
+    num_return,
+):
+    """The alive/finished search; `num_candidates` extensions per sentence and step."""
+    initial_ids = ops.cast(initial_ids, "int32")
+    # Buffer position 0 holds the initial id, position t + 1 the token produced at step t.
+    positions = ops.arange(max_decode_length + 1, dtype="int32")  # [L + 1]
+    # Row offset of every sentence, for gathers on the flattened [batch * beams] axis.
+    sentence_index = ops.arange(ops.shape(initial_ids)[0], dtype="int32")[:, None]  # [batch, 1]
+
+    if max_lengths is None:
+        max_lengths = ops.full_like(initial_ids, max_decode_length)
+    else:
+        max_lengths = ops.clip(ops.cast(max_lengths, "int32"), 1, max_decode_length)
+    # No continuation scores above alive_log_prob / this (see `sentence_done`).
+    max_length_penalty = length_penalty(max_lengths, alpha)  # [batch]
+
+    tiled_ids = ops.tile(initial_ids[:, None], [1, beam_size])  # [batch, beam]
+    alive_seq = ops.where(positions == 0, tiled_ids[:, :, None], pad_id)  # [batch, beam, L + 1]
+    # One live beam per sentence at step 0, so the beams do not all extend the same prefix.
+    first_beam_only = ops.cast(
+        ops.where(ops.arange(beam_size) == 0, 0.0, _LARGE_NEGATIVE), _SCORE_DTYPE
+    )
+    alive_log_probs = ops.zeros_like(tiled_ids, _SCORE_DTYPE) + first_beam_only  # [batch, beam]
+    finished_seq = ops.full_like(alive_seq, pad_id)  # [batch, beam, L + 1]
+    # An empty finished slot scores _LARGE_NEGATIVE: any real hypothesis replaces it.
+    finished_scores = ops.full_like(alive_log_probs, _LARGE_NEGATIVE)  # [batch, beam]
+
+    def gather_beams(x, beam_indices):
+        """x `[batch, beams, ...]`, beam_indices `[batch, n]` -> `[batch, n, ...]`."""
+        num_beams = ops.shape(x)[1]
+        rows = ops.reshape(sentence_index * num_beams + beam_indices, [-1])
+        gathered = ops.take(ops.reshape(x, (-1,) + tuple(x.shape[2:])), rows, axis=0)
+        return ops.reshape(gathered, (-1, ops.shape(beam_indices)[1]) + tuple(x.shape[2:]))
+
+    def sentence_done(alive_log_probs, finished_scores):
+        """[batch] bool: the sentence's finished set can no longer change."""
+        best_alive = ops.max(alive_log_probs, axis=1)
+        # For alpha >= 0, lp grows with the length and a log-probability only falls when tokens
+        # are added, so an alive hypothesis can end with at best best_alive / lp(max length).
+        best_possible = best_alive / max_length_penalty
+        # Stays _LARGE_NEGATIVE until beam_size hypotheses have finished, so the n-best is exact.
+        worst_finished = ops.min(finished_scores, axis=1)
+        no_alive = best_alive <= _DEAD_THRESHOLD
+        return ops.logical_or(no_alive, best_possible < worst_finished)
+
+    def cond(step, alive_seq, alive_log_probs, finished_seq, finished_scores, state):
+        return ops.logical_and(
+            step < max_decode_length,
+            ops.logical_not(ops.all(sentence_done(alive_log_probs, finished_scores))),
+        )
+
+    def body(step, alive_seq, alive_log_probs, finished_seq, finished_scores, state):
+        ids = ops.reshape(ops.take(alive_seq, step, axis=2), [-1])  # [batch * beam]
+        logits, state = next_logits_fn(ids, step, state)
+        log_probs = ops.log_softmax(ops.cast(logits, _SCORE_DTYPE), axis=-1)
+        vocab_size = log_probs.shape[-1] or ops.shape(log_probs)[-1]
+        log_probs = ops.reshape(log_probs, [-1, beam_size, vocab_size])  # [batch, beam, vocab]
+
+        # Candidates: the best one-token extensions over (beam x vocab) of every sentence.
+        extended = alive_log_probs[:, :, None] + log_probs
+        flat = ops.reshape(extended, [-1, beam_size * vocab_size])  # [batch, beam * vocab]
+        cand_log_probs, cand_index = ops.top_k(flat, num_candidates)  # [batch, candidates]
+        cand_beam = ops.floor_divide(cand_index, vocab_size)
+        cand_token = ops.mod(cand_index, vocab_size)
+        cand_seq = gather_beams(alive_seq, cand_beam)  # [batch, candidates, L + 1]
+        cand_seq = ops.where(positions == step + 1, cand_token[:, :, None], cand_seq)
+
+        length = step + 1
+        at_max_length = (length >= max_lengths)[:, None]  # [batch, 1]
+        # Extensions of a dead hypothesis (only picked when fewer than `num_candidates` real ones
+        # exist) or by a token with -inf logits are not hypotheses.
+        real = cand_log_probs > _DEAD_THRESHOLD
+        ended = ops.logical_and(ops.logical_or(cand_token == eos_id, at_max_length), real)
+
+        # Finished set: the best `beam_size` of the old finished and the ended candidates.
+        cand_scores = ops.where(
+            ended, cand_log_probs / length_penalty(length, alpha), _LARGE_NEGATIVE
+        )
+        pooled_seq = ops.concatenate([finished_seq, cand_seq], axis=1)
+        pooled_scores = ops.concatenate([finished_scores, cand_scores], axis=1)
+        # Once a sentence is done, every later candidate scores below its worst finished
+        # hypothesis (see `sentence_done`), so its finished set no longer changes while the rest of
+        # the batch goes on.
+        finished_scores, chosen = ops.top_k(pooled_scores, beam_size)
+        finished_seq = gather_beams(pooled_seq, chosen)
+
+        # Alive set: the best `beam_size` candidates that did not end.
+        cand_alive = ops.where(
+            ops.logical_or(ended, ops.logical_not(real)), _LARGE_NEGATIVE, cand_log_probs
+        )
+        alive_log_probs, chosen = ops.top_k(cand_alive, beam_size)  # [batch, beam]
+        alive_seq = gather_beams(cand_seq, chosen)
+        parent_beam = ops.take_along_axis(cand_beam, chosen, axis=1)  # [batch, beam]
+        parent_rows = ops.reshape(sentence_index * beam_size + parent_beam, [-1])
+        state = keras.tree.map_structure(lambda x: ops.take(x, parent_rows, axis=0), state)
+        return step + 1, alive_seq, alive_log_probs, finished_seq, finished_scores, state
+
+    step = ops.convert_to_tensor(0, dtype="int32")
+    _, _, _, finished_seq, finished_scores, _ = ops.while_loop(
+        cond,
+        body,
+        (step, alive_seq, alive_log_probs, finished_seq, finished_scores, initial_state),
+    )
+    return SearchResult(
+        ids=finished_seq[:, :num_return, 1:], scores=finished_scores[:, :num_return]
+    )
