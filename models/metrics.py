@@ -41,3 +41,31 @@ class MaskedAccuracy(keras.metrics.Metric):
 
     def get_config(self):
         return {**super().get_config(), "pad_id": self.pad_id}
+
+
+@keras.saving.register_keras_serializable(package="transformer")
+class TargetTokenCount(keras.metrics.Metric):
+    """Number of non-pad target tokens seen since the last reset (summed over replicas), from which
+    training reports target tokens per second.
+
+    Args:
+        pad_id: target positions holding this id are not counted.
+        name: defaults to "target_tokens".
+    """
+
+    def __init__(self, pad_id=PAD_ID, name="target_tokens", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.pad_id = pad_id
+        self.total = self.add_variable(shape=(), initializer="zeros", name="total", dtype="float32")
+
+    def update_state(self, y_true, y_pred=None, sample_weight=None):
+        self.total.assign_add(ops.sum(ops.cast(ops.not_equal(y_true, self.pad_id), "float32")))
+
+    def result(self):
+        return self.total
+
+    def reset_state(self):
+        self.total.assign(0.0)
+
+    def get_config(self):
+        return {**super().get_config(), "pad_id": self.pad_id}

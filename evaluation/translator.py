@@ -1,0 +1,105 @@
+"""Translating lists of sentences with a trained model: tokenize, sort by length, batch at a few
+fixed shapes, beam search (compiled once per shape), detokenize, restore the input order.
+"""
+
+import math
+import sys
+import time
+
+import keras
+import numpy as np
+
+from data.special_ids import EOS_ID, PAD_ID
+from models.translation import translate_ids
+
+LENGTH_MULTIPLE = 8
+
+
+def compile_function(function):
+    """`function` compiled for the current backend: `tf.function` (no XLA) or `jax.jit`."""
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        return tf.function(function, jit_compile=False, reduce_retracing=False)
+    if backend == "jax":
+        import jax
+
+        return jax.jit(function)
+    return function
+
+
+class Translator:
+    """Translates sentences with `models.translation.translate_ids`.
+
+    Args:
+        model: a trained `Transformer`.
+        tokenizer: a `data.tokenizer.Tokenizer`.
+        beam_size, alpha, max_extra_length: the search's settings (section 6.1: 4, 0.6, 50).
+        batch_size: sentences per search call. Batches are padded to `batch_size` rows and to a
+            multiple of 8 source tokens, so the search is compiled for a handful of shapes.
+        max_input_length: source tokens (EOS included) kept per sentence; longer inputs are cut to
+            it and counted in `truncated`. None keeps everything.
+    """
+
+    def __init__(self, model, tokenizer, *, beam_size=4, alpha=0.6, max_extra_length=50, batch_size=32, max_input_length=None):
+        if beam_size < 1:
+            raise ValueError(f"beam_size must be >= 1, received {beam_size}")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, received {batch_size}")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.batch_size = batch_size
+        self.max_input_length = max_input_length
+        self.truncated = 0
+
+        def search(source_ids):
+            return translate_ids(
+                model, source_ids, beam_size=beam_size, alpha=alpha, max_extra_length=max_extra_length
+            )
+
+        self._search = compile_function(search)
+
+    def encode(self, sentences):
+        """Token ids (EOS appended) of each sentence, as lists."""
+        if not sentences:
+            return []
+        ragged = self.tokenizer.tokenize(list(sentences))
+        rows = [list(row) + [EOS_ID] for row in ragged.to_list()]
+        if self.max_input_length:
+            for index, row in enumerate(rows):
+                if len(row) > self.max_input_length:
+                    rows[index] = row[: self.max_input_length - 1] + [EOS_ID]
+                    self.truncated += 1
+        return rows
+
+    def translate(self, sentences, progress=False):
+        """Returns `(translations, scores)` in the order of `sentences`; empty lines give ""."""
+        sentences = list(sentences)
+        rows = self.encode(sentences)
+        translations = [""] * len(sentences)
+        scores = [0.0] * len(sentences)
+        # Empty input translates to empty output without a search.
+        order = sorted((i for i, s in enumerate(sentences) if s.strip()), key=lambda i: len(rows[i]))
+        started = time.perf_counter()
+        for batch_number, start in enumerate(range(0, len(order), self.batch_size)):
+            indices = order[start : start + self.batch_size]
+            length = LENGTH_MULTIPLE * math.ceil(max(len(rows[i]) for i in indices) / LENGTH_MULTIPLE)
+            source = np.full((self.batch_size, length), PAD_ID, dtype="int32")
+            source[:, 0] = EOS_ID  # Filler rows: a one-token sentence, discarded.
+            for row, index in enumerate(indices):
+                source[row, : len(rows[index])] = rows[index]
+            ids, batch_scores = self._search(keras.ops.convert_to_tensor(source))
+            ids = keras.ops.convert_to_numpy(ids)[: len(indices), 0]
+            batch_scores = keras.ops.convert_to_numpy(batch_scores)[: len(indices), 0]
+            texts = self.tokenizer.detokenize(ids).numpy()
+            for row, index in enumerate(indices):
+                translations[index] = texts[row].decode("utf-8")
+                scores[index] = float(batch_scores[row])
+            if progress:
+                done = min(start + self.batch_size, len(order))
+                rate = done / max(time.perf_counter() - started, 1e-9)
+                print(f"\rtranslated {done}/{len(order)} sentences ({rate:.1f}/s)", end="", file=sys.stderr, flush=True)
+        if progress and order:
+            print(file=sys.stderr)
+        return translations, scores

@@ -1,0 +1,87 @@
+"""Translation with a trained `Transformer`: encode once, then beam search over the decoding cache.
+
+Backend-agnostic (keras.ops only): it runs eagerly, under `jax.jit`, and traces into a TensorFlow
+graph for the SavedModel. The model is seen by the search only through `next_logits_fn`.
+"""
+
+from keras import ops
+
+from data.special_ids import BOS_ID, EOS_ID
+from models.beam_search import beam_search, greedy_search
+
+
+def translate_ids(
+    model,
+    source_ids,
+    *,
+    beam_size=4,
+    alpha=0.6,
+    max_extra_length=50,
+    num_return=1,
+    max_decode_length=None,
+    return_attention=False,
+):
+    """Beam search (section 6.1: beam 4, alpha 0.6, at most input length + 50 tokens).
+
+    Args:
+        model: a `models.transformer.Transformer`.
+        source_ids: int `[batch, source_length]`, each row tokens + EOS, padded with the model's
+            pad id. Padding does not change a sentence's translation.
+        beam_size: hypotheses kept per sentence. 1 is greedy decoding, the argmax at every step
+            (`greedy_search`: beam search with one beam would also keep a runner-up EOS ending).
+        alpha: length-penalty exponent.
+        max_extra_length: a sentence of n source tokens (EOS included) gets at most
+            n + max_extra_length output tokens.
+        num_return: hypotheses returned per sentence (n-best), at most `beam_size`.
+        max_decode_length: the cache size and overall cap; default the padded source length +
+            `max_extra_length` (must then be static).
+
+    Returns:
+        `SearchResult(ids [batch, num_return, max_decode_length], scores [batch, num_return])`,
+        ids ending with EOS (or cut at the length limit) and padded after it.
+    """
+    if max_decode_length is None:
+        source_length = source_ids.shape[1]
+        if source_length is None:
+            raise ValueError(
+                "translate_ids needs a static source length or an explicit max_decode_length, "
+                f"received source_ids of shape {source_ids.shape}"
+            )
+        max_decode_length = int(source_length) + int(max_extra_length)
+    encoder_output, padding_mask = model.encode(source_ids, training=False)
+    batch_size = ops.shape(source_ids)[0]
+    source_lengths = ops.sum(ops.cast(padding_mask, "int32"), axis=1)  # [batch]
+    # Every beam of a sentence shares its encoder keys/values: tiled once, never reordered.
+    encoder_output = ops.repeat(encoder_output, beam_size, axis=0)  # [batch * beam, source_length, d]
+    padding_mask = ops.repeat(padding_mask, beam_size, axis=0)
+    cache = model.initial_cache(encoder_output, max_decode_length)
+    cross_caches = cache["cross"]
+
+    def next_logits_fn(ids, step, self_caches):
+        logits, new_cache = model.decode(
+            ops.expand_dims(ids, 1),
+            encoder_padding_mask=padding_mask,
+            cache={"self": self_caches, "cross": cross_caches},
+            cache_index=step,
+        )
+        return logits[:, 0, :], new_cache["self"]  # [batch * beam, vocab]
+
+    options = dict(
+        max_decode_length=max_decode_length,
+        max_lengths=source_lengths + int(max_extra_length),
+        alpha=alpha,
+        eos_id=EOS_ID,
+        pad_id=model.pad_id,
+    )
+    initial_ids = ops.full((batch_size,), BOS_ID, dtype="int32")
+    if beam_size == 1:
+        return greedy_search(next_logits_fn, initial_ids, cache["self"], **options)
+    return beam_search(next_logits_fn, initial_ids, cache["self"], beam_size=beam_size, num_return=num_return, **options)
+
+
+def cross_attention_weights(model, source_ids, target_input_ids):
+    """The last decoder layer's encoder-decoder attention for a forced target, float32
+    `[batch, heads, target_length, source_length]` (for plotting)."""
+    encoder_output, padding_mask = model.encode(source_ids, training=False)
+    _, weights = model.decode(target_input_ids, encoder_output, padding_mask, return_attention_scores=True)
+    return weights

@@ -1,0 +1,182 @@
+"""Trains the Transformer with `model.fit`.
+
+    python train.py --model_dir=runs/base --preset=base                    # deb-en-de, en->de
+    python train.py --model_dir=runs/demo --preset=tiny --train_steps=2000 --batch_tokens=2048
+    python train.py --model_dir=runs/esen --corpus=tatoeba-en-es --direction=es-en
+    python train.py --model_dir=runs/mine --corpus=files --languages=en-fr \
+        --train_src=train.en --train_tgt=train.fr --dev_src=dev.en --dev_tgt=dev.fr
+
+Run the same command again after an interruption: it resumes from the newest checkpoint.
+"""
+
+from absl import app, flags
+
+from models.presets import PRESETS, model_config
+from training.config import DataConfig, RunConfig, TrainConfig
+from training.distribution import DISTRIBUTIONS
+
+FLAGS = flags.FLAGS
+
+flags.DEFINE_string("model_dir", None, "Directory for the config, vocabulary, checkpoints, logs and model.keras.", required=True)
+flags.DEFINE_boolean("start_over", False, "Delete the run in --model_dir (checkpoints, logs, model) and start again.")
+# Data.
+flags.DEFINE_enum("corpus", "deb-en-de", ["deb-en-de", "tatoeba-en-es", "files"], "Training corpus.")
+flags.DEFINE_string("cache_dir", "cache/corpora", "Where corpora are built and cached.")
+flags.DEFINE_string("deb_dir", None, "Directory of already-downloaded .deb files for deb-en-de.")
+flags.DEFINE_string("direction", None, "Translation direction, e.g. en-de or de-en (default: the corpus's).")
+flags.DEFINE_string("languages", None, "With --corpus=files: source-target language codes of the files, e.g. en-fr.")
+for split in ("train", "dev", "test"):
+    flags.DEFINE_string(f"{split}_src", None, f"With --corpus=files: {split} source sentences, one per line.")
+    flags.DEFINE_string(f"{split}_tgt", None, f"With --corpus=files: {split} target sentences, line-aligned.")
+    flags.DEFINE_string(f"{split}_tsv", None, f"With --corpus=files: {split} pairs as source<TAB>target lines.")
+flags.DEFINE_integer("vocab_size", 8000, "SentencePiece vocabulary size (shared by both languages).", lower_bound=100)
+flags.DEFINE_integer("max_length", 128, "Longest sequence in tokens (with BOS/EOS); longer pairs are dropped and counted.", lower_bound=8)
+# Model.
+flags.DEFINE_enum("preset", "base", sorted(PRESETS), "Model size: the paper's base or big, or tiny for CPUs.")
+flags.DEFINE_integer("num_layers", None, "Override: layers per stack (N).", lower_bound=1)
+flags.DEFINE_integer("hidden_dim", None, "Override: d_model.", lower_bound=2)
+flags.DEFINE_integer("num_heads", None, "Override: attention heads (h).", lower_bound=1)
+flags.DEFINE_integer("intermediate_dim", None, "Override: d_ff.", lower_bound=1)
+flags.DEFINE_float("dropout", None, "Override: P_drop.", lower_bound=0.0, upper_bound=0.99)
+flags.DEFINE_float("attention_dropout", None, "Dropout on attention weights (not in the paper).", lower_bound=0.0, upper_bound=0.99)
+flags.DEFINE_float("activation_dropout", None, "Dropout after the ReLU (not in the paper).", lower_bound=0.0, upper_bound=0.99)
+flags.DEFINE_boolean("normalize_first", None, "Pre-norm residual blocks instead of the paper's post-norm.")
+# Optimisation.
+flags.DEFINE_integer("train_steps", 100000, "Total optimizer steps (the paper: 100k for base, 300k for big).", lower_bound=1)
+flags.DEFINE_integer("batch_tokens", 4096, "Padded tokens per batch per replica and side (the paper: ~25k per step).", lower_bound=8)
+flags.DEFINE_integer("warmup_steps", 4000, "Learning-rate warm-up steps (equation 3).", lower_bound=1)
+flags.DEFINE_float("learning_rate_scale", 1.0, "Factor on the whole learning-rate schedule.", lower_bound=0.0)
+flags.DEFINE_float("label_smoothing", 0.1, "epsilon_ls.", lower_bound=0.0, upper_bound=0.99)
+flags.DEFINE_enum("distribution", "auto", list(DISTRIBUTIONS), "auto: all GPUs mirrored if several, else one device.")
+flags.DEFINE_integer("cpu_replicas", 0, "With --distribution=mirrored and no GPU: mirror over this many CPU devices.", lower_bound=0)
+flags.DEFINE_enum("mixed_precision", "none", ["none", "bf16", "fp16"], "Mixed precision policy (fp16 adds loss scaling).")
+flags.DEFINE_boolean("jit_compile", None, "Compile the train step with XLA (default: on GPUs, not on CPUs).")
+# Checkpoints and evaluation.
+flags.DEFINE_integer("checkpoint_every", 1000, "Steps between checkpoints (also the Keras epoch length).", lower_bound=1)
+flags.DEFINE_integer("keep_checkpoints", 5, "Checkpoints kept (the paper averages the last 5 for base, 20 for big).", lower_bound=1)
+flags.DEFINE_integer("eval_every", 5000, "Steps between dev loss and dev BLEU; a multiple of --checkpoint_every.", lower_bound=1)
+flags.DEFINE_integer("eval_sentences", 200, "Dev sentences greedy-decoded for BLEU at each evaluation (0: none).", lower_bound=0)
+flags.DEFINE_integer("seed", 1234, "Seed for initialisation, dropout and data order.")
+
+
+@flags.multi_flags_validator(["train_steps", "checkpoint_every", "eval_every"], message="")
+def _check_steps(values):
+    if values["train_steps"] % values["checkpoint_every"]:
+        raise flags.ValidationError(
+            f"--train_steps={values['train_steps']} must be a multiple of --checkpoint_every={values['checkpoint_every']}"
+        )
+    if values["eval_every"] % values["checkpoint_every"]:
+        raise flags.ValidationError(
+            f"--eval_every={values['eval_every']} must be a multiple of --checkpoint_every={values['checkpoint_every']}"
+        )
+    return True
+
+
+@flags.multi_flags_validator(
+    ["corpus", "languages"] + [f"{s}_{k}" for s in ("train", "dev", "test") for k in ("src", "tgt", "tsv")], message=""
+)
+def _check_files(values):
+    given = [name for name, value in values.items() if name not in ("corpus", "languages") and value]
+    if values["corpus"] != "files":
+        if given:
+            raise flags.ValidationError(f"--{given[0]} needs --corpus=files (received --corpus={values['corpus']})")
+        return True
+    if not values["languages"] or values["languages"].count("-") != 1:
+        raise flags.ValidationError(f"--corpus=files needs --languages=SRC-TGT, e.g. en-fr (received {values['languages']!r})")
+    for split in ("train", "dev", "test"):
+        src, tgt, tsv = (values[f"{split}_{kind}"] for kind in ("src", "tgt", "tsv"))
+        if tsv and (src or tgt):
+            raise flags.ValidationError(f"give --{split}_tsv or --{split}_src/--{split}_tgt, not both")
+        if bool(src) != bool(tgt):
+            raise flags.ValidationError(f"--{split}_src and --{split}_tgt go together (received only one)")
+    if not (values["train_tsv"] or values["train_src"]):
+        raise flags.ValidationError("--corpus=files needs --train_tsv or --train_src/--train_tgt")
+    return True
+
+
+@flags.multi_flags_validator(["distribution", "cpu_replicas", "mixed_precision"], message="")
+def _check_devices(values):
+    if values["cpu_replicas"] and values["distribution"] != "mirrored":
+        raise flags.ValidationError(f"--cpu_replicas needs --distribution=mirrored (received {values['distribution']})")
+    if values["distribution"] == "mirrored" and values["cpu_replicas"] == 1:
+        raise flags.ValidationError("--cpu_replicas=1 mirrors nothing; use 2 or more, or --distribution=one_device")
+    return True
+
+
+def _files(split):
+    tsv = getattr(FLAGS, f"{split}_tsv")
+    if tsv:
+        return (tsv,)
+    src, tgt = getattr(FLAGS, f"{split}_src"), getattr(FLAGS, f"{split}_tgt")
+    return (src, tgt) if src else ()
+
+
+def config_from_flags():
+    """The frozen run configuration the flags describe."""
+    try:
+        model = model_config(
+            FLAGS.preset,
+            num_layers=FLAGS.num_layers,
+            hidden_dim=FLAGS.hidden_dim,
+            num_heads=FLAGS.num_heads,
+            intermediate_dim=FLAGS.intermediate_dim,
+            dropout=FLAGS.dropout,
+            attention_dropout=FLAGS.attention_dropout,
+            activation_dropout=FLAGS.activation_dropout,
+            normalize_first=FLAGS.normalize_first,
+        )
+    except ValueError as error:
+        raise app.UsageError(str(error))
+    if model["hidden_dim"] % model["num_heads"] or model["hidden_dim"] % 2:
+        raise app.UsageError(
+            f"--hidden_dim={model['hidden_dim']} must be even and divisible by --num_heads={model['num_heads']}"
+        )
+    data = DataConfig(
+        corpus=FLAGS.corpus,
+        cache_dir=FLAGS.cache_dir,
+        deb_dir=FLAGS.deb_dir,
+        languages=FLAGS.languages,
+        direction=FLAGS.direction,
+        train_files=_files("train"),
+        dev_files=_files("dev"),
+        test_files=_files("test"),
+        vocab_size=FLAGS.vocab_size,
+        max_length=FLAGS.max_length,
+    )
+    train = TrainConfig(
+        preset=FLAGS.preset,
+        train_steps=FLAGS.train_steps,
+        batch_tokens=FLAGS.batch_tokens,
+        warmup_steps=FLAGS.warmup_steps,
+        learning_rate_scale=FLAGS.learning_rate_scale,
+        label_smoothing=FLAGS.label_smoothing,
+        distribution=FLAGS.distribution,
+        cpu_replicas=FLAGS.cpu_replicas,
+        mixed_precision=FLAGS.mixed_precision,
+        checkpoint_every=FLAGS.checkpoint_every,
+        keep_checkpoints=FLAGS.keep_checkpoints,
+        eval_every=FLAGS.eval_every,
+        eval_sentences=FLAGS.eval_sentences,
+        seed=FLAGS.seed,
+        jit_compile=FLAGS.jit_compile,
+    )
+    return RunConfig(model_dir=FLAGS.model_dir, model=model, data=data, train=train)
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+    config = config_from_flags()
+    from training.trainer import TrainingError, train  # Imports TensorFlow/JAX: after flag checks.
+
+    try:
+        summary = train(config, start_over=FLAGS.start_over)
+    except (TrainingError, ValueError) as error:
+        raise SystemExit(f"train.py: error: {error}")
+    print(f"trained to step {summary['step']}; model written to {summary['model_path']}")
+    if summary["dev_bleu"] is not None:
+        print(f"dev BLEU (greedy, {FLAGS.eval_sentences} sentences): {summary['dev_bleu']:.2f}")
+
+
+if __name__ == "__main__":
+    app.run(main)

@@ -1,0 +1,100 @@
+"""Keras callbacks of `train.py`: checkpoints, learning rate and throughput, dev-set BLEU."""
+
+import math
+import time
+
+import keras
+import sacrebleu
+
+from training import checkpoints
+
+
+def _step(model):
+    return int(keras.ops.convert_to_numpy(model.optimizer.iterations))
+
+
+class CheckpointEvery(keras.callbacks.Callback):
+    """Writes a checkpoint at the end of every epoch (an epoch is `--checkpoint_every` steps) when
+    the epoch's loss is finite, keeping the newest `keep`. Nothing is written by non-chief workers.
+    """
+
+    def __init__(self, directory, keep, enabled=True):
+        super().__init__()
+        self.directory = directory
+        self.keep = keep
+        self.enabled = enabled
+        self.last_path = None
+
+    def on_epoch_end(self, epoch, logs=None):
+        loss = (logs or {}).get("loss")
+        if not self.enabled or loss is None or not math.isfinite(loss):
+            return
+        self.last_path = checkpoints.save_checkpoint(self.model, self.directory, _step(self.model), self.keep)
+
+
+class TrainingStats(keras.callbacks.Callback):
+    """Adds `learning_rate` and `target_tokens_per_second` to each epoch's logs (for the progress
+    output and TensorBoard). Throughput comes from the `target_tokens` metric over the epoch's time.
+    """
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._started = time.perf_counter()
+
+    def on_epoch_end(self, epoch, logs=None):
+        if logs is None:
+            return
+        elapsed = time.perf_counter() - self._started
+        tokens = logs.get("target_tokens")
+        if tokens is not None:
+            logs["target_tokens_per_second"] = float(tokens) / max(elapsed, 1e-9)
+        optimizer = self.model.optimizer
+        logs["learning_rate"] = float(keras.ops.convert_to_numpy(optimizer.learning_rate))
+
+
+class DevBleu(keras.callbacks.Callback):
+    """Greedy-decodes dev sentences every `every_epochs` epochs and logs detokenized sacreBLEU as
+    `val_bleu` (the last epoch is always evaluated).
+
+    Args:
+        translator_factory: `model -> evaluation.translator.Translator`; called once, lazily.
+        sources, references: the dev subset, as lists of strings.
+        every_epochs: evaluation period in epochs.
+    """
+
+    def __init__(self, translator_factory, sources, references, every_epochs):
+        super().__init__()
+        self.translator_factory = translator_factory
+        self.sources = list(sources)
+        self.references = list(references)
+        self.every_epochs = every_epochs
+        self.translator = None
+        self.last_bleu = None
+
+    def on_train_begin(self, logs=None):
+        self._final_epoch = self.params.get("epochs", 0) - 1
+
+    def on_epoch_end(self, epoch, logs=None):
+        if not self.sources or ((epoch + 1) % self.every_epochs and epoch != self._final_epoch):
+            return
+        if self.translator is None:
+            self.translator = self.translator_factory(self.model)
+        hypotheses, _ = self.translator.translate(self.sources)
+        bleu = sacrebleu.corpus_bleu(hypotheses, [self.references])
+        self.last_bleu = bleu.score
+        if logs is not None:
+            logs["val_bleu"] = float(bleu.score)
+        print(f"\nstep {_step(self.model)}: dev BLEU {bleu.score:.2f} on {len(self.sources)} sentences (greedy)")
+
+
+def read_pairs(tsv_path, limit, reverse=False):
+    """The first `limit` (source, reference) pairs of a corpus TSV, in translation direction."""
+    sources, references = [], []
+    with open(tsv_path, encoding="utf-8") as handle:
+        for line in handle:
+            if len(sources) >= limit:
+                break
+            english, foreign = line.rstrip("\n").split("\t")
+            source, reference = (foreign, english) if reverse else (english, foreign)
+            sources.append(source)
+            references.append(reference)
+    return sources, references

@@ -1,0 +1,99 @@
+"""Choosing where training runs: one device, mirrored replicas, several workers (TensorFlow), or
+`keras.distribution.DataParallel` (JAX).
+
+The loss in `training/losses.py` normalises by the global number of target tokens, so the update
+does not depend on how a global batch is split across replicas.
+"""
+
+import json
+import os
+
+import keras
+
+DISTRIBUTIONS = ("auto", "one_device", "mirrored", "multi_worker")
+
+
+def split_cpu(num_devices):
+    """Splits the host CPU into `num_devices` logical devices (before TensorFlow initialises them),
+    so `MirroredStrategy` can run replicas on a machine without GPUs (tests, demonstrations)."""
+    import tensorflow as tf
+
+    cpus = tf.config.list_physical_devices("CPU")
+    tf.config.set_logical_device_configuration(cpus[0], [tf.config.LogicalDeviceConfiguration()] * num_devices)
+
+
+def worker_info():
+    """`(task_type, task_index, num_workers)` from the TF_CONFIG environment variable."""
+    raw = os.environ.get("TF_CONFIG")
+    if not raw:
+        return None, 0, 1
+    try:
+        config = json.loads(raw)
+        task = config["task"]
+        workers = config["cluster"]["worker"]
+        return task["type"], int(task["index"]), len(workers)
+    except (ValueError, KeyError, TypeError) as error:
+        raise ValueError(
+            f"TF_CONFIG must be JSON with cluster.worker (a list of host:port) and task.type/index, "
+            f"received {raw!r} ({error})"
+        ) from error
+
+
+def is_chief():
+    task_type, task_index, _ = worker_info()
+    return task_type in (None, "chief") or (task_type == "worker" and task_index == 0)
+
+
+def make_strategy(distribution, cpu_replicas=0):
+    """The `tf.distribute` strategy (TensorFlow backend) or None (JAX: see `set_jax_distribution`).
+
+    Args:
+        distribution: one of DISTRIBUTIONS. "auto" mirrors over all GPUs when there are several,
+            and runs on one device otherwise.
+        cpu_replicas: with "mirrored", split the CPU into this many logical devices and mirror
+            over them (for machines without GPUs); 0 uses the visible GPUs.
+    """
+    if distribution not in DISTRIBUTIONS:
+        raise ValueError(f"Unknown distribution {distribution!r}; expected one of {DISTRIBUTIONS}")
+    backend = keras.backend.backend()
+    if backend == "jax":
+        set_jax_distribution(distribution)
+        return None
+    if backend != "tensorflow":
+        raise ValueError(f"train.py supports the tensorflow and jax backends, received KERAS_BACKEND={backend!r}")
+    import tensorflow as tf
+
+    if distribution == "multi_worker":
+        if not os.environ.get("TF_CONFIG"):
+            raise ValueError("--distribution=multi_worker needs the TF_CONFIG environment variable (see README)")
+        worker_info()  # Validates it.
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    if cpu_replicas:
+        split_cpu(cpu_replicas)
+    gpus = tf.config.list_logical_devices("GPU")
+    if distribution == "mirrored":
+        devices = None if not cpu_replicas else [d.name for d in tf.config.list_logical_devices("CPU")]
+        if devices is None and len(gpus) < 1:
+            raise ValueError("--distribution=mirrored found no GPU; pass --cpu_replicas=N to mirror over CPU devices")
+        return tf.distribute.MirroredStrategy(devices=devices)
+    if distribution == "auto" and len(gpus) > 1:
+        return tf.distribute.MirroredStrategy()
+    device = gpus[0].name if gpus else "/cpu:0"
+    return tf.distribute.OneDeviceStrategy(device)
+
+
+def set_jax_distribution(distribution):
+    """Data parallelism over all local JAX devices for "auto"/"mirrored" when there are several."""
+    import jax
+
+    if distribution == "multi_worker":
+        raise ValueError("--distribution=multi_worker uses tf.distribute: run it with the tensorflow backend")
+    if distribution in ("auto", "mirrored") and len(jax.devices()) > 1:
+        keras.distribution.set_distribution(keras.distribution.DataParallel(devices=jax.devices()))
+
+
+def num_replicas(strategy):
+    if strategy is not None:
+        return strategy.num_replicas_in_sync
+    distribution = keras.distribution.distribution()
+    return 1 if distribution is None else len(distribution.device_mesh.devices.flatten())

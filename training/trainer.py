@@ -1,0 +1,245 @@
+"""`train(config)`: corpus -> vocabulary -> tf.data -> Transformer -> `model.fit` with checkpoints.
+
+Steps are counted by the optimizer. Keras epochs are `checkpoint_every` steps long: each ends with
+a checkpoint, and every `eval_every // checkpoint_every` epochs with dev loss and dev BLEU. A run
+restarted with the same command resumes from its newest checkpoint (weights, optimizer moments and
+step, hence the learning rate); its data stream is reshuffled with a seed derived from the step it
+resumes at, so it does not replay the batches it has already seen.
+"""
+
+import contextlib
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import shutil
+import sys
+
+import keras
+import tensorflow as tf
+
+from data import pipeline, prepare
+from data.tokenizer import Tokenizer, train_sentencepiece
+from evaluation.translator import Translator
+from models.learning_rate_schedule import transformer_optimizer
+from models.metrics import MaskedAccuracy, TargetTokenCount
+from models.transformer import Transformer
+from training import callbacks as training_callbacks
+from training import checkpoints
+from training import config as run_config
+from training.distribution import is_chief, make_strategy, num_replicas, worker_info
+from training.losses import GlobalTokenLabelSmoothedCrossEntropy
+
+POLICIES = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
+MODEL_FILE = "model.keras"
+VOCABULARY_FILE = "spm.model"
+
+
+class TrainingError(RuntimeError):
+    """Training stopped for a reason the user must act on (the message says which)."""
+
+
+def _check_writable(directory):
+    try:
+        os.makedirs(directory, exist_ok=True)
+        probe = os.path.join(directory, ".write-test")
+        with open(probe, "w") as handle:
+            handle.write("ok")
+        os.remove(probe)
+    except OSError as error:
+        raise TrainingError(f"--model_dir {directory!r} is not writable: {error}") from error
+
+
+def resolve_corpus(data):
+    """`(CorpusPaths, reverse)` for the data configuration."""
+    if data.corpus == "files":
+        name = "user-" + hashlib.sha256(json.dumps([data.train_files, data.dev_files, data.test_files]).encode()).hexdigest()[:12]
+        spec = lambda files: None if not files else (files[0] if len(files) == 1 else tuple(files))  # noqa: E731
+        corpus = prepare.prepare_user_corpus(
+            name,
+            data.cache_dir,
+            tuple(data.languages.split("-")),
+            spec(data.train_files),
+            spec(data.dev_files),
+            spec(data.test_files),
+        )
+    else:
+        corpus = prepare.prepare_corpus(data.corpus, data.cache_dir, data.deb_dir)
+    direction = data.direction or "-".join(corpus.languages)
+    return corpus, pipeline.resolve_direction(corpus.languages, direction)
+
+
+def resolve_tokenizer(model_dir, corpus, vocab_size, may_train=True):
+    """The run's SentencePiece model: model_dir/spm.model, trained on the corpus's training split
+    once and kept in the corpus cache, so runs on the same corpus share one vocabulary."""
+    target = os.path.join(model_dir, VOCABULARY_FILE)
+    if not os.path.exists(target):
+        cached = os.path.join(corpus.root, f"spm-bpe-{vocab_size}.model")
+        if not os.path.exists(cached):
+            if not may_train:
+                raise TrainingError(
+                    f"{cached} is missing: with several workers, build the vocabulary first with "
+                    f"`python -m data.prepare --corpus ... --vocab_size {vocab_size}`"
+                )
+            print(f"training a {vocab_size}-piece SentencePiece vocabulary on {corpus.train}", file=sys.stderr)
+            train_sentencepiece([corpus.train], cached[: -len(".model")], vocab_size=vocab_size)
+        checkpoints.write_atomically(target, lambda temporary: shutil.copyfile(cached, temporary))
+    return Tokenizer.from_file(target)
+
+
+def build_model(model_config, vocabulary_size, train):
+    """A compiled Transformer with the paper's optimizer and the global-token loss."""
+    model = Transformer(vocabulary_size, **model_config)
+    model.build()
+    optimizer = transformer_optimizer(model_config["hidden_dim"], train.warmup_steps, train.learning_rate_scale)
+    if train.mixed_precision == "fp16":
+        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+    model.compile(
+        optimizer=optimizer,
+        loss=GlobalTokenLabelSmoothedCrossEntropy(label_smoothing=train.label_smoothing, pad_id=model.pad_id),
+        metrics=[MaskedAccuracy(pad_id=model.pad_id), TargetTokenCount(pad_id=model.pad_id)],
+        jit_compile=_resolve_jit(train.jit_compile),
+    )
+    model.optimizer.build(model.trainable_variables)
+    return model
+
+
+def _resolve_jit(jit_compile):
+    """XLA by default on accelerators only: on CPUs each bucket shape costs a compilation that
+    takes longer than the steps it speeds up."""
+    if jit_compile is not None:
+        return jit_compile
+    if keras.backend.backend() == "jax":
+        import jax
+
+        return jax.default_backend() != "cpu"
+    return bool(tf.config.list_logical_devices("GPU"))
+
+
+def _remove_run(model_dir):
+    for name in ("checkpoints", "logs", "workers", MODEL_FILE, VOCABULARY_FILE, run_config.CONFIG_FILE):
+        path = os.path.join(model_dir, name)
+        if os.path.isdir(path):
+            shutil.rmtree(path)
+        elif os.path.exists(path):
+            os.remove(path)
+
+
+def train(config, start_over=False):
+    """Trains (or resumes) the run described by a `training.config.RunConfig`; returns a summary dict.
+
+    Raises:
+        TrainingError: unwritable model_dir, a non-finite loss, and other conditions to act on.
+        ValueError: a model_dir holding a run with another configuration (unless `start_over`).
+    """
+    train_options, data = config.train, config.data
+    # Devices first: splitting the CPU must happen before TensorFlow initialises them.
+    strategy = make_strategy(train_options.distribution, train_options.cpu_replicas)
+    chief = is_chief()
+    _, task_index, _ = worker_info()
+    run_dir = config.model_dir if chief else os.path.join(config.model_dir, "workers", str(task_index))
+    _check_writable(run_dir)
+    if start_over and chief:
+        _remove_run(config.model_dir)
+    if chief:
+        run_config.check_or_write(config, start_over=False)
+
+    keras.utils.set_random_seed(train_options.seed)  # Before any tokenizer is traced (see data/tokenizer.py).
+    keras.config.set_dtype_policy(POLICIES[train_options.mixed_precision])
+    corpus, reverse = resolve_corpus(data)
+    tokenizer = resolve_tokenizer(run_dir, corpus, data.vocab_size, may_train=train_options.distribution != "multi_worker")
+
+    scope = strategy.scope() if strategy is not None else contextlib.nullcontext()
+    with scope:
+        model = build_model(config.model, tokenizer.vocabulary_size, train_options)
+    checkpoint_dir = os.path.join(run_dir, "checkpoints")
+    restored = checkpoints.latest_checkpoint(checkpoint_dir)
+    start_step = 0
+    if restored is not None:
+        model.load_weights(restored[1])
+        start_step = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
+        print(f"resuming from {restored[1]} at step {start_step}", file=sys.stderr)
+
+    steps_per_epoch = train_options.checkpoint_every
+    epochs = train_options.train_steps // steps_per_epoch
+    initial_epoch = start_step // steps_per_epoch
+    if initial_epoch >= epochs:
+        print(f"{config.model_dir} has already trained {start_step} of {train_options.train_steps} steps", file=sys.stderr)
+    dataset_options = dict(
+        batch_tokens=train_options.batch_tokens,
+        max_length=data.max_length,
+        seed=train_options.seed + start_step,
+        reverse=reverse,
+    )
+    replicas = num_replicas(strategy)
+    if strategy is not None and replicas > 1:
+        train_dataset = strategy.distribute_datasets_from_function(
+            pipeline.make_distributed_dataset_fn(corpus.train, tokenizer, repeat=True, **dataset_options)
+        )
+    else:
+        train_dataset = pipeline.make_dataset(corpus.train, tokenizer, repeat=True, **dataset_options)
+    dev_dataset = pipeline.make_dataset(
+        corpus.dev, tokenizer, shuffle=False, **{**dataset_options, "seed": train_options.seed}
+    )
+    # A known length lets Keras run validation without reading past the end (and warning about it).
+    dev_dataset = dev_dataset.apply(tf.data.experimental.assert_cardinality(sum(1 for _ in dev_dataset)))
+    eval_epochs = max(1, train_options.eval_every // steps_per_epoch)
+    dev_sources, dev_references = training_callbacks.read_pairs(corpus.dev, train_options.eval_sentences, reverse)
+
+    checkpoint_callback = training_callbacks.CheckpointEvery(checkpoint_dir, train_options.keep_checkpoints)
+    bleu_callback = training_callbacks.DevBleu(
+        lambda trained: Translator(trained, tokenizer, beam_size=1, batch_size=32, max_input_length=data.max_length),
+        dev_sources if chief else [],
+        dev_references,
+        eval_epochs,
+    )
+    callback_list = [
+        training_callbacks.TrainingStats(),
+        bleu_callback,
+        checkpoint_callback,
+        keras.callbacks.TerminateOnNaN(),
+    ]
+    if chief:
+        callback_list.append(keras.callbacks.TensorBoard(os.path.join(config.model_dir, "logs"), update_freq="epoch"))
+
+    history = {}
+    if initial_epoch < epochs:
+        print(
+            f"training {type(model).__name__} ({model.count_params():,} parameters) for steps "
+            f"{start_step}..{train_options.train_steps} on {replicas} replica(s), "
+            f"{train_options.batch_tokens} tokens per replica and side",
+            file=sys.stderr,
+        )
+        history = model.fit(
+            train_dataset,
+            epochs=epochs,
+            initial_epoch=initial_epoch,
+            steps_per_epoch=steps_per_epoch,
+            validation_data=dev_dataset,
+            validation_freq=eval_epochs,
+            callbacks=callback_list,
+            verbose=2 if os.environ.get("CI") else 1,
+        ).history
+    losses = history.get("loss", [])
+    if any(not math.isfinite(loss) for loss in losses):
+        last = checkpoints.latest_checkpoint(checkpoint_dir)
+        raise TrainingError(
+            "the training loss became NaN or infinite; training stopped and no checkpoint was written from "
+            f"that state (newest good one: {last[1] if last else 'none'}). Lower --learning_rate_scale, "
+            "raise --warmup_steps, or use --mixed_precision=bf16 instead of fp16."
+        )
+
+    final_step = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
+    model_path = os.path.join(run_dir, MODEL_FILE)
+    checkpoints.write_atomically(model_path, lambda temporary: model.save(temporary))
+    summary = {
+        "model_path": model_path,
+        "step": final_step,
+        "resumed_from": start_step,
+        "history": {key: [float(v) for v in values] for key, values in history.items()},
+        "dev_bleu": bleu_callback.last_bleu,
+        "corpus": dataclasses.asdict(corpus),
+    }
+    return summary
+
