@@ -44,9 +44,9 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
     Returns:
         A float32 scalar: the mean loss per non-pad target token of this batch.
 
-    Under a `tf.distribute` strategy, Keras divides each replica's loss by the number of replicas
-    before summing gradients, so N replicas of equal token counts give the global mean; the
-    training loop in `train.py` weights by the global token count so that unequal counts do too.
+    The loss is a sum (Keras reduction "sum") of per-token terms divided by `token_count`, so under
+    `tf.distribute`, where the optimizer sums the replicas' gradients, the count must be the global
+    one: `train.py` uses `training.losses.GlobalTokenLabelSmoothedCrossEntropy`, which all-reduces it.
     """
 
     def __init__(self, label_smoothing=0.1, pad_id=PAD_ID, name="label_smoothed_cross_entropy", **kwargs):

@@ -100,6 +100,14 @@ class Transformer(keras.Model):
         if "int" not in str(ids.dtype):
             raise ValueError(f"`{name}` must hold integer token ids, received dtype {keras.backend.standardize_dtype(ids.dtype)}")
 
+    @staticmethod
+    def _integer_ids(ids):
+        # Keras builds a model under tf.distribute with the replicas' batches averaged, which turns
+        # integer ids into floats; accept those in `call` (the entry point of fit) only.
+        if "float" in str(keras.backend.standardize_dtype(getattr(ids, "dtype", "int32"))):
+            return ops.cast(ids, "int32")
+        return ids
+
     def padding_mask(self, source_ids):
         """Boolean `[batch, source_length]`, True where the token is not padding."""
         return ops.not_equal(source_ids, self.pad_id)
@@ -179,7 +187,7 @@ class Transformer(keras.Model):
                 "Transformer expects inputs (source_ids, target_input_ids), received "
                 f"{type(inputs).__name__}{'' if not isinstance(inputs, (tuple, list)) else f' of length {len(inputs)}'}"
             )
-        source_ids, target_ids = inputs
+        source_ids, target_ids = (self._integer_ids(ids) for ids in inputs)
         encoder_output, padding_mask = self.encode(source_ids, training=training)
         return self.decode(target_ids, encoder_output, padding_mask, training=training)
 

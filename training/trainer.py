@@ -34,6 +34,7 @@ from training.losses import GlobalTokenLabelSmoothedCrossEntropy
 POLICIES = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
 MODEL_FILE = "model.keras"
 VOCABULARY_FILE = "spm.model"
+TRAINING_LOG = "training_log.csv"  # One row per epoch (checkpoint), appended across restarts.
 
 
 class TrainingError(RuntimeError):
@@ -118,7 +119,7 @@ def _resolve_jit(jit_compile):
 
 
 def _remove_run(model_dir):
-    for name in ("checkpoints", "logs", "workers", MODEL_FILE, VOCABULARY_FILE, run_config.CONFIG_FILE):
+    for name in ("checkpoints", "logs", "workers", MODEL_FILE, VOCABULARY_FILE, TRAINING_LOG, run_config.CONFIG_FILE):
         path = os.path.join(model_dir, name)
         if os.path.isdir(path):
             shutil.rmtree(path)
@@ -201,7 +202,10 @@ def train(config, start_over=False):
         keras.callbacks.TerminateOnNaN(),
     ]
     if chief:
-        callback_list.append(keras.callbacks.TensorBoard(os.path.join(config.model_dir, "logs"), update_freq="epoch"))
+        callback_list += [
+            keras.callbacks.CSVLogger(os.path.join(config.model_dir, TRAINING_LOG), append=True),
+            keras.callbacks.TensorBoard(os.path.join(config.model_dir, "logs"), update_freq="epoch"),
+        ]
 
     history = {}
     if initial_epoch < epochs:

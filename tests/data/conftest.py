@@ -1,18 +1,14 @@
-"""Fixtures for tests/data: a small generated parallel corpus, a tokenizer trained on it, and the
-real deb-en-de corpus (built once per session from the Debian packages)."""
+"""Fixtures for tests/data: a small generated parallel corpus and a tokenizer trained on it (the
+real deb-en-de corpus is built once per session by tests/conftest.py)."""
 
 import os
 import random
-import time
 
 import pytest
 
-from data import deb_packages, parallel_files, prepare, tokenizer
+from data import parallel_files, tokenizer
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
-# Downloaded .deb files persist here between runs (the directory is git-ignored); CI starts empty.
-DEB_CACHE = os.environ.get("TRANSFORMER_TEST_DEB_DIR", os.path.join(REPO_ROOT, "cache", "test-debs"))
 
 _SUBJECTS = [
     ("The cat", "Die Katze"), ("My brother", "Mein Bruder"), ("The teacher", "Die Lehrerin"),
@@ -58,21 +54,3 @@ def small_tokenizer(small_tsv, tmp_path_factory) -> tokenizer.Tokenizer:
     return tokenizer.Tokenizer.from_file(
         tokenizer.train_sentencepiece(small_tsv, prefix, vocab_size=400)
     )
-
-
-@pytest.fixture(scope="session")
-def deb_en_de(tmp_path_factory):
-    """The real deb-en-de corpus, built into a fresh directory from packages cached in DEB_CACHE.
-
-    Returns (CorpusPaths, seconds spent fetching the packages, seconds spent building).
-    """
-    start = time.monotonic()
-    debs = deb_packages.fetch_debs(list(prepare.DEB_EN_DE_PACKAGES), DEB_CACHE)
-    fetch_seconds = time.monotonic() - start
-    size = sum(os.path.getsize(p) for p in debs.values())
-    print(f"\nfetched/found {len(debs)} packages ({size / 1e6:.1f} MB) in {fetch_seconds:.1f} s")
-    start = time.monotonic()
-    paths = prepare.prepare_corpus("deb-en-de", str(tmp_path_factory.mktemp("corpora")), DEB_CACHE)
-    build_seconds = time.monotonic() - start
-    print(f"built deb-en-de in {build_seconds:.1f} s")
-    return paths, fetch_seconds, build_seconds

@@ -6,7 +6,8 @@ import sys
 import pytest
 
 from data import cleaning, parallel_files, prepare
-from tests.data.conftest import REPO_ROOT, make_pairs
+from tests.conftest import REPO_ROOT
+from tests.data.conftest import make_pairs
 
 
 def _english_by_split(paths):

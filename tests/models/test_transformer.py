@@ -154,8 +154,10 @@ def test_bad_inputs_are_rejected():
         model(source)
     with pytest.raises(ValueError, match=r"`source_ids` must have rank 2 \[batch, length\], received shape"):
         model((source[0], target))
-    with pytest.raises(ValueError, match="`target_ids` must hold integer token ids, received dtype float32"):
-        model((source, target.astype("float32")))
+    with pytest.raises(ValueError, match="`target_ids` must hold integer token ids, received dtype bool"):
+        model((source, target > 5))
+    with pytest.raises(ValueError, match="`source_ids` must hold integer token ids, received dtype float32"):
+        model.encode(source.astype("float32"))
     encoder_output, padding_mask = model.encode(source)
     cache = model.initial_cache(encoder_output, cache_length=3)
     with pytest.raises(ValueError, match=r"positions \[3, 4\) do not fit in a cache of length 3"):

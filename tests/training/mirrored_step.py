@@ -1,0 +1,70 @@
+"""One SGD step of a small Transformer on one global batch, on one device and mirrored over two
+logical CPU devices, with the global-token loss and with the per-replica one. Prints JSON.
+
+Run as a script (TensorFlow must split the CPU before it initialises): tests/training/test_distribution.py.
+"""
+
+import json
+import sys
+
+from training.distribution import split_cpu
+
+split_cpu(2)
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from data.special_ids import BOS_ID, PAD_ID  # noqa: E402
+from models.losses import LabelSmoothedCrossEntropy  # noqa: E402
+from models.transformer import Transformer  # noqa: E402
+from training.losses import GlobalTokenLabelSmoothedCrossEntropy  # noqa: E402
+
+SMALL = dict(num_layers=1, hidden_dim=16, num_heads=2, intermediate_dim=32, dropout=0.0)
+
+
+def global_batch():
+    """Four pairs; the first two (replica 0) have 7 target tokens each, the last two 2 each, so a
+    per-replica mean weights the short pairs' tokens 3.5 times more than the global mean does."""
+    rng = np.random.default_rng(0)
+    source = rng.integers(4, 30, size=(4, 6)).astype("int32")
+    target = rng.integers(4, 30, size=(4, 8)).astype("int32")
+    target[:, 0] = BOS_ID
+    labels = np.roll(target, -1, axis=1)
+    labels[:, -1] = PAD_ID
+    labels[2:, 2:] = PAD_ID
+    return (source, target), labels
+
+
+def one_step(strategy, loss, initial_weights):
+    with strategy.scope():
+        model = Transformer(30, **SMALL)
+        model.build()
+        model.set_weights(initial_weights)
+        model.compile(optimizer=keras.optimizers.SGD(learning_rate=1.0), loss=loss)
+    (source, target), labels = global_batch()
+    dataset = tf.data.Dataset.from_tensors(((source, target), labels))
+    history = model.fit(dataset, epochs=1, verbose=0)
+    return history.history["loss"][0], [np.asarray(w) for w in model.get_weights()]
+
+
+def main():
+    keras.utils.set_random_seed(0)
+    reference = Transformer(30, **SMALL)
+    reference.build()
+    initial = reference.get_weights()
+    single = tf.distribute.OneDeviceStrategy("/cpu:0")
+    mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    assert mirrored.num_replicas_in_sync == 2
+    results = {}
+    for name, loss_class in (("global", GlobalTokenLabelSmoothedCrossEntropy), ("per_replica", LabelSmoothedCrossEntropy)):
+        loss_one, weights_one = one_step(single, loss_class(), initial)
+        loss_two, weights_two = one_step(mirrored, loss_class(), initial)
+        update = max(float(np.max(np.abs(a - b))) for a, b in zip(weights_one, initial))
+        difference = max(float(np.max(np.abs(a - b))) for a, b in zip(weights_one, weights_two))
+        results[name] = {"loss_one_device": loss_one, "loss_two_replicas": loss_two, "largest_update": update, "weight_difference": difference}
+    json.dump(results, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,90 @@
+import os
+
+import keras
+import numpy as np
+import pytest
+
+from models.learning_rate_schedule import transformer_optimizer
+from models.losses import LabelSmoothedCrossEntropy
+from models.transformer import Transformer
+from training import checkpoints
+
+SMALL = dict(num_layers=1, hidden_dim=8, num_heads=2, intermediate_dim=16)
+
+
+def _model(seed):
+    keras.utils.set_random_seed(seed)
+    model = Transformer(20, **SMALL)
+    model.build()
+    model.compile(optimizer=transformer_optimizer(8, 10), loss=LabelSmoothedCrossEntropy())
+    model.optimizer.build(model.trainable_variables)
+    return model
+
+
+def _weights(model):
+    return [keras.ops.convert_to_numpy(w).copy() for w in model.weights]
+
+
+def test_keeps_the_newest_and_resumes_from_the_latest(tmp_path):
+    model = _model(0)
+    for step in (100, 200, 300, 400):
+        checkpoints.save_checkpoint(model, str(tmp_path), step, keep=2)
+    assert [step for step, _ in checkpoints.list_checkpoints(str(tmp_path))] == [300, 400]
+    assert checkpoints.latest_checkpoint(str(tmp_path))[0] == 400
+    assert sorted(os.listdir(tmp_path)) == ["ckpt-000000300.weights.h5", "ckpt-000000400.weights.h5"]
+
+
+def test_a_corrupt_newest_checkpoint_falls_back_to_the_previous_one(tmp_path):
+    model = _model(0)
+    checkpoints.save_checkpoint(model, str(tmp_path), 100, keep=5)
+    with open(checkpoints.checkpoint_path(str(tmp_path), 200), "wb") as handle:
+        handle.write(b"half a file")
+    step, path = checkpoints.latest_checkpoint(str(tmp_path))
+    assert step == 100 and path.endswith("ckpt-000000100.weights.h5")
+
+
+def test_a_failed_write_leaves_the_previous_file_and_no_temporary(tmp_path):
+    target = str(tmp_path / "model.keras")
+    checkpoints.write_atomically(target, lambda temporary: open(temporary, "w").write("good"))
+
+    def crash(temporary):
+        with open(temporary, "w") as handle:
+            handle.write("partial")
+        raise KeyboardInterrupt("killed mid-write")
+
+    with pytest.raises(KeyboardInterrupt):
+        checkpoints.write_atomically(target, crash)
+    assert open(target).read() == "good"
+    assert os.listdir(tmp_path) == ["model.keras"]
+
+
+def test_restoring_brings_back_weights_and_optimizer_step(tmp_path):
+    model = _model(0)
+    ids = np.random.default_rng(0).integers(4, 20, size=(4, 6)).astype("int32")
+    model.fit((ids, ids), ids, epochs=3, verbose=0)
+    path = checkpoints.save_checkpoint(model, str(tmp_path), 3, keep=1)
+    restored = _model(1)
+    restored.load_weights(path)
+    assert int(keras.ops.convert_to_numpy(restored.optimizer.iterations)) == 3
+    for saved, loaded in zip(_weights(model), _weights(restored)):
+        assert np.array_equal(saved, loaded)
+
+
+def test_averaging_equals_the_elementwise_mean(tmp_path):
+    paths, expected = [], None
+    for seed in range(3):
+        model = _model(seed)
+        paths.append(checkpoints.save_checkpoint(model, str(tmp_path), (seed + 1) * 10, keep=10))
+        values = [w.astype("float64") for w in _weights(model)]
+        expected = values if expected is None else [a + b for a, b in zip(expected, values)]
+    expected = [total / 3 for total in expected]
+    averaged = checkpoints.average_checkpoints(_model(7), paths)
+    for mean, value in zip(expected, _weights(averaged)):
+        assert np.max(np.abs(mean - value)) < 1e-6
+    # Not a copy of any one input.
+    assert np.max(np.abs(_weights(averaged)[0] - _weights(_model(0))[0])) > 1e-3
+
+
+def test_averaging_needs_checkpoints():
+    with pytest.raises(ValueError, match="at least one checkpoint"):
+        checkpoints.average_checkpoints(_model(0), [])

@@ -1,0 +1,77 @@
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+
+from tests.conftest import DEB_CACHE, REPO_ROOT, TINY_MODEL
+
+ENV = dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="2", KERAS_BACKEND="tensorflow")
+
+
+@pytest.mark.slow
+def test_two_mirrored_cpu_replicas_match_one_device_on_the_same_global_batch():
+    completed = subprocess.run(
+        [sys.executable, os.path.join(REPO_ROOT, "tests", "training", "mirrored_step.py")],
+        cwd=REPO_ROOT, env=ENV, capture_output=True, text=True, timeout=600,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    results = json.loads(completed.stdout.strip().splitlines()[-1])
+    print(results)
+    ours = results["global"]
+    assert ours["largest_update"] > 1e-3  # The step changed the weights.
+    assert ours["weight_difference"] < 1e-5 * max(1.0, ours["largest_update"]) + 1e-6
+    assert abs(ours["loss_one_device"] - ours["loss_two_replicas"]) < 1e-4
+    # The check has teeth: normalising per replica instead gives another update.
+    assert results["per_replica"]["weight_difference"] > 100 * max(ours["weight_difference"], 1e-7)
+
+
+def _free_ports(count):
+    sockets = [socket.socket() for _ in range(count)]
+    for sock in sockets:
+        sock.bind(("127.0.0.1", 0))
+    ports = [sock.getsockname()[1] for sock in sockets]
+    for sock in sockets:
+        sock.close()
+    return ports
+
+
+@pytest.mark.slow
+def test_two_workers_on_loopback_end_on_the_same_weights(tiny_run, deb_en_de, tmp_path):
+    corpus = deb_en_de[0]
+    model_dir = str(tmp_path / "multi_worker")
+    workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
+    command = [
+        sys.executable, os.path.join(REPO_ROOT, "train.py"),
+        f"--model_dir={model_dir}", "--distribution=multi_worker",
+        f"--cache_dir={os.path.dirname(corpus.root)}", f"--deb_dir={DEB_CACHE}", "--vocab_size=2000",
+        "--max_length=64", "--preset=tiny", *(f"--{key}={value}" for key, value in TINY_MODEL.items()),
+        "--train_steps=4", "--checkpoint_every=2", "--eval_every=4", "--eval_sentences=0",
+        "--batch_tokens=512", "--warmup_steps=10",
+    ]
+    processes = []
+    for index in range(2):
+        tf_config = json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}})
+        log = open(tmp_path / f"worker{index}.log", "w")
+        processes.append((subprocess.Popen(command, cwd=REPO_ROOT, env=dict(ENV, TF_CONFIG=tf_config, CI="1"), stdout=log, stderr=subprocess.STDOUT), log))
+    for process, log in processes:
+        try:
+            process.wait(timeout=600)
+        finally:
+            if process.poll() is None:
+                process.kill()
+            log.close()
+    logs = [(tmp_path / f"worker{index}.log").read_text() for index in range(2)]
+    for process, text in zip(processes, logs):
+        assert process[0].returncode == 0, text[-3000:]
+    chief = keras.saving.load_model(os.path.join(model_dir, "model.keras"), compile=False)
+    other = keras.saving.load_model(os.path.join(model_dir, "workers", "1", "model.keras"), compile=False)
+    assert len(chief.weights) == len(other.weights) > 0
+    for a, b in zip(chief.weights, other.weights):
+        assert np.array_equal(keras.ops.convert_to_numpy(a), keras.ops.convert_to_numpy(b)), a.path
+    assert int(keras.ops.convert_to_numpy(chief.optimizer.iterations)) == 4
+    assert "2 replica(s)" in logs[0]

@@ -1,0 +1,55 @@
+"""Averages the newest N checkpoints of a run into a new `.keras` model (section 6.1 of the paper:
+the last 5 checkpoints for base models, the last 20 for big ones).
+
+    python -m training.average_checkpoints --model_dir=runs/base --last=5 --output=runs/base/averaged.keras
+"""
+
+import os
+
+from absl import app, flags
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("model_dir", None, "A model directory written by train.py.", required=True)
+flags.DEFINE_integer("last", 5, "Number of newest checkpoints to average.", lower_bound=1)
+flags.DEFINE_string("output", None, "Where to write the averaged model (default: MODEL_DIR/averaged.keras).")
+
+
+def average_last(model_dir, last, output):
+    """Writes the average of the newest `last` checkpoints of `model_dir` to `output`; returns the
+    checkpoint paths used."""
+    from training import checkpoints
+    from training import config as run_config
+    from models.transformer import Transformer
+    from data.tokenizer import Tokenizer
+
+    saved = run_config.load(model_dir)
+    found = checkpoints.list_checkpoints(os.path.join(model_dir, "checkpoints"))
+    if not found:
+        raise ValueError(f"{model_dir}/checkpoints holds no ckpt-*.weights.h5 to average")
+    if len(found) < last:
+        raise ValueError(
+            f"--last={last} but {model_dir}/checkpoints holds only {len(found)} checkpoint(s): "
+            f"{[os.path.basename(path) for _, path in found]}"
+        )
+    paths = [path for _, path in found[-last:]]
+    vocabulary_size = Tokenizer.from_file(os.path.join(model_dir, "spm.model")).vocabulary_size
+    model = Transformer(vocabulary_size, **saved["model"])
+    model.build()
+    checkpoints.average_checkpoints(model, paths)
+    checkpoints.write_atomically(output, lambda temporary: model.save(temporary))
+    return paths
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+    output = FLAGS.output or os.path.join(FLAGS.model_dir, "averaged.keras")
+    try:
+        paths = average_last(FLAGS.model_dir, FLAGS.last, output)
+    except (ValueError, FileNotFoundError) as error:
+        raise SystemExit(f"average_checkpoints: error: {error}")
+    print(f"averaged {len(paths)} checkpoints ({os.path.basename(paths[0])} .. {os.path.basename(paths[-1])}) into {output}")
+
+
+if __name__ == "__main__":
+    app.run(main)
