@@ -15,8 +15,20 @@ from models.translation import translate_ids
 LENGTH_MULTIPLE = 8
 
 
-def compile_function(function):
-    """`function` compiled for the current backend: `tf.function` (no XLA) or `jax.jit`."""
+def compile_search(function, variables=()):
+    """`function(source_ids)` compiled for the current backend, reading `variables` at every call.
+
+    TensorFlow: a `tf.function` without XLA (on CPUs a compilation per shape costs more than it
+    saves); it reads the variables' current values when it runs. JAX: `jax.jit` of a stateless
+    version of `function` that takes the variables' values as an argument (the way Keras's JAX
+    trainer calls a model). Jitting `function` itself would capture the variables' values at trace
+    time as constants, so a model trained or reloaded after the first call would keep translating
+    with its old weights. Other backends: `function` as it is.
+
+    Args:
+        function: `source_ids -> outputs`, built with `keras.ops`.
+        variables: the Keras variables `function` reads (e.g. `model.variables`).
+    """
     backend = keras.backend.backend()
     if backend == "tensorflow":
         import tensorflow as tf
@@ -25,7 +37,14 @@ def compile_function(function):
     if backend == "jax":
         import jax
 
-        return jax.jit(function)
+        variables = list(variables)
+
+        def stateless(values, source_ids):
+            with keras.StatelessScope(state_mapping=list(zip(variables, values))):
+                return function(source_ids)
+
+        jitted = jax.jit(stateless)
+        return lambda source_ids: jitted([variable.value for variable in variables], source_ids)
     return function
 
 
@@ -39,7 +58,12 @@ class Translator:
         batch_size: sentences per search call. Batches are padded to `batch_size` rows and to a
             multiple of 8 source tokens, so the search is compiled for a handful of shapes.
         max_input_length: source tokens (EOS included) kept per sentence; longer inputs are cut to
-            it and counted in `truncated`. None keeps everything.
+            it and the input position of each is recorded in `truncated_indices` (and counted in
+            `truncated`). None keeps everything.
+
+    Empty (or blank) sentences translate to "" with score 0.0, without a search. A sentence's
+    translation does not depend on the other sentences of its batch: the search masks the source
+    padding and limits every sentence to its own length + `max_extra_length` output tokens.
     """
 
     def __init__(self, model, tokenizer, *, beam_size=4, alpha=0.6, max_extra_length=50, batch_size=32, max_input_length=None):
@@ -47,21 +71,28 @@ class Translator:
             raise ValueError(f"beam_size must be >= 1, received {beam_size}")
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, received {batch_size}")
+        if max_input_length is not None and max_input_length < 2:
+            raise ValueError(f"max_input_length must be None or >= 2 (a token and EOS), received {max_input_length}")
         self.model = model
         self.tokenizer = tokenizer
         self.batch_size = batch_size
         self.max_input_length = max_input_length
-        self.truncated = 0
+        self.truncated_indices = []
 
         def search(source_ids):
             return translate_ids(
                 model, source_ids, beam_size=beam_size, alpha=alpha, max_extra_length=max_extra_length
             )
 
-        self._search = compile_function(search)
+        self._search = compile_search(search, model.variables)
+
+    @property
+    def truncated(self):
+        """How many inputs were cut to `max_input_length` so far."""
+        return len(self.truncated_indices)
 
     def encode(self, sentences):
-        """Token ids (EOS appended) of each sentence, as lists."""
+        """Token ids (EOS appended) of each sentence, as lists, cut to `max_input_length`."""
         if not sentences:
             return []
         ragged = self.tokenizer.tokenize(list(sentences))
@@ -70,19 +101,25 @@ class Translator:
             for index, row in enumerate(rows):
                 if len(row) > self.max_input_length:
                     rows[index] = row[: self.max_input_length - 1] + [EOS_ID]
-                    self.truncated += 1
+                    self.truncated_indices.append(index)
         return rows
 
     def translate(self, sentences, progress=False):
-        """Returns `(translations, scores)` in the order of `sentences`; empty lines give ""."""
+        """Returns `(translations, scores)` in the order of `sentences`; empty lines give "".
+
+        `truncated_indices` is reset to the positions (in `sentences`) of the inputs cut to
+        `max_input_length`. With `progress`, a line on stderr counts the sentences done.
+        """
         sentences = list(sentences)
+        self.truncated_indices = []
         rows = self.encode(sentences)
         translations = [""] * len(sentences)
         scores = [0.0] * len(sentences)
-        # Empty input translates to empty output without a search.
+        # Empty input translates to empty output without a search; the rest is sorted by length
+        # so that each batch pads little.
         order = sorted((i for i, s in enumerate(sentences) if s.strip()), key=lambda i: len(rows[i]))
         started = time.perf_counter()
-        for batch_number, start in enumerate(range(0, len(order), self.batch_size)):
+        for start in range(0, len(order), self.batch_size):
             indices = order[start : start + self.batch_size]
             length = LENGTH_MULTIPLE * math.ceil(max(len(rows[i]) for i in indices) / LENGTH_MULTIPLE)
             source = np.full((self.batch_size, length), PAD_ID, dtype="int32")

@@ -1,0 +1,90 @@
+"""Loading what `train.py` wrote into a model_dir: the model (or an average of its newest
+checkpoints), the SentencePiece vocabulary and the run's configuration."""
+
+import json
+import os
+import sys
+
+import keras
+
+import models.transformer  # noqa: F401  (registers the Keras classes that model.keras names)
+from data.tokenizer import Tokenizer
+from models.transformer import Transformer
+from training import checkpoints
+
+MODEL_FILE = "model.keras"
+VOCABULARY_FILE = "spm.model"
+CONFIG_FILE = "config.json"
+CHECKPOINT_DIR = "checkpoints"
+
+
+class ModelDirError(RuntimeError):
+    """A model_dir that does not hold what evaluation needs (the message names the path)."""
+
+
+def read_run_config(model_dir):
+    """model_dir/config.json as a dict, or None if there is none."""
+    path = os.path.join(model_dir, CONFIG_FILE)
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as handle:
+        try:
+            return json.load(handle)
+        except ValueError as error:
+            raise ModelDirError(f"{path} is not valid JSON: {error}") from error
+
+
+def load_tokenizer(model_dir):
+    path = os.path.join(model_dir, VOCABULARY_FILE)
+    if not os.path.exists(path):
+        raise ModelDirError(f"{model_dir} has no {VOCABULARY_FILE}: not a model directory written by train.py")
+    return Tokenizer.from_file(path)
+
+
+def load_model(model_dir, average_last=0):
+    """`(model, tokenizer, run_config)` from a model_dir written by `train.py`.
+
+    Args:
+        model_dir: the training run's directory.
+        average_last: 0 loads `model.keras` (the final weights); N > 0 builds the model from
+            `config.json` and sets its weights to the mean of the newest N checkpoints (section 6.1
+            averages the last 5 for base models). Fewer than N available: all of them, with a note
+            on stderr.
+
+    Raises:
+        ModelDirError: a missing directory, vocabulary, model or checkpoints (names the path).
+    """
+    if not os.path.isdir(model_dir):
+        raise ModelDirError(f"--model_dir {model_dir!r} is not a directory")
+    run_config = read_run_config(model_dir)
+    model_path = os.path.join(model_dir, MODEL_FILE)
+    checkpoint_dir = os.path.join(model_dir, CHECKPOINT_DIR)
+    found = checkpoints.list_checkpoints(checkpoint_dir)
+    if not os.path.exists(model_path) and not found:
+        raise ModelDirError(
+            f"{model_dir} holds no model: neither {model_path} nor any {checkpoint_dir}/ckpt-*.weights.h5 "
+            "(train one with train.py --model_dir=...)"
+        )
+    tokenizer = load_tokenizer(model_dir)
+    if average_last:
+        if run_config is None:
+            raise ModelDirError(f"--average_last needs {os.path.join(model_dir, CONFIG_FILE)} to build the model")
+        if not found:
+            raise ModelDirError(f"--average_last={average_last}: {checkpoint_dir} holds no ckpt-*.weights.h5")
+        chosen = found[-average_last:]
+        if len(chosen) < average_last:
+            print(f"--average_last={average_last}: only {len(chosen)} checkpoint(s) in {checkpoint_dir}", file=sys.stderr)
+        model = Transformer(tokenizer.vocabulary_size, **run_config["model"])
+        model.build()
+        checkpoints.average_checkpoints(model, [path for _, path in chosen])
+        steps = ", ".join(str(step) for step, _ in chosen)
+        print(f"averaged {len(chosen)} checkpoint(s) of steps {steps}", file=sys.stderr)
+        return model, tokenizer, run_config
+    if not os.path.exists(model_path):
+        raise ModelDirError(
+            f"{model_path} does not exist (the run has checkpoints only: pass --average_last=1 to "
+            "evaluate the newest one)"
+        )
+    model = keras.saving.load_model(model_path, compile=False)
+    return model, tokenizer, run_config
+

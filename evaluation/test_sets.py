@@ -1,0 +1,75 @@
+"""The sentences to evaluate on: a split of a prepared corpus, or a user's source/reference files."""
+
+import os
+
+from data import cleaning
+
+
+class TestSetError(ValueError):
+    """A test set that cannot be read as line-aligned sources and references (names the file)."""
+
+
+def read_lines(path):
+    """The lines of a UTF-8 text file, without their line ends (an empty line stays "")."""
+    if not os.path.isfile(path):
+        raise TestSetError(f"{path} does not exist or is not a file")
+    with open(path, encoding="utf-8", newline="\n") as handle:
+        try:
+            return [line.rstrip("\r\n") for line in handle]
+        except UnicodeDecodeError as error:
+            raise TestSetError(f"{path} is not UTF-8 text: {error}") from error
+
+
+def read_parallel_files(source_path, reference_path=None):
+    """`(sources, references)`: line i of one file translates line i of the other.
+
+    `reference_path` None gives `references` None (translate only).
+
+    Raises:
+        TestSetError: a missing file, or files with different line counts (both counts named).
+    """
+    sources = read_lines(source_path)
+    if reference_path is None:
+        return sources, None
+    references = read_lines(reference_path)
+    if len(sources) != len(references):
+        raise TestSetError(
+            f"--src {source_path} has {len(sources)} lines but --ref {reference_path} has {len(references)}: "
+            "the files must be line-aligned (line i of --ref is the reference translation of line i of --src)"
+        )
+    return sources, references
+
+
+def split_path(corpus, split):
+    """The TSV of `split` in a `data.prepare.CorpusPaths`: "train", "dev", "test", or a per-source
+    test file "test.<source>" (e.g. "test.ding").
+
+    Raises:
+        TestSetError: an unknown split (lists the available ones).
+    """
+    if split in cleaning.SPLITS:
+        return corpus.split(split)
+    if split.startswith("test."):
+        source = split[len("test."):]
+        if source in corpus.test_by_source:
+            return corpus.test_by_source[source]
+    available = list(cleaning.SPLITS) + [f"test.{source}" for source in sorted(corpus.test_by_source)]
+    raise TestSetError(f"--split={split!r} is not a split of {corpus.root}; expected one of {available}")
+
+
+def read_tsv_pairs(tsv_path, reverse=False):
+    """`(sources, references)` from a corpus TSV of `english<TAB>foreign` lines, in translation
+    direction (`reverse` translates the second column into the first).
+
+    Raises:
+        TestSetError: a line without exactly one tab (names the file and line).
+    """
+    sources, references = [], []
+    for number, line in enumerate(read_lines(tsv_path), start=1):
+        columns = line.split("\t")
+        if len(columns) != 2:
+            raise TestSetError(f"{tsv_path}:{number}: expected 2 tab-separated columns, found {len(columns)}")
+        first, second = columns
+        sources.append(second if reverse else first)
+        references.append(first if reverse else second)
+    return sources, references

@@ -1,0 +1,58 @@
+"""Exports a trained model as a TensorFlow Serving SavedModel version.
+
+    python -m export --model_dir=runs/base --export_dir=exports/transformer
+
+writes `exports/transformer/<next version>/` (see export/exporter.py for the layout). Serve it with
+`docker run -p 8501:8501 -v "$PWD/exports/transformer:/models/transformer" -e MODEL_NAME=transformer
+tensorflow/serving` (README, "Serving").
+"""
+
+import sys
+
+from absl import app, flags
+
+FLAGS = flags.FLAGS
+
+flags.DEFINE_string("model_dir", None, "Directory written by train.py (model.keras, spm.model, config.json).")
+flags.DEFINE_string("export_dir", None, "Model base path for TensorFlow Serving; the version goes under it.")
+flags.DEFINE_integer("version", None, "Version directory to write (a positive integer); default the next one.", lower_bound=1)
+flags.DEFINE_integer("beam_size", 4, "Beam size baked into the graph (1: greedy decoding).", lower_bound=1)
+flags.DEFINE_float("alpha", 0.6, "Length-penalty exponent.", lower_bound=0.0)
+flags.DEFINE_integer(
+    "max_input_length", 256,
+    "SentencePiece tokens kept per input sentence, EOS included; longer inputs keep their first "
+    "max_input_length - 1 tokens.", lower_bound=2,
+)
+flags.DEFINE_integer("max_extra_length", 50, "A sentence of n source tokens gets at most n + this many output tokens.", lower_bound=1)
+flags.DEFINE_list(
+    "length_buckets", ["16", "32", "64"],
+    "Source-length buckets, each with its own traced search (max_input_length is always the last).",
+)
+flags.mark_flags_as_required(["model_dir", "export_dir"])
+
+
+@flags.validator("length_buckets", message="--length_buckets must be positive integers, e.g. 16,32,64")
+def _check_buckets(values):
+    return all(value.strip().isdigit() and int(value) > 0 for value in values)
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+    from export.exporter import export_model  # After flag parsing: TensorFlow is slow to import.
+
+    path = export_model(
+        FLAGS.model_dir,
+        FLAGS.export_dir,
+        version=FLAGS.version,
+        beam_size=FLAGS.beam_size,
+        alpha=FLAGS.alpha,
+        max_input_length=FLAGS.max_input_length,
+        max_extra_length=FLAGS.max_extra_length,
+        length_buckets=[int(value) for value in FLAGS.length_buckets],
+    )
+    print(path, file=sys.stdout)
+
+
+if __name__ == "__main__":
+    app.run(main)

@@ -1,0 +1,76 @@
+"""TensorFlow Serving warm-up requests: `assets.extra/tf_serving_warmup_requests`.
+
+TensorFlow Serving replays this file (a TFRecord of `tensorflow.serving.PredictionLog` protos,
+https://www.tensorflow.org/tfx/serving/saved_model_warmup) when it loads a version, before the
+version takes traffic, so the first real request does not pay for graph initialisation. Each
+request goes to `serving_default`; one request per length bucket makes every branch of the
+search run once. The protos come from the `tensorflow-serving-api` package (2.21.0, built for
+TensorFlow 2.21 and protobuf 6.31-7.x).
+"""
+
+import tensorflow as tf
+from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
+
+WARMUP_FILE = "tf_serving_warmup_requests"
+
+# Real sentences of the kind the deb-en-de corpus holds (software help and messages).
+SAMPLE_SENTENCES = (
+    "Open the file.",
+    "Click OK to save your changes.",
+    "The selected cells are copied to the clipboard.",
+    "Choose Format - Cells and click the Numbers tab to change the number format of the selected cells.",
+    "If you do not want to print the comments, select the option None in the Comments list box of the "
+    "print dialog, and then click Print to print the document without them.",
+)
+
+
+def warmup_batches(tokenizer, length_buckets):
+    """One batch of sample text per bucket, the longest fitting that bucket's token length.
+
+    Sentences are joined until their token count (EOS included) passes the previous bucket, so the
+    request is routed to this bucket. Returns a list of lists of strings.
+    """
+    batches = []
+    lower = 0
+    for bucket in length_buckets:
+        text = ""
+        index = 0
+        while True:
+            candidate = (text + " " + SAMPLE_SENTENCES[index % len(SAMPLE_SENTENCES)]).strip()
+            tokens = int(tokenizer.tokenize([candidate]).row_lengths()[0]) + 1
+            if tokens > bucket:
+                break
+            text = candidate
+            index += 1
+            if tokens > lower:
+                break
+        batches.append([text or SAMPLE_SENTENCES[0]])
+        lower = bucket
+    batches.append(list(SAMPLE_SENTENCES))
+    return batches
+
+
+def prediction_log(sentences, model_name, signature_name="serving_default"):
+    """A `PredictionLog` holding a `PredictRequest` of `sentences` for `signature_name`."""
+    request = predict_pb2.PredictRequest(
+        model_spec=model_pb2.ModelSpec(name=model_name, signature_name=signature_name)
+    )
+    request.inputs["inputs"].CopyFrom(tf.make_tensor_proto([s.encode("utf-8") for s in sentences], dtype=tf.string))
+    return prediction_log_pb2.PredictionLog(predict_log=prediction_log_pb2.PredictLog(request=request))
+
+
+def write_warmup_requests(path, batches, model_name):
+    """Writes one `PredictionLog` per batch of sentences to the TFRecord file `path`."""
+    with tf.io.TFRecordWriter(path) as writer:
+        for sentences in batches:
+            writer.write(prediction_log(sentences, model_name).SerializeToString())
+
+
+def read_warmup_requests(path):
+    """The `PredictionLog` protos of a warm-up file (for tests and inspection)."""
+    logs = []
+    for record in tf.data.TFRecordDataset(path):
+        log = prediction_log_pb2.PredictionLog()
+        log.ParseFromString(record.numpy())
+        logs.append(log)
+    return logs

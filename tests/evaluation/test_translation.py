@@ -1,0 +1,156 @@
+"""`models.translation.translate_ids` with the shared tiny model trained on deb-en-de: the cached
+search against no-cache references, and what stops a hypothesis (batch independence is tested
+through `Translator` in test_translator.py).
+
+(These live under tests/evaluation because they need the trained model of tests/conftest.py.)
+"""
+
+import keras
+import numpy as np
+import pytest
+from keras import ops
+
+from data.special_ids import BOS_ID, EOS_ID, PAD_ID
+from models.beam_search import beam_search
+from models.translation import translate_ids
+
+SENTENCES = [
+    "Open the file.",
+    "The document could not be saved because the disk is full.",
+    "Select the cells that you want to format, and then choose a style from the list.",
+    "Print",
+]
+
+
+def source_batch(tokenizer, sentences):
+    """int32 `[batch, padded length]` (tokens + EOS, PAD after) and the lengths with EOS."""
+    rows = [row + [EOS_ID] for row in tokenizer.tokenize(sentences).to_list()]
+    length = 8 * -(-max(len(r) for r in rows) // 8)
+    source = np.full((len(rows), length), PAD_ID, "int32")
+    for index, row in enumerate(rows):
+        source[index, : len(row)] = row
+    return source, [len(r) for r in rows]
+
+
+def hypothesis(ids):
+    """The tokens of one returned hypothesis up to and including EOS (PAD after is dropped)."""
+    ids = [int(i) for i in ids]
+    return ids[: ids.index(EOS_ID) + 1] if EOS_ID in ids else [i for i in ids if i != PAD_ID]
+
+
+def greedy_without_cache(model, source_row, max_length):
+    """The argmax loop over full forward passes `model((source, prefix))`: no cache, no search."""
+    source = ops.convert_to_tensor(np.asarray([source_row], "int32"))
+    prefix = [BOS_ID]
+    while len(prefix) - 1 < max_length:
+        logits = model((source, ops.convert_to_tensor(np.asarray([prefix], "int32"))), training=False)
+        token = int(np.argmax(ops.convert_to_numpy(logits)[0, -1]))
+        prefix.append(token)
+        if token == EOS_ID:
+            break
+    return prefix[1:]
+
+
+@pytest.mark.parametrize("eos_bias", [0.0, -1e9], ids=["real", "eos_forbidden"])
+def test_beam_one_equals_greedy_without_cache(tiny_model, eos_bias_model, eos_bias):
+    model, tokenizer, _, _ = tiny_model
+    wrapped = eos_bias_model(model, eos_bias)
+    source, lengths = source_batch(tokenizer, SENTENCES)
+    extra = 6
+    ids, _ = translate_ids(wrapped, ops.convert_to_tensor(source), beam_size=1, max_extra_length=extra)
+    ids = ops.convert_to_numpy(ids)
+    for row, length in enumerate(lengths):
+        expected = greedy_without_cache(wrapped, source[row, :length], length + extra)
+        assert hypothesis(ids[row, 0]) == expected, SENTENCES[row]
+
+
+def beam_search_without_cache(model, source, beam_size, max_extra_length, num_return):
+    """`beam_search` over a decoder that re-runs the whole prefix every step (no key/value cache):
+    the search state is the prefix itself, reordered with the beams."""
+    source = ops.convert_to_tensor(source)
+    encoder_output, padding_mask = model.encode(source)
+    encoder_output = ops.repeat(encoder_output, beam_size, axis=0)
+    padding_mask = ops.repeat(padding_mask, beam_size, axis=0)
+    batch, source_length = source.shape
+    max_decode_length = source_length + max_extra_length
+
+    def next_logits_fn(ids, step, prefix):
+        prefix = ops.slice_update(prefix, (0, step), ops.cast(ids[:, None], "int32"))
+        logits = model.decode(prefix, encoder_output, padding_mask)  # [batch * beam, L, vocab]
+        return ops.take(logits, step, axis=1), prefix
+
+    lengths = ops.sum(ops.cast(ops.not_equal(source, PAD_ID), "int32"), axis=1)
+    return beam_search(
+        next_logits_fn,
+        ops.full((batch,), BOS_ID, "int32"),
+        ops.full((batch * beam_size, max_decode_length), PAD_ID, "int32"),
+        beam_size=beam_size,
+        max_decode_length=max_decode_length,
+        max_lengths=lengths + max_extra_length,
+        alpha=0.6,
+        num_return=num_return,
+    )
+
+
+@pytest.mark.parametrize("eos_bias", [0.0, -1e9], ids=["real", "eos_forbidden"])
+def test_cached_beam_search_equals_search_without_cache(tiny_model, eos_bias_model, eos_bias):
+    model, tokenizer, _, _ = tiny_model
+    wrapped = eos_bias_model(model, eos_bias)
+    source, _ = source_batch(tokenizer, SENTENCES)
+    cached = translate_ids(wrapped, ops.convert_to_tensor(source), beam_size=4, max_extra_length=5, num_return=4)
+    reference = beam_search_without_cache(wrapped, source, beam_size=4, max_extra_length=5, num_return=4)
+    np.testing.assert_array_equal(ops.convert_to_numpy(cached.ids), ops.convert_to_numpy(reference.ids))
+    difference = np.abs(ops.convert_to_numpy(cached.scores) - ops.convert_to_numpy(reference.scores)).max()
+    assert difference < 1e-4
+
+
+@pytest.mark.parametrize("beam_size", [1, 4])
+def test_eos_stops_a_hypothesis(tiny_model, eos_bias_model, beam_size):
+    model, tokenizer, _, _ = tiny_model
+    source, _ = source_batch(tokenizer, SENTENCES)
+    ids, scores = translate_ids(eos_bias_model(model, 1e9), ops.convert_to_tensor(source), beam_size=beam_size)
+    ids = ops.convert_to_numpy(ids)
+    assert (ids[:, 0, 0] == EOS_ID).all()
+    assert (ids[:, 0, 1:] == PAD_ID).all()
+    np.testing.assert_allclose(ops.convert_to_numpy(scores)[:, 0], 0.0, atol=1e-3)
+
+
+@pytest.mark.parametrize("beam_size", [1, 4])
+def test_maximum_length_stops_a_hypothesis(tiny_model, eos_bias_model, beam_size):
+    model, tokenizer, _, _ = tiny_model
+    source, lengths = source_batch(tokenizer, SENTENCES)
+    extra = 3
+    ids, _ = translate_ids(eos_bias_model(model, -1e9), ops.convert_to_tensor(source), beam_size=beam_size, max_extra_length=extra)
+    ids = ops.convert_to_numpy(ids)
+    for row, length in enumerate(lengths):
+        produced = ids[row, 0]
+        # Exactly the sentence's own limit (not the batch's longest), no EOS, PAD after.
+        assert (produced[: length + extra] != PAD_ID).all()
+        assert (produced[: length + extra] != EOS_ID).all()
+        assert (produced[length + extra :] == PAD_ID).all()
+
+
+def test_real_hypotheses_end_with_eos_or_at_the_limit(tiny_model):
+    model, tokenizer, _, _ = tiny_model
+    source, lengths = source_batch(tokenizer, SENTENCES)
+    extra = 2
+    ids, _ = translate_ids(model, ops.convert_to_tensor(source), beam_size=4, max_extra_length=extra, num_return=4)
+    ids = ops.convert_to_numpy(ids)
+    for row, length in enumerate(lengths):
+        for produced in ids[row]:
+            tokens = hypothesis(produced)
+            assert tokens[-1] == EOS_ID or len(tokens) == length + extra
+            assert len(tokens) <= length + extra
+            assert (produced[len(tokens) :] == PAD_ID).all()
+
+
+def test_cross_attention_weights_are_distributions_over_real_source_tokens(tiny_model):
+    from models.translation import cross_attention_weights
+
+    model, tokenizer, _, _ = tiny_model
+    source, lengths = source_batch(tokenizer, SENTENCES[:2])
+    target = np.asarray([[BOS_ID, 10, 11], [BOS_ID, 12, 13]], "int32")
+    weights = keras.ops.convert_to_numpy(cross_attention_weights(model, ops.convert_to_tensor(source), ops.convert_to_tensor(target)))
+    assert weights.shape == (2, model.num_heads, 3, source.shape[1])
+    np.testing.assert_allclose(weights.sum(axis=-1), 1.0, atol=1e-5)
+    assert np.abs(weights[0, :, :, lengths[0] :]).max() < 1e-6

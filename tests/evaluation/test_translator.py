@@ -1,0 +1,95 @@
+"""`evaluation.translator.Translator`: order restored around length sorting, batch independence,
+empty and over-long lines, and (under JAX) weights read at call time, not baked in at trace time."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from evaluation.translator import Translator
+from tests.conftest import REPO_ROOT
+
+SENTENCES = [
+    "Print",
+    "The document could not be saved because the disk is full.",
+    "Open the file.",
+    "Select the cells that you want to format, and then choose a style from the list.",
+    "Close",
+]
+
+
+def test_sentence_alone_equals_it_in_a_batch_of_other_lengths(tiny_model, eos_bias_model):
+    model, tokenizer, _, _ = tiny_model
+    # EOS forbidden: every translation runs to its own length limit, so a sentence whose limit
+    # came from its batch (the padded length) would show it.
+    for candidate in (model, eos_bias_model(model, -1e9)):
+        translator = Translator(candidate, tokenizer, beam_size=4, max_extra_length=4, batch_size=8)
+        together, together_scores = translator.translate(SENTENCES)
+        for index, sentence in enumerate(SENTENCES):
+            alone, alone_scores = translator.translate([sentence])
+            assert alone == [together[index]], sentence
+            assert abs(alone_scores[0] - together_scores[index]) < 1e-4
+
+
+def test_empty_lines_translate_to_empty_lines_and_long_lines_are_cut_and_reported(tiny_model):
+    model, tokenizer, _, _ = tiny_model
+    long_line = " ".join(["the file"] * 200)
+    sentences = ["", "Open the file.", "   ", long_line, "Print"]
+    translator = Translator(model, tokenizer, beam_size=2, max_extra_length=3, batch_size=2, max_input_length=16)
+    translations, scores = translator.translate(sentences)
+    assert len(translations) == len(sentences)
+    assert translations[0] == "" and translations[2] == ""
+    assert scores[0] == 0.0 and scores[2] == 0.0
+    assert translator.truncated_indices == [3]
+    assert translator.truncated == 1
+    # The long line was decoded from its first 16 tokens, at most 16 + 3 output pieces.
+    assert len(tokenizer.tokenize([translations[3]]).to_list()[0]) <= 16 + 3
+    assert translator.translate([]) == ([], [])
+
+
+JAX_SCRIPT = textwrap.dedent(
+    """
+    import sys
+    import keras
+    import numpy as np
+    from data.tokenizer import Tokenizer
+    from evaluation.translator import Translator
+    from models.transformer import Transformer
+
+    tokenizer = Tokenizer.from_file(sys.argv[1])
+    keras.utils.set_random_seed(0)
+    model = Transformer(tokenizer.vocabulary_size, num_layers=1, hidden_dim=16, num_heads=2, intermediate_dim=32, dropout=0.0)
+    model.build()
+    sentences = ["Open the file.", "Print"]
+    translator = Translator(model, tokenizer, beam_size=2, max_extra_length=3, batch_size=2)
+    _, before = translator.translate(sentences)
+    rng = np.random.default_rng(1)
+    for variable in model.trainable_variables:
+        variable.assign(rng.normal(0.0, 0.5, variable.shape).astype("float32"))
+    _, after = translator.translate(sentences)
+    _, fresh = Translator(model, tokenizer, beam_size=2, max_extra_length=3, batch_size=2).translate(sentences)
+    print("BACKEND", keras.backend.backend())
+    print("SCORES", before, after, fresh)
+    assert np.allclose(after, fresh, atol=1e-5), (after, fresh)
+    assert not np.allclose(before, after, atol=1e-3), (before, after)
+    print("OK")
+    """
+)
+
+
+def test_translator_under_jax_uses_the_current_weights(tiny_run):
+    pytest.importorskip("jax")
+    model_dir, _ = tiny_run
+    environment = dict(os.environ, KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO_ROOT)
+    completed = subprocess.run(
+        [sys.executable, "-c", JAX_SCRIPT, os.path.join(model_dir, "spm.model")],
+        cwd=REPO_ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert completed.returncode == 0, completed.stdout[-2000:] + completed.stderr[-4000:]
+    assert "BACKEND jax" in completed.stdout and "OK" in completed.stdout

@@ -1,0 +1,76 @@
+"""A model whose weights were written under KERAS_BACKEND=jax exports under TensorFlow and gives the
+JAX model's logits and translations."""
+
+import json
+import os
+import shutil
+
+import numpy as np
+import tensorflow as tf
+
+from tests.export.conftest import run_fresh_python
+
+SETTINGS = dict(beam_size=4, alpha=0.6, max_input_length=16, max_extra_length=12, length_buckets=())
+
+# Under JAX: load the TensorFlow-trained model, move every weight by seeded noise (so that the
+# export can only match if it reads what JAX wrote), save it, and record logits and a beam search.
+JAX_SIDE = """
+import json, os, sys
+os.environ["KERAS_BACKEND"] = "jax"
+import keras, numpy as np
+import jax
+import models.transformer  # noqa: F401
+from models.translation import translate_ids
+assert keras.backend.backend() == "jax"
+source_dir, target_dir, settings = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+model = keras.saving.load_model(os.path.join(source_dir, "model.keras"), compile=False)
+rng = np.random.default_rng(7)
+for variable in model.weights:
+    value = keras.ops.convert_to_numpy(variable)
+    variable.assign(value + 0.05 * np.std(value) * rng.standard_normal(value.shape).astype(value.dtype))
+model.save(os.path.join(target_dir, "model.keras"))
+source = np.array(settings["source"], dtype="int32")
+target_in = np.array(settings["target_in"], dtype="int32")
+logits = model((source, target_in), training=False)
+search = jax.jit(lambda s: translate_ids(model, s, beam_size=settings["beam_size"], alpha=settings["alpha"],
+                                         max_extra_length=settings["max_extra_length"]))
+ids, scores = search(source)
+print(json.dumps({"backend": keras.backend.backend(), "logits": np.asarray(logits).tolist(),
+                  "ids": np.asarray(ids)[:, 0].tolist(), "scores": np.asarray(scores)[:, 0].tolist()}))
+"""
+
+
+def test_weights_written_under_jax_export_with_the_same_outputs(exported, tmp_path):
+    import keras
+
+    import models.transformer  # noqa: F401
+    from data.special_ids import BOS_ID, EOS_ID, PAD_ID
+    from data.tokenizer import Tokenizer
+    from export.exporter import export_model
+
+    model_dir, _ = exported
+    jax_dir = tmp_path / "jax_run"
+    jax_dir.mkdir()
+    for name in ("spm.model", "config.json"):
+        shutil.copy(os.path.join(model_dir, name), jax_dir / name)
+    tokenizer = Tokenizer.from_file(os.path.join(model_dir, "spm.model"))
+    rows = [list(r)[:11] + [EOS_ID] for r in tokenizer.tokenize(["Open the file.", "Click OK to save your changes now."]).to_list()]
+    source = np.full((2, 12), PAD_ID, "int32")
+    for index, row in enumerate(rows):
+        source[index, : len(row)] = row
+    target_in = np.array([[BOS_ID, 20, 30, 40], [BOS_ID, 50, 60, 70]], "int32")
+    inputs = dict(SETTINGS, source=source.tolist(), target_in=target_in.tolist())
+    jax_side = run_fresh_python(JAX_SIDE, model_dir, jax_dir, json.dumps(inputs), project=True)
+    assert jax_side["backend"] == "jax"
+
+    reloaded = keras.saving.load_model(str(jax_dir / "model.keras"), compile=False)
+    logits = keras.ops.convert_to_numpy(reloaded((source, target_in), training=False))
+    np.testing.assert_allclose(logits, np.array(jax_side["logits"]), atol=1e-4)
+
+    path = export_model(str(jax_dir), str(tmp_path / "exports"), **SETTINGS)
+    outputs = tf.saved_model.load(path).signatures["translate_ids"](source_ids=tf.constant(source))
+    ids, jax_ids = outputs["ids"].numpy(), np.array(jax_side["ids"])
+    width = jax_ids.shape[1]
+    assert np.all(ids[:, width:] == PAD_ID)
+    np.testing.assert_array_equal(ids[:, :width], jax_ids)
+    np.testing.assert_allclose(outputs["scores"].numpy(), jax_side["scores"], atol=1e-4)

@@ -1,0 +1,81 @@
+"""What the SavedModel holds: core TensorFlow ops plus tensorflow-text's SentencePiece ops, no XLA,
+no Python; and what `saved_model_cli` sees."""
+
+import os
+import subprocess
+import sys
+
+from tensorflow.core.protobuf import saved_model_pb2
+
+from tests.export.conftest import run_fresh_python
+
+# tensorflow-text ops that TensorFlow Serving links in (since its 2.2 release).
+SENTENCEPIECE_OPS = {"SentencepieceOp", "SentencepieceTokenizeOp", "SentencepieceDetokenizeOp"}
+# Registered by TensorFlow itself but not allowed: Python callbacks, and XLA compilation.
+FORBIDDEN_OPS = {"PyFunc", "PyFuncStateless", "EagerPyFunc", "XlaLaunch", "_XlaCompile", "_XlaRun"}
+
+REGISTERED_WITHOUT_TF_TEXT = """
+import json, sys
+import tensorflow as tf
+from tensorflow.python.framework import op_def_registry
+assert "tensorflow_text" not in sys.modules
+names = json.loads(sys.argv[1])
+print(json.dumps(sorted(n for n in names if op_def_registry.get(n) is None)))
+"""
+
+
+def saved_model_ops(path):
+    """Every op type of the graph and of its function library, and the functions' XLA attributes."""
+    saved_model = saved_model_pb2.SavedModel()
+    with open(os.path.join(path, "saved_model.pb"), "rb") as handle:
+        saved_model.ParseFromString(handle.read())
+    op_types, jit_functions = set(), []
+    for meta_graph in saved_model.meta_graphs:
+        graph = meta_graph.graph_def
+        op_types.update(node.op for node in graph.node)
+        for function in graph.library.function:
+            op_types.update(node.op for node in function.node_def)
+            if function.attr["_XlaMustCompile"].b:
+                jit_functions.append(function.signature.name)
+            for node in function.node_def:
+                if node.attr["_XlaMustCompile"].b:
+                    jit_functions.append(f"{function.signature.name}/{node.name}")
+    return op_types, jit_functions
+
+
+def test_only_core_and_sentencepiece_ops(exported):
+    import json
+
+    op_types, jit_functions = saved_model_ops(exported[1])
+    print(f"{len(op_types)} op types: {sorted(op_types)}")
+    assert {"While", "Case", "SentencepieceTokenizeOp", "SentencepieceDetokenizeOp"} <= op_types
+    assert jit_functions == []
+    assert sorted(op_types & FORBIDDEN_OPS) == []
+    assert sorted(op for op in op_types if op.startswith(("Xla", "_Xla"))) == []
+    unknown_to_tensorflow = run_fresh_python(REGISTERED_WITHOUT_TF_TEXT, json.dumps(sorted(op_types)))
+    assert set(unknown_to_tensorflow) <= SENTENCEPIECE_OPS, set(unknown_to_tensorflow) - SENTENCEPIECE_OPS
+
+
+def test_saved_model_cli_show_lists_both_signatures(exported):
+    cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
+    result = subprocess.run([cli, "show", "--dir", exported[1], "--all"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    for expected in ("signature_def['serving_default']", "signature_def['translate_ids']", "inputs['inputs']",
+                     "outputs['translations']", "outputs['scores']", "inputs['source_ids']", "DT_STRING"):
+        assert expected in result.stdout, expected
+
+
+def test_saved_model_cli_run_with_the_session_loader_tensorflow_serving_uses(exported):
+    # saved_model_cli loads through a TF1 Session (like TensorFlow Serving's C++ loader); it needs
+    # the SentencePiece ops registered, hence tensorflow_text imported first (see the README).
+    command = [
+        sys.executable, "-c",
+        "import sys, tensorflow_text; from tensorflow.python.tools import saved_model_cli; "
+        "sys.argv[0] = 'saved_model_cli'; saved_model_cli.main()",
+        "run", "--dir", exported[1], "--tag_set", "serve", "--signature_def", "serving_default",
+        "--input_exprs", 'inputs=["Open the file.", ""]',
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd="/")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Result for output key translations:" in result.stdout
+    assert "Result for output key scores:" in result.stdout

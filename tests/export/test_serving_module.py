@@ -1,0 +1,102 @@
+"""The served signatures on bad and mixed input (export/serving_module.py's input policy)."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from data.special_ids import EOS_ID, PAD_ID
+from export.serving_module import resolve_buckets
+from tests.export.conftest import EXPORT_SETTINGS, SENTENCES
+
+
+def serve(signature, sentences):
+    outputs = signature(inputs=tf.constant(sentences, dtype=tf.string))
+    return [t.decode("utf-8") for t in outputs["translations"].numpy()], outputs["scores"].numpy()
+
+
+def test_resolve_buckets_sorts_clips_and_ends_with_max_input_length():
+    assert resolve_buckets((64, 16, 16, 300), 128) == (16, 64, 128)
+    assert resolve_buckets((), 48) == (48,)
+    with pytest.raises(ValueError, match="positive ints"):
+        resolve_buckets((0,), 48)
+    with pytest.raises(ValueError, match="max_input_length"):
+        resolve_buckets((8,), 1)
+
+
+def test_empty_and_whitespace_sentences_give_empty_translations(served):
+    _, serving, _ = served
+    translations, scores = serve(serving, ["", "   ", "\t \u3000", SENTENCES[0]])
+    assert translations[:3] == ["", "", ""]
+    np.testing.assert_array_equal(scores[:3], 0.0)
+    assert scores[3] < 0.0
+
+
+def test_empty_batch_gives_empty_outputs(served):
+    _, serving, _ = served
+    outputs = serving(inputs=tf.zeros([0], tf.string))
+    assert outputs["translations"].shape == (0,) and outputs["scores"].shape == (0,)
+    assert outputs["translations"].dtype == tf.string and outputs["scores"].dtype == tf.float32
+
+
+def test_long_sentence_is_truncated_to_max_input_length_tokens(served, tiny_run):
+    from data.tokenizer import Tokenizer
+
+    model_dir, _ = tiny_run
+    tokenizer = Tokenizer.from_file(f"{model_dir}/spm.model")
+    long_text = ("Click OK to save your changes. " * 400)[:10_000]
+    kept = tokenizer.tokenize([long_text])[0][: EXPORT_SETTINGS["max_input_length"] - 1].numpy()
+    loaded, serving, translate_ids = served
+    translations, scores = serve(serving, [long_text])
+    # The policy: the first max_input_length - 1 tokens, then EOS.
+    source = np.concatenate([kept, [EOS_ID]])[None].astype("int32")
+    expected = translate_ids(source_ids=tf.constant(source))
+    assert translations[0] == tokenizer.detokenize(expected["ids"]).numpy()[0].decode("utf-8")
+    np.testing.assert_allclose(scores, expected["scores"].numpy(), atol=1e-5)
+    # The ids signature applies the same cut to a longer id sequence.
+    longer = np.concatenate([tokenizer.tokenize([long_text])[0].numpy()[:200], [EOS_ID]])[None].astype("int32")
+    from_longer = translate_ids(source_ids=tf.constant(longer))
+    np.testing.assert_array_equal(from_longer["ids"].numpy(), expected["ids"].numpy())
+
+
+def test_invalid_utf8_is_replaced_not_fatal(served):
+    _, serving, _ = served
+    bad = [b"\xff\xfe Open the file.", b"Click \xc3 OK", b"\xc3"]
+    translations, scores = serve(serving, bad)
+    repaired, repaired_scores = serve(serving, ["\ufffd\ufffd Open the file.", "Click \ufffd OK", "\ufffd"])
+    assert translations == repaired
+    np.testing.assert_allclose(scores, repaired_scores, atol=1e-5)
+    assert np.all(np.isfinite(scores))
+
+
+def test_batch_of_256_mixed_lengths_equals_one_by_one(served):
+    rng = np.random.default_rng(0)
+    words = " ".join(SENTENCES).split()
+    sentences = []
+    for index in range(256):
+        if index % 37 == 0:
+            sentences.append("")
+        else:
+            count = int(rng.integers(1, 40))
+            sentences.append(" ".join(rng.choice(words, count)))
+    _, serving, _ = served
+    batch_translations, batch_scores = serve(serving, sentences)
+    single = [serve(serving, [sentence]) for sentence in sentences]
+    assert batch_translations == [translations[0] for translations, _ in single]
+    np.testing.assert_allclose(batch_scores, [scores[0] for _, scores in single], atol=1e-4)
+
+
+def test_translate_ids_signature_matches_the_text_signature(served, tiny_run):
+    from data.tokenizer import Tokenizer
+
+    tokenizer = Tokenizer.from_file(f"{tiny_run[0]}/spm.model")
+    rows = [list(row) + [EOS_ID] for row in tokenizer.tokenize(SENTENCES).to_list()]
+    source = np.full((len(rows), max(map(len, rows)) + 5), PAD_ID, dtype="int32")
+    for index, row in enumerate(rows):
+        source[index, : len(row)] = row
+    _, serving, translate_ids = served
+    outputs = translate_ids(source_ids=tf.constant(source))
+    width = EXPORT_SETTINGS["max_input_length"] + EXPORT_SETTINGS["max_extra_length"]
+    assert outputs["ids"].shape == (len(rows), width)
+    translations, scores = serve(serving, SENTENCES)
+    assert [t.decode("utf-8") for t in tokenizer.detokenize(outputs["ids"]).numpy()] == translations
+    np.testing.assert_allclose(outputs["scores"].numpy(), scores, atol=1e-5)
