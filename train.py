@@ -167,11 +167,15 @@ def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
     config = config_from_flags()
-    from training.trainer import TrainingError, train  # Imports TensorFlow/JAX: after flag checks.
+    from data.deb_packages import DebPackageError  # TensorFlow/JAX imports: after the flag checks.
+    from data.parallel_files import ParallelDataError
+    from data.prepare import CorpusError
+    from training.config import ConfigMismatchError
+    from training.trainer import TrainingError, train
 
     try:
         summary = train(config, start_over=FLAGS.start_over)
-    except (TrainingError, ValueError) as error:
+    except (TrainingError, ConfigMismatchError, CorpusError, DebPackageError, ParallelDataError) as error:
         raise SystemExit(f"train.py: error: {error}")
     print(f"trained to step {summary['step']}; model written to {summary['model_path']}")
     if summary["dev_bleu"] is not None:

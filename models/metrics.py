@@ -62,7 +62,8 @@ class TargetTokenCount(keras.metrics.Metric):
         self.total.assign_add(ops.sum(ops.cast(ops.not_equal(y_true, self.pad_id), "float32")))
 
     def result(self):
-        return self.total
+        # A snapshot, not the variable: fit's logs must not change when validation resets it.
+        return ops.copy(self.total)
 
     def reset_state(self):
         self.total.assign(0.0)

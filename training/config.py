@@ -56,6 +56,10 @@ class RunConfig:
 CONFIG_FILE = "config.json"
 
 
+class ConfigMismatchError(ValueError):
+    """model_dir holds a run with another model or data configuration."""
+
+
 def _normalise(value):
     return json.loads(json.dumps(value))
 
@@ -73,7 +77,7 @@ def check_or_write(config, start_over):
             try:
                 previous = json.load(handle)
             except ValueError as error:
-                raise ValueError(f"{path} is not valid JSON ({error}); pass --start_over to replace the run") from error
+                raise ConfigMismatchError(f"{path} is not valid JSON ({error}); pass --start_over to replace the run") from error
         differences = [
             f"{section}.{key}: {previous.get(section, {}).get(key)!r} -> {current[section].get(key)!r}"
             for section in ("model", "data")
@@ -81,7 +85,7 @@ def check_or_write(config, start_over):
             if previous.get(section, {}).get(key) != current[section].get(key)
         ]
         if differences:
-            raise ValueError(
+            raise ConfigMismatchError(
                 f"{config.model_dir} holds a run with another configuration ({'; '.join(differences)}). "
                 "Use another --model_dir, or pass --start_over to delete its checkpoints and start again."
             )

@@ -17,9 +17,11 @@ import shutil
 import sys
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from data import pipeline, prepare
+from data.special_ids import BOS_ID
 from data.tokenizer import Tokenizer, train_sentencepiece
 from evaluation.translator import Translator
 from models.learning_rate_schedule import transformer_optimizer
@@ -106,6 +108,22 @@ def build_model(model_config, vocabulary_size, train):
     return model
 
 
+def _build_metrics_before_fit(model, strategy):
+    """Builds the compiled loss and metrics on a dummy batch, then turns off Keras's own pre-fit
+    build. Under tf.distribute, Keras 3.15 builds them from the first batch averaged over replicas
+    (`strategy.reduce("MEAN", ...)`), which fails when replicas hold bucketed batches of different
+    shapes, as they do with `distribute_datasets_from_function`. Private Keras API (keras is pinned).
+    """
+    dummy = np.full((1, 8), BOS_ID, dtype="int32")
+    with strategy.scope():
+        model._symbolic_build(data_batch=((dummy, dummy), dummy))
+    model._maybe_symbolic_build = lambda iterator=None, data_batch=None: None
+    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        # Keras 3.15 reduces logged metrics across workers with `reduce("MEAN", axis=0)`, which
+        # fails on scalars; "first" logs this worker's first replica's values instead.
+        model.distribute_reduction_method = "first"
+
+
 def _resolve_jit(jit_compile):
     """XLA by default on accelerators only: on CPUs each bucket shape costs a compilation that
     takes longer than the steps it speeds up."""
@@ -154,6 +172,8 @@ def train(config, start_over=False):
     scope = strategy.scope() if strategy is not None else contextlib.nullcontext()
     with scope:
         model = build_model(config.model, tokenizer.vocabulary_size, train_options)
+    if strategy is not None and num_replicas(strategy) > 1:
+        _build_metrics_before_fit(model, strategy)
     checkpoint_dir = os.path.join(run_dir, "checkpoints")
     restored = checkpoints.latest_checkpoint(checkpoint_dir)
     start_step = 0

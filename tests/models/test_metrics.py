@@ -14,3 +14,18 @@ def test_counts_only_non_pad_tokens_across_batches():
     metric.reset_state()
     assert float(metric.result()) == 0.0
     assert MaskedAccuracy.from_config(MaskedAccuracy(pad_id=3).get_config()).pad_id == 3
+
+
+def test_target_token_count_reports_training_and_validation_apart():
+    from models.losses import LabelSmoothedCrossEntropy
+    from models.metrics import TargetTokenCount
+    from models.transformer import Transformer
+
+    model = Transformer(20, num_layers=1, hidden_dim=8, num_heads=2, intermediate_dim=16)
+    model.compile(optimizer="adam", loss=LabelSmoothedCrossEntropy(), metrics=[TargetTokenCount()])
+    ids = np.random.default_rng(0).integers(4, 20, size=(8, 5)).astype("int32")
+    ids[0, 3:] = 0  # Two padded targets.
+    dev = ids[:2]
+    history = model.fit((ids, ids), ids, batch_size=4, epochs=1, verbose=0, validation_data=((dev, dev), dev))
+    assert history.history["target_tokens"] == [38.0]
+    assert history.history["val_target_tokens"] == [8.0]

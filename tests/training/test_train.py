@@ -1,0 +1,193 @@
+"""train.py end to end on the real corpus: resuming after SIGKILL, NaN handling, flags, bad input."""
+
+import csv
+import glob
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import keras
+import numpy as np
+import pytest
+
+from tests.conftest import DEB_CACHE, REPO_ROOT, TINY_MODEL, tiny_run_config
+
+ENV = dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="2", KERAS_BACKEND="tensorflow", CI="1")
+
+
+def _train_command(model_dir, corpus, *extra):
+    return [
+        sys.executable, os.path.join(REPO_ROOT, "train.py"),
+        f"--model_dir={model_dir}", f"--cache_dir={os.path.dirname(corpus.root)}", f"--deb_dir={DEB_CACHE}",
+        "--vocab_size=2000", "--max_length=64", "--preset=tiny",
+        *(f"--{key}={value}" for key, value in TINY_MODEL.items()),
+        "--batch_tokens=1024", "--warmup_steps=30", "--learning_rate_scale=2.0", "--eval_sentences=0",
+        "--distribution=one_device", *extra,
+    ]
+
+
+def _run(command, timeout=600):
+    return subprocess.run(command, cwd=REPO_ROOT, env=ENV, capture_output=True, text=True, timeout=timeout)
+
+
+def _log_rows(model_dir):
+    with open(os.path.join(model_dir, "training_log.csv")) as handle:
+        return list(csv.DictReader(handle))
+
+
+def _schedule(step, d_model=TINY_MODEL["hidden_dim"], warmup=30, scale=2.0):
+    return scale * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+
+
+@pytest.mark.slow
+def test_a_run_killed_mid_training_resumes_from_its_checkpoint(tiny_run, deb_en_de, tmp_path):
+    corpus = deb_en_de[0]
+    model_dir = str(tmp_path / "killed")
+    command = _train_command(model_dir, corpus, "--train_steps=90", "--checkpoint_every=30", "--eval_every=90")
+    log = open(tmp_path / "first.log", "w")
+    process = subprocess.Popen(command, cwd=REPO_ROOT, env=ENV, stdout=log, stderr=subprocess.STDOUT)
+    first_checkpoint = os.path.join(model_dir, "checkpoints", "ckpt-000000030.weights.h5")
+    deadline = time.monotonic() + 600
+    while not os.path.exists(first_checkpoint) and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(1.0)  # Into the second epoch.
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    log.close()
+    assert process.returncode == -signal.SIGKILL, (tmp_path / "first.log").read_text()[-2000:]
+    assert not os.path.exists(os.path.join(model_dir, "model.keras"))
+    killed_rows = _log_rows(model_dir)
+    assert len(killed_rows) >= 1
+    saved_steps = sorted(int(os.path.basename(p)[5:14]) for p in glob.glob(os.path.join(model_dir, "checkpoints", "ckpt-*")))
+    resumed_at = saved_steps[-1]
+    assert resumed_at in (30, 60)
+
+    second = _run(command)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert f"at step {resumed_at}" in second.stderr
+    rows = _log_rows(model_dir)
+    resumed_rows = rows[len(killed_rows) :]
+    # The epochs after the checkpoint: their steps and learning rate continue the schedule ...
+    assert [int(row["epoch"]) for row in resumed_rows] == list(range(resumed_at // 30, 3))
+    for row in resumed_rows:
+        step = (int(row["epoch"]) + 1) * 30
+        assert abs(float(row["learning_rate"]) - _schedule(step + 1)) < 1e-6
+    # ... from the trained weights, not fresh ones: the first resumed epoch's loss is well below the
+    # first epoch's loss of the killed run.
+    assert float(resumed_rows[0]["loss"]) < float(killed_rows[0]["loss"]) - 0.3
+    model = keras.saving.load_model(os.path.join(model_dir, "model.keras"), compile=False)
+    assert int(keras.ops.convert_to_numpy(model.optimizer.iterations)) == 90
+
+
+def _checkpoint_digests(model_dir):
+    digests = {}
+    for path in glob.glob(os.path.join(model_dir, "checkpoints", "*")):
+        with open(path, "rb") as handle:
+            digests[os.path.basename(path)] = hashlib.sha256(handle.read()).hexdigest()
+    return digests
+
+
+@pytest.mark.slow
+def test_a_nan_loss_stops_with_a_clear_error_and_keeps_the_checkpoints(tiny_run, tmp_path):
+    from training.trainer import TrainingError, train
+
+    model_dir = str(tmp_path / "nan")
+    shutil.copytree(tiny_run[0], model_dir)
+    before = _checkpoint_digests(model_dir)
+    assert before
+    corpus_cache = tiny_run[1]["corpus"]["root"].rsplit(os.sep, 1)[0]
+    exploding = tiny_run_config(model_dir, corpus_cache, train_steps=300, learning_rate_scale=1e9)
+    with pytest.raises(TrainingError, match="loss became NaN or infinite.*newest good one: .*ckpt-000000200"):
+        train(exploding)
+    assert _checkpoint_digests(model_dir) == before
+
+
+@pytest.mark.slow
+def test_tiny_model_lowers_the_dev_loss_on_the_real_corpus(tiny_run):
+    from data import pipeline
+    from data.tokenizer import Tokenizer
+    from models.losses import LabelSmoothedCrossEntropy
+    from models.transformer import Transformer
+
+    model_dir, summary = tiny_run
+    tokenizer = Tokenizer.from_file(os.path.join(model_dir, "spm.model"))
+    dev = pipeline.make_dataset(summary["corpus"]["dev"], tokenizer, batch_tokens=2048, max_length=64, shuffle=False)
+    untrained = Transformer(tokenizer.vocabulary_size, **TINY_MODEL)
+    untrained.compile(loss=LabelSmoothedCrossEntropy())
+    initial_loss = untrained.evaluate(dev, verbose=0)
+    trained_loss = summary["history"]["val_loss"][-1]
+    print(f"dev loss: {initial_loss:.3f} untrained, {trained_loss:.3f} after {summary['step']} steps")
+    assert trained_loss < initial_loss - 1.5
+    assert summary["step"] == 200
+
+
+@pytest.mark.slow
+def test_fp16_training_stays_finite(deb_en_de, tiny_run, tmp_path):
+    from training.trainer import train
+
+    corpus_cache = os.path.dirname(deb_en_de[0].root)
+    summary = train(tiny_run_config(tmp_path / "fp16", corpus_cache, train_steps=20, checkpoint_every=10, eval_every=20,
+                                    eval_sentences=4, mixed_precision="fp16"))
+    losses = summary["history"]["loss"]
+    assert len(losses) == 2 and all(np.isfinite(losses))
+    model = keras.saving.load_model(summary["model_path"], compile=False)
+    assert keras.backend.standardize_dtype(model.dtype_policy.compute_dtype) == "float16"
+
+
+def test_another_configuration_on_an_existing_model_dir_is_refused(tmp_path):
+    from training import config as run_config
+
+    first = tiny_run_config(tmp_path, "unused")
+    run_config.check_or_write(first, start_over=False)
+    changed = tiny_run_config(tmp_path, "unused")
+    changed = run_config.RunConfig(changed.model_dir, dict(changed.model, hidden_dim=32), changed.data, changed.train)
+    with pytest.raises(ValueError, match="another configuration.*model.hidden_dim: 64 -> 32.*--start_over"):
+        run_config.check_or_write(changed, start_over=False)
+    # More steps on the same model and data is fine.
+    longer = tiny_run_config(tmp_path, "unused", train_steps=400)
+    run_config.check_or_write(longer, start_over=False)
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--preset=huge"], "flag --preset=huge: value should be one of"),
+        (["--train_steps=50", "--checkpoint_every=20"], "--train_steps=50 must be a multiple of --checkpoint_every=20"),
+        (["--eval_every=30", "--checkpoint_every=20", "--train_steps=40"], "--eval_every=30 must be a multiple"),
+        (["--cpu_replicas=2"], "--cpu_replicas needs --distribution=mirrored"),
+        (["--train_src=a.en", "--train_tgt=a.de"], "--train_src needs --corpus=files"),
+        (["--corpus=files", "--languages=en-de", "--train_src=a.en"], "--train_src and --train_tgt go together"),
+        (["--corpus=files", "--train_tsv=a.tsv"], "--corpus=files needs --languages=SRC-TGT"),
+        (["--hidden_dim=100", "--num_heads=8"], "--hidden_dim=100 must be even and divisible by --num_heads=8"),
+        (["--corpus=wmt14"], "flag --corpus=wmt14: value should be one of"),
+    ],
+)
+def test_bad_flags_are_refused_before_training(flags, message, tmp_path):
+    completed = _run([sys.executable, os.path.join(REPO_ROOT, "train.py"), f"--model_dir={tmp_path}", *flags], timeout=120)
+    assert completed.returncode != 0
+    assert message in completed.stderr, completed.stderr[-2000:]
+    assert not os.path.exists(os.path.join(tmp_path, "config.json"))
+
+
+def test_an_unwritable_model_dir_is_named(tmp_path):
+    from training.trainer import TrainingError, _check_writable
+
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a directory")
+    with pytest.raises(TrainingError, match=f"--model_dir '{blocker}/run' is not writable"):
+        _check_writable(str(blocker / "run"))
+
+
+def test_missing_user_files_are_named(tmp_path):
+    completed = _run(
+        [sys.executable, os.path.join(REPO_ROOT, "train.py"), f"--model_dir={tmp_path / 'run'}", "--corpus=files",
+         "--languages=en-fr", f"--train_src={tmp_path / 'missing.en'}", f"--train_tgt={tmp_path / 'missing.fr'}",
+         f"--cache_dir={tmp_path / 'cache'}", "--preset=tiny"],
+        timeout=300,
+    )
+    assert completed.returncode != 0
+    assert "missing.en" in completed.stderr, completed.stderr[-2000:]
