@@ -97,3 +97,35 @@ def num_replicas(strategy):
         return strategy.num_replicas_in_sync
     distribution = keras.distribution.distribution()
     return 1 if distribution is None else len(distribution.device_mesh.devices.flatten())
+
+
+def patch_multi_worker_metric_reduction():
+    """Lets Keras 3.15's `fit` log scalar metrics under `MultiWorkerMirroredStrategy`.
+
+    Its train step reduces the per-replica logs with `strategy.reduce("MEAN", value, axis=0)`
+    across workers, which fails on scalars ("Invalid reduction dimension 0 for input with 0
+    dimensions"). This wraps that reduction (a private Keras function; keras is pinned) so that
+    scalars are averaged with `axis=None`, the same mean. Idempotent.
+    """
+    import tensorflow as tf
+    from keras.src.backend.tensorflow import trainer as keras_tf_trainer
+
+    original = keras_tf_trainer.reduce_per_replica
+    if getattr(original, "patched_for_scalars", False):
+        return
+
+    def reduce_per_replica(values, strategy, reduction):
+        if reduction == "auto" and isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+
+            def mean(value):
+                # With one replica per worker the values are plain tensors, not PerReplica.
+                local = value.values[0] if isinstance(value, tf.distribute.DistributedValues) else value
+                if getattr(local, "shape", None) is not None and local.shape.rank == 0:
+                    return strategy.reduce("MEAN", value, axis=None)
+                return original(value, strategy, reduction)
+
+            return tf.nest.map_structure(mean, values)
+        return original(values, strategy, reduction)
+
+    reduce_per_replica.patched_for_scalars = True
+    keras_tf_trainer.reduce_per_replica = reduce_per_replica

@@ -30,7 +30,7 @@ from models.transformer import Transformer
 from training import callbacks as training_callbacks
 from training import checkpoints
 from training import config as run_config
-from training.distribution import is_chief, make_strategy, num_replicas, worker_info
+from training.distribution import is_chief, make_strategy, num_replicas, patch_multi_worker_metric_reduction, worker_info
 from training.losses import GlobalTokenLabelSmoothedCrossEntropy
 
 POLICIES = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
@@ -118,10 +118,6 @@ def _build_metrics_before_fit(model, strategy):
     with strategy.scope():
         model._symbolic_build(data_batch=((dummy, dummy), dummy))
     model._maybe_symbolic_build = lambda iterator=None, data_batch=None: None
-    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
-        # Keras 3.15 reduces logged metrics across workers with `reduce("MEAN", axis=0)`, which
-        # fails on scalars; "first" logs this worker's first replica's values instead.
-        model.distribute_reduction_method = "first"
 
 
 def _resolve_jit(jit_compile):
@@ -174,6 +170,8 @@ def train(config, start_over=False):
         model = build_model(config.model, tokenizer.vocabulary_size, train_options)
     if strategy is not None and num_replicas(strategy) > 1:
         _build_metrics_before_fit(model, strategy)
+    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        patch_multi_worker_metric_reduction()
     checkpoint_dir = os.path.join(run_dir, "checkpoints")
     restored = checkpoints.latest_checkpoint(checkpoint_dir)
     start_step = 0
