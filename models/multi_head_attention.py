@@ -180,8 +180,13 @@ class MultiHeadAttention(keras.layers.Layer):
                         f"{cache_length - query.shape[1]}"
                     )
             new_key_values = ops.cast(self.project_key_value(query), cache.dtype)
-            zero = ops.zeros((), "int32")
-            cache = ops.slice_update(cache, (zero, zero, ops.cast(cache_index, "int32"), zero, zero), new_key_values)
+            # A gather and a select rather than ops.slice_update, which TensorFlow runs as
+            # XlaDynamicUpdateSlice, an XLA op that the SavedModel for TensorFlow Serving must not
+            # hold (export/). Same values; O(cache_length) per step, like the attention itself.
+            offsets = ops.arange(ops.shape(cache)[2], dtype="int32") - ops.cast(cache_index, "int32")
+            in_window = ops.logical_and(offsets >= 0, offsets < query_length)  # [cache_length]
+            window = ops.take(new_key_values, ops.clip(offsets, 0, query_length - 1), axis=2)
+            cache = ops.where(in_window[None, None, :, None, None], window, cache)
             key_values = cache
         else:
             key_values = self.project_key_value(query if key_value is None else key_value)
@@ -197,7 +202,10 @@ class MultiHeadAttention(keras.layers.Layer):
             weights = ops.cast(self.dropout_layer(scores, training=training), self.compute_dtype)
             attended = ops.einsum("bnts,bsnh->btnh", weights, values)
         else:
-            attended = ops.dot_product_attention(queries, keys, values, mask=mask, scale=scale)
+            # XLA's fused softmax, not cuDNN flash attention: at bucket lengths (tens of tokens)
+            # the cuDNN kernel, with the boolean mask turned into an additive bias, measured slower
+            # on an H100 (benchmarks/README.md).
+            attended = ops.dot_product_attention(queries, keys, values, mask=mask, scale=scale, flash_attention=False)
         attended = ops.reshape(attended, (batch, query_length, self.hidden_dim))
         outputs = (self.output_dense(attended),)
         if cache is not None:
