@@ -60,3 +60,29 @@ def test_config_round_trip_and_bad_arguments():
         LabelSmoothedCrossEntropy(label_smoothing=1.5)
     with pytest.raises(ValueError, match="y_true .batch, length. and y_pred"):
         LabelSmoothedCrossEntropy()(np.zeros((2,), "int32"), np.zeros((2, 7), "float32"))
+
+
+def test_gradient_matches_numpy_reference():
+    # d loss / d logits = (softmax(logits) - q) * is_real_token / number of real tokens.
+    targets, logits = _batch()
+    epsilon, vocab = 0.1, logits.shape[-1]
+    shifted = np.exp(logits - logits.max(-1, keepdims=True))
+    probabilities = shifted / shifted.sum(-1, keepdims=True)
+    smoothed = np.full(logits.shape, epsilon / vocab) + (1.0 - epsilon) * np.eye(vocab)[targets]
+    weights = (targets != 0).astype("float32")
+    expected = (probabilities - smoothed) * weights[..., None] / weights.sum()
+    loss = LabelSmoothedCrossEntropy(label_smoothing=epsilon)
+    if keras.backend.backend() == "jax":
+        import jax
+
+        gradient = np.asarray(jax.grad(lambda x: loss(targets, x))(logits))
+    elif keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        variable = tf.Variable(logits)
+        with tf.GradientTape() as tape:
+            value = loss(targets, variable)
+        gradient = tape.gradient(value, variable).numpy()
+    else:
+        pytest.skip(f"no gradient helper for the {keras.backend.backend()} backend")
+    assert np.abs(gradient - expected).max() < 1e-6
