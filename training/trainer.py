@@ -141,8 +141,10 @@ def _remove_run(model_dir):
             os.remove(path)
 
 
-def train(config, start_over=False):
+def train(config, start_over=False, callbacks=()):
     """Trains (or resumes) the run described by a `training.config.RunConfig`; returns a summary dict.
+
+    `callbacks` are extra Keras callbacks, run after the built-in ones.
 
     Raises:
         TrainingError: unwritable model_dir, a non-finite loss, and other conditions to act on.
@@ -225,6 +227,7 @@ def train(config, start_over=False):
             keras.callbacks.TensorBoard(os.path.join(config.model_dir, "logs"), update_freq="epoch"),
         ]
 
+    callback_list += list(callbacks)
     history = {}
     if initial_epoch < epochs:
         print(
