@@ -185,7 +185,10 @@ class MultiHeadAttention(keras.layers.Layer):
             # hold (export/). Same values; O(cache_length) per step, like the attention itself.
             offsets = ops.arange(ops.shape(cache)[2], dtype="int32") - ops.cast(cache_index, "int32")
             in_window = ops.logical_and(offsets >= 0, offsets < query_length)  # [cache_length]
-            window = ops.take(new_key_values, ops.clip(offsets, 0, query_length - 1), axis=2)
+            if query.shape[1] == 1:  # One decoding step: the new position broadcasts over the cache.
+                window = new_key_values
+            else:
+                window = ops.take(new_key_values, ops.clip(offsets, 0, query_length - 1), axis=2)
             cache = ops.where(in_window[None, None, :, None, None], window, cache)
             key_values = cache
         else:
