@@ -192,9 +192,19 @@ class MultiHeadAttention(keras.layers.Layer):
             cache = ops.where(in_window[None, None, :, None, None], window, cache)
             key_values = cache
         else:
-            key_values = self.project_key_value(query if key_value is None else key_value)
-
-        keys, values = key_values[:, 0], key_values[:, 1]  # [batch, key_length, heads, head_dim]
+            key_values = None
+        if key_values is None:
+            # Training and full passes: split [batch, length, 2, heads, head_dim] by unstacking, whose
+            # gradient is one stack; strided slices cost TensorFlow a zero-filled StridedSliceGrad
+            # per slice (a fifth of a CPU training step, benchmarks/README.md).
+            source = query if key_value is None else key_value
+            self._check_rank3(source, "key_value")
+            projected = self.key_value_dense(source)
+            key_length = ops.shape(projected)[1]
+            projected = ops.reshape(projected, (batch, key_length, 2, self.num_heads, self.head_dim))
+            keys, values = ops.unstack(projected, 2, axis=2)  # [batch, key_length, heads, head_dim]
+        else:
+            keys, values = ops.unstack(key_values, 2, axis=1)
         scale = 1.0 / math.sqrt(self.head_dim)
         scores = None
         if return_attention_scores or (self.attention_dropout > 0 and training):
