@@ -10,6 +10,7 @@ import keras
 from keras import ops
 
 from data.special_ids import PAD_ID
+from models.layer_stack import LAYER_DEFAULTS
 from models.shared_embedding import SharedEmbedding
 from models.transformer_decoder import TransformerDecoder
 from models.transformer_encoder import TransformerEncoder
@@ -61,27 +62,12 @@ class Transformer(keras.Model):
         super().__init__(**kwargs)
         self.vocabulary_size = vocabulary_size
         self.num_layers = num_layers
-        self.hidden_dim = hidden_dim
-        self.num_heads = num_heads
-        self.intermediate_dim = intermediate_dim
-        self.dropout = dropout
-        self.attention_dropout = attention_dropout
-        self.activation_dropout = activation_dropout
-        self.normalize_first = normalize_first
-        self.layer_norm_epsilon = layer_norm_epsilon
         self.pad_id = pad_id
-        stack_options = dict(
-            num_layers=num_layers,
-            hidden_dim=hidden_dim,
-            num_heads=num_heads,
-            intermediate_dim=intermediate_dim,
-            dropout=dropout,
-            attention_dropout=attention_dropout,
-            activation_dropout=activation_dropout,
-            normalize_first=normalize_first,
-            layer_norm_epsilon=layer_norm_epsilon,
-            dtype=self.dtype_policy,
-        )
+        arguments = locals()
+        self.layer_options = {name: arguments[name] for name in LAYER_DEFAULTS}
+        for name, value in self.layer_options.items():
+            setattr(self, name, value)
+        stack_options = dict(num_layers=num_layers, **self.layer_options, dtype=self.dtype_policy)
         self.embedding = SharedEmbedding(vocabulary_size, hidden_dim, dropout, name="shared_embedding", dtype=self.dtype_policy)
         self.encoder = TransformerEncoder(**stack_options, name="encoder")
         self.decoder = TransformerDecoder(**stack_options, name="decoder")
@@ -194,18 +180,6 @@ class Transformer(keras.Model):
     def get_config(self):
         config = super().get_config()
         config.update(
-            {
-                "vocabulary_size": self.vocabulary_size,
-                "num_layers": self.num_layers,
-                "hidden_dim": self.hidden_dim,
-                "num_heads": self.num_heads,
-                "intermediate_dim": self.intermediate_dim,
-                "dropout": self.dropout,
-                "attention_dropout": self.attention_dropout,
-                "activation_dropout": self.activation_dropout,
-                "normalize_first": self.normalize_first,
-                "layer_norm_epsilon": self.layer_norm_epsilon,
-                "pad_id": self.pad_id,
-            }
+            {"vocabulary_size": self.vocabulary_size, "num_layers": self.num_layers, **self.layer_options, "pad_id": self.pad_id}
         )
         return config

@@ -13,9 +13,7 @@ only, writes their keys/values into the self caches and reads the cross caches.
 import keras
 from keras import ops
 
-from models.feed_forward import PositionwiseFeedForward
-from models.multi_head_attention import MultiHeadAttention
-from models.residual import ResidualNorm
+from models.layer_stack import TransformerLayerBase, TransformerStackBase
 
 
 def causal_attention_mask(query_length, key_length, start_position=0):
@@ -26,18 +24,12 @@ def causal_attention_mask(query_length, key_length, start_position=0):
 
 
 @keras.saving.register_keras_serializable(package="transformer")
-class TransformerDecoderLayer(keras.layers.Layer):
+class TransformerDecoderLayer(TransformerLayerBase):
     """One decoder layer: masked self-attention, encoder-decoder attention, feed-forward.
 
-    Args:
-        hidden_dim: d_model. Defaults to 512.
-        num_heads: h. Defaults to 8.
-        intermediate_dim: d_ff. Defaults to 2048.
-        dropout: P_drop, residual dropout. Defaults to 0.1.
-        attention_dropout: dropout on attention weights (not in the paper). Defaults to 0.0.
-        activation_dropout: dropout after the ReLU (not in the paper). Defaults to 0.0.
-        normalize_first: pre-norm instead of the paper's post-norm. Defaults to False.
-        layer_norm_epsilon: defaults to 1e-6.
+    Args: the options of `TransformerLayerBase` (`models/layer_stack.py`): hidden_dim (d_model),
+        num_heads (h), intermediate_dim (d_ff), dropout (P_drop), attention_dropout,
+        activation_dropout, normalize_first, layer_norm_epsilon.
 
     Call arguments:
         inputs: `[batch, target_length, hidden_dim]`, the embedded target (a whole prefix, or the
@@ -53,66 +45,14 @@ class TransformerDecoderLayer(keras.layers.Layer):
         `[batch, target_length, hidden_dim]`, plus the updated self cache when one was given.
     """
 
-    def __init__(
-        self,
-        hidden_dim=512,
-        num_heads=8,
-        intermediate_dim=2048,
-        dropout=0.1,
-        attention_dropout=0.0,
-        activation_dropout=0.0,
-        normalize_first=False,
-        layer_norm_epsilon=1e-6,
-        **kwargs,
-    ):
-        super().__init__(**kwargs)
-        if not isinstance(num_heads, int) or num_heads < 1 or not isinstance(hidden_dim, int) or hidden_dim % num_heads:
-            raise ValueError(
-                f"hidden_dim (d_model) must be divisible by num_heads, received hidden_dim={hidden_dim!r}, "
-                f"num_heads={num_heads!r}"
-            )
-        self.hidden_dim = hidden_dim
-        self.num_heads = num_heads
-        self.intermediate_dim = intermediate_dim
-        self.dropout = dropout
-        self.attention_dropout = attention_dropout
-        self.activation_dropout = activation_dropout
-        self.normalize_first = normalize_first
-        self.layer_norm_epsilon = layer_norm_epsilon
-
-    def _residual(self, name):
-        return ResidualNorm(
-            dropout=self.dropout,
-            normalize_first=self.normalize_first,
-            layer_norm_epsilon=self.layer_norm_epsilon,
-            name=name,
-            dtype=self.dtype_policy,
-        )
-
     def build(self, inputs_shape, encoder_output_shape=None):
         encoder_output_shape = inputs_shape if encoder_output_shape is None else encoder_output_shape
-        self.self_attention = MultiHeadAttention(
-            self.hidden_dim, self.num_heads, self.attention_dropout, name="self_attention", dtype=self.dtype_policy
-        )
-        self.self_attention.build(inputs_shape)
-        self.self_attention_residual = self._residual("self_attention_residual")
-        self.self_attention_residual.build(inputs_shape)
-        self.cross_attention = MultiHeadAttention(
-            self.hidden_dim, self.num_heads, self.attention_dropout, name="cross_attention", dtype=self.dtype_policy
-        )
-        self.cross_attention.build(inputs_shape, encoder_output_shape)
-        self.cross_attention_residual = self._residual("cross_attention_residual")
-        self.cross_attention_residual.build(inputs_shape)
-        self.feed_forward = PositionwiseFeedForward(
-            self.hidden_dim,
-            self.intermediate_dim,
-            activation_dropout=self.activation_dropout,
-            name="feed_forward",
-            dtype=self.dtype_policy,
-        )
-        self.feed_forward.build(inputs_shape)
-        self.feed_forward_residual = self._residual("feed_forward_residual")
-        self.feed_forward_residual.build(inputs_shape)
+        self.self_attention = self._build_attention("self_attention", inputs_shape)
+        self.self_attention_residual = self._build_residual("self_attention_residual", inputs_shape)
+        self.cross_attention = self._build_attention("cross_attention", inputs_shape, encoder_output_shape)
+        self.cross_attention_residual = self._build_residual("cross_attention_residual", inputs_shape)
+        self.feed_forward = self._build_feed_forward(inputs_shape)
+        self.feed_forward_residual = self._build_residual("feed_forward_residual", inputs_shape)
         self.built = True
 
     def call(
@@ -169,28 +109,9 @@ class TransformerDecoderLayer(keras.layers.Layer):
             outputs += (scores,)
         return outputs[0] if len(outputs) == 1 else outputs
 
-    def compute_output_shape(self, inputs_shape, encoder_output_shape=None):
-        return tuple(inputs_shape)
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "hidden_dim": self.hidden_dim,
-                "num_heads": self.num_heads,
-                "intermediate_dim": self.intermediate_dim,
-                "dropout": self.dropout,
-                "attention_dropout": self.attention_dropout,
-                "activation_dropout": self.activation_dropout,
-                "normalize_first": self.normalize_first,
-                "layer_norm_epsilon": self.layer_norm_epsilon,
-            }
-        )
-        return config
-
 
 @keras.saving.register_keras_serializable(package="transformer")
-class TransformerDecoder(keras.layers.Layer):
+class TransformerDecoder(TransformerStackBase):
     """A stack of `num_layers` decoder layers (N = 6 in the paper), final LayerNorm under pre-norm.
 
     Args:
@@ -213,48 +134,10 @@ class TransformerDecoder(keras.layers.Layer):
         attention weights when asked for.
     """
 
-    def __init__(
-        self,
-        num_layers=6,
-        hidden_dim=512,
-        num_heads=8,
-        intermediate_dim=2048,
-        dropout=0.1,
-        attention_dropout=0.0,
-        activation_dropout=0.0,
-        normalize_first=False,
-        layer_norm_epsilon=1e-6,
-        **kwargs,
-    ):
-        super().__init__(**kwargs)
-        if not isinstance(num_layers, int) or num_layers < 1:
-            raise ValueError(f"num_layers must be a positive int, received {num_layers!r}")
-        self.num_layers = num_layers
-        self.layer_options = dict(
-            hidden_dim=hidden_dim,
-            num_heads=num_heads,
-            intermediate_dim=intermediate_dim,
-            dropout=dropout,
-            attention_dropout=attention_dropout,
-            activation_dropout=activation_dropout,
-            normalize_first=normalize_first,
-            layer_norm_epsilon=layer_norm_epsilon,
-        )
-        TransformerDecoderLayer(**self.layer_options)  # Validates the options now.
+    layer_class = TransformerDecoderLayer
 
     def build(self, inputs_shape, encoder_output_shape=None):
-        self.decoder_layers = []
-        for index in range(self.num_layers):
-            layer = TransformerDecoderLayer(**self.layer_options, name=f"layer_{index}", dtype=self.dtype_policy)
-            layer.build(inputs_shape, encoder_output_shape)
-            self.decoder_layers.append(layer)
-        self.final_layer_norm = None
-        if self.layer_options["normalize_first"]:
-            self.final_layer_norm = keras.layers.LayerNormalization(
-                epsilon=self.layer_options["layer_norm_epsilon"], name="final_layer_norm", dtype=self.dtype_policy
-            )
-            self.final_layer_norm.build(inputs_shape)
-        self.built = True
+        self._build_layers("decoder_layers", inputs_shape, encoder_output_shape)
 
     def empty_self_caches(self, batch_size, cache_length):
         """Zero self-attention caches, one `[batch_size, 2, cache_length, heads, head_dim]` per layer."""
@@ -299,19 +182,9 @@ class TransformerDecoder(keras.layers.Layer):
                 new_self_caches.append(outputs[1])
             if return_attention_scores and index == self.num_layers - 1:
                 scores = outputs[-1]
-        if self.final_layer_norm is not None:
-            x = self.final_layer_norm(x)
-        results = (x,)
+        results = (self._final_norm(x),)
         if self_caches is not None:
             results += (new_self_caches,)
         if return_attention_scores:
             results += (scores,)
         return results[0] if len(results) == 1 else results
-
-    def compute_output_shape(self, inputs_shape, encoder_output_shape=None):
-        return tuple(inputs_shape)
-
-    def get_config(self):
-        config = super().get_config()
-        config.update({"num_layers": self.num_layers, **self.layer_options})
-        return config
