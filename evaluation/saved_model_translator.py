@@ -3,10 +3,10 @@
 tokenization, search and detokenization inside the graph."""
 
 import os
-import sys
-import time
 
 import tensorflow as tf
+
+from evaluation.batching import translate_in_order
 
 SIGNATURE = "serving_default"
 
@@ -57,22 +57,10 @@ class SavedModelTranslator:
     def translate(self, sentences, progress=False):
         """Returns `(translations, scores)` in the order of `sentences`."""
         sentences = list(sentences)
-        translations = [""] * len(sentences)
-        scores = [0.0] * len(sentences)
         order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
-        started = time.perf_counter()
-        for start in range(0, len(order), self.batch_size):
-            indices = order[start : start + self.batch_size]
+
+        def translate_batch(indices):
             outputs = self._signature(inputs=tf.constant([sentences[i] for i in indices], tf.string))
-            texts = outputs["translations"].numpy()
-            batch_scores = outputs["scores"].numpy()
-            for row, index in enumerate(indices):
-                translations[index] = texts[row].decode("utf-8")
-                scores[index] = float(batch_scores[row])
-            if progress:
-                done = min(start + self.batch_size, len(order))
-                rate = done / max(time.perf_counter() - started, 1e-9)
-                print(f"\rtranslated {done}/{len(order)} sentences ({rate:.1f}/s)", end="", file=sys.stderr, flush=True)
-        if progress and order:
-            print(file=sys.stderr)
-        return translations, scores
+            return outputs["translations"].numpy(), outputs["scores"].numpy()
+
+        return translate_in_order(len(sentences), order, self.batch_size, translate_batch, progress)

@@ -3,13 +3,12 @@ fixed shapes, beam search (compiled once per shape), detokenize, restore the inp
 """
 
 import math
-import sys
-import time
 
 import keras
 import numpy as np
 
 from data.special_ids import EOS_ID, PAD_ID
+from evaluation.batching import translate_in_order
 from models.translation import translate_ids
 
 LENGTH_MULTIPLE = 8
@@ -113,14 +112,11 @@ class Translator:
         sentences = list(sentences)
         self.truncated_indices = []
         rows = self.encode(sentences)
-        translations = [""] * len(sentences)
-        scores = [0.0] * len(sentences)
         # Empty input translates to empty output without a search; the rest is sorted by length
         # so that each batch pads little.
         order = sorted((i for i, s in enumerate(sentences) if s.strip()), key=lambda i: len(rows[i]))
-        started = time.perf_counter()
-        for start in range(0, len(order), self.batch_size):
-            indices = order[start : start + self.batch_size]
+
+        def translate_batch(indices):
             length = LENGTH_MULTIPLE * math.ceil(max(len(rows[i]) for i in indices) / LENGTH_MULTIPLE)
             source = np.full((self.batch_size, length), PAD_ID, dtype="int32")
             source[:, 0] = EOS_ID  # Filler rows: a one-token sentence, discarded.
@@ -128,15 +124,6 @@ class Translator:
                 source[row, : len(rows[index])] = rows[index]
             ids, batch_scores = self._search(keras.ops.convert_to_tensor(source))
             ids = keras.ops.convert_to_numpy(ids)[: len(indices), 0]
-            batch_scores = keras.ops.convert_to_numpy(batch_scores)[: len(indices), 0]
-            texts = self.tokenizer.detokenize(ids).numpy()
-            for row, index in enumerate(indices):
-                translations[index] = texts[row].decode("utf-8")
-                scores[index] = float(batch_scores[row])
-            if progress:
-                done = min(start + self.batch_size, len(order))
-                rate = done / max(time.perf_counter() - started, 1e-9)
-                print(f"\rtranslated {done}/{len(order)} sentences ({rate:.1f}/s)", end="", file=sys.stderr, flush=True)
-        if progress and order:
-            print(file=sys.stderr)
-        return translations, scores
+            return self.tokenizer.detokenize(ids).numpy(), keras.ops.convert_to_numpy(batch_scores)[: len(indices), 0]
+
+        return translate_in_order(len(sentences), order, self.batch_size, translate_batch, progress)

@@ -1,0 +1,40 @@
+"""The batching loop both translators share: sentences in a given order, a batch at a time, the
+results put back in input order, with an optional progress line on stderr."""
+
+import sys
+import time
+
+
+def translate_in_order(sentence_count, order, batch_size, translate_batch, progress=False):
+    """Translates the sentences at positions `order`, `batch_size` at a time.
+
+    Args:
+        sentence_count: how many input sentences there are; positions not in `order` translate
+            to "" with score 0.0 (e.g. empty lines).
+        order: positions to translate, in the order they are batched (sorted by length, so that
+            each batch pads little).
+        batch_size: positions per call of `translate_batch`.
+        translate_batch: `indices -> (texts, scores)`, bytes (UTF-8) or str texts and float scores
+            for those positions, in the same order.
+        progress: print `translated done/total sentences (rate/s)` on stderr as batches finish.
+
+    Returns:
+        `(translations, scores)`: lists of `sentence_count` strings and floats in input order.
+    """
+    translations = [""] * sentence_count
+    scores = [0.0] * sentence_count
+    started = time.perf_counter()
+    for start in range(0, len(order), batch_size):
+        indices = order[start : start + batch_size]
+        texts, batch_scores = translate_batch(indices)
+        for row, index in enumerate(indices):
+            text = texts[row]
+            translations[index] = text.decode("utf-8") if isinstance(text, bytes) else text
+            scores[index] = float(batch_scores[row])
+        if progress:
+            done = min(start + batch_size, len(order))
+            rate = done / max(time.perf_counter() - started, 1e-9)
+            print(f"\rtranslated {done}/{len(order)} sentences ({rate:.1f}/s)", end="", file=sys.stderr, flush=True)
+    if progress and order:
+        print(file=sys.stderr)
+    return translations, scores
