@@ -1,0 +1,70 @@
+"""benchmarks/input_pipeline.py on the real corpus: its counts are the pipeline's batches (no timing checked)."""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from data.special_ids import PAD_ID
+
+_PATH = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "input_pipeline.py")
+
+
+def _module():
+    spec = importlib.util.spec_from_file_location("input_pipeline", _PATH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_counts_match_the_batches_train_py_reads(deb_en_de, tiny_run, tmp_path):
+    from data.pipeline import make_dataset
+    from data.tokenizer import Tokenizer
+
+    train_tsv = deb_en_de[0].train
+    spm = os.path.join(tiny_run[0], "spm.model")
+    out = tmp_path / "pipeline.json"
+    subprocess.run(
+        [sys.executable, _PATH, "--tsv", train_tsv, "--spm", spm, "--batch_tokens", "1024", "--max_length", "64",
+         "--cores", "1", "--warmup_batches", "3", "--batches", "20", "--json", str(out)],
+        check=True, capture_output=True, text=True,
+    )
+    (result,) = json.loads(out.read_text())["results"]
+    assert result["cores"] == 1 and result["batches"] == 20 and result["seconds"] > 0
+
+    # The same pipeline, seeds and order: batches 4-23 are the timed ones.
+    import tensorflow as tf
+
+    tf.random.set_seed(0)
+    dataset = make_dataset(train_tsv, Tokenizer.from_file(spm), batch_tokens=1024, max_length=64, shuffle=True, repeat=True)
+    pairs = positions = tokens = 0
+    for (_, _), target_output in dataset.skip(3).take(20):
+        target_output = target_output.numpy()
+        pairs += target_output.shape[0]
+        positions += target_output.size
+        tokens += int(np.count_nonzero(target_output != PAD_ID))
+    seconds = result["seconds"]
+    assert result["pairs_per_second"] * seconds == pytest.approx(pairs)
+    assert result["padded_target_tokens_per_second"] * seconds == pytest.approx(positions)
+    assert result["real_target_tokens_per_second"] * seconds == pytest.approx(tokens)
+    assert 0 < tokens < positions <= 20 * 1024
+    assert result["target_padding_share"] == pytest.approx(1 - tokens / positions)
+
+
+def test_bad_flags_name_the_flag(tmp_path, capsys):
+    bench = _module()
+    tsv = tmp_path / "corpus.tsv"
+    tsv.write_text("a\tb\n")
+    for argv, message in (
+        (["--tsv", str(tsv), "--spm", str(tsv), "--cores", "0"], "--cores"),
+        (["--tsv", str(tsv), "--spm", str(tsv), "--cores", "one"], "--cores"),
+        (["--tsv", str(tmp_path / "missing.tsv"), "--spm", str(tsv)], "--tsv: no such file"),
+        (["--tsv", str(tsv), "--spm", str(tsv), "--batches", "0"], "--batches"),
+    ):
+        with pytest.raises(SystemExit):
+            bench.parse_args(argv)
+        assert message in capsys.readouterr().err
