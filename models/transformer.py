@@ -44,31 +44,18 @@ class Transformer(keras.Model):
     Decoding goes through `encode`, `initial_cache` and `decode` (one step or a whole prefix).
     """
 
-    def __init__(
-        self,
-        vocabulary_size,
-        num_layers=6,
-        hidden_dim=512,
-        num_heads=8,
-        intermediate_dim=2048,
-        dropout=0.1,
-        attention_dropout=0.0,
-        activation_dropout=0.0,
-        normalize_first=False,
-        layer_norm_epsilon=1e-6,
-        pad_id=PAD_ID,
-        **kwargs,
-    ):
+    def __init__(self, vocabulary_size, num_layers=6, pad_id=PAD_ID, **kwargs):
+        # The layer options (hidden_dim ... layer_norm_epsilon) are models.layer_stack.LAYER_DEFAULTS's.
+        layer_options = {name: kwargs.pop(name, default) for name, default in LAYER_DEFAULTS.items()}
         super().__init__(**kwargs)
+        self.layer_options = layer_options
         self.vocabulary_size = vocabulary_size
         self.num_layers = num_layers
         self.pad_id = pad_id
-        arguments = locals()
-        self.layer_options = {name: arguments[name] for name in LAYER_DEFAULTS}
         for name, value in self.layer_options.items():
             setattr(self, name, value)
         stack_options = dict(num_layers=num_layers, **self.layer_options, dtype=self.dtype_policy)
-        self.embedding = SharedEmbedding(vocabulary_size, hidden_dim, dropout, name="shared_embedding", dtype=self.dtype_policy)
+        self.embedding = SharedEmbedding(vocabulary_size, self.hidden_dim, self.dropout, name="shared_embedding", dtype=self.dtype_policy)
         self.encoder = TransformerEncoder(**stack_options, name="encoder")
         self.decoder = TransformerDecoder(**stack_options, name="decoder")
 

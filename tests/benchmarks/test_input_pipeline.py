@@ -1,6 +1,5 @@
 """benchmarks/input_pipeline.py on the real corpus: its counts are the pipeline's batches (no timing checked)."""
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -11,25 +10,17 @@ import pytest
 
 from data.special_ids import PAD_ID
 
-_PATH = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "input_pipeline.py")
 
-
-def _module():
-    spec = importlib.util.spec_from_file_location("input_pipeline", _PATH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_counts_match_the_batches_train_py_reads(deb_en_de, tiny_run, tmp_path):
+def test_counts_match_the_batches_train_py_reads(deb_en_de, tiny_run, tmp_path, benchmark_script):
     from data.pipeline import make_dataset
     from data.tokenizer import Tokenizer
 
+    _, script = benchmark_script("input_pipeline")
     train_tsv = deb_en_de[0].train
     spm = os.path.join(tiny_run[0], "spm.model")
     out = tmp_path / "pipeline.json"
     subprocess.run(
-        [sys.executable, _PATH, "--tsv", train_tsv, "--spm", spm, "--batch_tokens", "1024", "--max_length", "64",
+        [sys.executable, script, "--tsv", train_tsv, "--spm", spm, "--batch_tokens", "1024", "--max_length", "64",
          "--cores", "1", "--warmup_batches", "3", "--batches", "20", "--json", str(out)],
         check=True, capture_output=True, text=True,
     )
@@ -55,8 +46,8 @@ def test_counts_match_the_batches_train_py_reads(deb_en_de, tiny_run, tmp_path):
     assert result["target_padding_share"] == pytest.approx(1 - tokens / positions)
 
 
-def test_bad_flags_name_the_flag(tmp_path, capsys):
-    bench = _module()
+def test_bad_flags_name_the_flag(tmp_path, capsys, benchmark_script):
+    bench, _ = benchmark_script("input_pipeline")
     tsv = tmp_path / "corpus.tsv"
     tsv.write_text("a\tb\n")
     for argv, message in (

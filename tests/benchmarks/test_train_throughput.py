@@ -1,25 +1,13 @@
 """Smoke test of benchmarks/train_throughput.py: flags and synthetic batches (no timing, no model)."""
 
-import importlib.util
-import os
-
 import numpy as np
 import pytest
 
 from data.special_ids import BOS_ID, EOS_ID, PAD_ID
 
-_PATH = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "train_throughput.py")
 
-
-def _module():
-    spec = importlib.util.spec_from_file_location("train_throughput", _PATH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_flags_and_sizes():
-    bench = _module()
+def test_flags_and_sizes(benchmark_script):
+    bench, _ = benchmark_script("train_throughput")
     args = bench.parse_args(["--preset", "tiny", "--sizes", "num_layers=1,dropout=0.0", "--anchor", "keras_hub,none",
                              "--backend", "jax"])
     assert args.anchors == ["keras_hub"] and args.source_length == args.length
@@ -28,8 +16,8 @@ def test_flags_and_sizes():
         bench.parse_args(["--anchor", "tensorflow_models"])
 
 
-def test_synthetic_batches_are_shifted_targets_without_padding():
-    bench = _module()
+def test_synthetic_batches_are_shifted_targets_without_padding(benchmark_script):
+    bench, _ = benchmark_script("train_throughput")
     args = bench.parse_args(["--vocab", "50", "--batch", "3", "--length", "5", "--source_length", "7",
                              "--distinct_batches", "2"])
     batches = bench.synthetic_batches(args)
