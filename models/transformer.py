@@ -44,7 +44,7 @@ class Transformer(keras.Model):
     Decoding goes through `encode`, `initial_cache` and `decode` (one step or a whole prefix).
     """
 
-    def __init__(self, vocabulary_size, num_layers=6, pad_id=PAD_ID, **kwargs):
+    def __init__(self, vocabulary_size, num_layers=6, *, pad_id=PAD_ID, **kwargs):
         # The layer options (hidden_dim ... layer_norm_epsilon) are models.layer_stack.LAYER_DEFAULTS's.
         layer_options = {name: kwargs.pop(name, default) for name, default in LAYER_DEFAULTS.items()}
         super().__init__(**kwargs)

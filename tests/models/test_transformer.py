@@ -148,6 +148,10 @@ def test_mixed_precision_trains_with_float32_logits_and_loss(policy):
 def test_bad_inputs_are_rejected():
     with pytest.raises(ValueError, match="divisible by num_heads"):
         Transformer(VOCAB, num_layers=1, hidden_dim=30, num_heads=4)
+    with pytest.raises(ValueError, match="hidden_size"):  # A misspelt option is not ignored.
+        Transformer(VOCAB, num_layers=1, hidden_size=16)
+    with pytest.raises(TypeError):  # Options after num_layers are keyword-only.
+        Transformer(VOCAB, 1, 16)
     model = Transformer(VOCAB, **SMALL)
     source, target = _batch()
     with pytest.raises(ValueError, match=r"expects inputs \(source_ids, target_input_ids\), received"):
