@@ -51,6 +51,8 @@ flags.DEFINE_enum("distribution", "auto", list(DISTRIBUTIONS), "auto: all GPUs m
 flags.DEFINE_integer("cpu_replicas", 0, "With --distribution=mirrored and no GPU: mirror over this many CPU devices.", lower_bound=0)
 flags.DEFINE_enum("mixed_precision", "none", ["none", "bf16", "fp16"], "Mixed precision policy (fp16 adds loss scaling).")
 flags.DEFINE_boolean("jit_compile", None, "Compile the train step with XLA (default: on GPUs, not on CPUs).")
+flags.DEFINE_integer("steps_per_execution", 1, "Train steps run per call into the compiled step; the host reads the "
+                     "logs once per call (fewer round-trips on GPUs). Must divide --checkpoint_every.", lower_bound=1)
 # Checkpoints and evaluation.
 flags.DEFINE_integer("checkpoint_every", 1000, "Steps between checkpoints (also the Keras epoch length).", lower_bound=1)
 flags.DEFINE_integer("keep_checkpoints", 5, "Checkpoints kept (the paper averages the last 5 for base, 20 for big).", lower_bound=1)
@@ -59,8 +61,13 @@ flags.DEFINE_integer("eval_sentences", 200, "Dev sentences greedy-decoded for BL
 flags.DEFINE_integer("seed", 1234, "Seed for initialisation, dropout and data order.")
 
 
-@flags.multi_flags_validator(["train_steps", "checkpoint_every", "eval_every"], message="")
+@flags.multi_flags_validator(["train_steps", "checkpoint_every", "eval_every", "steps_per_execution"], message="")
 def _check_steps(values):
+    if values["checkpoint_every"] % values["steps_per_execution"]:
+        raise flags.ValidationError(
+            f"--checkpoint_every={values['checkpoint_every']} must be a multiple of "
+            f"--steps_per_execution={values['steps_per_execution']}"
+        )
     if values["train_steps"] % values["checkpoint_every"]:
         raise flags.ValidationError(
             f"--train_steps={values['train_steps']} must be a multiple of --checkpoint_every={values['checkpoint_every']}"
@@ -159,6 +166,7 @@ def config_from_flags():
         eval_sentences=FLAGS.eval_sentences,
         seed=FLAGS.seed,
         jit_compile=FLAGS.jit_compile,
+        steps_per_execution=FLAGS.steps_per_execution,
     )
     return RunConfig(model_dir=FLAGS.model_dir, model=model, data=data, train=train)
 

@@ -40,6 +40,7 @@ class TrainConfig:
     eval_sentences: int = 200
     seed: int = 1234
     jit_compile: bool | None = None  # None: XLA on GPUs, not on CPUs.
+    steps_per_execution: int = 1  # Train steps per compiled call; divides checkpoint_every.
 
 
 @dataclasses.dataclass(frozen=True)

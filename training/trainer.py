@@ -103,6 +103,7 @@ def build_model(model_config, vocabulary_size, train):
         loss=GlobalTokenLabelSmoothedCrossEntropy(label_smoothing=train.label_smoothing, pad_id=model.pad_id),
         metrics=[MaskedAccuracy(pad_id=model.pad_id), TargetTokenCount(pad_id=model.pad_id)],
         jit_compile=_resolve_jit(train.jit_compile),
+        steps_per_execution=train.steps_per_execution,
     )
     model.optimizer.build(model.trainable_variables)
     return model
@@ -151,6 +152,11 @@ def train(config, start_over=False, callbacks=()):
         ValueError: a model_dir holding a run with another configuration (unless `start_over`).
     """
     train_options, data = config.train, config.data
+    if train_options.steps_per_execution < 1 or train_options.checkpoint_every % train_options.steps_per_execution:
+        raise ValueError(
+            f"checkpoint_every={train_options.checkpoint_every} must be a multiple of "
+            f"steps_per_execution={train_options.steps_per_execution} (a positive int)"
+        )
     # Devices first: splitting the CPU must happen before TensorFlow initialises them.
     strategy = make_strategy(train_options.distribution, train_options.cpu_replicas)
     chief = is_chief()

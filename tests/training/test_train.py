@@ -161,6 +161,24 @@ def test_fp16_training_stays_finite(deb_en_de, tiny_run, tmp_path):
     assert keras.backend.standardize_dtype(model.dtype_policy.compute_dtype) == "float16"
 
 
+@pytest.mark.slow
+def test_steps_per_execution_changes_only_how_often_the_host_looks(deb_en_de, tmp_path):
+    from training.trainer import train
+
+    corpus_cache = os.path.dirname(deb_en_de[0].root)
+    options = dict(train_steps=20, checkpoint_every=10, eval_every=20, eval_sentences=0)
+    one = train(tiny_run_config(tmp_path / "one", corpus_cache, **options))
+    five = train(tiny_run_config(tmp_path / "five", corpus_cache, steps_per_execution=5, **options))
+    assert one["step"] == five["step"] == 20
+    assert sorted(os.listdir(tmp_path / "five" / "checkpoints")) == sorted(os.listdir(tmp_path / "one" / "checkpoints"))
+    np.testing.assert_allclose(five["history"]["loss"], one["history"]["loss"], rtol=1e-5)
+    weights = [keras.saving.load_model(run["model_path"], compile=False).get_weights() for run in (one, five)]
+    for a, b in zip(*weights):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="checkpoint_every=10 must be a multiple of steps_per_execution=3"):
+        train(tiny_run_config(tmp_path / "three", corpus_cache, steps_per_execution=3, **options))
+
+
 def test_another_configuration_on_an_existing_model_dir_is_refused(tmp_path):
     from training import config as run_config
 
@@ -187,6 +205,8 @@ def test_another_configuration_on_an_existing_model_dir_is_refused(tmp_path):
         (["--corpus=files", "--train_tsv=a.tsv"], "--corpus=files needs --languages=SRC-TGT"),
         (["--hidden_dim=100", "--num_heads=8"], "--hidden_dim=100 must be even and divisible by --num_heads=8"),
         (["--corpus=wmt14"], "flag --corpus=wmt14: value should be one of"),
+        (["--steps_per_execution=3", "--checkpoint_every=10", "--train_steps=20", "--eval_every=20"],
+         "--checkpoint_every=10 must be a multiple of --steps_per_execution=3"),
     ],
 )
 def test_bad_flags_are_refused_before_training(flags, message, tmp_path):
