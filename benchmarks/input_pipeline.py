@@ -23,7 +23,13 @@ import subprocess
 import sys
 import time
 
+import numpy as np
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if REPO_ROOT not in sys.path:
+    sys.path.insert(0, REPO_ROOT)
+
+from data.special_ids import PAD_ID  # noqa: E402 (after the path)
 
 
 def parse_args(argv=None):
@@ -57,10 +63,6 @@ def parse_args(argv=None):
 
 def batch_counts(batch):
     """(pairs, padded target positions, real target tokens, padded source positions) of one batch."""
-    import numpy as np
-
-    from data.special_ids import PAD_ID
-
     (source, _), target_output = batch
     target_output = np.asarray(target_output)
     return (
@@ -74,7 +76,6 @@ def batch_counts(batch):
 def run_worker(args, cores):
     """Times `args.batches` batches on the first `cores` cores; returns a result dict."""
     os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:cores])
-    sys.path.insert(0, REPO_ROOT)
     import tensorflow as tf
 
     tf.config.threading.set_inter_op_parallelism_threads(cores)

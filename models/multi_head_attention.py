@@ -118,11 +118,14 @@ class MultiHeadAttention(keras.layers.Layer):
 
     def project_key_value(self, key_value):
         """Keys and values of `[batch, length, hidden_dim]` as `[batch, 2, length, heads, head_dim]`."""
+        return ops.transpose(self._key_value_heads(key_value), (0, 2, 1, 3, 4))
+
+    def _key_value_heads(self, key_value):
+        """The fused key/value projection as `[batch, length, 2, heads, head_dim]`."""
         self._check_rank3(key_value, "key_value")
         projected = self.key_value_dense(key_value)
         batch, length = ops.shape(projected)[0], ops.shape(projected)[1]
-        projected = ops.reshape(projected, (batch, length, 2, self.num_heads, self.head_dim))
-        return ops.transpose(projected, (0, 2, 1, 3, 4))
+        return ops.reshape(projected, (batch, length, 2, self.num_heads, self.head_dim))
 
     def _check_rank3(self, tensor, name):
         if len(tensor.shape) != 3:
@@ -163,7 +166,7 @@ class MultiHeadAttention(keras.layers.Layer):
         queries = ops.reshape(self.query_dense(query), (batch, query_length, self.num_heads, self.head_dim))
 
         if cache is not None and cache_index is None:
-            key_values = cache  # Precomputed encoder keys/values.
+            keys, values = ops.unstack(cache, 2, axis=1)  # Precomputed encoder keys/values.
         elif cache is not None:
             if len(cache.shape) != 5 or cache.shape[1] != 2:
                 raise ValueError(
@@ -190,21 +193,13 @@ class MultiHeadAttention(keras.layers.Layer):
             else:
                 window = ops.take(new_key_values, ops.clip(offsets, 0, query_length - 1), axis=2)
             cache = ops.where(in_window[None, None, :, None, None], window, cache)
-            key_values = cache
+            keys, values = ops.unstack(cache, 2, axis=1)  # [batch, cache_length, heads, head_dim]
         else:
-            key_values = None
-        if key_values is None:
-            # Training and full passes: split [batch, length, 2, heads, head_dim] by unstacking, whose
-            # gradient is one stack; strided slices cost TensorFlow a zero-filled StridedSliceGrad
-            # per slice (a fifth of a CPU training step, benchmarks/README.md).
+            # Training and full passes: unstack [batch, length, 2, heads, head_dim], whose gradient
+            # is one stack; strided slices cost TensorFlow a zero-filled StridedSliceGrad per slice
+            # (a fifth of a CPU training step, benchmarks/README.md).
             source = query if key_value is None else key_value
-            self._check_rank3(source, "key_value")
-            projected = self.key_value_dense(source)
-            key_length = ops.shape(projected)[1]
-            projected = ops.reshape(projected, (batch, key_length, 2, self.num_heads, self.head_dim))
-            keys, values = ops.unstack(projected, 2, axis=2)  # [batch, key_length, heads, head_dim]
-        else:
-            keys, values = ops.unstack(key_values, 2, axis=1)
+            keys, values = ops.unstack(self._key_value_heads(source), 2, axis=2)
         scale = 1.0 / math.sqrt(self.head_dim)
         scores = None
         if return_attention_scores or (self.attention_dropout > 0 and training):

@@ -48,13 +48,12 @@ class Transformer(keras.Model):
         # The layer options (hidden_dim ... layer_norm_epsilon) are models.layer_stack.LAYER_DEFAULTS's.
         layer_options = {name: kwargs.pop(name, default) for name, default in LAYER_DEFAULTS.items()}
         super().__init__(**kwargs)
-        self.layer_options = layer_options
         self.vocabulary_size = vocabulary_size
         self.num_layers = num_layers
         self.pad_id = pad_id
-        for name, value in self.layer_options.items():
+        for name, value in layer_options.items():
             setattr(self, name, value)
-        stack_options = dict(num_layers=num_layers, **self.layer_options, dtype=self.dtype_policy)
+        stack_options = dict(num_layers=num_layers, **layer_options, dtype=self.dtype_policy)
         self.embedding = SharedEmbedding(vocabulary_size, self.hidden_dim, self.dropout, name="shared_embedding", dtype=self.dtype_policy)
         self.encoder = TransformerEncoder(**stack_options, name="encoder")
         self.decoder = TransformerDecoder(**stack_options, name="decoder")
@@ -167,6 +166,11 @@ class Transformer(keras.Model):
     def get_config(self):
         config = super().get_config()
         config.update(
-            {"vocabulary_size": self.vocabulary_size, "num_layers": self.num_layers, **self.layer_options, "pad_id": self.pad_id}
+            {
+                "vocabulary_size": self.vocabulary_size,
+                "num_layers": self.num_layers,
+                **{name: getattr(self, name) for name in LAYER_DEFAULTS},
+                "pad_id": self.pad_id,
+            }
         )
         return config
