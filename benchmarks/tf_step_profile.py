@@ -1,0 +1,123 @@
+"""Where a TensorFlow training step spends its time, per op type, and what the CPU's GEMMs can do.
+
+Two measurements behind the CPU section of benchmarks/README.md:
+
+- `--profile`: builds a candidate of `train_throughput.py` (ours or keras_hub) at the CPU benchmark's
+  sizes, runs warm-up steps, traces `--steps` more with the TensorFlow profiler and prints the op
+  time per step summed over threads, by op type, with the traced function's wall time per step.
+- `--gemm`: times `tf.matmul` alone at the step's shapes, float32 and bfloat16 (GFLOP/s).
+
+    python benchmarks/tf_step_profile.py --profile --candidate ours --mixed_precision
+    python benchmarks/tf_step_profile.py --gemm
+"""
+
+import argparse
+import collections
+import glob
+import os
+import sys
+import tempfile
+import time
+
+BENCHMARKS = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, BENCHMARKS)
+
+import train_throughput  # noqa: E402 (after the path)
+
+SIZES = "num_layers=3,hidden_dim=256,intermediate_dim=1024,num_heads=4"
+GEMM_SHAPES = ((2048, 256, 256), (2048, 256, 1024), (2048, 1024, 256), (2048, 256, 8000), (2048, 8000, 256))
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--profile", action="store_true", help="profile a training step")
+    parser.add_argument("--gemm", action="store_true", help="time tf.matmul at the step's shapes")
+    parser.add_argument("--candidate", default="ours", choices=("ours", "keras_hub"))
+    parser.add_argument("--mixed_precision", action="store_true", help="mixed_bfloat16")
+    parser.add_argument("--jit_compile", action="store_true", help="XLA (default: TF graph + oneDNN)")
+    parser.add_argument("--steps", type=int, default=3, help="traced steps (default 3)")
+    parser.add_argument("--top", type=int, default=20, help="op types printed (default 20)")
+    args = parser.parse_args(argv)
+    if not (args.profile or args.gemm):
+        parser.error("give --profile, --gemm or both")
+    return args
+
+
+def op_time_by_type(xspace_path, steps):
+    """{op type: milliseconds per step} and {TF function name: milliseconds per step} from an xplane."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    space = xplane_pb2.XSpace()
+    with open(xspace_path, "rb") as file:
+        space.ParseFromString(file.read())
+    by_type, functions = collections.Counter(), collections.Counter()
+    for plane in space.planes:
+        for line in plane.lines:
+            for event in line.events:
+                name = plane.event_metadata[event.metadata_id].name
+                milliseconds = event.duration_ps / 1e9 / steps
+                if name.startswith("EagerLocalExecute: __inference_multi_step_on_iterator"):
+                    functions["step (traced function, wall)"] += milliseconds
+                elif ":" in name and "::" not in name and not name.startswith(("Iterator", "EagerLocalExecute")):
+                    by_type[name.rsplit(":", 1)[1]] += milliseconds
+    return by_type, functions
+
+
+def profile(args):
+    import keras
+    import tensorflow as tf
+
+    bench_args = train_throughput.parse_args(
+        ["--backend", "tensorflow", "--sizes", SIZES, "--vocab", "8000", "--batch", "64", "--length", "32"]
+    )
+    if args.mixed_precision:
+        keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    keras.utils.set_random_seed(0)
+    sizes = train_throughput.model_sizes(bench_args)
+    builder = train_throughput.build_keras_hub if args.candidate == "keras_hub" else train_throughput.build_ours
+    model, loss, optimizer = builder(bench_args, sizes)
+    model.compile(optimizer=optimizer, loss=loss, jit_compile=args.jit_compile)
+    dataset = train_throughput.keras_dataset(bench_args, train_throughput.synthetic_batches(bench_args))
+    model.fit(dataset, steps_per_epoch=3, epochs=1, verbose=0)
+    with tempfile.TemporaryDirectory() as log_dir:
+        tf.profiler.experimental.start(log_dir)
+        model.fit(dataset, steps_per_epoch=args.steps, epochs=1, verbose=0)
+        tf.profiler.experimental.stop()
+        (path,) = glob.glob(os.path.join(log_dir, "**", "*.xplane.pb"), recursive=True)
+        by_type, functions = op_time_by_type(path, args.steps)
+    print(f"{args.candidate}, {'mixed_bfloat16' if args.mixed_precision else 'float32'}, "
+          f"{'XLA' if args.jit_compile else 'TF graph'}: ms per step")
+    for name, milliseconds in functions.items():
+        print(f"{milliseconds:9.1f}  {name}")
+    for name, milliseconds in by_type.most_common(args.top):
+        print(f"{milliseconds:9.1f}  {name}")
+
+
+def gemm():
+    import tensorflow as tf
+
+    for dtype in (tf.float32, tf.bfloat16):
+        for m, k, n in GEMM_SHAPES:
+            a = tf.cast(tf.random.normal([m, k]), dtype)
+            b = tf.cast(tf.random.normal([k, n]), dtype)
+            matmul = tf.function(tf.matmul)
+            matmul(a, b).numpy()
+            repeats = 20
+            start = time.perf_counter()
+            for _ in range(repeats):
+                result = matmul(a, b)
+            result.numpy()
+            seconds = (time.perf_counter() - start) / repeats
+            print(f"{dtype.name:9} [{m},{k}]x[{k},{n}] {seconds * 1e3:7.2f} ms {2 * m * k * n / seconds / 1e9:6.0f} GFLOP/s")
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.gemm:
+        gemm()
+    if args.profile:
+        profile(args)
+
+
+if __name__ == "__main__":
+    main()
