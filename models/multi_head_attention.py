@@ -10,12 +10,13 @@ projections are one fused matmul (`key_value`, d_model -> 2 d_model); the attent
 through `keras.ops.dot_product_attention`, which runs a fused kernel where the backend has one and
 always takes its softmax in float32.
 
-Caches. Keys and values are kept as one tensor `[batch, 2, cache_length, num_heads, head_dim]`
-(index 0 keys, 1 values):
+Caches. A cache is a pair `(keys, values)`, each `[batch, num_heads, cache_length, head_dim]`:
+head-major, so that a decoding step's attention is two batched matmuls over the buffers as they lie
+(no per-step transpose or split of the cache), and kept as two tensors, never one to be split:
 - self-attention while decoding: the caller preallocates `cache_length` positions
   (`empty_cache`); each call writes the keys/values of its new query positions at `cache_index`
-  and attends over the whole buffer under the caller's mask (fixed shapes: XLA compiles one
-  program for every step);
+  (a scatter of those positions) and attends over the whole buffer under the caller's mask
+  (fixed shapes: XLA compiles one program for every step);
 - encoder-decoder attention: `project_key_value(encoder_output)` is computed once per sentence
   and passed as `cache` with `cache_index=None`; it is read, never written.
 """
@@ -56,7 +57,7 @@ class MultiHeadAttention(keras.layers.Layer):
         attention_mask: optional boolean `[batch, query_length, key_length]` (or broadcastable to
             it, e.g. `[1, query_length, key_length]`); True where a query may attend to a key.
             With a cache, `key_length` is the cache length.
-        cache: optional `[batch, 2, cache_length, num_heads, head_dim]` keys/values.
+        cache: optional `(keys, values)`, each `[batch, num_heads, cache_length, head_dim]`.
         cache_index: with `cache`: the position at which this call's keys/values are written
             (self-attention decoding). None means `cache` holds precomputed encoder keys/values.
         training: whether dropout is active.
@@ -113,12 +114,14 @@ class MultiHeadAttention(keras.layers.Layer):
         self.built = True
 
     def empty_cache(self, batch_size, cache_length):
-        """A zero self-attention cache `[batch_size, 2, cache_length, num_heads, head_dim]`."""
-        return ops.zeros((batch_size, 2, cache_length, self.num_heads, self.head_dim), dtype=self.compute_dtype)
+        """A zero self-attention cache: `(keys, values)`, each `[batch_size, heads, cache_length, head_dim]`."""
+        shape = (batch_size, self.num_heads, cache_length, self.head_dim)
+        return ops.zeros(shape, dtype=self.compute_dtype), ops.zeros(shape, dtype=self.compute_dtype)
 
     def project_key_value(self, key_value):
-        """Keys and values of `[batch, length, hidden_dim]` as `[batch, 2, length, heads, head_dim]`."""
-        return ops.transpose(self._key_value_heads(key_value), (0, 2, 1, 3, 4))
+        """`(keys, values)` of `[batch, length, hidden_dim]`, each `[batch, heads, length, head_dim]`."""
+        keys, values = ops.unstack(ops.transpose(self._key_value_heads(key_value), (2, 0, 3, 1, 4)), 2, axis=0)
+        return keys, values
 
     def _key_value_heads(self, key_value):
         """The fused key/value projection as `[batch, length, 2, heads, head_dim]`."""
@@ -126,6 +129,49 @@ class MultiHeadAttention(keras.layers.Layer):
         projected = self.key_value_dense(key_value)
         batch, length = ops.shape(projected)[0], ops.shape(projected)[1]
         return ops.reshape(projected, (batch, length, 2, self.num_heads, self.head_dim))
+
+    def _check_cache(self, cache):
+        """The cache as a `(keys, values)` tuple, or ValueError naming what is wrong with it."""
+        expected = f"(keys, values), each [batch, {self.num_heads}, cache_length, {self.head_dim}]"
+        if not isinstance(cache, (tuple, list)) or len(cache) != 2:
+            raise ValueError(f"{self.name}: cache must be a pair {expected}, received {type(cache).__name__}")
+        for name, tensor in zip(("keys", "values"), cache):
+            shape = tuple(tensor.shape)
+            if len(shape) != 4 or shape[1] != self.num_heads or shape[3] != self.head_dim:
+                raise ValueError(f"{self.name}: cache must be {expected}; its {name} have shape {shape}")
+        return tuple(cache)
+
+    def _write_cache(self, cache, query, cache_index):
+        """Writes the keys/values of `query`'s positions into `cache` at `cache_index` onwards.
+
+        A scatter of those positions only: XLA updates the buffer in place; TensorFlow's
+        TensorScatterUpdate (a plain TF op, allowed in the SavedModel for TensorFlow Serving, unlike
+        the XlaDynamicUpdateSlice of ops.slice_update) copies a buffer that the loop still holds,
+        which costs what a select over the whole buffer did.
+        """
+        keys, values = cache
+        start = concrete_int(cache_index)
+        cache_length = keys.shape[2]
+        if start is not None and cache_length is not None and query.shape[1] is not None:
+            if start < 0 or start + query.shape[1] > cache_length:
+                raise ValueError(
+                    f"{self.name}: decoding positions [{start}, {start + query.shape[1]}) do not fit "
+                    f"in a cache of length {cache_length}; expected 0 <= cache_index <= "
+                    f"{cache_length - query.shape[1]}"
+                )
+        new_keys, new_values = self.project_key_value(query)  # [batch, heads, length, head_dim]
+        shape = ops.shape(new_keys)[:3]
+        coordinates = (
+            ops.arange(shape[0], dtype="int32")[:, None, None],
+            ops.arange(self.num_heads, dtype="int32")[None, :, None],
+            ops.arange(shape[2], dtype="int32")[None, None, :] + ops.cast(cache_index, "int32"),
+        )
+        indices = ops.reshape(ops.stack([ops.broadcast_to(c, shape) for c in coordinates], axis=-1), (-1, 3))
+
+        def write(buffer, new):
+            return ops.scatter_update(buffer, indices, ops.reshape(ops.cast(new, buffer.dtype), (-1, self.head_dim)))
+
+        return write(keys, new_keys), write(values, new_values)
 
     def _check_rank3(self, tensor, name):
         if len(tensor.shape) != 3:
@@ -165,55 +211,27 @@ class MultiHeadAttention(keras.layers.Layer):
         batch, query_length = ops.shape(query)[0], ops.shape(query)[1]
         queries = ops.reshape(self.query_dense(query), (batch, query_length, self.num_heads, self.head_dim))
 
-        if cache is not None and cache_index is None:
-            keys, values = ops.unstack(cache, 2, axis=1)  # Precomputed encoder keys/values.
-        elif cache is not None:
-            if len(cache.shape) != 5 or cache.shape[1] != 2:
-                raise ValueError(
-                    f"{self.name}: cache must have shape [batch, 2, cache_length, {self.num_heads}, "
-                    f"{self.head_dim}], received {cache.shape}"
-                )
-            start = concrete_int(cache_index)
-            cache_length = cache.shape[2]
-            if start is not None and cache_length is not None and query.shape[1] is not None:
-                if start < 0 or start + query.shape[1] > cache_length:
-                    raise ValueError(
-                        f"{self.name}: decoding positions [{start}, {start + query.shape[1]}) do not fit "
-                        f"in a cache of length {cache_length}; expected 0 <= cache_index <= "
-                        f"{cache_length - query.shape[1]}"
-                    )
-            new_key_values = ops.cast(self.project_key_value(query), cache.dtype)
-            # A gather and a select rather than ops.slice_update, which TensorFlow runs as
-            # XlaDynamicUpdateSlice, an XLA op that the SavedModel for TensorFlow Serving must not
-            # hold (export/). Same values; O(cache_length) per step, like the attention itself.
-            offsets = ops.arange(ops.shape(cache)[2], dtype="int32") - ops.cast(cache_index, "int32")
-            in_window = ops.logical_and(offsets >= 0, offsets < query_length)  # [cache_length]
-            if query.shape[1] == 1:  # One decoding step: the new position broadcasts over the cache.
-                window = new_key_values
-            else:
-                window = ops.take(new_key_values, ops.clip(offsets, 0, query_length - 1), axis=2)
-            cache = ops.where(in_window[None, None, :, None, None], window, cache)
-            keys, values = ops.unstack(cache, 2, axis=1)  # [batch, cache_length, heads, head_dim]
+        scale = 1.0 / math.sqrt(self.head_dim)
+        scores = None
+        if cache is not None:
+            cache = self._check_cache(cache)
+            if cache_index is not None:  # Self-attention decoding; else precomputed encoder keys/values.
+                cache = self._write_cache(cache, query, cache_index)
+            attended, scores = self._attend(queries, *cache, mask, scale, training)
         else:
             # Training and full passes: unstack [batch, length, 2, heads, head_dim], whose gradient
             # is one stack; strided slices cost TensorFlow a zero-filled StridedSliceGrad per slice
             # (a fifth of a CPU training step, benchmarks/README.md).
             source = query if key_value is None else key_value
             keys, values = ops.unstack(self._key_value_heads(source), 2, axis=2)
-        scale = 1.0 / math.sqrt(self.head_dim)
-        scores = None
-        if return_attention_scores or (self.attention_dropout > 0 and training):
-            logits = ops.einsum("btnh,bsnh->bnts", ops.cast(queries, "float32"), ops.cast(keys, "float32")) * scale
-            if mask is not None:
-                logits = ops.where(mask, logits, ops.full_like(logits, -1e9))
-            scores = ops.softmax(logits, axis=-1)
-            weights = ops.cast(self.dropout_layer(scores, training=training), self.compute_dtype)
-            attended = ops.einsum("bnts,bsnh->btnh", weights, values)
-        else:
-            # XLA's fused softmax, not cuDNN flash attention: at bucket lengths (tens of tokens)
-            # the cuDNN kernel, with the boolean mask turned into an additive bias, measured slower
-            # on an H100 (benchmarks/README.md).
-            attended = ops.dot_product_attention(queries, keys, values, mask=mask, scale=scale, flash_attention=False)
+            if return_attention_scores or (self.attention_dropout > 0 and training):
+                keys, values = (ops.transpose(x, (0, 2, 1, 3)) for x in (keys, values))  # head-major
+                attended, scores = self._attend(queries, keys, values, mask, scale, training)
+            else:
+                # XLA's fused softmax, not cuDNN flash attention: at bucket lengths (tens of tokens)
+                # the cuDNN kernel, with the boolean mask turned into an additive bias, measured
+                # slower on an H100 (benchmarks/README.md).
+                attended = ops.dot_product_attention(queries, keys, values, mask=mask, scale=scale, flash_attention=False)
         attended = ops.reshape(attended, (batch, query_length, self.hidden_dim))
         outputs = (self.output_dense(attended),)
         if cache is not None:
@@ -221,6 +239,23 @@ class MultiHeadAttention(keras.layers.Layer):
         if return_attention_scores:
             outputs += (scores,)
         return outputs[0] if len(outputs) == 1 else outputs
+
+    def _attend(self, queries, keys, values, mask, scale, training):
+        """Attention of `[batch, query_length, heads, head_dim]` queries over head-major keys/values
+        `[batch, heads, key_length, head_dim]`: two batched matmuls with no transpose of the keys or
+        values (TensorFlow's einsum would copy a `[batch, length, heads, head_dim]` cache into this
+        layout at every decoding step). Logits and softmax in float32, as in
+        `ops.dot_product_attention`. Returns the attended values `[batch, query_length, heads,
+        head_dim]` and the float32 weights `[batch, heads, query_length, key_length]`.
+        """
+        queries = ops.transpose(queries, (0, 2, 1, 3))  # [batch, heads, query_length, head_dim]
+        logits = ops.cast(ops.einsum("bnth,bnsh->bnts", queries, keys), "float32") * scale
+        if mask is not None:
+            logits = ops.where(mask, logits, -1e9)
+        weights = ops.softmax(logits, axis=-1)
+        dropped = ops.cast(self.dropout_layer(weights, training=training), values.dtype)
+        attended = ops.einsum("bnts,bnsh->bnth", dropped, values)
+        return ops.transpose(attended, (0, 2, 1, 3)), weights
 
     def compute_output_shape(self, query_shape, key_value_shape=None):
         return tuple(query_shape)

@@ -94,9 +94,9 @@ class Transformer(keras.Model):
     def initial_cache(self, encoder_output, cache_length):
         """Decoding state for `encoder_output`: preallocated self caches and precomputed cross caches.
 
-        Returns a dict with "self" (per layer `[batch, 2, cache_length, heads, head_dim]`, written as
-        decoding advances) and "cross" (per layer `[batch, 2, source_length, heads, head_dim]`, read
-        only).
+        Returns a dict with "self" (per layer a `(keys, values)` pair of `[batch, heads,
+        cache_length, head_dim]`, written as decoding advances) and "cross" (per layer `(keys,
+        values)` of `[batch, heads, source_length, head_dim]`, read only).
         """
         if not isinstance(cache_length, int) or cache_length < 1:
             raise ValueError(f"cache_length must be a positive int, received {cache_length!r}")

@@ -36,8 +36,10 @@ class TransformerDecoderLayer(TransformerLayerBase):
             new positions when decoding with a cache).
         encoder_output: `[batch, source_length, hidden_dim]`; may be None when `cross_cache` is given.
         encoder_padding_mask: boolean `[batch, source_length]`, True on real source tokens.
-        self_cache: optional `[batch, 2, cache_length, num_heads, head_dim]` self-attention cache.
-        cross_cache: optional `[batch, 2, source_length, num_heads, head_dim]` encoder keys/values.
+        self_cache: optional self-attention cache `(keys, values)`, each
+            `[batch, num_heads, cache_length, head_dim]` (`MultiHeadAttention.empty_cache`).
+        cross_cache: optional encoder keys/values `(keys, values)`, each
+            `[batch, num_heads, source_length, head_dim]` (`MultiHeadAttention.project_key_value`).
         cache_index: absolute position of `inputs[:, 0]` when `self_cache` is given.
         training: whether dropout is active.
 
@@ -74,7 +76,7 @@ class TransformerDecoderLayer(TransformerLayerBase):
         else:
             if cache_index is None:
                 raise ValueError(f"{self.name}: `self_cache` needs `cache_index`, the position of inputs[:, 0]")
-            self_mask = causal_attention_mask(query_length, self_cache.shape[2], cache_index)
+            self_mask = causal_attention_mask(query_length, self_cache[0].shape[2], cache_index)
         cross_mask = None if encoder_padding_mask is None else encoder_padding_mask[:, None, :]
 
         x = self.self_attention_residual.normalize_input(inputs)
@@ -140,11 +142,12 @@ class TransformerDecoder(TransformerStackBase):
         self._build_layers("decoder_layers", inputs_shape, encoder_output_shape)
 
     def empty_self_caches(self, batch_size, cache_length):
-        """Zero self-attention caches, one `[batch_size, 2, cache_length, heads, head_dim]` per layer."""
+        """Zero self-attention caches, one `(keys, values)` pair of `[batch_size, heads, cache_length,
+        head_dim]` per layer."""
         return [layer.self_attention.empty_cache(batch_size, cache_length) for layer in self.decoder_layers]
 
     def cross_caches(self, encoder_output):
-        """Each layer's encoder-decoder keys/values, `[batch, 2, source_length, heads, head_dim]`."""
+        """Each layer's encoder-decoder `(keys, values)`, each `[batch, heads, source_length, head_dim]`."""
         return [layer.cross_attention.project_key_value(encoder_output) for layer in self.decoder_layers]
 
     def call(

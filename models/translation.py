@@ -4,6 +4,7 @@ Backend-agnostic (keras.ops only): it runs eagerly, under `jax.jit`, and traces 
 graph for the SavedModel. The model is seen by the search only through `next_logits_fn`.
 """
 
+import keras
 from keras import ops
 
 from data.special_ids import BOS_ID, EOS_ID
@@ -51,10 +52,12 @@ def translate_ids(
     encoder_output, padding_mask = model.encode(source_ids, training=False)
     batch_size = ops.shape(source_ids)[0]
     source_lengths = ops.sum(ops.cast(padding_mask, "int32"), axis=1)  # [batch]
-    # Every beam of a sentence shares its encoder keys/values: tiled once, never reordered.
-    encoder_output = ops.repeat(encoder_output, beam_size, axis=0)  # [batch * beam, source_length, d]
+    # Encoder keys/values are projected once per sentence, then tiled to its beams, which share them
+    # (never reordered); the empty self caches are tiled with them (row b * beam + k: beam k of b).
+    cache = keras.tree.map_structure(
+        lambda x: ops.repeat(x, beam_size, axis=0), model.initial_cache(encoder_output, max_decode_length)
+    )
     padding_mask = ops.repeat(padding_mask, beam_size, axis=0)
-    cache = model.initial_cache(encoder_output, max_decode_length)
     cross_caches = cache["cross"]
 
     def next_logits_fn(ids, step, self_caches):

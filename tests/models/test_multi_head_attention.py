@@ -108,8 +108,11 @@ def test_incremental_self_attention_with_cache_equals_full_pass():
         )
         steps.append(_numpy(step_output))
     assert np.max(np.abs(np.concatenate(steps, axis=1) - full)) < 1e-5
-    # The unused tail of the cache is untouched.
-    assert np.all(_numpy(cache)[:, :, QUERY_LENGTH:] == 0.0)
+    # Head-major (keys, values); the unused tail of both buffers is untouched.
+    for buffer in cache:
+        assert tuple(buffer.shape) == (BATCH, HEADS, cache_length, HIDDEN // HEADS)
+        assert np.all(_numpy(buffer)[:, :, QUERY_LENGTH:] == 0.0)
+        assert np.all(np.any(_numpy(buffer)[:, :, :QUERY_LENGTH] != 0.0, axis=-1))
 
 
 def test_prefix_then_steps_with_cache_equals_full_pass():
@@ -130,10 +133,11 @@ def test_precomputed_cross_attention_cache_equals_recomputing():
     mask = _padding_mask()[:, None, :]
     direct = _numpy(layer(query, memory, attention_mask=mask))
     cross_cache = layer.project_key_value(memory)
-    assert tuple(cross_cache.shape) == (BATCH, 2, KEY_LENGTH, HEADS, HIDDEN // HEADS)
+    assert [tuple(x.shape) for x in cross_cache] == [(BATCH, HEADS, KEY_LENGTH, HIDDEN // HEADS)] * 2
     cached, returned_cache = layer(query, attention_mask=mask, cache=cross_cache)
     assert np.max(np.abs(_numpy(cached) - direct)) < 1e-5
-    assert np.array_equal(_numpy(returned_cache), _numpy(cross_cache))
+    for returned, given in zip(returned_cache, cross_cache, strict=True):
+        assert np.array_equal(_numpy(returned), _numpy(given))
 
 
 def test_hidden_dim_not_divisible_by_heads_is_rejected():
@@ -151,6 +155,17 @@ def test_wrong_rank_and_dtype_are_rejected():
         layer(_random(BATCH, QUERY_LENGTH, HIDDEN), attention_mask=np.ones((BATCH, QUERY_LENGTH, QUERY_LENGTH), "float32"))
     with pytest.raises(ValueError, match="attention_mask must have rank 3"):
         layer(_random(BATCH, QUERY_LENGTH, HIDDEN), attention_mask=np.ones((BATCH, QUERY_LENGTH), bool))
+
+
+def test_malformed_cache_is_rejected():
+    layer = MultiHeadAttention(HIDDEN, HEADS)
+    step = _random(BATCH, 1, HIDDEN)
+    keys, values = layer.empty_cache(BATCH, 4)
+    mask = causal_attention_mask(1, 4, 0)
+    with pytest.raises(ValueError, match=r"cache must be a pair \(keys, values\), each \[batch, 4, cache_length, 4\], received \w+"):
+        layer(step, attention_mask=mask, cache=ops.stack([keys, values], axis=1), cache_index=0)
+    with pytest.raises(ValueError, match=r"each \[batch, 4, cache_length, 4\]; its values have shape \(2, 4, 4\)"):
+        layer(step, attention_mask=mask, cache=(keys, values[..., 0]), cache_index=0)
 
 
 def test_decode_step_beyond_cache_is_rejected():
