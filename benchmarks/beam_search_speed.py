@@ -56,6 +56,7 @@ def parse_args(argv=None):
     parser.add_argument("--repeats", type=int, default=3, help="timed calls per candidate (median).")
     parser.add_argument("--candidates", default="ours,keras_hub")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", default=None, help="also write the result to this JSON file.")
     return parser.parse_args(argv)
 
 
@@ -277,7 +278,7 @@ def main(argv=None):
     summary = {
         "backend": keras.backend.backend(),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-        "settings": {k: v for k, v in vars(args).items() if k != "candidates"},
+        "settings": {k: v for k, v in vars(args).items() if k not in ("candidates", "json")},
         "results": results,
     }
     if "ours" in results and "keras_hub" in results:
@@ -285,6 +286,9 @@ def main(argv=None):
         summary["ratio_ours_over_keras_hub"] = ratio
         print(f"ratio ours / keras_hub: {ratio:.2f}x")
     print(RESULT_PREFIX + json.dumps(summary))
+    if args.json:
+        with open(args.json, "w") as file:
+            json.dump(summary, file, indent=1)
 
 
 if __name__ == "__main__":

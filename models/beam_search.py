@@ -312,16 +312,21 @@ def _search(
     def body(step, alive_seq, alive_log_probs, finished_seq, finished_scores, state):
         ids = ops.reshape(ops.take(alive_seq, step, axis=2), [-1])  # [batch * beam]
         logits, state = next_logits_fn(ids, step, state)
-        log_probs = ops.log_softmax(ops.cast(logits, _SCORE_DTYPE), axis=-1)
-        vocab_size = log_probs.shape[-1] or ops.shape(log_probs)[-1]
-        log_probs = ops.reshape(log_probs, [-1, beam_size, vocab_size])  # [batch, beam, vocab]
+        logits = ops.cast(logits, _SCORE_DTYPE)  # [batch * beam, vocab]
 
-        # Candidates: the best one-token extensions over (beam x vocab) of every sentence.
-        extended = alive_log_probs[:, :, None] + log_probs
-        flat = ops.reshape(extended, [-1, beam_size * vocab_size])  # [batch, beam * vocab]
+        # Candidates: the best one-token extensions over (beam x vocab) of every sentence. Each is
+        # among its own hypothesis's `num_candidates` best tokens, so those are taken per row first
+        # (on the logits: the log-softmax shifts a row by a constant) and only they are normalised
+        # and compared across the beams; no [batch, beam * vocab] tensor of log-probabilities is
+        # built. Ties go to the lower (beam, token), as in one top_k over the flattened scores.
+        per_row = min(num_candidates, logits.shape[-1] or num_candidates)  # a vocabulary may be tiny
+        row_logits, row_tokens = ops.top_k(logits, per_row)  # [batch * beam, per_row]
+        row_log_probs = row_logits - ops.logsumexp(logits, axis=-1, keepdims=True)
+        extended = alive_log_probs[:, :, None] + ops.reshape(row_log_probs, [-1, beam_size, per_row])
+        flat = ops.reshape(extended, [-1, beam_size * per_row])  # [batch, beam * per_row]
         cand_log_probs, cand_index = ops.top_k(flat, num_candidates)  # [batch, candidates]
-        cand_beam = ops.floor_divide(cand_index, vocab_size)
-        cand_token = ops.mod(cand_index, vocab_size)
+        cand_beam = ops.floor_divide(cand_index, per_row)
+        cand_token = ops.take_along_axis(ops.reshape(row_tokens, [-1, beam_size * per_row]), cand_index, axis=1)
         cand_seq = gather_beams(alive_seq, cand_beam)  # [batch, candidates, L + 1]
         cand_seq = ops.where(positions == step + 1, cand_token[:, :, None], cand_seq)
 
