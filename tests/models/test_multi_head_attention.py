@@ -140,6 +140,23 @@ def test_precomputed_cross_attention_cache_equals_recomputing():
         assert np.array_equal(_numpy(returned), _numpy(given))
 
 
+def test_attention_dropout_acts_in_training_only():
+    query, memory = _random(BATCH, QUERY_LENGTH, HIDDEN), _random(BATCH, KEY_LENGTH, HIDDEN, seed=1)
+    mask = _padding_mask()[:, None, :]
+    layer = MultiHeadAttention(HIDDEN, HEADS, attention_dropout=0.5)
+    inference = _numpy(layer(query, memory, attention_mask=mask))
+    fused = MultiHeadAttention(HIDDEN, HEADS)  # Same weights, no attention dropout: the fused kernel.
+    fused(query, memory, attention_mask=mask)
+    for name in ("query_dense", "key_value_dense", "output_dense"):
+        getattr(fused, name).set_weights(getattr(layer, name).get_weights())
+    assert np.max(np.abs(_numpy(fused(query, memory, attention_mask=mask)) - inference)) < 1e-5
+    trained, weights = layer(query, memory, attention_mask=mask, training=True, return_attention_scores=True)
+    assert np.max(np.abs(_numpy(trained) - inference)) > 1e-2
+    # The returned weights are the softmax before dropout: distributions over the real keys.
+    np.testing.assert_allclose(_numpy(weights).sum(axis=-1), 1.0, rtol=1e-5)
+    assert np.all(_numpy(weights)[1, :, :, 4:] == 0.0)
+
+
 def test_hidden_dim_not_divisible_by_heads_is_rejected():
     with pytest.raises(ValueError, match="multiple of num_heads=3.*hidden_dim=16"):
         MultiHeadAttention(16, 3)
