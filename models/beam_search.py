@@ -356,8 +356,9 @@ def _search(
         alive_log_probs, chosen = ops.top_k(cand_alive, beam_size)  # [batch, beam]
         alive_seq = gather_beams(cand_seq, chosen)
         parent_beam = ops.take_along_axis(cand_beam, chosen, axis=1)  # [batch, beam]
-        parent_rows = ops.reshape(sentence_index * beam_size + parent_beam, [-1])
-        state = keras.tree.map_structure(lambda x: ops.take(x, parent_rows, axis=0), state)
+        if beam_size > 1:  # With one hypothesis per sentence the parent is always itself.
+            parent_rows = ops.reshape(sentence_index * beam_size + parent_beam, [-1])
+            state = keras.tree.map_structure(lambda x: ops.take(x, parent_rows, axis=0), state)
         return step + 1, alive_seq, alive_log_probs, finished_seq, finished_scores, state
 
     step = ops.convert_to_tensor(0, dtype="int32")
