@@ -224,7 +224,11 @@ class MultiHeadAttention(keras.layers.Layer):
             # (a fifth of a CPU training step, benchmarks/README.md).
             source = query if key_value is None else key_value
             keys, values = ops.unstack(self._key_value_heads(source), 2, axis=2)
-            if return_attention_scores or (self.attention_dropout > 0 and training):
+            # TensorFlow: explicit head-major transposes and two batched matmuls, which its graph
+            # runs faster than the einsums of ops.dot_product_attention over [batch, length, heads,
+            # head_dim] operands (CPU, mixed_bfloat16: 1.02x per step, benchmarks/README.md).
+            explicit = keras.backend.backend() == "tensorflow" or return_attention_scores
+            if explicit or (self.attention_dropout > 0 and training):
                 keys, values = (ops.transpose(x, (0, 2, 1, 3)) for x in (keys, values))  # head-major
                 attended, scores = self._attend(queries, keys, values, mask, scale, training)
             else:
