@@ -6,9 +6,12 @@ Vaswani et al. (2017), sections 3.2.1 and 3.2.2:
     MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O,  head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)
 
 with h = `num_heads` heads of d_k = d_v = d_model / h (`hidden_dim / num_heads`). The key and value
-projections are one fused matmul (`key_value`, d_model -> 2 d_model); the attention itself goes
-through `keras.ops.dot_product_attention`, which runs a fused kernel where the backend has one and
-always takes its softmax in float32.
+projections are one fused matmul (`key_value`, d_model -> 2 d_model). The attention itself, always
+with its logits and softmax in float32: under JAX in training and full passes
+`keras.ops.dot_product_attention` (XLA's fused softmax); otherwise (TensorFlow, decoding with a
+cache, returned weights, attention dropout) two batched matmuls over head-major `[batch, heads,
+length, head_dim]` keys and values (`_attend`), which TensorFlow runs faster than the einsums of its
+`dot_product_attention`.
 
 Caches. A cache is a pair `(keys, values)`, each `[batch, num_heads, cache_length, head_dim]`:
 head-major, so that a decoding step's attention is two batched matmuls over the buffers as they lie
@@ -227,8 +230,8 @@ class MultiHeadAttention(keras.layers.Layer):
             # TensorFlow: explicit head-major transposes and two batched matmuls, which its graph
             # runs faster than the einsums of ops.dot_product_attention over [batch, length, heads,
             # head_dim] operands (CPU, mixed_bfloat16: 1.02x per step, benchmarks/README.md).
-            explicit = keras.backend.backend() == "tensorflow" or return_attention_scores
-            if explicit or (self.attention_dropout > 0 and training):
+            explicit = return_attention_scores or (self.attention_dropout > 0 and training)
+            if explicit or keras.backend.backend() == "tensorflow":
                 keys, values = (ops.transpose(x, (0, 2, 1, 3)) for x in (keys, values))  # head-major
                 attended, scores = self._attend(queries, keys, values, mask, scale, training)
             else:
