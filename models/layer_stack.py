@@ -26,6 +26,11 @@ LAYER_DEFAULTS = dict(
 )
 
 
+def pop_layer_options(kwargs):
+    """Removes `LAYER_DEFAULTS`'s options from the dict `kwargs`; returns them, defaults filled in."""
+    return {name: kwargs.pop(name, default) for name, default in LAYER_DEFAULTS.items()}
+
+
 class TransformerLayerBase(keras.layers.Layer):
     """Stores and validates `LAYER_DEFAULTS`'s options; builds the sublayers they describe.
 
@@ -43,7 +48,7 @@ class TransformerLayerBase(keras.layers.Layer):
     """
 
     def __init__(self, **kwargs):
-        options = {name: kwargs.pop(name, default) for name, default in LAYER_DEFAULTS.items()}
+        options = pop_layer_options(kwargs)
         super().__init__(**kwargs)
         hidden_dim, num_heads = options["hidden_dim"], options["num_heads"]
         if not isinstance(num_heads, int) or num_heads < 1 or not isinstance(hidden_dim, int) or hidden_dim % num_heads:
@@ -105,7 +110,7 @@ class TransformerStackBase(keras.layers.Layer):
     layer_class = None
 
     def __init__(self, num_layers=6, **kwargs):
-        layer_options = {name: kwargs.pop(name, default) for name, default in LAYER_DEFAULTS.items()}
+        layer_options = pop_layer_options(kwargs)
         super().__init__(**kwargs)
         if not isinstance(num_layers, int) or num_layers < 1:
             raise ValueError(f"num_layers must be a positive int, received {num_layers!r}")

@@ -10,7 +10,7 @@ import keras
 from keras import ops
 
 from data.special_ids import PAD_ID
-from models.layer_stack import LAYER_DEFAULTS
+from models.layer_stack import LAYER_DEFAULTS, pop_layer_options
 from models.shared_embedding import SharedEmbedding
 from models.transformer_decoder import TransformerDecoder
 from models.transformer_encoder import TransformerEncoder
@@ -46,7 +46,7 @@ class Transformer(keras.Model):
 
     def __init__(self, vocabulary_size, num_layers=6, *, pad_id=PAD_ID, **kwargs):
         # The layer options (hidden_dim ... layer_norm_epsilon) are models.layer_stack.LAYER_DEFAULTS's.
-        layer_options = {name: kwargs.pop(name, default) for name, default in LAYER_DEFAULTS.items()}
+        layer_options = pop_layer_options(kwargs)
         super().__init__(**kwargs)
         self.vocabulary_size = vocabulary_size
         self.num_layers = num_layers
