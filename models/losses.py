@@ -18,44 +18,48 @@ from data.special_ids import PAD_ID
 def label_smoothed_token_losses(target_ids, logits, label_smoothing=0.1):
     """Per-token label-smoothed cross-entropy, float32 `[batch, length]` (no masking).
 
-    `logits` may be bfloat16/float16 or float32; all arithmetic is float32. Under JAX the gradient
-    is written by hand (`keras.ops.custom_gradient`), as one elementwise pass
+    `logits` may be bfloat16/float16 or float32; all arithmetic is float32. The gradient is written
+    by hand (`keras.ops.custom_gradient`):
 
         d loss / d logits_v = upstream * (softmax(logits)_v - q_v)
 
-    from the logits and the saved `[batch, length]` logsumexp: automatic differentiation of the
-    forward expression builds the same sum from three `[batch, length, V]` float32 terms (one of
-    them a scatter for the target gather) and casts it separately, each a pass over the largest
-    tensor of the step (measured +4.6% training throughput on an H100, benchmarks/README.md). Other
-    backends differentiate the same forward expression: under TensorFlow on a CPU the hand-written
-    gradient measured slower.
+    Automatic differentiation of the forward expression builds the same sum from several
+    `[batch, length, V]` float32 terms, each a pass over the largest tensor of the step. The form of
+    the hand-written pass depends on the backend (benchmarks/README.md has the measurements):
+    - JAX (XLA fuses elementwise work): q is rebuilt by comparison with the ids and the gradient is
+      one fused pass from the logits and the saved logsumexp (+4.6% training throughput on an H100);
+    - TensorFlow (a graph op is a pass): the forward saves the exponentials it computes for the
+      logsumexp, gathers the target logits instead of building q, and the gradient is two
+      elementwise passes plus a scatter of the target positions.
     """
     vocabulary_size = logits.shape[-1]
     if vocabulary_size is None:
         raise ValueError(f"logits must have a known last dimension (the vocabulary), received shape {logits.shape}")
     off_value = label_smoothing / vocabulary_size
     on_value = 1.0 - label_smoothing + off_value
+    target_ids = ops.cast(target_ids, "int32")
+    if keras.backend.backend() == "jax":
+        return _fused_token_losses(logits, target_ids, off_value, on_value)
+    return _gathered_token_losses(logits, target_ids, off_value, on_value)
+
+
+def _fused_token_losses(logits, target_ids, off_value, on_value):
+    """The loss with q built by comparison and a one-pass gradient (for XLA, which fuses it)."""
+    vocabulary_size = logits.shape[-1]
 
     def smoothed_targets(ids):
         """q as `[batch, length, V]` float32, built by comparison (elementwise, fuses; no one_hot)."""
         is_target = ops.equal(ops.arange(vocabulary_size, dtype="int32"), ids[..., None])
         return ops.where(is_target, on_value, off_value)
 
-    def forward(logits, ids):
-        logits = ops.cast(logits, "float32")
-        log_normalizer = ops.logsumexp(logits, axis=-1)  # [batch, length]
-        # sum_v q_v (log_normalizer - logits_v), with sum_v q_v = 1.
-        return log_normalizer - ops.sum(logits * smoothed_targets(ids), axis=-1), log_normalizer
-
-    target_ids = ops.cast(target_ids, "int32")
-    if keras.backend.backend() != "jax":
-        return forward(logits, target_ids)[0]
-
     @ops.custom_gradient
     def token_losses(logits, target_ids_as_float):
         # The ids travel as float32 (exact below 2**24) so that the custom gradient has only float inputs.
         ids = ops.cast(target_ids_as_float, "int32")
-        losses, log_normalizer = forward(logits, ids)
+        float_logits = ops.cast(logits, "float32")
+        log_normalizer = ops.logsumexp(float_logits, axis=-1)  # [batch, length]
+        # sum_v q_v (log_normalizer - logits_v), with sum_v q_v = 1.
+        losses = log_normalizer - ops.sum(float_logits * smoothed_targets(ids), axis=-1)
 
         def gradient(*args, upstream=None):
             upstream = args[0] if upstream is None else upstream
@@ -66,6 +70,42 @@ def label_smoothed_token_losses(target_ids, logits, label_smoothing=0.1):
         return losses, gradient
 
     return token_losses(logits, ops.cast(target_ids, "float32"))
+
+
+def _gathered_token_losses(logits, target_ids, off_value, on_value):
+    """The loss from the target logits' gather and the row sums, with a scatter in the gradient.
+
+    sum_v q_v logits_v = off_value * sum_v logits_v + (on_value - off_value) * logits_target.
+    """
+    batch, length = ops.shape(target_ids)[0], ops.shape(target_ids)[1]
+    # (row, target id) of every token in the [batch * length, V] view of the logits.
+    target_positions = ops.stack([ops.arange(batch * length, dtype="int32"), ops.reshape(target_ids, (-1,))], axis=1)
+
+    @ops.custom_gradient
+    def token_losses(logits):
+        float_logits = ops.reshape(ops.cast(logits, "float32"), (batch * length, -1))
+        row_max = ops.max(float_logits, axis=-1)
+        exponentials = ops.exp(float_logits - row_max[:, None])
+        sums = ops.sum(exponentials, axis=-1)
+        target_logits = ops.take_along_axis(float_logits, ops.reshape(target_ids, (-1, 1)), axis=-1)[:, 0]
+        losses = (
+            ops.log(sums)
+            + row_max
+            - off_value * ops.sum(float_logits, axis=-1)
+            - (on_value - off_value) * target_logits
+        )
+
+        def gradient(*args, upstream=None):
+            upstream = ops.reshape(args[0] if upstream is None else upstream, (-1,))
+            scale = upstream / sums
+            logits_gradient = exponentials * scale[:, None] - (upstream * off_value)[:, None]
+            at_targets = ops.exp(target_logits - row_max) * scale - upstream * on_value
+            logits_gradient = ops.scatter_update(logits_gradient, target_positions, at_targets)
+            return ops.cast(ops.reshape(logits_gradient, ops.shape(logits)), logits.dtype)
+
+        return ops.reshape(losses, (batch, length)), gradient
+
+    return token_losses(logits)
 
 
 @keras.saving.register_keras_serializable(package="transformer")

@@ -62,9 +62,12 @@ def test_config_round_trip_and_bad_arguments():
         LabelSmoothedCrossEntropy()(np.zeros((2,), "int32"), np.zeros((2, 7), "float32"))
 
 
-def test_gradient_matches_numpy_reference():
-    # d loss / d logits = (softmax(logits) - q) * is_real_token / number of real tokens.
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_gradient_matches_numpy_reference(dtype):
+    # d loss / d logits = (softmax(logits) - q) * is_real_token / number of real tokens, returned in
+    # the logits' dtype (bfloat16 under mixed precision: within its 8-bit mantissa of the reference).
     targets, logits = _batch()
+    logits = keras.ops.convert_to_numpy(keras.ops.cast(keras.ops.cast(logits, dtype), "float32"))
     epsilon, vocab = 0.1, logits.shape[-1]
     shifted = np.exp(logits - logits.max(-1, keepdims=True))
     probabilities = shifted / shifted.sum(-1, keepdims=True)
@@ -72,17 +75,21 @@ def test_gradient_matches_numpy_reference():
     weights = (targets != 0).astype("float32")
     expected = (probabilities - smoothed) * weights[..., None] / weights.sum()
     loss = LabelSmoothedCrossEntropy(label_smoothing=epsilon)
+    inputs = keras.ops.cast(logits, dtype)
     if keras.backend.backend() == "jax":
         import jax
 
-        gradient = np.asarray(jax.grad(lambda x: loss(targets, x))(logits))
+        gradient = jax.grad(lambda x: loss(targets, x))(inputs)
     elif keras.backend.backend() == "tensorflow":
         import tensorflow as tf
 
-        variable = tf.Variable(logits)
+        variable = tf.Variable(inputs)
         with tf.GradientTape() as tape:
             value = loss(targets, variable)
-        gradient = tape.gradient(value, variable).numpy()
+        gradient = tape.gradient(value, variable)
     else:
         pytest.skip(f"no gradient helper for the {keras.backend.backend()} backend")
-    assert np.abs(gradient - expected).max() < 1e-6
+    assert keras.backend.standardize_dtype(gradient.dtype) == dtype
+    gradient = keras.ops.convert_to_numpy(keras.ops.cast(gradient, "float32"))
+    tolerance = 1e-6 if dtype == "float32" else 2**-8 * np.abs(expected).max()
+    assert np.abs(gradient - expected).max() < tolerance
