@@ -37,6 +37,7 @@ def parse_args(argv=None):
     parser.add_argument("--jit_compile", action="store_true", help="XLA (default: TF graph + oneDNN)")
     parser.add_argument("--steps", type=int, default=3, help="traced steps (default 3)")
     parser.add_argument("--top", type=int, default=20, help="op types printed (default 20)")
+    parser.add_argument("--ops", type=int, default=0, help="also print the N heaviest single ops, by name (default 0)")
     args = parser.parse_args(argv)
     if not (args.profile or args.gemm):
         parser.error("give --profile, --gemm or both")
@@ -44,13 +45,13 @@ def parse_args(argv=None):
 
 
 def op_time_by_type(xspace_path, steps):
-    """{op type: milliseconds per step} and {TF function name: milliseconds per step} from an xplane."""
+    """{op type: ms per step}, {op name:type: ms per step} and {TF function: ms per step} from an xplane."""
     from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
     space = xplane_pb2.XSpace()
     with open(xspace_path, "rb") as file:
         space.ParseFromString(file.read())
-    by_type, functions = collections.Counter(), collections.Counter()
+    by_type, by_name, functions = collections.Counter(), collections.Counter(), collections.Counter()
     for plane in space.planes:
         for line in plane.lines:
             for event in line.events:
@@ -60,7 +61,8 @@ def op_time_by_type(xspace_path, steps):
                     functions["step (traced function, wall)"] += milliseconds
                 elif ":" in name and "::" not in name and not name.startswith(("Iterator", "EagerLocalExecute")):
                     by_type[name.rsplit(":", 1)[1]] += milliseconds
-    return by_type, functions
+                    by_name[name] += milliseconds
+    return by_type, by_name, functions
 
 
 def profile(args):
@@ -84,13 +86,17 @@ def profile(args):
         model.fit(dataset, steps_per_epoch=args.steps, epochs=1, verbose=0)
         tf.profiler.experimental.stop()
         (path,) = glob.glob(os.path.join(log_dir, "**", "*.xplane.pb"), recursive=True)
-        by_type, functions = op_time_by_type(path, args.steps)
+        by_type, by_name, functions = op_time_by_type(path, args.steps)
     print(f"{args.candidate}, {'mixed_bfloat16' if args.mixed_precision else 'float32'}, "
           f"{'XLA' if args.jit_compile else 'TF graph'}: ms per step")
     for name, milliseconds in functions.items():
         print(f"{milliseconds:9.1f}  {name}")
     for name, milliseconds in by_type.most_common(args.top):
         print(f"{milliseconds:9.1f}  {name}")
+    if args.ops:
+        print("heaviest single ops:")
+        for name, milliseconds in by_name.most_common(args.ops):
+            print(f"{milliseconds:9.1f}  {name}")
 
 
 def gemm():
