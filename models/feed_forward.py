@@ -7,6 +7,8 @@
 
 import keras
 
+from models.dropout import Dropout
+
 
 @keras.saving.register_keras_serializable(package="transformer")
 class PositionwiseFeedForward(keras.layers.Layer):
@@ -56,7 +58,7 @@ class PositionwiseFeedForward(keras.layers.Layer):
             dtype=self.dtype_policy,
         )
         self.inner_dense.build(inputs_shape)
-        self.dropout_layer = keras.layers.Dropout(self.activation_dropout, name="activation_dropout", dtype=self.dtype_policy)
+        self.dropout_layer = Dropout(self.activation_dropout, name="activation_dropout", dtype=self.dtype_policy)
         self.output_dense = keras.layers.Dense(
             self.hidden_dim, kernel_initializer=initializer(), name="output", dtype=self.dtype_policy
         )

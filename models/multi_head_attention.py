@@ -29,6 +29,8 @@ import math
 import keras
 from keras import ops
 
+from models.dropout import Dropout
+
 
 def concrete_int(value):
     """Returns `value` as a Python int when it is known outside a trace, else None."""
@@ -113,7 +115,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.key_value_dense.build(key_value_shape)
         self.output_dense = self._dense(self.hidden_dim, "output")
         self.output_dense.build(tuple(query_shape[:-1]) + (self.hidden_dim,))
-        self.dropout_layer = keras.layers.Dropout(self.attention_dropout, name="attention_dropout", dtype=self.dtype_policy)
+        self.dropout_layer = Dropout(self.attention_dropout, name="attention_dropout", dtype=self.dtype_policy)
         self.built = True
 
     def empty_cache(self, batch_size, cache_length):

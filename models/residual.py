@@ -8,6 +8,8 @@ warm-up tuning): `x + Dropout(Sublayer(LayerNorm(x)))`, with a final LayerNorm o
 
 import keras
 
+from models.dropout import Dropout
+
 
 @keras.saving.register_keras_serializable(package="transformer")
 class ResidualNorm(keras.layers.Layer):
@@ -33,7 +35,7 @@ class ResidualNorm(keras.layers.Layer):
             epsilon=self.layer_norm_epsilon, name="layer_norm", dtype=self.dtype_policy
         )
         self.layer_norm.build(inputs_shape)
-        self.dropout_layer = keras.layers.Dropout(self.dropout, name="dropout", dtype=self.dtype_policy)
+        self.dropout_layer = Dropout(self.dropout, name="dropout", dtype=self.dtype_policy)
         self.built = True
 
     def normalize_input(self, inputs):

@@ -12,6 +12,7 @@ import math
 import keras
 from keras import ops
 
+from models.dropout import Dropout
 from models.position_encoding import SinusoidalPositionEncoding
 
 
@@ -63,7 +64,7 @@ class SharedEmbedding(keras.layers.Layer):
             autocast=False,
         )
         self.position_encoding = SinusoidalPositionEncoding(name="position_encoding", dtype=self.dtype_policy)
-        self.dropout_layer = keras.layers.Dropout(self.dropout, name="dropout", dtype=self.dtype_policy)
+        self.dropout_layer = Dropout(self.dropout, name="dropout", dtype=self.dtype_policy)
         self.built = True
 
     def call(self, token_ids, start_position=0, training=None):

@@ -1,0 +1,70 @@
+"""Dropout whose TensorFlow masks come from 16 random bits per element.
+
+`keras.layers.Dropout` under TensorFlow calls `tf.nn.experimental.stateless_dropout`, which draws a
+uniform float of the input's dtype per element and keeps it where it is >= rate. Under
+`mixed_bfloat16` two things follow:
+
+- the uniform has bfloat16's precision, and a rate of 0.1 drops 10.13% of the units (measured
+  over 2**22 units; float32 and JAX's dropout drop 10.00%);
+- the uniform costs a Philox draw of 32 bits per element, the largest non-matmul cost of a CPU
+  training step (17 masks, ~80 ms of a ~470 ms step at the CPU benchmark's sizes).
+
+This layer, under TensorFlow, draws 32 random bits per two elements and keeps an element where its
+16 bits, read as an unsigned integer, are >= round(rate * 65536): the rate is realised to within
+2**-17 whatever the dtype, from half the random bits (benchmarks/README.md has the measurements).
+Rates that 16 bits cannot express to within 0.1% of themselves (below ~0.008), inputs with an odd or
+unknown last dimension and other backends use Keras's dropout. The layer has no weights; its
+arguments and config are `keras.layers.Dropout`'s.
+"""
+
+import keras
+
+MASK_BITS = 16
+MASK_LEVELS = 2**MASK_BITS
+
+
+def quantized_rate(rate):
+    """The number of the 2**16 mask values that drop a unit, or None where 16 bits are too coarse."""
+    dropped = min(round(rate * MASK_LEVELS), MASK_LEVELS - 1)
+    return dropped if abs(dropped / MASK_LEVELS - rate) <= 1e-3 * rate else None
+
+
+@keras.saving.register_keras_serializable(package="transformer")
+class Dropout(keras.layers.Dropout):
+    """`keras.layers.Dropout` with 16-bit masks under TensorFlow (see the module docstring)."""
+
+    def call(self, inputs, training=False):
+        if not training or self.rate == 0 or not self._uses_bit_masks(inputs):
+            return super().call(inputs, training=training)
+        return self._bit_mask_dropout(inputs)
+
+    def _uses_bit_masks(self, inputs):
+        width = inputs.shape[-1]
+        return (
+            keras.backend.backend() == "tensorflow"
+            and self.noise_shape is None
+            and isinstance(self.rate, (int, float))
+            and quantized_rate(self.rate) is not None
+            and width is not None
+            and width % 2 == 0
+        )
+
+    def _bit_mask_dropout(self, inputs):
+        import tensorflow as tf
+
+        seed = self.seed_generator.next()
+        seed = tf.cast(tf.math.floormod(seed, tf.int32.max - 1), tf.int32)  # Keras's own seed cast.
+        width = inputs.shape[-1]
+        shape = tf.shape(inputs)
+        bits = tf.random.stateless_uniform(
+            tf.concat([shape[:-1], [width // 2]], axis=0), seed=seed, minval=None, maxval=None, dtype=tf.int32
+        )
+        # Each int32 becomes two int16 halves (a bitcast, no copy): [..., width // 2, 2] -> [..., width].
+        halves = tf.reshape(tf.bitcast(bits, tf.int16), shape)
+        # An int16 v is the unsigned 16-bit value v + 2**15: keep where unsigned >= dropped.
+        dropped = quantized_rate(self.rate)
+        keep = halves >= tf.constant(dropped - MASK_LEVELS // 2, tf.int16)
+        # 1 / the realised keep probability, so that the expected output is the input exactly.
+        kept_scale = MASK_LEVELS / (MASK_LEVELS - dropped)
+        scale = tf.where(keep, tf.constant(kept_scale, inputs.dtype), tf.constant(0.0, inputs.dtype))
+        return inputs * scale
