@@ -10,6 +10,7 @@ pre-norm. `TransformerLayerBase` and `TransformerStackBase` hold that once; the 
 import keras
 
 from models.feed_forward import PositionwiseFeedForward
+from models.layer_normalization import LayerNormalization
 from models.multi_head_attention import MultiHeadAttention
 from models.residual import ResidualNorm
 
@@ -127,7 +128,7 @@ class TransformerStackBase(keras.layers.Layer):
             getattr(self, attribute).append(layer)
         self.final_layer_norm = None
         if self.layer_options["normalize_first"]:
-            self.final_layer_norm = keras.layers.LayerNormalization(
+            self.final_layer_norm = LayerNormalization(
                 epsilon=self.layer_options["layer_norm_epsilon"], name="final_layer_norm", dtype=self.dtype_policy
             )
             self.final_layer_norm.build(inputs_shape)

@@ -9,6 +9,7 @@ warm-up tuning): `x + Dropout(Sublayer(LayerNorm(x)))`, with a final LayerNorm o
 import keras
 
 from models.dropout import Dropout
+from models.layer_normalization import LayerNormalization
 
 
 @keras.saving.register_keras_serializable(package="transformer")
@@ -31,7 +32,7 @@ class ResidualNorm(keras.layers.Layer):
         self.layer_norm_epsilon = layer_norm_epsilon
 
     def build(self, inputs_shape, sublayer_output_shape=None):
-        self.layer_norm = keras.layers.LayerNormalization(
+        self.layer_norm = LayerNormalization(
             epsilon=self.layer_norm_epsilon, name="layer_norm", dtype=self.dtype_policy
         )
         self.layer_norm.build(inputs_shape)
