@@ -9,15 +9,18 @@ uniform float of the input's dtype per element and keeps it where it is >= rate.
 - the uniform costs a Philox draw of 32 bits per element, the largest non-matmul cost of a CPU
   training step (17 masks, ~80 ms of a ~470 ms step at the CPU benchmark's sizes).
 
-This layer, under TensorFlow, draws 32 random bits per two elements and keeps an element where its
-16 bits, read as an unsigned integer, are >= round(rate * 65536): the rate is realised to within
-2**-17 whatever the dtype, from half the random bits (benchmarks/README.md has the measurements).
-Rates that 16 bits cannot express to within 0.1% of themselves (below ~0.008), inputs with an odd or
-unknown last dimension and other backends use Keras's dropout. The layer has no weights; its
-arguments and config are `keras.layers.Dropout`'s.
+This layer, under TensorFlow, draws 32 random bits per two elements (`keras.random.randint`, viewed
+as int16 pairs by `keras.ops.view`) and keeps an element where its 16 bits, read as an unsigned
+integer, are >= round(rate * 65536): the rate is realised to within 2**-17 whatever the dtype, from
+half the random bits (benchmarks/README.md has the measurements). Rates that 16 bits cannot express
+to within 0.1% of themselves (some below ~0.008), inputs with an odd or unknown last dimension and
+other backends use Keras's dropout (under JAX a float32 uniform, exact, and fused by XLA; the bit
+masks were not measured on a GPU). The layer has no weights; its arguments and config are
+`keras.layers.Dropout`'s.
 """
 
 import keras
+from keras import ops
 
 MASK_BITS = 16
 MASK_LEVELS = 2**MASK_BITS
@@ -50,21 +53,22 @@ class Dropout(keras.layers.Dropout):
         )
 
     def _bit_mask_dropout(self, inputs):
-        import tensorflow as tf
-
-        seed = self.seed_generator.next()
-        seed = tf.cast(tf.math.floormod(seed, tf.int32.max - 1), tf.int32)  # Keras's own seed cast.
         width = inputs.shape[-1]
-        shape = tf.shape(inputs)
-        bits = tf.random.stateless_uniform(
-            tf.concat([shape[:-1], [width // 2]], axis=0), seed=seed, minval=None, maxval=None, dtype=tf.int32
+        # 32 random bits per pair of units (a full-range draw: -2**31 .. 2**31 - 2, one pattern of
+        # 2**32 missing, a bias of 2**-32), viewed as two int16 halves each: [..., width // 2] int32
+        # -> [..., width] int16, a bitcast without a copy.
+        bits = keras.random.randint(
+            tuple(ops.shape(inputs)[:-1]) + (width // 2,),
+            minval=-(2**31),
+            maxval=2**31 - 1,
+            dtype="int32",
+            seed=self.seed_generator,
         )
-        # Each int32 becomes two int16 halves (a bitcast, no copy): [..., width // 2, 2] -> [..., width].
-        halves = tf.reshape(tf.bitcast(bits, tf.int16), shape)
-        # An int16 v is the unsigned 16-bit value v + 2**15: keep where unsigned >= dropped.
+        halves = ops.view(bits, "int16")
         dropped = quantized_rate(self.rate)
-        keep = halves >= tf.constant(dropped - MASK_LEVELS // 2, tf.int16)
+        # An int16 v is the unsigned 16-bit value v + 2**15: keep where unsigned >= dropped.
+        keep = ops.greater_equal(halves, ops.cast(dropped - MASK_LEVELS // 2, "int16"))
         # 1 / the realised keep probability, so that the expected output is the input exactly.
         kept_scale = MASK_LEVELS / (MASK_LEVELS - dropped)
-        scale = tf.where(keep, tf.constant(kept_scale, inputs.dtype), tf.constant(0.0, inputs.dtype))
+        scale = ops.where(keep, ops.cast(kept_scale, inputs.dtype), ops.cast(0.0, inputs.dtype))
         return inputs * scale
