@@ -7,6 +7,7 @@
 
 import keras
 
+from models.dense import Dense
 from models.dropout import Dropout
 
 
@@ -50,7 +51,7 @@ class PositionwiseFeedForward(keras.layers.Layer):
         def initializer():
             return keras.initializers.get(keras.initializers.serialize(self.kernel_initializer))
 
-        self.inner_dense = keras.layers.Dense(
+        self.inner_dense = Dense(
             self.intermediate_dim,
             activation=self.activation,
             kernel_initializer=initializer(),
@@ -59,7 +60,7 @@ class PositionwiseFeedForward(keras.layers.Layer):
         )
         self.inner_dense.build(inputs_shape)
         self.dropout_layer = Dropout(self.activation_dropout, name="activation_dropout", dtype=self.dtype_policy)
-        self.output_dense = keras.layers.Dense(
+        self.output_dense = Dense(
             self.hidden_dim, kernel_initializer=initializer(), name="output", dtype=self.dtype_policy
         )
         self.output_dense.build(tuple(inputs_shape[:-1]) + (self.intermediate_dim,))

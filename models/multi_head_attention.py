@@ -29,6 +29,7 @@ import math
 import keras
 from keras import ops
 
+from models.dense import Dense
 from models.dropout import Dropout
 
 
@@ -99,7 +100,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
 
     def _dense(self, units, name):
-        return keras.layers.Dense(
+        return Dense(
             units,
             use_bias=self.use_bias,
             kernel_initializer=keras.initializers.get(keras.initializers.serialize(self.kernel_initializer)),

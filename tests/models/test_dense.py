@@ -1,0 +1,96 @@
+import keras
+import numpy as np
+import pytest
+
+from models.dense import Dense
+
+
+def _pair(units=24, **kwargs):
+    """Ours and Keras's Dense with the same weights, built for 16 input features."""
+    rng = np.random.default_rng(0)
+    ours, reference = Dense(units, **kwargs), keras.layers.Dense(units, **kwargs)
+    for layer in (ours, reference):
+        layer.build((None, 16))
+    for ours_weight, reference_weight in zip(ours.weights, reference.weights):
+        value = rng.normal(size=ours_weight.shape).astype("float32")
+        ours_weight.assign(value)
+        reference_weight.assign(value)
+    return ours, reference
+
+
+def _values_and_gradients(layer, inputs, upstream):
+    """Output and d(sum(output * upstream))/d(inputs, kernel, bias), as float64 numpy arrays."""
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        inputs = tf.Variable(inputs)
+        with tf.GradientTape() as tape:
+            outputs = layer(inputs)
+            total = tf.reduce_sum(tf.cast(outputs, "float32") * upstream)
+        gradients = tape.gradient(total, [inputs] + layer.trainable_weights)
+    elif backend == "jax":
+        import jax
+
+        def total(inputs, weights):
+            outputs, _ = layer.stateless_call(weights, [], inputs)
+            return (outputs.astype("float32") * upstream).sum(), outputs
+
+        (_, outputs), gradients = jax.value_and_grad(total, argnums=(0, 1), has_aux=True)(
+            inputs, [w.value for w in layer.trainable_weights]
+        )
+        gradients = [gradients[0]] + list(gradients[1])
+    else:
+        pytest.skip(f"no gradient helper for the {backend} backend")
+    return [keras.ops.convert_to_numpy(keras.ops.cast(v, "float32")).astype("float64") for v in [outputs] + gradients]
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"activation": "relu"}, {"use_bias": False}])
+def test_output_and_gradients_match_keras_dense(kwargs):
+    rng = np.random.default_rng(1)
+    inputs = rng.normal(size=(3, 5, 16)).astype("float32")
+    upstream = rng.normal(size=(3, 5, 24)).astype("float32")
+    ours, reference = _pair(**kwargs)
+    for got, expected in zip(_values_and_gradients(ours, inputs, upstream), _values_and_gradients(reference, inputs, upstream)):
+        assert got.shape == expected.shape
+        assert np.abs(got - expected).max() < 1e-5 * max(1.0, np.abs(expected).max())
+
+
+def test_bfloat16_bias_gradient_is_one_rounding_of_the_exact_sum_under_tensorflow():
+    # 4096 positions of N(0, 1) gradients: sums up to ~200. Summed in bfloat16 (TensorFlow's
+    # BiasAddGrad, and XLA:CPU's reduction under JAX) entries come out off by ~10; the
+    # float32-accumulating matmul of TensorFlow's path rounds once. Other backends are Keras's Dense.
+    rng = np.random.default_rng(2)
+    inputs = keras.ops.cast(rng.normal(size=(64, 64, 16)), "bfloat16")
+    upstream = rng.normal(size=(64, 64, 24)).astype("float32")
+    ours, reference = _pair(dtype="mixed_bfloat16")
+    got = _values_and_gradients(ours, inputs, upstream)
+    if keras.backend.backend() != "tensorflow":
+        for got_value, expected in zip(got, _values_and_gradients(reference, inputs, upstream)):
+            assert np.array_equal(got_value, expected)
+        return
+    # The upstream gradient reaches the bias add as bfloat16 (the output's dtype).
+    exact = keras.ops.convert_to_numpy(keras.ops.cast(keras.ops.cast(upstream, "bfloat16"), "float32"))
+    exact = exact.astype("float64").reshape(-1, 24).sum(0)
+    assert np.all(np.abs(got[3] - exact) <= 2**-8 * np.abs(exact) + 1e-6)
+
+
+def test_lora_layers_take_keras_path_and_still_match():
+    rng = np.random.default_rng(3)
+    inputs = rng.normal(size=(2, 16)).astype("float32")
+    ours, reference = _pair()
+    lora_a, lora_b = rng.normal(size=(16, 2)).astype("float32"), rng.normal(size=(2, 24)).astype("float32")
+    for layer in (ours, reference):
+        layer.enable_lora(2)
+        layer.lora_kernel_a.assign(lora_a)
+        layer.lora_kernel_b.assign(lora_b)
+    assert not ours._sums_bias_gradient_by_matmul()
+    got = keras.ops.convert_to_numpy(ours(inputs))
+    assert np.allclose(got, keras.ops.convert_to_numpy(reference(inputs)), atol=1e-5)
+
+
+def test_config_round_trip():
+    layer = Dense(8, activation="relu", name="projection")
+    restored = Dense.from_config(layer.get_config())
+    assert restored.get_config() == layer.get_config()
+    assert keras.saving.get_registered_object("transformer>Dense") is Dense
