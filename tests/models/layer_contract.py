@@ -8,6 +8,7 @@ import inspect
 
 import keras
 import numpy as np
+import pytest
 
 
 def _call_args(inputs):
@@ -71,3 +72,34 @@ def run_layer_test(layer_cls, init_kwargs, inputs, expected_output_shape, call_k
         assert all(keras.backend.standardize_dtype(w.dtype) == "float32" for w in mixed.weights)
         assert np.all(np.isfinite(keras.ops.convert_to_numpy(keras.ops.cast(mixed_outputs, "float32")))), policy
     return layer
+
+
+def values_and_gradients(layer, inputs, upstream):
+    """`[output, d/d inputs, d/d each trainable weight]` of sum(output * upstream), float64 NumPy.
+
+    The gradient is taken by the backend's own autodiff (TensorFlow's tape, `jax.grad`), so that a
+    layer's hand-written gradient is checked as training would use it.
+    """
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        inputs = tf.Variable(inputs)
+        with tf.GradientTape() as tape:
+            outputs = layer(inputs)
+            total = tf.reduce_sum(tf.cast(outputs, "float32") * upstream)
+        gradients = tape.gradient(total, [inputs] + layer.trainable_weights)
+    elif backend == "jax":
+        import jax
+
+        def total(inputs, weights):
+            outputs, _ = layer.stateless_call(weights, [], inputs)
+            return (outputs.astype("float32") * upstream).sum(), outputs
+
+        (_, outputs), gradients = jax.value_and_grad(total, argnums=(0, 1), has_aux=True)(
+            inputs, [w.value for w in layer.trainable_weights]
+        )
+        gradients = [gradients[0]] + list(gradients[1])
+    else:
+        pytest.skip(f"no gradient helper for the {backend} backend")
+    return [keras.ops.convert_to_numpy(keras.ops.cast(v, "float32")).astype("float64") for v in [outputs] + gradients]

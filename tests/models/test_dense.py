@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 from models.dense import Dense
+from tests.models.layer_contract import run_layer_test, values_and_gradients
 
 
 def _pair(units=24, **kwargs):
@@ -18,40 +19,13 @@ def _pair(units=24, **kwargs):
     return ours, reference
 
 
-def _values_and_gradients(layer, inputs, upstream):
-    """Output and d(sum(output * upstream))/d(inputs, kernel, bias), as float64 numpy arrays."""
-    backend = keras.backend.backend()
-    if backend == "tensorflow":
-        import tensorflow as tf
-
-        inputs = tf.Variable(inputs)
-        with tf.GradientTape() as tape:
-            outputs = layer(inputs)
-            total = tf.reduce_sum(tf.cast(outputs, "float32") * upstream)
-        gradients = tape.gradient(total, [inputs] + layer.trainable_weights)
-    elif backend == "jax":
-        import jax
-
-        def total(inputs, weights):
-            outputs, _ = layer.stateless_call(weights, [], inputs)
-            return (outputs.astype("float32") * upstream).sum(), outputs
-
-        (_, outputs), gradients = jax.value_and_grad(total, argnums=(0, 1), has_aux=True)(
-            inputs, [w.value for w in layer.trainable_weights]
-        )
-        gradients = [gradients[0]] + list(gradients[1])
-    else:
-        pytest.skip(f"no gradient helper for the {backend} backend")
-    return [keras.ops.convert_to_numpy(keras.ops.cast(v, "float32")).astype("float64") for v in [outputs] + gradients]
-
-
 @pytest.mark.parametrize("kwargs", [{}, {"activation": "relu"}, {"use_bias": False}])
 def test_output_and_gradients_match_keras_dense(kwargs):
     rng = np.random.default_rng(1)
     inputs = rng.normal(size=(3, 5, 16)).astype("float32")
     upstream = rng.normal(size=(3, 5, 24)).astype("float32")
     ours, reference = _pair(**kwargs)
-    for got, expected in zip(_values_and_gradients(ours, inputs, upstream), _values_and_gradients(reference, inputs, upstream)):
+    for got, expected in zip(values_and_gradients(ours, inputs, upstream), values_and_gradients(reference, inputs, upstream)):
         assert got.shape == expected.shape
         assert np.abs(got - expected).max() < 1e-5 * max(1.0, np.abs(expected).max())
 
@@ -64,9 +38,9 @@ def test_bfloat16_bias_gradient_is_one_rounding_of_the_exact_sum_under_tensorflo
     inputs = keras.ops.cast(rng.normal(size=(64, 64, 16)), "bfloat16")
     upstream = rng.normal(size=(64, 64, 24)).astype("float32")
     ours, reference = _pair(dtype="mixed_bfloat16")
-    got = _values_and_gradients(ours, inputs, upstream)
+    got = values_and_gradients(ours, inputs, upstream)
     if keras.backend.backend() != "tensorflow":
-        for got_value, expected in zip(got, _values_and_gradients(reference, inputs, upstream)):
+        for got_value, expected in zip(got, values_and_gradients(reference, inputs, upstream)):
             assert np.array_equal(got_value, expected)
         return
     # The upstream gradient reaches the bias add as bfloat16 (the output's dtype).
@@ -89,8 +63,7 @@ def test_lora_layers_take_keras_path_and_still_match():
     assert np.allclose(got, keras.ops.convert_to_numpy(reference(inputs)), atol=1e-5)
 
 
-def test_config_round_trip():
-    layer = Dense(8, activation="relu", name="projection")
-    restored = Dense.from_config(layer.get_config())
-    assert restored.get_config() == layer.get_config()
+def test_layer_contract_and_registration():
+    inputs = np.random.default_rng(4).normal(size=(2, 5, 16)).astype("float32")
+    run_layer_test(Dense, {"units": 8, "activation": "relu"}, {"inputs": inputs}, (2, 5, 8))
     assert keras.saving.get_registered_object("transformer>Dense") is Dense

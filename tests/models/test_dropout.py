@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 from models.dropout import MASK_LEVELS, Dropout, quantized_rate
+from tests.models.layer_contract import run_layer_test
 
 
 def _dropped_fraction(outputs):
@@ -85,7 +86,9 @@ def test_sixteen_bits_express_the_usual_rates_and_coarser_ones_fall_back():
     assert abs(_dropped_fraction(Dropout(0.1, seed=5)(odd, training=True)) - 0.1) < 3e-3
 
 
-def test_config_round_trip():
+def test_layer_contract_and_config_round_trip():
+    inputs = np.random.default_rng(4).normal(size=(2, 6, 16)).astype("float32")
+    run_layer_test(Dropout, {"rate": 0.2, "seed": 9}, {"inputs": inputs}, (2, 6, 16), {"training": True})
     layer = Dropout(0.2, seed=9, name="drop")
     restored = Dropout.from_config(layer.get_config())
     assert (restored.rate, restored.seed, restored.name) == (0.2, 9, "drop")
