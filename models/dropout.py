@@ -12,7 +12,8 @@ uniform float of the input's dtype per element and keeps it where it is >= rate.
 This layer, under TensorFlow, draws 32 random bits per two elements (`keras.random.randint`, viewed
 as int16 pairs by `keras.ops.view`) and keeps an element where its 16 bits, read as an unsigned
 integer, are >= round(rate * 65536): the rate is realised to within 2**-17 whatever the dtype, from
-half the random bits (benchmarks/README.md has the measurements). Rates that 16 bits cannot express
+half the random bits (benchmarks/README.md has the measurements). Kept units are scaled by the
+reciprocal of the realised keep probability, rounded to the compute dtype as in Keras's dropout. Rates that 16 bits cannot express
 to within 0.1% of themselves (some below ~0.008), inputs with an odd or unknown last dimension and
 other backends use Keras's dropout (under JAX a float32 uniform, exact, and fused by XLA; the bit
 masks were not measured on a GPU). The layer has no weights; its arguments and config are
@@ -68,7 +69,9 @@ class Dropout(keras.layers.Dropout):
         dropped = quantized_rate(self.rate)
         # An int16 v is the unsigned 16-bit value v + 2**15: keep where unsigned >= dropped.
         keep = ops.greater_equal(halves, ops.cast(dropped - MASK_LEVELS // 2, "int16"))
-        # 1 / the realised keep probability, so that the expected output is the input exactly.
+        # 1 / the realised keep probability, rounded to the compute dtype as Keras's dropout does:
+        # under bfloat16 1.109375 for a rate of 0.1, so the expected output is 0.9984 x the input
+        # (Keras's bfloat16 dropout, whose rate is off too: 0.9970 x).
         kept_scale = MASK_LEVELS / (MASK_LEVELS - dropped)
         scale = ops.where(keep, ops.cast(kept_scale, inputs.dtype), ops.cast(0.0, inputs.dtype))
         return inputs * scale

@@ -76,10 +76,17 @@ def _gathered_token_losses(logits, target_ids, off_value, on_value):
     """The loss from the target logits' gather and the row sums, with a scatter in the gradient.
 
     sum_v q_v logits_v = off_value * sum_v logits_v + (on_value - off_value) * logits_target.
+    Ids outside [0, V) (a negative `pad_id`, say) have no target entry, as in the comparison form:
+    they are gathered and scattered at id 0 with their target term switched off.
     """
+    vocabulary_size = logits.shape[-1]
     batch, length = ops.shape(target_ids)[0], ops.shape(target_ids)[1]
+    ids = ops.reshape(target_ids, (-1,))
+    in_vocabulary = ops.logical_and(ops.greater_equal(ids, 0), ops.less(ids, vocabulary_size))
+    target_weight = ops.where(in_vocabulary, on_value - off_value, 0.0)  # [batch * length] float32
+    safe_ids = ops.where(in_vocabulary, ids, 0)
     # (row, target id) of every token in the [batch * length, V] view of the logits.
-    target_positions = ops.stack([ops.arange(batch * length, dtype="int32"), ops.reshape(target_ids, (-1,))], axis=1)
+    target_positions = ops.stack([ops.arange(batch * length, dtype="int32"), safe_ids], axis=1)
 
     @ops.custom_gradient
     def token_losses(logits):
@@ -87,19 +94,14 @@ def _gathered_token_losses(logits, target_ids, off_value, on_value):
         row_max = ops.max(float_logits, axis=-1)
         exponentials = ops.exp(float_logits - row_max[:, None])
         sums = ops.sum(exponentials, axis=-1)
-        target_logits = ops.take_along_axis(float_logits, ops.reshape(target_ids, (-1, 1)), axis=-1)[:, 0]
-        losses = (
-            ops.log(sums)
-            + row_max
-            - off_value * ops.sum(float_logits, axis=-1)
-            - (on_value - off_value) * target_logits
-        )
+        target_logits = ops.take_along_axis(float_logits, safe_ids[:, None], axis=-1)[:, 0]
+        losses = ops.log(sums) + row_max - off_value * ops.sum(float_logits, axis=-1) - target_weight * target_logits
 
         def gradient(*args, upstream=None):
             upstream = ops.reshape(args[0] if upstream is None else upstream, (-1,))
             scale = upstream / sums
             logits_gradient = exponentials * scale[:, None] - (upstream * off_value)[:, None]
-            at_targets = ops.exp(target_logits - row_max) * scale - upstream * on_value
+            at_targets = ops.exp(target_logits - row_max) * scale - upstream * (off_value + target_weight)
             logits_gradient = ops.scatter_update(logits_gradient, target_positions, at_targets)
             return ops.cast(ops.reshape(logits_gradient, ops.shape(logits)), logits.dtype)
 

@@ -93,3 +93,28 @@ def test_gradient_matches_numpy_reference(dtype):
     gradient = keras.ops.convert_to_numpy(keras.ops.cast(gradient, "float32"))
     tolerance = 1e-6 if dtype == "float32" else 2**-8 * np.abs(expected).max()
     assert np.abs(gradient - expected).max() < tolerance
+
+
+def test_a_pad_id_outside_the_vocabulary_gives_the_same_loss_and_gradient():
+    # pad_id=-1 has no row in the logits: the pad positions are masked as they are for pad_id=0.
+    targets, logits = _batch()
+    shifted_pads = np.where(targets == 0, -1, targets).astype("int32")
+    results = []
+    for ids, pad_id in ((targets, 0), (shifted_pads, -1)):
+        loss = LabelSmoothedCrossEntropy(label_smoothing=0.1, pad_id=pad_id)
+        if keras.backend.backend() == "jax":
+            import jax
+
+            value, gradient = jax.value_and_grad(lambda x: loss(ids, x))(logits)
+        elif keras.backend.backend() == "tensorflow":
+            import tensorflow as tf
+
+            variable = tf.Variable(logits)
+            with tf.GradientTape() as tape:
+                value = loss(ids, variable)
+            gradient = tape.gradient(value, variable)
+        else:
+            pytest.skip(f"no gradient helper for the {keras.backend.backend()} backend")
+        results.append((float(value), keras.ops.convert_to_numpy(gradient)))
+    assert abs(results[0][0] - results[1][0]) < 1e-6
+    assert np.abs(results[0][1] - results[1][1]).max() < 1e-7
