@@ -62,6 +62,22 @@ def test_config_round_trip_and_bad_arguments():
         LabelSmoothedCrossEntropy()(np.zeros((2,), "int32"), np.zeros((2, 7), "float32"))
 
 
+def _value_and_gradient(loss, targets, logits):
+    """The loss and its gradient with respect to `logits` (in their dtype), by the backend's autodiff."""
+    if keras.backend.backend() == "jax":
+        import jax
+
+        return jax.value_and_grad(lambda x: loss(targets, x))(logits)
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        variable = tf.Variable(logits)
+        with tf.GradientTape() as tape:
+            value = loss(targets, variable)
+        return value, tape.gradient(value, variable)
+    pytest.skip(f"no gradient helper for the {keras.backend.backend()} backend")
+
+
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_gradient_matches_numpy_reference(dtype):
     # d loss / d logits = (softmax(logits) - q) * is_real_token / number of real tokens, returned in
@@ -75,20 +91,7 @@ def test_gradient_matches_numpy_reference(dtype):
     weights = (targets != 0).astype("float32")
     expected = (probabilities - smoothed) * weights[..., None] / weights.sum()
     loss = LabelSmoothedCrossEntropy(label_smoothing=epsilon)
-    inputs = keras.ops.cast(logits, dtype)
-    if keras.backend.backend() == "jax":
-        import jax
-
-        gradient = jax.grad(lambda x: loss(targets, x))(inputs)
-    elif keras.backend.backend() == "tensorflow":
-        import tensorflow as tf
-
-        variable = tf.Variable(inputs)
-        with tf.GradientTape() as tape:
-            value = loss(targets, variable)
-        gradient = tape.gradient(value, variable)
-    else:
-        pytest.skip(f"no gradient helper for the {keras.backend.backend()} backend")
+    _, gradient = _value_and_gradient(loss, targets, keras.ops.cast(logits, dtype))
     assert keras.backend.standardize_dtype(gradient.dtype) == dtype
     gradient = keras.ops.convert_to_numpy(keras.ops.cast(gradient, "float32"))
     tolerance = 1e-6 if dtype == "float32" else 2**-8 * np.abs(expected).max()
@@ -101,20 +104,7 @@ def test_a_pad_id_outside_the_vocabulary_gives_the_same_loss_and_gradient():
     shifted_pads = np.where(targets == 0, -1, targets).astype("int32")
     results = []
     for ids, pad_id in ((targets, 0), (shifted_pads, -1)):
-        loss = LabelSmoothedCrossEntropy(label_smoothing=0.1, pad_id=pad_id)
-        if keras.backend.backend() == "jax":
-            import jax
-
-            value, gradient = jax.value_and_grad(lambda x: loss(ids, x))(logits)
-        elif keras.backend.backend() == "tensorflow":
-            import tensorflow as tf
-
-            variable = tf.Variable(logits)
-            with tf.GradientTape() as tape:
-                value = loss(ids, variable)
-            gradient = tape.gradient(value, variable)
-        else:
-            pytest.skip(f"no gradient helper for the {keras.backend.backend()} backend")
+        value, gradient = _value_and_gradient(LabelSmoothedCrossEntropy(label_smoothing=0.1, pad_id=pad_id), ids, logits)
         results.append((float(value), keras.ops.convert_to_numpy(gradient)))
     assert abs(results[0][0] - results[1][0]) < 1e-6
     assert np.abs(results[0][1] - results[1][1]).max() < 1e-7
