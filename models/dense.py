@@ -10,8 +10,9 @@ sums). It is also one of the slower small kernels of a CPU step (25-37 ms of op 
 This subclass, under TensorFlow, computes the bias gradient as `ones[1, positions] @
 upstream[positions, units]`: the GEMM accumulates in float32 and rounds once (benchmarks/README.md
 has the measurements). LoRA and quantized layers, and other backends, use Keras's `Dense` (under
-JAX, XLA:CPU's bfloat16 bias gradient also misses one rounding, tests/models/test_dense.py; left
-as it is, since the matmul form was not measured on a GPU). Weights, arguments and config are Keras's.
+JAX, XLA:CPU's bfloat16 bias gradient also missed one rounding when the precision test of
+tests/models/test_dense.py was run on it; left as it is, since the matmul form was not measured on
+a GPU). Weights, arguments and config are Keras's.
 """
 
 import keras
