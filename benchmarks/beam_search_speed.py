@@ -57,6 +57,9 @@ def parse_args(argv=None):
     parser.add_argument("--candidates", default="ours,keras_hub")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", default=None, help="also write the result to this JSON file.")
+    parser.add_argument("--profile_dir", default=None,
+                        help="under JAX, trace one more call per candidate into DIR/<candidate> "
+                        "(summarise with benchmarks/jax_trace_summary.py --steps 1).")
     return parser.parse_args(argv)
 
 
@@ -262,6 +265,11 @@ def main(argv=None):
     for name in args.candidates.split(","):
         function = builders[name](args)
         output, compile_seconds, seconds = time_candidate(function, source, args.repeats)
+        if args.profile_dir and keras.backend.backend() == "jax":
+            import jax
+
+            with jax.profiler.trace(os.path.join(args.profile_dir, name), create_perfetto_trace=True):
+                keras.ops.convert_to_numpy(function(keras.ops.convert_to_tensor(source)))
         median = statistics.median(seconds)
         results[name] = {
             "seconds_per_batch": median,
@@ -278,7 +286,7 @@ def main(argv=None):
     summary = {
         "backend": keras.backend.backend(),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-        "settings": {k: v for k, v in vars(args).items() if k not in ("candidates", "json")},
+        "settings": {k: v for k, v in vars(args).items() if k not in ("candidates", "json", "profile_dir")},
         "results": results,
     }
     if "ours" in results and "keras_hub" in results:
