@@ -64,6 +64,20 @@ def test_matches_numpy_reference():
     assert np.max(np.abs(outputs - expected)) < 1e-5
 
 
+def test_key_and_value_from_kernel_halves_match_the_fused_projection():
+    """`_key_and_value_heads` (JAX's training path) equals the split of the fused projection."""
+    layer = MultiHeadAttention(HIDDEN, HEADS)
+    layer.build((BATCH, QUERY_LENGTH, HIDDEN), (BATCH, KEY_LENGTH, HIDDEN))
+    layer.key_value_dense.bias.assign(_random(2 * HIDDEN, seed=2))  # non-zero: the bias halves count
+    memory = ops.convert_to_tensor(_random(BATCH, KEY_LENGTH, HIDDEN, seed=1))
+    fused = [_numpy(t) for t in ops.unstack(layer._key_value_heads(memory), 2, axis=2)]
+    halves = [_numpy(t) for t in layer._key_and_value_heads(memory)]
+    assert halves[0].shape == (BATCH, KEY_LENGTH, HEADS, HIDDEN // HEADS)
+    for from_halves, from_fused in zip(halves, fused):
+        np.testing.assert_allclose(from_halves, from_fused, atol=1e-5)
+    assert np.max(np.abs(halves[0] - halves[1])) > 0.1  # keys and values are different halves
+
+
 def test_padded_keys_get_zero_weight_and_do_not_change_outputs():
     layer = MultiHeadAttention(HIDDEN, HEADS)
     query, memory = _random(BATCH, QUERY_LENGTH, HIDDEN), _random(BATCH, KEY_LENGTH, HIDDEN, seed=1)
