@@ -6,10 +6,13 @@ every step's loss fetched to the host in a callback (JAX and TensorFlow dispatch
 an unfetched step would make the clock stop early). The first `--warmup` steps (compilation
 included) run in a separate `fit` call and are not timed. Candidates:
 
-- `ours`: `models.transformer.Transformer` + `LabelSmoothedCrossEntropy` + `transformer_optimizer`;
+- `ours`: `models.transformer.Transformer` + `LabelSmoothedCrossEntropy` + `train.py`'s optimizer,
+  `training.optimizers.transformer_optimizer` (the paper's Adam; under TensorFlow through the fused
+  `ResourceApplyAdam` kernel, elsewhere Keras's Adam);
 - `keras_hub`: the keras-io translation example's parts at the same sizes:
   `keras_hub.layers.TokenAndPositionEmbedding` + `TransformerEncoder` / `TransformerDecoder` +
-  `Dense` to the vocabulary, `SparseCategoricalCrossentropy(from_logits=True)`, same optimizer;
+  `Dense` to the vocabulary, `SparseCategoricalCrossentropy(from_logits=True)`, Keras's Adam
+  with the same schedule and settings (`models.learning_rate_schedule.transformer_optimizer`);
 - `torch_eager`, `torch_compile`: `torch.nn.Transformer` at the same sizes (tied embedding and
   output projection, sinusoidal positions, label-smoothed cross-entropy, Adam), bf16 autocast
   with `--mixed_precision`, CUDA only.
@@ -132,9 +135,13 @@ def peak_host_rss_bytes():
 
 
 def build_ours(args, sizes):
-    from models.learning_rate_schedule import transformer_optimizer
     from models.losses import LabelSmoothedCrossEntropy
     from models.transformer import Transformer
+
+    try:  # train.py's optimizer: Adam through TensorFlow's fused kernel (Keras's Adam elsewhere).
+        from training.optimizers import transformer_optimizer
+    except ImportError:  # a --variant snapshot from before training/optimizers.py
+        from models.learning_rate_schedule import transformer_optimizer
 
     model = Transformer(vocabulary_size=args.vocab, **sizes)
     return model, LabelSmoothedCrossEntropy(), transformer_optimizer(sizes["hidden_dim"])

@@ -24,7 +24,7 @@ from data import pipeline, prepare
 from data.special_ids import BOS_ID
 from data.tokenizer import Tokenizer, train_sentencepiece
 from evaluation.translator import Translator
-from models.learning_rate_schedule import transformer_optimizer
+from training.optimizers import transformer_optimizer
 from models.metrics import MaskedAccuracy, TargetTokenCount
 from models.transformer import Transformer
 from training import callbacks as training_callbacks

@@ -1,5 +1,6 @@
 """One SGD step of a small Transformer on one global batch, on one device and mirrored over two
-logical CPU devices, with the global-token loss and with the per-replica one. Prints JSON.
+logical CPU devices, with the global-token loss and with the per-replica one; and one step of
+`train.py`'s fused Adam beside Keras's Adam, both mirrored. Prints JSON.
 
 Run as a script (TensorFlow must split the CPU before it initialises): tests/training/test_distribution.py.
 """
@@ -18,7 +19,9 @@ import tensorflow as tf  # noqa: E402
 from data.special_ids import BOS_ID, PAD_ID  # noqa: E402
 from models.losses import LabelSmoothedCrossEntropy  # noqa: E402
 from models.transformer import Transformer  # noqa: E402
+from models.learning_rate_schedule import transformer_optimizer as keras_adam_optimizer  # noqa: E402
 from training.losses import GlobalTokenLabelSmoothedCrossEntropy  # noqa: E402
+from training.optimizers import transformer_optimizer as fused_adam_optimizer  # noqa: E402
 
 SMALL = dict(num_layers=1, hidden_dim=16, num_heads=2, intermediate_dim=32, dropout=0.0)
 
@@ -36,16 +39,27 @@ def global_batch():
     return (source, target), labels
 
 
-def one_step(strategy, loss, initial_weights):
+def one_step(strategy, loss, initial_weights, optimizer=None, model_out=None):
     with strategy.scope():
         model = Transformer(30, **SMALL)
         model.build()
         model.set_weights(initial_weights)
-        model.compile(optimizer=keras.optimizers.SGD(learning_rate=1.0), loss=loss)
+        model.compile(optimizer=optimizer or keras.optimizers.SGD(learning_rate=1.0), loss=loss)
     (source, target), labels = global_batch()
     dataset = tf.data.Dataset.from_tensors(((source, target), labels))
     history = model.fit(dataset, epochs=1, verbose=0)
+    if model_out is not None:
+        model_out.append(model)
     return history.history["loss"][0], [np.asarray(w) for w in model.get_weights()]
+
+
+def replica_spread(strategy, model):
+    """The largest difference between the two replicas' copies of any weight or optimizer variable."""
+    spread = 0.0
+    for variable in model.weights + model.optimizer.variables:
+        copies = [np.asarray(c) for c in strategy.experimental_local_results(variable.value)]
+        spread = max([spread] + [float(np.max(np.abs(c - copies[0]))) for c in copies[1:]])
+    return spread
 
 
 def main():
@@ -63,6 +77,19 @@ def main():
         update = max(float(np.max(np.abs(a - b))) for a, b in zip(weights_one, initial))
         difference = max(float(np.max(np.abs(a - b))) for a, b in zip(weights_one, weights_two))
         results[name] = {"loss_one_device": loss_one, "loss_two_replicas": loss_two, "largest_update": update, "weight_difference": difference}
+    models = []
+    options = dict(hidden_dim=SMALL["hidden_dim"], warmup_steps=2)
+    with mirrored.scope():
+        keras_adam, fused_adam = keras_adam_optimizer(**options), fused_adam_optimizer(**options)
+    _, weights_keras = one_step(mirrored, GlobalTokenLabelSmoothedCrossEntropy(), initial, keras_adam)
+    _, weights_fused = one_step(mirrored, GlobalTokenLabelSmoothedCrossEntropy(), initial, fused_adam, models)
+    results["adam"] = {
+        "optimizer": type(models[0].optimizer).__name__,
+        "steps": int(np.asarray(models[0].optimizer.iterations)),
+        "largest_update": max(float(np.max(np.abs(a - b))) for a, b in zip(weights_fused, initial)),
+        "fused_minus_keras": max(float(np.max(np.abs(a - b))) for a, b in zip(weights_fused, weights_keras)),
+        "replica_spread": replica_spread(mirrored, models[0]),
+    }
     json.dump(results, sys.stdout)
 
 

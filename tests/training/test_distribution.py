@@ -28,6 +28,12 @@ def test_two_mirrored_cpu_replicas_match_one_device_on_the_same_global_batch():
     assert abs(ours["loss_one_device"] - ours["loss_two_replicas"]) < 1e-4
     # The check has teeth: normalising per replica instead gives another update.
     assert results["per_replica"]["weight_difference"] > 100 * max(ours["weight_difference"], 1e-7)
+    # train.py's fused Adam under MirroredStrategy: Keras's Adam's step, on both replicas' copies.
+    adam = results["adam"]
+    assert adam["optimizer"] == "FusedAdam" and adam["steps"] == 1
+    assert adam["largest_update"] > 1e-3
+    assert adam["fused_minus_keras"] < 1e-6
+    assert adam["replica_spread"] == 0.0
 
 
 def _free_ports(count):
