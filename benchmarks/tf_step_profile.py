@@ -6,9 +6,12 @@ Two measurements behind the CPU section of benchmarks/README.md:
   sizes, runs warm-up steps, traces `--steps` more with the TensorFlow profiler and prints the op
   time per step summed over threads, by op type, with the traced function's wall time per step.
 - `--gemm`: times `tf.matmul` alone at the step's shapes, float32 and bfloat16 (GFLOP/s).
+- `--adam`: times one optimizer update of the CPU benchmark model's trainable variables (random
+  gradients, inside a `tf.function`), Keras's Adam and `train.py`'s `FusedAdam`, alternating.
 
     python benchmarks/tf_step_profile.py --profile --candidate ours --mixed_precision
     python benchmarks/tf_step_profile.py --gemm
+    python benchmarks/tf_step_profile.py --adam
 """
 
 import argparse
@@ -32,6 +35,7 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--profile", action="store_true", help="profile a training step")
     parser.add_argument("--gemm", action="store_true", help="time tf.matmul at the step's shapes")
+    parser.add_argument("--adam", action="store_true", help="time Keras's Adam and FusedAdam updates")
     parser.add_argument("--candidate", default="ours", choices=("ours", "keras_hub"))
     parser.add_argument("--mixed_precision", action="store_true", help="mixed_bfloat16")
     parser.add_argument("--jit_compile", action="store_true", help="XLA (default: TF graph + oneDNN)")
@@ -39,8 +43,8 @@ def parse_args(argv=None):
     parser.add_argument("--top", type=int, default=20, help="op types printed (default 20)")
     parser.add_argument("--ops", type=int, default=0, help="also print the N heaviest single ops, by name (default 0)")
     args = parser.parse_args(argv)
-    if not (args.profile or args.gemm):
-        parser.error("give --profile, --gemm or both")
+    if not (args.profile or args.gemm or args.adam):
+        parser.error("give at least one of --profile, --gemm, --adam")
     return args
 
 
@@ -117,10 +121,47 @@ def gemm():
             print(f"{dtype.name:9} [{m},{k}]x[{k},{n}] {seconds * 1e3:7.2f} ms {2 * m * k * n / seconds / 1e9:6.0f} GFLOP/s")
 
 
+def adam(rounds=6, repeats=20):
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    sys.path.insert(0, train_throughput.REPO_ROOT)
+    from models.transformer import Transformer
+    from training.optimizers import FusedAdam
+
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    sizes = dict(item.split("=") for item in SIZES.split(","))
+    model = Transformer(8000, **{key: int(value) for key, value in sizes.items()})
+    model.build()
+    variables = model.trainable_variables
+    rng = np.random.default_rng(0)
+    gradients = [tf.constant(rng.normal(size=v.shape).astype("float32") * 1e-3) for v in variables]
+    print(f"{len(variables)} variables, {sum(int(np.prod(v.shape)) for v in variables):,} parameters")
+    updates = {}
+    for name, optimizer_class in (("keras Adam", keras.optimizers.Adam), ("FusedAdam", FusedAdam)):
+        optimizer = optimizer_class(1e-4, beta_1=0.9, beta_2=0.98, epsilon=1e-9)
+        optimizer.build(variables)
+        updates[name] = tf.function(lambda optimizer=optimizer: optimizer.apply(gradients, variables))
+        updates[name]()
+    milliseconds = collections.defaultdict(list)
+    for index in range(rounds):
+        for name in updates if index % 2 == 0 else list(updates)[::-1]:
+            start = time.perf_counter()
+            for _ in range(repeats):
+                updates[name]()
+            variables[0].numpy()
+            milliseconds[name].append((time.perf_counter() - start) / repeats * 1e3)
+    for name, times in milliseconds.items():
+        print(f"{name:10} ms per update: {' '.join(f'{t:.1f}' for t in times)}  median {np.median(times):.1f}")
+
+
 def main(argv=None):
     args = parse_args(argv)
     if args.gemm:
         gemm()
+    if args.adam:
+        adam()
     if args.profile:
         profile(args)
 
