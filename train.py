@@ -53,6 +53,8 @@ flags.DEFINE_enum("mixed_precision", "none", ["none", "bf16", "fp16"], "Mixed pr
 flags.DEFINE_boolean("jit_compile", None, "Compile the train step with XLA (default: on GPUs, not on CPUs).")
 flags.DEFINE_integer("steps_per_execution", 1, "Train steps run per call into the compiled step; the host reads the "
                      "logs once per call (fewer round-trips on GPUs). Must divide --checkpoint_every.", lower_bound=1)
+flags.DEFINE_boolean("cache_tokenized", False, "Keep the tokenized training pairs in memory after the first pass "
+                     "(later passes skip reading and tokenizing; pairs are shuffled instead of lines).")
 # Checkpoints and evaluation.
 flags.DEFINE_integer("checkpoint_every", 1000, "Steps between checkpoints (also the Keras epoch length).", lower_bound=1)
 flags.DEFINE_integer("keep_checkpoints", 5, "Checkpoints kept (the paper averages the last 5 for base, 20 for big).", lower_bound=1)
@@ -167,6 +169,7 @@ def config_from_flags():
         seed=FLAGS.seed,
         jit_compile=FLAGS.jit_compile,
         steps_per_execution=FLAGS.steps_per_execution,
+        cache_tokenized=FLAGS.cache_tokenized,
     )
     return RunConfig(model_dir=FLAGS.model_dir, model=model, data=data, train=train)
 

@@ -14,6 +14,14 @@ padded with PAD_ID to the same `length` (the bucket length) for all three, so a 
 of a handful of shapes. Batch sizes come from a token budget (the paper's batches held ~25k source
 and ~25k target tokens, Section 5.1): a bucket of length L gets `batch_tokens // L` pairs, so padded
 tokens per batch, source and target alike, never exceed `batch_tokens`.
+
+With `cache_tokenized=True` the tokenized, filtered pairs are kept in memory after the first pass
+(`Dataset.cache()`), and the shuffle moves from the lines to the pairs, after the cache:
+
+    read -> split -> tokenize -> BOS/EOS -> drop over-length -> cache -> (shuffle pairs) -> bucket ...
+
+so later passes neither read nor tokenize: what a pass costs is then the shuffle, bucketing and
+padding (benchmarks/README.md measures both). The cache holds three int32 sequences per pair.
 """
 
 import dataclasses
@@ -203,6 +211,7 @@ def make_dataset(
     shard_index: int = 0,
     plan: BucketPlan | None = None,
     validate: bool = True,
+    cache_tokenized: bool = False,
 ) -> tf.data.Dataset:
     """A dataset of `((source_ids, target_input_ids), target_output_ids)` batches for `model.fit`.
 
@@ -221,6 +230,9 @@ def make_dataset(
             pipeline of several).
         plan: bucket lengths and batch sizes; default `bucket_plan(batch_tokens, max_length)`.
         validate: check the TSV files line by line first (clear errors with file and line).
+        cache_tokenized: keep the tokenized pairs in memory after the first pass and shuffle the
+            pairs instead of the lines (see the module docstring); the over-length count is then
+            printed after the first pass only.
 
     Returns:
         A `tf.data.Dataset` of int32 tensors shaped `[batch, length]`, `length` a bucket length and
@@ -237,11 +249,15 @@ def make_dataset(
     lines = tf.data.TextLineDataset(paths)
     if num_shards > 1:
         lines = lines.shard(num_shards, shard_index)
-    if shuffle:
+    if shuffle and not cache_tokenized:
         lines = lines.shuffle(_SHUFFLE_BUFFER, seed=seed, reshuffle_each_iteration=True)
     pairs = _tokenized_pairs(lines, tokenizer, reverse)
     label = f"{','.join(paths)} shard {shard_index}/{num_shards}"
     pairs = _drop_over_length(pairs, max_length, label)
+    if cache_tokenized:
+        pairs = pairs.cache()
+        if shuffle:
+            pairs = pairs.shuffle(_SHUFFLE_BUFFER, seed=seed, reshuffle_each_iteration=True)
     if repeat:
         pairs = pairs.repeat()
     batches = pairs.bucket_by_sequence_length(

@@ -41,6 +41,7 @@ class TrainConfig:
     seed: int = 1234
     jit_compile: bool | None = None  # None: XLA on GPUs, not on CPUs.
     steps_per_execution: int = 1  # Train steps per compiled call; divides checkpoint_every.
+    cache_tokenized: bool = False  # Tokenized training pairs kept in memory after the first pass.
 
 
 @dataclasses.dataclass(frozen=True)

@@ -200,12 +200,13 @@ def train(config, start_over=False, callbacks=()):
         reverse=reverse,
     )
     replicas = num_replicas(strategy)
+    train_pipeline_options = dict(repeat=True, cache_tokenized=train_options.cache_tokenized, **dataset_options)
     if strategy is not None and replicas > 1:
         train_dataset = strategy.distribute_datasets_from_function(
-            pipeline.make_distributed_dataset_fn(corpus.train, tokenizer, repeat=True, **dataset_options)
+            pipeline.make_distributed_dataset_fn(corpus.train, tokenizer, **train_pipeline_options)
         )
     else:
-        train_dataset = pipeline.make_dataset(corpus.train, tokenizer, repeat=True, **dataset_options)
+        train_dataset = pipeline.make_dataset(corpus.train, tokenizer, **train_pipeline_options)
     dev_dataset = pipeline.make_dataset(
         corpus.dev, tokenizer, shuffle=False, **{**dataset_options, "seed": train_options.seed}
     )

@@ -59,3 +59,19 @@ def test_bad_flags_name_the_flag(tmp_path, capsys, benchmark_script):
         with pytest.raises(SystemExit):
             bench.parse_args(argv)
         assert message in capsys.readouterr().err
+
+
+def test_cached_pipeline_is_timed_after_its_first_pass(deb_en_de, tiny_run, tmp_path, benchmark_script):
+    _, script = benchmark_script("input_pipeline")
+    out = tmp_path / "cached.json"
+    subprocess.run(
+        [sys.executable, script, "--tsv", deb_en_de[0].dev, "--spm", os.path.join(tiny_run[0], "spm.model"),
+         "--batch_tokens", "1024", "--max_length", "64", "--cores", "1", "--warmup_batches", "2", "--batches", "10",
+         "--cache_tokenized", "--json", str(out)],
+        check=True, capture_output=True, text=True,
+    )
+    summary = json.loads(out.read_text())
+    (result,) = summary["results"]
+    assert summary["cache_tokenized"] and result["cache_tokenized"]
+    assert result["first_pass_seconds"] > 0 and result["batches"] == 10
+    assert result["padded_target_tokens_per_second"] > 0

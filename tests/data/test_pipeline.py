@@ -157,3 +157,40 @@ def test_padding_share_on_the_real_corpus(deb_en_de, tmp_path):
           f" bucketed {bucketed_share:.1%}, unbucketed batches of {batch_size} {unbucketed_share:.1%}")
     assert bucketed_share < 0.5 * unbucketed_share
     assert bucketed_share < 0.30
+
+
+def _pair_set(batches):
+    """The pairs of some batches as a sorted list of (source, target_output) tuples without padding."""
+    pairs = []
+    for (source, _), target_output in batches:
+        for s, to in zip(source, target_output):
+            pairs.append((tuple(s[s != PAD_ID]), tuple(to[to != PAD_ID])))
+    return sorted(pairs)
+
+
+def test_cached_tokenized_pairs_are_the_same_pairs_and_are_not_read_again(small_tsv, small_tokenizer, tmp_path):
+    path = str(tmp_path / "pairs.tsv")
+    with open(small_tsv, encoding="utf-8") as source, open(path, "w", encoding="utf-8") as copy:
+        copy.write(source.read())
+    options = dict(batch_tokens=512, max_length=40, seed=5)
+    uncached = _batches(pipeline.make_dataset(path, small_tokenizer, **options))
+    dataset = pipeline.make_dataset(path, small_tokenizer, cache_tokenized=True, **options)
+    first_pass = _batches(dataset)
+    assert _pair_set(first_pass) == _pair_set(uncached)  # same pairs kept (and over-length dropped)
+    # The second pass comes from memory: emptying the file changes nothing.
+    parallel_files.write_tsv(path, [("Hallo", "Hello")])
+    second_pass = _batches(dataset)
+    assert _pair_set(second_pass) == _pair_set(first_pass)
+    # ...reshuffled: the pairs arrive in another order.
+    order = lambda batches: [tuple(s[s != PAD_ID]) for (source, _), _ in batches for s in source]  # noqa: E731
+    assert order(second_pass) != order(first_pass)
+    # Without the cache the same dataset reads the file again.
+    assert len(_pair_set(_batches(pipeline.make_dataset(path, small_tokenizer, validate=False, **options)))) == 1
+
+
+def test_cached_pipeline_same_seed_same_batches(small_tsv, small_tokenizer):
+    make = lambda seed: _batches(pipeline.make_dataset(  # noqa: E731
+        small_tsv, small_tokenizer, batch_tokens=512, max_length=96, seed=seed, cache_tokenized=True))
+    first, again, other = make(7), make(7), make(8)
+    assert [b[1].tolist() for b in first] == [b[1].tolist() for b in again]
+    assert [b[1].tolist() for b in first] != [b[1].tolist() for b in other]
