@@ -76,6 +76,8 @@ def main(argv=None):
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("--group", action="store_true", help="group fusions by name without the .N suffix.")
     args = parser.parse_args(argv)
+    if args.steps < 1 or args.top < 1:
+        parser.error(f"--steps and --top must be >= 1, got {args.steps} and {args.top}")
     path = newest_trace(args.path)
     print(f"trace: {path}")
     summarise(load_events(path), args.steps, args.top, args.group)

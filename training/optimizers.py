@@ -2,7 +2,7 @@
 
 `keras.optimizers.Adam.update_step` is written in `keras.ops`: under TensorFlow every variable's
 update is ~20 graph ops (casts, the two bias-correction powers, the moment updates, the square root
-and division of the step, three assignments), ~60 variables for the 3+3-layer CPU benchmark model,
+and division of the step, three assignments), 109 variables for the 3+3-layer CPU benchmark model,
 ~45 ms of op time in a ~400 ms CPU step (benchmarks/README.md). `FusedAdam` runs the same update as
 one `ResourceApplyAdam` per variable, whose kernel computes, as Keras's Adam does,
 
