@@ -79,6 +79,17 @@ def batch_counts(batch):
     )
 
 
+def _checked(iterator, args):
+    """The iterator, ending the worker with a clear message if the pipeline yields nothing at all."""
+    try:
+        first = next(iterator)
+    except StopIteration:
+        raise SystemExit(f"{args.tsv}: the pipeline yields no batch (is every pair longer than "
+                         f"--max_length={args.max_length}?)") from None
+    yield first
+    yield from iterator
+
+
 def run_worker(args, cores):
     """Times `args.batches` batches on the first `cores` cores; returns a result dict."""
     os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:cores])
@@ -102,7 +113,7 @@ def run_worker(args, cores):
     )
     options = tf.data.Options()
     options.threading.private_threadpool_size = cores
-    iterator = iter(dataset.with_options(options))
+    iterator = _checked(iter(dataset.with_options(options)), args)
     first_pass_seconds = None
     if args.cache_tokenized:
         # A pass yields at most one pair per line: once that many pairs came, the cache is full.

@@ -7,8 +7,8 @@ an unfetched step would make the clock stop early). The first `--warmup` steps (
 included) run in a separate `fit` call and are not timed. Candidates:
 
 - `ours`: `models.transformer.Transformer` + `LabelSmoothedCrossEntropy` + `train.py`'s optimizer,
-  `training.optimizers.transformer_optimizer` (the paper's Adam; under TensorFlow through the fused
-  `ResourceApplyAdam` kernel, elsewhere Keras's Adam);
+  `transformer_optimizer(..., optimizer_class=training.optimizers.FusedAdam)` (the paper's Adam;
+  under TensorFlow through the fused `ResourceApplyAdam` kernel, elsewhere Keras's Adam);
 - `keras_hub`: the keras-io translation example's parts at the same sizes:
   `keras_hub.layers.TokenAndPositionEmbedding` + `TransformerEncoder` / `TransformerDecoder` +
   `Dense` to the vocabulary, `SparseCategoricalCrossentropy(from_logits=True)`, Keras's Adam
@@ -138,13 +138,16 @@ def build_ours(args, sizes):
     from models.losses import LabelSmoothedCrossEntropy
     from models.transformer import Transformer
 
+    from models.learning_rate_schedule import transformer_optimizer
+
     try:  # train.py's optimizer: Adam through TensorFlow's fused kernel (Keras's Adam elsewhere).
-        from training.optimizers import transformer_optimizer
+        from training.optimizers import FusedAdam
     except ImportError:  # a --variant snapshot from before training/optimizers.py
-        from models.learning_rate_schedule import transformer_optimizer
+        FusedAdam = None
 
     model = Transformer(vocabulary_size=args.vocab, **sizes)
-    return model, LabelSmoothedCrossEntropy(), transformer_optimizer(sizes["hidden_dim"])
+    optimizer = transformer_optimizer(sizes["hidden_dim"], optimizer_class=FusedAdam)
+    return model, LabelSmoothedCrossEntropy(), optimizer
 
 
 def build_keras_hub(args, sizes):

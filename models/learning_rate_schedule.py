@@ -44,14 +44,13 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
         return {"hidden_dim": self.hidden_dim, "warmup_steps": self.warmup_steps, "scale": self.scale}
 
 
-ADAM_OPTIONS = dict(beta_1=0.9, beta_2=0.98, epsilon=1e-9)  # Section 5.3.
-
-
-def transformer_optimizer(hidden_dim=512, warmup_steps=4000, scale=1.0, **adam_kwargs):
+def transformer_optimizer(hidden_dim=512, warmup_steps=4000, scale=1.0, optimizer_class=None, **adam_kwargs):
     """Adam(0.9, 0.98, 1e-9) on the warm-up schedule (section 5.3).
 
-    `train.py` uses `training.optimizers.transformer_optimizer`, the same update through
-    TensorFlow's fused Adam kernel.
+    `optimizer_class` defaults to `keras.optimizers.Adam`; `train.py` passes
+    `training.optimizers.FusedAdam`, the same update through TensorFlow's fused Adam kernel.
     """
-    options = dict(ADAM_OPTIONS, **adam_kwargs)
-    return keras.optimizers.Adam(learning_rate=TransformerSchedule(hidden_dim, warmup_steps, scale), **options)
+    options = dict(beta_1=0.9, beta_2=0.98, epsilon=1e-9)
+    options.update(adam_kwargs)
+    optimizer_class = optimizer_class or keras.optimizers.Adam
+    return optimizer_class(learning_rate=TransformerSchedule(hidden_dim, warmup_steps, scale), **options)

@@ -7,9 +7,9 @@ Vaswani et al. (2017), sections 3.2.1 and 3.2.2:
 
 with h = `num_heads` heads of d_k = d_v = d_model / h (`hidden_dim / num_heads`). The key and value
 projections are one fused weight (`key_value`, d_model -> 2 d_model): one matmul under TensorFlow,
-two over its contiguous halves in training passes under JAX (`_key_and_value_heads`). The attention itself, always
-with its logits and softmax in float32: under JAX in training and full passes
-`keras.ops.dot_product_attention` (XLA's fused softmax); otherwise (TensorFlow, decoding with a
+two over its contiguous halves in training and full passes on other backends
+(`_key_and_value_heads`). The attention itself, always with its logits and softmax in float32:
+under JAX in training and full passes `keras.ops.dot_product_attention` (XLA's fused softmax); otherwise (TensorFlow, decoding with a
 cache, returned weights, attention dropout) two batched matmuls over head-major `[batch, heads,
 length, head_dim]` keys and values (`_attend`), which TensorFlow runs faster than the einsums of its
 `dot_product_attention`.
@@ -247,9 +247,11 @@ class MultiHeadAttention(keras.layers.Layer):
                 cache = self._write_cache(cache, query, cache_index)
             attended, scores = self._attend(queries, *cache, mask, scale, training)
         else:
-            # Training and full passes: unstack [batch, length, 2, heads, head_dim], whose gradient
-            # is one stack; strided slices cost TensorFlow a zero-filled StridedSliceGrad per slice
-            # (a fifth of a CPU training step, benchmarks/README.md).
+            # Training and full passes. TensorFlow (and LoRA or quantized projections): one matmul,
+            # its output [batch, length, 2, heads, head_dim] unstacked, whose gradient is one stack
+            # (strided slices cost TensorFlow a zero-filled StridedSliceGrad per slice, a fifth of
+            # a CPU training step). Other backends: a matmul per half of the kernel, no copy of the
+            # output under XLA (benchmarks/README.md, changes 5 and 14).
             source = query if key_value is None else key_value
             dense = self.key_value_dense
             if keras.backend.backend() == "tensorflow" or dense.lora_enabled or dense.quantization_mode:

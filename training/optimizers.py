@@ -22,8 +22,6 @@ compile config: load it with `compile=False`, as `evaluate.py` and `export/` do,
 
 import keras
 
-from models.learning_rate_schedule import ADAM_OPTIONS, TransformerSchedule
-
 
 @keras.saving.register_keras_serializable(package="transformer")
 class FusedAdam(keras.optimizers.Adam):
@@ -56,9 +54,3 @@ class FusedAdam(keras.optimizers.Adam):
             grad=tf.cast(gradient, dtype),
             use_locking=False,
         )
-
-
-def transformer_optimizer(hidden_dim=512, warmup_steps=4000, scale=1.0, **adam_kwargs):
-    """`FusedAdam(0.9, 0.98, 1e-9)` on the warm-up schedule (section 5.3): what `train.py` uses."""
-    options = dict(ADAM_OPTIONS, **adam_kwargs)
-    return FusedAdam(learning_rate=TransformerSchedule(hidden_dim, warmup_steps, scale), **options)

@@ -24,7 +24,7 @@ from data import pipeline, prepare
 from data.special_ids import BOS_ID
 from data.tokenizer import Tokenizer, train_sentencepiece
 from evaluation.translator import Translator
-from training.optimizers import transformer_optimizer
+from models.learning_rate_schedule import transformer_optimizer
 from models.metrics import MaskedAccuracy, TargetTokenCount
 from models.transformer import Transformer
 from training import callbacks as training_callbacks
@@ -32,6 +32,7 @@ from training import checkpoints
 from training import config as run_config
 from training.distribution import is_chief, make_strategy, num_replicas, patch_multi_worker_metric_reduction, worker_info
 from training.losses import GlobalTokenLabelSmoothedCrossEntropy
+from training.optimizers import FusedAdam
 
 POLICIES = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
 MODEL_FILE = "model.keras"
@@ -95,7 +96,9 @@ def build_model(model_config, vocabulary_size, train):
     """A compiled Transformer with the paper's optimizer and the global-token loss."""
     model = Transformer(vocabulary_size, **model_config)
     model.build()
-    optimizer = transformer_optimizer(model_config["hidden_dim"], train.warmup_steps, train.learning_rate_scale)
+    optimizer = transformer_optimizer(
+        model_config["hidden_dim"], train.warmup_steps, train.learning_rate_scale, optimizer_class=FusedAdam
+    )
     if train.mixed_precision == "fp16":
         optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
     model.compile(

@@ -173,7 +173,8 @@ def test_cached_tokenized_pairs_are_the_same_pairs_and_are_not_read_again(small_
     with open(small_tsv, encoding="utf-8") as source, open(path, "w", encoding="utf-8") as copy:
         copy.write(source.read())
     options = dict(batch_tokens=512, max_length=40, seed=5)
-    uncached = _batches(pipeline.make_dataset(path, small_tokenizer, **options))
+    uncached_dataset = pipeline.make_dataset(path, small_tokenizer, **options)
+    uncached = _batches(uncached_dataset)
     dataset = pipeline.make_dataset(path, small_tokenizer, cache_tokenized=True, **options)
     first_pass = _batches(dataset)
     assert _pair_set(first_pass) == _pair_set(uncached)  # same pairs kept (and over-length dropped)
@@ -185,7 +186,30 @@ def test_cached_tokenized_pairs_are_the_same_pairs_and_are_not_read_again(small_
     order = lambda batches: [tuple(s[s != PAD_ID]) for (source, _), _ in batches for s in source]  # noqa: E731
     assert order(second_pass) != order(first_pass)
     # Without the cache the same dataset reads the file again.
-    assert len(_pair_set(_batches(pipeline.make_dataset(path, small_tokenizer, validate=False, **options)))) == 1
+    assert len(_pair_set(_batches(uncached_dataset))) == 1
+
+
+def test_cached_pairs_survive_into_later_passes_of_a_repeated_dataset(small_tsv, small_tokenizer, tmp_path):
+    """As train.py reads it: one repeated iterator; the file changes after the first pass."""
+    path = str(tmp_path / "pairs.tsv")
+    pairs = list(parallel_files.read_tsv(small_tsv))
+    parallel_files.write_tsv(path, pairs)
+    options = dict(batch_tokens=512, max_length=40, seed=5)
+    one_pass = _pair_set(_batches(pipeline.make_dataset(path, small_tokenizer, **options)))
+    iterator = iter(pipeline.make_dataset(path, small_tokenizer, repeat=True, cache_tokenized=True, **options))
+    batches = []
+    while sum(b[0][0].shape[0] for b in batches) < len(one_pass):  # the first pass, and a little more
+        batches.append(next(iterator))
+    parallel_files.write_tsv(path, [(target, source) for source, target in pairs])  # other pairs, same size
+    later = []
+    # Twelve more passes' worth: the pipeline reads ahead of its consumer (the shuffle of 128 batches
+    # holds several passes of this small corpus), so an uncached pipeline shows the swapped pairs
+    # only after the passes it had already read.
+    while sum(b[0][0].shape[0] for b in later) < 12 * len(one_pass):
+        later.append(next(iterator))
+    later_pairs = set(_pair_set(_batches(later)))
+    assert later_pairs <= set(one_pass)  # nothing read from the new file
+    assert len(later_pairs) > len(set(one_pass)) // 2  # (not all: a rare bucket fills only every few passes)
 
 
 def test_cached_pipeline_same_seed_same_batches(small_tsv, small_tokenizer):

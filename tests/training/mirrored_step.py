@@ -17,11 +17,11 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from data.special_ids import BOS_ID, PAD_ID  # noqa: E402
+from models.learning_rate_schedule import transformer_optimizer  # noqa: E402
 from models.losses import LabelSmoothedCrossEntropy  # noqa: E402
 from models.transformer import Transformer  # noqa: E402
-from models.learning_rate_schedule import transformer_optimizer as keras_adam_optimizer  # noqa: E402
 from training.losses import GlobalTokenLabelSmoothedCrossEntropy  # noqa: E402
-from training.optimizers import transformer_optimizer as fused_adam_optimizer  # noqa: E402
+from training.optimizers import FusedAdam  # noqa: E402
 
 SMALL = dict(num_layers=1, hidden_dim=16, num_heads=2, intermediate_dim=32, dropout=0.0)
 
@@ -80,7 +80,7 @@ def main():
     models = []
     options = dict(hidden_dim=SMALL["hidden_dim"], warmup_steps=2)
     with mirrored.scope():
-        keras_adam, fused_adam = keras_adam_optimizer(**options), fused_adam_optimizer(**options)
+        keras_adam, fused_adam = transformer_optimizer(**options), transformer_optimizer(**options, optimizer_class=FusedAdam)
     _, weights_keras = one_step(mirrored, GlobalTokenLabelSmoothedCrossEntropy(), initial, keras_adam)
     _, weights_fused = one_step(mirrored, GlobalTokenLabelSmoothedCrossEntropy(), initial, fused_adam, models)
     results["adam"] = {
