@@ -69,13 +69,18 @@ def op_time_by_type(xspace_path, steps):
     return by_type, by_name, functions
 
 
+def cpu_benchmark_args():
+    """`train_throughput.py`'s arguments at the CPU benchmark's sizes."""
+    return train_throughput.parse_args(
+        ["--backend", "tensorflow", "--sizes", SIZES, "--vocab", "8000", "--batch", "64", "--length", "32"]
+    )
+
+
 def profile(args):
     import keras
     import tensorflow as tf
 
-    bench_args = train_throughput.parse_args(
-        ["--backend", "tensorflow", "--sizes", SIZES, "--vocab", "8000", "--batch", "64", "--length", "32"]
-    )
+    bench_args = cpu_benchmark_args()
     if args.mixed_precision:
         keras.mixed_precision.set_global_policy("mixed_bfloat16")
     keras.utils.set_random_seed(0)
@@ -126,14 +131,14 @@ def adam(rounds=6, repeats=20):
     import numpy as np
     import tensorflow as tf
 
-    sys.path.insert(0, train_throughput.REPO_ROOT)
+    bench_args = cpu_benchmark_args()
+    sizes = train_throughput.model_sizes(bench_args)  # also puts the repository on the path
     from models.transformer import Transformer
     from training.optimizers import FusedAdam
 
     policy = keras.mixed_precision.global_policy()
     keras.mixed_precision.set_global_policy("mixed_bfloat16")
-    sizes = dict(item.split("=") for item in SIZES.split(","))
-    model = Transformer(8000, **{key: int(value) for key, value in sizes.items()})
+    model = Transformer(bench_args.vocab, **sizes)
     model.build()
     variables = model.trainable_variables
     rng = np.random.default_rng(0)

@@ -135,10 +135,9 @@ def peak_host_rss_bytes():
 
 
 def build_ours(args, sizes):
+    from models.learning_rate_schedule import transformer_optimizer
     from models.losses import LabelSmoothedCrossEntropy
     from models.transformer import Transformer
-
-    from models.learning_rate_schedule import transformer_optimizer
 
     try:  # train.py's optimizer: Adam through TensorFlow's fused kernel (Keras's Adam elsewhere).
         from training.optimizers import FusedAdam

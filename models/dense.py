@@ -29,13 +29,23 @@ class Dense(keras.layers.Dense):
         outputs = _add_bias(ops.matmul(inputs, self.kernel), self.bias.value)
         return outputs if self.activation is None else self.activation(outputs)
 
+    @property
+    def plain(self):
+        """Whether the layer is `inputs @ kernel + bias` on its own weights (no LoRA, not quantized)."""
+        return not self.lora_enabled and not self.quantization_mode
+
+    def project_columns(self, inputs, start, stop):
+        """Outputs `start:stop` of the layer (no activation): a matmul over those kernel columns only.
+
+        Only for `plain` layers, called inside a layer's `call` (where the kernel reads autocast).
+        """
+        outputs = ops.matmul(inputs, ops.cast(self.kernel[:, start:stop], self.compute_dtype))
+        if self.bias is not None:
+            outputs = outputs + ops.cast(self.bias[start:stop], self.compute_dtype)
+        return outputs
+
     def _sums_bias_gradient_by_matmul(self):
-        return (
-            keras.backend.backend() == "tensorflow"
-            and self.bias is not None
-            and not self.lora_enabled
-            and not self.quantization_mode
-        )
+        return keras.backend.backend() == "tensorflow" and self.bias is not None and self.plain
 
 
 def _add_bias(outputs, bias):

@@ -9,10 +9,10 @@ with h = `num_heads` heads of d_k = d_v = d_model / h (`hidden_dim / num_heads`)
 projections are one fused weight (`key_value`, d_model -> 2 d_model): one matmul under TensorFlow,
 two over its contiguous halves in training and full passes on other backends
 (`_key_and_value_heads`). The attention itself, always with its logits and softmax in float32:
-under JAX in training and full passes `keras.ops.dot_product_attention` (XLA's fused softmax); otherwise (TensorFlow, decoding with a
-cache, returned weights, attention dropout) two batched matmuls over head-major `[batch, heads,
-length, head_dim]` keys and values (`_attend`), which TensorFlow runs faster than the einsums of its
-`dot_product_attention`.
+under JAX in training and full passes `keras.ops.dot_product_attention` (XLA's fused softmax);
+otherwise (TensorFlow, decoding with a cache, returned weights, attention dropout) two batched
+matmuls over head-major `[batch, heads, length, head_dim]` keys and values (`_attend`), which
+TensorFlow runs faster than the einsums of its `dot_product_attention`.
 
 Caches. A cache is a pair `(keys, values)`, each `[batch, num_heads, cache_length, head_dim]`:
 head-major, so that a decoding step's attention is two batched matmuls over the buffers as they lie
@@ -146,17 +146,14 @@ class MultiHeadAttention(keras.layers.Layer):
         H100 step); slicing the `[hidden, 2 * hidden]` kernel instead costs next to nothing.
         """
         self._check_rank3(key_value, "key_value")
-        dense = self.key_value_dense
-        kernel = ops.cast(dense.kernel, self.compute_dtype)  # already autocast inside `call`
-        bias = ops.cast(dense.bias, self.compute_dtype) if dense.use_bias else None
         batch, length = ops.shape(key_value)[0], ops.shape(key_value)[1]
-        heads = []
-        for start in (0, self.hidden_dim):
-            projected = ops.matmul(key_value, kernel[:, start : start + self.hidden_dim])
-            if bias is not None:
-                projected = projected + bias[start : start + self.hidden_dim]
-            heads.append(ops.reshape(projected, (batch, length, self.num_heads, self.head_dim)))
-        return tuple(heads)
+        return tuple(
+            ops.reshape(
+                self.key_value_dense.project_columns(key_value, start, start + self.hidden_dim),
+                (batch, length, self.num_heads, self.head_dim),
+            )
+            for start in (0, self.hidden_dim)
+        )
 
     def _check_cache(self, cache):
         """The cache as a `(keys, values)` tuple, or ValueError naming what is wrong with it."""
@@ -253,8 +250,7 @@ class MultiHeadAttention(keras.layers.Layer):
             # a CPU training step). Other backends: a matmul per half of the kernel, no copy of the
             # output under XLA (benchmarks/README.md, changes 5 and 14).
             source = query if key_value is None else key_value
-            dense = self.key_value_dense
-            if keras.backend.backend() == "tensorflow" or dense.lora_enabled or dense.quantization_mode:
+            if keras.backend.backend() == "tensorflow" or not self.key_value_dense.plain:
                 keys, values = ops.unstack(self._key_value_heads(source), 2, axis=2)
             else:
                 keys, values = self._key_and_value_heads(source)
