@@ -11,8 +11,10 @@ the gradient by hand, in float32:
     dL/dbeta = sum over positions of g,   dL/dgamma = sum over positions of g * x_hat
     dL/dx = r * (g' - mean(g') - x_hat * mean(g' * x_hat)),   g' = g * gamma
 
-(means over the normalised axis), about 20 ops per layer norm and step (benchmarks/README.md has
-the measurements). Other backends, and other axes or options, use Keras's layer norm: under XLA
+(means over the normalised axis). The sums over positions are `ones[1, positions] @ rows` and the
+means of g' and g' * x_hat are `rows @ (gamma / width)` and `(g * x_hat) @ (gamma / width)`: small
+float32 matmuls in place of reduction kernels, and g' * x_hat is never formed (benchmarks/README.md
+has the measurements). Other backends, and other axes or options, use Keras's layer norm: under XLA
 the ops fuse whatever their number. Weights, arguments and config are Keras's.
 """
 
@@ -52,16 +54,22 @@ def _normalize(inputs, gamma, beta, epsilon):
 
         def gradient(*args, upstream=None):
             upstream = ops.cast(args[0] if upstream is None else upstream, "float32")
-            position_axes = tuple(range(len(upstream.shape) - 1))
-            gamma_gradient = ops.sum(upstream * normalized, axis=position_axes)
-            beta_gradient = ops.sum(upstream, axis=position_axes)
-            scaled = upstream * gamma
-            inputs_gradient = reciprocal_std * (
-                scaled
-                - ops.mean(scaled, axis=-1, keepdims=True)
-                - normalized * ops.mean(scaled * normalized, axis=-1, keepdims=True)
+            width = upstream.shape[-1]
+            rows = ops.reshape(upstream, (-1, width))  # [positions, width]
+            normalized_rows = ops.reshape(normalized, (-1, width))
+            upstream_normalized = rows * normalized_rows
+            # Sums over positions and means over the width as matmuls: one GEMM call each instead of a
+            # reduction kernel, and g' = upstream * gamma enters the means through gamma alone.
+            ones = ops.ones((1, ops.shape(rows)[0]), dtype="float32")
+            gamma_gradient = ops.matmul(ones, upstream_normalized)[0]
+            beta_gradient = ops.matmul(ones, rows)[0]
+            gamma_over_width = ops.reshape(gamma, (width, 1)) / width
+            mean_scaled = ops.matmul(rows, gamma_over_width)  # mean(g'), [positions, 1]
+            mean_scaled_normalized = ops.matmul(upstream_normalized, gamma_over_width)  # mean(g' * x_hat)
+            inputs_gradient = ops.reshape(reciprocal_std, (-1, 1)) * (
+                rows * gamma - mean_scaled - normalized_rows * mean_scaled_normalized
             )
-            return ops.cast(inputs_gradient, inputs.dtype), gamma_gradient, beta_gradient
+            return ops.cast(ops.reshape(inputs_gradient, ops.shape(upstream)), inputs.dtype), gamma_gradient, beta_gradient
 
         return normalized * gamma + beta, gradient
 
