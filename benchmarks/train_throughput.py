@@ -491,7 +491,10 @@ def main(argv=None):
             json.dump(dict(command=" ".join([os.path.relpath(__file__, REPO_ROOT), *argv]), sizes=sizes,
                            vocab=args.vocab, batch=args.batch, length=args.length,
                            source_length=args.source_length, mixed_precision=args.mixed_precision,
-                           host=platform.node(), results=rounds[0] if args.rounds == 1 else rounds,
+                           host=platform.node(),
+                           # Runtime settings that change the candidates' speed (XLA auto-clustering).
+                           environment={k: os.environ[k] for k in ("TF_XLA_FLAGS", "XLA_FLAGS") if k in os.environ},
+                           results=rounds[0] if args.rounds == 1 else rounds,
                            ratio_summary=summary), f, indent=2)
 
 
