@@ -29,6 +29,18 @@ def test_output_and_gradients_match_keras_layer_norm(kwargs):
         assert np.abs(got - expected).max() < 1e-4 * max(1.0, np.abs(expected).max())
 
 
+@pytest.mark.parametrize("shape", [(12, 16), (2, 3, 2, 16)])
+def test_gradients_match_keras_layer_norm_at_other_ranks(shape):
+    """The written gradient folds all leading axes into rows and back (rank 3 is tested above)."""
+    rng = np.random.default_rng(3)
+    inputs = (rng.normal(size=shape) * 3 + 2).astype("float32")
+    upstream = rng.normal(size=shape).astype("float32")
+    ours, reference = _pair()
+    for got, expected in zip(values_and_gradients(ours, inputs, upstream), values_and_gradients(reference, inputs, upstream)):
+        assert got.shape == expected.shape
+        assert np.abs(got - expected).max() < 1e-4 * max(1.0, np.abs(expected).max())
+
+
 def test_bfloat16_inputs_give_bfloat16_outputs_and_float32_weight_gradients():
     rng = np.random.default_rng(2)
     inputs = keras.ops.cast(rng.normal(size=(2, 6, 16)) * 3, "bfloat16")
