@@ -55,10 +55,19 @@ def _add_bias(outputs, bias):
     def add(outputs, bias):
         def gradient(*args, upstream=None):
             upstream = args[0] if upstream is None else upstream
-            rows = ops.reshape(upstream, (-1, upstream.shape[-1]))
-            ones = ops.ones((1, ops.shape(rows)[0]), dtype=rows.dtype)
-            return upstream, ops.reshape(ops.matmul(ones, rows), (-1,))
+            return upstream, sum_over_rows(ops.reshape(upstream, (-1, upstream.shape[-1])))
 
         return outputs + bias, gradient
 
     return add(outputs, bias)
+
+
+def sum_over_rows(rows):
+    """The column sums of a `[rows, columns]` tensor as `ones[1, rows] @ rows`.
+
+    A GEMM accumulates in float32 and rounds once (TensorFlow's `BiasAddGrad` sums bfloat16 in
+    bfloat16), and on CPUs it is one fast kernel where TensorFlow's column reduction is slower
+    (benchmarks/README.md, changes 13 and 16). Used for bias and layer-norm weight gradients.
+    """
+    ones = ops.ones((1, ops.shape(rows)[0]), dtype=rows.dtype)
+    return ops.matmul(ones, rows)[0]

@@ -21,6 +21,8 @@ the ops fuse whatever their number. Weights, arguments and config are Keras's.
 import keras
 from keras import ops
 
+from models.dense import sum_over_rows
+
 
 @keras.saving.register_keras_serializable(package="transformer")
 class LayerNormalization(keras.layers.LayerNormalization):
@@ -60,9 +62,8 @@ def _normalize(inputs, gamma, beta, epsilon):
             upstream_normalized = rows * normalized_rows
             # Sums over positions and means over the width as matmuls: one GEMM call each instead of a
             # reduction kernel, and g' = upstream * gamma enters the means through gamma alone.
-            ones = ops.ones((1, ops.shape(rows)[0]), dtype="float32")
-            gamma_gradient = ops.matmul(ones, upstream_normalized)[0]
-            beta_gradient = ops.matmul(ones, rows)[0]
+            gamma_gradient = sum_over_rows(upstream_normalized)
+            beta_gradient = sum_over_rows(rows)
             gamma_over_width = ops.reshape(gamma, (width, 1)) / width
             mean_scaled = ops.matmul(rows, gamma_over_width)  # mean(g'), [positions, 1]
             mean_scaled_normalized = ops.matmul(upstream_normalized, gamma_over_width)  # mean(g' * x_hat)
