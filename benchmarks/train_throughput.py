@@ -18,7 +18,9 @@ included) run in a separate `fit` call and are not timed. Candidates:
   with `--mixed_precision`, CUDA only.
 
 Every candidate runs in its own subprocess, so that peak memory is its own and JAX and PyTorch do
-not share the GPU's allocator. Peak memory: JAX `memory_stats()["peak_bytes_in_use"]`, PyTorch
+not share the GPU's allocator. `--interleave N` is the exception, for a shared machine whose speed
+moves from minute to minute: ours and keras_hub are built in one process and timed in N alternating
+bursts of `--steps` steps, and the ratio reported is the median of the N adjacent-burst ratios. Peak memory: JAX `memory_stats()["peak_bytes_in_use"]`, PyTorch
 `torch.cuda.max_memory_allocated()` (both over the whole process, warm-up and compilation
 included); on a CPU, the process's peak resident set size.
 
@@ -28,6 +30,11 @@ Examples (see benchmarks/README.md for the recorded results):
     python benchmarks/train_throughput.py --backend tensorflow \
         --sizes num_layers=3,hidden_dim=256,intermediate_dim=1024,num_heads=4 \
         --vocab 8000 --batch 64 --length 32 --steps 6 --warmup 2 --anchor keras_hub --rounds 2
+
+    # The same, interleaved: 40 alternating bursts of 5 steps in one process.
+    python benchmarks/train_throughput.py --backend tensorflow \
+        --sizes num_layers=3,hidden_dim=256,intermediate_dim=1024,num_heads=4 --vocab 8000 \
+        --batch 64 --length 32 --mixed_precision --no_jit_compile --steps 5 --warmup 3 --interleave 40
 
     # GPU, JAX backend, bf16: the base preset against keras-hub and PyTorch.
     python benchmarks/train_throughput.py --backend jax --preset base --vocab 37000 \
@@ -77,6 +84,12 @@ def parse_args(argv=None):
     parser.add_argument("--rounds", type=int, default=1,
                         help="run the candidate list this many times, alternating its order, and report "
                         "the median of the per-round ratios (for noisy machines). Default 1.")
+    parser.add_argument("--interleave", type=int, default=0, metavar="N",
+                        help="time ours and keras_hub in one process instead, in N bursts of --steps steps "
+                        "each, alternating between them, and report the median of the N per-burst ratios: "
+                        "adjacent bursts share the machine's state, which on a shared machine moves more "
+                        "between processes than the two candidates differ. With --rounds, one process per "
+                        "round. Keras candidates only (no --variant, no torch).")
     parser.add_argument("--json", default=None, help="write all results to this JSON file.")
     parser.add_argument("--profile_dir", default=None,
                         help="JAX only: after timing, trace 3 more steps of each Keras candidate into "
@@ -91,6 +104,11 @@ def parse_args(argv=None):
     if unknown:
         parser.error(f"--anchor: unknown {unknown}; expected a comma-separated subset of {list(ANCHORS)}")
     args.anchors = [name for name in anchors if name != "none"]
+    if args.interleave < 0:
+        parser.error(f"--interleave: expected a number of bursts >= 0, received {args.interleave}")
+    if args.interleave and (args.variant or args.no_ours or args.anchors != ["keras_hub"]):
+        parser.error("--interleave times ours against keras_hub only: drop --variant / --no_ours and use "
+                     f"--anchor keras_hub (received --anchor {args.anchor!r}, {len(args.variant)} --variant)")
     return args
 
 
@@ -207,48 +225,80 @@ def keras_dataset(args, batches):
     return generator()
 
 
-def run_keras_worker(args, name):
+def prepare_keras_worker(args):
+    """Process-wide setup of a Keras worker: `models/` on the path, precision policy, seed."""
     if args.models_dir:
         sys.path.insert(0, os.path.abspath(args.models_dir))
     if REPO_ROOT not in sys.path:
         sys.path.append(REPO_ROOT)
     import keras
-    import numpy as np
 
     if args.mixed_precision:
         keras.mixed_precision.set_global_policy("mixed_bfloat16")
     keras.utils.set_random_seed(0)
-    sizes = model_sizes(args)
-    builder = build_keras_hub if name == "keras_hub" else build_ours  # ours, ours[variant]
-    model, loss, optimizer = builder(args, sizes)
+
+
+def compiled_keras_candidate(args, name):
+    """The candidate's model, compiled as `train.py` compiles (ours, ours[variant], keras_hub)."""
+    builder = build_keras_hub if name == "keras_hub" else build_ours
+    model, loss, optimizer = builder(args, model_sizes(args))
     model.compile(
         optimizer=optimizer,
         loss=loss,
         jit_compile=not args.no_jit_compile,
         steps_per_execution=args.steps_per_execution,
     )
-    dataset = keras_dataset(args, synthetic_batches(args))
+    return model
 
-    class StepClock(keras.callbacks.Callback):
-        """Fetches each step's loss (a device-to-host copy: the step has finished) and stamps it."""
 
-        def __init__(self):
-            super().__init__()
-            self.times, self.losses = [], []
+class KerasStepTimer:
+    """Runs `model.fit` for a number of steps and returns the seconds per step.
 
-        def on_train_batch_end(self, batch, logs=None):
-            self.losses.append(float(np.asarray(logs["loss"])))
-            self.times.append(time.perf_counter())
+    Each step's loss is fetched in a callback (a device-to-host copy: the step has finished) and
+    stamped; the timed figure is the mean interval between consecutive stamps, so one extra step
+    runs first and whole loop iterations, host overhead included, are counted.
+    """
 
-    clock = StepClock()
-    spe = args.steps_per_execution
-    start = time.perf_counter()
-    model.fit(dataset, steps_per_epoch=max(args.warmup, 1) * spe, epochs=1, verbose=0, callbacks=[clock])
-    warmup_s = time.perf_counter() - start
-    clock.times, clock.losses = [], []
-    model.fit(dataset, steps_per_epoch=(args.steps + 1) * spe, epochs=1, verbose=0, callbacks=[clock])
-    # Intervals between consecutive fetched steps: whole loop iterations, host overhead included.
-    intervals = np.diff(clock.times) / spe
+    def __init__(self, args, model, dataset):
+        import keras
+
+        self.model, self.dataset, self.spe = model, dataset, args.steps_per_execution
+        self.times, self.losses = [], []
+        timer = self
+
+        class StepClock(keras.callbacks.Callback):
+            def on_train_batch_end(self, batch, logs=None):
+                import numpy as np
+
+                timer.losses.append(float(np.asarray(logs["loss"])))
+                timer.times.append(time.perf_counter())
+
+        self.callback = StepClock()
+
+    def fit(self, steps):
+        """Runs `steps` untimed steps (compilation on the first call); returns the wall seconds."""
+        start = time.perf_counter()
+        self.model.fit(self.dataset, steps_per_epoch=steps * self.spe, epochs=1, verbose=0, callbacks=[self.callback])
+        return time.perf_counter() - start
+
+    def time_steps(self, steps):
+        """Seconds per step over `steps` timed steps, as (mean, median)."""
+        import numpy as np
+
+        self.times, self.losses = [], []
+        self.fit(steps + 1)
+        intervals = np.diff(self.times) / self.spe
+        return float(np.mean(intervals)), float(np.median(intervals))
+
+
+def run_keras_worker(args, name):
+    prepare_keras_worker(args)
+    import keras
+
+    model = compiled_keras_candidate(args, name)
+    timer = KerasStepTimer(args, model, keras_dataset(args, synthetic_batches(args)))
+    warmup_s = timer.fit(max(args.warmup, 1))
+    step_mean, step_median = timer.time_steps(args.steps)
     import models
 
     result = dict(
@@ -258,17 +308,53 @@ def run_keras_worker(args, name):
         jit_compile=not args.no_jit_compile,
         parameters=int(model.count_params()),
         warmup_seconds=warmup_s,
-        step_seconds_mean=float(np.mean(intervals)),
-        step_seconds_median=float(np.median(intervals)),
-        final_loss=clock.losses[-1],
+        step_seconds_mean=step_mean,
+        step_seconds_median=step_median,
+        final_loss=timer.losses[-1],
     )
     result.update(keras_peak_memory())
     if args.profile_dir and keras.backend.backend() == "jax":
         import jax
 
         with jax.profiler.trace(os.path.join(args.profile_dir, name.replace("[", "_").rstrip("]")), create_perfetto_trace=True):
-            model.fit(dataset, steps_per_epoch=3 * spe, epochs=1, verbose=0, callbacks=[clock])
+            timer.fit(3)
     return result
+
+
+def run_interleaved_worker(args):
+    """`--interleave N`: ours and keras_hub in one process, N bursts of `--steps` steps each.
+
+    The bursts alternate between the two candidates (and which goes first), so both see the same
+    minutes of a shared machine; each pair of adjacent bursts gives one ratio.
+    """
+    prepare_keras_worker(args)
+    import keras
+
+    names = ("ours", "keras_hub")
+    timers = {}
+    warmup = {}
+    for name in names:
+        timers[name] = KerasStepTimer(args, compiled_keras_candidate(args, name), keras_dataset(args, synthetic_batches(args)))
+        warmup[name] = timers[name].fit(max(args.warmup, 1))
+    tokens = args.batch * args.length
+    bursts = []
+    for index in range(args.interleave):
+        burst = {}
+        for name in names if index % 2 == 0 else names[::-1]:
+            step_mean, _ = timers[name].time_steps(args.steps)
+            burst[name] = tokens / step_mean
+        burst["ratio"] = burst["ours"] / burst["keras_hub"]
+        print(f"burst {index + 1}: ours {burst['ours']:,.0f}  keras_hub {burst['keras_hub']:,.0f}  "
+              f"ratio {burst['ratio']:.2f}", file=sys.stderr, flush=True)
+        bursts.append(burst)
+    return dict(
+        name="interleaved",
+        backend=keras.backend.backend(),
+        jit_compile=not args.no_jit_compile,
+        warmup_seconds=warmup,
+        bursts=bursts,
+        final_loss={name: timers[name].losses[-1] for name in names},
+    )
 
 
 def keras_peak_memory():
@@ -389,6 +475,9 @@ def run_torch_worker(args, name):
 
 def run_worker(args):
     name = args.worker
+    if name == "interleaved":
+        print(RESULT_PREFIX + json.dumps(run_interleaved_worker(args)), flush=True)
+        return
     result = run_torch_worker(args, name) if name.startswith("torch") else run_keras_worker(args, name)
     result["name"] = name
     tokens = args.batch * args.length
@@ -408,7 +497,10 @@ def spawn(args, argv, name, models_dir=None):
     for line in completed.stdout.splitlines():
         if line.startswith(RESULT_PREFIX):
             result = json.loads(line[len(RESULT_PREFIX):])
-            print(f"--- {name}: {result['target_tokens_per_second']:,.0f} target tokens/s", flush=True)
+            if "bursts" in result:
+                print(f"--- {name}: {len(result['bursts'])} bursts", flush=True)
+            else:
+                print(f"--- {name}: {result['target_tokens_per_second']:,.0f} target tokens/s", flush=True)
             return result
     tail = "\n".join((completed.stdout + completed.stderr).splitlines()[-25:])
     print(f"--- {name}: FAILED (exit {completed.returncode})\n{tail}", flush=True)
@@ -434,11 +526,56 @@ def print_table(results):
               f"{r['warmup_seconds']:>16.1f}")
 
 
+def interleaved_summary(rounds):
+    """Median tokens/s of each candidate and median ratio over every burst of every round."""
+    import statistics
+
+    bursts = [burst for result in rounds if "error" not in result for burst in result["bursts"]]
+    if not bursts:
+        return {}
+    return dict(
+        bursts=len(bursts),
+        ours_median=statistics.median(b["ours"] for b in bursts),
+        keras_hub_median=statistics.median(b["keras_hub"] for b in bursts),
+        ratio_median=statistics.median(b["ratio"] for b in bursts),
+        ratio_quartiles=statistics.quantiles([b["ratio"] for b in bursts], n=4) if len(bursts) > 1 else None,
+        ratio_at_least_1_5=sum(b["ratio"] >= 1.5 for b in bursts),
+    )
+
+
+def main_interleaved(args, argv):
+    rounds = [spawn(args, argv, "interleaved") for _ in range(args.rounds)]
+    sizes = model_sizes(args)
+    print()
+    print(f"preset={args.preset} sizes={sizes} vocab={args.vocab} batch={args.batch} "
+          f"length={args.source_length}->{args.length} mixed_precision={args.mixed_precision} "
+          f"steps per burst={args.steps} warmup={args.warmup} bursts={args.interleave} rounds={args.rounds}")
+    for index, result in enumerate(rounds):
+        if "error" in result:
+            print(f"round {index + 1}: FAILED")
+            continue
+        print(f"round {index + 1}: ours / keras_hub per burst: "
+              + ", ".join(f"{b['ratio']:.2f}" for b in result["bursts"]))
+    summary = interleaved_summary(rounds)
+    if summary:
+        print(f"ours {summary['ours_median']:,.0f} and keras_hub {summary['keras_hub_median']:,.0f} target tokens/s "
+              f"(medians of {summary['bursts']} bursts); ours / keras_hub: median {summary['ratio_median']:.2f}x"
+              + (" (quartiles " + " / ".join(f"{q:.2f}" for q in summary["ratio_quartiles"]) + ")"
+                 if summary["ratio_quartiles"] else "")
+              + f", {summary['ratio_at_least_1_5']} of {summary['bursts']} bursts at 1.5x or more")
+    return rounds, summary
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
     if args.worker:
         run_worker(args)
+        return
+    if args.interleave:
+        rounds, summary = main_interleaved(args, argv)
+        if args.json:
+            write_json(args, argv, rounds, summary)
         return
     candidates = [] if args.no_ours else [("ours", None)]
     for item in args.variant:
@@ -487,16 +624,19 @@ def main(argv=None):
                 f"({', '.join(f'{x:.2f}' for x in row[f'vs_{reference}_all'])})"
                 for reference in ("ours", "keras_hub") if f"vs_{reference}_median" in row))
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(dict(command=" ".join([os.path.relpath(__file__, REPO_ROOT), *argv]), sizes=sizes,
-                           vocab=args.vocab, batch=args.batch, length=args.length,
-                           source_length=args.source_length, mixed_precision=args.mixed_precision,
-                           host=platform.node(),
-                           # Runtime settings that change the candidates' speed (XLA auto-clustering).
-                           environment={k: os.environ[k] for k in ("TF_XLA_FLAGS", "XLA_FLAGS") if k in os.environ},
-                           results=rounds[0] if args.rounds == 1 else rounds,
-                           ratio_summary=summary), f, indent=2)
+        write_json(args, argv, rounds[0] if args.rounds == 1 else rounds, summary)
 
+
+def write_json(args, argv, results, summary):
+    with open(args.json, "w") as f:
+        json.dump(dict(command=" ".join([os.path.relpath(__file__, REPO_ROOT), *argv]), sizes=model_sizes(args),
+                       vocab=args.vocab, batch=args.batch, length=args.length,
+                       source_length=args.source_length, mixed_precision=args.mixed_precision,
+                       host=platform.node(),
+                       # Runtime settings that change the candidates' speed (XLA auto-clustering).
+                       environment={k: os.environ[k] for k in ("TF_XLA_FLAGS", "XLA_FLAGS") if k in os.environ},
+                       results=results,
+                       ratio_summary=summary), f, indent=2)
 
 if __name__ == "__main__":
     main()

@@ -27,3 +27,25 @@ def test_synthetic_batches_are_shifted_targets_without_padding(benchmark_script)
     assert (target_in[:, 0] == BOS_ID).all() and (target_out[:, -1] == EOS_ID).all()
     np.testing.assert_array_equal(target_in[:, 1:], target_out[:, :-1])
     assert (source != PAD_ID).all() and (target_out != PAD_ID).all() and source.max() < 50
+
+
+def test_interleave_flag_times_ours_against_keras_hub_only(benchmark_script):
+    bench, _ = benchmark_script("train_throughput")
+    assert bench.parse_args(["--interleave", "4"]).interleave == 4
+    for bad in (["--interleave", "4", "--variant", "x=/tmp"], ["--interleave", "4", "--anchor", "none"],
+                ["--interleave", "4", "--no_ours"], ["--interleave", "-1"]):
+        with pytest.raises(SystemExit):
+            bench.parse_args(bad)
+
+
+def test_interleaved_summary_takes_medians_over_every_burst(benchmark_script):
+    bench, _ = benchmark_script("train_throughput")
+    rounds = [
+        dict(bursts=[dict(ours=300.0, keras_hub=200.0, ratio=1.5), dict(ours=100.0, keras_hub=100.0, ratio=1.0)]),
+        dict(name="interleaved", error="worker failed"),
+        dict(bursts=[dict(ours=400.0, keras_hub=200.0, ratio=2.0)]),
+    ]
+    summary = bench.interleaved_summary(rounds)
+    assert summary["bursts"] == 3 and summary["ratio_median"] == 1.5 and summary["ratio_at_least_1_5"] == 2
+    assert summary["ours_median"] == 300.0 and summary["keras_hub_median"] == 200.0
+    assert bench.interleaved_summary([dict(name="interleaved", error="worker failed")]) == {}
