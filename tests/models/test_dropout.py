@@ -2,7 +2,7 @@ import keras
 import numpy as np
 import pytest
 
-from models.dropout import MASK_LEVELS, Dropout, quantized_rate
+from models.dropout import MASK_LEVELS, Dropout, quantized_rate, random_halves
 from tests.models.layer_contract import run_layer_test
 
 
@@ -93,3 +93,20 @@ def test_layer_contract_and_config_round_trip():
     restored = Dropout.from_config(layer.get_config())
     assert (restored.rate, restored.seed, restored.name) == (0.2, 9, "drop")
     assert keras.saving.get_registered_object("transformer>Dropout") is Dropout
+
+
+
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="the 16-bit masks are TensorFlow's path")
+def test_mask_bits_are_full_range_and_uniform():
+    # All 2**16 values of a half, each as likely, in the low and in the high halves of the draws:
+    # a chi-square over the 2**16 bins of each, 2**22 halves, is 65535 +- 362 for uniform bits. A
+    # bounded draw that never sets a bit, or a modulo folding part of the range onto the rest,
+    # moves it by thousands of deviations.
+    halves = random_halves((64, 512, 256), keras.random.SeedGenerator(5))
+    assert keras.backend.standardize_dtype(halves.dtype) == "int16"
+    values = keras.ops.convert_to_numpy(halves).astype(np.int64).reshape(-1, 2) + 2**15
+    for half in (values[:, 0], values[:, 1]):
+        counts = np.bincount(half, minlength=MASK_LEVELS)
+        expected = half.size / MASK_LEVELS
+        chi_square = float(np.sum((counts - expected) ** 2 / expected))
+        assert abs(chi_square - (MASK_LEVELS - 1)) < 6 * np.sqrt(2 * (MASK_LEVELS - 1))
