@@ -250,16 +250,23 @@ class MultiHeadAttention(keras.layers.Layer):
             # a CPU training step). Other backends: a matmul per half of the kernel, no copy of the
             # output under XLA (benchmarks/README.md, changes 5 and 14).
             source = query if key_value is None else key_value
+            # TensorFlow: head-major keys and values and two batched matmuls, which its graph runs
+            # faster than the einsums of ops.dot_product_attention over [batch, length, heads,
+            # head_dim] operands (CPU, mixed_bfloat16: 1.02x per step, benchmarks/README.md), the
+            # keys and values made head-major by one transpose of the fused projection before the
+            # unstack, which then splits contiguous halves (change 18).
+            explicit = return_attention_scores or (self.attention_dropout > 0 and training)
+            head_major = explicit or keras.backend.backend() == "tensorflow"
             if keras.backend.backend() == "tensorflow" or not self.key_value_dense.plain:
-                keys, values = ops.unstack(self._key_value_heads(source), 2, axis=2)
+                if head_major:
+                    keys, values = self.project_key_value(source)
+                else:
+                    keys, values = ops.unstack(self._key_value_heads(source), 2, axis=2)
             else:
                 keys, values = self._key_and_value_heads(source)
-            # TensorFlow: explicit head-major transposes and two batched matmuls, which its graph
-            # runs faster than the einsums of ops.dot_product_attention over [batch, length, heads,
-            # head_dim] operands (CPU, mixed_bfloat16: 1.02x per step, benchmarks/README.md).
-            explicit = return_attention_scores or (self.attention_dropout > 0 and training)
-            if explicit or keras.backend.backend() == "tensorflow":
-                keys, values = (ops.transpose(x, (0, 2, 1, 3)) for x in (keys, values))  # head-major
+                if head_major:
+                    keys, values = (ops.transpose(x, (0, 2, 1, 3)) for x in (keys, values))
+            if head_major:
                 attended, scores = self._attend(queries, keys, values, mask, scale, training)
             else:
                 # XLA's fused softmax, not cuDNN flash attention: at bucket lengths (tens of tokens)
