@@ -543,13 +543,16 @@ def interleaved_summary(rounds):
     )
 
 
+def print_settings(args, timing):
+    print()
+    print(f"preset={args.preset} sizes={model_sizes(args)} vocab={args.vocab} batch={args.batch} "
+          f"length={args.source_length}->{args.length} mixed_precision={args.mixed_precision} "
+          f"{timing} rounds={args.rounds}")
+
+
 def main_interleaved(args, argv):
     rounds = [spawn(args, argv, "interleaved") for _ in range(args.rounds)]
-    sizes = model_sizes(args)
-    print()
-    print(f"preset={args.preset} sizes={sizes} vocab={args.vocab} batch={args.batch} "
-          f"length={args.source_length}->{args.length} mixed_precision={args.mixed_precision} "
-          f"steps per burst={args.steps} warmup={args.warmup} bursts={args.interleave} rounds={args.rounds}")
+    print_settings(args, f"steps per burst={args.steps} warmup={args.warmup} bursts={args.interleave}")
     for index, result in enumerate(rounds):
         if "error" in result:
             print(f"round {index + 1}: FAILED")
@@ -592,11 +595,7 @@ def main(argv=None):
         results = [spawn(args, argv, name, directory) for name, directory in ordered]
         rounds.append(sorted(results, key=lambda r: [name for name, _ in candidates].index(r["name"])))
 
-    sizes = model_sizes(args)
-    print()
-    print(f"preset={args.preset} sizes={sizes} vocab={args.vocab} batch={args.batch} "
-          f"length={args.source_length}->{args.length} mixed_precision={args.mixed_precision} "
-          f"steps={args.steps} warmup={args.warmup} rounds={args.rounds}")
+    print_settings(args, f"steps={args.steps} warmup={args.warmup}")
     for index, results in enumerate(rounds):
         if args.rounds > 1:
             print(f"round {index + 1}")
