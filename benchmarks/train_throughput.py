@@ -106,9 +106,10 @@ def parse_args(argv=None):
     args.anchors = [name for name in anchors if name != "none"]
     if args.interleave < 0:
         parser.error(f"--interleave: expected a number of bursts >= 0, received {args.interleave}")
-    if args.interleave and (args.variant or args.no_ours or args.anchors != ["keras_hub"]):
-        parser.error("--interleave times ours against keras_hub only: drop --variant / --no_ours and use "
-                     f"--anchor keras_hub (received --anchor {args.anchor!r}, {len(args.variant)} --variant)")
+    if args.interleave and (args.variant or args.no_ours or args.anchors != ["keras_hub"] or args.profile_dir):
+        parser.error("--interleave times ours against keras_hub only, without profiles: drop --variant / --no_ours / "
+                     f"--profile_dir and use --anchor keras_hub (received --anchor {args.anchor!r}, "
+                     f"{len(args.variant)} --variant, --profile_dir {args.profile_dir!r})")
     return args
 
 
@@ -291,13 +292,19 @@ class KerasStepTimer:
         return float(np.mean(intervals)), float(np.median(intervals))
 
 
+def warmed_up_timer(args, name):
+    """The candidate compiled, its dataset and a `KerasStepTimer` after the untimed warm-up steps;
+    returns (timer, warm-up seconds)."""
+    timer = KerasStepTimer(args, compiled_keras_candidate(args, name), keras_dataset(args, synthetic_batches(args)))
+    return timer, timer.fit(max(args.warmup, 1))
+
+
 def run_keras_worker(args, name):
     prepare_keras_worker(args)
     import keras
 
-    model = compiled_keras_candidate(args, name)
-    timer = KerasStepTimer(args, model, keras_dataset(args, synthetic_batches(args)))
-    warmup_s = timer.fit(max(args.warmup, 1))
+    timer, warmup_s = warmed_up_timer(args, name)
+    model = timer.model
     step_mean, step_median = timer.time_steps(args.steps)
     import models
 
@@ -331,11 +338,9 @@ def run_interleaved_worker(args):
     import keras
 
     names = ("ours", "keras_hub")
-    timers = {}
-    warmup = {}
+    timers, warmup = {}, {}
     for name in names:
-        timers[name] = KerasStepTimer(args, compiled_keras_candidate(args, name), keras_dataset(args, synthetic_batches(args)))
-        warmup[name] = timers[name].fit(max(args.warmup, 1))
+        timers[name], warmup[name] = warmed_up_timer(args, name)
     tokens = args.batch * args.length
     bursts = []
     for index in range(args.interleave):

@@ -256,8 +256,9 @@ class MultiHeadAttention(keras.layers.Layer):
             # keys and values made head-major by one transpose of the fused projection before the
             # unstack, which then splits contiguous halves (change 18).
             explicit = return_attention_scores or (self.attention_dropout > 0 and training)
-            head_major = explicit or keras.backend.backend() == "tensorflow"
-            if keras.backend.backend() == "tensorflow" or not self.key_value_dense.plain:
+            on_tensorflow = keras.backend.backend() == "tensorflow"
+            head_major = explicit or on_tensorflow
+            if on_tensorflow or not self.key_value_dense.plain:
                 if head_major:
                     keys, values = self.project_key_value(source)
                 else:

@@ -33,7 +33,8 @@ def test_interleave_flag_times_ours_against_keras_hub_only(benchmark_script):
     bench, _ = benchmark_script("train_throughput")
     assert bench.parse_args(["--interleave", "4"]).interleave == 4
     for bad in (["--interleave", "4", "--variant", "x=/tmp"], ["--interleave", "4", "--anchor", "none"],
-                ["--interleave", "4", "--no_ours"], ["--interleave", "-1"]):
+                ["--interleave", "4", "--no_ours"], ["--interleave", "-1"],
+                ["--interleave", "4", "--profile_dir", "/tmp/profiles"]):
         with pytest.raises(SystemExit):
             bench.parse_args(bad)
 
