@@ -108,8 +108,10 @@ def beam_search(
             the same structure, shapes and dtypes. When hypotheses are reselected, the search
             reorders every tensor of `state` along axis 0 with a gather. Anything identical across
             the beams of a sentence (encoder output, cross-attention keys/values, source padding
-            mask) should be captured by the caller in the closure, tiled to `batch * beam` rows;
-            it is never reordered, since a hypothesis never moves to another sentence.
+            mask) should be captured by the caller in the closure, tiled to `batch * beam` rows or
+            kept one per sentence where the model reads it so (`models/translation.py` keeps the
+            cross-attention keys/values per sentence); it is never reordered, since a hypothesis
+            never moves to another sentence.
         initial_ids: int `[batch]`, the first input token of every sentence (BOS).
         initial_state: the `state` for step 0, leading dimension `batch * beam` already: the
             caller tiles it (e.g. `ops.repeat(x, beam_size, axis=0)`, which gives the contiguous

@@ -22,7 +22,10 @@ head-major, so that a decoding step's attention is two batched matmuls over the 
   (a scatter of those positions) and attends over the whole buffer under the caller's mask
   (fixed shapes: XLA compiles one program for every step);
 - encoder-decoder attention: `project_key_value(encoder_output)` is computed once per sentence
-  and passed as `cache` with `cache_index=None`; it is read, never written.
+  and passed as `cache` with `cache_index=None`; it is read, never written. Its batch may divide
+  the queries' (beam search: `batch` sentences, `batch * beam` hypotheses, a sentence's beams on
+  consecutive rows): the rows that share a sentence are attended together, one read of its keys
+  and values for all of them (`_attend_shared`).
 """
 
 import math
@@ -64,7 +67,9 @@ class MultiHeadAttention(keras.layers.Layer):
         attention_mask: optional boolean `[batch, query_length, key_length]` (or broadcastable to
             it, e.g. `[1, query_length, key_length]`); True where a query may attend to a key.
             With a cache, `key_length` is the cache length.
-        cache: optional `(keys, values)`, each `[batch, num_heads, cache_length, head_dim]`.
+        cache: optional `(keys, values)`, each `[batch, num_heads, cache_length, head_dim]`. Encoder
+            keys/values (`cache_index=None`) may have `batch / n` rows, each shared by `n`
+            consecutive query rows.
         cache_index: with `cache`: the position at which this call's keys/values are written
             (self-attention decoding). None means `cache` holds precomputed encoder keys/values.
         training: whether dropout is active.
@@ -242,7 +247,9 @@ class MultiHeadAttention(keras.layers.Layer):
             cache = self._check_cache(cache)
             if cache_index is not None:  # Self-attention decoding; else precomputed encoder keys/values.
                 cache = self._write_cache(cache, query, cache_index)
-            attended, scores = self._attend(queries, *cache, mask, scale, training)
+                attended, scores = self._attend(queries, *cache, mask, scale, training)
+            else:
+                attended, scores = self._attend_shared(queries, *cache, attention_mask, scale, training)
         else:
             # Training and full passes. TensorFlow (and LoRA or quantized projections): one matmul,
             # its output [batch, length, 2, heads, head_dim] unstacked, whose gradient is one stack
@@ -298,6 +305,41 @@ class MultiHeadAttention(keras.layers.Layer):
         dropped = ops.cast(self.dropout_layer(weights, training=training), values.dtype)
         attended = ops.einsum("bnts,bnsh->bnth", dropped, values)
         return ops.transpose(attended, (0, 2, 1, 3)), weights
+
+    def _attend_shared(self, queries, keys, values, attention_mask, scale, training):
+        """`_attend` over encoder keys/values that several consecutive query rows share.
+
+        Beam search decodes `batch * beam` hypotheses (rows `b * beam + k`) against the encoder
+        keys/values of `batch` sentences: with `[batch, heads, source_length, head_dim]` keys and
+        values, the beams' queries of a sentence are stacked into one `[beam * query_length,
+        head_dim]` operand per head, so each sentence's keys and values are read once per step,
+        not once per beam (`models/translation.py` no longer tiles them). With as many key rows as
+        query rows it is `_attend`. The weights come back per query row, `[query_batch, heads,
+        query_length, key_length]`.
+        """
+        query_batch, query_length = ops.shape(queries)[0], ops.shape(queries)[1]
+        key_batch, key_length = ops.shape(keys)[0], ops.shape(keys)[2]
+        static_query_batch, static_key_batch = concrete_int(queries.shape[0]), concrete_int(keys.shape[0])
+        if static_query_batch is not None and static_key_batch is not None:
+            if static_query_batch == static_key_batch:
+                return self._attend(queries, keys, values, self._check_mask(attention_mask), scale, training)
+            if static_query_batch % static_key_batch:
+                raise ValueError(
+                    f"{self.name}: {static_query_batch} query rows cannot share the encoder keys/values "
+                    f"of {static_key_batch} sentences: the query batch must be a multiple of the cache's"
+                )
+        groups = query_batch // key_batch if static_query_batch is None or static_key_batch is None else static_query_batch // static_key_batch
+        grouped = ops.reshape(queries, (key_batch, groups * query_length, self.num_heads, self.head_dim))
+        mask = None
+        if attention_mask is not None:
+            self._check_mask(attention_mask)
+            mask = ops.broadcast_to(attention_mask, (query_batch, query_length, key_length))
+            mask = ops.reshape(mask, (key_batch, groups * query_length, key_length))[:, None, :, :]
+        attended, weights = self._attend(grouped, keys, values, mask, scale, training)
+        attended = ops.reshape(attended, (query_batch, query_length, self.num_heads, self.head_dim))
+        weights = ops.reshape(weights, (key_batch, self.num_heads, groups, query_length, key_length))
+        weights = ops.reshape(ops.transpose(weights, (0, 2, 1, 3, 4)), (query_batch, self.num_heads, query_length, key_length))
+        return attended, weights
 
     def compute_output_shape(self, query_shape, key_value_shape=None):
         return tuple(query_shape)

@@ -123,7 +123,9 @@ class Transformer(keras.Model):
                 positions `[cache_index, cache_index + length)` (with a cache; length 1 for one step).
             encoder_output: `[batch, source_length, hidden_dim]`; not needed with a cache.
             encoder_padding_mask: boolean `[batch, source_length]`.
-            cache: None, or the dict from `initial_cache` (or returned by the previous call).
+            cache: None, or the dict from `initial_cache` (or returned by the previous call). Its
+                "cross" entries may have one row per `n` consecutive rows of `target_ids` (beam
+                search keeps them per sentence, its "self" entries per hypothesis).
             cache_index: absolute position of `target_ids[:, 0]` (int or scalar int tensor).
             training: whether dropout is active.
             return_attention_scores: also return the last decoder layer's encoder-decoder

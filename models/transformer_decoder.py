@@ -39,7 +39,8 @@ class TransformerDecoderLayer(TransformerLayerBase):
         self_cache: optional self-attention cache `(keys, values)`, each
             `[batch, num_heads, cache_length, head_dim]` (`MultiHeadAttention.empty_cache`).
         cross_cache: optional encoder keys/values `(keys, values)`, each
-            `[batch, num_heads, source_length, head_dim]` (`MultiHeadAttention.project_key_value`).
+            `[batch, num_heads, source_length, head_dim]` (`MultiHeadAttention.project_key_value`),
+            or one per `n` consecutive rows of `inputs` (a sentence's beams), `[batch / n, ...]`.
         cache_index: absolute position of `inputs[:, 0]` when `self_cache` is given.
         training: whether dropout is active.
 

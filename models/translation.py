@@ -52,11 +52,11 @@ def translate_ids(
     encoder_output, padding_mask = model.encode(source_ids, training=False)
     batch_size = ops.shape(source_ids)[0]
     source_lengths = ops.sum(ops.cast(padding_mask, "int32"), axis=1)  # [batch]
-    # Encoder keys/values are projected once per sentence, then tiled to its beams, which share them
-    # (never reordered); the empty self caches are tiled with them (row b * beam + k: beam k of b).
-    cache = keras.tree.map_structure(
-        lambda x: ops.repeat(x, beam_size, axis=0), model.initial_cache(encoder_output, max_decode_length)
-    )
+    # Encoder keys/values are projected once per sentence and stay one per sentence: the beams'
+    # queries read them together (`MultiHeadAttention._attend_shared`), and they are never
+    # reordered. The empty self caches and the padding mask are tiled (row b * beam + k: beam k of b).
+    cache = model.initial_cache(encoder_output, max_decode_length)
+    self_caches = keras.tree.map_structure(lambda x: ops.repeat(x, beam_size, axis=0), cache["self"])
     padding_mask = ops.repeat(padding_mask, beam_size, axis=0)
     cross_caches = cache["cross"]
 
@@ -78,8 +78,8 @@ def translate_ids(
     )
     initial_ids = ops.full((batch_size,), BOS_ID, dtype="int32")
     if beam_size == 1:
-        return greedy_search(next_logits_fn, initial_ids, cache["self"], **options)
-    return beam_search(next_logits_fn, initial_ids, cache["self"], beam_size=beam_size, num_return=num_return, **options)
+        return greedy_search(next_logits_fn, initial_ids, self_caches, **options)
+    return beam_search(next_logits_fn, initial_ids, self_caches, beam_size=beam_size, num_return=num_return, **options)
 
 
 def cross_attention_weights(model, source_ids, target_input_ids):

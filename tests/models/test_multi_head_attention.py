@@ -154,6 +154,66 @@ def test_precomputed_cross_attention_cache_equals_recomputing():
         assert np.array_equal(_numpy(returned), _numpy(given))
 
 
+def _beams_and_shared_cache(beams):
+    """A cross-attention layer, `BATCH * beams` query rows (beam k of sentence b at row b * beams + k),
+    the encoder keys/values of the `BATCH` sentences, and the padding mask tiled to the rows."""
+    layer = MultiHeadAttention(HIDDEN, HEADS)
+    query, memory = _random(BATCH * beams, QUERY_LENGTH, HIDDEN), _random(BATCH, KEY_LENGTH, HIDDEN, seed=1)
+    layer(query[:BATCH], memory)
+    mask = np.repeat(_padding_mask(), beams, axis=0)[:, None, :]  # [BATCH * beams, 1, KEY_LENGTH]
+    return layer, query, layer.project_key_value(memory), mask
+
+
+def test_beams_read_one_cross_attention_cache_per_sentence():
+    beams = 3
+    layer, query, shared_cache, mask = _beams_and_shared_cache(beams)
+    tiled_cache = tuple(ops.repeat(x, beams, axis=0) for x in shared_cache)
+    tiled, _, tiled_weights = layer(query, attention_mask=mask, cache=tiled_cache, return_attention_scores=True)
+    shared, returned_cache, shared_weights = layer(query, attention_mask=mask, cache=shared_cache, return_attention_scores=True)
+    assert tuple(shared.shape) == (BATCH * beams, QUERY_LENGTH, HIDDEN)
+    np.testing.assert_allclose(_numpy(shared), _numpy(tiled), atol=1e-5)
+    assert tuple(shared_weights.shape) == (BATCH * beams, HEADS, QUERY_LENGTH, KEY_LENGTH)
+    np.testing.assert_allclose(_numpy(shared_weights), _numpy(tiled_weights), atol=1e-6)
+    assert np.all(_numpy(shared_weights)[beams:, :, :, 4:] == 0.0)  # The second sentence's padding.
+    for returned, given in zip(returned_cache, shared_cache, strict=True):
+        assert returned is given
+    # Each row against its own sentence alone: beam k of sentence b reads sentence b's keys.
+    for row in (0, beams - 1, beams, 2 * beams - 1):
+        sentence = row // beams
+        alone = layer(
+            query[row : row + 1],
+            attention_mask=mask[row : row + 1],
+            cache=tuple(x[sentence : sentence + 1] for x in shared_cache),
+        )
+        np.testing.assert_allclose(_numpy(shared)[row], _numpy(alone[0])[0], atol=1e-5)
+
+
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="unknown batch sizes exist in TensorFlow graphs only")
+def test_beams_share_the_cross_attention_cache_with_unknown_batch_sizes():
+    import tensorflow as tf
+
+    beams = 2
+    layer, query, shared_cache, mask = _beams_and_shared_cache(beams)
+    expected = _numpy(layer(query, attention_mask=mask, cache=tuple(ops.repeat(x, beams, axis=0) for x in shared_cache))[0])
+    head_dim = HIDDEN // HEADS
+    attend = tf.function(
+        lambda q, m, k, v: layer(q, attention_mask=m, cache=(k, v))[0],
+        input_signature=[
+            tf.TensorSpec([None, None, HIDDEN], "float32"),
+            tf.TensorSpec([None, 1, None], "bool"),
+            tf.TensorSpec([None, HEADS, None, head_dim], "float32"),
+            tf.TensorSpec([None, HEADS, None, head_dim], "float32"),
+        ],
+    )
+    np.testing.assert_allclose(_numpy(attend(query, mask, *shared_cache)), expected, atol=1e-5)
+
+
+def test_query_rows_not_a_multiple_of_the_cross_cache_batch_are_rejected():
+    layer, query, shared_cache, mask = _beams_and_shared_cache(3)
+    with pytest.raises(ValueError, match="5 query rows cannot share the encoder keys/values of 2 sentences"):
+        layer(query[:5], attention_mask=mask[:5], cache=shared_cache)
+
+
 def test_attention_dropout_acts_in_training_only():
     query, memory = _random(BATCH, QUERY_LENGTH, HIDDEN), _random(BATCH, KEY_LENGTH, HIDDEN, seed=1)
     mask = _padding_mask()[:, None, :]
