@@ -91,6 +91,7 @@ def beam_search(
     eos_id=EOS_ID,
     pad_id=PAD_ID,
     num_return=1,
+    reorder_state=None,
 ):
     """Finds the `num_return` best translations of every sentence by beam search.
 
@@ -127,6 +128,12 @@ def beam_search(
         eos_id: int, the token that ends a hypothesis.
         pad_id: int, written after the end of every hypothesis.
         num_return: int in `[1, beam_size]`, hypotheses returned per sentence.
+        reorder_state: optional `(state, parent_rows) -> state`, called after every step with
+            `parent_rows` int32 `[batch * beam]`, the row of the hypothesis each new one extends;
+            it returns the state of the new hypotheses. Default: every tensor of `state` gathered
+            along axis 0. A state that is not one row per hypothesis (`models/translation.py`:
+            caches whose slots the beams of a sentence share, read through each hypothesis's
+            ancestry) reorders only its per-hypothesis part.
 
     Returns:
         A `SearchResult(ids, scores)`, unpackable as a tuple: `ids` int32
@@ -153,6 +160,7 @@ def beam_search(
         eos_id=eos_id,
         pad_id=pad_id,
         num_return=int(num_return),
+        reorder_state=reorder_state,
     )
 
 
@@ -261,6 +269,7 @@ def _search(
     eos_id,
     pad_id,
     num_return,
+    reorder_state=None,
 ):
     """The alive/finished search; `num_candidates` extensions per sentence and step."""
     initial_ids = ops.cast(initial_ids, "int32")
@@ -360,7 +369,10 @@ def _search(
         parent_beam = ops.take_along_axis(cand_beam, chosen, axis=1)  # [batch, beam]
         if beam_size > 1:  # With one hypothesis per sentence the parent is always itself.
             parent_rows = ops.reshape(sentence_index * beam_size + parent_beam, [-1])
-            state = keras.tree.map_structure(lambda x: ops.take(x, parent_rows, axis=0), state)
+            if reorder_state is None:
+                state = keras.tree.map_structure(lambda x: ops.take(x, parent_rows, axis=0), state)
+            else:
+                state = reorder_state(state, parent_rows)
         return step + 1, alive_seq, alive_log_probs, finished_seq, finished_scores, state
 
     step = ops.convert_to_tensor(0, dtype="int32")

@@ -174,6 +174,10 @@ class MultiHeadAttention(keras.layers.Layer):
     def _write_cache(self, cache, query, cache_index):
         """Writes the keys/values of `query`'s positions into `cache` at `cache_index` onwards.
 
+        A cache with `n` times fewer rows than `query` holds `n` slots of `cache_length / n`
+        positions per row, one per query row: query row `r` writes into row `r // n` at positions
+        `(r % n) * cache_length / n + cache_index` onwards (see `_attend_shared`).
+
         A scatter of those positions only: XLA updates the buffer in place; TensorFlow's
         TensorScatterUpdate (a plain TF op, allowed in the SavedModel for TensorFlow Serving, unlike
         the XlaDynamicUpdateSlice of ops.slice_update) copies a buffer that the loop still holds,
@@ -181,20 +185,31 @@ class MultiHeadAttention(keras.layers.Layer):
         """
         keys, values = cache
         start = concrete_int(cache_index)
+        slots = self._rows_per_cache_row(query, keys)
         cache_length = keys.shape[2]
-        if start is not None and cache_length is not None and query.shape[1] is not None:
-            if start < 0 or start + query.shape[1] > cache_length:
+        slot_length = None if cache_length is None or not isinstance(slots, int) else cache_length // slots
+        if isinstance(slots, int) and cache_length is not None and cache_length % slots:
+            raise ValueError(
+                f"{self.name}: a cache of length {cache_length} cannot hold {slots} equal slots, one per query row"
+            )
+        if start is not None and slot_length is not None and query.shape[1] is not None:
+            if start < 0 or start + query.shape[1] > slot_length:
                 raise ValueError(
                     f"{self.name}: decoding positions [{start}, {start + query.shape[1]}) do not fit "
-                    f"in a cache of length {cache_length}; expected 0 <= cache_index <= "
-                    f"{cache_length - query.shape[1]}"
+                    f"in a cache of length {slot_length}; expected 0 <= cache_index <= "
+                    f"{slot_length - query.shape[1]}"
                 )
+        if slot_length is None:
+            slot_length = ops.floor_divide(ops.shape(keys)[2], slots)
         new_keys, new_values = self.project_key_value(query)  # [batch, heads, length, head_dim]
         shape = ops.shape(new_keys)[:3]
+        rows = ops.arange(shape[0], dtype="int32")[:, None, None]
         coordinates = (
-            ops.arange(shape[0], dtype="int32")[:, None, None],
+            ops.floor_divide(rows, slots),
             ops.arange(self.num_heads, dtype="int32")[None, :, None],
-            ops.arange(shape[2], dtype="int32")[None, None, :] + ops.cast(cache_index, "int32"),
+            ops.mod(rows, slots) * slot_length
+            + ops.arange(shape[2], dtype="int32")[None, None, :]
+            + ops.cast(cache_index, "int32"),
         )
         indices = ops.reshape(ops.stack([ops.broadcast_to(c, shape) for c in coordinates], axis=-1), (-1, 3))
 
@@ -247,9 +262,7 @@ class MultiHeadAttention(keras.layers.Layer):
             cache = self._check_cache(cache)
             if cache_index is not None:  # Self-attention decoding; else precomputed encoder keys/values.
                 cache = self._write_cache(cache, query, cache_index)
-                attended, scores = self._attend(queries, *cache, mask, scale, training)
-            else:
-                attended, scores = self._attend_shared(queries, *cache, attention_mask, scale, training)
+            attended, scores = self._attend_shared(queries, *cache, attention_mask, scale, training)
         else:
             # Training and full passes. TensorFlow (and LoRA or quantized projections): one matmul,
             # its output [batch, length, 2, heads, head_dim] unstacked, whose gradient is one stack
@@ -306,29 +319,37 @@ class MultiHeadAttention(keras.layers.Layer):
         attended = ops.einsum("bnts,bnsh->bnth", dropped, values)
         return ops.transpose(attended, (0, 2, 1, 3)), weights
 
-    def _attend_shared(self, queries, keys, values, attention_mask, scale, training):
-        """`_attend` over encoder keys/values that several consecutive query rows share.
+    def _rows_per_cache_row(self, queries, keys):
+        """How many consecutive query rows share a row of the cache: a Python int when both batch
+        sizes are static, else an int32 scalar tensor. ValueError when it is not a whole number."""
+        query_rows, cache_rows = concrete_int(queries.shape[0]), concrete_int(keys.shape[0])
+        if query_rows is None or cache_rows is None:
+            return ops.floor_divide(ops.shape(queries)[0], ops.shape(keys)[0])
+        if query_rows % cache_rows:
+            raise ValueError(
+                f"{self.name}: {query_rows} query rows cannot share the keys/values of {cache_rows} cache "
+                "rows: the query batch must be a multiple of the cache's"
+            )
+        return query_rows // cache_rows
 
-        Beam search decodes `batch * beam` hypotheses (rows `b * beam + k`) against the encoder
-        keys/values of `batch` sentences: with `[batch, heads, source_length, head_dim]` keys and
-        values, the beams' queries of a sentence are stacked into one `[beam * query_length,
-        head_dim]` operand per head, so each sentence's keys and values are read once per step,
-        not once per beam (`models/translation.py` no longer tiles them). With as many key rows as
-        query rows it is `_attend`. The weights come back per query row, `[query_batch, heads,
-        query_length, key_length]`.
+    def _attend_shared(self, queries, keys, values, attention_mask, scale, training):
+        """`_attend` over keys/values that several consecutive query rows share.
+
+        Beam search decodes `batch * beam` hypotheses (rows `b * beam + k`) with caches of `batch`
+        rows (`models/translation.py`): the encoder keys/values of each sentence, and self caches
+        of `beam` slots per sentence (`_write_cache`). The beams' queries of a sentence are stacked
+        into one `[beam * query_length, head_dim]` operand per head, so each sentence's keys and
+        values are read once per step for all its beams, and the mask (`[query_batch,
+        query_length, key_length]`, per query row) says which keys each row sees: for self
+        caches, the positions of its ancestors' slots. With as many key rows as query rows it is
+        `_attend`. The weights come back per query row, `[query_batch, heads, query_length,
+        key_length]`.
         """
         query_batch, query_length = ops.shape(queries)[0], ops.shape(queries)[1]
         key_batch, key_length = ops.shape(keys)[0], ops.shape(keys)[2]
-        static_query_batch, static_key_batch = concrete_int(queries.shape[0]), concrete_int(keys.shape[0])
-        if static_query_batch is not None and static_key_batch is not None:
-            if static_query_batch == static_key_batch:
-                return self._attend(queries, keys, values, self._check_mask(attention_mask), scale, training)
-            if static_query_batch % static_key_batch:
-                raise ValueError(
-                    f"{self.name}: {static_query_batch} query rows cannot share the encoder keys/values "
-                    f"of {static_key_batch} sentences: the query batch must be a multiple of the cache's"
-                )
-        groups = query_batch // key_batch if static_query_batch is None or static_key_batch is None else static_query_batch // static_key_batch
+        groups = self._rows_per_cache_row(queries, keys)
+        if isinstance(groups, int) and groups == 1:
+            return self._attend(queries, keys, values, self._check_mask(attention_mask), scale, training)
         grouped = ops.reshape(queries, (key_batch, groups * query_length, self.num_heads, self.head_dim))
         mask = None
         if attention_mask is not None:

@@ -115,6 +115,7 @@ class Transformer(keras.Model):
         cache_index=0,
         training=False,
         return_attention_scores=False,
+        self_attention_mask=None,
     ):
         """Logits for target positions, from a whole prefix or incrementally with a cache.
 
@@ -130,6 +131,8 @@ class Transformer(keras.Model):
             training: whether dropout is active.
             return_attention_scores: also return the last decoder layer's encoder-decoder
                 attention weights `[batch, heads, length, source_length]`.
+            self_attention_mask: optional boolean `[batch, length, key_length]` in place of the
+                causal mask (key_length: the self caches' length, or `length` without a cache).
 
         Returns:
             float32 logits `[batch, length, vocabulary_size]`, then the updated cache if one was
@@ -146,6 +149,7 @@ class Transformer(keras.Model):
             cache_index=cache_index if cache is not None else None,
             training=training,
             return_attention_scores=return_attention_scores,
+            self_attention_mask=self_attention_mask,
         )
         outputs = outputs if isinstance(outputs, tuple) else (outputs,)
         results = (self.embedding.logits(outputs[0]),)

@@ -42,6 +42,10 @@ class TransformerDecoderLayer(TransformerLayerBase):
             `[batch, num_heads, source_length, head_dim]` (`MultiHeadAttention.project_key_value`),
             or one per `n` consecutive rows of `inputs` (a sentence's beams), `[batch / n, ...]`.
         cache_index: absolute position of `inputs[:, 0]` when `self_cache` is given.
+        self_attention_mask: optional boolean `[batch, target_length, key_length]` (key_length: the
+            self cache's length with a cache, else target_length) in place of the causal mask; beam
+            search passes the positions of each hypothesis's ancestors in caches that its beams
+            share (`models/translation.py`).
         training: whether dropout is active.
 
     Returns:
@@ -68,15 +72,18 @@ class TransformerDecoderLayer(TransformerLayerBase):
         cache_index=None,
         training=None,
         return_attention_scores=False,
+        self_attention_mask=None,
     ):
         if encoder_output is None and cross_cache is None:
             raise ValueError(f"{self.name}: needs `encoder_output` or a precomputed `cross_cache`, received neither")
         query_length = ops.shape(inputs)[1]
-        if self_cache is None:
+        if self_cache is not None and cache_index is None:
+            raise ValueError(f"{self.name}: `self_cache` needs `cache_index`, the position of inputs[:, 0]")
+        if self_attention_mask is not None:
+            self_mask = self_attention_mask
+        elif self_cache is None:
             self_mask = causal_attention_mask(query_length, query_length)
         else:
-            if cache_index is None:
-                raise ValueError(f"{self.name}: `self_cache` needs `cache_index`, the position of inputs[:, 0]")
             self_mask = causal_attention_mask(query_length, self_cache[0].shape[2], cache_index)
         cross_mask = None if encoder_padding_mask is None else encoder_padding_mask[:, None, :]
 
@@ -126,6 +133,8 @@ class TransformerDecoder(TransformerStackBase):
         encoder_output: `[batch, source_length, hidden_dim]`, or None with `cross_caches`.
         encoder_padding_mask: boolean `[batch, source_length]`, True on real source tokens.
         self_caches: optional list of `num_layers` self-attention caches (`empty_self_caches`).
+        self_attention_mask: optional boolean mask in place of the causal one, as in
+            `TransformerDecoderLayer`.
         cross_caches: optional list of `num_layers` encoder keys/values (`cross_caches`).
         cache_index: absolute position of `inputs[:, 0]` when decoding with `self_caches`.
         training: whether dropout is active.
@@ -161,6 +170,7 @@ class TransformerDecoder(TransformerStackBase):
         cache_index=None,
         training=None,
         return_attention_scores=False,
+        self_attention_mask=None,
     ):
         for name, caches in (("self_caches", self_caches), ("cross_caches", cross_caches)):
             if caches is not None and len(caches) != self.num_layers:
@@ -178,6 +188,7 @@ class TransformerDecoder(TransformerStackBase):
                 cache_index=cache_index,
                 training=training,
                 return_attention_scores=return_attention_scores and index == self.num_layers - 1,
+                self_attention_mask=self_attention_mask,
             )
             if not isinstance(outputs, tuple):
                 outputs = (outputs,)

@@ -52,22 +52,36 @@ def translate_ids(
     encoder_output, padding_mask = model.encode(source_ids, training=False)
     batch_size = ops.shape(source_ids)[0]
     source_lengths = ops.sum(ops.cast(padding_mask, "int32"), axis=1)  # [batch]
-    # Encoder keys/values are projected once per sentence and stay one per sentence: the beams'
-    # queries read them together (`MultiHeadAttention._attend_shared`), and they are never
-    # reordered. The empty self caches and the padding mask are tiled (row b * beam + k: beam k of b).
-    cache = model.initial_cache(encoder_output, max_decode_length)
-    self_caches = keras.tree.map_structure(lambda x: ops.repeat(x, beam_size, axis=0), cache["self"])
+    # Hypotheses are rows b * beam + k (beam k of sentence b); the caches stay one row per sentence,
+    # never reordered. Encoder keys/values: projected once, read by the sentence's beams together
+    # (`MultiHeadAttention._attend_shared`). Self-attention keys/values: `beam` slots of
+    # `max_decode_length` positions per sentence; the hypothesis in slot k writes position t of slot
+    # k at step t, and reads each earlier position in the slot of its ancestor there, recorded in
+    # `ancestry` (`[batch * beam, max_decode_length]`, the only state reordered with the beams).
+    # No step copies the caches: a reordering gather of every cache per step was a third of a GPU
+    # beam search (benchmarks/README.md).
+    cache = model.initial_cache(encoder_output, beam_size * max_decode_length)
     padding_mask = ops.repeat(padding_mask, beam_size, axis=0)
     cross_caches = cache["cross"]
+    positions = ops.arange(max_decode_length, dtype="int32")
+    slots = ops.arange(beam_size, dtype="int32")
+    own_slot = ops.mod(ops.arange(batch_size * beam_size, dtype="int32"), beam_size)  # [batch * beam]
 
-    def next_logits_fn(ids, step, self_caches):
+    def next_logits_fn(ids, step, state):
+        ancestry = ops.where(positions[None, :] == step, own_slot[:, None], state["ancestry"])
+        # [batch * beam, beam, L]: slot k, position p holds an ancestor's (or its own) keys.
+        visible = ops.logical_and(positions[None, None, :] <= step, ancestry[:, None, :] == slots[None, :, None])
         logits, new_cache = model.decode(
             ops.expand_dims(ids, 1),
             encoder_padding_mask=padding_mask,
-            cache={"self": self_caches, "cross": cross_caches},
+            cache={"self": state["self"], "cross": cross_caches},
             cache_index=step,
+            self_attention_mask=ops.reshape(visible, (-1, 1, beam_size * max_decode_length)),
         )
-        return logits[:, 0, :], new_cache["self"]  # [batch * beam, vocab]
+        return logits[:, 0, :], {"self": new_cache["self"], "ancestry": ancestry}  # [batch * beam, vocab]
+
+    def reorder_state(state, parent_rows):
+        return {"self": state["self"], "ancestry": ops.take(state["ancestry"], parent_rows, axis=0)}
 
     options = dict(
         max_decode_length=max_decode_length,
@@ -77,9 +91,21 @@ def translate_ids(
         pad_id=model.pad_id,
     )
     initial_ids = ops.full((batch_size,), BOS_ID, dtype="int32")
-    if beam_size == 1:
-        return greedy_search(next_logits_fn, initial_ids, self_caches, **options)
-    return beam_search(next_logits_fn, initial_ids, self_caches, beam_size=beam_size, num_return=num_return, **options)
+    initial_state = {
+        "self": cache["self"],
+        "ancestry": ops.zeros((batch_size * beam_size, max_decode_length), dtype="int32"),
+    }
+    if beam_size == 1:  # One slot per sentence, nothing to reorder: the ancestry is the own slot.
+        return greedy_search(next_logits_fn, initial_ids, initial_state, **options)
+    return beam_search(
+        next_logits_fn,
+        initial_ids,
+        initial_state,
+        beam_size=beam_size,
+        num_return=num_return,
+        reorder_state=reorder_state,
+        **options,
+    )
 
 
 def cross_attention_weights(model, source_ids, target_input_ids):

@@ -428,6 +428,29 @@ def test_state_is_reordered_with_the_hypotheses():
         assert len({tuple(row) for row in ids[source]}) == 3
 
 
+def test_reorder_state_replaces_the_gather_of_the_state():
+    # `reorder_state` gets the state and the parent row of every new hypothesis, and what it returns
+    # is the next step's state: gathering the prefix there gives the default search's results, and
+    # a state left unreordered feeds the decoder other prefixes than the hypotheses' (their scores
+    # then disagree with a rescoring of the returned ids).
+    table = PrefixTable.random(num_sources=2, max_decode_length=5, seed=9)
+    sources = np.array([0, 1], np.int32)
+    calls = []
+
+    def gather_prefix(state, parent_rows):
+        calls.append(tuple(parent_rows.shape))
+        return keras.tree.map_structure(lambda x: ops.take(x, parent_rows, axis=0), state)
+
+    default = run_beam(table, sources, 5, beam_size=3, state="prefix", num_return=3)
+    hooked = run_beam(table, sources, 5, beam_size=3, state="prefix", num_return=3, reorder_state=gather_prefix)
+    np.testing.assert_array_equal(hooked[0], default[0])
+    np.testing.assert_allclose(hooked[1], default[1], atol=1e-6)
+    assert calls and set(calls) == {(2 * 3,)}
+    ids, scores = run_beam(table, sources, 5, beam_size=3, state="prefix", num_return=3, reorder_state=lambda state, rows: state)
+    rescored = np.array([[table.score(source, ids[source, rank], 0.6) for rank in range(3)] for source in range(2)])
+    assert np.max(np.abs(scores - rescored)) > 1e-3
+
+
 def test_minus_infinity_and_half_precision_logits():
     # A model that masks tokens with -inf and computes in float16 still gets finite float32 scores.
     table = PrefixTable.scripted(SCRIPT_1, 3, DEFAULT_1)

@@ -129,6 +129,43 @@ def test_incremental_self_attention_with_cache_equals_full_pass():
         assert np.all(np.any(_numpy(buffer)[:, :, :QUERY_LENGTH] != 0.0, axis=-1))
 
 
+def test_beam_slots_of_a_shared_self_cache_read_through_the_ancestry():
+    """Beam search's self caches: `SLOTS` slots per sentence, row r writing slot r % SLOTS at each step
+    and reading every earlier position in the slot its mask names (its ancestor's). Each row's output
+    must be the full causal pass over the inputs of its own ancestry."""
+    slots, length = 3, QUERY_LENGTH
+    layer = MultiHeadAttention(HIDDEN, HEADS)
+    rows = BATCH * slots
+    inputs = _random(rows, length, HIDDEN)  # inputs[r, t]: what the row in slot r % slots feeds at step t
+    ancestry = np.random.default_rng(2).integers(0, slots, size=(rows, length))  # slot of the ancestor at p
+    layer(inputs[:, :1])
+    cache = layer.empty_cache(BATCH, slots * length)
+    for step in range(length):
+        ancestry[:, step] = np.arange(rows) % slots  # The row's own key at its own step.
+        visible = (np.arange(length) <= step)[None, None, :] & (ancestry[:, None, :] == np.arange(slots)[None, :, None])
+        outputs, cache = layer(
+            inputs[:, step : step + 1],
+            attention_mask=visible.reshape(rows, 1, slots * length),
+            cache=cache,
+            cache_index=step,
+        )
+        for row in range(rows):
+            first = row - row % slots
+            history = np.stack([inputs[first + ancestry[row, p], p] for p in range(step + 1)])[None]
+            full = layer(history, attention_mask=causal_attention_mask(step + 1, step + 1))
+            np.testing.assert_allclose(_numpy(outputs)[row, 0], _numpy(full)[0, -1], atol=1e-5)
+    assert [tuple(x.shape) for x in cache] == [(BATCH, HEADS, slots * length, HIDDEN // HEADS)] * 2
+
+
+def test_slot_positions_beyond_the_slot_are_rejected():
+    layer = MultiHeadAttention(HIDDEN, HEADS)
+    cache = layer.empty_cache(BATCH, 2 * 4)  # Two slots of 4 positions for 2 * BATCH query rows.
+    with pytest.raises(ValueError, match=r"positions \[4, 5\) do not fit in a cache of length 4"):
+        layer(_random(2 * BATCH, 1, HIDDEN), attention_mask=np.ones((2 * BATCH, 1, 8), bool), cache=cache, cache_index=4)
+    with pytest.raises(ValueError, match="a cache of length 8 cannot hold 3 equal slots"):
+        layer(_random(3 * BATCH, 1, HIDDEN), attention_mask=np.ones((3 * BATCH, 1, 8), bool), cache=cache, cache_index=0)
+
+
 def test_prefix_then_steps_with_cache_equals_full_pass():
     layer = MultiHeadAttention(HIDDEN, HEADS)
     sequence = _random(BATCH, QUERY_LENGTH, HIDDEN)
@@ -210,7 +247,7 @@ def test_beams_share_the_cross_attention_cache_with_unknown_batch_sizes():
 
 def test_query_rows_not_a_multiple_of_the_cross_cache_batch_are_rejected():
     layer, query, shared_cache, mask = _beams_and_shared_cache(3)
-    with pytest.raises(ValueError, match="5 query rows cannot share the encoder keys/values of 2 sentences"):
+    with pytest.raises(ValueError, match="5 query rows cannot share the keys/values of 2 cache rows"):
         layer(query[:5], attention_mask=mask[:5], cache=shared_cache)
 
 
