@@ -103,19 +103,19 @@ def beam_search(
             the token each hypothesis chose at the previous step (the initial ids at step 0);
             `step` is a scalar int32, the 0-based position being produced (it is also the number of
             tokens each hypothesis has produced so far); `state` is a nested structure (dicts,
-            lists, tuples) of tensors with leading dimension `batch * beam`, typically the
-            decoder's self-attention key/value cache. Returns `logits` `[batch * beam, vocab]` (any
+            lists, tuples) of tensors, typically the decoder's self-attention key/value cache,
+            with leading dimension `batch * beam` unless `reorder_state` handles it. Returns `logits` `[batch * beam, vocab]` (any
             float dtype; the search takes the log-softmax in float32) and the updated `state` with
             the same structure, shapes and dtypes. When hypotheses are reselected, the search
-            reorders every tensor of `state` along axis 0 with a gather. Anything identical across
+            reorders every tensor of `state` along axis 0 with a gather (or calls `reorder_state`). Anything identical across
             the beams of a sentence (encoder output, cross-attention keys/values, source padding
             mask) should be captured by the caller in the closure, tiled to `batch * beam` rows or
             kept one per sentence where the model reads it so (`models/translation.py` keeps the
             cross-attention keys/values per sentence); it is never reordered, since a hypothesis
             never moves to another sentence.
         initial_ids: int `[batch]`, the first input token of every sentence (BOS).
-        initial_state: the `state` for step 0, leading dimension `batch * beam` already: the
-            caller tiles it (e.g. `ops.repeat(x, beam_size, axis=0)`, which gives the contiguous
+        initial_state: the `state` for step 0, leading dimension `batch * beam` already (unless
+            `reorder_state` is given): the caller tiles it (e.g. `ops.repeat(x, beam_size, axis=0)`, which gives the contiguous
             layout, row `b * beam_size + k`).
         beam_size: int >= 1, hypotheses kept per sentence (alive and finished each).
         max_decode_length: int >= 1, static, the size of the id buffer and of the cache: no

@@ -20,7 +20,9 @@ head-major, so that a decoding step's attention is two batched matmuls over the 
 - self-attention while decoding: the caller preallocates `cache_length` positions
   (`empty_cache`); each call writes the keys/values of its new query positions at `cache_index`
   (a scatter of those positions) and attends over the whole buffer under the caller's mask
-  (fixed shapes: XLA compiles one program for every step);
+  (fixed shapes: XLA compiles one program for every step). A cache with `n` times fewer rows
+  than the queries holds `n` slots per row, one per query row (beam search: a sentence's beams,
+  each reading its ancestors' slots under the mask; `_write_cache`, `_attend_shared`);
 - encoder-decoder attention: `project_key_value(encoder_output)` is computed once per sentence
   and passed as `cache` with `cache_index=None`; it is read, never written. Its batch may divide
   the queries' (beam search: `batch` sentences, `batch * beam` hypotheses, a sentence's beams on
@@ -67,9 +69,11 @@ class MultiHeadAttention(keras.layers.Layer):
         attention_mask: optional boolean `[batch, query_length, key_length]` (or broadcastable to
             it, e.g. `[1, query_length, key_length]`); True where a query may attend to a key.
             With a cache, `key_length` is the cache length.
-        cache: optional `(keys, values)`, each `[batch, num_heads, cache_length, head_dim]`. Encoder
-            keys/values (`cache_index=None`) may have `batch / n` rows, each shared by `n`
-            consecutive query rows.
+        cache: optional `(keys, values)`, each `[batch, num_heads, cache_length, head_dim]`. It may
+            have `batch / n` rows, each shared by `n` consecutive query rows: encoder keys/values
+            (`cache_index=None`) read by all `n`, or a self cache of `n` slots of `cache_length / n`
+            positions, query row `r` writing slot `r % n` (the mask then says which slots' positions
+            each row reads).
         cache_index: with `cache`: the position at which this call's keys/values are written
             (self-attention decoding). None means `cache` holds precomputed encoder keys/values.
         training: whether dropout is active.
@@ -192,12 +196,17 @@ class MultiHeadAttention(keras.layers.Layer):
             raise ValueError(
                 f"{self.name}: a cache of length {cache_length} cannot hold {slots} equal slots, one per query row"
             )
-        if start is not None and slot_length is not None and query.shape[1] is not None:
-            if start < 0 or start + query.shape[1] > slot_length:
+        # With unknown batch sizes (a TensorFlow graph) the slot count is known at run time only:
+        # the positions are then checked against the whole cache.
+        room = slot_length if slot_length is not None else cache_length
+        if start is not None and room is not None and query.shape[1] is not None:
+            if start < 0 or start + query.shape[1] > room:
+                where = f"a cache of length {room}" if room == cache_length else (
+                    f"a slot of length {room} (a cache of {cache_length} positions in {slots} slots, one per query row)"
+                )
                 raise ValueError(
                     f"{self.name}: decoding positions [{start}, {start + query.shape[1]}) do not fit "
-                    f"in a cache of length {slot_length}; expected 0 <= cache_index <= "
-                    f"{slot_length - query.shape[1]}"
+                    f"in {where}; expected 0 <= cache_index <= {room - query.shape[1]}"
                 )
         if slot_length is None:
             slot_length = ops.floor_divide(ops.shape(keys)[2], slots)
@@ -323,8 +332,10 @@ class MultiHeadAttention(keras.layers.Layer):
         """How many consecutive query rows share a row of the cache: a Python int when both batch
         sizes are static, else an int32 scalar tensor. ValueError when it is not a whole number."""
         query_rows, cache_rows = concrete_int(queries.shape[0]), concrete_int(keys.shape[0])
-        if query_rows is None or cache_rows is None:
-            return ops.floor_divide(ops.shape(queries)[0], ops.shape(keys)[0])
+        if query_rows is None or cache_rows is None:  # An empty batch counts as one row per cache row.
+            return ops.maximum(ops.floor_divide(ops.shape(queries)[0], ops.maximum(ops.shape(keys)[0], 1)), 1)
+        if cache_rows == 0:
+            return 1
         if query_rows % cache_rows:
             raise ValueError(
                 f"{self.name}: {query_rows} query rows cannot share the keys/values of {cache_rows} cache "

@@ -126,7 +126,8 @@ class Transformer(keras.Model):
             encoder_padding_mask: boolean `[batch, source_length]`.
             cache: None, or the dict from `initial_cache` (or returned by the previous call). Its
                 "cross" entries may have one row per `n` consecutive rows of `target_ids` (beam
-                search keeps them per sentence, its "self" entries per hypothesis).
+                search keeps them per sentence), and its "self" entries `n` slots per row, read under
+                `self_attention_mask` (`models/translation.py`).
             cache_index: absolute position of `target_ids[:, 0]` (int or scalar int tensor).
             training: whether dropout is active.
             return_attention_scores: also return the last decoder layer's encoder-decoder

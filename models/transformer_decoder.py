@@ -14,6 +14,7 @@ import keras
 from keras import ops
 
 from models.layer_stack import TransformerLayerBase, TransformerStackBase
+from models.multi_head_attention import concrete_int
 
 
 def causal_attention_mask(query_length, key_length, start_position=0):
@@ -37,7 +38,9 @@ class TransformerDecoderLayer(TransformerLayerBase):
         encoder_output: `[batch, source_length, hidden_dim]`; may be None when `cross_cache` is given.
         encoder_padding_mask: boolean `[batch, source_length]`, True on real source tokens.
         self_cache: optional self-attention cache `(keys, values)`, each
-            `[batch, num_heads, cache_length, head_dim]` (`MultiHeadAttention.empty_cache`).
+            `[batch, num_heads, cache_length, head_dim]` (`MultiHeadAttention.empty_cache`), or
+            `[batch / n, ...]` holding `n` slots per row (beam search), which needs
+            `self_attention_mask`.
         cross_cache: optional encoder keys/values `(keys, values)`, each
             `[batch, num_heads, source_length, head_dim]` (`MultiHeadAttention.project_key_value`),
             or one per `n` consecutive rows of `inputs` (a sentence's beams), `[batch / n, ...]`.
@@ -81,6 +84,11 @@ class TransformerDecoderLayer(TransformerLayerBase):
             raise ValueError(f"{self.name}: `self_cache` needs `cache_index`, the position of inputs[:, 0]")
         if self_attention_mask is not None:
             self_mask = self_attention_mask
+        elif self_cache is not None and concrete_int(self_cache[0].shape[0]) not in (None, concrete_int(inputs.shape[0])):
+            raise ValueError(
+                f"{self.name}: a self cache of {self_cache[0].shape[0]} rows for {inputs.shape[0]} input rows "
+                "holds one slot per row and needs `self_attention_mask` (the causal mask sees slot 0 only)"
+            )
         elif self_cache is None:
             self_mask = causal_attention_mask(query_length, query_length)
         else:

@@ -34,7 +34,7 @@ def translate_ids(
         max_extra_length: a sentence of n source tokens (EOS included) gets at most
             n + max_extra_length output tokens.
         num_return: hypotheses returned per sentence (n-best), at most `beam_size`.
-        max_decode_length: the cache size and overall cap; default the padded source length +
+        max_decode_length: the overall cap and each hypothesis's slot of the self caches; default the padded source length +
             `max_extra_length` (must then be static).
 
     Returns:

@@ -160,7 +160,7 @@ def test_beam_slots_of_a_shared_self_cache_read_through_the_ancestry():
 def test_slot_positions_beyond_the_slot_are_rejected():
     layer = MultiHeadAttention(HIDDEN, HEADS)
     cache = layer.empty_cache(BATCH, 2 * 4)  # Two slots of 4 positions for 2 * BATCH query rows.
-    with pytest.raises(ValueError, match=r"positions \[4, 5\) do not fit in a cache of length 4"):
+    with pytest.raises(ValueError, match=r"positions \[4, 5\) do not fit in a slot of length 4 \(a cache of 8 positions in 2 slots"):
         layer(_random(2 * BATCH, 1, HIDDEN), attention_mask=np.ones((2 * BATCH, 1, 8), bool), cache=cache, cache_index=4)
     with pytest.raises(ValueError, match="a cache of length 8 cannot hold 3 equal slots"):
         layer(_random(3 * BATCH, 1, HIDDEN), attention_mask=np.ones((3 * BATCH, 1, 8), bool), cache=cache, cache_index=0)

@@ -112,3 +112,19 @@ def test_bad_calls_are_rejected():
         decoder(target, None, mask)
     with pytest.raises(ValueError, match="expected 2 self_caches, received 1"):
         decoder(target, memory, mask, self_caches=decoder.empty_self_caches(2, 8)[:1], cache_index=0)
+
+
+def test_slotted_self_cache_without_a_mask_is_rejected():
+    # A self cache of one row for two input rows holds a slot per row: the causal mask would show
+    # every row slot 0 only, so the layer asks for the mask that says which slots each row reads.
+    target, memory, mask = _inputs()
+    layer = TransformerDecoderLayer(**OPTIONS)
+    layer(target, memory, mask)
+    shared = layer.self_attention.empty_cache(1, 2 * TARGET_LENGTH)
+    with pytest.raises(ValueError, match="self cache of 1 rows for 2 input rows .* needs `self_attention_mask`"):
+        layer(target[:, :1], memory, mask, self_cache=shared, cache_index=0)
+    visible = np.zeros((2, 1, 2 * TARGET_LENGTH), bool)
+    visible[0, 0, 0] = visible[1, 0, TARGET_LENGTH] = True  # Each row's own first position.
+    output, _ = layer(target[:, :1], memory, mask, self_cache=shared, cache_index=0, self_attention_mask=visible)
+    own = layer(target[:, :1], memory, mask, self_cache=layer.self_attention.empty_cache(2, TARGET_LENGTH), cache_index=0)[0]
+    np.testing.assert_allclose(_numpy(output), _numpy(own), atol=1e-5)
