@@ -68,17 +68,21 @@ def translate_ids(
     own_slot = ops.mod(ops.arange(batch_size * beam_size, dtype="int32"), beam_size)  # [batch * beam]
 
     def next_logits_fn(ids, step, state):
-        ancestry = ops.where(positions[None, :] == step, own_slot[:, None], state["ancestry"])
-        # [batch * beam, beam, L]: slot k, position p holds an ancestor's (or its own) keys.
-        visible = ops.logical_and(positions[None, None, :] <= step, ancestry[:, None, :] == slots[None, :, None])
+        mask = None  # One slot per sentence (greedy): the decoder's causal mask.
+        if beam_size > 1:
+            ancestry = ops.where(positions[None, :] == step, own_slot[:, None], state["ancestry"])
+            # [batch * beam, beam, L]: slot k, position p holds an ancestor's (or its own) keys.
+            visible = ops.logical_and(positions[None, None, :] <= step, ancestry[:, None, :] == slots[None, :, None])
+            mask = ops.reshape(visible, (-1, 1, beam_size * max_decode_length))
+            state = {**state, "ancestry": ancestry}
         logits, new_cache = model.decode(
             ops.expand_dims(ids, 1),
             encoder_padding_mask=padding_mask,
             cache={"self": state["self"], "cross": cross_caches},
             cache_index=step,
-            self_attention_mask=ops.reshape(visible, (-1, 1, beam_size * max_decode_length)),
+            self_attention_mask=mask,
         )
-        return logits[:, 0, :], {"self": new_cache["self"], "ancestry": ancestry}  # [batch * beam, vocab]
+        return logits[:, 0, :], {**state, "self": new_cache["self"]}  # [batch * beam, vocab]
 
     def reorder_state(state, parent_rows):
         return {"self": state["self"], "ancestry": ops.take(state["ancestry"], parent_rows, axis=0)}
@@ -91,12 +95,12 @@ def translate_ids(
         pad_id=model.pad_id,
     )
     initial_ids = ops.full((batch_size,), BOS_ID, dtype="int32")
+    if beam_size == 1:  # One slot per sentence, nothing to reorder and no ancestry to keep.
+        return greedy_search(next_logits_fn, initial_ids, {"self": cache["self"]}, **options)
     initial_state = {
         "self": cache["self"],
         "ancestry": ops.zeros((batch_size * beam_size, max_decode_length), dtype="int32"),
     }
-    if beam_size == 1:  # One slot per sentence, nothing to reorder: the ancestry is the own slot.
-        return greedy_search(next_logits_fn, initial_ids, initial_state, **options)
     return beam_search(
         next_logits_fn,
         initial_ids,
