@@ -1,11 +1,15 @@
 """Where a TensorFlow training step spends its time, per op type, and what the CPU's GEMMs can do.
 
-Two measurements behind the CPU section of benchmarks/README.md:
+Three measurements behind the CPU section of benchmarks/README.md:
 
 - `--profile`: builds a candidate of `train_throughput.py` (ours or keras_hub) at the CPU benchmark's
   sizes, runs warm-up steps, traces `--steps` more with the TensorFlow profiler and prints the op
-  time per step summed over threads, by op type, with the traced function's wall time per step.
-- `--gemm`: times `tf.matmul` alone at the step's shapes, float32 and bfloat16 (GFLOP/s).
+  time per step summed over threads, by op type, with the traced function's wall time per step;
+  then the ops per step and the wall time during which no matmul runs (the part of the step the
+  matmuls, the same work in both candidates, leave exposed), by op type and by layer scope.
+- `--gemm`: times `tf.matmul` alone at the step's shapes, float32 and bfloat16 (GFLOP/s), twenty
+  products of distinct operands per traced call (before 2026-11-23 one product per call, whose call
+  overhead lowered the small shapes' rates).
 - `--adam`: times one optimizer update of the CPU benchmark model's trainable variables (random
   gradients, inside a `tf.function`), Keras's Adam and `train.py`'s `FusedAdam`, alternating.
 
@@ -48,14 +52,19 @@ def parse_args(argv=None):
     return args
 
 
+MATMUL_OPS = ("_MklMatMul", "_MklBatchMatMulV2", "MatMul", "BatchMatMulV2", "_MklEinsum", "Einsum")
+
+
 def op_time_by_type(xspace_path, steps):
-    """{op type: ms per step}, {op name:type: ms per step} and {TF function: ms per step} from an xplane."""
+    """{op type: ms per step}, {op name:type: ms per step}, {TF function: ms per step} and the op
+    events `(start_ps, end_ps, op name:type)` from an xplane."""
     from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
     space = xplane_pb2.XSpace()
     with open(xspace_path, "rb") as file:
         space.ParseFromString(file.read())
     by_type, by_name, functions = collections.Counter(), collections.Counter(), collections.Counter()
+    events = []
     for plane in space.planes:
         for line in plane.lines:
             for event in line.events:
@@ -66,7 +75,38 @@ def op_time_by_type(xspace_path, steps):
                 elif ":" in name and "::" not in name and not name.startswith(("Iterator", "EagerLocalExecute")):
                     by_type[name.rsplit(":", 1)[1]] += milliseconds
                     by_name[name] += milliseconds
-    return by_type, by_name, functions
+                    start = line.timestamp_ns * 1000 + event.offset_ps
+                    events.append((start, start + event.duration_ps, name))
+    return by_type, by_name, functions, events
+
+
+SCOPES = ("label_smoothed_cross_entropy", "fused_adam", "adam", "_residual", "self_attention", "cross_attention",
+          "feed_forward", "embedding")
+
+
+def matmul_free_wall(events, steps):
+    """Wall time (ms per step) during which no matmul runs, split evenly between the ops running then,
+    by op type and by (forward or backward, layer scope): the part of the step that the matmuls, the
+    same work in both candidates, do not cover."""
+    boundaries = sorted([(start, 1, name) for start, _, name in events] + [(end, -1, name) for _, end, name in events])
+    running = collections.Counter()
+    total, by_type, by_scope = 0.0, collections.Counter(), collections.Counter()
+    previous = None
+    for time_ps, change, name in boundaries:
+        if previous is not None and time_ps > previous and running:
+            names = list(running)
+            if not any(n.rsplit(":", 1)[1] in MATMUL_OPS for n in names):
+                share = (time_ps - previous) / 1e9 / steps
+                total += share
+                for n in names:
+                    by_type[n.rsplit(":", 1)[1]] += share / len(names)
+                    scope = next((key for key in SCOPES if key in n), "other")
+                    by_scope[("backward " if "gradient_tape" in n else "forward ") + scope] += share / len(names)
+        running[name] += change
+        if not running[name]:
+            del running[name]
+        previous = time_ps
+    return total, by_type, by_scope
 
 
 def cpu_benchmark_args():
@@ -95,12 +135,20 @@ def profile(args):
         model.fit(dataset, steps_per_epoch=args.steps, epochs=1, verbose=0)
         tf.profiler.experimental.stop()
         (path,) = glob.glob(os.path.join(log_dir, "**", "*.xplane.pb"), recursive=True)
-        by_type, by_name, functions = op_time_by_type(path, args.steps)
+        by_type, by_name, functions, events = op_time_by_type(path, args.steps)
     print(f"{args.candidate}, {'mixed_bfloat16' if args.mixed_precision else 'float32'}, "
           f"{'XLA' if args.jit_compile else 'TF graph'}: ms per step")
     for name, milliseconds in functions.items():
         print(f"{milliseconds:9.1f}  {name}")
     for name, milliseconds in by_type.most_common(args.top):
+        print(f"{milliseconds:9.1f}  {name}")
+    free, free_by_type, free_by_scope = matmul_free_wall(events, args.steps)
+    print(f"{len(events) / args.steps:9.0f}  ops per step")
+    print(f"{free:9.1f}  ms per step with no matmul running (custom-gradient bodies count as forward), by op type:")
+    for name, milliseconds in free_by_type.most_common(args.top):
+        print(f"{milliseconds:9.1f}  {name}")
+    print("... and by scope:")
+    for name, milliseconds in free_by_scope.most_common():
         print(f"{milliseconds:9.1f}  {name}")
     if args.ops:
         print("heaviest single ops:")
@@ -108,22 +156,29 @@ def profile(args):
             print(f"{milliseconds:9.1f}  {name}")
 
 
-def gemm():
+def gemm(matmuls_per_call=20, calls=15):
+    """GFLOP/s of `tf.matmul` at the step's shapes: `matmuls_per_call` products of distinct operands in
+    one traced function (so no call overhead and nothing for Grappler to merge), median of `calls`."""
+    import numpy as np
     import tensorflow as tf
 
     for dtype in (tf.float32, tf.bfloat16):
         for m, k, n in GEMM_SHAPES:
-            a = tf.cast(tf.random.normal([m, k]), dtype)
-            b = tf.cast(tf.random.normal([k, n]), dtype)
-            matmul = tf.function(tf.matmul)
-            matmul(a, b).numpy()
-            repeats = 20
-            start = time.perf_counter()
-            for _ in range(repeats):
-                result = matmul(a, b)
-            result.numpy()
-            seconds = (time.perf_counter() - start) / repeats
-            print(f"{dtype.name:9} [{m},{k}]x[{k},{n}] {seconds * 1e3:7.2f} ms {2 * m * k * n / seconds / 1e9:6.0f} GFLOP/s")
+            lefts = [tf.cast(tf.random.normal([m, k]), dtype) for _ in range(matmuls_per_call)]
+            right = tf.cast(tf.random.normal([k, n]), dtype)
+
+            @tf.function
+            def products(lefts, right):
+                return tf.add_n([tf.cast(tf.matmul(left, right)[0, 0], tf.float32) for left in lefts])
+
+            products(lefts, right).numpy()
+            seconds = []
+            for _ in range(calls):
+                start = time.perf_counter()
+                products(lefts, right).numpy()
+                seconds.append((time.perf_counter() - start) / matmuls_per_call)
+            median = float(np.median(seconds))
+            print(f"{dtype.name:9} [{m},{k}]x[{k},{n}] {median * 1e3:7.2f} ms {2 * m * k * n / median / 1e9:6.0f} GFLOP/s")
 
 
 def adam(rounds=6, repeats=20):
