@@ -128,8 +128,10 @@ def validate_tsv(tsv_path_or_paths: str | Sequence[str]) -> int:
     return total
 
 
-def _tokenized_pairs(lines: tf.data.Dataset, tokenizer, reverse: bool) -> tf.data.Dataset:
-    """Lines -> (source_ids, target_input_ids, target_output_ids), one pair per element."""
+def _tokenized_batches(lines: tf.data.Dataset, tokenizer, reverse: bool, max_length: int) -> tf.data.Dataset:
+    """Lines -> batches of up to `_TOKENIZE_BATCH` pairs (source_ids, target_input_ids,
+    target_output_ids as ragged `[pairs, None]`) without the pairs longer than `max_length`, each
+    with the counts (pairs seen, pairs dropped) of its lines."""
 
     def tokenize(batch_lines):
         columns = tf.strings.split(batch_lines, "\t", maxsplit=1).to_tensor(shape=[None, 2])
@@ -140,17 +142,19 @@ def _tokenized_pairs(lines: tf.data.Dataset, tokenizer, reverse: bool) -> tf.dat
         rows = tf.shape(batch_lines, out_type=tf.int64)[:1]
         eos = tf.RaggedTensor.from_row_lengths(tf.fill(rows, EOS_ID), tf.ones(rows, tf.int64))
         bos = tf.RaggedTensor.from_row_lengths(tf.fill(rows, BOS_ID), tf.ones(rows, tf.int64))
-        return (
+        sequences = (
             tf.concat([source_ids, eos], axis=1),
             tf.concat([bos, target_ids], axis=1),
             tf.concat([target_ids, eos], axis=1),
         )
+        # The over-length filter on the whole batch: per-pair dataset stages cost tens of
+        # microseconds per pair, more than tokenizing it (benchmarks/README.md, input pipeline).
+        keep = tf.maximum(sequences[0].row_lengths(), sequences[1].row_lengths()) <= max_length
+        seen = tf.size(keep, out_type=tf.int64)
+        dropped = seen - tf.reduce_sum(tf.cast(keep, tf.int64))
+        return tuple(tf.ragged.boolean_mask(ids, keep) for ids in sequences) + (seen, dropped)
 
-    return (
-        lines.batch(_TOKENIZE_BATCH)
-        .map(tokenize, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-        .unbatch()
-    )
+    return lines.batch(_TOKENIZE_BATCH).map(tokenize, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 
 
 def _sequence_length(source, target_input, target_output):
@@ -158,23 +162,25 @@ def _sequence_length(source, target_input, target_output):
     return tf.maximum(tf.shape(source)[0], tf.shape(target_input)[0])
 
 
-def _drop_over_length(pairs: tf.data.Dataset, max_length: int, label: str) -> tf.data.Dataset:
-    """Drops pairs longer than `max_length`, printing the count to stderr at the end of each pass.
+def _short_pairs(lines: tf.data.Dataset, tokenizer, reverse: bool, max_length: int, label: str) -> tf.data.Dataset:
+    """Lines -> (source_ids, target_input_ids, target_output_ids), one pair per element, without the
+    pairs longer than `max_length`, whose count is printed to stderr at the end of each pass.
 
-    A sentinel element (empty sequences, flag set) is appended after the pairs; a `scan` carries
-    the (seen, dropped) counts, and when the sentinel arrives the counts are printed and reset.
+    A sentinel batch (no pairs, flag set) is appended after the tokenized batches; a `scan` over
+    the batches carries the (seen, dropped) counts, and when the sentinel arrives the counts are
+    printed and reset.
     """
-    empty = tf.zeros([0], tf.int32)
-    flagged = pairs.map(lambda s, ti, to: (s, ti, to, False)).concatenate(
-        tf.data.Dataset.from_tensors((empty, empty, empty, True))
+    batches = _tokenized_batches(lines, tokenizer, reverse, max_length)
+    no_pairs = tf.RaggedTensor.from_row_lengths(tf.zeros([0], tf.int32), tf.zeros([0], tf.int64))
+    zero = tf.constant(0, tf.int64)
+    flagged = batches.map(lambda s, ti, to, seen, dropped: (s, ti, to, seen, dropped, False)).concatenate(
+        tf.data.Dataset.from_tensors((no_pairs, no_pairs, no_pairs, zero, zero, True))
     )
 
     def count(state, element):
         seen, dropped = state
-        source, target_input, target_output, is_end = element
-        too_long = _sequence_length(source, target_input, target_output) > max_length
-        seen = seen + tf.cast(tf.logical_not(is_end), tf.int64)
-        dropped = dropped + tf.cast(too_long, tf.int64)
+        source, target_input, target_output, batch_seen, batch_dropped, is_end = element
+        seen, dropped = seen + batch_seen, dropped + batch_dropped
         report = tf.cond(
             is_end,
             lambda: tf.print(
@@ -184,17 +190,10 @@ def _drop_over_length(pairs: tf.data.Dataset, max_length: int, label: str) -> tf
             tf.no_op,
         )
         with tf.control_dependencies([report]):
-            keep = tf.logical_not(tf.logical_or(is_end, too_long))
-        next_state = (tf.where(is_end, tf.constant(0, tf.int64), seen),
-                      tf.where(is_end, tf.constant(0, tf.int64), dropped))
-        return next_state, (source, target_input, target_output, keep)
+            seen = tf.where(is_end, zero, seen)
+        return (seen, tf.where(is_end, zero, dropped)), (source, target_input, target_output)
 
-    zero = tf.constant(0, tf.int64)
-    return (
-        flagged.scan((zero, zero), count)
-        .filter(lambda s, ti, to, keep: keep)
-        .map(lambda s, ti, to, keep: (s, ti, to))
-    )
+    return flagged.scan((zero, zero), count).unbatch().map(lambda s, ti, to: (s, ti, to))
 
 
 def make_dataset(
@@ -251,9 +250,8 @@ def make_dataset(
         lines = lines.shard(num_shards, shard_index)
     if shuffle and not cache_tokenized:
         lines = lines.shuffle(_SHUFFLE_BUFFER, seed=seed, reshuffle_each_iteration=True)
-    pairs = _tokenized_pairs(lines, tokenizer, reverse)
     label = f"{','.join(paths)} shard {shard_index}/{num_shards}"
-    pairs = _drop_over_length(pairs, max_length, label)
+    pairs = _short_pairs(lines, tokenizer, reverse, max_length, label)
     if cache_tokenized:
         pairs = pairs.cache()
         if shuffle:
