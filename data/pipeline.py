@@ -193,6 +193,8 @@ def _short_pairs(lines: tf.data.Dataset, tokenizer, reverse: bool, max_length: i
             seen = tf.where(is_end, zero, seen)
         return (seen, tf.where(is_end, zero, dropped)), (source, target_input, target_output)
 
+    # Unbatched ragged rows come out as rank-0 ragged specs; the identity map makes them tensors,
+    # which bucket_by_sequence_length's padded batches need.
     return flagged.scan((zero, zero), count).unbatch().map(lambda s, ti, to: (s, ti, to))
 
 
