@@ -1,18 +1,27 @@
-"""Dense layer whose TensorFlow bias gradient is a matmul.
+"""Dense layer whose TensorFlow forward pass is one fused kernel and whose bias gradient is a matmul.
 
-The gradient of a bias is the sum of the upstream gradient over all positions. TensorFlow computes
-it with `BiasAddGrad`, which under `mixed_bfloat16` returns a bfloat16 sum with a loss of precision that grows with the number of positions: over 2048 positions of ReLU-masked
-N(0, 1) gradients (one CPU benchmark batch, `[64, 32, 1024]`), entries off by up to 11.7 on sums
-of magnitude up to 180, where the matmul below is off by at most 0.41 (measured against float64
-sums). It is also one of the slower small kernels of a CPU step (25-37 ms of op time per step for
-39 biases at the CPU benchmark's sizes, in eight profiles).
+Under TensorFlow, for the plain layer with a bias (the attention and feed-forward projections), the
+layer is one `keras.ops.custom_gradient` over inputs, kernel and bias:
 
-This subclass, under TensorFlow, computes the bias gradient as `ones[1, positions] @
-upstream[positions, units]`: the GEMM accumulates in float32 and rounds once (benchmarks/README.md
-has the measurements). LoRA and quantized layers, and other backends, use Keras's `Dense` (under
-JAX, XLA:CPU's bfloat16 bias gradient also missed one rounding when the precision test of
-tests/models/test_dense.py was run on it; left as it is, since the matmul form was not measured on
-a GPU). Weights, arguments and config are Keras's.
+- Forward: `inputs` flattened to `[positions, in]`, `matmul(inputs, kernel) + bias`, then ReLU
+  when that is the activation, then reshaped back. On this 2-D form TensorFlow's graph optimizer
+  fuses the matmul, the bias add and the ReLU into one oneDNN kernel (`_MklNativeFusedMatMul`); on
+  Keras's `[batch, length, in]` matmul a reshape separates them, and the bias add and the ReLU are
+  passes of their own over the output, slow ones in bfloat16 (on the AMD EPYC development machine a
+  bfloat16 add over `[2048, 1024]` took 470 us, the fused matmul's whole epilogue ~250 us).
+- Backward: the ReLU's gradient as a select on the output, `upstream @ kernel^T`,
+  `inputs^T @ upstream`, and the bias gradient as `ones[1, positions] @ upstream[positions,
+  units]`. TensorFlow's own `BiasAddGrad` sums bfloat16 values in bfloat16, with a loss of
+  precision that grows with the number of positions: over 2048 positions of ReLU-masked N(0, 1)
+  gradients (one CPU benchmark batch, `[64, 32, 1024]`), entries off by up to 11.7 on sums of
+  magnitude up to 180, where the matmul is off by at most 0.41 (measured against float64 sums): the
+  GEMM accumulates in float32 and rounds once.
+
+benchmarks/README.md has the measurements. LoRA and quantized layers, layers without a bias, and
+other backends use Keras's `Dense` (under XLA the bias and activation fuse anyway; under JAX,
+XLA:CPU's bfloat16 bias gradient also missed one rounding when the precision test of
+tests/models/test_dense.py was run on it; left as it is, since the matmul form was not measured on a
+GPU). Weights, arguments and config are Keras's.
 """
 
 import keras
@@ -21,13 +30,16 @@ from keras import ops
 
 @keras.saving.register_keras_serializable(package="transformer")
 class Dense(keras.layers.Dense):
-    """`keras.layers.Dense` with a matmul bias gradient under TensorFlow (see the module docstring)."""
+    """`keras.layers.Dense` as one fused kernel with a matmul bias gradient under TensorFlow (see the module docstring)."""
 
     def call(self, inputs, training=None):
         if not self._sums_bias_gradient_by_matmul():
             return super().call(inputs, training=training)
-        outputs = _add_bias(ops.matmul(inputs, self.kernel), self.bias.value)
-        return outputs if self.activation is None else self.activation(outputs)
+        relu = self.activation is keras.activations.relu
+        outputs = _fused_dense(
+            inputs, ops.cast(self.kernel, self.compute_dtype), ops.cast(self.bias, self.compute_dtype), relu
+        )
+        return outputs if relu or self.activation is None else self.activation(outputs)
 
     @property
     def plain(self):
@@ -48,18 +60,28 @@ class Dense(keras.layers.Dense):
         return keras.backend.backend() == "tensorflow" and self.bias is not None and self.plain
 
 
-def _add_bias(outputs, bias):
-    """`outputs + bias`, whose bias gradient is a ones-row matmul over all positions."""
+def _fused_dense(inputs, kernel, bias, relu):
+    """`inputs @ kernel + bias` (then ReLU if `relu`) as 2-D ops TensorFlow fuses into one kernel,
+    with the gradient written out (module docstring)."""
 
     @ops.custom_gradient
-    def add(outputs, bias):
+    def dense(inputs, kernel, bias):
+        units = kernel.shape[1]
+        rows = ops.reshape(inputs, (-1, kernel.shape[0]))  # [positions, in]
+        outputs = ops.matmul(rows, kernel) + bias
+        if relu:
+            outputs = ops.relu(outputs)
+
         def gradient(*args, upstream=None):
-            upstream = args[0] if upstream is None else upstream
-            return upstream, sum_over_rows(ops.reshape(upstream, (-1, upstream.shape[-1])))
+            upstream = ops.reshape(args[0] if upstream is None else upstream, (-1, units))
+            if relu:  # ReLU's gradient: zero where the output is (ReLU's input <= 0).
+                upstream = ops.where(outputs > 0, upstream, ops.zeros_like(upstream))
+            inputs_gradient = ops.reshape(ops.matmul(upstream, ops.transpose(kernel)), ops.shape(inputs))
+            return inputs_gradient, ops.matmul(ops.transpose(rows), upstream), sum_over_rows(upstream)
 
-        return outputs + bias, gradient
+        return ops.reshape(outputs, tuple(ops.shape(inputs)[:-1]) + (units,)), gradient
 
-    return add(outputs, bias)
+    return dense(inputs, kernel, bias)
 
 
 def sum_over_rows(rows):

@@ -322,7 +322,10 @@ class MultiHeadAttention(keras.layers.Layer):
         queries = ops.transpose(queries, (0, 2, 1, 3))  # [batch, heads, query_length, head_dim]
         logits = ops.cast(ops.einsum("bnth,bnsh->bnts", queries, keys), "float32") * scale
         if mask is not None:
-            logits = ops.where(mask, logits, -1e9)
+            # An additive bias, not a select on the logits: the sum's gradient is the upstream
+            # itself, where a select's is another select over the [batch, heads, query, key] float32
+            # gradient (TensorFlow runs each as a kernel of its own; benchmarks/README.md, change 20).
+            logits = logits + ops.where(mask, 0.0, -1e9)
         weights = ops.softmax(logits, axis=-1)
         dropped = ops.cast(self.dropout_layer(weights, training=training), values.dtype)
         attended = ops.einsum("bnts,bnsh->bnth", dropped, values)

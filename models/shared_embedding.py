@@ -84,8 +84,9 @@ class SharedEmbedding(keras.layers.Layer):
     def logits(self, hidden_states):
         """Pre-softmax projection with the shared matrix; returns float32 logits."""
         kernel = ops.cast(self.embeddings, self.compute_dtype)
-        logits = ops.matmul(hidden_states, ops.transpose(kernel))
-        return ops.cast(logits, "float32")
+        if keras.backend.backend() == "tensorflow":
+            return ops.cast(_tied_projection(hidden_states, kernel), "float32")
+        return ops.cast(ops.matmul(hidden_states, ops.transpose(kernel)), "float32")
 
     def compute_output_shape(self, token_ids_shape):
         return tuple(token_ids_shape) + (self.hidden_dim,)
@@ -101,3 +102,28 @@ class SharedEmbedding(keras.layers.Layer):
             }
         )
         return config
+
+
+def _tied_projection(hidden_states, kernel):
+    """`hidden_states @ kernel^T` whose kernel gradient is computed in the kernel's own layout.
+
+    TensorFlow differentiates `matmul(h, transpose(E))` into `h^T @ g` (`[d_model, V]`), then a
+    transpose to E's `[V, d_model]`; here the gradient is `g^T @ h`, which is E-shaped. On the AMD
+    EPYC development machine (bfloat16, `[2048, 8000]` gradient, d_model 256) the product took 11.7
+    ms against 13.3 ms, and the transpose goes (benchmarks/README.md, change 21).
+    """
+
+    @ops.custom_gradient
+    def project(hidden_states, kernel):
+        width = kernel.shape[1]
+        rows = ops.reshape(hidden_states, (-1, width))
+        logits = ops.matmul(rows, ops.transpose(kernel))
+
+        def gradient(*args, upstream=None):
+            upstream = ops.reshape(args[0] if upstream is None else upstream, (-1, kernel.shape[0]))
+            hidden_gradient = ops.reshape(ops.matmul(upstream, kernel), ops.shape(hidden_states))
+            return hidden_gradient, ops.matmul(ops.transpose(upstream), rows)
+
+        return ops.reshape(logits, tuple(ops.shape(hidden_states)[:-1]) + (kernel.shape[0],)), gradient
+
+    return project(hidden_states, kernel)

@@ -30,6 +30,25 @@ def test_output_and_gradients_match_keras_dense(kwargs):
         assert np.abs(got - expected).max() < 1e-5 * max(1.0, np.abs(expected).max())
 
 
+def test_relu_gradient_is_zero_where_the_pre_activation_is_zero_as_in_keras():
+    # Pre-activations of exactly 0 (zero kernel columns and biases): Keras's ReLU passes no gradient
+    # there, and neither does the select on the output in the fused path.
+    rng = np.random.default_rng(5)
+    inputs = rng.normal(size=(3, 5, 16)).astype("float32")
+    upstream = rng.normal(size=(3, 5, 24)).astype("float32")
+    ours, reference = _pair(activation="relu")
+    for layer in (ours, reference):
+        kernel = keras.ops.convert_to_numpy(layer.kernel).copy()
+        kernel[:, :8] = 0.0
+        layer.kernel.assign(kernel)
+        layer.bias.assign(np.where(np.arange(24) < 8, 0.0, 0.5).astype("float32"))
+    got = values_and_gradients(ours, inputs, upstream)
+    expected = values_and_gradients(reference, inputs, upstream)
+    assert np.all(got[3][:8] == 0.0) and np.all(got[2][:, :8] == 0.0)
+    for got_value, expected_value in zip(got, expected):
+        assert np.abs(got_value - expected_value).max() < 1e-5 * max(1.0, np.abs(expected_value).max())
+
+
 def test_bfloat16_bias_gradient_is_one_rounding_of_the_exact_sum_under_tensorflow():
     # 4096 positions of N(0, 1) gradients: sums up to ~200. Summed in bfloat16 (TensorFlow's
     # BiasAddGrad, and XLA:CPU's reduction under JAX) entries come out off by ~10; the

@@ -6,7 +6,7 @@ import pytest
 
 from models.position_encoding import sinusoidal_position_encoding
 from models.shared_embedding import SharedEmbedding
-from tests.models.layer_contract import run_layer_test
+from tests.models.layer_contract import run_layer_test, values_and_gradients
 
 
 def test_layer_contract():
@@ -34,6 +34,36 @@ def test_logits_use_the_same_matrix_in_float32():
     assert keras.backend.standardize_dtype(logits.dtype) == "float32"
     expected = hidden @ keras.ops.convert_to_numpy(layer.embeddings).T
     assert np.max(np.abs(keras.ops.convert_to_numpy(logits) - expected)) < 0.1
+
+
+class _Logits(keras.layers.Layer):
+    """`SharedEmbedding.logits` as a layer, so that its gradients can be taken like a layer's."""
+
+    def __init__(self, shared, **kwargs):
+        super().__init__(**kwargs)
+        self.shared = shared
+
+    def call(self, hidden_states):
+        return self.shared.logits(hidden_states)
+
+
+def test_logits_gradients_are_those_of_the_product_with_the_transposed_matrix():
+    # Under TensorFlow the product has a written gradient (the matrix's in its own [V, d_model]
+    # layout); it must equal d/dh = upstream @ E and d/dE = upstream^T @ h.
+    rng = np.random.default_rng(1)
+    shared = SharedEmbedding(10, 8, dropout=0.0)  # no seed state: JAX's stateless call gets weights only
+    shared.build()
+    hidden = rng.normal(size=(2, 3, 8)).astype("float32")
+    upstream = rng.normal(size=(2, 3, 10)).astype("float32")
+    layer = _Logits(shared)
+    layer(hidden)  # built (JAX's stateless call needs it)
+    logits, hidden_gradient, table_gradient = values_and_gradients(layer, hidden, upstream)
+    table = keras.ops.convert_to_numpy(shared.embeddings).astype("float64")
+    rows, upstream_rows = hidden.reshape(-1, 8).astype("float64"), upstream.reshape(-1, 10).astype("float64")
+    assert np.max(np.abs(logits - hidden @ table.T)) < 1e-5
+    assert np.max(np.abs(hidden_gradient - upstream @ table)) < 1e-5
+    assert table_gradient.shape == (10, 8)
+    assert np.max(np.abs(table_gradient - upstream_rows.T @ rows)) < 1e-5
 
 
 def test_bad_arguments_are_rejected():

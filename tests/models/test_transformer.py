@@ -207,13 +207,17 @@ def test_tiny_model_learns_to_reverse_digit_strings():
     rng = np.random.default_rng(0)
     source, target_in, target_out = _copy_task(rng, 2048, 5)
     model = Transformer(14, num_layers=1, hidden_dim=64, num_heads=4, intermediate_dim=128, dropout=0.0)
+    # Half the learning rate of scale 0.5, and two more epochs: at 0.5 the last epochs can end on a
+    # loss spike (seed 1234 after changes 19-20, fused Dense and additive attention mask: loss 0.035,
+    # accuracy 0.988, where seeds 1-3 gave 0.004-0.010); here seeds 1-4 and 1234 all end at loss
+    # <= 0.0021, accuracy 1.0.
     model.compile(
-        optimizer=transformer_optimizer(64, warmup_steps=100, scale=0.5),
+        optimizer=transformer_optimizer(64, warmup_steps=100, scale=0.25),
         loss=LabelSmoothedCrossEntropy(label_smoothing=0.0),
         metrics=[MaskedAccuracy()],
     )
     start = time.perf_counter()
-    model.fit((source, target_in), target_out, batch_size=64, epochs=8, verbose=0)
+    model.fit((source, target_in), target_out, batch_size=64, epochs=10, verbose=0)
     elapsed = time.perf_counter() - start
     loss = model.evaluate((source, target_in), target_out, batch_size=256, verbose=0, return_dict=True)["loss"]
     test_source, test_in, test_out = _copy_task(np.random.default_rng(1), 256, 5)
