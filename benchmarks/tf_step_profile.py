@@ -52,7 +52,8 @@ def parse_args(argv=None):
     return args
 
 
-MATMUL_OPS = ("_MklMatMul", "_MklBatchMatMulV2", "MatMul", "BatchMatMulV2", "_MklEinsum", "Einsum")
+MATMUL_OPS = ("_MklMatMul", "_MklNativeFusedMatMul", "_MklFusedMatMul", "_FusedMatMul", "_MklBatchMatMulV2", "MatMul",
+              "BatchMatMulV2", "_MklEinsum", "Einsum")
 
 
 def op_time_by_type(xspace_path, steps):
