@@ -128,6 +128,12 @@ def validate_tsv(tsv_path_or_paths: str | Sequence[str]) -> int:
     return total
 
 
+def _pair_length(source_length, target_input_length):
+    """The length a pair is filtered and bucketed by: its longer side, BOS/EOS included (the target
+    output is as long as the target input)."""
+    return tf.maximum(source_length, target_input_length)
+
+
 def _tokenized_batches(lines: tf.data.Dataset, tokenizer, reverse: bool, max_length: int) -> tf.data.Dataset:
     """Lines -> batches of up to `_TOKENIZE_BATCH` pairs (source_ids, target_input_ids,
     target_output_ids as ragged `[pairs, None]`) without the pairs longer than `max_length`, each
@@ -149,7 +155,7 @@ def _tokenized_batches(lines: tf.data.Dataset, tokenizer, reverse: bool, max_len
         )
         # The over-length filter on the whole batch: per-pair dataset stages cost tens of
         # microseconds per pair, more than tokenizing it (benchmarks/README.md, input pipeline).
-        keep = tf.maximum(sequences[0].row_lengths(), sequences[1].row_lengths()) <= max_length
+        keep = _pair_length(sequences[0].row_lengths(), sequences[1].row_lengths()) <= max_length
         seen = tf.size(keep, out_type=tf.int64)
         dropped = seen - tf.reduce_sum(tf.cast(keep, tf.int64))
         return tuple(tf.ragged.boolean_mask(ids, keep) for ids in sequences) + (seen, dropped)
@@ -159,7 +165,7 @@ def _tokenized_batches(lines: tf.data.Dataset, tokenizer, reverse: bool, max_len
 
 def _sequence_length(source, target_input, target_output):
     del target_output  # same length as target_input
-    return tf.maximum(tf.shape(source)[0], tf.shape(target_input)[0])
+    return _pair_length(tf.shape(source)[0], tf.shape(target_input)[0])
 
 
 def _short_pairs(lines: tf.data.Dataset, tokenizer, reverse: bool, max_length: int, label: str) -> tf.data.Dataset:

@@ -33,7 +33,7 @@ class Dense(keras.layers.Dense):
     """`keras.layers.Dense` as one fused kernel with a matmul bias gradient under TensorFlow (see the module docstring)."""
 
     def call(self, inputs, training=None):
-        if not self._sums_bias_gradient_by_matmul():
+        if not self._runs_fused():
             return super().call(inputs, training=training)
         relu = self.activation is keras.activations.relu
         outputs = _fused_dense(
@@ -56,7 +56,8 @@ class Dense(keras.layers.Dense):
             outputs = outputs + ops.cast(self.bias[start:stop], self.compute_dtype)
         return outputs
 
-    def _sums_bias_gradient_by_matmul(self):
+    def _runs_fused(self):
+        """Whether `call` takes the fused TensorFlow path (module docstring)."""
         return keras.backend.backend() == "tensorflow" and self.bias is not None and self.plain
 
 
