@@ -15,6 +15,12 @@ of a handful of shapes. Batch sizes come from a token budget (the paper's batche
 and ~25k target tokens, Section 5.1): a bucket of length L gets `batch_tokens // L` pairs, so padded
 tokens per batch, source and target alike, never exceed `batch_tokens`.
 
+Pairs travel in batches of `_TOKENIZE_BATCH` from the tokenizer to the bucketing, which is vectorized
+over them (`_bucketed`): tf.data costs tens of microseconds per element, so a serial stage that takes
+one pair at a time would cap the pipeline whatever the cores (benchmarks/README.md, input pipeline).
+Only the lines (read, shuffled, batched) and, with the cache below, the cached pairs' shuffle go one
+element at a time.
+
 With `cache_tokenized=True` the tokenized, filtered pairs are kept in memory after the first pass
 (`Dataset.cache()`), and the shuffle moves from the lines to the pairs, after the cache:
 
@@ -34,7 +40,7 @@ import tensorflow as tf
 from data import parallel_files
 from data.special_ids import BOS_ID, EOS_ID, PAD_ID
 
-_TOKENIZE_BATCH = 256
+_TOKENIZE_BATCH = 1024
 _SHUFFLE_BUFFER = 200_000
 
 
@@ -134,6 +140,11 @@ def _pair_length(source_length, target_input_length):
     return tf.maximum(source_length, target_input_length)
 
 
+def _no_pairs():
+    """An empty ragged `[0, None]` int32 batch of sequences."""
+    return tf.RaggedTensor.from_row_lengths(tf.zeros([0], tf.int32), tf.zeros([0], tf.int64))
+
+
 def _tokenized_batches(lines: tf.data.Dataset, tokenizer, reverse: bool, max_length: int) -> tf.data.Dataset:
     """Lines -> batches of up to `_TOKENIZE_BATCH` pairs (source_ids, target_input_ids,
     target_output_ids as ragged `[pairs, None]`) without the pairs longer than `max_length`, each
@@ -163,24 +174,21 @@ def _tokenized_batches(lines: tf.data.Dataset, tokenizer, reverse: bool, max_len
     return lines.batch(_TOKENIZE_BATCH).map(tokenize, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 
 
-def _sequence_length(source, target_input, target_output):
-    del target_output  # same length as target_input
-    return _pair_length(tf.shape(source)[0], tf.shape(target_input)[0])
-
-
-def _short_pairs(lines: tf.data.Dataset, tokenizer, reverse: bool, max_length: int, label: str) -> tf.data.Dataset:
-    """Lines -> (source_ids, target_input_ids, target_output_ids), one pair per element, without the
-    pairs longer than `max_length`, whose count is printed to stderr at the end of each pass.
+def _short_pair_batches(
+    lines: tf.data.Dataset, tokenizer, reverse: bool, max_length: int, label: str
+) -> tf.data.Dataset:
+    """Lines -> batches of (source_ids, target_input_ids, target_output_ids), ragged `[pairs, None]`,
+    without the pairs longer than `max_length`, whose count is printed to stderr at the end of each
+    pass.
 
     A sentinel batch (no pairs, flag set) is appended after the tokenized batches; a `scan` over
     the batches carries the (seen, dropped) counts, and when the sentinel arrives the counts are
-    printed and reset.
+    printed and reset. The sentinel comes out as a batch of no pairs.
     """
     batches = _tokenized_batches(lines, tokenizer, reverse, max_length)
-    no_pairs = tf.RaggedTensor.from_row_lengths(tf.zeros([0], tf.int32), tf.zeros([0], tf.int64))
     zero = tf.constant(0, tf.int64)
     flagged = batches.map(lambda s, ti, to, seen, dropped: (s, ti, to, seen, dropped, False)).concatenate(
-        tf.data.Dataset.from_tensors((no_pairs, no_pairs, no_pairs, zero, zero, True))
+        tf.data.Dataset.from_tensors((_no_pairs(), _no_pairs(), _no_pairs(), zero, zero, True))
     )
 
     def count(state, element):
@@ -199,9 +207,63 @@ def _short_pairs(lines: tf.data.Dataset, tokenizer, reverse: bool, max_length: i
             seen = tf.where(is_end, zero, seen)
         return (seen, tf.where(is_end, zero, dropped)), (source, target_input, target_output)
 
-    # Unbatched ragged rows come out as rank-0 ragged specs; the identity map makes them tensors,
-    # which bucket_by_sequence_length's padded batches need.
-    return flagged.scan((zero, zero), count).unbatch().map(lambda s, ti, to: (s, ti, to))
+    return flagged.scan((zero, zero), count)
+
+
+def _bucketed(pair_batches: tf.data.Dataset, plan: BucketPlan) -> tf.data.Dataset:
+    """Batches of pairs (ragged, any number of pairs each, and a flag that says "flush") ->
+    `(source, target_input, target_output)` batches padded to a bucket length.
+
+    What `tf.data`'s `bucket_by_sequence_length` does, one input batch at a time instead of one pair
+    at a time (its per-pair elements cost tens of microseconds each, a serial limit on the whole
+    pipeline; benchmarks/README.md): a `scan` carries the pairs that have not yet filled a batch of
+    their bucket; each input batch joins them, every bucket that now holds `batch_sizes[b]` pairs or
+    more gives that many, in arrival order, as a batch, and the rest stay. A flush (the end of a
+    dataset that is not repeated) gives what is left, at most one partial batch per bucket.
+
+    A pair goes to the first bucket whose length is >= its `_pair_length`; all pairs must fit the
+    last bucket (the over-length filter runs before).
+    """
+    lengths = tf.constant(plan.lengths, tf.int64)
+    sizes = tf.constant(plan.batch_sizes, tf.int64)
+    buckets = len(plan.lengths)
+
+    def step(pending, element):
+        # The waiting pairs as (values, row lengths) per sequence: `scan` keeps no ragged state.
+        *new, flush = element
+        sequences = [
+            tf.concat([tf.RaggedTensor.from_row_lengths(values, row_lengths), more], axis=0)
+            for (values, row_lengths), more in zip(pending, new)
+        ]
+        bucket = tf.searchsorted(
+            lengths, _pair_length(sequences[0].row_lengths(), sequences[1].row_lengths()), out_type=tf.int64
+        )
+        in_bucket = tf.one_hot(bucket, buckets, dtype=tf.int64)  # [pairs, buckets]
+        rank = tf.reduce_sum(tf.cumsum(in_bucket, axis=0, exclusive=True) * in_bucket, axis=1)
+        counts = tf.reduce_sum(in_bucket, axis=0)
+        batches_per_bucket = tf.where(flush, (counts + sizes - 1) // sizes, counts // sizes)
+        batched = rank < tf.gather(batches_per_bucket * sizes, bucket)
+        # Pairs that leave, bucket by bucket and in arrival order within a bucket.
+        order = tf.argsort(bucket * tf.size(rank, out_type=tf.int64) + rank, stable=True)
+        leaving = tf.boolean_mask(order, tf.gather(batched, order))
+        staying = tf.where(tf.logical_not(batched))[:, 0]
+        index = tf.ragged.range(batches_per_bucket)  # [buckets, (batches)]: a batch's index in its bucket
+        batch_bucket = index.value_rowids()
+        batch_size = tf.gather(sizes, batch_bucket)
+        batch_sizes = tf.minimum(batch_size, tf.gather(counts, batch_bucket) - index.values * batch_size)
+        out = tuple(tf.RaggedTensor.from_row_lengths(tf.gather(ids, leaving), batch_sizes) for ids in sequences)
+        waiting = tuple((rows.values, rows.row_lengths()) for rows in (tf.gather(ids, staying) for ids in sequences))
+        return waiting, out + (tf.gather(lengths, batch_bucket),)
+
+    def pad(source, target_input, target_output, length):
+        return tuple(
+            ids.to_tensor(PAD_ID, shape=tf.stack([ids.nrows(), length]))
+            for ids in (source, target_input, target_output)
+        )
+
+    nothing = (tf.zeros([0], tf.int32), tf.zeros([0], tf.int64))
+    batches = pair_batches.scan((nothing, nothing, nothing), step).unbatch()
+    return batches.map(pad, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 
 
 def make_dataset(
@@ -259,23 +321,31 @@ def make_dataset(
     if shuffle and not cache_tokenized:
         lines = lines.shuffle(_SHUFFLE_BUFFER, seed=seed, reshuffle_each_iteration=True)
     label = f"{','.join(paths)} shard {shard_index}/{num_shards}"
-    pairs = _short_pairs(lines, tokenizer, reverse, max_length, label)
+    batches = _short_pair_batches(lines, tokenizer, reverse, max_length, label)
     if cache_tokenized:
-        pairs = pairs.cache()
+        # One pair per element from here to the cache, so that the shuffle mixes pairs, not batches.
+        # Unbatched ragged rows come out as rank-0 ragged specs; the map makes them tensors.
+        pairs = batches.unbatch().map(lambda s, ti, to: (s, ti, to, tf.shape(s)[0], tf.shape(ti)[0])).cache()
         if shuffle:
             pairs = pairs.shuffle(_SHUFFLE_BUFFER, seed=seed, reshuffle_each_iteration=True)
+        # Back to ragged batches for the bucketing: a padded batch costs less per pair than
+        # `ragged_batch` (benchmarks/README.md, input pipeline).
+        batches = pairs.padded_batch(_TOKENIZE_BATCH, padding_values=PAD_ID).map(
+            lambda s, ti, to, ls, lt: (
+                tf.RaggedTensor.from_tensor(s, lengths=ls),
+                tf.RaggedTensor.from_tensor(ti, lengths=lt),
+                tf.RaggedTensor.from_tensor(to, lengths=lt),
+            ),
+            num_parallel_calls=tf.data.AUTOTUNE,
+            deterministic=True,
+        )
+    batches = batches.map(lambda s, ti, to: (s, ti, to, False))
     if repeat:
-        pairs = pairs.repeat()
-    batches = pairs.bucket_by_sequence_length(
-        element_length_func=_sequence_length,
-        # A sequence of length L goes to the first bucket with L < boundary, i.e. L <= length.
-        bucket_boundaries=[length + 1 for length in plan.lengths],
-        # The extra last bucket (longer than max_length) stays empty: those pairs were dropped.
-        bucket_batch_sizes=list(plan.batch_sizes) + [1],
-        padding_values=(PAD_ID, PAD_ID, PAD_ID),
-        pad_to_bucket_boundary=True,
-    )
-    batches = batches.map(lambda s, ti, to: ((s, ti), to))
+        batches = batches.repeat()
+    else:  # the end: the pairs still waiting for their batch to fill leave in partial batches
+        flush = tf.data.Dataset.from_tensors((_no_pairs(), _no_pairs(), _no_pairs(), True))
+        batches = batches.concatenate(flush)
+    batches = _bucketed(batches, plan).map(lambda s, ti, to: ((s, ti), to))
     if shuffle:
         batches = batches.shuffle(128, seed=seed + 1, reshuffle_each_iteration=True)
     return batches.prefetch(tf.data.AUTOTUNE)

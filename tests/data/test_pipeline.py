@@ -218,3 +218,46 @@ def test_cached_pipeline_same_seed_same_batches(small_tsv, small_tokenizer):
     first, again, other = make(7), make(7), make(8)
     assert [b[1].tolist() for b in first] == [b[1].tolist() for b in again]
     assert [b[1].tolist() for b in first] != [b[1].tolist() for b in other]
+
+
+def _batch_key(batch):
+    (source, target_input), target_output = batch
+    return source.shape, source.tobytes(), target_input.tobytes(), target_output.tobytes()
+
+
+@pytest.mark.parametrize("chunk", [37, 1024])
+def test_batches_are_those_of_tf_data_bucketing_pair_by_pair(small_tsv, small_tokenizer, monkeypatch, chunk):
+    """The bucketing runs on batches of `chunk` tokenized pairs (pairs wait across them for their
+    bucket to fill); tf.data's own bucketing, one pair per element, must give the same batches."""
+    monkeypatch.setattr(pipeline, "_TOKENIZE_BATCH", chunk)
+    plan = pipeline.bucket_plan(512, 96)
+    ours = _batches(pipeline.make_dataset(small_tsv, small_tokenizer, batch_tokens=512, max_length=96, shuffle=False))
+    pairs = pipeline._short_pair_batches(tf.data.TextLineDataset([small_tsv]), small_tokenizer, False, 96, "reference")
+    reference = pairs.unbatch().map(lambda s, ti, to: (s, ti, to)).bucket_by_sequence_length(
+        element_length_func=lambda s, ti, to: tf.maximum(tf.shape(s)[0], tf.shape(ti)[0]),
+        bucket_boundaries=[length + 1 for length in plan.lengths],
+        bucket_batch_sizes=list(plan.batch_sizes) + [1],
+        padding_values=(PAD_ID, PAD_ID, PAD_ID),
+        pad_to_bucket_boundary=True,
+    )
+    reference = [((s.numpy(), ti.numpy()), to.numpy()) for s, ti, to in reference]
+    assert len(ours) == len(reference) > 10
+    assert sorted(map(_batch_key, ours)) == sorted(map(_batch_key, reference))
+
+
+@pytest.mark.parametrize("cache_tokenized", [False, True])
+def test_repeated_pipeline_gives_full_batches_only(small_tsv, small_tokenizer, monkeypatch, cache_tokenized):
+    """Repeated before bucketing: pairs left over at the end of a pass wait for the next one."""
+    monkeypatch.setattr(pipeline, "_TOKENIZE_BATCH", 64)
+    plan = pipeline.bucket_plan(512, 96)
+    options = dict(batch_tokens=512, max_length=96, seed=2, cache_tokenized=cache_tokenized)
+    one_pass = _batches(pipeline.make_dataset(small_tsv, small_tokenizer, **options))
+    pairs_per_pass = sum(b[1].shape[0] for b in one_pass)
+    partial = [b for b in one_pass if b[1].shape[0] < plan.batch_sizes[plan.lengths.index(b[1].shape[1])]]
+    assert partial  # one pass alone ends with partial batches
+    iterator = iter(pipeline.make_dataset(small_tsv, small_tokenizer, repeat=True, **options))
+    pairs = 0
+    while pairs < 4 * pairs_per_pass:
+        (source, _), target_output = next(iterator)
+        assert target_output.shape[0] == plan.batch_sizes[plan.lengths.index(target_output.shape[1])]
+        pairs += target_output.shape[0]
