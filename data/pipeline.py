@@ -18,8 +18,8 @@ tokens per batch, source and target alike, never exceed `batch_tokens`.
 Pairs travel in batches of `_TOKENIZE_BATCH` from the tokenizer to the bucketing, which is vectorized
 over them (`_bucketed`): tf.data costs tens of microseconds per element, so a serial stage that takes
 one pair at a time would cap the pipeline whatever the cores (benchmarks/README.md, input pipeline).
-Only the lines (read, shuffled, batched) and, with the cache below, the cached pairs' shuffle go one
-element at a time.
+Only the lines (read, shuffled, batched) and, with the cache below, the cached pairs (cached,
+shuffled, batched again) go one element at a time.
 
 With `cache_tokenized=True` the tokenized, filtered pairs are kept in memory after the first pass
 (`Dataset.cache()`), and the shuffle moves from the lines to the pairs, after the cache:
@@ -183,7 +183,7 @@ def _short_pair_batches(
 
     A sentinel batch (no pairs, flag set) is appended after the tokenized batches; a `scan` over
     the batches carries the (seen, dropped) counts, and when the sentinel arrives the counts are
-    printed and reset. The sentinel comes out as a batch of no pairs.
+    printed and reset.
     """
     batches = _tokenized_batches(lines, tokenizer, reverse, max_length)
     zero = tf.constant(0, tf.int64)
@@ -207,7 +207,9 @@ def _short_pair_batches(
             seen = tf.where(is_end, zero, seen)
         return (seen, tf.where(is_end, zero, dropped)), (source, target_input, target_output)
 
-    return flagged.scan((zero, zero), count)
+    # Batches left with no pair (the sentinel, and batches whose pairs were all too long) go: a
+    # repeated pass that yields nothing must stay empty, or `repeat` would never end.
+    return flagged.scan((zero, zero), count).filter(lambda source, target_input, target_output: source.nrows() > 0)
 
 
 def _bucketed(pair_batches: tf.data.Dataset, plan: BucketPlan) -> tf.data.Dataset:
@@ -217,8 +219,9 @@ def _bucketed(pair_batches: tf.data.Dataset, plan: BucketPlan) -> tf.data.Datase
     What `tf.data`'s `bucket_by_sequence_length` does, one input batch at a time instead of one pair
     at a time (its per-pair elements cost tens of microseconds each, a serial limit on the whole
     pipeline; benchmarks/README.md): a `scan` carries the pairs that have not yet filled a batch of
-    their bucket; each input batch joins them, every bucket that now holds `batch_sizes[b]` pairs or
-    more gives that many, in arrival order, as a batch, and the rest stay. A flush (the end of a
+    their bucket; each input batch joins them, every bucket gives as many full batches of its
+    `batch_sizes[b]` pairs as it now holds, in arrival order, and the rest stay. The batches made from
+    one input batch come out bucket by bucket (`make_dataset` shuffles them). A flush (the end of a
     dataset that is not repeated) gives what is left, at most one partial batch per bucket.
 
     A pair goes to the first bucket whose length is >= its `_pair_length`; all pairs must fit the
@@ -291,7 +294,8 @@ def make_dataset(
             paper; per replica when used through `make_distributed_dataset_fn`.
         max_length: longest sequence kept, counted with its BOS/EOS; longer pairs are dropped and
             the count is printed to stderr once per pass.
-        shuffle: shuffle pairs (before bucketing) and batches, with `seed`; reshuffled every pass.
+        shuffle: shuffle the lines (the pairs with `cache_tokenized`) and the batches, with `seed`;
+            reshuffled every pass.
         seed: the shuffle seed; the same seed gives the same batches.
         reverse: read the TSV's second column as the source (xx->en from an en->xx corpus).
         repeat: repeat forever; repeated before bucketing, so no pass ends with partial batches.
@@ -315,6 +319,12 @@ def make_dataset(
     plan = plan or bucket_plan(batch_tokens, max_length)
     if plan.lengths[-1] != max_length:
         raise ValueError(f"The bucket plan ends at {plan.lengths[-1]}, max_length is {max_length}.")
+    increasing = all(a < b for a, b in zip(plan.lengths, plan.lengths[1:]))
+    if not increasing or len(plan.batch_sizes) != len(plan.lengths) or min(plan.batch_sizes) < 1:
+        raise ValueError(
+            f"The bucket plan needs increasing lengths and one batch size >= 1 for each, got lengths "
+            f"{plan.lengths} and batch sizes {plan.batch_sizes}."
+        )
     lines = tf.data.TextLineDataset(paths)
     if num_shards > 1:
         lines = lines.shard(num_shards, shard_index)

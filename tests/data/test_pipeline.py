@@ -1,3 +1,6 @@
+import itertools
+import threading
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -225,39 +228,85 @@ def _batch_key(batch):
     return source.shape, source.tobytes(), target_input.tobytes(), target_output.tobytes()
 
 
-@pytest.mark.parametrize("chunk", [37, 1024])
-def test_batches_are_those_of_tf_data_bucketing_pair_by_pair(small_tsv, small_tokenizer, monkeypatch, chunk):
-    """The bucketing runs on batches of `chunk` tokenized pairs (pairs wait across them for their
-    bucket to fill); tf.data's own bucketing, one pair per element, must give the same batches."""
-    monkeypatch.setattr(pipeline, "_TOKENIZE_BATCH", chunk)
-    plan = pipeline.bucket_plan(512, 96)
-    ours = _batches(pipeline.make_dataset(small_tsv, small_tokenizer, batch_tokens=512, max_length=96, shuffle=False))
-    pairs = pipeline._short_pair_batches(tf.data.TextLineDataset([small_tsv]), small_tokenizer, False, 96, "reference")
-    reference = pairs.unbatch().map(lambda s, ti, to: (s, ti, to)).bucket_by_sequence_length(
+def _reference_batches(tsv, tokenizer, plan, max_length, repeat=False):
+    """tf.data's own bucketing, one pair per element, of the pipeline's pairs in file order."""
+    pairs = pipeline._short_pair_batches(tf.data.TextLineDataset([tsv]), tokenizer, False, max_length, "reference")
+    pairs = pairs.unbatch().map(lambda s, ti, to: (s, ti, to))
+    if repeat:
+        pairs = pairs.repeat()
+    batches = pairs.bucket_by_sequence_length(
         element_length_func=lambda s, ti, to: tf.maximum(tf.shape(s)[0], tf.shape(ti)[0]),
         bucket_boundaries=[length + 1 for length in plan.lengths],
         bucket_batch_sizes=list(plan.batch_sizes) + [1],
         padding_values=(PAD_ID, PAD_ID, PAD_ID),
         pad_to_bucket_boundary=True,
     )
-    reference = [((s.numpy(), ti.numpy()), to.numpy()) for s, ti, to in reference]
+    return batches.map(lambda s, ti, to: ((s, ti), to))
+
+
+@pytest.mark.parametrize("cache_tokenized", [False, True])
+@pytest.mark.parametrize("chunk", [37, 1024])
+def test_batches_are_those_of_tf_data_bucketing_pair_by_pair(small_tsv, small_tokenizer, monkeypatch, chunk,
+                                                            cache_tokenized):
+    """The bucketing runs on batches of `chunk` tokenized pairs (pairs wait across them for their
+    bucket to fill); tf.data's own bucketing, one pair per element, must give the same batches."""
+    monkeypatch.setattr(pipeline, "_TOKENIZE_BATCH", chunk)
+    plan = pipeline.bucket_plan(512, 96)
+    ours = _batches(pipeline.make_dataset(small_tsv, small_tokenizer, batch_tokens=512, max_length=96,
+                                          shuffle=False, cache_tokenized=cache_tokenized))
+    reference = _batches(_reference_batches(small_tsv, small_tokenizer, plan, 96))
     assert len(ours) == len(reference) > 10
     assert sorted(map(_batch_key, ours)) == sorted(map(_batch_key, reference))
 
 
 @pytest.mark.parametrize("cache_tokenized", [False, True])
-def test_repeated_pipeline_gives_full_batches_only(small_tsv, small_tokenizer, monkeypatch, cache_tokenized):
-    """Repeated before bucketing: pairs left over at the end of a pass wait for the next one."""
+def test_repeated_pipeline_carries_waiting_pairs_into_the_next_pass(small_tsv, small_tokenizer, monkeypatch,
+                                                                   cache_tokenized):
+    """Repeated before bucketing: the pairs left at the end of a pass wait for the next one, so
+    every batch is full and no pair is lost; bucket by bucket, the batches are tf.data's."""
     monkeypatch.setattr(pipeline, "_TOKENIZE_BATCH", 64)
     plan = pipeline.bucket_plan(512, 96)
-    options = dict(batch_tokens=512, max_length=96, seed=2, cache_tokenized=cache_tokenized)
+    options = dict(batch_tokens=512, max_length=96, shuffle=False, cache_tokenized=cache_tokenized)
     one_pass = _batches(pipeline.make_dataset(small_tsv, small_tokenizer, **options))
     pairs_per_pass = sum(b[1].shape[0] for b in one_pass)
-    partial = [b for b in one_pass if b[1].shape[0] < plan.batch_sizes[plan.lengths.index(b[1].shape[1])]]
-    assert partial  # one pass alone ends with partial batches
-    iterator = iter(pipeline.make_dataset(small_tsv, small_tokenizer, repeat=True, **options))
-    pairs = 0
-    while pairs < 4 * pairs_per_pass:
-        (source, _), target_output = next(iterator)
+    assert any(b[1].shape[0] < plan.batch_sizes[plan.lengths.index(b[1].shape[1])] for b in one_pass)
+    ours, pairs = [], 0
+    for batch in itertools.islice(pipeline.make_dataset(small_tsv, small_tokenizer, repeat=True, **options), 1000):
+        (source, _), target_output = batch
         assert target_output.shape[0] == plan.batch_sizes[plan.lengths.index(target_output.shape[1])]
+        ours.append(((source.numpy(), batch[0][1].numpy()), target_output.numpy()))
         pairs += target_output.shape[0]
+        if pairs >= 4 * pairs_per_pass:
+            break
+    assert pairs >= 4 * pairs_per_pass
+    reference, pairs = [], 0
+    for batch in _reference_batches(small_tsv, small_tokenizer, plan, 96, repeat=True):
+        reference.append(((batch[0][0].numpy(), batch[0][1].numpy()), batch[1].numpy()))
+        pairs += batch[1].shape[0]
+        if pairs >= 7 * pairs_per_pass:
+            break
+    for length in plan.lengths:
+        ours_here = [_batch_key(b) for b in ours if b[1].shape[1] == length]
+        reference_here = [_batch_key(b) for b in reference if b[1].shape[1] == length]
+        assert len(reference_here) >= len(ours_here)
+        assert ours_here == reference_here[: len(ours_here)], length
+
+
+@pytest.mark.parametrize("cache_tokenized", [False, True])
+def test_repeated_pipeline_without_pairs_ends(small_tsv, small_tokenizer, cache_tokenized, capfd):
+    """Every pair longer than max_length: each pass is empty, and so is the repeated dataset."""
+    dataset = pipeline.make_dataset(small_tsv, small_tokenizer, batch_tokens=512, max_length=1, repeat=True,
+                                    cache_tokenized=cache_tokenized)
+    batches = []
+    reader = threading.Thread(target=lambda: batches.extend(dataset), daemon=True)
+    reader.start()
+    reader.join(timeout=120)
+    assert not reader.is_alive(), "the repeated dataset of no pairs did not end"
+    assert batches == []
+    assert "dropped 600 of 600 pairs longer than max_length = 1" in capfd.readouterr().err
+
+
+def test_bucket_plan_out_of_order_is_refused(small_tsv, small_tokenizer):
+    plan = pipeline.BucketPlan(lengths=(16, 8, 32), batch_sizes=(4, 8, 2), batch_tokens=64)
+    with pytest.raises(ValueError, match=r"increasing lengths .* got lengths \(16, 8, 32\)"):
+        pipeline.make_dataset(small_tsv, small_tokenizer, batch_tokens=64, max_length=32, plan=plan)
