@@ -15,7 +15,8 @@ of a handful of shapes. Batch sizes come from a token budget (the paper's batche
 and ~25k target tokens, Section 5.1): a bucket of length L gets `batch_tokens // L` pairs, so padded
 tokens per batch, source and target alike, never exceed `batch_tokens`.
 
-Pairs travel in batches of `_TOKENIZE_BATCH` from the tokenizer to the bucketing, which is vectorized
+Pairs travel in batches of `_TOKENIZE_BATCH` or more (`_pairs_per_batch`) from the tokenizer to the
+bucketing, which is vectorized
 over them (`_bucketed`): tf.data costs tens of microseconds per element, so a serial stage that takes
 one pair at a time would cap the pipeline whatever the cores (benchmarks/README.md, input pipeline).
 Only the lines (read, shuffled, batched) and, with the cache below, the cached pairs (cached,
@@ -40,7 +41,7 @@ import tensorflow as tf
 from data import parallel_files
 from data.special_ids import BOS_ID, EOS_ID, PAD_ID
 
-_TOKENIZE_BATCH = 1024
+_TOKENIZE_BATCH = 1024  # lines per tokenized batch, at least
 _SHUFFLE_BUFFER = 200_000
 
 
@@ -145,8 +146,17 @@ def _no_pairs():
     return tf.RaggedTensor.from_row_lengths(tf.zeros([0], tf.int32), tf.zeros([0], tf.int64))
 
 
-def _tokenized_batches(lines: tf.data.Dataset, tokenizer, reverse: bool, max_length: int) -> tf.data.Dataset:
-    """Lines -> batches of up to `_TOKENIZE_BATCH` pairs (source_ids, target_input_ids,
+def _pairs_per_batch(plan: BucketPlan) -> int:
+    """Pairs per batch from the tokenizer to the bucketing: `_TOKENIZE_BATCH`, or an eighth of the
+    most pairs that can wait for their buckets to fill when that is more, since the bucketing's cost
+    per input batch grows with the pairs waiting (large token budgets: benchmarks/README.md)."""
+    return max(_TOKENIZE_BATCH, sum(size - 1 for size in plan.batch_sizes) // 8)
+
+
+def _tokenized_batches(
+    lines: tf.data.Dataset, tokenizer, reverse: bool, max_length: int, pairs_per_batch: int
+) -> tf.data.Dataset:
+    """Lines -> batches of up to `pairs_per_batch` pairs (source_ids, target_input_ids,
     target_output_ids as ragged `[pairs, None]`) without the pairs longer than `max_length`, each
     with the counts (pairs seen, pairs dropped) of its lines."""
 
@@ -171,21 +181,21 @@ def _tokenized_batches(lines: tf.data.Dataset, tokenizer, reverse: bool, max_len
         dropped = seen - tf.reduce_sum(tf.cast(keep, tf.int64))
         return tuple(tf.ragged.boolean_mask(ids, keep) for ids in sequences) + (seen, dropped)
 
-    return lines.batch(_TOKENIZE_BATCH).map(tokenize, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    return lines.batch(pairs_per_batch).map(tokenize, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 
 
 def _short_pair_batches(
-    lines: tf.data.Dataset, tokenizer, reverse: bool, max_length: int, label: str
+    lines: tf.data.Dataset, tokenizer, reverse: bool, max_length: int, label: str, pairs_per_batch: int
 ) -> tf.data.Dataset:
-    """Lines -> batches of (source_ids, target_input_ids, target_output_ids), ragged `[pairs, None]`,
-    without the pairs longer than `max_length`, whose count is printed to stderr at the end of each
-    pass.
+    """Lines -> batches of up to `pairs_per_batch` (source_ids, target_input_ids, target_output_ids),
+    ragged `[pairs, None]`, without the pairs longer than `max_length`, whose count is printed to
+    stderr at the end of each pass.
 
     A sentinel batch (no pairs, flag set) is appended after the tokenized batches; a `scan` over
     the batches carries the (seen, dropped) counts, and when the sentinel arrives the counts are
     printed and reset.
     """
-    batches = _tokenized_batches(lines, tokenizer, reverse, max_length)
+    batches = _tokenized_batches(lines, tokenizer, reverse, max_length, pairs_per_batch)
     zero = tf.constant(0, tf.int64)
     flagged = batches.map(lambda s, ti, to, seen, dropped: (s, ti, to, seen, dropped, False)).concatenate(
         tf.data.Dataset.from_tensors((_no_pairs(), _no_pairs(), _no_pairs(), zero, zero, True))
@@ -331,7 +341,8 @@ def make_dataset(
     if shuffle and not cache_tokenized:
         lines = lines.shuffle(_SHUFFLE_BUFFER, seed=seed, reshuffle_each_iteration=True)
     label = f"{','.join(paths)} shard {shard_index}/{num_shards}"
-    batches = _short_pair_batches(lines, tokenizer, reverse, max_length, label)
+    pairs_per_batch = _pairs_per_batch(plan)
+    batches = _short_pair_batches(lines, tokenizer, reverse, max_length, label, pairs_per_batch)
     if cache_tokenized:
         # One pair per element from here to the cache, so that the shuffle mixes pairs, not batches.
         # Unbatched ragged rows come out as rank-0 ragged specs; the map makes them tensors.
@@ -340,7 +351,7 @@ def make_dataset(
             pairs = pairs.shuffle(_SHUFFLE_BUFFER, seed=seed, reshuffle_each_iteration=True)
         # Back to ragged batches for the bucketing: a padded batch costs less per pair than
         # `ragged_batch` (benchmarks/README.md, input pipeline).
-        batches = pairs.padded_batch(_TOKENIZE_BATCH, padding_values=PAD_ID).map(
+        batches = pairs.padded_batch(pairs_per_batch, padding_values=PAD_ID).map(
             lambda s, ti, to, ls, lt: (
                 tf.RaggedTensor.from_tensor(s, lengths=ls),
                 tf.RaggedTensor.from_tensor(ti, lengths=lt),

@@ -230,7 +230,8 @@ def _batch_key(batch):
 
 def _reference_batches(tsv, tokenizer, plan, max_length, repeat=False):
     """tf.data's own bucketing, one pair per element, of the pipeline's pairs in file order."""
-    pairs = pipeline._short_pair_batches(tf.data.TextLineDataset([tsv]), tokenizer, False, max_length, "reference")
+    lines = tf.data.TextLineDataset([tsv])
+    pairs = pipeline._short_pair_batches(lines, tokenizer, False, max_length, "reference", pairs_per_batch=256)
     pairs = pairs.unbatch().map(lambda s, ti, to: (s, ti, to))
     if repeat:
         pairs = pairs.repeat()
