@@ -228,6 +228,17 @@ def _batch_key(batch):
     return source.shape, source.tobytes(), target_input.tobytes(), target_output.tobytes()
 
 
+def _batches_holding(dataset, pairs, most=1000):
+    """The first batches of `dataset` that hold `pairs` pairs or more (at most `most` batches)."""
+    batches, held = [], 0
+    for batch in itertools.islice(dataset, most):
+        batches.append(((batch[0][0].numpy(), batch[0][1].numpy()), batch[1].numpy()))
+        held += batches[-1][1].shape[0]
+        if held >= pairs:
+            return batches
+    raise AssertionError(f"{most} batches held {held} pairs, fewer than {pairs}")
+
+
 def _reference_batches(tsv, tokenizer, plan, max_length, repeat=False):
     """tf.data's own bucketing, one pair per element, of the pipeline's pairs in file order."""
     lines = tf.data.TextLineDataset([tsv])
@@ -271,21 +282,12 @@ def test_repeated_pipeline_carries_waiting_pairs_into_the_next_pass(small_tsv, s
     one_pass = _batches(pipeline.make_dataset(small_tsv, small_tokenizer, **options))
     pairs_per_pass = sum(b[1].shape[0] for b in one_pass)
     assert any(b[1].shape[0] < plan.batch_sizes[plan.lengths.index(b[1].shape[1])] for b in one_pass)
-    ours, pairs = [], 0
-    for batch in itertools.islice(pipeline.make_dataset(small_tsv, small_tokenizer, repeat=True, **options), 1000):
-        (source, _), target_output = batch
+    ours = _batches_holding(pipeline.make_dataset(small_tsv, small_tokenizer, repeat=True, **options),
+                            4 * pairs_per_pass)
+    for _, target_output in ours:
         assert target_output.shape[0] == plan.batch_sizes[plan.lengths.index(target_output.shape[1])]
-        ours.append(((source.numpy(), batch[0][1].numpy()), target_output.numpy()))
-        pairs += target_output.shape[0]
-        if pairs >= 4 * pairs_per_pass:
-            break
-    assert pairs >= 4 * pairs_per_pass
-    reference, pairs = [], 0
-    for batch in _reference_batches(small_tsv, small_tokenizer, plan, 96, repeat=True):
-        reference.append(((batch[0][0].numpy(), batch[0][1].numpy()), batch[1].numpy()))
-        pairs += batch[1].shape[0]
-        if pairs >= 7 * pairs_per_pass:
-            break
+    reference = _batches_holding(_reference_batches(small_tsv, small_tokenizer, plan, 96, repeat=True),
+                                 7 * pairs_per_pass)
     for length in plan.lengths:
         ours_here = [_batch_key(b) for b in ours if b[1].shape[1] == length]
         reference_here = [_batch_key(b) for b in reference if b[1].shape[1] == length]
