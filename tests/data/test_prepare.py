@@ -110,6 +110,141 @@ def test_command_line_user_corpus(tmp_path):
         assert json.load(f)["total_pairs"] == 200
 
 
+def test_user_corpus_rebuilds_when_the_languages_change(tmp_path):
+    train = str(tmp_path / "train.tsv")
+    parallel_files.write_tsv(train, make_pairs(200, seed=5))
+    cache = str(tmp_path / "cache")
+    assert prepare.prepare_user_corpus("mine", cache, ("en", "de"), train).languages == ("en", "de")
+    flipped = prepare.prepare_user_corpus("mine", cache, ("de", "en"), train)
+    assert flipped.languages == ("de", "en")
+    assert flipped.load_manifest()["columns"] == ["de (source)", "en (target)"]
+
+
+@pytest.mark.parametrize("languages", [("en", ""), ("", "de"), ("en",)])
+def test_user_corpus_needs_two_language_codes(tmp_path, languages):
+    train = str(tmp_path / "train.tsv")
+    parallel_files.write_tsv(train, make_pairs(20))
+    with pytest.raises(prepare.CorpusError, match="two non-empty codes"):
+        prepare.prepare_user_corpus("mine", str(tmp_path / "cache"), languages, train)
+
+
+def test_user_corpus_without_training_pairs_is_an_error_and_not_cached(tmp_path):
+    train = tmp_path / "same.tsv"
+    train.write_text("same\tsame\n1\t1\nHello.\tHallo.\nHello.\tHallo.\n\n", encoding="utf-8")
+    test = tmp_path / "test.tsv"
+    test.write_text("Hello.\tHallo.\n", encoding="utf-8")
+    cache = tmp_path / "cache"
+    message = (
+        rf"No training pairs left from {train}: 4 pairs read \(1 empty lines skipped\), dropped by "
+        r"reason: identical 2, in_evaluation_files 2\. The corpus was not cached"
+    )
+    with pytest.raises(prepare.CorpusError, match=message):
+        prepare.prepare_user_corpus("mine", str(cache), ("en", "de"), str(train), test=str(test))
+    assert os.listdir(cache) == []
+
+
+def test_user_dev_and_test_files_are_kept_whole(tmp_path):
+    test_pairs = [
+        ("Open the file.", "Öffnen Sie die Datei."),
+        ("Open the file.", "Öffnen Sie die Datei."),  # duplicate
+        ("OK", "OK"),  # identical sides
+        ("A very long English sentence for a short word.", "Ja."),  # length ratio above 3
+        ("Save  it\u200b.", "Speichern Sie es."),  # normalised: one space, no invisible character
+    ]
+    test = str(tmp_path / "test.tsv")
+    parallel_files.write_tsv(test, test_pairs)
+    dev = _write_parallel(tmp_path, [("OK", "OK"), ("Yes.", "Ja."), ("Yes.", "Ja.")], stem="dev")
+    contaminated = [test_pairs[0], ("Yes.", "Ja.")]
+    train = str(tmp_path / "train.tsv")
+    parallel_files.write_tsv(train, make_pairs(300, seed=6) + contaminated)
+    paths = prepare.prepare_user_corpus(
+        "mine", str(tmp_path / "cache"), ("en", "de"), train, dev=dev, test=test
+    )
+    expected_test = test_pairs[:4] + [("Save it.", "Speichern Sie es.")]
+    assert list(parallel_files.read_tsv(paths.test)) == expected_test
+    assert list(parallel_files.read_tsv(paths.dev)) == [("OK", "OK"), ("Yes.", "Ja."), ("Yes.", "Ja.")]
+    train_pairs = set(parallel_files.read_tsv(paths.train))
+    assert len(train_pairs) == 300 and not train_pairs & set(contaminated)
+    manifest = paths.load_manifest()
+    assert manifest["splits"] == {"train": 300, "dev": 3, "test": 5}
+    assert manifest["sources"]["test"]["cleaning"] == "normalised only, every pair kept"
+    assert manifest["sources"]["train"]["dropped"] == {"in_evaluation_files": 2}
+    assert manifest["cleaning"]["kept_whole"]["sources"] == ["test", "dev"]
+
+
+def test_user_corpus_has_no_per_source_test_files(tmp_path):
+    train = str(tmp_path / "train.tsv")
+    parallel_files.write_tsv(train, make_pairs(200, seed=7))
+    test = str(tmp_path / "test.tsv")
+    parallel_files.write_tsv(test, [("A test sentence.", "Ein Testsatz.")])
+    paths = prepare.prepare_user_corpus("mine", str(tmp_path / "cache"), ("en", "de"), train, test=test)
+    assert paths.test_by_source == {}
+    assert sorted(os.listdir(paths.root)) == ["dev.tsv", "manifest.json", "test.tsv", "train.tsv"]
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027], ids=["022", "027"])
+def test_corpus_directory_mode_follows_the_umask(tmp_path, umask):
+    train = str(tmp_path / "train.tsv")
+    parallel_files.write_tsv(train, make_pairs(50))
+    previous = os.umask(umask)
+    try:
+        paths = prepare.prepare_user_corpus("mine", str(tmp_path / "cache"), ("en", "de"), train)
+    finally:
+        os.umask(previous)
+    assert oct(os.stat(paths.root).st_mode & 0o777) == oct(0o777 & ~umask)
+
+
+def _run_prepare(*args):
+    return subprocess.run(
+        [sys.executable, "-m", "data.prepare", *args],
+        cwd=REPO_ROOT, capture_output=True, text=True, check=False,
+    )
+
+
+@pytest.mark.parametrize("flag", ["--train_tsv=pairs.tsv", "--languages=en-de", "--name=mine",
+                                  "--test_src=test.en"])
+def test_command_line_refuses_user_corpus_flags_without_corpus_user(tmp_path, flag):
+    result = _run_prepare("--corpus=tatoeba-en-es", f"--cache_dir={tmp_path / 'cache'}", flag)
+    assert result.returncode != 0
+    assert f"{flag.split('=')[0]} describe a user corpus: add --corpus=user" in result.stderr
+    assert not (tmp_path / "cache").exists()
+
+
+@pytest.mark.parametrize("languages", ["en-", "-de", "en", "en-de-fr"])
+def test_command_line_needs_two_language_codes(tmp_path, languages):
+    src, tgt = _write_parallel(tmp_path, make_pairs(20))
+    result = _run_prepare("--corpus=user", f"--languages={languages}", f"--cache_dir={tmp_path / 'cache'}",
+                          f"--train_src={src}", f"--train_tgt={tgt}")
+    assert result.returncode != 0
+    assert f"--languages must be two codes like en-de, got '{languages}'" in result.stderr
+
+
+def test_command_line_reports_input_errors_without_a_traceback(tmp_path):
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("one\ttab\nno tab here\n", encoding="utf-8")
+    identical = tmp_path / "same.tsv"
+    identical.write_text("same\tsame\n1\t1\n", encoding="utf-8")
+    cache = f"--cache_dir={tmp_path / 'cache'}"
+    for train, message in [
+        (bad, f"data.prepare: error: {bad}:2: expected 'source<TAB>target' (one tab)"),
+        (identical, f"data.prepare: error: No training pairs left from {identical}"),
+        (tmp_path / "missing.tsv", f"data.prepare: error: {tmp_path / 'missing.tsv'}: file not found"),
+    ]:
+        result = _run_prepare("--corpus=user", "--languages=en-de", cache, f"--train_tsv={train}")
+        assert result.returncode != 0
+        assert result.stderr.strip().splitlines()[-1].startswith(message), result.stderr
+        assert "Traceback" not in result.stderr
+
+
+def test_command_line_reports_a_vocab_size_error_without_a_traceback(tmp_path):
+    src, tgt = _write_parallel(tmp_path, make_pairs(100, seed=8))
+    result = _run_prepare("--corpus=user", "--languages=en-de", f"--cache_dir={tmp_path / 'cache'}",
+                          f"--train_src={src}", f"--train_tgt={tgt}", "--vocab_size=100")
+    assert result.returncode != 0
+    assert "data.prepare: error: vocab_size=100 is too small for" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
 @pytest.mark.slow
 def test_deb_en_de_corpus_from_the_packages(deb_en_de):
     paths, fetch_seconds, build_seconds = deb_en_de

@@ -95,3 +95,62 @@ def test_train_from_an_iterator_is_deterministic(tmp_path):
         tokenizer.Tokenizer.from_file(first).tokenize(["Sentence 5."]).flat_values.numpy(),
         tokenizer.Tokenizer.from_file(second).tokenize(["Sentence 5."]).flat_values.numpy(),
     )
+
+
+SENTENCES = [f"Sentence {i} is about {w}." for i in range(300) for w in ("cats", "dogs")]
+
+
+def test_vocab_size_too_small_names_the_bound(tmp_path):
+    text = tmp_path / "sentences.txt"
+    text.write_text("".join(f"{s}\n" for s in SENTENCES), encoding="utf-8")
+    with pytest.raises(tokenizer.TokenizerError) as error:
+        tokenizer.train_sentencepiece(str(text), str(tmp_path / "m"), vocab_size=100)
+    message = str(error.value)
+    # 25 characters, 256 byte pieces and 4 special pieces.
+    assert message.startswith(f"vocab_size=100 is too small for {text}: SentencePiece needs at least 285")
+    assert "Vocabulary size is smaller than required_chars. 100 vs 285." in message  # its own text
+    assert isinstance(error.value, ValueError)
+    assert tokenizer.train_sentencepiece(str(text), str(tmp_path / "m"), vocab_size=285)
+
+
+def test_vocab_size_too_large_names_the_bound(tmp_path):
+    with pytest.raises(tokenizer.TokenizerError) as error:
+        tokenizer.train_sentencepiece(SENTENCES, str(tmp_path / "m"), vocab_size=8000)
+    message = str(error.value)
+    bound = int(message.split("<= ")[1].split(" ")[0])
+    assert message.startswith(
+        f"vocab_size=8000 is too large for 600 sentences given in a list: SentencePiece can build at "
+        f"most {bound} pieces from it; set vocab_size <= {bound}"
+    )
+    assert "Vocabulary size too high (8000)" in message
+    tokenizer.train_sentencepiece(SENTENCES, str(tmp_path / "m"), vocab_size=bound)
+    assert not list(tmp_path.glob(".spm-*"))  # the failed run left no temporary directory
+
+
+@pytest.mark.parametrize("inputs", ["empty.tsv", [], iter([]), ["", ""]])
+def test_no_sentences_is_an_error(tmp_path, inputs):
+    (tmp_path / "empty.tsv").write_text("\n\t\n", encoding="utf-8")
+    if inputs == "empty.tsv":
+        inputs = str(tmp_path / "empty.tsv")
+    with pytest.raises(tokenizer.TokenizerError, match="No sentences to train SentencePiece on in"):
+        tokenizer.train_sentencepiece(inputs, str(tmp_path / "m"), vocab_size=300)
+
+
+def test_a_missing_file_is_not_read_as_a_sentence(tmp_path):
+    text = tmp_path / "sentences.txt"
+    text.write_text("".join(f"{s}\n" for s in SENTENCES), encoding="utf-8")
+    typo = str(tmp_path / "sentence.txt")
+    for inputs, named in [
+        (typo, typo),
+        (tmp_path / "sentence.txt", typo),  # PathLike
+        (str(tmp_path / "corpus"), str(tmp_path / "corpus")),  # no extension: alone, still a path
+        ([str(text), "train.tsv"], "train.tsv"),
+        ([str(text), "data/pairs"], "data/pairs"),  # a separator and no space
+    ]:
+        with pytest.raises(FileNotFoundError, match=f"'{named}': no such file"):
+            tokenizer.train_sentencepiece(inputs, str(tmp_path / "m"), vocab_size=300)
+    assert not (tmp_path / "m.model").exists()
+    # A string with a space or without a separator is a sentence.
+    assert tokenizer.train_sentencepiece(
+        [str(text), "Not a path/just words.", "Hello."], str(tmp_path / "m"), vocab_size=300
+    )
