@@ -9,6 +9,8 @@
 Run the same command again after an interruption: it resumes from the newest checkpoint.
 """
 
+import os
+
 from absl import app, flags
 
 from models.presets import PRESETS, model_config
@@ -45,7 +47,7 @@ flags.DEFINE_boolean("normalize_first", None, "Pre-norm residual blocks instead 
 flags.DEFINE_integer("train_steps", 100000, "Total optimizer steps (the paper: 100k for base, 300k for big).", lower_bound=1)
 flags.DEFINE_integer("batch_tokens", 4096, "Padded tokens per batch per replica and side (the paper: ~25k per step).", lower_bound=8)
 flags.DEFINE_integer("warmup_steps", 4000, "Learning-rate warm-up steps (equation 3).", lower_bound=1)
-flags.DEFINE_float("learning_rate_scale", 1.0, "Factor on the whole learning-rate schedule.", lower_bound=0.0)
+flags.DEFINE_float("learning_rate_scale", 1.0, "Factor on the whole learning-rate schedule (> 0).", lower_bound=0.0)
 flags.DEFINE_float("label_smoothing", 0.1, "epsilon_ls.", lower_bound=0.0, upper_bound=0.99)
 flags.DEFINE_enum("distribution", "auto", list(DISTRIBUTIONS), "auto: all GPUs mirrored if several, else one device.")
 flags.DEFINE_integer("cpu_replicas", 0, "With --distribution=mirrored and no GPU: mirror over this many CPU devices.", lower_bound=0)
@@ -60,7 +62,7 @@ flags.DEFINE_integer("checkpoint_every", 1000, "Steps between checkpoints (also 
 flags.DEFINE_integer("keep_checkpoints", 5, "Checkpoints kept (the paper averages the last 5 for base, 20 for big).", lower_bound=1)
 flags.DEFINE_integer("eval_every", 5000, "Steps between dev loss and dev BLEU; a multiple of --checkpoint_every.", lower_bound=1)
 flags.DEFINE_integer("eval_sentences", 200, "Dev sentences greedy-decoded for BLEU at each evaluation (0: none).", lower_bound=0)
-flags.DEFINE_integer("seed", 1234, "Seed for initialisation, dropout and data order.")
+flags.DEFINE_integer("seed", 1234, "Seed for initialisation, dropout and data order.", lower_bound=0, upper_bound=2**32 - 1)
 
 
 @flags.multi_flags_validator(["train_steps", "checkpoint_every", "eval_every", "steps_per_execution"], message="")
@@ -90,7 +92,7 @@ def _check_files(values):
         if given:
             raise flags.ValidationError(f"--{given[0]} needs --corpus=files (received --corpus={values['corpus']})")
         return True
-    if not values["languages"] or values["languages"].count("-") != 1:
+    if not values["languages"] or values["languages"].count("-") != 1 or "" in values["languages"].split("-"):
         raise flags.ValidationError(f"--corpus=files needs --languages=SRC-TGT, e.g. en-fr (received {values['languages']!r})")
     for split in ("train", "dev", "test"):
         src, tgt, tsv = (values[f"{split}_{kind}"] for kind in ("src", "tgt", "tsv"))
@@ -100,6 +102,21 @@ def _check_files(values):
             raise flags.ValidationError(f"--{split}_src and --{split}_tgt go together (received only one)")
     if not (values["train_tsv"] or values["train_src"]):
         raise flags.ValidationError("--corpus=files needs --train_tsv or --train_src/--train_tgt")
+    return True
+
+
+@flags.validator("learning_rate_scale", message="--learning_rate_scale must be above 0 (0 would never move the weights)")
+def _check_learning_rate_scale(value):
+    return value > 0
+
+
+@flags.multi_flags_validator(["batch_tokens", "max_length"], message="")
+def _check_batch(values):
+    if values["batch_tokens"] < values["max_length"]:
+        raise flags.ValidationError(
+            f"--batch_tokens={values['batch_tokens']} cannot hold one pair of --max_length={values['max_length']} "
+            "tokens: raise --batch_tokens or lower --max_length"
+        )
     return True
 
 
@@ -113,11 +130,12 @@ def _check_devices(values):
 
 
 def _files(split):
+    """The split's user files as absolute paths (the config must mean the same files from any directory)."""
     tsv = getattr(FLAGS, f"{split}_tsv")
     if tsv:
-        return (tsv,)
+        return (os.path.abspath(tsv),)
     src, tgt = getattr(FLAGS, f"{split}_src"), getattr(FLAGS, f"{split}_tgt")
-    return (src, tgt) if src else ()
+    return (os.path.abspath(src), os.path.abspath(tgt)) if src else ()
 
 
 def config_from_flags():
@@ -142,8 +160,8 @@ def config_from_flags():
         )
     data = DataConfig(
         corpus=FLAGS.corpus,
-        cache_dir=FLAGS.cache_dir,
-        deb_dir=FLAGS.deb_dir,
+        cache_dir=os.path.abspath(FLAGS.cache_dir),
+        deb_dir=FLAGS.deb_dir and os.path.abspath(FLAGS.deb_dir),
         languages=FLAGS.languages,
         direction=FLAGS.direction,
         train_files=_files("train"),
@@ -190,7 +208,7 @@ def main(argv):
         raise SystemExit(f"train.py: error: {error}")
     print(f"trained to step {summary['step']}; model written to {summary['model_path']}")
     if summary["dev_bleu"] is not None:
-        print(f"dev BLEU (greedy, {FLAGS.eval_sentences} sentences): {summary['dev_bleu']:.2f}")
+        print(f"dev BLEU (greedy, {summary['dev_bleu_sentences']} sentences): {summary['dev_bleu']:.2f}")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
 """Keras callbacks of `train.py`: checkpoints, learning rate and throughput, dev-set BLEU."""
 
+import csv
 import math
+import os
 import time
 
 import keras
@@ -84,6 +86,54 @@ class DevBleu(keras.callbacks.Callback):
         if logs is not None:
             logs["val_bleu"] = float(bleu.score)
         print(f"\nstep {_step(self.model)}: dev BLEU {bleu.score:.2f} on {len(self.sources)} sentences (greedy)")
+
+
+class TrainingLog(keras.callbacks.Callback):
+    """Appends one CSV row per epoch with a fixed set of columns, blank where an epoch has no value
+    (dev loss and BLEU only every `eval_every` steps). Keras's `CSVLogger` takes its columns from
+    the first epoch's logs, which have no dev values, so it never wrote them.
+
+    A file written with other columns (an older run, Keras's logger) is rewritten once under these
+    columns, its rows kept (columns it lacks blank, columns not kept dropped).
+    """
+
+    COLUMNS = (
+        "epoch", "step", "loss", "accuracy", "learning_rate", "target_tokens_per_second",
+        "val_loss", "val_accuracy", "val_bleu",
+    )
+
+    def __init__(self, path):
+        super().__init__()
+        self.path = path
+
+    def on_train_begin(self, logs=None):
+        if not os.path.exists(self.path):
+            return
+        with open(self.path, newline="", encoding="utf-8") as handle:
+            reader = csv.DictReader(handle)
+            if tuple(reader.fieldnames or ()) == self.COLUMNS:
+                return
+            rows = list(reader)
+        checkpoints.write_atomically(self.path, lambda temporary: self._write(temporary, rows, "w"))
+
+    def on_epoch_end(self, epoch, logs=None):
+        row = {key: value for key, value in (logs or {}).items() if key in self.COLUMNS}
+        row.update(epoch=epoch, step=_step(self.model))
+        self._write(self.path, [row], "a")
+
+    def _write(self, path, rows, mode):
+        header = mode == "w" or not os.path.exists(path) or os.path.getsize(path) == 0
+        with open(path, mode, newline="", encoding="utf-8") as handle:
+            writer = csv.DictWriter(handle, self.COLUMNS, extrasaction="ignore", restval="")
+            if header:
+                writer.writeheader()
+            for row in rows:
+                writer.writerow({key: _cell(value) for key, value in row.items()})
+
+
+def _cell(value):
+    """A CSV cell: ints and strings as they are, other numbers (floats, NumPy scalars) as Python floats."""
+    return str(value) if isinstance(value, (int, str)) else repr(float(value))
 
 
 def read_pairs(tsv_path, limit, reverse=False):

@@ -66,37 +66,80 @@ def _normalise(value):
     return json.loads(json.dumps(value))
 
 
-def check_or_write(config, start_over):
-    """Writes model_dir/config.json, or checks that the one there has the same model and data.
+# Where the data lives, not what it is: a run may move its cache (another machine, another disk).
+LOCATION_KEYS = ("cache_dir", "deb_dir")
+# User files, compared as absolute paths (configs written before paths were made absolute hold them
+# as typed, relative to the directory train.py ran in).
+PATH_KEYS = ("train_files", "dev_files", "test_files")
+
+
+def _comparable(section, values, default_direction):
+    values = dict(values)
+    if section != "data":
+        return values
+    for key in LOCATION_KEYS:
+        values.pop(key, None)
+    for key in PATH_KEYS:
+        values[key] = [os.path.abspath(path) for path in values.get(key) or ()]
+    if values.get("direction") is None:
+        values["direction"] = default_direction
+    return values
+
+
+def check(config, default_direction=None):
+    """Checks that model_dir/config.json, if there, has the same model and data as `config`.
+
+    Locations (`cache_dir`, `deb_dir`) may differ; user file paths are compared as absolute paths;
+    an unset direction stands for `default_direction` (the corpus's own).
 
     Raises:
-        ValueError: the existing run used another model or data configuration (names the keys).
+        ConfigMismatchError: the existing run used another model or data configuration (names the keys).
     """
     path = os.path.join(config.model_dir, CONFIG_FILE)
+    if not os.path.exists(path):
+        return
     current = _normalise(config.to_json())
-    if os.path.exists(path) and not start_over:
-        with open(path, encoding="utf-8") as handle:
-            try:
-                previous = json.load(handle)
-            except ValueError as error:
-                raise ConfigMismatchError(f"{path} is not valid JSON ({error}); pass --start_over to replace the run") from error
-        differences = [
-            f"{section}.{key}: {previous.get(section, {}).get(key)!r} -> {current[section].get(key)!r}"
-            for section in ("model", "data")
-            for key in sorted(set(previous.get(section, {})) | set(current[section]))
-            if previous.get(section, {}).get(key) != current[section].get(key)
+    with open(path, encoding="utf-8") as handle:
+        try:
+            previous = json.load(handle)
+        except ValueError as error:
+            raise ConfigMismatchError(f"{path} is not valid JSON ({error}); pass --start_over to replace the run") from error
+    differences = []
+    for section in ("model", "data"):
+        before = _comparable(section, previous.get(section, {}), default_direction)
+        after = _comparable(section, current[section], default_direction)
+        differences += [
+            f"{section}.{key}: {before.get(key)!r} -> {after.get(key)!r}"
+            for key in sorted(set(before) | set(after))
+            if before.get(key) != after.get(key)
         ]
-        if differences:
-            raise ConfigMismatchError(
-                f"{config.model_dir} holds a run with another configuration ({'; '.join(differences)}). "
-                "Use another --model_dir, or pass --start_over to delete its checkpoints and start again."
-            )
+    if differences:
+        raise ConfigMismatchError(
+            f"{config.model_dir} holds a run with another configuration ({'; '.join(differences)}). "
+            "Use another --model_dir, or pass --start_over to delete its checkpoints and start again."
+        )
+
+
+def write(config):
+    """Writes model_dir/config.json atomically; returns its path."""
+    path = os.path.join(config.model_dir, CONFIG_FILE)
     temporary = path + ".tmp"
     with open(temporary, "w", encoding="utf-8") as handle:
-        json.dump(current, handle, indent=2, sort_keys=True)
+        json.dump(_normalise(config.to_json()), handle, indent=2, sort_keys=True)
         handle.write("\n")
     os.replace(temporary, path)
     return path
+
+
+def check_or_write(config, start_over):
+    """Checks model_dir/config.json against `config` (unless `start_over`), then writes it.
+
+    Raises:
+        ConfigMismatchError: the existing run used another model or data configuration (names the keys).
+    """
+    if not start_over:
+        check(config)
+    return write(config)
 
 
 def load(model_dir):

@@ -55,10 +55,44 @@ def _check_writable(directory):
         raise TrainingError(f"--model_dir {directory!r} is not writable: {error}") from error
 
 
+def user_corpus_name(data):
+    """The cache entry of a `--corpus=files` corpus: a hash of its languages and absolute file paths
+    (the same relative paths typed in two directories are two corpora)."""
+    files = [[os.path.abspath(path) for path in paths] for paths in (data.train_files, data.dev_files, data.test_files)]
+    return "user-" + hashlib.sha256(json.dumps([data.languages, *files]).encode()).hexdigest()[:12]
+
+
+def _prepare_command(data, vocab_size):
+    """The `data.prepare` command that builds the vocabulary `resolve_tokenizer` looks for."""
+    command = f"python -m data.prepare --cache_dir={data.cache_dir} --vocab_size={vocab_size}"
+    if data.corpus != "files":
+        return f"{command} --corpus={data.corpus}"
+    command += f" --corpus=user --name={user_corpus_name(data)} --languages={data.languages}"
+    for split, paths in (("train", data.train_files), ("dev", data.dev_files), ("test", data.test_files)):
+        if len(paths) == 1:
+            command += f" --{split}_tsv={os.path.abspath(paths[0])}"
+        elif paths:
+            command += f" --{split}_src={os.path.abspath(paths[0])} --{split}_tgt={os.path.abspath(paths[1])}"
+    return command
+
+
+def _check_dev_split(corpus, data):
+    """Training needs dev pairs (dev loss and BLEU); the hash split of a small corpus may give none."""
+    if corpus.load_manifest()["splits"]["dev"]:
+        return
+    if data.corpus == "files" and not data.dev_files:
+        raise TrainingError(
+            f"the corpus built from {', '.join(data.train_files)} has no dev pairs: without dev files, dev takes "
+            f"the ~3% of training pairs that a hash of the sentence picks, and none was picked. Pass --dev_tsv or "
+            "--dev_src/--dev_tgt"
+        )
+    raise TrainingError(f"{corpus.dev} holds no pairs (after cleaning): training needs a dev set")
+
+
 def resolve_corpus(data):
     """`(CorpusPaths, reverse)` for the data configuration."""
     if data.corpus == "files":
-        name = "user-" + hashlib.sha256(json.dumps([data.train_files, data.dev_files, data.test_files]).encode()).hexdigest()[:12]
+        name = user_corpus_name(data)
         spec = lambda files: None if not files else (files[0] if len(files) == 1 else tuple(files))  # noqa: E731
         corpus = prepare.prepare_user_corpus(
             name,
@@ -71,12 +105,16 @@ def resolve_corpus(data):
     else:
         corpus = prepare.prepare_corpus(data.corpus, data.cache_dir, data.deb_dir)
     direction = data.direction or "-".join(corpus.languages)
-    return corpus, pipeline.resolve_direction(corpus.languages, direction)
+    try:
+        return corpus, pipeline.resolve_direction(corpus.languages, direction)
+    except ValueError as error:
+        raise TrainingError(f"--direction={direction}: {error}") from error
 
 
-def resolve_tokenizer(model_dir, corpus, vocab_size, may_train=True):
+def resolve_tokenizer(model_dir, corpus, data, may_train=True):
     """The run's SentencePiece model: model_dir/spm.model, trained on the corpus's training split
     once and kept in the corpus cache, so runs on the same corpus share one vocabulary."""
+    vocab_size = data.vocab_size
     target = os.path.join(model_dir, VOCABULARY_FILE)
     if not os.path.exists(target):
         cached = os.path.join(corpus.root, f"spm-bpe-{vocab_size}.model")
@@ -84,10 +122,13 @@ def resolve_tokenizer(model_dir, corpus, vocab_size, may_train=True):
             if not may_train:
                 raise TrainingError(
                     f"{cached} is missing: with several workers, build the vocabulary first with "
-                    f"`python -m data.prepare --corpus ... --vocab_size {vocab_size}`"
+                    f"`{_prepare_command(data, vocab_size)}`"
                 )
             print(f"training a {vocab_size}-piece SentencePiece vocabulary on {corpus.train}", file=sys.stderr)
-            train_sentencepiece([corpus.train], cached[: -len(".model")], vocab_size=vocab_size)
+            try:
+                train_sentencepiece([corpus.train], cached[: -len(".model")], vocab_size=vocab_size)
+            except ValueError as error:
+                raise TrainingError(f"--vocab_size={vocab_size}: {error}") from error
         checkpoints.write_atomically(target, lambda temporary: shutil.copyfile(cached, temporary))
     return Tokenizer.from_file(target)
 
@@ -136,13 +177,87 @@ def _resolve_jit(jit_compile):
     return bool(tf.config.list_logical_devices("GPU"))
 
 
-def _remove_run(model_dir):
-    for name in ("checkpoints", "logs", "workers", MODEL_FILE, VOCABULARY_FILE, TRAINING_LOG, run_config.CONFIG_FILE):
+_RUN_ENTRIES = ("checkpoints", "logs", "workers", MODEL_FILE, VOCABULARY_FILE, TRAINING_LOG, run_config.CONFIG_FILE)
+
+
+def _remove_run(model_dir, entries=_RUN_ENTRIES):
+    for name in entries:
         path = os.path.join(model_dir, name)
         if os.path.isdir(path):
             shutil.rmtree(path)
         elif os.path.exists(path):
             os.remove(path)
+
+
+def _has_trained(model_dir):
+    return bool(checkpoints.list_checkpoints(os.path.join(model_dir, "checkpoints"))) or os.path.exists(
+        os.path.join(model_dir, MODEL_FILE)
+    )
+
+
+def _previous_config(model_dir):
+    path = os.path.join(model_dir, run_config.CONFIG_FILE)
+    try:
+        return run_config.load(model_dir) if os.path.exists(path) else None
+    except ValueError:
+        return None  # Not JSON: run_config.check says so.
+
+
+def _prepare_run_dir(config, start_over):
+    """Clears model_dir for `--start_over`, or the leftovers of a start that never trained.
+
+    `--start_over` deletes only what train.py writes, and only in a directory that holds its
+    config.json. A config.json without any checkpoint or model (a first start that failed, on bad
+    data, say) binds nothing: it is removed with its vocabulary copy, so fixing a flag is not
+    refused as "another configuration".
+    """
+    model_dir = config.model_dir
+    has_config = os.path.exists(os.path.join(model_dir, run_config.CONFIG_FILE))
+    if start_over:
+        if not has_config:
+            present = [name for name in _RUN_ENTRIES if os.path.exists(os.path.join(model_dir, name))]
+            if present:
+                raise TrainingError(
+                    f"--start_over: {model_dir} holds no {run_config.CONFIG_FILE}, so it is not a train.py run; "
+                    f"not deleting its {', '.join(present)}"
+                )
+            return
+        _remove_run(model_dir)
+        return
+    if not has_config:
+        return
+    if not _has_trained(model_dir):
+        print(f"{model_dir}: no checkpoint from the earlier start; starting afresh", file=sys.stderr)
+        _remove_run(model_dir, (VOCABULARY_FILE, TRAINING_LOG, "logs", run_config.CONFIG_FILE))
+        return
+    previous = (_previous_config(model_dir) or {}).get("train", {})
+    before, after = previous.get("mixed_precision"), config.train.mixed_precision
+    if before is not None and (before == "fp16") != (after == "fp16"):
+        raise TrainingError(
+            f"{model_dir} was trained with --mixed_precision={before}; --mixed_precision={after} cannot resume it "
+            "(fp16's loss scaling keeps optimizer state the other policies do not). Resume with "
+            f"--mixed_precision={before}, or pass --start_over"
+        )
+
+
+def _check_resume_step(checkpoint_step, start_step, checkpoint_path, steps_per_epoch):
+    if start_step != checkpoint_step:
+        raise TrainingError(
+            f"{checkpoint_path} is from step {checkpoint_step}, but its optimizer state did not load (the step read "
+            f"back is {start_step}): the optimizer differs from the one that wrote it. Resume with the run's "
+            "--mixed_precision, or pass --start_over"
+        )
+    if start_step % steps_per_epoch:
+        raise TrainingError(
+            f"the run resumes at step {start_step}, which --checkpoint_every={steps_per_epoch} does not divide (Keras "
+            "epochs are checkpoint_every steps long, so training would overshoot --train_steps); pass a "
+            f"--checkpoint_every that divides {start_step}"
+        )
+
+
+def _validation_epochs(eval_epochs, epochs):
+    """Epochs (1-based, as Keras counts them) with dev loss: every `eval_epochs`-th and the last."""
+    return sorted(set(range(eval_epochs, epochs + 1, eval_epochs)) | {epochs})
 
 
 def train(config, start_over=False, callbacks=()):
@@ -161,20 +276,27 @@ def train(config, start_over=False, callbacks=()):
             f"steps_per_execution={train_options.steps_per_execution} (a positive int)"
         )
     # Devices first: splitting the CPU must happen before TensorFlow initialises them.
-    strategy = make_strategy(train_options.distribution, train_options.cpu_replicas)
+    try:
+        strategy = make_strategy(train_options.distribution, train_options.cpu_replicas)
+    except ValueError as error:
+        raise TrainingError(str(error)) from error
     chief = is_chief()
     _, task_index, _ = worker_info()
     run_dir = config.model_dir if chief else os.path.join(config.model_dir, "workers", str(task_index))
     _check_writable(run_dir)
-    if start_over and chief:
-        _remove_run(config.model_dir)
     if chief:
-        run_config.check_or_write(config, start_over=False)
+        _prepare_run_dir(config, start_over)
 
     keras.utils.set_random_seed(train_options.seed)  # Before any tokenizer is traced (see data/tokenizer.py).
     keras.config.set_dtype_policy(POLICIES[train_options.mixed_precision])
     corpus, reverse = resolve_corpus(data)
-    tokenizer = resolve_tokenizer(run_dir, corpus, data.vocab_size, may_train=train_options.distribution != "multi_worker")
+    _check_dev_split(corpus, data)
+    if chief:
+        # After the corpus (an unset direction means its own), before anything is written into model_dir.
+        run_config.check(config, default_direction="-".join(corpus.languages))
+    tokenizer = resolve_tokenizer(run_dir, corpus, data, may_train=train_options.distribution != "multi_worker")
+    if chief:
+        run_config.write(config)
 
     scope = strategy.scope() if strategy is not None else contextlib.nullcontext()
     with scope:
@@ -186,12 +308,13 @@ def train(config, start_over=False, callbacks=()):
     checkpoint_dir = os.path.join(run_dir, "checkpoints")
     restored = checkpoints.latest_checkpoint(checkpoint_dir)
     start_step = 0
+    steps_per_epoch = train_options.checkpoint_every
     if restored is not None:
         model.load_weights(restored[1])
         start_step = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
+        _check_resume_step(restored[0], start_step, restored[1], steps_per_epoch)
         print(f"resuming from {restored[1]} at step {start_step}", file=sys.stderr)
 
-    steps_per_epoch = train_options.checkpoint_every
     epochs = train_options.train_steps // steps_per_epoch
     initial_epoch = start_step // steps_per_epoch
     if initial_epoch >= epochs:
@@ -214,7 +337,13 @@ def train(config, start_over=False, callbacks=()):
         corpus.dev, tokenizer, shuffle=False, **{**dataset_options, "seed": train_options.seed}
     )
     # A known length lets Keras run validation without reading past the end (and warning about it).
-    dev_dataset = dev_dataset.apply(tf.data.experimental.assert_cardinality(sum(1 for _ in dev_dataset)))
+    dev_batches = sum(1 for _ in dev_dataset)
+    if not dev_batches:
+        raise TrainingError(
+            f"no dev pair of {corpus.dev} fits --max_length={data.max_length} tokens (see the count above); "
+            "raise --max_length"
+        )
+    dev_dataset = dev_dataset.apply(tf.data.experimental.assert_cardinality(dev_batches))
     eval_epochs = max(1, train_options.eval_every // steps_per_epoch)
     dev_sources, dev_references = training_callbacks.read_pairs(corpus.dev, train_options.eval_sentences, reverse)
 
@@ -225,15 +354,17 @@ def train(config, start_over=False, callbacks=()):
         dev_references,
         eval_epochs,
     )
+    # The checkpoint before the dev BLEU, which takes minutes on a large model: a kill during it
+    # keeps the epoch.
     callback_list = [
         training_callbacks.TrainingStats(),
-        bleu_callback,
         checkpoint_callback,
+        bleu_callback,
         keras.callbacks.TerminateOnNaN(),
     ]
     if chief:
         callback_list += [
-            keras.callbacks.CSVLogger(os.path.join(config.model_dir, TRAINING_LOG), append=True),
+            training_callbacks.TrainingLog(os.path.join(config.model_dir, TRAINING_LOG)),
             keras.callbacks.TensorBoard(os.path.join(config.model_dir, "logs"), update_freq="epoch"),
         ]
 
@@ -246,16 +377,23 @@ def train(config, start_over=False, callbacks=()):
             f"{train_options.batch_tokens} tokens per replica and side",
             file=sys.stderr,
         )
-        history = model.fit(
-            train_dataset,
-            epochs=epochs,
-            initial_epoch=initial_epoch,
-            steps_per_epoch=steps_per_epoch,
-            validation_data=dev_dataset,
-            validation_freq=eval_epochs,
-            callbacks=callback_list,
-            verbose=2 if os.environ.get("CI") else 1,
-        ).history
+        try:
+            history = model.fit(
+                train_dataset,
+                epochs=epochs,
+                initial_epoch=initial_epoch,
+                steps_per_epoch=steps_per_epoch,
+                validation_data=dev_dataset,
+                validation_freq=_validation_epochs(eval_epochs, epochs),
+                callbacks=callback_list,
+                verbose=2 if os.environ.get("CI") else 1,
+            ).history
+        except StopIteration as error:
+            # The training stream repeats forever unless a pass over the data keeps no pair.
+            raise TrainingError(
+                f"the training data ran out: no pair of {corpus.train} fits --max_length={data.max_length} tokens "
+                "(see the count above); raise --max_length"
+            ) from error
     losses = history.get("loss", [])
     if any(not math.isfinite(loss) for loss in losses):
         last = checkpoints.latest_checkpoint(checkpoint_dir)
@@ -274,6 +412,7 @@ def train(config, start_over=False, callbacks=()):
         "resumed_from": start_step,
         "history": {key: [float(v) for v in values] for key, values in history.items()},
         "dev_bleu": bleu_callback.last_bleu,
+        "dev_bleu_sentences": len(bleu_callback.sources),
         "corpus": dataclasses.asdict(corpus),
     }
     return summary

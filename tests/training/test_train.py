@@ -207,6 +207,10 @@ def test_another_configuration_on_an_existing_model_dir_is_refused(tmp_path):
         (["--corpus=wmt14"], "flag --corpus=wmt14: value should be one of"),
         (["--steps_per_execution=3", "--checkpoint_every=10", "--train_steps=20", "--eval_every=20"],
          "--checkpoint_every=10 must be a multiple of --steps_per_execution=3"),
+        (["--seed=-1"], "flag --seed=-1: -1 is not an integer in the range [0, 4294967295]"),
+        (["--learning_rate_scale=0"], "--learning_rate_scale must be above 0"),
+        (["--batch_tokens=16"], "--batch_tokens=16 cannot hold one pair of --max_length=128 tokens"),
+        (["--corpus=files", "--languages=de-", "--train_tsv=a.tsv"], "--corpus=files needs --languages=SRC-TGT"),
     ],
 )
 def test_bad_flags_are_refused_before_training(flags, message, tmp_path):

@@ -1,0 +1,222 @@
+"""What train.py does with a model_dir before and around training: the config check, --start_over,
+resuming under changed flags, data that cannot train, and the training log's columns."""
+
+import csv
+import dataclasses
+import json
+import os
+import shutil
+
+import pytest
+
+from tests.conftest import tiny_run_config
+
+
+def _config_with(config, **data_changes):
+    from training.config import RunConfig
+
+    return RunConfig(config.model_dir, config.model, dataclasses.replace(config.data, **data_changes), config.train)
+
+
+def test_moved_caches_relative_paths_and_the_default_direction_are_the_same_run(tmp_path, monkeypatch):
+    from training import config as run_config
+
+    monkeypatch.chdir(tmp_path)
+    first = _config_with(
+        tiny_run_config(tmp_path / "run", "cache/corpora"), corpus="files", languages="en-de",
+        train_files=("train.tsv",), deb_dir="debs",
+    )
+    os.makedirs(first.model_dir)
+    run_config.write(first)
+    # The cache moved, the files are named by absolute path, the direction is spelt out: same run.
+    moved = _config_with(
+        first, cache_dir="/elsewhere/corpora", deb_dir=None, train_files=(str(tmp_path / "train.tsv"),),
+        direction="en-de",
+    )
+    run_config.check(moved, default_direction="en-de")
+    # Another direction, or other files, are another run.
+    with pytest.raises(run_config.ConfigMismatchError, match="data.direction: 'en-de' -> 'de-en'"):
+        run_config.check(_config_with(first, direction="de-en"), default_direction="en-de")
+    with pytest.raises(run_config.ConfigMismatchError, match="data.train_files"):
+        run_config.check(_config_with(first, train_files=(str(tmp_path / "other.tsv"),)), default_direction="en-de")
+
+
+def test_user_corpora_are_cached_by_absolute_path_and_languages(tmp_path, monkeypatch):
+    from training.config import DataConfig
+    from training.trainer import user_corpus_name
+
+    data = DataConfig(corpus="files", languages="en-de", train_files=("train.tsv",))
+    for project in ("a", "b"):
+        os.makedirs(tmp_path / project)
+    monkeypatch.chdir(tmp_path / "a")
+    in_a = user_corpus_name(data)
+    assert user_corpus_name(dataclasses.replace(data, train_files=(str(tmp_path / "a" / "train.tsv"),))) == in_a
+    assert user_corpus_name(dataclasses.replace(data, languages="de-en")) != in_a
+    monkeypatch.chdir(tmp_path / "b")
+    assert user_corpus_name(data) != in_a
+
+
+def test_start_over_deletes_only_a_train_py_run(tmp_path):
+    from training.trainer import TrainingError, _prepare_run_dir
+
+    config = tiny_run_config(tmp_path, "unused")
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "server.log").write_text("not ours")
+    (tmp_path / "checkpoints").mkdir()
+    with pytest.raises(TrainingError, match=r"--start_over: .* holds no config.json.*not deleting its checkpoints, logs"):
+        _prepare_run_dir(config, start_over=True)
+    assert (tmp_path / "logs" / "server.log").read_text() == "not ours"
+    # With train.py's config.json it is a run: everything train.py wrote goes.
+    (tmp_path / "config.json").write_text("{}")
+    (tmp_path / "spm.model").write_text("old vocabulary")
+    (tmp_path / "notes.txt").write_text("the user's")
+    _prepare_run_dir(config, start_over=True)
+    assert sorted(os.listdir(tmp_path)) == ["notes.txt"]
+
+
+def test_a_start_that_never_trained_does_not_bind_the_model_dir(tmp_path):
+    from training import config as run_config
+    from training.trainer import _prepare_run_dir
+
+    failed = _config_with(tiny_run_config(tmp_path, "unused"), vocab_size=100)
+    run_config.write(failed)
+    (tmp_path / "spm.model").write_text("a 100-piece vocabulary")
+    fixed = tiny_run_config(tmp_path, "unused")
+    with pytest.raises(run_config.ConfigMismatchError):
+        run_config.check(fixed)
+    _prepare_run_dir(fixed, start_over=False)
+    assert not os.path.exists(tmp_path / "config.json") and not os.path.exists(tmp_path / "spm.model")
+    # Once a checkpoint exists, the config binds.
+    run_config.write(failed)
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints" / "ckpt-000000100.weights.h5").write_text("")
+    _prepare_run_dir(fixed, start_over=False)
+    with pytest.raises(run_config.ConfigMismatchError, match="data.vocab_size: 100 -> 2000"):
+        run_config.check(fixed)
+
+
+def test_resuming_refuses_changes_that_would_lose_or_overshoot_steps(tiny_run, tmp_path):
+    from training.trainer import TrainingError, _check_resume_step, train
+
+    model_dir = str(tmp_path / "run")
+    shutil.copytree(tiny_run[0], model_dir)
+    corpus_cache = os.path.dirname(tiny_run[1]["corpus"]["root"])
+    before = sorted(os.listdir(os.path.join(model_dir, "checkpoints")))
+    # fp16's loss scaling has optimizer variables the float32 run's checkpoints lack: Keras would skip
+    # the whole optimizer state and restart at step 0 over the good checkpoints.
+    with pytest.raises(TrainingError, match="trained with --mixed_precision=none; --mixed_precision=fp16 cannot resume"):
+        train(tiny_run_config(model_dir, corpus_cache, train_steps=400, mixed_precision="fp16"))
+    # An epoch length that does not divide the step resumed at would run past --train_steps.
+    with pytest.raises(TrainingError, match="resumes at step 200, which --checkpoint_every=300 does not divide"):
+        train(tiny_run_config(model_dir, corpus_cache, train_steps=600, checkpoint_every=300, eval_every=600))
+    assert sorted(os.listdir(os.path.join(model_dir, "checkpoints"))) == before
+    # Any other optimizer state that does not load (the step read back differs) is refused too.
+    with pytest.raises(TrainingError, match="ckpt-200 is from step 200, but its optimizer state did not load"):
+        _check_resume_step(200, 0, "ckpt-200", 100)
+
+
+def test_the_training_log_has_dev_bleu_and_fixed_columns(tiny_run, tmp_path):
+    from training.callbacks import TrainingLog
+
+    with open(os.path.join(tiny_run[0], "training_log.csv"), newline="") as handle:
+        reader = csv.DictReader(handle)
+        rows = list(reader)
+    assert tuple(reader.fieldnames) == TrainingLog.COLUMNS
+    assert [row["step"] for row in rows] == ["100", "200"]
+    # Dev loss and BLEU at step 200 (eval_every), blank at step 100.
+    assert rows[0]["val_loss"] == rows[0]["val_bleu"] == ""
+    assert float(rows[1]["val_loss"]) > 0 and 0 <= float(rows[1]["val_bleu"]) <= 100
+    # A log written by Keras's CSVLogger (columns of the first epoch) is rewritten under these columns.
+    old = tmp_path / "training_log.csv"
+    old.write_text("epoch,loss,val_target_tokens\n0,5.5,NA\n")
+    TrainingLog(str(old)).on_train_begin()
+    with open(old, newline="") as handle:
+        assert list(csv.DictReader(handle)) == [dict.fromkeys(TrainingLog.COLUMNS, "") | {"epoch": "0", "loss": "5.5"}]
+
+
+def test_dev_loss_is_computed_at_the_last_step_too():
+    from training.trainer import _validation_epochs
+
+    assert _validation_epochs(eval_epochs=5, epochs=2) == [2]
+    assert _validation_epochs(eval_epochs=2, epochs=5) == [2, 4, 5]
+    assert _validation_epochs(eval_epochs=1, epochs=3) == [1, 2, 3]
+
+
+def _user_run(tmp_path, corpus, train_pairs, dev_pairs=None, **data):
+    """A RunConfig on user files made of the given pairs of the real corpus."""
+    from training.config import DataConfig
+
+    os.makedirs(tmp_path, exist_ok=True)
+
+    def write(name, pairs):
+        path = tmp_path / name
+        path.write_text("".join(f"{en}\t{de}\n" for en, de in pairs), encoding="utf-8")
+        return (str(path),)
+
+    config = tiny_run_config(tmp_path / "run", str(tmp_path / "cache"), train_steps=20, checkpoint_every=10,
+                             eval_every=20, eval_sentences=0, batch_tokens=1024)
+    data = DataConfig(corpus="files", cache_dir=str(tmp_path / "cache"), languages="en-de",
+                      train_files=write("train.tsv", train_pairs), dev_files=write("dev.tsv", dev_pairs) if dev_pairs else (),
+                      vocab_size=500, **data)
+    return dataclasses.replace(config, data=data)
+
+
+def _corpus_pairs(corpus, count, longest=None, shortest=None):
+    pairs = []
+    with open(corpus.train, encoding="utf-8") as handle:
+        for line in handle:
+            en, de = line.rstrip("\n").split("\t")
+            if (longest is None or max(len(en), len(de)) <= longest) and (shortest is None or min(len(en), len(de)) >= shortest):
+                pairs.append((en, de))
+                if len(pairs) == count:
+                    return pairs
+    raise AssertionError(f"fewer than {count} such pairs")
+
+
+@pytest.mark.slow
+def test_data_that_cannot_train_is_named_before_the_run_is_bound(deb_en_de, tmp_path):
+    from data import cleaning
+    from training.trainer import TrainingError, train
+
+    corpus = deb_en_de[0]
+    short, long = _corpus_pairs(corpus, 600, longest=30), _corpus_pairs(corpus, 40, longest=150, shortest=100)
+    # Files without dev pairs whose hash split gives none to dev.
+    no_dev = [pair for pair in short if cleaning.split_of(pair[0]) == "train"][:20]
+    with pytest.raises(TrainingError, match="has no dev pairs.*Pass --dev_tsv or --dev_src/--dev_tgt"):
+        train(_user_run(tmp_path / "no_dev", corpus, no_dev))
+    # Every dev pair longer than --max_length: refused before the first step, not after an epoch.
+    config = _user_run(tmp_path / "long_dev", corpus, short, long, max_length=24)
+    with pytest.raises(TrainingError, match="no dev pair of .*dev.tsv fits --max_length=24"):
+        train(config)
+    assert not os.path.exists(os.path.join(config.model_dir, "checkpoints"))
+    # Every training pair too long: the stream of training batches ends at once.
+    with pytest.raises(TrainingError, match="the training data ran out: no pair of .*train.tsv fits --max_length=24"):
+        train(_user_run(tmp_path / "long_train", corpus, long, short[:20], max_length=24))
+    # Fixing the flag on the same model_dir is a fresh start, not "another configuration".
+    summary = train(dataclasses.replace(config, data=dataclasses.replace(config.data, max_length=128)))
+    assert summary["step"] == 20
+    with open(os.path.join(config.model_dir, "config.json")) as handle:
+        assert json.load(handle)["data"]["max_length"] == 128
+
+
+def test_several_workers_are_told_the_command_that_builds_their_vocabulary(deb_en_de, tmp_path):
+    import shlex
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO_ROOT
+    from training.trainer import TrainingError, resolve_corpus, resolve_tokenizer
+
+    config = _user_run(tmp_path, deb_en_de[0], _corpus_pairs(deb_en_de[0], 300, longest=60))
+    corpus, _ = resolve_corpus(config.data)
+    with pytest.raises(TrainingError, match="spm-bpe-500.model is missing.*build the vocabulary first") as refused:
+        resolve_tokenizer(str(tmp_path / "worker"), corpus, config.data, may_train=False)
+    built = os.stat(corpus.manifest).st_ino
+    command = str(refused.value).split("`")[1]
+    assert command.startswith("python -m data.prepare ")
+    completed = subprocess.run([sys.executable, *shlex.split(command)[1:]], cwd=REPO_ROOT, capture_output=True, text=True,
+                               env=dict(os.environ, PYTHONPATH=REPO_ROOT), timeout=300)
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    # The command built the vocabulary into the corpus entry the workers read, without rebuilding it.
+    assert resolve_tokenizer(str(tmp_path / "worker"), corpus, config.data, may_train=False).vocabulary_size == 500
+    assert os.stat(corpus.manifest).st_ino == built
