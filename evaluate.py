@@ -6,6 +6,7 @@ and chrF.
     python evaluate.py --model_dir=runs/base --split=test.ding        # one source's test file
     python evaluate.py --model_dir=runs/base --src=newstest.en --ref=newstest.de
     python evaluate.py --export_dir=exports/base --src=newstest.en --ref=newstest.de
+    python evaluate.py --model_dir=runs/en-zh --src=test.en --ref=test.zh  # BLEU with sacreBLEU's zh tokenizer
     python evaluate.py --model_dir=runs/base --plot_attention="Open the file." --plot_dir=plots
 """
 
@@ -13,8 +14,11 @@ import os
 import sys
 
 from absl import app, flags
+from sacrebleu.metrics.bleu import BLEU
 
 FLAGS = flags.FLAGS
+# Flags that configure the search and input length of --model_dir; an export has them built in.
+SEARCH_FLAGS = ("beam_size", "alpha", "max_extra_length", "max_input_length")
 
 flags.DEFINE_string("model_dir", None, "A training run's directory (model.keras, spm.model, config.json, checkpoints/).")
 flags.DEFINE_string("export_dir", None, "A SavedModel written by `python -m export` (or its base directory of versions).")
@@ -23,7 +27,7 @@ flags.DEFINE_string("corpus", None, "Corpus whose split to translate (default: t
 flags.DEFINE_string("split", "test", "Split of the corpus: train, dev, test, or a per-source test file such as test.ding.")
 flags.DEFINE_string("cache_dir", None, "Where corpora are built and cached (default: the run's).")
 flags.DEFINE_string("deb_dir", None, "Directory of already-downloaded .deb files for deb-en-de (default: the run's).")
-flags.DEFINE_string("direction", None, "Translation direction, e.g. de-en (default: the run's).")
+flags.DEFINE_string("direction", None, "Translation direction, e.g. de-en (default: the run's); with --src it names the target language (for BLEU's tokenizer).")
 flags.DEFINE_string("src", None, "Source sentences, one per line (instead of a corpus split).")
 flags.DEFINE_string("ref", None, "Reference translations of --src, line-aligned; without it nothing is scored.")
 # Search.
@@ -38,6 +42,13 @@ flags.DEFINE_string("output", None, "Write the translations here, one per line, 
 flags.DEFINE_multi_string("plot_attention", [], "A source sentence whose encoder-decoder attention to draw as a PNG heatmap; repeat for several.")
 flags.DEFINE_string("plot_dir", "attention", "Directory for the --plot_attention heatmaps (attention-<n>.png).")
 flags.DEFINE_boolean("progress", True, "Show a progress line on stderr.")
+flags.DEFINE_enum(
+    "bleu_tokenize",
+    None,
+    sorted(BLEU.TOKENIZERS),
+    "sacreBLEU's tokenizer for BLEU (default: zh for a Chinese target language, else 13a; ja-mecab and "
+    "ko-mecab need MeCab packages installed).",
+)
 
 
 @flags.multi_flags_validator(["model_dir", "export_dir"], message="pass exactly one of --model_dir and --export_dir")
@@ -61,11 +72,37 @@ def _check_export(values):
     return True
 
 
+def _export_conflict(export_dir):
+    """The error message for flags given with --export_dir that only apply to --model_dir, or None."""
+    given = [f"--{name}" for name in SEARCH_FLAGS if FLAGS[name].present]
+    if given:
+        from evaluation.saved_model_translator import describe_search_settings
+
+        return (
+            f"{', '.join(given)} cannot be used with --export_dir: the export has its search and input length "
+            f"built in: {describe_search_settings(export_dir)}; leave {'them' if len(given) > 1 else 'it'} out, "
+            "or export again with other values (python -m export --beam_size=... --alpha=... "
+            "--max_extra_length=... --max_input_length=...)"
+        )
+    if FLAGS["plot_dir"].present:
+        return "--plot_dir needs --model_dir and --plot_attention (a SavedModel has no attention to plot)"
+    return None
+
+
 def main(argv):
     del argv
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from evaluation import evaluator
     from evaluation.test_sets import TestSetError
+
+    errors = (evaluator.EvaluationError, evaluator.ModelDirError, evaluator.ExportDirError, TestSetError)
+    try:
+        conflict = FLAGS.export_dir and _export_conflict(FLAGS.export_dir)
+    except errors as error:
+        conflict = str(error)
+    if conflict:
+        print(f"evaluate.py: error: {conflict}", file=sys.stderr)
+        return 2
 
     config = evaluator.EvalConfig(
         model_dir=FLAGS.model_dir,
@@ -87,10 +124,11 @@ def main(argv):
         plot_attention=tuple(FLAGS.plot_attention),
         plot_dir=FLAGS.plot_dir,
         progress=FLAGS.progress,
+        bleu_tokenize=FLAGS.bleu_tokenize,
     )
     try:
         evaluator.evaluate(config)
-    except (evaluator.EvaluationError, evaluator.ModelDirError, evaluator.ExportDirError, TestSetError) as error:
+    except errors as error:
         print(f"evaluate.py: error: {error}", file=sys.stderr)
         return 2
     return 0

@@ -2,7 +2,9 @@
 alignments (section 3.2.3's third use of attention). Drawn with Pillow, which TensorBoard already
 requires, so no plotting library is needed."""
 
+import functools
 import os
+import unicodedata
 
 import keras
 import numpy as np
@@ -13,6 +15,41 @@ from models.translation import cross_attention_weights, translate_ids
 
 CELL = 22
 MARGIN = 6
+FONT_SIZE = 11
+# SentencePiece's word-start marker, U+2581 LOWER ONE EIGHTH BLOCK, drawn as an underscore: few fonts
+# have it and it is the piece's only sign of a preceding space.
+WORD_MARKER = "\u2581"
+# A code point no font draws: its rendering is the font's missing-glyph box.
+NO_GLYPH = "\U0010fffd"
+
+
+@functools.cache
+def label_font():
+    """DejaVu Sans (Latin, Greek, Cyrillic...) when the system has it, else Pillow's built-in
+    font (ASCII only)."""
+    try:
+        return ImageFont.truetype("DejaVuSans.ttf", FONT_SIZE)
+    except OSError:
+        return ImageFont.load_default(size=FONT_SIZE)
+
+
+def _glyph(font, character):
+    mask = font.getmask(character)
+    return mask.size, bytes(mask)
+
+
+def displayable(text, font):
+    """`text` as `font` can draw it: the word marker as "_", and a character the font lacks as its
+    ASCII base letter (Ö -> O) or "?", never the missing-glyph box."""
+    missing = _glyph(font, NO_GLYPH)
+    characters = []
+    for character in text.replace(WORD_MARKER, "_"):
+        if character.isascii() or _glyph(font, character) != missing:
+            characters.append(character)
+        else:
+            base = unicodedata.normalize("NFKD", character).encode("ascii", "ignore").decode("ascii")
+            characters.append(base or "?")
+    return "".join(characters)
 
 
 def _pieces(tokenizer, ids):
@@ -43,8 +80,13 @@ def attention_matrix(model, tokenizer, source, translation_ids):
 
 
 def draw_heatmap(weights, source_pieces, target_pieces, path, title=""):
-    """Writes a PNG: one row per output piece, one column per source piece, darker = more weight."""
-    font = ImageFont.load_default()
+    """Writes a PNG: one row per output piece, one column per source piece, darker = more weight.
+
+    Pieces are drawn with `label_font()` as `displayable` makes them (the word marker as "_")."""
+    font = label_font()
+    source_pieces = [displayable(piece, font) for piece in source_pieces]
+    target_pieces = [displayable(piece, font) for piece in target_pieces]
+    title = displayable(title, font)
     measure = ImageDraw.Draw(Image.new("L", (1, 1)))
 
     def width(text):

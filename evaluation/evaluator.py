@@ -7,15 +7,12 @@ pair of line-aligned source/reference files.
 """
 
 import dataclasses
-import json
 import os
 import sys
 
 from evaluation import scoring, test_sets
 from evaluation.model_loading import ModelDirError, read_run_config
-from evaluation.saved_model_translator import ExportDirError, resolve_saved_model
-
-EXPORT_CONFIG = os.path.join("assets.extra", "export_config.json")
+from evaluation.saved_model_translator import ExportDirError, read_export_config, resolve_saved_model
 
 
 class EvaluationError(RuntimeError):
@@ -28,6 +25,9 @@ class EvalConfig:
 
     `corpus`, `cache_dir`, `deb_dir` and `direction` default (None) to the run's own config.json
     data section (or the export's copy of it). `max_input_length` None: the run's `max_length`.
+    `beam_size`, `alpha`, `max_extra_length` and `max_input_length` apply to `model_dir` only (an
+    export has its own built in). `bleu_tokenize` None: sacreBLEU's tokenizer for the target
+    language (`scoring.bleu_tokenizer`: "zh" for Chinese, else "13a").
     """
 
     model_dir: str | None = None
@@ -49,27 +49,35 @@ class EvalConfig:
     plot_attention: tuple = ()
     plot_dir: str = "attention"
     progress: bool = True
+    bleu_tokenize: str | None = None
 
 
 def _run_config(config):
     """The training run's config.json (from model_dir, or the export's copy), or None."""
     if config.model_dir:
         return read_run_config(config.model_dir)
-    path = os.path.join(resolve_saved_model(config.export_dir), EXPORT_CONFIG)
-    if not os.path.exists(path):
-        return None
-    with open(path, encoding="utf-8") as handle:
-        exported = json.load(handle)
-    return exported  # The run's config.json sections plus an "export" section.
+    # The run's config.json sections plus an "export" section.
+    return read_export_config(resolve_saved_model(config.export_dir))
 
 
 def load_test_set(config, run_config):
-    """`(sources, references or None, description)` as the config asks."""
+    """`(sources, references or None, description, target language or None)` as the config asks.
+
+    The target language of --src/--ref files is the second half of `config.direction` or of the
+    run's direction or user-corpus languages (e.g. "en-zh"), None when neither names it.
+
+    Raises:
+        test_sets.TestSetError: an unreadable or empty test set (names the file).
+        EvaluationError: an unknown corpus or direction.
+    """
     if config.src:
         sources, references = test_sets.read_parallel_files(config.src, config.ref)
-        return sources, references, config.src
+        data = (run_config or {}).get("data", {})
+        direction = config.direction or data.get("direction") or data.get("languages")
+        return sources, references, config.src, direction.split("-")[-1] if direction else None
+    from data.prepare import CorpusError
     from training.config import DataConfig
-    from training.trainer import resolve_corpus  # Imported here: it pulls in the data pipeline.
+    from training.trainer import TrainingError, resolve_corpus  # Imported here: it pulls in the data pipeline.
 
     data = dict((run_config or {}).get("data", {}))
     if not data and not config.corpus:
@@ -86,11 +94,39 @@ def load_test_set(config, run_config):
     for key in ("train_files", "dev_files", "test_files"):
         if key in data:
             data[key] = tuple(data[key])
-    corpus, reverse = resolve_corpus(DataConfig(**data))
+    try:
+        corpus, reverse = resolve_corpus(DataConfig(**data))
+    except CorpusError as error:
+        raise EvaluationError(f"--corpus={data.get('corpus')}: {error}") from error
+    except (TrainingError, ValueError) as error:
+        raise EvaluationError(str(error)) from error
     path = test_sets.split_path(corpus, config.split)
     sources, references = test_sets.read_tsv_pairs(path, reverse=reverse)
     languages = corpus.languages[::-1] if reverse else corpus.languages
-    return sources, references, f"{path} ({languages[0]}->{languages[1]})"
+    return sources, references, f"{path} ({languages[0]}->{languages[1]})", languages[1]
+
+
+def check_output(path):
+    """Fails before any translation if the translations could not be written to `path`.
+
+    Raises:
+        EvaluationError: `path` is a directory, its directory cannot be created, or either is
+            not writable.
+    """
+    if os.path.isdir(path):
+        raise EvaluationError(f"--output={path} is a directory; expected a file path to write the translations to")
+    directory = os.path.dirname(os.path.abspath(path))
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except OSError as error:
+        raise EvaluationError(f"--output={path}: cannot create its directory {directory}: {error.strerror}") from error
+    if not os.access(directory, os.W_OK | os.X_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise EvaluationError(f"--output={path} is not writable")
+
+
+def _lines(numbers):
+    """ "lines 1, 5, 9" with at most 20 line numbers shown."""
+    return "lines " + ", ".join(str(n) for n in numbers[:20]) + (", ..." if len(numbers) > 20 else "")
 
 
 def evaluate(config, out=sys.stdout):
@@ -98,11 +134,13 @@ def evaluate(config, out=sys.stdout):
 
     Returns:
         A dict: `sentences`, `truncated_lines` (1-based line numbers of inputs longer than the
-        maximum input length, cut to it), `output`, and with references `bleu`, `chrf`, their
-        signatures and texts (see `evaluation.scoring.score`), and `attention_plots`.
+        maximum input length, cut to it), `empty_lines` (those with no tokens, translated to ""),
+        `output`, and with references `bleu`, `chrf`, their signatures and texts (see
+        `evaluation.scoring.score`), and `attention_plots`.
 
     Raises:
-        EvaluationError, ModelDirError, ExportDirError, test_sets.TestSetError: bad input, named.
+        EvaluationError, ModelDirError, ExportDirError, test_sets.TestSetError: bad input, named;
+            raised before any translation where it can be known then.
     """
     if bool(config.model_dir) == bool(config.export_dir):
         raise EvaluationError("pass exactly one of --model_dir and --export_dir")
@@ -110,19 +148,31 @@ def evaluate(config, out=sys.stdout):
         raise EvaluationError("--ref needs --src")
     if config.export_dir and (config.average_last or config.plot_attention):
         raise EvaluationError("--average_last and --plot_attention need --model_dir (a SavedModel has no checkpoints or attention)")
+    for number, sentence in enumerate(config.plot_attention, start=1):
+        if not sentence.strip():
+            raise EvaluationError(f"--plot_attention sentence {number} ({sentence!r}) is empty: nothing to attend to")
     if config.model_dir and not os.path.isdir(config.model_dir):
         raise ModelDirError(f"--model_dir {config.model_dir!r} is not a directory")
+    if config.output:
+        check_output(config.output)
     run_config = _run_config(config)
-    sources, references, description = load_test_set(config, run_config)
+    sources, references, description, target_language = load_test_set(config, run_config)
     print(f"evaluating on {len(sources)} sentences of {description}", file=sys.stderr)
 
-    result = {"sentences": len(sources), "truncated_lines": [], "output": config.output}
+    result = {"sentences": len(sources), "output": config.output}
     if config.model_dir:
         from evaluation.model_loading import load_model
         from evaluation.translator import Translator
 
         model, tokenizer, run_config = load_model(config.model_dir, config.average_last)
+        for number, sentence in enumerate(config.plot_attention, start=1):
+            if not tokenizer.tokenize([sentence]).to_list()[0]:
+                raise EvaluationError(
+                    f"--plot_attention sentence {number} ({sentence!r}) has no tokens: nothing to attend to"
+                )
         max_input_length = config.max_input_length or (run_config or {}).get("data", {}).get("max_length")
+        limit = "--max_input_length" if config.max_input_length else "the run's max_length"
+        max_extra_length = config.max_extra_length
         translator = Translator(
             model,
             tokenizer,
@@ -132,36 +182,45 @@ def evaluate(config, out=sys.stdout):
             batch_size=config.batch_size,
             max_input_length=max_input_length,
         )
-        hypotheses, _ = translator.translate(sources, progress=config.progress)
-        result["truncated_lines"] = [index + 1 for index in translator.truncated_indices]
-        if result["truncated_lines"]:
-            lines = result["truncated_lines"]
-            shown = ", ".join(str(n) for n in lines[:20]) + (", ..." if len(lines) > 20 else "")
-            print(
-                f"{len(lines)} of {len(sources)} source lines are longer than the maximum input length of "
-                f"{max_input_length} tokens (the run's max_length, EOS included); each was cut to it and "
-                f"translated up to {max_input_length + config.max_extra_length} output tokens: lines {shown}",
-                file=out,
-            )
     else:
         from evaluation.saved_model_translator import SavedModelTranslator
 
         translator = SavedModelTranslator(config.export_dir, config.batch_size)
-        hypotheses, _ = translator.translate(sources, progress=config.progress)
+        max_input_length = translator.max_input_length
+        limit = "the export's max_input_length"
+        max_extra_length = translator.settings.get("max_extra_length")
+    hypotheses, _ = translator.translate(sources, progress=config.progress)
+
+    result["truncated_lines"] = [index + 1 for index in translator.truncated_indices]
+    if result["truncated_lines"]:
+        lines = result["truncated_lines"]
+        outputs = f" and translated up to {max_input_length + max_extra_length} output tokens" if max_extra_length else ""
+        print(
+            f"{len(lines)} of {len(sources)} source lines are longer than the maximum input length of "
+            f"{max_input_length} tokens ({limit}, EOS included); each was cut to it{outputs}: {_lines(lines)}",
+            file=out,
+        )
 
     if config.output:
-        directory = os.path.dirname(os.path.abspath(config.output))
-        os.makedirs(directory, exist_ok=True)
-        with open(config.output, "w", encoding="utf-8") as handle:
-            for hypothesis in hypotheses:
-                handle.write(hypothesis.replace("\n", " ") + "\n")
+        try:
+            with open(config.output, "w", encoding="utf-8") as handle:
+                for hypothesis in hypotheses:
+                    handle.write(hypothesis.replace("\n", " ") + "\n")
+        except OSError as error:
+            raise EvaluationError(f"--output={config.output}: cannot write the translations: {error.strerror}") from error
         print(f"wrote {len(hypotheses)} translations to {config.output}", file=sys.stderr)
 
-    empty = sum(1 for source in sources if not source.strip())
-    if empty:
-        print(f"{empty} empty source line(s) translated to empty lines", file=out)
+    result["empty_lines"] = [index + 1 for index in translator.empty_indices]
+    if result["empty_lines"]:
+        lines = result["empty_lines"]
+        print(
+            f"{len(lines)} empty source line(s) translated to empty lines (no tokens: blank, or only characters "
+            f"the vocabulary drops such as U+200B): {_lines(lines)}",
+            file=out,
+        )
     if references is not None:
-        scores = scoring.score(hypotheses, references)
+        tokenize = config.bleu_tokenize or scoring.bleu_tokenizer(target_language)
+        scores = scoring.score(hypotheses, references, tokenize=tokenize)
         result.update(scores)
         print(f"sacreBLEU: {scores['bleu_text']}", file=out)
         print(f"signature: {scores['bleu_signature']}", file=out)

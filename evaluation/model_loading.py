@@ -4,7 +4,9 @@ checkpoints), the SentencePiece vocabulary and the run's configuration."""
 import json
 import os
 import sys
+import zipfile
 
+import h5py
 import keras
 
 import models.transformer  # noqa: F401  (registers the Keras classes that model.keras names)
@@ -52,7 +54,8 @@ def load_model(model_dir, average_last=0):
             on stderr.
 
     Raises:
-        ModelDirError: a missing directory, vocabulary, model or checkpoints (names the path).
+        ModelDirError: a missing directory, vocabulary, model or checkpoints, or one that cannot be
+            read (names the path).
     """
     if not os.path.isdir(model_dir):
         raise ModelDirError(f"--model_dir {model_dir!r} is not a directory")
@@ -76,7 +79,15 @@ def load_model(model_dir, average_last=0):
             print(f"--average_last={average_last}: only {len(chosen)} checkpoint(s) in {checkpoint_dir}", file=sys.stderr)
         model = Transformer(tokenizer.vocabulary_size, **run_config["model"])
         model.build()
-        checkpoints.average_checkpoints(model, [path for _, path in chosen])
+        paths = [path for _, path in chosen]
+        for path in paths:
+            _check_checkpoint(path, average_last)
+        try:
+            checkpoints.average_checkpoints(model, paths)
+        except (OSError, ValueError) as error:
+            raise ModelDirError(
+                f"--average_last={average_last}: averaging {', '.join(paths)} failed ({type(error).__name__}: {error})"
+            ) from error
         steps = ", ".join(str(step) for step, _ in chosen)
         print(f"averaged {len(chosen)} checkpoint(s) of steps {steps}", file=sys.stderr)
         return model, tokenizer, run_config
@@ -85,6 +96,25 @@ def load_model(model_dir, average_last=0):
             f"{model_path} does not exist (the run has checkpoints only: pass --average_last=1 to "
             "evaluate the newest one)"
         )
-    model = keras.saving.load_model(model_path, compile=False)
+    try:
+        model = keras.saving.load_model(model_path, compile=False)
+    except (OSError, ValueError, zipfile.BadZipFile) as error:
+        raise ModelDirError(
+            f"{model_path} cannot be loaded ({type(error).__name__}: {error}); pass --average_last=N to "
+            "evaluate the run's checkpoints instead"
+        ) from error
     return model, tokenizer, run_config
+
+
+def _check_checkpoint(path, average_last):
+    """Opens the checkpoint `path` as HDF5, so that a truncated or corrupt file (a run killed while
+    writing it, a full disk) is reported by name: h5py's own message does not name the file."""
+    try:
+        with h5py.File(path, "r"):
+            pass
+    except OSError as error:
+        raise ModelDirError(
+            f"--average_last={average_last}: checkpoint {path} cannot be read ({error}); a run killed "
+            "while writing a checkpoint leaves such a file: delete it and evaluate again"
+        ) from error
 

@@ -2,13 +2,20 @@
 `inputs` string `[batch]` to `translations` string `[batch]` and `scores` float32 `[batch]`, with
 tokenization, search and detokenization inside the graph."""
 
+import json
 import os
 
 import tensorflow as tf
 
+from data.tokenizer import Tokenizer
 from evaluation.batching import translate_in_order
 
 SIGNATURE = "serving_default"
+# What `export.exporter` writes beside the graph.
+EXPORT_CONFIG = os.path.join("assets.extra", "export_config.json")
+VOCABULARY = os.path.join("assets", "spm.model")
+# The export settings that fix the search and the input policy inside the graph.
+SEARCH_SETTINGS = ("beam_size", "alpha", "max_extra_length", "max_input_length")
 
 
 class ExportDirError(RuntimeError):
@@ -33,19 +40,54 @@ def resolve_saved_model(export_dir):
     )
 
 
+def read_export_config(saved_model_path):
+    """`assets.extra/export_config.json` of a SavedModel directory (the training run's config.json
+    sections plus an "export" section of the export settings), or None if it has none."""
+    path = os.path.join(saved_model_path, EXPORT_CONFIG)
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as handle:
+        try:
+            return json.load(handle)
+        except ValueError as error:
+            raise ExportDirError(f"{path} is not valid JSON: {error}") from error
+
+
+def describe_search_settings(export_dir):
+    """The search settings built into the export, e.g. "beam_size=4, alpha=0.6, ... (from
+    <path>/assets.extra/export_config.json)", for messages; says so when the export lacks them."""
+    path = resolve_saved_model(export_dir)
+    settings = (read_export_config(path) or {}).get("export", {})
+    known = [f"{name}={settings[name]}" for name in SEARCH_SETTINGS if name in settings]
+    if not known:
+        return f"{path} records no export settings (no {EXPORT_CONFIG})"
+    return f"{', '.join(known)} (from {os.path.join(path, EXPORT_CONFIG)})"
+
+
 class SavedModelTranslator:
     """Calls an exported model's `serving_default` signature in batches of `batch_size`.
 
     Sentences are sorted by length before batching (the graph pads a batch to its longest
     sentence) and returned in input order. Empty lines are sent as they are (the export translates
-    them to "").
+    a sentence with no tokens to "").
+
+    When the export holds its vocabulary (`assets/spm.model`) and its settings
+    (`assets.extra/export_config.json`), as `export/` writes them, `translate` also records which
+    inputs had no tokens (`empty_indices`) and which were longer than the export's
+    `max_input_length` and so were cut by the graph (`truncated_indices`), as `Translator` does.
     """
 
     def __init__(self, export_dir, batch_size=32):
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, received {batch_size}")
         self.path = resolve_saved_model(export_dir)
-        loaded = tf.saved_model.load(self.path)
+        try:
+            loaded = tf.saved_model.load(self.path)
+        except (ValueError, OSError, tf.errors.OpError) as error:
+            raise ExportDirError(
+                f"{self.path} could not be loaded as a SavedModel (is its saved_model.pb empty or corrupt?): "
+                f"{type(error).__name__}: {error}; export it again with `python -m export`"
+            ) from error
         if SIGNATURE not in loaded.signatures:
             raise ExportDirError(
                 f"{self.path} has no {SIGNATURE!r} signature (found {sorted(loaded.signatures)})"
@@ -53,10 +95,28 @@ class SavedModelTranslator:
         self._loaded = loaded  # Keeps the variables alive.
         self._signature = loaded.signatures[SIGNATURE]
         self.batch_size = batch_size
+        self.settings = (read_export_config(self.path) or {}).get("export", {})
+        self.max_input_length = self.settings.get("max_input_length")
+        vocabulary = os.path.join(self.path, VOCABULARY)
+        self.tokenizer = Tokenizer.from_file(vocabulary) if os.path.exists(vocabulary) else None
+        self.truncated_indices = []
+        self.empty_indices = []
 
     def translate(self, sentences, progress=False):
-        """Returns `(translations, scores)` in the order of `sentences`."""
+        """Returns `(translations, scores)` in the order of `sentences`.
+
+        Resets `truncated_indices` and `empty_indices` (left empty without the export's vocabulary).
+        """
         sentences = list(sentences)
+        self.truncated_indices, self.empty_indices = [], []
+        if self.tokenizer is not None and sentences:
+            lengths = [len(row) for row in self.tokenizer.tokenize(sentences).to_list()]
+            self.empty_indices = [index for index, length in enumerate(lengths) if length == 0]
+            if self.max_input_length:
+                # The graph keeps max_input_length - 1 tokens and appends EOS.
+                self.truncated_indices = [
+                    index for index, length in enumerate(lengths) if length + 1 > self.max_input_length
+                ]
         order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
 
         def translate_batch(indices):

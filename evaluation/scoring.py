@@ -2,19 +2,30 @@
 
 import sacrebleu
 
+# Target languages whose text has no spaces between words, so 13a would score whole sentences as
+# single words. Only Chinese is mapped: sacreBLEU's Japanese and Korean tokenizers need MeCab
+# packages this project does not install.
+_LANGUAGE_TOKENIZERS = {"zh": "zh"}
 
-def score(hypotheses, references):
-    """sacreBLEU (13a tokenization, exp smoothing) and chrF of `hypotheses` against one reference
-    each.
+
+def bleu_tokenizer(target_language):
+    """sacreBLEU's tokenizer for `target_language` (a code such as "de" or "zh", or None): "zh"
+    for Chinese, else "13a" (sacreBLEU's default, the WMT standard)."""
+    return _LANGUAGE_TOKENIZERS.get((target_language or "").lower(), "13a")
+
+
+def score(hypotheses, references, tokenize="13a"):
+    """sacreBLEU (exp smoothing, `tokenize`: one of sacreBLEU's tokenizers) and chrF of
+    `hypotheses` against one reference each.
 
     Returns:
         A dict: `bleu` and `chrf` (floats), `bleu_signature` and `chrf_signature` (sacreBLEU's
-        signature strings, to be reported with the scores), `bleu_text` / `chrf_text` (the score
-        lines as sacreBLEU formats them).
+        signature strings, to be reported with the scores; the BLEU one names the tokenizer),
+        `bleu_text` / `chrf_text` (the score lines as sacreBLEU formats them).
     """
     if len(hypotheses) != len(references):
         raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references")
-    bleu_metric = sacrebleu.BLEU()
+    bleu_metric = sacrebleu.BLEU(tokenize=tokenize)
     chrf_metric = sacrebleu.CHRF()
     bleu = bleu_metric.corpus_score(hypotheses, [references])
     chrf = chrf_metric.corpus_score(hypotheses, [references])

@@ -1,5 +1,6 @@
 """The sentences to evaluate on: a split of a prepared corpus, or a user's source/reference files."""
 
+import codecs
 import os
 
 from data import cleaning
@@ -10,14 +11,32 @@ class TestSetError(ValueError):
 
 
 def read_lines(path):
-    """The lines of a UTF-8 text file, without their line ends (an empty line stays "")."""
+    """The lines of a UTF-8 text file, without their line ends (an empty line stays "").
+
+    A byte-order mark at the start of the file is dropped (editors on Windows write one).
+
+    Raises:
+        TestSetError: a missing file, or bytes that are not UTF-8 (names the line and the byte).
+    """
     if not os.path.isfile(path):
         raise TestSetError(f"{path} does not exist or is not a file")
-    with open(path, encoding="utf-8", newline="\n") as handle:
-        try:
-            return [line.rstrip("\r\n") for line in handle]
-        except UnicodeDecodeError as error:
-            raise TestSetError(f"{path} is not UTF-8 text: {error}") from error
+    with open(path, "rb") as handle:
+        data = handle.read()
+    if data.startswith(codecs.BOM_UTF8):
+        data = data[len(codecs.BOM_UTF8):]
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line_start = data.rfind(b"\n", 0, error.start) + 1
+        number = data.count(b"\n", 0, error.start) + 1
+        raise TestSetError(
+            f"{path}:{number}: not UTF-8 text: byte 0x{data[error.start]:02x} at byte offset {error.start - line_start} "
+            f"in the line ({error.reason}); convert the file to UTF-8 (e.g. with iconv)"
+        ) from error
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()  # The file's last line end (or an empty file).
+    return [line.rstrip("\r") for line in lines]
 
 
 def read_parallel_files(source_path, reference_path=None):
@@ -26,9 +45,12 @@ def read_parallel_files(source_path, reference_path=None):
     `reference_path` None gives `references` None (translate only).
 
     Raises:
-        TestSetError: a missing file, or files with different line counts (both counts named).
+        TestSetError: a missing or empty file, or files with different line counts (both counts
+            named).
     """
     sources = read_lines(source_path)
+    if not sources:
+        raise TestSetError(f"--src {source_path} is empty: no lines to translate")
     if reference_path is None:
         return sources, None
     references = read_lines(reference_path)
@@ -62,10 +84,13 @@ def read_tsv_pairs(tsv_path, reverse=False):
     direction (`reverse` translates the second column into the first).
 
     Raises:
-        TestSetError: a line without exactly one tab (names the file and line).
+        TestSetError: an empty file, or a line without exactly one tab (names the file and line).
     """
+    lines = read_lines(tsv_path)
+    if not lines:
+        raise TestSetError(f"{tsv_path} is empty: no sentence pairs to evaluate on")
     sources, references = [], []
-    for number, line in enumerate(read_lines(tsv_path), start=1):
+    for number, line in enumerate(lines, start=1):
         columns = line.split("\t")
         if len(columns) != 2:
             raise TestSetError(f"{tsv_path}:{number}: expected 2 tab-separated columns, found {len(columns)}")

@@ -60,7 +60,9 @@ class Translator:
             it and the input position of each is recorded in `truncated_indices` (and counted in
             `truncated`). None keeps everything.
 
-    Empty (or blank) sentences translate to "" with score 0.0, without a search. A sentence's
+    Sentences with no tokens (empty, blank, or only characters that the vocabulary's
+    normalization drops, such as U+200B ZERO WIDTH SPACE) translate to "" with score 0.0, without
+    a search, as in the exported graph; `translate` records their positions in `empty_indices`. A sentence's
     translation does not depend on the other sentences of its batch: the search masks the source
     padding and limits every sentence to its own length + `max_extra_length` output tokens.
     """
@@ -77,6 +79,7 @@ class Translator:
         self.batch_size = batch_size
         self.max_input_length = max_input_length
         self.truncated_indices = []
+        self.empty_indices = []
 
         def search(source_ids):
             return translate_ids(
@@ -104,17 +107,19 @@ class Translator:
         return rows
 
     def translate(self, sentences, progress=False):
-        """Returns `(translations, scores)` in the order of `sentences`; empty lines give "".
+        """Returns `(translations, scores)` in the order of `sentences`; lines with no tokens give "".
 
         `truncated_indices` is reset to the positions (in `sentences`) of the inputs cut to
-        `max_input_length`. With `progress`, a line on stderr counts the sentences done.
+        `max_input_length`, `empty_indices` to those of the inputs with no tokens. With
+        `progress`, a line on stderr counts the sentences done.
         """
         sentences = list(sentences)
         self.truncated_indices = []
         rows = self.encode(sentences)
-        # Empty input translates to empty output without a search; the rest is sorted by length
-        # so that each batch pads little.
-        order = sorted((i for i, s in enumerate(sentences) if s.strip()), key=lambda i: len(rows[i]))
+        # Input without tokens (EOS alone) translates to empty output without a search; the rest
+        # is sorted by length so that each batch pads little.
+        self.empty_indices = [index for index, row in enumerate(rows) if len(row) == 1]
+        order = sorted((i for i, row in enumerate(rows) if len(row) > 1), key=lambda i: len(rows[i]))
 
         def translate_batch(indices):
             length = LENGTH_MULTIPLE * math.ceil(max(len(rows[i]) for i in indices) / LENGTH_MULTIPLE)

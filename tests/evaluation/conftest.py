@@ -1,5 +1,5 @@
-"""Fixtures of the evaluation tests: the shared tiny model loaded once, and a model wrapper that
-biases the EOS logit (to force or forbid ending)."""
+"""Fixtures of the evaluation tests: the shared tiny model loaded once, its export, and a model
+wrapper that biases the EOS logit (to force or forbid ending)."""
 
 import keras
 import pytest
@@ -50,3 +50,14 @@ class EosBiasModel:
 def eos_bias_model():
     return EosBiasModel
 
+
+
+@pytest.fixture(scope="module")
+def tiny_export(tiny_run, tmp_path_factory):
+    """An export of the shared tiny run (max_input_length 16, one length bucket): its base
+    directory, as --export_dir takes it."""
+    exporter = pytest.importorskip("export.exporter")
+    model_dir, _ = tiny_run
+    export_dir = tmp_path_factory.mktemp("tiny_export") / "export"
+    exporter.export_model(model_dir, str(export_dir), max_input_length=16, length_buckets=())
+    return str(export_dir)

@@ -1,7 +1,10 @@
 """evaluate.py end to end (as a subprocess, the way users run it) and its bad-input errors."""
 
+import io
+import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -9,7 +12,8 @@ import pytest
 import sacrebleu
 
 from evaluation import evaluator, test_sets
-from evaluation.model_loading import ModelDirError
+from evaluation.model_loading import ModelDirError, load_model
+from evaluation.saved_model_translator import ExportDirError, SavedModelTranslator
 from tests.conftest import REPO_ROOT
 
 BLEU_SIGNATURE = re.compile(r"^signature: nrefs:1\|case:mixed\|eff:no\|tok:13a\|smooth:exp\|version:\S+$", re.M)
@@ -113,26 +117,128 @@ def test_unknown_split_lists_the_available_ones(tiny_run):
 def test_per_source_split_resolves_from_the_run_config(tiny_run):
     model_dir, summary = tiny_run
     config = evaluator.EvalConfig(model_dir=model_dir, split="test.ding", progress=False)
-    sources, references, description = evaluator.load_test_set(config, evaluator._run_config(config))
+    sources, references, description, target_language = evaluator.load_test_set(config, evaluator._run_config(config))
     assert description.startswith(summary["corpus"]["test_by_source"]["ding"])
     assert len(sources) == len(references) > 0
+    assert target_language == "de"
 
 
-def test_export_dir_evaluates_like_the_model_dir(tiny_run, tmp_path):
-    exporter = pytest.importorskip("export.exporter")
+def test_export_dir_evaluates_like_the_model_dir(tiny_run, tiny_export, tmp_path):
     model_dir, _ = tiny_run
-    export_dir = tmp_path / "export"
-    exporter.export_model(model_dir, str(export_dir), max_input_length=16, length_buckets=())
     src, ref = tmp_path / "src.en", tmp_path / "ref.de"
-    src.write_text("Open the file.\n\nPrint\nThe document could not be saved.\n", encoding="utf-8")
-    ref.write_text("Öffnen Sie die Datei.\n\nDrucken\nDas Dokument konnte nicht gespeichert werden.\n", encoding="utf-8")
+    long_line = " ".join(["Open the file and print it."] * 10)
+    # Line 5 has no tokens (U+200B ZERO WIDTH SPACE); line 6 is longer than the export's 16 tokens.
+    src.write_text(f"Open the file.\n\nPrint\nThe document could not be saved.\n\u200b\n{long_line}\n", encoding="utf-8")
+    ref.write_text(
+        "Öffnen Sie die Datei.\n\nDrucken\nDas Dokument konnte nicht gespeichert werden.\n\nÖffnen Sie die Datei.\n",
+        encoding="utf-8",
+    )
+    exported_out, direct_out = io.StringIO(), io.StringIO()
     exported = evaluator.evaluate(
-        evaluator.EvalConfig(export_dir=str(export_dir), src=str(src), ref=str(ref), output=str(tmp_path / "a"), progress=False)
+        evaluator.EvalConfig(export_dir=tiny_export, src=str(src), ref=str(ref), output=str(tmp_path / "a"), progress=False),
+        out=exported_out,
     )
     direct = evaluator.evaluate(
         evaluator.EvalConfig(
             model_dir=model_dir, src=str(src), ref=str(ref), output=str(tmp_path / "b"), max_input_length=16, progress=False
-        )
+        ),
+        out=direct_out,
     )
     assert (tmp_path / "a").read_text(encoding="utf-8") == (tmp_path / "b").read_text(encoding="utf-8")
+    assert (tmp_path / "a").read_text(encoding="utf-8").split("\n")[4] == ""
     assert exported["bleu"] == pytest.approx(direct["bleu"])
+    assert exported["truncated_lines"] == direct["truncated_lines"] == [6]
+    assert exported["empty_lines"] == direct["empty_lines"] == [2, 5]
+    assert "1 of 6 source lines are longer than the maximum input length of 16 tokens (the export's max_input_length" in exported_out.getvalue()
+    assert "1 of 6 source lines are longer than the maximum input length of 16 tokens (--max_input_length" in direct_out.getvalue()
+    for printed in (exported_out.getvalue(), direct_out.getvalue()):
+        assert "2 empty source line(s) translated to empty lines" in printed and "lines 2, 5" in printed
+
+
+def test_search_flags_with_export_dir_are_refused_naming_the_exports_values(tiny_export, tmp_path):
+    src = tmp_path / "src.en"
+    src.write_text("Open the file.\n", encoding="utf-8")
+    completed = run_evaluate(f"--export_dir={tiny_export}", f"--src={src}", "--beam_size=8", "--max_input_length=300")
+    assert completed.returncode == 2, completed.stderr[-4000:]
+    assert "Traceback" not in completed.stderr and "evaluating on" not in completed.stderr
+    message = completed.stderr.strip().splitlines()[-1]
+    assert message.startswith("evaluate.py: error: --beam_size, --max_input_length cannot be used with --export_dir")
+    config = os.path.join(tiny_export, "1", "assets.extra", "export_config.json")
+    assert f"beam_size=4, alpha=0.6, max_extra_length=50, max_input_length=16 (from {config})" in message
+
+
+def write_source(tmp_path, text="Open the file.\n"):
+    src = tmp_path / "src.en"
+    src.write_text(text, encoding="utf-8")
+    return str(src)
+
+
+CLEAN_ERRORS = {
+    "unknown_corpus": (lambda tmp_path: ["--corpus=nonexistent"], "--corpus=nonexistent: Unknown corpus 'nonexistent'"),
+    "unknown_direction": (lambda tmp_path: ["--direction=xx-yy"], "--direction=xx-yy: Direction 'xx-yy' does not match"),
+    "blank_plot_sentence": (
+        lambda tmp_path: [f"--src={write_source(tmp_path)}", "--plot_attention= "],
+        "--plot_attention sentence 1 (' ') is empty",
+    ),
+    "output_is_a_directory": (
+        lambda tmp_path: [f"--src={write_source(tmp_path)}", f"--output={tmp_path}"],
+        "--output={tmp_path} is a directory",
+    ),
+    "output_under_a_file": (
+        lambda tmp_path: [f"--src={write_source(tmp_path)}", f"--output={write_source(tmp_path)}/hyp.de"],
+        "--output={tmp_path}/src.en/hyp.de: cannot create its directory {tmp_path}/src.en",
+    ),
+    "empty_source_file": (
+        lambda tmp_path: [f"--src={write_source(tmp_path, '')}", f"--ref={write_source(tmp_path, '')}"],
+        "--src {tmp_path}/src.en is empty",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CLEAN_ERRORS))
+def test_bad_input_fails_cleanly_before_translating(tiny_run, tmp_path, case):
+    model_dir, _ = tiny_run
+    flags, expected = CLEAN_ERRORS[case]
+    completed = run_evaluate(f"--model_dir={model_dir}", *flags(tmp_path))
+    assert completed.returncode == 2, completed.stderr[-4000:]
+    assert "Traceback" not in completed.stderr and "evaluating on" not in completed.stderr, completed.stderr[-4000:]
+    message = completed.stderr.strip().splitlines()[-1]
+    assert message.startswith("evaluate.py: error: " + expected.format(tmp_path=tmp_path)), message
+
+
+def test_a_truncated_checkpoint_is_named_when_averaging(tiny_run, tmp_path):
+    model_dir, _ = tiny_run
+    copy = shutil.copytree(model_dir, tmp_path / "run")
+    newest = sorted((copy / "checkpoints").glob("ckpt-*.weights.h5"))[-1]
+    with open(newest, "r+b") as handle:
+        handle.truncate(1000)  # A run killed while writing it.
+    with pytest.raises(ModelDirError, match=re.escape(f"--average_last=2: checkpoint {newest} cannot be read")):
+        load_model(str(copy), average_last=2)
+
+
+@pytest.mark.parametrize("content", [b"", b"not a protocol buffer \xff"], ids=["empty", "corrupt"])
+def test_an_unloadable_saved_model_is_an_export_dir_error(tmp_path, content):
+    version = tmp_path / "export" / "1"
+    version.mkdir(parents=True)
+    (version / "saved_model.pb").write_bytes(content)
+    with pytest.raises(ExportDirError, match=re.escape(f"{version} could not be loaded as a SavedModel")):
+        SavedModelTranslator(str(tmp_path / "export"))
+
+
+def test_bleu_uses_the_zh_tokenizer_for_a_chinese_target(tiny_run, tmp_path):
+    model_dir, _ = tiny_run
+    copy = shutil.copytree(model_dir, tmp_path / "run", ignore=shutil.ignore_patterns("checkpoints"))
+    config = json.loads((copy / "config.json").read_text(encoding="utf-8"))
+    config["data"].update(corpus="files", languages="en-zh")  # A run trained on user files, en -> zh.
+    (copy / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    src, ref = tmp_path / "src.en", tmp_path / "ref.zh"
+    src.write_text("Open the file.\n", encoding="utf-8")
+    ref.write_text("打开文件。\n", encoding="utf-8")
+    chinese = evaluator.evaluate(evaluator.EvalConfig(model_dir=str(copy), src=str(src), ref=str(ref), progress=False))
+    assert "|tok:zh|" in chinese["bleu_signature"]
+    chosen = evaluator.evaluate(
+        evaluator.EvalConfig(model_dir=str(copy), src=str(src), ref=str(ref), bleu_tokenize="char", progress=False)
+    )
+    assert "|tok:char|" in chosen["bleu_signature"]
+    german = evaluator.evaluate(evaluator.EvalConfig(model_dir=model_dir, src=str(src), ref=str(ref), progress=False))
+    assert "|tok:13a|" in german["bleu_signature"]

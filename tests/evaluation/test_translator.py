@@ -1,5 +1,5 @@
 """`evaluation.translator.Translator`: order restored around length sorting, batch independence,
-empty and over-long lines, and (under JAX) weights read at call time, not baked in at trace time."""
+empty, token-less and over-long lines, and (under JAX) weights read at call time, not baked in at trace time."""
 
 import os
 import subprocess
@@ -47,6 +47,21 @@ def test_empty_lines_translate_to_empty_lines_and_long_lines_are_cut_and_reporte
     # The long line was decoded from its first 16 tokens, at most 16 + 3 output pieces.
     assert len(tokenizer.tokenize([translations[3]]).to_list()[0]) <= 16 + 3
     assert translator.translate([]) == ([], [])
+
+
+def test_lines_without_tokens_translate_to_empty_lines(tiny_model, eos_bias_model):
+    model, tokenizer, _, _ = tiny_model
+    # U+200B ZERO WIDTH SPACE and U+00A0 NO-BREAK SPACE: not blank to str.strip (U+200B) or not
+    # empty, but SentencePiece's normalization leaves no tokens; the export translates them to "".
+    sentences = ["\u200b", "Open the file.", "\u00a0\u200b ", ""]
+    lengths = [len(row) for row in tokenizer.tokenize(sentences).to_list()]
+    assert lengths[0] == lengths[2] == lengths[3] == 0 < lengths[1]
+    # EOS forbidden: any searched line gives output, so "" shows that no search ran.
+    translator = Translator(eos_bias_model(model, -1e9), tokenizer, beam_size=2, max_extra_length=3, batch_size=2)
+    translations, scores = translator.translate(sentences)
+    assert translations[0] == translations[2] == translations[3] == "" and translations[1] != ""
+    assert scores[0] == scores[2] == scores[3] == 0.0
+    assert translator.empty_indices == [0, 2, 3]
 
 
 JAX_SCRIPT = textwrap.dedent(
