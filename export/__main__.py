@@ -7,9 +7,12 @@ writes `exports/transformer/<next version>/` (see export/exporter.py for the lay
 tensorflow/serving` (README, "Serving").
 """
 
+import logging
+import os
 import sys
 
 from absl import app, flags
+from absl import logging as absl_logging
 
 FLAGS = flags.FLAGS
 
@@ -24,6 +27,11 @@ flags.DEFINE_integer(
     "max_input_length - 1 tokens.", lower_bound=2,
 )
 flags.DEFINE_integer("max_extra_length", 50, "A sentence of n source tokens gets at most n + this many output tokens.", lower_bound=1)
+flags.DEFINE_integer(
+    "average_last", 0,
+    "Export the mean of the newest N checkpoints of --model_dir instead of model.keras (0: don't), as "
+    "evaluate.py --average_last does.", lower_bound=0,
+)
 flags.DEFINE_list(
     "length_buckets", ["16", "32", "64"],
     "Source-length buckets, each with its own traced search (max_input_length is always the last).",
@@ -39,18 +47,27 @@ def _check_buckets(values):
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-    from export.exporter import export_model  # After flag parsing: TensorFlow is slow to import.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # Read once, when TensorFlow is first imported.
+    if not FLAGS["verbosity"].present:
+        # absl shows INFO; saving a SavedModel logs a dozen lines that name the temporary directory.
+        absl_logging.set_verbosity(absl_logging.WARNING)
+        logging.getLogger("tensorflow").setLevel(logging.WARNING)
+    from export.exporter import ExportError, export_model  # After flag parsing: TensorFlow is slow to import.
 
-    path = export_model(
-        FLAGS.model_dir,
-        FLAGS.export_dir,
-        version=FLAGS.version,
-        beam_size=FLAGS.beam_size,
-        alpha=FLAGS.alpha,
-        max_input_length=FLAGS.max_input_length,
-        max_extra_length=FLAGS.max_extra_length,
-        length_buckets=[int(value) for value in FLAGS.length_buckets],
-    )
+    try:
+        path = export_model(
+            FLAGS.model_dir,
+            FLAGS.export_dir,
+            version=FLAGS.version,
+            beam_size=FLAGS.beam_size,
+            alpha=FLAGS.alpha,
+            max_input_length=FLAGS.max_input_length,
+            max_extra_length=FLAGS.max_extra_length,
+            length_buckets=[int(value) for value in FLAGS.length_buckets],
+            average_last=FLAGS.average_last,
+        )
+    except ExportError as error:
+        raise SystemExit(f"export: error: {error}")
     print(path, file=sys.stdout)
 
 

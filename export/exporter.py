@@ -13,12 +13,18 @@ Layout (what `tensorflow_model_server --model_base_path=export_dir` watches):
 
 The version is written under `export_dir/.tmp-<version>-*` (a name TensorFlow Serving ignores: it
 only loads integer directories) and renamed into place when complete, so a failed export leaves no
-version directory and a server never sees a half-written one.
+version directory and a server never sees a half-written one. The exporter holds an exclusive
+`flock` on its temporary directory while it writes; one that nobody holds is the leftover of a killed
+export, and the next export into the same export_dir removes it. The version directory gets the
+mode `os.makedirs` would give (0o777 less the umask), so a server running as another user can read it.
 """
 
+import fcntl
 import json
 import os
+import re
 import shutil
+import sys
 import tempfile
 
 import keras
@@ -27,12 +33,23 @@ import tensorflow as tf
 import models.transformer  # noqa: F401  (registers the Keras classes that model.keras names)
 from data.tokenizer import Tokenizer
 from export import warmup
+from evaluation import model_loading
 from export.serving_module import DEFAULT_LENGTH_BUCKETS, ServingModule
+from training import checkpoints
 
 MODEL_FILE = "model.keras"
 VOCABULARY_FILE = "spm.model"
 RUN_CONFIG_FILE = "config.json"
 EXPORT_CONFIG_FILE = "export_config.json"
+CHECKPOINT_DIR = "checkpoints"
+SAVED_MODEL_FILES = ("saved_model.pb", "saved_model.pbtxt")
+TEMPORARY_PREFIX = ".tmp-"
+# `tempfile.mkdtemp(prefix=".tmp-<version>-")`: the prefix, then 8 of [a-z0-9_].
+_TEMPORARY_NAME = re.compile(r"\.tmp-\d+-[a-z0-9_]+")
+
+
+class ExportError(ValueError):
+    """A model_dir, export_dir or version the export cannot use (the message names the flag and path)."""
 
 
 def existing_versions(export_dir):
@@ -51,29 +68,134 @@ def next_version(export_dir):
     return versions[-1] + 1 if versions else 1
 
 
-def load_trained(model_dir):
+def check_model_dir(model_dir, average_last=0):
+    """Raises `ExportError` unless `model_dir` holds what the export loads; reads no model.
+
+    Args:
+        model_dir: a directory written by train.py.
+        average_last: 0 needs model.keras; N > 0 needs checkpoints/ckpt-*.weights.h5 instead.
+    """
+    if not os.path.isdir(model_dir):
+        raise ExportError(f"--model_dir={model_dir} is not a directory: expected one written by train.py")
+    checkpoint_dir = os.path.join(model_dir, CHECKPOINT_DIR)
+    found = checkpoints.list_checkpoints(checkpoint_dir)
+    if average_last and not found:
+        raise ExportError(f"--average_last={average_last}: {checkpoint_dir} holds no ckpt-*.weights.h5")
+    if not average_last and not os.path.isfile(os.path.join(model_dir, MODEL_FILE)):
+        if found:
+            raise ExportError(
+                f"--model_dir={model_dir} has no {MODEL_FILE} (train.py writes it when training reaches "
+                f"--train_steps) but has {len(found)} checkpoint(s), the newest of step {found[-1][0]}: run "
+                "train.py to the end, or pass --average_last=N to export the average of the newest N "
+                "checkpoints (--average_last=1: the newest alone)"
+            )
+        raise ExportError(
+            f"--model_dir={model_dir} has no {MODEL_FILE}: expected a directory written by train.py "
+            f"(with {MODEL_FILE}, {VOCABULARY_FILE}, {RUN_CONFIG_FILE})"
+        )
+    for name in (VOCABULARY_FILE, RUN_CONFIG_FILE):
+        if not os.path.isfile(os.path.join(model_dir, name)):
+            raise ExportError(
+                f"--model_dir={model_dir} has no {name}: expected a directory written by train.py "
+                f"(with {MODEL_FILE}, {VOCABULARY_FILE}, {RUN_CONFIG_FILE})"
+            )
+
+
+def check_export_dir(export_dir, version):
+    """Raises `ExportError` if `export_dir/<version>` cannot be written; creates nothing.
+
+    Refused: an export_dir that is a file or lies under one, one that is itself a SavedModel version
+    directory (the new version would nest inside it), and a version that exists.
+    """
+    existing = export_dir
+    while existing and not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if existing and not os.path.isdir(existing):
+        where = "is" if existing == export_dir else f"lies under {existing}, which is"
+        raise ExportError(f"--export_dir {export_dir} {where} a file, not a directory")
+    for name in SAVED_MODEL_FILES:
+        if os.path.isfile(os.path.join(export_dir, name)):
+            raise ExportError(
+                f"--export_dir {export_dir} is itself a SavedModel version directory ({name}); pass its parent"
+            )
+    final_path = os.path.join(export_dir, str(version))
+    if os.path.exists(final_path):
+        raise ExportError(
+            f"--version={version}: {final_path} already exists and versions are never overwritten; pass another "
+            f"--version or leave it out for the next one ({next_version(export_dir)})"
+        )
+
+
+def load_trained(model_dir, average_last=0):
     """`(model, tokenizer, run_config dict)` of a model_dir written by train.py.
 
+    Args:
+        average_last: 0 loads model.keras; N > 0 the mean of the newest N checkpoints
+            (`evaluation.model_loading.load_model`, as `evaluate.py --average_last`).
+
     Raises:
-        FileNotFoundError: a file the export needs is missing (names it).
+        ExportError: a file the export needs is missing or does not fit the others (names it).
     """
-    paths = {name: os.path.join(model_dir, name) for name in (MODEL_FILE, VOCABULARY_FILE, RUN_CONFIG_FILE)}
-    for name, path in paths.items():
-        if not os.path.isfile(path):
-            raise FileNotFoundError(
-                f"--model_dir={model_dir} has no {name}: expected a directory written by train.py "
-                f"(with {', '.join(paths)})"
-            )
-    with open(paths[RUN_CONFIG_FILE], encoding="utf-8") as handle:
-        run_config = json.load(handle)
-    model = keras.saving.load_model(paths[MODEL_FILE], compile=False)
-    tokenizer = Tokenizer.from_file(paths[VOCABULARY_FILE])
+    check_model_dir(model_dir, average_last)
+    try:
+        model, tokenizer, run_config = model_loading.load_model(model_dir, average_last)
+    except model_loading.ModelDirError as error:
+        raise ExportError(str(error)) from error
     if tokenizer.vocabulary_size != model.vocabulary_size:
-        raise ValueError(
-            f"{paths[VOCABULARY_FILE]} has {tokenizer.vocabulary_size} pieces but {paths[MODEL_FILE]} was "
-            f"built for {model.vocabulary_size}"
+        raise ExportError(
+            f"{os.path.join(model_dir, VOCABULARY_FILE)} has {tokenizer.vocabulary_size} pieces but "
+            f"{os.path.join(model_dir, MODEL_FILE)} was built for {model.vocabulary_size}"
         )
     return model, tokenizer, run_config
+
+
+def remove_stale_temporaries(export_dir):
+    """Removes the temporary directories that killed exports left in `export_dir`; returns their names.
+
+    Only names of this exporter's pattern (`.tmp-<version>-<mkdtemp suffix>`) that no running export
+    holds locked are removed; where the file system has no `flock`, nothing is.
+    """
+    removed = []
+    for name in sorted(os.listdir(export_dir)):
+        path = os.path.join(export_dir, name)
+        if not _TEMPORARY_NAME.fullmatch(name) or os.path.islink(path) or not os.path.isdir(path):
+            continue
+        try:
+            descriptor = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError:
+            continue  # Renamed or removed meanwhile.
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(descriptor)
+            continue  # A running export holds it (or no flock here: cannot tell).
+        try:
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(name)
+        finally:
+            os.close(descriptor)
+    return removed
+
+
+def _locked_temporary_directory(export_dir, version):
+    """`(path, descriptor)` of a new `.tmp-<version>-*` directory this process holds a `flock` on.
+
+    The lock (released by the kernel when the process dies, however it dies) tells
+    `remove_stale_temporaries` of another export that the directory is in use.
+    """
+    while True:
+        path = tempfile.mkdtemp(dir=export_dir, prefix=f"{TEMPORARY_PREFIX}{version}-")
+        descriptor = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(descriptor)  # Another export's cleanup took it between mkdtemp and flock.
+            continue
+        except OSError:
+            return path, descriptor  # No flock on this file system: unlocked, never cleaned up.
+        if os.fstat(descriptor).st_nlink > 0:
+            return path, descriptor
+        os.close(descriptor)  # Removed by another export's cleanup before the lock: make another.
 
 
 def write_saved_model(module, path):
@@ -91,6 +213,7 @@ def export_model(
     max_input_length=256,
     max_extra_length=50,
     length_buckets=DEFAULT_LENGTH_BUCKETS,
+    average_last=0,
 ):
     """Exports `model_dir` to `export_dir/<version>/` and returns that path.
 
@@ -101,18 +224,27 @@ def export_model(
         beam_size, alpha, max_extra_length: the search baked into the graph.
         max_input_length: source tokens kept per sentence, EOS included; longer inputs are cut.
         length_buckets: source lengths with one traced search each (`export.serving_module`).
+        average_last: 0 exports model.keras; N > 0 the mean of the newest N checkpoints.
 
     Raises:
-        FileExistsError: `export_dir/<version>` exists (versions are never overwritten).
+        ExportError: before any model is loaded, a model_dir without the files the export needs, an
+            export_dir that is a file or a SavedModel version directory, or an existing
+            `export_dir/<version>` (versions are never overwritten).
     """
     if version is None:
         version = next_version(export_dir)
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise ValueError(f"version must be a positive int, received {version!r}")
+    check_export_dir(export_dir, version)
+    check_model_dir(model_dir, average_last)
+    try:
+        os.makedirs(export_dir, exist_ok=True)
+    except OSError as error:
+        raise ExportError(f"--export_dir {export_dir} cannot be created: {error}") from error
+    for name in remove_stale_temporaries(export_dir):
+        print(f"removed {os.path.join(export_dir, name)}, left by an export that did not finish", file=sys.stderr)
     final_path = os.path.join(export_dir, str(version))
-    if os.path.exists(final_path):
-        raise FileExistsError(f"{final_path} already exists; pass another --version or leave it out for the next one")
-    model, tokenizer, run_config = load_trained(model_dir)
+    model, tokenizer, run_config = load_trained(model_dir, average_last)
     module = ServingModule(
         model,
         tokenizer,
@@ -123,8 +255,7 @@ def export_model(
         max_extra_length=max_extra_length,
         length_buckets=length_buckets,
     )
-    os.makedirs(export_dir, exist_ok=True)
-    temporary = tempfile.mkdtemp(dir=export_dir, prefix=f".tmp-{version}-")
+    temporary, lock = _locked_temporary_directory(export_dir, version)
     try:
         write_saved_model(module, temporary)
         extra = os.path.join(temporary, "assets.extra")
@@ -139,14 +270,18 @@ def export_model(
             "max_input_length": module.max_input_length,
             "max_extra_length": module.max_extra_length,
             "length_buckets": list(module.length_buckets),
+            "average_last": average_last,
             "tensorflow": tf.__version__,
             "keras": keras.__version__,
         }
         with open(os.path.join(extra, EXPORT_CONFIG_FILE), "w", encoding="utf-8") as handle:
             json.dump({"export": settings, **run_config}, handle, indent=2, sort_keys=True)
             handle.write("\n")
+        os.chmod(temporary, checkpoints.default_mode(directory=True))  # Not mkdtemp's 0o700.
         os.rename(temporary, final_path)  # Atomic on one file system; fails if final_path appeared.
     except BaseException:
         shutil.rmtree(temporary, ignore_errors=True)
         raise
+    finally:
+        os.close(lock)
     return final_path

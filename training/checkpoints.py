@@ -48,8 +48,17 @@ def latest_checkpoint(directory):
     return None
 
 
+def default_mode(directory=False):
+    """The mode `open`/`os.makedirs` would give a new file (directory): 0o666 (0o777) less the umask.
+    `tempfile`'s 0o600/0o700 would keep a model from a server or colleague running as another user."""
+    umask = os.umask(0o077)  # Reading the umask sets it: put it back at once.
+    os.umask(umask)
+    return (0o777 if directory else 0o666) & ~umask
+
+
 def write_atomically(path, write):
-    """Calls `write(temporary_path)`, then renames the file to `path` (same filesystem)."""
+    """Calls `write(temporary_path)`, then renames the file to `path` (same filesystem), with the
+    mode a plain `open` would have given it."""
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     suffix = "".join(os.path.basename(path).partition(".")[1:])  # Keras checks the extension.
@@ -59,6 +68,7 @@ def write_atomically(path, write):
         write(temporary)
         with open(temporary, "rb") as written:
             os.fsync(written.fileno())
+        os.chmod(temporary, default_mode())
         os.replace(temporary, path)
     except BaseException:
         if os.path.exists(temporary):

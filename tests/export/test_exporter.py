@@ -1,7 +1,10 @@
 """The export command's layout, versions, atomic writes and warm-up requests."""
 
+import fcntl
 import json
 import os
+import shutil
+import stat
 import subprocess
 import sys
 
@@ -40,7 +43,7 @@ def test_versions_increment_and_existing_versions_are_refused(exported, tmp_path
     assert exporter.existing_versions(export_dir) == [1]
     assert exporter.next_version(export_dir) == 2
     assert exporter.next_version(str(tmp_path / "missing")) == 1
-    with pytest.raises(FileExistsError, match="already exists"):
+    with pytest.raises(exporter.ExportError, match="already exists"):
         exporter.export_model(model_dir, export_dir, version=1)
 
 
@@ -67,6 +70,114 @@ def test_command_rejects_a_directory_without_a_model(tmp_path):
     assert result.returncode != 0
     assert "has no model.keras" in result.stderr
     assert not os.path.exists(tmp_path / "exports" / "1")
+
+
+def _mode(path):
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+def _copy_run(model_dir, destination, names):
+    os.makedirs(destination)
+    for name in names:
+        source = os.path.join(model_dir, name)
+        (shutil.copytree if os.path.isdir(source) else shutil.copy)(source, os.path.join(destination, name))
+    return str(destination)
+
+
+def test_version_directory_mode_follows_the_umask(exported, tmp_path):
+    _, path = exported
+    os.makedirs(tmp_path / "probe")
+    assert _mode(path) == _mode(tmp_path / "probe")  # not mkdtemp's 0o700: a server user must read it
+
+
+def test_cheap_mistakes_are_refused_before_the_model_is_loaded(exported, tmp_path):
+    model_dir, path = exported
+    export_dir = os.path.dirname(path)
+    # A model.keras that fails to load: every refusal below must come before loading it.
+    broken = _copy_run(model_dir, tmp_path / "broken", ["spm.model", "config.json"])
+    with open(os.path.join(broken, "model.keras"), "wb") as handle:
+        handle.write(b"not a zip file")
+    a_file = tmp_path / "a_file"
+    a_file.write_text("")
+
+    with pytest.raises(exporter.ExportError, match=f"--export_dir {a_file} is a file, not a directory"):
+        exporter.export_model(broken, str(a_file))
+    with pytest.raises(exporter.ExportError, match=f"{a_file}, which is a file"):
+        exporter.export_model(broken, str(a_file / "sub"))
+    with pytest.raises(exporter.ExportError, match=r"is itself a SavedModel version directory \(saved_model.pb\); pass its parent"):
+        exporter.export_model(broken, path)
+    assert not [name for name in os.listdir(path) if name.isdigit()]  # nothing nested in the version
+    with pytest.raises(exporter.ExportError, match=r"--version=1: .*/1 already exists.*next one \(2\)"):
+        exporter.export_model(broken, export_dir, version=1)
+
+    checkpoints_only = _copy_run(model_dir, tmp_path / "unfinished", ["spm.model", "config.json", "checkpoints"])
+    with pytest.raises(exporter.ExportError, match="has no model.keras .* but has .* checkpoint.*--average_last=N"):
+        exporter.export_model(checkpoints_only, str(tmp_path / "exports"))
+    with pytest.raises(exporter.ExportError, match="--average_last=2: .*checkpoints holds no ckpt"):
+        exporter.export_model(broken, str(tmp_path / "exports"), average_last=2)
+    assert not os.path.exists(tmp_path / "exports")
+
+
+def test_only_unlocked_temporaries_of_the_exporter_are_removed(tmp_path):
+    killed = tmp_path / ".tmp-2-k1ll3d_x"
+    os.makedirs(killed / "variables")
+    (killed / "saved_model.pb").write_bytes(b"partial")
+    running = tmp_path / ".tmp-3-running0"
+    os.makedirs(running)
+    for other in (".tmp-notes", ".tmp-4-UPPER", "2"):
+        os.makedirs(tmp_path / other)
+    (tmp_path / ".tmp-5-afile000").write_text("")
+    descriptor = os.open(running, os.O_RDONLY)  # what a running export holds
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        assert exporter.remove_stale_temporaries(str(tmp_path)) == [killed.name]
+    finally:
+        os.close(descriptor)
+    assert sorted(os.listdir(tmp_path)) == [".tmp-3-running0", ".tmp-4-UPPER", ".tmp-5-afile000", ".tmp-notes", "2"]
+    assert exporter.remove_stale_temporaries(str(tmp_path)) == [running.name]  # its export was killed
+
+
+def test_command_errors_are_one_line_naming_the_flag(exported, tmp_path):
+    model_dir, path = exported
+    unfinished = _copy_run(model_dir, tmp_path / "unfinished", ["spm.model", "config.json", "checkpoints"])
+    for arguments, expected in [
+        ([f"--model_dir={model_dir}", f"--export_dir={os.path.dirname(path)}", "--version=1"],
+         f"export: error: --version=1: {path} already exists"),
+        ([f"--model_dir={unfinished}", f"--export_dir={tmp_path / 'exports'}"],
+         f"export: error: --model_dir={unfinished} has no model.keras"),
+    ]:
+        result = subprocess.run(
+            [sys.executable, "-m", "export", *arguments], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
+        )
+        assert result.returncode == 1
+        assert "Traceback" not in result.stderr
+        assert result.stderr.strip().splitlines()[-1].startswith(expected), result.stderr[-2000:]
+
+
+def test_command_writes_a_readable_version_quietly_and_removes_a_killed_exports_leftover(exported, tmp_path):
+    model_dir, _ = exported
+    export_dir = tmp_path / "exports"
+    leftover = export_dir / ".tmp-1-k1ll3d_x"
+    os.makedirs(leftover)
+    (leftover / "saved_model.pb").write_bytes(b"partial")
+    environment = dict(os.environ)
+    environment.pop("TF_CPP_MIN_LOG_LEVEL", None)  # the command's own default, not the test suite's
+    result = subprocess.run(
+        [sys.executable, "-m", "export", f"--model_dir={model_dir}", f"--export_dir={export_dir}",
+         "--beam_size=2", "--max_input_length=16", "--max_extra_length=4", "--length_buckets=8"],
+        cwd=REPO_ROOT, env=environment, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert result.stdout.strip() == str(export_dir / "1")
+    assert sorted(os.listdir(export_dir)) == ["1"]
+    assert f"removed {leftover}" in result.stderr
+    for noise in ("cpu_feature_guard", "Writing fingerprint", "Assets written"):
+        assert noise not in result.stderr, result.stderr[-4000:]
+    os.makedirs(tmp_path / "probe")
+    assert _mode(export_dir / "1") == _mode(tmp_path / "probe")
+    loaded = tf.saved_model.load(str(export_dir / "1"))
+    outputs = loaded.signatures["serving_default"](inputs=tf.constant(["Open the file."]))
+    assert outputs["translations"].shape == (1,)
 
 
 def test_warmup_requests_are_prediction_logs_the_signature_answers(exported, served):

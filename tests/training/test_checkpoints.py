@@ -58,6 +58,18 @@ def test_a_failed_write_leaves_the_previous_file_and_no_temporary(tmp_path):
     assert os.listdir(tmp_path) == ["model.keras"]
 
 
+@pytest.mark.parametrize("umask", [0o022, 0o027])
+def test_written_files_get_the_mode_of_a_plain_open(umask, tmp_path):
+    previous = os.umask(umask)
+    try:
+        checkpoints.write_atomically(str(tmp_path / "model.keras"), lambda temporary: open(temporary, "w").write("x"))
+        with open(tmp_path / "plain", "w") as handle:
+            handle.write("x")
+    finally:
+        os.umask(previous)
+    assert os.stat(tmp_path / "model.keras").st_mode & 0o777 == os.stat(tmp_path / "plain").st_mode & 0o777 == 0o666 & ~umask
+
+
 def test_restoring_brings_back_weights_and_optimizer_step(tmp_path):
     model = _model(0)
     ids = np.random.default_rng(0).integers(4, 20, size=(4, 6)).astype("int32")
