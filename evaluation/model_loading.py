@@ -24,16 +24,21 @@ class ModelDirError(RuntimeError):
     """A model_dir that does not hold what evaluation needs (the message names the path)."""
 
 
-def read_run_config(model_dir):
-    """model_dir/config.json as a dict, or None if there is none."""
-    path = os.path.join(model_dir, CONFIG_FILE)
+def read_json(path, error_class):
+    """The JSON file at `path` as a dict, or None if there is none; `error_class` names a file that
+    is not JSON."""
     if not os.path.exists(path):
         return None
     with open(path, encoding="utf-8") as handle:
         try:
             return json.load(handle)
         except ValueError as error:
-            raise ModelDirError(f"{path} is not valid JSON: {error}") from error
+            raise error_class(f"{path} is not valid JSON: {error}") from error
+
+
+def read_run_config(model_dir):
+    """model_dir/config.json as a dict, or None if there is none."""
+    return read_json(os.path.join(model_dir, CONFIG_FILE), ModelDirError)
 
 
 def load_tokenizer(model_dir):

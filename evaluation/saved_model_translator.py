@@ -2,13 +2,13 @@
 `inputs` string `[batch]` to `translations` string `[batch]` and `scores` float32 `[batch]`, with
 tokenization, search and detokenization inside the graph."""
 
-import json
 import os
 
 import tensorflow as tf
 
 from data.tokenizer import Tokenizer
 from evaluation.batching import translate_in_order
+from evaluation.model_loading import read_json
 
 SIGNATURE = "serving_default"
 # What `export.exporter` writes beside the graph.
@@ -43,14 +43,7 @@ def resolve_saved_model(export_dir):
 def read_export_config(saved_model_path):
     """`assets.extra/export_config.json` of a SavedModel directory (the training run's config.json
     sections plus an "export" section of the export settings), or None if it has none."""
-    path = os.path.join(saved_model_path, EXPORT_CONFIG)
-    if not os.path.exists(path):
-        return None
-    with open(path, encoding="utf-8") as handle:
-        try:
-            return json.load(handle)
-        except ValueError as error:
-            raise ExportDirError(f"{path} is not valid JSON: {error}") from error
+    return read_json(os.path.join(saved_model_path, EXPORT_CONFIG), ExportDirError)
 
 
 def describe_search_settings(export_dir):

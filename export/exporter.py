@@ -31,7 +31,6 @@ import keras
 import tensorflow as tf
 
 import models.transformer  # noqa: F401  (registers the Keras classes that model.keras names)
-from data.tokenizer import Tokenizer
 from export import warmup
 from evaluation import model_loading
 from export.serving_module import DEFAULT_LENGTH_BUCKETS, ServingModule
