@@ -38,11 +38,9 @@ _TOO_LARGE = re.compile(r"Vocabulary size too high \(\d+\)\. Please set it to a 
 
 
 def _looks_like_path(text: str) -> bool:
-    """Whether a string given among sentences is meant as a file: it ends in `.tsv` or `.txt`, or
-    it contains a path separator and no whitespace. Sentences rarely do either."""
-    if text.endswith((".tsv", ".txt")):
-        return True
-    return os.sep in text and not any(c.isspace() for c in text)
+    """Whether a string given among sentences is meant as a file: it ends in `.tsv` or `.txt`.
+    (A separator is no sign: "and/or", "km/h" and URLs are sentences too.)"""
+    return text.endswith((".tsv", ".txt"))
 
 
 def _describe(inputs) -> str:
@@ -85,7 +83,7 @@ def _sentences(inputs: str | os.PathLike | Iterable[str]) -> Iterator[str]:
         elif isinstance(item, os.PathLike) or (isinstance(item, str) and _looks_like_path(item)):
             raise FileNotFoundError(
                 f"SentencePiece training input {os.fspath(item)!r}: no such file (a string ending in "
-                f".tsv or .txt, or holding {os.sep!r} and no space, is read as a path, not a sentence)."
+                ".tsv or .txt is read as a path, not a sentence)."
             )
         elif isinstance(item, str):
             if item:
@@ -155,8 +153,8 @@ def train_sentencepiece(
         text_files_or_iterator: a file path, a list of paths (a `.tsv` contributes both columns,
             other files every non-empty line), or an iterable of sentences. A str or PathLike
             given alone must be an existing file. In a list, a str that is not an existing file
-            is a sentence unless it ends in `.tsv` or `.txt`, or holds a path separator and no
-            whitespace: such a str is taken for a path, and a missing file raises.
+            is a sentence unless it ends in `.tsv` or `.txt`: such a str is taken for a path, and a
+            missing file raises.
         model_prefix: output path without extension; `.model` and `.vocab` are written.
         vocab_size: number of pieces, special and byte pieces included (8000 fits ~70k pairs; the
             paper used 37000 for 4.5M pairs).

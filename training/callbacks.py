@@ -113,7 +113,9 @@ class TrainingLog(keras.callbacks.Callback):
             reader = csv.DictReader(handle)
             if tuple(reader.fieldnames or ()) == self.COLUMNS:
                 return
-            rows = list(reader)
+            # Keras's logger appended rows of other lengths after a resume: short rows read as
+            # None for the missing cells, long ones put the surplus under the key None.
+            rows = [{key: value for key, value in row.items() if key is not None and value is not None} for row in reader]
         checkpoints.write_atomically(self.path, lambda temporary: self._write(temporary, rows, "w"))
 
     def on_epoch_end(self, epoch, logs=None):

@@ -13,6 +13,7 @@ import hashlib
 import json
 import math
 import os
+import shlex
 import shutil
 import sys
 
@@ -64,16 +65,15 @@ def user_corpus_name(data):
 
 def _prepare_command(data, vocab_size):
     """The `data.prepare` command that builds the vocabulary `resolve_tokenizer` looks for."""
-    command = f"python -m data.prepare --cache_dir={data.cache_dir} --vocab_size={vocab_size}"
+    arguments = [f"--cache_dir={data.cache_dir}", f"--vocab_size={vocab_size}"]
     if data.corpus != "files":
-        return f"{command} --corpus={data.corpus}"
-    command += f" --corpus=user --name={user_corpus_name(data)} --languages={data.languages}"
-    for split, paths in (("train", data.train_files), ("dev", data.dev_files), ("test", data.test_files)):
-        if len(paths) == 1:
-            command += f" --{split}_tsv={os.path.abspath(paths[0])}"
-        elif paths:
-            command += f" --{split}_src={os.path.abspath(paths[0])} --{split}_tgt={os.path.abspath(paths[1])}"
-    return command
+        arguments.append(f"--corpus={data.corpus}")
+    else:
+        arguments += ["--corpus=user", f"--name={user_corpus_name(data)}", f"--languages={data.languages}"]
+        for split, paths in (("train", data.train_files), ("dev", data.dev_files), ("test", data.test_files)):
+            kinds = ("tsv",) if len(paths) == 1 else ("src", "tgt")
+            arguments += [f"--{split}_{kind}={os.path.abspath(path)}" for kind, path in zip(kinds, paths)]
+    return "python -m data.prepare " + " ".join(shlex.quote(argument) for argument in arguments)
 
 
 def _check_dev_split(corpus, data):
@@ -116,7 +116,9 @@ def resolve_tokenizer(model_dir, corpus, data, may_train=True):
     once and kept in the corpus cache, so runs on the same corpus share one vocabulary."""
     vocab_size = data.vocab_size
     target = os.path.join(model_dir, VOCABULARY_FILE)
-    if not os.path.exists(target):
+    # A run that has trained keeps its vocabulary; one that has not (a failed start, a worker's
+    # copy from an earlier start) takes the one its flags name.
+    if not os.path.exists(target) or not _has_trained(model_dir):
         cached = os.path.join(corpus.root, f"spm-bpe-{vocab_size}.model")
         if not os.path.exists(cached):
             if not may_train:
@@ -215,7 +217,9 @@ def _prepare_run_dir(config, start_over):
     has_config = os.path.exists(os.path.join(model_dir, run_config.CONFIG_FILE))
     if start_over:
         if not has_config:
-            present = [name for name in _RUN_ENTRIES if os.path.exists(os.path.join(model_dir, name))]
+            # Names a user's own files may have; train.py's own leftovers (spm.model, workers/) are
+            # replaced as a fresh start replaces them.
+            present = [name for name in ("checkpoints", "logs", MODEL_FILE) if os.path.exists(os.path.join(model_dir, name))]
             if present:
                 raise TrainingError(
                     f"--start_over: {model_dir} holds no {run_config.CONFIG_FILE}, so it is not a train.py run; "
@@ -240,14 +244,18 @@ def _prepare_run_dir(config, start_over):
         )
 
 
-def _check_resume_step(checkpoint_step, start_step, checkpoint_path, steps_per_epoch):
+def _check_resume_step(checkpoint_step, start_step, checkpoint_path, steps_per_epoch, previous_steps_per_epoch):
+    """Refuses a resume whose optimizer state did not load, or whose new `--checkpoint_every` does
+    not divide the step resumed at. (With fp16 the step counts applied updates, and steps skipped
+    on overflow leave it off the multiples of the epoch length; with an unchanged epoch length that
+    is how such runs always resumed.)"""
     if start_step != checkpoint_step:
         raise TrainingError(
             f"{checkpoint_path} is from step {checkpoint_step}, but its optimizer state did not load (the step read "
             f"back is {start_step}): the optimizer differs from the one that wrote it. Resume with the run's "
             "--mixed_precision, or pass --start_over"
         )
-    if start_step % steps_per_epoch:
+    if steps_per_epoch != previous_steps_per_epoch and start_step % steps_per_epoch:
         raise TrainingError(
             f"the run resumes at step {start_step}, which --checkpoint_every={steps_per_epoch} does not divide (Keras "
             "epochs are checkpoint_every steps long, so training would overshoot --train_steps); pass a "
@@ -286,6 +294,7 @@ def train(config, start_over=False, callbacks=()):
     _check_writable(run_dir)
     if chief:
         _prepare_run_dir(config, start_over)
+    previous_train = (_previous_config(config.model_dir) or {}).get("train", {})  # Before config.json is rewritten.
 
     keras.utils.set_random_seed(train_options.seed)  # Before any tokenizer is traced (see data/tokenizer.py).
     keras.config.set_dtype_policy(POLICIES[train_options.mixed_precision])
@@ -295,8 +304,6 @@ def train(config, start_over=False, callbacks=()):
         # After the corpus (an unset direction means its own), before anything is written into model_dir.
         run_config.check(config, default_direction="-".join(corpus.languages))
     tokenizer = resolve_tokenizer(run_dir, corpus, data, may_train=train_options.distribution != "multi_worker")
-    if chief:
-        run_config.write(config)
 
     scope = strategy.scope() if strategy is not None else contextlib.nullcontext()
     with scope:
@@ -312,8 +319,12 @@ def train(config, start_over=False, callbacks=()):
     if restored is not None:
         model.load_weights(restored[1])
         start_step = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
-        _check_resume_step(restored[0], start_step, restored[1], steps_per_epoch)
+        _check_resume_step(
+            restored[0], start_step, restored[1], steps_per_epoch, previous_train.get("checkpoint_every", steps_per_epoch)
+        )
         print(f"resuming from {restored[1]} at step {start_step}", file=sys.stderr)
+    if chief:
+        run_config.write(config)  # Once the run is known to start or resume (a refused resume keeps the old one).
 
     epochs = train_options.train_steps // steps_per_epoch
     initial_epoch = start_step // steps_per_epoch

@@ -145,12 +145,11 @@ def test_a_missing_file_is_not_read_as_a_sentence(tmp_path):
         (tmp_path / "sentence.txt", typo),  # PathLike
         (str(tmp_path / "corpus"), str(tmp_path / "corpus")),  # no extension: alone, still a path
         ([str(text), "train.tsv"], "train.tsv"),
-        ([str(text), "data/pairs"], "data/pairs"),  # a separator and no space
     ]:
         with pytest.raises(FileNotFoundError, match=f"'{named}': no such file"):
             tokenizer.train_sentencepiece(inputs, str(tmp_path / "m"), vocab_size=300)
     assert not (tmp_path / "m.model").exists()
-    # A string with a space or without a separator is a sentence.
+    # Other strings in a list are sentences, separators and all.
     assert tokenizer.train_sentencepiece(
-        [str(text), "Not a path/just words.", "Hello."], str(tmp_path / "m"), vocab_size=300
+        [str(text), "Not a path/just words.", "and/or", "Hello."], str(tmp_path / "m"), vocab_size=300
     )

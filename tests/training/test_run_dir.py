@@ -63,7 +63,8 @@ def test_start_over_deletes_only_a_train_py_run(tmp_path):
     (tmp_path / "logs").mkdir()
     (tmp_path / "logs" / "server.log").write_text("not ours")
     (tmp_path / "checkpoints").mkdir()
-    with pytest.raises(TrainingError, match=r"--start_over: .* holds no config.json.*not deleting its checkpoints, logs"):
+    (tmp_path / "spm.model").write_text("a leftover of a failed start")
+    with pytest.raises(TrainingError, match=r"--start_over: .* holds no config.json.*not deleting its checkpoints, logs$"):
         _prepare_run_dir(config, start_over=True)
     assert (tmp_path / "logs" / "server.log").read_text() == "not ours"
     # With train.py's config.json it is a run: everything train.py wrote goes.
@@ -107,12 +108,15 @@ def test_resuming_refuses_changes_that_would_lose_or_overshoot_steps(tiny_run, t
     with pytest.raises(TrainingError, match="trained with --mixed_precision=none; --mixed_precision=fp16 cannot resume"):
         train(tiny_run_config(model_dir, corpus_cache, train_steps=400, mixed_precision="fp16"))
     # An epoch length that does not divide the step resumed at would run past --train_steps.
-    with pytest.raises(TrainingError, match="resumes at step 200, which --checkpoint_every=300 does not divide"):
-        train(tiny_run_config(model_dir, corpus_cache, train_steps=600, checkpoint_every=300, eval_every=600))
+    for _ in range(2):  # The refusal does not record the new flag: the same command is refused again.
+        with pytest.raises(TrainingError, match="resumes at step 200, which --checkpoint_every=300 does not divide"):
+            train(tiny_run_config(model_dir, corpus_cache, train_steps=600, checkpoint_every=300, eval_every=600))
     assert sorted(os.listdir(os.path.join(model_dir, "checkpoints"))) == before
     # Any other optimizer state that does not load (the step read back differs) is refused too.
     with pytest.raises(TrainingError, match="ckpt-200 is from step 200, but its optimizer state did not load"):
-        _check_resume_step(200, 0, "ckpt-200", 100)
+        _check_resume_step(200, 0, "ckpt-200", 100, 100)
+    # fp16 skips the steps that overflow: its checkpoints fall off the epoch multiples, and resume.
+    _check_resume_step(1987, 1987, "ckpt-1987", 100, 100)
 
 
 def test_the_training_log_has_dev_bleu_and_fixed_columns(tiny_run, tmp_path):
@@ -127,11 +131,15 @@ def test_the_training_log_has_dev_bleu_and_fixed_columns(tiny_run, tmp_path):
     assert rows[0]["val_loss"] == rows[0]["val_bleu"] == ""
     assert float(rows[1]["val_loss"]) > 0 and 0 <= float(rows[1]["val_bleu"]) <= 100
     # A log written by Keras's CSVLogger (columns of the first epoch) is rewritten under these columns.
+    # Its rows after a resume could be shorter or longer than its header.
     old = tmp_path / "training_log.csv"
-    old.write_text("epoch,loss,val_target_tokens\n0,5.5,NA\n")
+    old.write_text("epoch,loss,val_target_tokens\n0,5.5,NA\n1,4.5\n2,4.0,NA,surplus\n")
     TrainingLog(str(old)).on_train_begin()
     with open(old, newline="") as handle:
-        assert list(csv.DictReader(handle)) == [dict.fromkeys(TrainingLog.COLUMNS, "") | {"epoch": "0", "loss": "5.5"}]
+        assert list(csv.DictReader(handle)) == [
+            dict.fromkeys(TrainingLog.COLUMNS, "") | {"epoch": str(epoch), "loss": loss}
+            for epoch, loss in enumerate(["5.5", "4.5", "4.0"])
+        ]
 
 
 def test_dev_loss_is_computed_at_the_last_step_too():
