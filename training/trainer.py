@@ -102,6 +102,7 @@ def resolve_corpus(data):
             spec(data.dev_files),
             spec(data.test_files),
         )
+        _print_cleaning(corpus)
     else:
         corpus = prepare.prepare_corpus(data.corpus, data.cache_dir, data.deb_dir)
     direction = data.direction or "-".join(corpus.languages)
@@ -109,6 +110,19 @@ def resolve_corpus(data):
         return corpus, pipeline.resolve_direction(corpus.languages, direction)
     except ValueError as error:
         raise TrainingError(f"--direction={direction}: {error}") from error
+
+
+def _print_cleaning(corpus):
+    """What became of the user's files: pairs read, kept (and to which split), dropped by reason."""
+    manifest = corpus.load_manifest()
+    for source, stats in manifest["sources"].items():
+        files = ", ".join(os.path.basename(entry["path"]) for entry in manifest.get("inputs", {}).get(source, []))
+        dropped = ", ".join(f"{count} {reason}" for reason, count in stats["dropped"].items()) or "none"
+        splits = ", ".join(f"{count} {split}" for split, count in stats["splits"].items() if count)
+        print(
+            f"{source} files ({files}): {stats['raw']} pairs read, {stats['kept']} kept ({splits}), dropped: {dropped}",
+            file=sys.stderr,
+        )
 
 
 def resolve_tokenizer(model_dir, corpus, data, may_train=True):

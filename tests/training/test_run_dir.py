@@ -207,6 +207,18 @@ def test_data_that_cannot_train_is_named_before_the_run_is_bound(deb_en_de, tmp_
         assert json.load(handle)["data"]["max_length"] == 128
 
 
+def test_what_cleaning_did_to_the_users_files_is_printed(deb_en_de, tmp_path, capsys):
+    from training.trainer import resolve_corpus
+
+    pairs = _corpus_pairs(deb_en_de[0], 200, longest=60)
+    config = _user_run(tmp_path, deb_en_de[0], pairs + pairs[:3] + [("same", "same")], pairs[:2] + pairs[:2])
+    resolve_corpus(config.data)
+    printed = capsys.readouterr().err.splitlines()
+    # The training file loses a duplicate, the untranslated pair and the dev pairs (twice each); the dev file is kept whole.
+    assert "dev files (dev.tsv): 4 pairs read, 4 kept (4 dev), dropped: none" in printed
+    assert "train files (train.tsv): 204 pairs read, 198 kept (198 train), dropped: 1 duplicate, 1 identical, 4 in_evaluation_files" in printed
+
+
 def test_several_workers_are_told_the_command_that_builds_their_vocabulary(deb_en_de, tmp_path):
     import shlex
     import subprocess
