@@ -48,6 +48,39 @@ def load_tokenizer(model_dir):
     return Tokenizer.from_file(path)
 
 
+def check_model_dir(model_dir, average_last=0):
+    """Checks, without loading anything, that `model_dir` holds what `load_model(model_dir,
+    average_last)` needs; returns its checkpoints `[(step, path)]`, oldest first.
+
+    Raises:
+        ModelDirError: what is missing, named, with what to do instead.
+    """
+    if not os.path.isdir(model_dir):
+        raise ModelDirError(f"--model_dir {model_dir!r} is not a directory")
+    model_path = os.path.join(model_dir, MODEL_FILE)
+    checkpoint_dir = os.path.join(model_dir, CHECKPOINT_DIR)
+    found = checkpoints.list_checkpoints(checkpoint_dir)
+    if not os.path.exists(model_path) and not found:
+        raise ModelDirError(
+            f"{model_dir} holds no model: it has no {MODEL_FILE} and no {CHECKPOINT_DIR}/ckpt-*.weights.h5 "
+            "(train one with train.py --model_dir=...)"
+        )
+    if not os.path.exists(os.path.join(model_dir, VOCABULARY_FILE)):
+        raise ModelDirError(f"{model_dir} has no {VOCABULARY_FILE}: not a model directory written by train.py")
+    if average_last:
+        if not os.path.exists(os.path.join(model_dir, CONFIG_FILE)):
+            raise ModelDirError(f"--average_last needs {os.path.join(model_dir, CONFIG_FILE)} to build the model")
+        if not found:
+            raise ModelDirError(f"--average_last={average_last}: {checkpoint_dir} holds no ckpt-*.weights.h5")
+    elif not os.path.exists(model_path):
+        raise ModelDirError(
+            f"--model_dir={model_dir} has no {MODEL_FILE} (train.py writes it when training reaches --train_steps) "
+            f"but has {len(found)} checkpoint(s), the newest of step {found[-1][0]}: run train.py to the end, or "
+            "pass --average_last=N to use the mean of the newest N checkpoints (--average_last=1: the newest alone)"
+        )
+    return found
+
+
 def load_model(model_dir, average_last=0):
     """`(model, tokenizer, run_config)` from a model_dir written by `train.py`.
 
@@ -62,23 +95,12 @@ def load_model(model_dir, average_last=0):
         ModelDirError: a missing directory, vocabulary, model or checkpoints, or one that cannot be
             read (names the path).
     """
-    if not os.path.isdir(model_dir):
-        raise ModelDirError(f"--model_dir {model_dir!r} is not a directory")
+    found = check_model_dir(model_dir, average_last)
     run_config = read_run_config(model_dir)
     model_path = os.path.join(model_dir, MODEL_FILE)
     checkpoint_dir = os.path.join(model_dir, CHECKPOINT_DIR)
-    found = checkpoints.list_checkpoints(checkpoint_dir)
-    if not os.path.exists(model_path) and not found:
-        raise ModelDirError(
-            f"{model_dir} holds no model: neither {model_path} nor any {checkpoint_dir}/ckpt-*.weights.h5 "
-            "(train one with train.py --model_dir=...)"
-        )
     tokenizer = load_tokenizer(model_dir)
     if average_last:
-        if run_config is None:
-            raise ModelDirError(f"--average_last needs {os.path.join(model_dir, CONFIG_FILE)} to build the model")
-        if not found:
-            raise ModelDirError(f"--average_last={average_last}: {checkpoint_dir} holds no ckpt-*.weights.h5")
         chosen = found[-average_last:]
         if len(chosen) < average_last:
             print(f"--average_last={average_last}: only {len(chosen)} checkpoint(s) in {checkpoint_dir}", file=sys.stderr)
@@ -96,11 +118,6 @@ def load_model(model_dir, average_last=0):
         steps = ", ".join(str(step) for step, _ in chosen)
         print(f"averaged {len(chosen)} checkpoint(s) of steps {steps}", file=sys.stderr)
         return model, tokenizer, run_config
-    if not os.path.exists(model_path):
-        raise ModelDirError(
-            f"{model_path} does not exist (the run has checkpoints only: pass --average_last=1 to "
-            "evaluate the newest one)"
-        )
     try:
         model = keras.saving.load_model(model_path, compile=False)
     except (OSError, ValueError, zipfile.BadZipFile) as error:

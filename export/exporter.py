@@ -40,7 +40,6 @@ MODEL_FILE = "model.keras"
 VOCABULARY_FILE = "spm.model"
 RUN_CONFIG_FILE = "config.json"
 EXPORT_CONFIG_FILE = "export_config.json"
-CHECKPOINT_DIR = "checkpoints"
 SAVED_MODEL_FILES = ("saved_model.pb", "saved_model.pbtxt")
 TEMPORARY_PREFIX = ".tmp-"
 # `tempfile.mkdtemp(prefix=".tmp-<version>-")`: the prefix, then 8 of [a-z0-9_].
@@ -74,30 +73,12 @@ def check_model_dir(model_dir, average_last=0):
         model_dir: a directory written by train.py.
         average_last: 0 needs model.keras; N > 0 needs checkpoints/ckpt-*.weights.h5 instead.
     """
-    if not os.path.isdir(model_dir):
-        raise ExportError(f"--model_dir={model_dir} is not a directory: expected one written by train.py")
-    checkpoint_dir = os.path.join(model_dir, CHECKPOINT_DIR)
-    found = checkpoints.list_checkpoints(checkpoint_dir)
-    if average_last and not found:
-        raise ExportError(f"--average_last={average_last}: {checkpoint_dir} holds no ckpt-*.weights.h5")
-    if not average_last and not os.path.isfile(os.path.join(model_dir, MODEL_FILE)):
-        if found:
-            raise ExportError(
-                f"--model_dir={model_dir} has no {MODEL_FILE} (train.py writes it when training reaches "
-                f"--train_steps) but has {len(found)} checkpoint(s), the newest of step {found[-1][0]}: run "
-                "train.py to the end, or pass --average_last=N to export the average of the newest N "
-                "checkpoints (--average_last=1: the newest alone)"
-            )
-        raise ExportError(
-            f"--model_dir={model_dir} has no {MODEL_FILE}: expected a directory written by train.py "
-            f"(with {MODEL_FILE}, {VOCABULARY_FILE}, {RUN_CONFIG_FILE})"
-        )
-    for name in (VOCABULARY_FILE, RUN_CONFIG_FILE):
-        if not os.path.isfile(os.path.join(model_dir, name)):
-            raise ExportError(
-                f"--model_dir={model_dir} has no {name}: expected a directory written by train.py "
-                f"(with {MODEL_FILE}, {VOCABULARY_FILE}, {RUN_CONFIG_FILE})"
-            )
+    try:
+        model_loading.check_model_dir(model_dir, average_last)
+    except model_loading.ModelDirError as error:
+        raise ExportError(str(error)) from error
+    if not os.path.isfile(os.path.join(model_dir, RUN_CONFIG_FILE)):  # The export records the run's config.
+        raise ExportError(f"--model_dir={model_dir} has no {RUN_CONFIG_FILE}: expected a directory written by train.py")
 
 
 def check_export_dir(export_dir, version):
@@ -135,7 +116,7 @@ def load_trained(model_dir, average_last=0):
     Raises:
         ExportError: a file the export needs is missing or does not fit the others (names it).
     """
-    check_model_dir(model_dir, average_last)
+    check_model_dir(model_dir, average_last)  # The config.json too, which load_model needs only to average.
     try:
         model, tokenizer, run_config = model_loading.load_model(model_dir, average_last)
     except model_loading.ModelDirError as error:
