@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test test-fast demo clean-venv
+.PHONY: test test-fast lint demo clean-venv
 
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -16,6 +16,11 @@ $(STAMP): requirements.txt requirements-dev.txt
 test: $(STAMP)
 	$(PY) -m pytest -q tests
 	KERAS_BACKEND=jax $(PY) -m pytest -q tests/models
+
+# ruff's lint rules and formatting (settings in pyproject.toml); CI runs it before the tests.
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not slow" tests

@@ -20,26 +20,52 @@ FLAGS = flags.FLAGS
 # Flags that configure the search and input length of --model_dir; an export has them built in.
 SEARCH_FLAGS = ("beam_size", "alpha", "max_extra_length", "max_input_length")
 
-flags.DEFINE_string("model_dir", None, "A training run's directory (model.keras, spm.model, config.json, checkpoints/).")
-flags.DEFINE_string("export_dir", None, "A SavedModel written by `python -m export` (or its base directory of versions).")
+flags.DEFINE_string(
+    "model_dir", None, "A training run's directory (model.keras, spm.model, config.json, checkpoints/)."
+)
+flags.DEFINE_string(
+    "export_dir", None, "A SavedModel written by `python -m export` (or its base directory of versions)."
+)
 # Test set.
 flags.DEFINE_string("corpus", None, "Corpus whose split to translate (default: the run's own, from config.json).")
-flags.DEFINE_string("split", "test", "Split of the corpus: train, dev, test, or a per-source test file such as test.ding.")
+flags.DEFINE_string(
+    "split", "test", "Split of the corpus: train, dev, test, or a per-source test file such as test.ding."
+)
 flags.DEFINE_string("cache_dir", None, "Where corpora are built and cached (default: the run's).")
 flags.DEFINE_string("deb_dir", None, "Directory of already-downloaded .deb files for deb-en-de (default: the run's).")
-flags.DEFINE_string("direction", None, "Translation direction, e.g. de-en (default: the run's); with --src it names the target language (for BLEU's tokenizer).")
+flags.DEFINE_string(
+    "direction",
+    None,
+    "Translation direction, e.g. de-en (default: the run's); with --src it names the target language (for BLEU's tokenizer).",
+)
 flags.DEFINE_string("src", None, "Source sentences, one per line (instead of a corpus split).")
 flags.DEFINE_string("ref", None, "Reference translations of --src, line-aligned; without it nothing is scored.")
 # Search.
 flags.DEFINE_integer("beam_size", 4, "Beam size (section 6.1: 4); 1 is greedy decoding.", lower_bound=1)
 flags.DEFINE_float("alpha", 0.6, "Length-penalty exponent (section 6.1: 0.6).", lower_bound=0.0)
-flags.DEFINE_integer("max_extra_length", 50, "Output tokens allowed beyond the input length (section 6.1: 50).", lower_bound=1)
+flags.DEFINE_integer(
+    "max_extra_length", 50, "Output tokens allowed beyond the input length (section 6.1: 50).", lower_bound=1
+)
 flags.DEFINE_integer("batch_size", 32, "Sentences per search call.", lower_bound=1)
-flags.DEFINE_integer("max_input_length", None, "Source tokens kept, EOS included (default: the run's max_length); longer lines are cut and reported.", lower_bound=2)
-flags.DEFINE_integer("average_last", 0, "Average the newest N checkpoints of --model_dir instead of model.keras (0: don't).", lower_bound=0)
+flags.DEFINE_integer(
+    "max_input_length",
+    None,
+    "Source tokens kept, EOS included (default: the run's max_length); longer lines are cut and reported.",
+    lower_bound=2,
+)
+flags.DEFINE_integer(
+    "average_last",
+    0,
+    "Average the newest N checkpoints of --model_dir instead of model.keras (0: don't).",
+    lower_bound=0,
+)
 # Outputs.
 flags.DEFINE_string("output", None, "Write the translations here, one per line, in input order.")
-flags.DEFINE_multi_string("plot_attention", [], "A source sentence whose encoder-decoder attention to draw as a PNG heatmap; repeat for several.")
+flags.DEFINE_multi_string(
+    "plot_attention",
+    [],
+    "A source sentence whose encoder-decoder attention to draw as a PNG heatmap; repeat for several.",
+)
 flags.DEFINE_string("plot_dir", "attention", "Directory for the --plot_attention heatmaps (attention-<n>.png).")
 flags.DEFINE_boolean("progress", True, "Show a progress line on stderr.")
 flags.DEFINE_enum(
@@ -68,7 +94,9 @@ def _check_test_set(values):
 @flags.multi_flags_validator(["export_dir", "average_last", "plot_attention"], message="")
 def _check_export(values):
     if values["export_dir"] and (values["average_last"] or values["plot_attention"]):
-        raise flags.ValidationError("--average_last and --plot_attention need --model_dir (a SavedModel has no checkpoints or attention)")
+        raise flags.ValidationError(
+            "--average_last and --plot_attention need --model_dir (a SavedModel has no checkpoints or attention)"
+        )
     return True
 
 

@@ -19,7 +19,9 @@ from training.distribution import DISTRIBUTIONS
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_string("model_dir", None, "Directory for the config, vocabulary, checkpoints, logs and model.keras.", required=True)
+flags.DEFINE_string(
+    "model_dir", None, "Directory for the config, vocabulary, checkpoints, logs and model.keras.", required=True
+)
 flags.DEFINE_boolean("start_over", False, "Delete the run in --model_dir (checkpoints, logs, model) and start again.")
 # Data.
 flags.DEFINE_enum("corpus", "deb-en-de", ["deb-en-de", "tatoeba-en-es", "files"], "Training corpus.")
@@ -32,7 +34,9 @@ for split in ("train", "dev", "test"):
     flags.DEFINE_string(f"{split}_tgt", None, f"With --corpus=files: {split} target sentences, line-aligned.")
     flags.DEFINE_string(f"{split}_tsv", None, f"With --corpus=files: {split} pairs as source<TAB>target lines.")
 flags.DEFINE_integer("vocab_size", 8000, "SentencePiece vocabulary size (shared by both languages).", lower_bound=100)
-flags.DEFINE_integer("max_length", 128, "Longest sequence in tokens (with BOS/EOS); longer pairs are dropped and counted.", lower_bound=8)
+flags.DEFINE_integer(
+    "max_length", 128, "Longest sequence in tokens (with BOS/EOS); longer pairs are dropped and counted.", lower_bound=8
+)
 # Model.
 flags.DEFINE_enum("preset", "base", sorted(PRESETS), "Model size: the paper's base or big, or tiny for CPUs.")
 flags.DEFINE_integer("num_layers", None, "Override: layers per stack (N).", lower_bound=1)
@@ -40,29 +44,60 @@ flags.DEFINE_integer("hidden_dim", None, "Override: d_model.", lower_bound=2)
 flags.DEFINE_integer("num_heads", None, "Override: attention heads (h).", lower_bound=1)
 flags.DEFINE_integer("intermediate_dim", None, "Override: d_ff.", lower_bound=1)
 flags.DEFINE_float("dropout", None, "Override: P_drop.", lower_bound=0.0, upper_bound=0.99)
-flags.DEFINE_float("attention_dropout", None, "Dropout on attention weights (not in the paper).", lower_bound=0.0, upper_bound=0.99)
-flags.DEFINE_float("activation_dropout", None, "Dropout after the ReLU (not in the paper).", lower_bound=0.0, upper_bound=0.99)
+flags.DEFINE_float(
+    "attention_dropout", None, "Dropout on attention weights (not in the paper).", lower_bound=0.0, upper_bound=0.99
+)
+flags.DEFINE_float(
+    "activation_dropout", None, "Dropout after the ReLU (not in the paper).", lower_bound=0.0, upper_bound=0.99
+)
 flags.DEFINE_boolean("normalize_first", None, "Pre-norm residual blocks instead of the paper's post-norm.")
 # Optimisation.
-flags.DEFINE_integer("train_steps", 100000, "Total optimizer steps (the paper: 100k for base, 300k for big).", lower_bound=1)
-flags.DEFINE_integer("batch_tokens", 4096, "Padded tokens per batch per replica and side (the paper: ~25k per step).", lower_bound=8)
+flags.DEFINE_integer(
+    "train_steps", 100000, "Total optimizer steps (the paper: 100k for base, 300k for big).", lower_bound=1
+)
+flags.DEFINE_integer(
+    "batch_tokens", 4096, "Padded tokens per batch per replica and side (the paper: ~25k per step).", lower_bound=8
+)
 flags.DEFINE_integer("warmup_steps", 4000, "Learning-rate warm-up steps (equation 3).", lower_bound=1)
 flags.DEFINE_float("learning_rate_scale", 1.0, "Factor on the whole learning-rate schedule (> 0).", lower_bound=0.0)
 flags.DEFINE_float("label_smoothing", 0.1, "epsilon_ls.", lower_bound=0.0, upper_bound=0.99)
 flags.DEFINE_enum("distribution", "auto", list(DISTRIBUTIONS), "auto: all GPUs mirrored if several, else one device.")
-flags.DEFINE_integer("cpu_replicas", 0, "With --distribution=mirrored and no GPU: mirror over this many CPU devices.", lower_bound=0)
-flags.DEFINE_enum("mixed_precision", "none", ["none", "bf16", "fp16"], "Mixed precision policy (fp16 adds loss scaling).")
+flags.DEFINE_integer(
+    "cpu_replicas", 0, "With --distribution=mirrored and no GPU: mirror over this many CPU devices.", lower_bound=0
+)
+flags.DEFINE_enum(
+    "mixed_precision", "none", ["none", "bf16", "fp16"], "Mixed precision policy (fp16 adds loss scaling)."
+)
 flags.DEFINE_boolean("jit_compile", None, "Compile the train step with XLA (default: on GPUs, not on CPUs).")
-flags.DEFINE_integer("steps_per_execution", 1, "Train steps run per call into the compiled step; the host reads the "
-                     "logs once per call (fewer round-trips on GPUs). Must divide --checkpoint_every.", lower_bound=1)
-flags.DEFINE_boolean("cache_tokenized", False, "Keep the tokenized training pairs in memory after the first pass "
-                     "(later passes skip reading and tokenizing; pairs are shuffled instead of lines).")
+flags.DEFINE_integer(
+    "steps_per_execution",
+    1,
+    "Train steps run per call into the compiled step; the host reads the "
+    "logs once per call (fewer round-trips on GPUs). Must divide --checkpoint_every.",
+    lower_bound=1,
+)
+flags.DEFINE_boolean(
+    "cache_tokenized",
+    False,
+    "Keep the tokenized training pairs in memory after the first pass "
+    "(later passes skip reading and tokenizing; pairs are shuffled instead of lines).",
+)
 # Checkpoints and evaluation.
-flags.DEFINE_integer("checkpoint_every", 1000, "Steps between checkpoints (also the Keras epoch length).", lower_bound=1)
-flags.DEFINE_integer("keep_checkpoints", 5, "Checkpoints kept (the paper averages the last 5 for base, 20 for big).", lower_bound=1)
-flags.DEFINE_integer("eval_every", 5000, "Steps between dev loss and dev BLEU; a multiple of --checkpoint_every.", lower_bound=1)
-flags.DEFINE_integer("eval_sentences", 200, "Dev sentences greedy-decoded for BLEU at each evaluation (0: none).", lower_bound=0)
-flags.DEFINE_integer("seed", 1234, "Seed for initialisation, dropout and data order.", lower_bound=0, upper_bound=2**32 - 1)
+flags.DEFINE_integer(
+    "checkpoint_every", 1000, "Steps between checkpoints (also the Keras epoch length).", lower_bound=1
+)
+flags.DEFINE_integer(
+    "keep_checkpoints", 5, "Checkpoints kept (the paper averages the last 5 for base, 20 for big).", lower_bound=1
+)
+flags.DEFINE_integer(
+    "eval_every", 5000, "Steps between dev loss and dev BLEU; a multiple of --checkpoint_every.", lower_bound=1
+)
+flags.DEFINE_integer(
+    "eval_sentences", 200, "Dev sentences greedy-decoded for BLEU at each evaluation (0: none).", lower_bound=0
+)
+flags.DEFINE_integer(
+    "seed", 1234, "Seed for initialisation, dropout and data order.", lower_bound=0, upper_bound=2**32 - 1
+)
 
 
 @flags.multi_flags_validator(["train_steps", "checkpoint_every", "eval_every", "steps_per_execution"], message="")
@@ -93,7 +128,9 @@ def _check_files(values):
             raise flags.ValidationError(f"--{given[0]} needs --corpus=files (received --corpus={values['corpus']})")
         return True
     if not values["languages"] or values["languages"].count("-") != 1 or "" in values["languages"].split("-"):
-        raise flags.ValidationError(f"--corpus=files needs --languages=SRC-TGT, e.g. en-fr (received {values['languages']!r})")
+        raise flags.ValidationError(
+            f"--corpus=files needs --languages=SRC-TGT, e.g. en-fr (received {values['languages']!r})"
+        )
     for split in ("train", "dev", "test"):
         src, tgt, tsv = (values[f"{split}_{kind}"] for kind in ("src", "tgt", "tsv"))
         if tsv and (src or tgt):
@@ -105,7 +142,9 @@ def _check_files(values):
     return True
 
 
-@flags.validator("learning_rate_scale", message="--learning_rate_scale must be above 0 (0 would never move the weights)")
+@flags.validator(
+    "learning_rate_scale", message="--learning_rate_scale must be above 0 (0 would never move the weights)"
+)
 def _check_learning_rate_scale(value):
     return value > 0
 
@@ -153,7 +192,7 @@ def config_from_flags():
             normalize_first=FLAGS.normalize_first,
         )
     except ValueError as error:
-        raise app.UsageError(str(error))
+        raise app.UsageError(str(error)) from None
     if model["hidden_dim"] % model["num_heads"] or model["hidden_dim"] % 2:
         raise app.UsageError(
             f"--hidden_dim={model['hidden_dim']} must be even and divisible by --num_heads={model['num_heads']}"
@@ -205,7 +244,7 @@ def main(argv):
     try:
         summary = train(config, start_over=FLAGS.start_over)
     except (TrainingError, ConfigMismatchError, CorpusError, DebPackageError, ParallelDataError) as error:
-        raise SystemExit(f"train.py: error: {error}")
+        raise SystemExit(f"train.py: error: {error}") from None
     print(f"trained to step {summary['step']}; model written to {summary['model_path']}")
     if summary["dev_bleu"] is not None:
         print(f"dev BLEU (greedy, {summary['dev_bleu_sentences']} sentences): {summary['dev_bleu']:.2f}")

@@ -41,8 +41,12 @@ RESULT_PREFIX = "BEAM_SEARCH_SPEED_RESULT "
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--backend", default=None, choices=("tensorflow", "jax"),
-                        help="Keras backend (default: $KERAS_BACKEND, else tensorflow).")
+    parser.add_argument(
+        "--backend",
+        default=None,
+        choices=("tensorflow", "jax"),
+        help="Keras backend (default: $KERAS_BACKEND, else tensorflow).",
+    )
     parser.add_argument("--num_layers", type=int, default=3)
     parser.add_argument("--hidden_dim", type=int, default=256)
     parser.add_argument("--intermediate_dim", type=int, default=1024)
@@ -51,15 +55,21 @@ def parse_args(argv=None):
     parser.add_argument("--batch", type=int, default=32, help="sentences per call (default: 32).")
     parser.add_argument("--beam", type=int, default=4)
     parser.add_argument("--output_length", type=int, default=40, help="tokens produced per hypothesis.")
-    parser.add_argument("--source_lengths", default="10,31",
-                        help="min,max source tokens before EOS (uniform); padded to a multiple of 8.")
+    parser.add_argument(
+        "--source_lengths",
+        default="10,31",
+        help="min,max source tokens before EOS (uniform); padded to a multiple of 8.",
+    )
     parser.add_argument("--repeats", type=int, default=3, help="timed calls per candidate (median).")
     parser.add_argument("--candidates", default="ours,keras_hub")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", default=None, help="also write the result to this JSON file.")
-    parser.add_argument("--profile_dir", default=None,
-                        help="under JAX, trace one more call per candidate into DIR/<candidate> "
-                        "(summarise with benchmarks/jax_trace_summary.py --steps 1).")
+    parser.add_argument(
+        "--profile_dir",
+        default=None,
+        help="under JAX, trace one more call per candidate into DIR/<candidate> "
+        "(summarise with benchmarks/jax_trace_summary.py --steps 1).",
+    )
     return parser.parse_args(argv)
 
 

@@ -36,7 +36,9 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model_dir", required=True, help="A directory written by train.py.")
     parser.add_argument("--export_dir", default=None, help="An existing version directory; default: export now.")
-    parser.add_argument("--sentences", default=None, help="Text or TSV file (first column); default built-in sentences.")
+    parser.add_argument(
+        "--sentences", default=None, help="Text or TSV file (first column); default built-in sentences."
+    )
     parser.add_argument("--count", type=int, default=64, help="Sentences used (default: 64).")
     parser.add_argument("--batch", type=int, default=32, help="Batch size of the throughput runs (default: 32).")
     parser.add_argument("--repeats", type=int, default=1, help="Timed passes over the sentences (default: 1).")
@@ -44,8 +46,11 @@ def parse_args(argv=None):
     parser.add_argument("--alpha", type=float, default=0.6)
     parser.add_argument("--max_input_length", type=int, default=256)
     parser.add_argument("--max_extra_length", type=int, default=50)
-    parser.add_argument("--length_buckets", default="16,32,64",
-                        help="Comma-separated buckets for the export made here; empty: one fixed cache.")
+    parser.add_argument(
+        "--length_buckets",
+        default="16,32,64",
+        help="Comma-separated buckets for the export made here; empty: one fixed cache.",
+    )
     parser.add_argument("--skip_python_path", action="store_true", help="Time only the export.")
     return parser.parse_args(argv)
 
@@ -110,9 +115,13 @@ def main(argv=None):
         path = args.export_dir
         if path is None:
             start = time.perf_counter()
-            path = export_model(args.model_dir, scratch, max_input_length=args.max_input_length, length_buckets=buckets, **search)
+            path = export_model(
+                args.model_dir, scratch, max_input_length=args.max_input_length, length_buckets=buckets, **search
+            )
             results["export_seconds"] = time.perf_counter() - start
-        results["length_buckets"] = json.load(open(os.path.join(path, "assets.extra", "export_config.json")))["export"]["length_buckets"]
+        results["length_buckets"] = json.load(open(os.path.join(path, "assets.extra", "export_config.json")))["export"][
+            "length_buckets"
+        ]
         serving = tf.saved_model.load(path).signatures["serving_default"]
 
         def exported(batch):
@@ -132,7 +141,9 @@ def main(argv=None):
         tokenizer = Tokenizer.from_file(os.path.join(args.model_dir, "spm.model"))
         python_path = {}
         for name, batch in (("single", 1), ("batched", args.batch)):
-            translator = Translator(model, tokenizer, batch_size=batch, max_input_length=args.max_input_length, **search)
+            translator = Translator(
+                model, tokenizer, batch_size=batch, max_input_length=args.max_input_length, **search
+            )
             translator.translate(sentences)  # traces every padded shape once
             if name == "single":
                 python_path[name] = time_single(translator.translate, sentences, args.repeats)

@@ -40,14 +40,19 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tsv", required=True, help="corpus TSV (english<TAB>foreign), e.g. data.prepare's train.tsv")
     parser.add_argument("--spm", required=True, help="SentencePiece model file")
-    parser.add_argument("--batch_tokens", type=int, default=4096, help="padded tokens per batch and side (default 4096)")
+    parser.add_argument(
+        "--batch_tokens", type=int, default=4096, help="padded tokens per batch and side (default 4096)"
+    )
     parser.add_argument("--max_length", type=int, default=128, help="longest pair kept, in tokens (default 128)")
     parser.add_argument("--cores", default="1,2", help="comma-separated core counts to run (default 1,2)")
     parser.add_argument("--warmup_batches", type=int, default=50, help="batches read before timing (default 50)")
     parser.add_argument("--batches", type=int, default=500, help="timed batches (default 500)")
     parser.add_argument("--reverse", action="store_true", help="translate the TSV's second column into the first")
-    parser.add_argument("--cache_tokenized", action="store_true",
-                        help="cache the tokenized pairs in memory (train.py --cache_tokenized); time after one pass")
+    parser.add_argument(
+        "--cache_tokenized",
+        action="store_true",
+        help="cache the tokenized pairs in memory (train.py --cache_tokenized); time after one pass",
+    )
     parser.add_argument("--json", default=None, help="write the results to this JSON file")
     parser.add_argument("--worker_cores", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -84,8 +89,9 @@ def _checked(iterator, args):
     try:
         first = next(iterator)
     except StopIteration:
-        raise SystemExit(f"{args.tsv}: the pipeline yields no batch (is every pair longer than "
-                         f"--max_length={args.max_length}?)") from None
+        raise SystemExit(
+            f"{args.tsv}: the pipeline yields no batch (is every pair longer than --max_length={args.max_length}?)"
+        ) from None
     yield first
     yield from iterator
 
@@ -159,8 +165,10 @@ def main(argv=None):
             sys.stderr.write(completed.stderr)
             raise SystemExit(f"the {cores}-core worker failed with exit status {completed.returncode}")
         results.append(json.loads(completed.stdout.strip().splitlines()[-1]))
-    print(f"{args.tsv}: batch_tokens={args.batch_tokens} max_length={args.max_length}, {args.batches} timed batches"
-          + (", tokenized pairs cached (first pass untimed)" if args.cache_tokenized else ""))
+    print(
+        f"{args.tsv}: batch_tokens={args.batch_tokens} max_length={args.max_length}, {args.batches} timed batches"
+        + (", tokenized pairs cached (first pass untimed)" if args.cache_tokenized else "")
+    )
     print(f"{'cores':>5} {'pairs/s':>10} {'padded tgt tok/s':>17} {'real tgt tok/s':>15} {'padding':>8}")
     for result in results:
         print(
@@ -170,9 +178,19 @@ def main(argv=None):
         )
     if args.json:
         with open(args.json, "w") as file:
-            json.dump(dict(command=sys.argv, tsv=args.tsv, spm=args.spm, batch_tokens=args.batch_tokens,
-                           max_length=args.max_length, cache_tokenized=args.cache_tokenized, results=results),
-                      file, indent=1)
+            json.dump(
+                dict(
+                    command=sys.argv,
+                    tsv=args.tsv,
+                    spm=args.spm,
+                    batch_tokens=args.batch_tokens,
+                    max_length=args.max_length,
+                    cache_tokenized=args.cache_tokenized,
+                    results=results,
+                ),
+                file,
+                indent=1,
+            )
 
 
 if __name__ == "__main__":

@@ -65,8 +65,10 @@ def summarise(events, steps, top, group):
             continue
         print(f"\n{key}: top {top} by time per step (ms, calls per step, share)")
         for name, duration in by_name[key].most_common(top):
-            print(f"  {duration / steps / 1000:8.3f}  {counts[key][name] / steps:6.1f}  "
-                  f"{100 * duration / total:5.1f}%  {name[:110]}")
+            print(
+                f"  {duration / steps / 1000:8.3f}  {counts[key][name] / steps:6.1f}  "
+                f"{100 * duration / total:5.1f}%  {name[:110]}"
+            )
 
 
 def main(argv=None):

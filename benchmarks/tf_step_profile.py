@@ -52,8 +52,17 @@ def parse_args(argv=None):
     return args
 
 
-MATMUL_OPS = ("_MklMatMul", "_MklNativeFusedMatMul", "_MklFusedMatMul", "_FusedMatMul", "_MklBatchMatMulV2", "MatMul",
-              "BatchMatMulV2", "_MklEinsum", "Einsum")
+MATMUL_OPS = (
+    "_MklMatMul",
+    "_MklNativeFusedMatMul",
+    "_MklFusedMatMul",
+    "_FusedMatMul",
+    "_MklBatchMatMulV2",
+    "MatMul",
+    "BatchMatMulV2",
+    "_MklEinsum",
+    "Einsum",
+)
 
 
 def op_time_by_type(xspace_path, steps):
@@ -81,8 +90,16 @@ def op_time_by_type(xspace_path, steps):
     return by_type, by_name, functions, events
 
 
-SCOPES = ("label_smoothed_cross_entropy", "fused_adam", "adam", "_residual", "self_attention", "cross_attention",
-          "feed_forward", "embedding")
+SCOPES = (
+    "label_smoothed_cross_entropy",
+    "fused_adam",
+    "adam",
+    "_residual",
+    "self_attention",
+    "cross_attention",
+    "feed_forward",
+    "embedding",
+)
 
 
 def matmul_free_wall(events, steps):
@@ -137,8 +154,10 @@ def profile(args):
         tf.profiler.experimental.stop()
         (path,) = glob.glob(os.path.join(log_dir, "**", "*.xplane.pb"), recursive=True)
         by_type, by_name, functions, events = op_time_by_type(path, args.steps)
-    print(f"{args.candidate}, {'mixed_bfloat16' if args.mixed_precision else 'float32'}, "
-          f"{'XLA' if args.jit_compile else 'TF graph'}: ms per step")
+    print(
+        f"{args.candidate}, {'mixed_bfloat16' if args.mixed_precision else 'float32'}, "
+        f"{'XLA' if args.jit_compile else 'TF graph'}: ms per step"
+    )
     for name, milliseconds in functions.items():
         print(f"{milliseconds:9.1f}  {name}")
     for name, milliseconds in by_type.most_common(args.top):
@@ -179,7 +198,9 @@ def gemm(matmuls_per_call=20, calls=15):
                 products(lefts, right).numpy()
                 seconds.append((time.perf_counter() - start) / matmuls_per_call)
             median = float(np.median(seconds))
-            print(f"{dtype.name:9} [{m},{k}]x[{k},{n}] {median * 1e3:7.2f} ms {2 * m * k * n / median / 1e9:6.0f} GFLOP/s")
+            print(
+                f"{dtype.name:9} [{m},{k}]x[{k},{n}] {median * 1e3:7.2f} ms {2 * m * k * n / median / 1e9:6.0f} GFLOP/s"
+            )
 
 
 def adam(rounds=6, repeats=20):

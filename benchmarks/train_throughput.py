@@ -57,13 +57,20 @@ ANCHORS = ("keras_hub", "torch", "none")
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--backend", default=None, choices=("tensorflow", "jax", "torch"),
-                        help="Keras backend of the Keras candidates (default: $KERAS_BACKEND, else tensorflow). "
-                        "The script itself is backend-agnostic; models/ never imports TensorFlow.")
+    parser.add_argument(
+        "--backend",
+        default=None,
+        choices=("tensorflow", "jax", "torch"),
+        help="Keras backend of the Keras candidates (default: $KERAS_BACKEND, else tensorflow). "
+        "The script itself is backend-agnostic; models/ never imports TensorFlow.",
+    )
     parser.add_argument("--preset", default="base", help="models/presets.py preset (default: base).")
-    parser.add_argument("--sizes", default="",
-                        help="comma-separated overrides of the preset, e.g. "
-                        "num_layers=3,hidden_dim=256,intermediate_dim=1024,num_heads=4,dropout=0.1")
+    parser.add_argument(
+        "--sizes",
+        default="",
+        help="comma-separated overrides of the preset, e.g. "
+        "num_layers=3,hidden_dim=256,intermediate_dim=1024,num_heads=4,dropout=0.1",
+    )
     parser.add_argument("--vocab", type=int, default=37000, help="vocabulary size (default: 37000).")
     parser.add_argument("--batch", type=int, default=768, help="sentences per step (default: 768).")
     parser.add_argument("--length", type=int, default=32, help="target length in tokens (default: 32).")
@@ -71,29 +78,49 @@ def parse_args(argv=None):
     parser.add_argument("--steps", type=int, default=50, help="timed steps (default: 50).")
     parser.add_argument("--warmup", type=int, default=5, help="untimed steps first, compilation included.")
     parser.add_argument("--mixed_precision", action="store_true", help="mixed_bfloat16 / bf16 autocast.")
-    parser.add_argument("--anchor", default="keras_hub",
-                        help="comma-separated anchors from {keras_hub,torch,none} (torch = eager and "
-                        "torch.compile, CUDA only). Default: keras_hub.")
+    parser.add_argument(
+        "--anchor",
+        default="keras_hub",
+        help="comma-separated anchors from {keras_hub,torch,none} (torch = eager and "
+        "torch.compile, CUDA only). Default: keras_hub.",
+    )
     parser.add_argument("--no_jit_compile", action="store_true", help="Keras candidates with jit_compile=False.")
     parser.add_argument("--steps_per_execution", type=int, default=1, help="Keras steps_per_execution (default 1).")
-    parser.add_argument("--variant", action="append", default=[], metavar="NAME=DIR",
-                        help="also time `models/` imported from DIR (a copy of the package's parent), "
-                        "labelled ours[NAME]: an A/B of a change in the same run. Repeatable.")
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="NAME=DIR",
+        help="also time `models/` imported from DIR (a copy of the package's parent), "
+        "labelled ours[NAME]: an A/B of a change in the same run. Repeatable.",
+    )
     parser.add_argument("--no_ours", action="store_true", help="time the anchors only.")
     parser.add_argument("--distinct_batches", type=int, default=4, help="synthetic batches cycled (default 4).")
-    parser.add_argument("--rounds", type=int, default=1,
-                        help="run the candidate list this many times, alternating its order, and report "
-                        "the median of the per-round ratios (for noisy machines). Default 1.")
-    parser.add_argument("--interleave", type=int, default=0, metavar="N",
-                        help="time ours and keras_hub in one process instead, in N bursts of --steps steps "
-                        "each, alternating between them, and report the median of the N per-burst ratios: "
-                        "adjacent bursts share the machine's state, which on a shared machine moves more "
-                        "between processes than the two candidates differ. With --rounds, one process per "
-                        "round. Keras candidates only (no --variant, no torch).")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="run the candidate list this many times, alternating its order, and report "
+        "the median of the per-round ratios (for noisy machines). Default 1.",
+    )
+    parser.add_argument(
+        "--interleave",
+        type=int,
+        default=0,
+        metavar="N",
+        help="time ours and keras_hub in one process instead, in N bursts of --steps steps "
+        "each, alternating between them, and report the median of the N per-burst ratios: "
+        "adjacent bursts share the machine's state, which on a shared machine moves more "
+        "between processes than the two candidates differ. With --rounds, one process per "
+        "round. Keras candidates only (no --variant, no torch).",
+    )
     parser.add_argument("--json", default=None, help="write all results to this JSON file.")
-    parser.add_argument("--profile_dir", default=None,
-                        help="JAX only: after timing, trace 3 more steps of each Keras candidate into "
-                        "DIR/<candidate> (TensorBoard profile plus a Perfetto JSON trace).")
+    parser.add_argument(
+        "--profile_dir",
+        default=None,
+        help="JAX only: after timing, trace 3 more steps of each Keras candidate into "
+        "DIR/<candidate> (TensorBoard profile plus a Perfetto JSON trace).",
+    )
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--models_dir", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -107,9 +134,11 @@ def parse_args(argv=None):
     if args.interleave < 0:
         parser.error(f"--interleave: expected a number of bursts >= 0, received {args.interleave}")
     if args.interleave and (args.variant or args.no_ours or args.anchors != ["keras_hub"] or args.profile_dir):
-        parser.error("--interleave times ours against keras_hub only, without profiles: drop --variant / --no_ours / "
-                     f"--profile_dir and use --anchor keras_hub (received --anchor {args.anchor!r}, "
-                     f"{len(args.variant)} --variant, --profile_dir {args.profile_dir!r})")
+        parser.error(
+            "--interleave times ours against keras_hub only, without profiles: drop --variant / --no_ours / "
+            f"--profile_dir and use --anchor keras_hub (received --anchor {args.anchor!r}, "
+            f"{len(args.variant)} --variant, --profile_dir {args.profile_dir!r})"
+        )
     return args
 
 
@@ -323,7 +352,9 @@ def run_keras_worker(args, name):
     if args.profile_dir and keras.backend.backend() == "jax":
         import jax
 
-        with jax.profiler.trace(os.path.join(args.profile_dir, name.replace("[", "_").rstrip("]")), create_perfetto_trace=True):
+        with jax.profiler.trace(
+            os.path.join(args.profile_dir, name.replace("[", "_").rstrip("]")), create_perfetto_trace=True
+        ):
             timer.fit(3)
     return result
 
@@ -349,8 +380,12 @@ def run_interleaved_worker(args):
             step_mean, _ = timers[name].time_steps(args.steps)
             burst[name] = tokens / step_mean
         burst["ratio"] = burst["ours"] / burst["keras_hub"]
-        print(f"burst {index + 1}: ours {burst['ours']:,.0f}  keras_hub {burst['keras_hub']:,.0f}  "
-              f"ratio {burst['ratio']:.2f}", file=sys.stderr, flush=True)
+        print(
+            f"burst {index + 1}: ours {burst['ours']:,.0f}  keras_hub {burst['keras_hub']:,.0f}  "
+            f"ratio {burst['ratio']:.2f}",
+            file=sys.stderr,
+            flush=True,
+        )
         bursts.append(burst)
     return dict(
         name="interleaved",
@@ -371,10 +406,16 @@ def keras_peak_memory():
         device = jax.devices()[0]
         stats = device.memory_stats() if device.platform != "cpu" else None
         if stats and "peak_bytes_in_use" in stats:
-            return dict(device=str(device.device_kind), peak_memory_bytes=int(stats["peak_bytes_in_use"]),
-                        peak_memory_kind="device peak_bytes_in_use")
-    return dict(device=platform.processor() or platform.machine(), peak_memory_bytes=peak_host_rss_bytes(),
-                peak_memory_kind="host peak RSS")
+            return dict(
+                device=str(device.device_kind),
+                peak_memory_bytes=int(stats["peak_bytes_in_use"]),
+                peak_memory_kind="device peak_bytes_in_use",
+            )
+    return dict(
+        device=platform.processor() or platform.machine(),
+        peak_memory_bytes=peak_host_rss_bytes(),
+        peak_memory_kind="host peak RSS",
+    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -501,7 +542,7 @@ def spawn(args, argv, name, models_dir=None):
     completed = subprocess.run(command, env=env, capture_output=True, text=True)
     for line in completed.stdout.splitlines():
         if line.startswith(RESULT_PREFIX):
-            result = json.loads(line[len(RESULT_PREFIX):])
+            result = json.loads(line[len(RESULT_PREFIX) :])
             if "bursts" in result:
                 print(f"--- {name}: {len(result['bursts'])} bursts", flush=True)
             else:
@@ -515,8 +556,10 @@ def spawn(args, argv, name, models_dir=None):
 def print_table(results):
     anchor = next((r for r in results if r["name"] == "keras_hub" and "error" not in r), None)
     ours = next((r for r in results if r["name"] == "ours" and "error" not in r), None)
-    header = (f"{'candidate':<22} {'backend':<14} {'tokens/s':>10} {'step ms':>9} {'peak GiB':>9} "
-              f"{'vs keras_hub':>12} {'vs ours':>8} {'compile+warmup s':>16}")
+    header = (
+        f"{'candidate':<22} {'backend':<14} {'tokens/s':>10} {'step ms':>9} {'peak GiB':>9} "
+        f"{'vs keras_hub':>12} {'vs ours':>8} {'compile+warmup s':>16}"
+    )
     print(header)
     print("-" * len(header))
     for r in results:
@@ -526,9 +569,11 @@ def print_table(results):
         speed = r["target_tokens_per_second"]
         versus_anchor = f"{speed / anchor['target_tokens_per_second']:.2f}x" if anchor else "-"
         versus_ours = f"{speed / ours['target_tokens_per_second']:.2f}x" if ours else "-"
-        print(f"{r['name']:<22} {r['backend'][:14]:<14} {speed:>10,.0f} {1000 * r['step_seconds_mean']:>9.1f} "
-              f"{r['peak_memory_bytes'] / 2**30:>9.2f} {versus_anchor:>12} {versus_ours:>8} "
-              f"{r['warmup_seconds']:>16.1f}")
+        print(
+            f"{r['name']:<22} {r['backend'][:14]:<14} {speed:>10,.0f} {1000 * r['step_seconds_mean']:>9.1f} "
+            f"{r['peak_memory_bytes'] / 2**30:>9.2f} {versus_anchor:>12} {versus_ours:>8} "
+            f"{r['warmup_seconds']:>16.1f}"
+        )
 
 
 def interleaved_summary(rounds):
@@ -550,9 +595,11 @@ def interleaved_summary(rounds):
 
 def print_settings(args, timing):
     print()
-    print(f"preset={args.preset} sizes={model_sizes(args)} vocab={args.vocab} batch={args.batch} "
-          f"length={args.source_length}->{args.length} mixed_precision={args.mixed_precision} "
-          f"{timing} rounds={args.rounds}")
+    print(
+        f"preset={args.preset} sizes={model_sizes(args)} vocab={args.vocab} batch={args.batch} "
+        f"length={args.source_length}->{args.length} mixed_precision={args.mixed_precision} "
+        f"{timing} rounds={args.rounds}"
+    )
 
 
 def main_interleaved(args, argv):
@@ -562,15 +609,22 @@ def main_interleaved(args, argv):
         if "error" in result:
             print(f"round {index + 1}: FAILED")
             continue
-        print(f"round {index + 1}: ours / keras_hub per burst: "
-              + ", ".join(f"{b['ratio']:.2f}" for b in result["bursts"]))
+        print(
+            f"round {index + 1}: ours / keras_hub per burst: "
+            + ", ".join(f"{b['ratio']:.2f}" for b in result["bursts"])
+        )
     summary = interleaved_summary(rounds)
     if summary:
-        print(f"ours {summary['ours_median']:,.0f} and keras_hub {summary['keras_hub_median']:,.0f} target tokens/s "
-              f"(medians of {summary['bursts']} bursts); ours / keras_hub: median {summary['ratio_median']:.2f}x"
-              + (" (quartiles " + " / ".join(f"{q:.2f}" for q in summary["ratio_quartiles"]) + ")"
-                 if summary["ratio_quartiles"] else "")
-              + f", {summary['ratio_at_least_1_5']} of {summary['bursts']} bursts at 1.5x or more")
+        print(
+            f"ours {summary['ours_median']:,.0f} and keras_hub {summary['keras_hub_median']:,.0f} target tokens/s "
+            f"(medians of {summary['bursts']} bursts); ours / keras_hub: median {summary['ratio_median']:.2f}x"
+            + (
+                " (quartiles " + " / ".join(f"{q:.2f}" for q in summary["ratio_quartiles"]) + ")"
+                if summary["ratio_quartiles"]
+                else ""
+            )
+            + f", {summary['ratio_at_least_1_5']} of {summary['bursts']} bursts at 1.5x or more"
+        )
     return rounds, summary
 
 
@@ -617,30 +671,47 @@ def main(argv=None):
                 for results in rounds:
                     by_name = {r["name"]: r for r in results if "error" not in r}
                     if name in by_name and reference in by_name:
-                        ratios.append(by_name[name]["target_tokens_per_second"]
-                                      / by_name[reference]["target_tokens_per_second"])
+                        ratios.append(
+                            by_name[name]["target_tokens_per_second"] / by_name[reference]["target_tokens_per_second"]
+                        )
                 if ratios:
                     row[f"vs_{reference}_median"] = statistics.median(ratios)
                     row[f"vs_{reference}_all"] = ratios
             summary[name] = row
-            print(f"  {name:<22} " + "  ".join(
-                f"vs {reference}: {row[f'vs_{reference}_median']:.2f}x "
-                f"({', '.join(f'{x:.2f}' for x in row[f'vs_{reference}_all'])})"
-                for reference in ("ours", "keras_hub") if f"vs_{reference}_median" in row))
+            print(
+                f"  {name:<22} "
+                + "  ".join(
+                    f"vs {reference}: {row[f'vs_{reference}_median']:.2f}x "
+                    f"({', '.join(f'{x:.2f}' for x in row[f'vs_{reference}_all'])})"
+                    for reference in ("ours", "keras_hub")
+                    if f"vs_{reference}_median" in row
+                )
+            )
     if args.json:
         write_json(args, argv, rounds[0] if args.rounds == 1 else rounds, summary)
 
 
 def write_json(args, argv, results, summary):
     with open(args.json, "w") as f:
-        json.dump(dict(command=" ".join([os.path.relpath(__file__, REPO_ROOT), *argv]), sizes=model_sizes(args),
-                       vocab=args.vocab, batch=args.batch, length=args.length,
-                       source_length=args.source_length, mixed_precision=args.mixed_precision,
-                       host=platform.node(),
-                       # Runtime settings that change the candidates' speed (XLA auto-clustering).
-                       environment={k: os.environ[k] for k in ("TF_XLA_FLAGS", "XLA_FLAGS") if k in os.environ},
-                       results=results,
-                       ratio_summary=summary), f, indent=2)
+        json.dump(
+            dict(
+                command=" ".join([os.path.relpath(__file__, REPO_ROOT), *argv]),
+                sizes=model_sizes(args),
+                vocab=args.vocab,
+                batch=args.batch,
+                length=args.length,
+                source_length=args.source_length,
+                mixed_precision=args.mixed_precision,
+                host=platform.node(),
+                # Runtime settings that change the candidates' speed (XLA auto-clustering).
+                environment={k: os.environ[k] for k in ("TF_XLA_FLAGS", "XLA_FLAGS") if k in os.environ},
+                results=results,
+                ratio_summary=summary,
+            ),
+            f,
+            indent=2,
+        )
+
 
 if __name__ == "__main__":
     main()

@@ -16,7 +16,7 @@ import dataclasses
 import hashlib
 import re
 import unicodedata
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 MAX_LENGTH_RATIO = 3.0
 # Per mille of the hash space: [0, 30) test, [30, 60) dev, the rest train (about 3% / 3% / 94%).
@@ -99,9 +99,7 @@ def clean_pairs(
         yield english, foreign
 
 
-def normalize_pairs(
-    pairs: Iterable[tuple[str, str]], stats: CleaningStats, reserved: set
-) -> Iterator[tuple[str, str]]:
+def normalize_pairs(pairs: Iterable[tuple[str, str]], stats: CleaningStats, reserved: set) -> Iterator[tuple[str, str]]:
     """Yields every pair normalised, for an evaluation set that must stay whole.
 
     Unlike `clean_pairs`, identical sides, length ratios and duplicates are kept; only a pair that

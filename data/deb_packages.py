@@ -16,7 +16,7 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from absl import logging
 
@@ -57,8 +57,7 @@ def _ar_members(deb_path: str) -> dict[str, bytes]:
         start = offset + _AR_HEADER_SIZE
         if start + size > len(blob):
             raise DebPackageError(
-                f"{deb_path}: truncated (member {name!r} needs {size} bytes at byte {start}, "
-                f"file has {len(blob)})."
+                f"{deb_path}: truncated (member {name!r} needs {size} bytes at byte {start}, file has {len(blob)})."
             )
         members[name] = blob[start : start + size]
         offset = start + size + (size % 2)
@@ -73,12 +72,8 @@ def _open_tar(deb_path: str, members: dict[str, bytes], stem: str) -> tarfile.Ta
         if name.endswith(".zst"):
             zstd = shutil.which("zstd")
             if zstd is None:
-                raise DebPackageError(
-                    f"{deb_path}: {name} is zstd-compressed and the `zstd` program is not installed."
-                )
-            payload = subprocess.run(
-                [zstd, "-dc"], input=payload, capture_output=True, check=True
-            ).stdout
+                raise DebPackageError(f"{deb_path}: {name} is zstd-compressed and the `zstd` program is not installed.")
+            payload = subprocess.run([zstd, "-dc"], input=payload, capture_output=True, check=True).stdout
         try:
             return tarfile.open(fileobj=io.BytesIO(payload), mode="r:*")
         except (tarfile.TarError, EOFError, OSError) as e:
@@ -103,9 +98,7 @@ def read_control(deb_path: str) -> dict[str, str]:
     return fields
 
 
-def iter_deb_files(
-    deb_path: str, keep: Callable[[str], bool]
-) -> Iterator[tuple[str, bytes]]:
+def iter_deb_files(deb_path: str, keep: Callable[[str], bool]) -> Iterator[tuple[str, bytes]]:
     """Yields `(path, contents)` for the regular files of the package whose path `keep` accepts.
 
     Paths are relative to the filesystem root without a leading `./` (`usr/share/...`), in the
@@ -154,9 +147,12 @@ def _apt_options(apt_state_dir: str | None) -> list[str]:
         os.makedirs(os.path.join(lists, "partial"), exist_ok=True)
         os.makedirs(os.path.join(cache, "archives", "partial"), exist_ok=True)
         options += [
-            "-o", f"Dir::State::Lists={lists}",
-            "-o", f"Dir::Cache={cache}",
-            "-o", "Debug::NoLocking=1",
+            "-o",
+            f"Dir::State::Lists={lists}",
+            "-o",
+            f"Dir::Cache={cache}",
+            "-o",
+            "Debug::NoLocking=1",
         ]
     return options
 
@@ -213,7 +209,6 @@ def fetch_debs(packages: list[str], deb_dir: str, allow_download: bool = True) -
     still_missing = [p for p, path in found.items() if path is None]
     if still_missing:
         raise DebPackageError(
-            f"Cannot fetch package(s) {', '.join(still_missing)} with apt-get download: "
-            f"{result.stderr.strip()[-2000:]}"
+            f"Cannot fetch package(s) {', '.join(still_missing)} with apt-get download: {result.stderr.strip()[-2000:]}"
         )
     return found

@@ -7,7 +7,7 @@ sub-entries are example sentences; those whose both sides are whole sentences be
 """
 
 import re
-from typing import Iterator
+from collections.abc import Iterator
 
 DING_PATH = "usr/share/trans/de-en"
 
@@ -27,11 +27,7 @@ def is_sentence(text: str) -> bool:
     Placeholders (`sth.`, `sb.`, `etw.`, `jdm.`) and slash alternatives (`kommen / gehen`) mark
     dictionary patterns rather than sentences.
     """
-    return (
-        bool(_SENTENCE.match(text))
-        and len(text.split()) >= MIN_WORDS
-        and not _PLACEHOLDER.search(text)
-    )
+    return bool(_SENTENCE.match(text)) and len(text.split()) >= MIN_WORDS and not _PLACEHOLDER.search(text)
 
 
 def parse_line(line: str) -> list[tuple[str, str]]:

@@ -9,7 +9,7 @@ both byte orders), keeping every entry rather than the one-per-msgid view of `ge
 
 import re
 import struct
-from typing import Iterator
+from collections.abc import Iterator
 
 LIBREOFFICE_RESOURCE_DIR = "usr/lib/libreoffice/program/resource"
 

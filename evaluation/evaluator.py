@@ -83,8 +83,7 @@ def load_test_set(config, run_config):
     if not data and not config.corpus:
         where = config.model_dir or config.export_dir
         raise EvaluationError(
-            f"{where} has no training config to take the corpus from: pass --corpus (and --split), "
-            "or --src/--ref files"
+            f"{where} has no training config to take the corpus from: pass --corpus (and --split), or --src/--ref files"
         )
     known = {field.name for field in dataclasses.fields(DataConfig)}
     data = {key: value for key, value in data.items() if key in known}
@@ -147,7 +146,9 @@ def evaluate(config, out=sys.stdout):
     if config.ref and not config.src:
         raise EvaluationError("--ref needs --src")
     if config.export_dir and (config.average_last or config.plot_attention):
-        raise EvaluationError("--average_last and --plot_attention need --model_dir (a SavedModel has no checkpoints or attention)")
+        raise EvaluationError(
+            "--average_last and --plot_attention need --model_dir (a SavedModel has no checkpoints or attention)"
+        )
     for number, sentence in enumerate(config.plot_attention, start=1):
         if not sentence.strip():
             raise EvaluationError(f"--plot_attention sentence {number} ({sentence!r}) is empty: nothing to attend to")
@@ -194,7 +195,9 @@ def evaluate(config, out=sys.stdout):
     result["truncated_lines"] = [index + 1 for index in translator.truncated_indices]
     if result["truncated_lines"]:
         lines = result["truncated_lines"]
-        outputs = f" and translated up to {max_input_length + max_extra_length} output tokens" if max_extra_length else ""
+        outputs = (
+            f" and translated up to {max_input_length + max_extra_length} output tokens" if max_extra_length else ""
+        )
         print(
             f"{len(lines)} of {len(sources)} source lines are longer than the maximum input length of "
             f"{max_input_length} tokens ({limit}, EOS included); each was cut to it{outputs}: {_lines(lines)}",
@@ -207,7 +210,9 @@ def evaluate(config, out=sys.stdout):
                 for hypothesis in hypotheses:
                     handle.write(hypothesis.replace("\n", " ") + "\n")
         except OSError as error:
-            raise EvaluationError(f"--output={config.output}: cannot write the translations: {error.strerror}") from error
+            raise EvaluationError(
+                f"--output={config.output}: cannot write the translations: {error.strerror}"
+            ) from error
         print(f"wrote {len(hypotheses)} translations to {config.output}", file=sys.stderr)
 
     result["empty_lines"] = [index + 1 for index in translator.empty_indices]

@@ -103,7 +103,9 @@ def load_model(model_dir, average_last=0):
     if average_last:
         chosen = found[-average_last:]
         if len(chosen) < average_last:
-            print(f"--average_last={average_last}: only {len(chosen)} checkpoint(s) in {checkpoint_dir}", file=sys.stderr)
+            print(
+                f"--average_last={average_last}: only {len(chosen)} checkpoint(s) in {checkpoint_dir}", file=sys.stderr
+            )
         model = Transformer(tokenizer.vocabulary_size, **run_config["model"])
         model.build()
         paths = [path for _, path in chosen]
@@ -139,4 +141,3 @@ def _check_checkpoint(path, average_last):
             f"--average_last={average_last}: checkpoint {path} cannot be read ({error}); a run killed "
             "while writing a checkpoint leaves such a file: delete it and evaluate again"
         ) from error
-

@@ -82,9 +82,7 @@ class SavedModelTranslator:
                 f"{type(error).__name__}: {error}; export it again with `python -m export`"
             ) from error
         if SIGNATURE not in loaded.signatures:
-            raise ExportDirError(
-                f"{self.path} has no {SIGNATURE!r} signature (found {sorted(loaded.signatures)})"
-            )
+            raise ExportDirError(f"{self.path} has no {SIGNATURE!r} signature (found {sorted(loaded.signatures)})")
         self._loaded = loaded  # Keeps the variables alive.
         self._signature = loaded.signatures[SIGNATURE]
         self.batch_size = batch_size

@@ -23,7 +23,7 @@ def read_lines(path):
     with open(path, "rb") as handle:
         data = handle.read()
     if data.startswith(codecs.BOM_UTF8):
-        data = data[len(codecs.BOM_UTF8):]
+        data = data[len(codecs.BOM_UTF8) :]
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -72,7 +72,7 @@ def split_path(corpus, split):
     if split in cleaning.SPLITS:
         return corpus.split(split)
     if split.startswith("test."):
-        source = split[len("test."):]
+        source = split[len("test.") :]
         if source in corpus.test_by_source:
             return corpus.test_by_source[source]
     available = list(cleaning.SPLITS) + [f"test.{source}" for source in sorted(corpus.test_by_source)]

@@ -67,7 +67,9 @@ class Translator:
     padding and limits every sentence to its own length + `max_extra_length` output tokens.
     """
 
-    def __init__(self, model, tokenizer, *, beam_size=4, alpha=0.6, max_extra_length=50, batch_size=32, max_input_length=None):
+    def __init__(
+        self, model, tokenizer, *, beam_size=4, alpha=0.6, max_extra_length=50, batch_size=32, max_input_length=None
+    ):
         if beam_size < 1:
             raise ValueError(f"beam_size must be >= 1, received {beam_size}")
         if batch_size < 1:
@@ -82,9 +84,7 @@ class Translator:
         self.empty_indices = []
 
         def search(source_ids):
-            return translate_ids(
-                model, source_ids, beam_size=beam_size, alpha=alpha, max_extra_length=max_extra_length
-            )
+            return translate_ids(model, source_ids, beam_size=beam_size, alpha=alpha, max_extra_length=max_extra_length)
 
         self._search = compile_search(search, model.variables)
 

@@ -18,22 +18,31 @@ FLAGS = flags.FLAGS
 
 flags.DEFINE_string("model_dir", None, "Directory written by train.py (model.keras, spm.model, config.json).")
 flags.DEFINE_string("export_dir", None, "Model base path for TensorFlow Serving; the version goes under it.")
-flags.DEFINE_integer("version", None, "Version directory to write (a positive integer); default the next one.", lower_bound=1)
+flags.DEFINE_integer(
+    "version", None, "Version directory to write (a positive integer); default the next one.", lower_bound=1
+)
 flags.DEFINE_integer("beam_size", 4, "Beam size baked into the graph (1: greedy decoding).", lower_bound=1)
 flags.DEFINE_float("alpha", 0.6, "Length-penalty exponent.", lower_bound=0.0)
 flags.DEFINE_integer(
-    "max_input_length", 256,
+    "max_input_length",
+    256,
     "SentencePiece tokens kept per input sentence, EOS included; longer inputs keep their first "
-    "max_input_length - 1 tokens.", lower_bound=2,
+    "max_input_length - 1 tokens.",
+    lower_bound=2,
 )
-flags.DEFINE_integer("max_extra_length", 50, "A sentence of n source tokens gets at most n + this many output tokens.", lower_bound=1)
 flags.DEFINE_integer(
-    "average_last", 0,
+    "max_extra_length", 50, "A sentence of n source tokens gets at most n + this many output tokens.", lower_bound=1
+)
+flags.DEFINE_integer(
+    "average_last",
+    0,
     "Export the mean of the newest N checkpoints of --model_dir instead of model.keras (0: don't), as "
-    "evaluate.py --average_last does.", lower_bound=0,
+    "evaluate.py --average_last does.",
+    lower_bound=0,
 )
 flags.DEFINE_list(
-    "length_buckets", ["16", "32", "64"],
+    "length_buckets",
+    ["16", "32", "64"],
     "Source-length buckets, each with its own traced search (max_input_length is always the last).",
 )
 flags.mark_flags_as_required(["model_dir", "export_dir"])
@@ -67,7 +76,7 @@ def main(argv):
             average_last=FLAGS.average_last,
         )
     except ExportError as error:
-        raise SystemExit(f"export: error: {error}")
+        raise SystemExit(f"export: error: {error}") from None
     print(path, file=sys.stdout)
 
 

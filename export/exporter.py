@@ -31,8 +31,8 @@ import keras
 import tensorflow as tf
 
 import models.transformer  # noqa: F401  (registers the Keras classes that model.keras names)
-from export import warmup
 from evaluation import model_loading
+from export import warmup
 from export.serving_module import DEFAULT_LENGTH_BUCKETS, ServingModule
 from training import checkpoints
 
@@ -55,8 +55,7 @@ def existing_versions(export_dir):
     if not os.path.isdir(export_dir):
         return []
     return sorted(
-        int(name) for name in os.listdir(export_dir)
-        if name.isdigit() and os.path.isdir(os.path.join(export_dir, name))
+        int(name) for name in os.listdir(export_dir) if name.isdigit() and os.path.isdir(os.path.join(export_dir, name))
     )
 
 

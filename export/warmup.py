@@ -52,9 +52,7 @@ def warmup_batches(tokenizer, length_buckets):
 
 def prediction_log(sentences, model_name, signature_name="serving_default"):
     """A `PredictionLog` holding a `PredictRequest` of `sentences` for `signature_name`."""
-    request = predict_pb2.PredictRequest(
-        model_spec=model_pb2.ModelSpec(name=model_name, signature_name=signature_name)
-    )
+    request = predict_pb2.PredictRequest(model_spec=model_pb2.ModelSpec(name=model_name, signature_name=signature_name))
     request.inputs["inputs"].CopyFrom(tf.make_tensor_proto([s.encode("utf-8") for s in sentences], dtype=tf.string))
     return prediction_log_pb2.PredictionLog(predict_log=prediction_log_pb2.PredictLog(request=request))
 

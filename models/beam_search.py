@@ -145,9 +145,7 @@ def beam_search(
     Raises:
         ValueError: if an argument is out of range or `initial_ids` / `max_lengths` is not rank 1.
     """
-    initial_ids, max_lengths = _validate(
-        beam_size, max_decode_length, alpha, num_return, initial_ids, max_lengths
-    )
+    initial_ids, max_lengths = _validate(beam_size, max_decode_length, alpha, num_return, initial_ids, max_lengths)
     return _search(
         next_logits_fn,
         initial_ids,
@@ -237,8 +235,7 @@ def _validate(beam_size, max_decode_length, alpha, num_return, initial_ids, max_
         )
     if not is_int(num_return) or not 1 <= num_return <= beam_size:
         raise ValueError(
-            f"`num_return` must be an int in [1, beam_size={beam_size}]. "
-            f"Received: num_return={num_return!r}"
+            f"`num_return` must be an int in [1, beam_size={beam_size}]. Received: num_return={num_return!r}"
         )
     initial_ids = ops.convert_to_tensor(initial_ids)
     if len(initial_ids.shape) != 1:
@@ -250,8 +247,7 @@ def _validate(beam_size, max_decode_length, alpha, num_return, initial_ids, max_
         max_lengths = ops.convert_to_tensor(max_lengths)
         if len(max_lengths.shape) != 1:
             raise ValueError(
-                "`max_lengths` must be None or have rank 1, shape [batch]. "
-                f"Received: shape {tuple(max_lengths.shape)}"
+                f"`max_lengths` must be None or have rank 1, shape [batch]. Received: shape {tuple(max_lengths.shape)}"
             )
     return initial_ids, max_lengths
 
@@ -288,9 +284,7 @@ def _search(
     tiled_ids = ops.tile(initial_ids[:, None], [1, beam_size])  # [batch, beam]
     alive_seq = ops.where(positions == 0, tiled_ids[:, :, None], pad_id)  # [batch, beam, L + 1]
     # One live beam per sentence at step 0, so the beams do not all extend the same prefix.
-    first_beam_only = ops.cast(
-        ops.where(ops.arange(beam_size) == 0, 0.0, _LARGE_NEGATIVE), _SCORE_DTYPE
-    )
+    first_beam_only = ops.cast(ops.where(ops.arange(beam_size) == 0, 0.0, _LARGE_NEGATIVE), _SCORE_DTYPE)
     alive_log_probs = ops.zeros_like(tiled_ids, _SCORE_DTYPE) + first_beam_only  # [batch, beam]
     finished_seq = ops.full_like(alive_seq, pad_id)  # [batch, beam, L + 1]
     # An empty finished slot scores _LARGE_NEGATIVE: any real hypothesis replaces it.
@@ -349,9 +343,7 @@ def _search(
         ended = ops.logical_and(ops.logical_or(cand_token == eos_id, at_max_length), real)
 
         # Finished set: the best `beam_size` of the old finished and the ended candidates.
-        cand_scores = ops.where(
-            ended, cand_log_probs / length_penalty(length, alpha), _LARGE_NEGATIVE
-        )
+        cand_scores = ops.where(ended, cand_log_probs / length_penalty(length, alpha), _LARGE_NEGATIVE)
         pooled_seq = ops.concatenate([finished_seq, cand_seq], axis=1)
         pooled_scores = ops.concatenate([finished_scores, cand_scores], axis=1)
         # Once a sentence is done, every later candidate scores below its worst finished
@@ -361,9 +353,7 @@ def _search(
         finished_seq = gather_beams(pooled_seq, chosen)
 
         # Alive set: the best `beam_size` candidates that did not end.
-        cand_alive = ops.where(
-            ops.logical_or(ended, ops.logical_not(real)), _LARGE_NEGATIVE, cand_log_probs
-        )
+        cand_alive = ops.where(ops.logical_or(ended, ops.logical_not(real)), _LARGE_NEGATIVE, cand_log_probs)
         alive_log_probs, chosen = ops.top_k(cand_alive, beam_size)  # [batch, beam]
         alive_seq = gather_beams(cand_seq, chosen)
         parent_beam = ops.take_along_axis(cand_beam, chosen, axis=1)  # [batch, beam]
@@ -381,6 +371,4 @@ def _search(
         body,
         (step, alive_seq, alive_log_probs, finished_seq, finished_scores, initial_state),
     )
-    return SearchResult(
-        ids=finished_seq[:, :num_return, 1:], scores=finished_scores[:, :num_return]
-    )
+    return SearchResult(ids=finished_seq[:, :num_return, 1:], scores=finished_scores[:, :num_return])

@@ -70,7 +70,11 @@ def _normalize(inputs, gamma, beta, epsilon):
             inputs_gradient = ops.reshape(reciprocal_std, (-1, 1)) * (
                 rows * gamma - mean_scaled - normalized_rows * mean_scaled_normalized
             )
-            return ops.cast(ops.reshape(inputs_gradient, ops.shape(upstream)), inputs.dtype), gamma_gradient, beta_gradient
+            return (
+                ops.cast(ops.reshape(inputs_gradient, ops.shape(upstream)), inputs.dtype),
+                gamma_gradient,
+                beta_gradient,
+            )
 
         return normalized * gamma + beta, gradient
 

@@ -201,8 +201,12 @@ class MultiHeadAttention(keras.layers.Layer):
         room = slot_length if slot_length is not None else cache_length
         if start is not None and room is not None and query.shape[1] is not None:
             if start < 0 or start + query.shape[1] > room:
-                where = f"a cache of length {room}" if room == cache_length else (
-                    f"a slot of length {room} (a cache of {cache_length} positions in {slots} slots, one per query row)"
+                where = (
+                    f"a cache of length {room}"
+                    if room == cache_length
+                    else (
+                        f"a slot of length {room} (a cache of {cache_length} positions in {slots} slots, one per query row)"
+                    )
                 )
                 raise ValueError(
                     f"{self.name}: decoding positions [{start}, {start + query.shape[1]}) do not fit "
@@ -247,7 +251,9 @@ class MultiHeadAttention(keras.layers.Layer):
                 f"received shape {attention_mask.shape}"
             )
         if "bool" not in str(attention_mask.dtype):
-            raise ValueError(f"{self.name}: attention_mask must be boolean, received dtype {keras.backend.standardize_dtype(attention_mask.dtype)}")
+            raise ValueError(
+                f"{self.name}: attention_mask must be boolean, received dtype {keras.backend.standardize_dtype(attention_mask.dtype)}"
+            )
         return attention_mask[:, None, :, :]  # [batch, 1 (heads), query_length, key_length]
 
     def call(
@@ -302,7 +308,9 @@ class MultiHeadAttention(keras.layers.Layer):
                 # XLA's fused softmax, not cuDNN flash attention: at bucket lengths (tens of tokens)
                 # the cuDNN kernel, with the boolean mask turned into an additive bias, measured
                 # slower on an H100 (benchmarks/README.md).
-                attended = ops.dot_product_attention(queries, keys, values, mask=mask, scale=scale, flash_attention=False)
+                attended = ops.dot_product_attention(
+                    queries, keys, values, mask=mask, scale=scale, flash_attention=False
+                )
         attended = ops.reshape(attended, (batch, query_length, self.hidden_dim))
         outputs = (self.output_dense(attended),)
         if cache is not None:
@@ -373,7 +381,9 @@ class MultiHeadAttention(keras.layers.Layer):
         attended, weights = self._attend(grouped, keys, values, mask, scale, training)
         attended = ops.reshape(attended, (query_batch, query_length, self.num_heads, self.head_dim))
         weights = ops.reshape(weights, (key_batch, self.num_heads, groups, query_length, key_length))
-        weights = ops.reshape(ops.transpose(weights, (0, 2, 1, 3, 4)), (query_batch, self.num_heads, query_length, key_length))
+        weights = ops.reshape(
+            ops.transpose(weights, (0, 2, 1, 3, 4)), (query_batch, self.num_heads, query_length, key_length)
+        )
         return attended, weights
 
     def compute_output_shape(self, query_shape, key_value_shape=None):

@@ -61,9 +61,7 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
                 f"received shape {inputs.shape}"
             )
         length = ops.shape(inputs)[1]
-        encoding = sinusoidal_position_encoding(
-            length, inputs.shape[-1], start_position, self.max_wavelength
-        )
+        encoding = sinusoidal_position_encoding(length, inputs.shape[-1], start_position, self.max_wavelength)
         return ops.cast(encoding, self.compute_dtype)
 
     def compute_output_shape(self, input_shape):

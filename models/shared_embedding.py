@@ -73,7 +73,9 @@ class SharedEmbedding(keras.layers.Layer):
                 f"SharedEmbedding expects token ids of rank 2 [batch, length], received shape {token_ids.shape}"
             )
         if "int" not in str(token_ids.dtype):
-            raise ValueError(f"SharedEmbedding expects integer token ids, received dtype {keras.backend.standardize_dtype(token_ids.dtype)}")
+            raise ValueError(
+                f"SharedEmbedding expects integer token ids, received dtype {keras.backend.standardize_dtype(token_ids.dtype)}"
+            )
         # Gather float32 rows, then cast: the gradient is a float32 scatter-add into the table, not
         # a bfloat16 one (4 ms of an H100 step at the base sizes, and inexact accumulation).
         embedded = ops.cast(ops.take(self.embeddings, token_ids, axis=0), self.compute_dtype)

@@ -54,7 +54,9 @@ class Transformer(keras.Model):
         for name, value in layer_options.items():
             setattr(self, name, value)
         stack_options = dict(num_layers=num_layers, **layer_options, dtype=self.dtype_policy)
-        self.embedding = SharedEmbedding(vocabulary_size, self.hidden_dim, self.dropout, name="shared_embedding", dtype=self.dtype_policy)
+        self.embedding = SharedEmbedding(
+            vocabulary_size, self.hidden_dim, self.dropout, name="shared_embedding", dtype=self.dtype_policy
+        )
         self.encoder = TransformerEncoder(**stack_options, name="encoder")
         self.decoder = TransformerDecoder(**stack_options, name="decoder")
 
@@ -70,7 +72,9 @@ class Transformer(keras.Model):
         if len(ids.shape) != 2:
             raise ValueError(f"`{name}` must have rank 2 [batch, length], received shape {ids.shape}")
         if "int" not in str(ids.dtype):
-            raise ValueError(f"`{name}` must hold integer token ids, received dtype {keras.backend.standardize_dtype(ids.dtype)}")
+            raise ValueError(
+                f"`{name}` must hold integer token ids, received dtype {keras.backend.standardize_dtype(ids.dtype)}"
+            )
 
     @staticmethod
     def _integer_ids(ids):

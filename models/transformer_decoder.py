@@ -84,7 +84,10 @@ class TransformerDecoderLayer(TransformerLayerBase):
             raise ValueError(f"{self.name}: `self_cache` needs `cache_index`, the position of inputs[:, 0]")
         if self_attention_mask is not None:
             self_mask = self_attention_mask
-        elif self_cache is not None and concrete_int(self_cache[0].shape[0]) not in (None, concrete_int(inputs.shape[0])):
+        elif self_cache is not None and concrete_int(self_cache[0].shape[0]) not in (
+            None,
+            concrete_int(inputs.shape[0]),
+        ):
             raise ValueError(
                 f"{self.name}: a self cache of {self_cache[0].shape[0]} rows for {inputs.shape[0]} input rows "
                 "holds one slot per row and needs `self_attention_mask` (the causal mask sees slot 0 only)"

@@ -4,7 +4,6 @@ Backend-agnostic (keras.ops only): it runs eagerly, under `jax.jit`, and traces 
 graph for the SavedModel. The model is seen by the search only through `next_logits_fn`.
 """
 
-import keras
 from keras import ops
 
 from data.special_ids import BOS_ID, EOS_ID

@@ -17,10 +17,10 @@ flags.DEFINE_string("output", None, "Where to write the averaged model (default:
 def average_last(model_dir, last, output):
     """Writes the average of the newest `last` checkpoints of `model_dir` to `output`; returns the
     checkpoint paths used."""
+    from data.tokenizer import Tokenizer
+    from models.transformer import Transformer
     from training import checkpoints
     from training import config as run_config
-    from models.transformer import Transformer
-    from data.tokenizer import Tokenizer
 
     saved = run_config.load(model_dir)
     found = checkpoints.list_checkpoints(os.path.join(model_dir, "checkpoints"))
@@ -47,8 +47,10 @@ def main(argv):
     try:
         paths = average_last(FLAGS.model_dir, FLAGS.last, output)
     except (ValueError, FileNotFoundError) as error:
-        raise SystemExit(f"average_checkpoints: error: {error}")
-    print(f"averaged {len(paths)} checkpoints ({os.path.basename(paths[0])} .. {os.path.basename(paths[-1])}) into {output}")
+        raise SystemExit(f"average_checkpoints: error: {error}") from None
+    print(
+        f"averaged {len(paths)} checkpoints ({os.path.basename(paths[0])} .. {os.path.basename(paths[-1])}) into {output}"
+    )
 
 
 if __name__ == "__main__":

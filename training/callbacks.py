@@ -98,8 +98,15 @@ class TrainingLog(keras.callbacks.Callback):
     """
 
     COLUMNS = (
-        "epoch", "step", "loss", "accuracy", "learning_rate", "target_tokens_per_second",
-        "val_loss", "val_accuracy", "val_bleu",
+        "epoch",
+        "step",
+        "loss",
+        "accuracy",
+        "learning_rate",
+        "target_tokens_per_second",
+        "val_loss",
+        "val_accuracy",
+        "val_bleu",
     )
 
     def __init__(self, path):
@@ -115,7 +122,9 @@ class TrainingLog(keras.callbacks.Callback):
                 return
             # Keras's logger appended rows of other lengths after a resume: short rows read as
             # None for the missing cells, long ones put the surplus under the key None.
-            rows = [{key: value for key, value in row.items() if key is not None and value is not None} for row in reader]
+            rows = [
+                {key: value for key, value in row.items() if key is not None and value is not None} for row in reader
+            ]
         checkpoints.write_atomically(self.path, lambda temporary: self._write(temporary, rows, "w"))
 
     def on_epoch_end(self, epoch, logs=None):

@@ -52,7 +52,11 @@ class RunConfig:
     train: TrainConfig
 
     def to_json(self):
-        return {"model": dict(self.model), "data": dataclasses.asdict(self.data), "train": dataclasses.asdict(self.train)}
+        return {
+            "model": dict(self.model),
+            "data": dataclasses.asdict(self.data),
+            "train": dataclasses.asdict(self.train),
+        }
 
 
 CONFIG_FILE = "config.json"
@@ -103,7 +107,9 @@ def check(config, default_direction=None):
         try:
             previous = json.load(handle)
         except ValueError as error:
-            raise ConfigMismatchError(f"{path} is not valid JSON ({error}); pass --start_over to replace the run") from error
+            raise ConfigMismatchError(
+                f"{path} is not valid JSON ({error}); pass --start_over to replace the run"
+            ) from error
     differences = []
     for section in ("model", "data"):
         before = _comparable(section, previous.get(section, {}), default_direction)

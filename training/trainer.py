@@ -31,7 +31,13 @@ from models.transformer import Transformer
 from training import callbacks as training_callbacks
 from training import checkpoints
 from training import config as run_config
-from training.distribution import is_chief, make_strategy, num_replicas, patch_multi_worker_metric_reduction, worker_info
+from training.distribution import (
+    is_chief,
+    make_strategy,
+    num_replicas,
+    patch_multi_worker_metric_reduction,
+    worker_info,
+)
 from training.losses import GlobalTokenLabelSmoothedCrossEntropy
 from training.optimizers import FusedAdam
 
@@ -233,7 +239,9 @@ def _prepare_run_dir(config, start_over):
         if not has_config:
             # Names a user's own files may have; train.py's own leftovers (spm.model, workers/) are
             # replaced as a fresh start replaces them.
-            present = [name for name in ("checkpoints", "logs", MODEL_FILE) if os.path.exists(os.path.join(model_dir, name))]
+            present = [
+                name for name in ("checkpoints", "logs", MODEL_FILE) if os.path.exists(os.path.join(model_dir, name))
+            ]
             if present:
                 raise TrainingError(
                     f"--start_over: {model_dir} holds no {run_config.CONFIG_FILE}, so it is not a train.py run; "
@@ -334,7 +342,11 @@ def train(config, start_over=False, callbacks=()):
         model.load_weights(restored[1])
         start_step = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
         _check_resume_step(
-            restored[0], start_step, restored[1], steps_per_epoch, previous_train.get("checkpoint_every", steps_per_epoch)
+            restored[0],
+            start_step,
+            restored[1],
+            steps_per_epoch,
+            previous_train.get("checkpoint_every", steps_per_epoch),
         )
         print(f"resuming from {restored[1]} at step {start_step}", file=sys.stderr)
     if chief:
@@ -343,7 +355,9 @@ def train(config, start_over=False, callbacks=()):
     epochs = train_options.train_steps // steps_per_epoch
     initial_epoch = start_step // steps_per_epoch
     if initial_epoch >= epochs:
-        print(f"{config.model_dir} has already trained {start_step} of {train_options.train_steps} steps", file=sys.stderr)
+        print(
+            f"{config.model_dir} has already trained {start_step} of {train_options.train_steps} steps", file=sys.stderr
+        )
     dataset_options = dict(
         batch_tokens=train_options.batch_tokens,
         max_length=data.max_length,
@@ -441,4 +455,3 @@ def train(config, start_over=False, callbacks=()):
         "corpus": dataclasses.asdict(corpus),
     }
     return summary
-

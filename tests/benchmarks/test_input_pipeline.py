@@ -20,9 +20,29 @@ def test_counts_match_the_batches_train_py_reads(deb_en_de, tiny_run, tmp_path, 
     spm = os.path.join(tiny_run[0], "spm.model")
     out = tmp_path / "pipeline.json"
     subprocess.run(
-        [sys.executable, script, "--tsv", train_tsv, "--spm", spm, "--batch_tokens", "1024", "--max_length", "64",
-         "--cores", "1", "--warmup_batches", "3", "--batches", "20", "--json", str(out)],
-        check=True, capture_output=True, text=True,
+        [
+            sys.executable,
+            script,
+            "--tsv",
+            train_tsv,
+            "--spm",
+            spm,
+            "--batch_tokens",
+            "1024",
+            "--max_length",
+            "64",
+            "--cores",
+            "1",
+            "--warmup_batches",
+            "3",
+            "--batches",
+            "20",
+            "--json",
+            str(out),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
     )
     (result,) = json.loads(out.read_text())["results"]
     assert result["cores"] == 1 and result["batches"] == 20 and result["seconds"] > 0
@@ -31,7 +51,9 @@ def test_counts_match_the_batches_train_py_reads(deb_en_de, tiny_run, tmp_path, 
     import tensorflow as tf
 
     tf.random.set_seed(0)
-    dataset = make_dataset(train_tsv, Tokenizer.from_file(spm), batch_tokens=1024, max_length=64, shuffle=True, repeat=True)
+    dataset = make_dataset(
+        train_tsv, Tokenizer.from_file(spm), batch_tokens=1024, max_length=64, shuffle=True, repeat=True
+    )
     pairs = positions = tokens = 0
     for (_, _), target_output in dataset.skip(3).take(20):
         target_output = target_output.numpy()
@@ -65,10 +87,30 @@ def test_cached_pipeline_is_timed_after_its_first_pass(deb_en_de, tiny_run, tmp_
     _, script = benchmark_script("input_pipeline")
     out = tmp_path / "cached.json"
     subprocess.run(
-        [sys.executable, script, "--tsv", deb_en_de[0].dev, "--spm", os.path.join(tiny_run[0], "spm.model"),
-         "--batch_tokens", "1024", "--max_length", "64", "--cores", "1", "--warmup_batches", "2", "--batches", "10",
-         "--cache_tokenized", "--json", str(out)],
-        check=True, capture_output=True, text=True,
+        [
+            sys.executable,
+            script,
+            "--tsv",
+            deb_en_de[0].dev,
+            "--spm",
+            os.path.join(tiny_run[0], "spm.model"),
+            "--batch_tokens",
+            "1024",
+            "--max_length",
+            "64",
+            "--cores",
+            "1",
+            "--warmup_batches",
+            "2",
+            "--batches",
+            "10",
+            "--cache_tokenized",
+            "--json",
+            str(out),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
     )
     summary = json.loads(out.read_text())
     (result,) = summary["results"]

@@ -18,9 +18,11 @@ def test_matmul_free_wall_counts_only_time_no_matmul_covers(benchmark_script):
     total, by_type, by_scope = profile.matmul_free_wall(events, steps=2)
     assert total == pytest.approx((5 + 10 + 10) / 2)
     assert by_type == pytest.approx(dict(Mul=2.5, Cast=5.0, Exp=2.5, AddV2=2.5))
-    assert by_scope == pytest.approx({
-        "forward _residual": 2.5,
-        "backward feed_forward": 5.0,
-        "forward label_smoothed_cross_entropy": 2.5,
-        "forward embedding": 2.5,
-    })
+    assert by_scope == pytest.approx(
+        {
+            "forward _residual": 2.5,
+            "backward feed_forward": 5.0,
+            "forward label_smoothed_cross_entropy": 2.5,
+            "forward embedding": 2.5,
+        }
+    )

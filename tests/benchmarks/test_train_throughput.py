@@ -8,8 +8,9 @@ from data.special_ids import BOS_ID, EOS_ID, PAD_ID
 
 def test_flags_and_sizes(benchmark_script):
     bench, _ = benchmark_script("train_throughput")
-    args = bench.parse_args(["--preset", "tiny", "--sizes", "num_layers=1,dropout=0.0", "--anchor", "keras_hub,none",
-                             "--backend", "jax"])
+    args = bench.parse_args(
+        ["--preset", "tiny", "--sizes", "num_layers=1,dropout=0.0", "--anchor", "keras_hub,none", "--backend", "jax"]
+    )
     assert args.anchors == ["keras_hub"] and args.source_length == args.length
     assert bench.model_sizes(args) == dict(num_layers=1, hidden_dim=128, intermediate_dim=512, num_heads=4, dropout=0.0)
     with pytest.raises(SystemExit):
@@ -18,8 +19,9 @@ def test_flags_and_sizes(benchmark_script):
 
 def test_synthetic_batches_are_shifted_targets_without_padding(benchmark_script):
     bench, _ = benchmark_script("train_throughput")
-    args = bench.parse_args(["--vocab", "50", "--batch", "3", "--length", "5", "--source_length", "7",
-                             "--distinct_batches", "2"])
+    args = bench.parse_args(
+        ["--vocab", "50", "--batch", "3", "--length", "5", "--source_length", "7", "--distinct_batches", "2"]
+    )
     batches = bench.synthetic_batches(args)
     assert len(batches) == 2
     source, target_in, target_out = batches[0]
@@ -32,9 +34,13 @@ def test_synthetic_batches_are_shifted_targets_without_padding(benchmark_script)
 def test_interleave_flag_times_ours_against_keras_hub_only(benchmark_script):
     bench, _ = benchmark_script("train_throughput")
     assert bench.parse_args(["--interleave", "4"]).interleave == 4
-    for bad in (["--interleave", "4", "--variant", "x=/tmp"], ["--interleave", "4", "--anchor", "none"],
-                ["--interleave", "4", "--no_ours"], ["--interleave", "-1"],
-                ["--interleave", "4", "--profile_dir", "/tmp/profiles"]):
+    for bad in (
+        ["--interleave", "4", "--variant", "x=/tmp"],
+        ["--interleave", "4", "--anchor", "none"],
+        ["--interleave", "4", "--no_ours"],
+        ["--interleave", "-1"],
+        ["--interleave", "4", "--profile_dir", "/tmp/profiles"],
+    ):
         with pytest.raises(SystemExit):
             bench.parse_args(bad)
 

@@ -11,15 +11,24 @@ from data import parallel_files, tokenizer
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
 
 _SUBJECTS = [
-    ("The cat", "Die Katze"), ("My brother", "Mein Bruder"), ("The teacher", "Die Lehrerin"),
-    ("Our neighbour", "Unser Nachbar"), ("The old man", "Der alte Mann"), ("Anna", "Anna"),
-    ("The small dog", "Der kleine Hund"), ("Every student", "Jeder Student"),
+    ("The cat", "Die Katze"),
+    ("My brother", "Mein Bruder"),
+    ("The teacher", "Die Lehrerin"),
+    ("Our neighbour", "Unser Nachbar"),
+    ("The old man", "Der alte Mann"),
+    ("Anna", "Anna"),
+    ("The small dog", "Der kleine Hund"),
+    ("Every student", "Jeder Student"),
 ]
 _PREDICATES = [
-    ("reads a book", "liest ein Buch"), ("opens the window", "öffnet das Fenster"),
-    ("drinks cold water", "trinkt kaltes Wasser"), ("writes a long letter", "schreibt einen langen Brief"),
-    ("sees the green house", "sieht das grüne Haus"), ("buys fresh bread", "kauft frisches Brot"),
-    ("waits for the train", "wartet auf den Zug"), ("sings a song", "singt ein Lied"),
+    ("reads a book", "liest ein Buch"),
+    ("opens the window", "öffnet das Fenster"),
+    ("drinks cold water", "trinkt kaltes Wasser"),
+    ("writes a long letter", "schreibt einen langen Brief"),
+    ("sees the green house", "sieht das grüne Haus"),
+    ("buys fresh bread", "kauft frisches Brot"),
+    ("waits for the train", "wartet auf den Zug"),
+    ("sings a song", "singt ein Lied"),
 ]
 
 
@@ -51,6 +60,4 @@ def small_tsv(tmp_path_factory) -> str:
 def small_tokenizer(small_tsv, tmp_path_factory) -> tokenizer.Tokenizer:
     """A 400-piece BPE model trained on `small_tsv`."""
     prefix = str(tmp_path_factory.mktemp("spm") / "small")
-    return tokenizer.Tokenizer.from_file(
-        tokenizer.train_sentencepiece(small_tsv, prefix, vocab_size=400)
-    )
+    return tokenizer.Tokenizer.from_file(tokenizer.train_sentencepiece(small_tsv, prefix, vocab_size=400))

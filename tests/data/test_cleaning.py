@@ -19,9 +19,7 @@ def test_clean_pairs_counts_every_drop_and_deduplicates_across_calls():
     first = list(cleaning.clean_pairs([("Hello  there", "Hallo da"), ("Same", "Same")], stats, seen))
     second = list(cleaning.clean_pairs([("Hello there", "Hallo  da"), ("", "leer")], stats, seen))
     assert first == [("Hello there", "Hallo da")] and second == []
-    assert stats.as_dict() == {
-        "raw": 4, "kept": 1, "dropped": {"duplicate": 1, "empty": 1, "identical": 1}
-    }
+    assert stats.as_dict() == {"raw": 4, "kept": 1, "dropped": {"duplicate": 1, "empty": 1, "identical": 1}}
 
 
 def test_normalize_pairs_keeps_every_pair_and_reserves_it_against_training():

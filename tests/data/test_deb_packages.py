@@ -38,9 +38,7 @@ def _write_deb(path, files: dict[str, bytes], package="demo", version="1.0-1") -
 def test_read_deb_control_and_files(tmp_path):
     deb = _write_deb(tmp_path / "demo_1.0-1_all.deb", {"usr/share/a.txt": b"A", "usr/share/b.html": b"<p>"})
     assert deb_packages.read_control(deb)["Version"] == "1.0-1"
-    assert list(deb_packages.iter_deb_files(deb, lambda p: p.endswith(".html"))) == [
-        ("usr/share/b.html", b"<p>")
-    ]
+    assert list(deb_packages.iter_deb_files(deb, lambda p: p.endswith(".html"))) == [("usr/share/b.html", b"<p>")]
     info = deb_packages.describe_deb(deb)
     assert (info.package, info.version, len(info.sha256)) == ("demo", "1.0-1", 64)
     assert deb_packages.find_deb(str(tmp_path), "demo") == deb

@@ -21,19 +21,21 @@ def test_parse_line_takes_first_synonym_and_strips_annotations():
         "There’s a question mark (hanging) over the day-care hospital’s future.; "
         "A big question mark hangs over the day-care hospital’s future."
     )
-    assert ding_dictionary.parse_line(line) == [(
-        "There’s a question mark (hanging) over the day-care hospital’s future.",
-        "Die Zukunft der Tagesklinik ist mit einem (großen) Fragezeichen versehen.",
-    )]
+    assert ding_dictionary.parse_line(line) == [
+        (
+            "There’s a question mark (hanging) over the day-care hospital’s future.",
+            "Die Zukunft der Tagesklinik ist mit einem (großen) Fragezeichen versehen.",
+        )
+    ]
 
 
 def test_parse_line_rejects_non_sentences():
     assert ding_dictionary.parse_line("# Version :: devel 2023-01-30") == []
     assert ding_dictionary.parse_line("Aalfang {m} :: eel fishing") == []
     assert ding_dictionary.parse_line("Peng! :: Bang!") == []  # fewer than 4 words
-    assert ding_dictionary.parse_line(
-        "jdm. etw. vorlesen. Er liest es vor. :: to read sth. to sb. He reads it out."
-    ) == []
+    assert (
+        ding_dictionary.parse_line("jdm. etw. vorlesen. Er liest es vor. :: to read sth. to sb. He reads it out.") == []
+    )
     assert ding_dictionary.parse_line("Ein Satz hier. | Zwei :: One sentence here.") == []  # uneven
 
 

@@ -27,12 +27,14 @@ def _mo(entries: list[tuple[bytes, bytes]]) -> bytes:
 
 
 def test_read_mo_removes_context_and_skips_header_and_untranslated():
-    blob = _mo([
-        (b"", b"Content-Type: text/plain; charset=UTF-8\n"),
-        (b"STR_SAVE\x04~Save As...", "Speichern ~unter...".encode()),
-        (b"untranslated", b""),
-        (b"%1 file\x00%1 files", b"%1 Datei\x00%1 Dateien"),
-    ])
+    blob = _mo(
+        [
+            (b"", b"Content-Type: text/plain; charset=UTF-8\n"),
+            (b"STR_SAVE\x04~Save As...", b"Speichern ~unter..."),
+            (b"untranslated", b""),
+            (b"%1 file\x00%1 files", b"%1 Datei\x00%1 Dateien"),
+        ]
+    )
     assert sorted(gettext_catalog.read_mo(blob)) == [
         ("%1 file", "%1 Datei"),
         ("~Save As...", "Speichern ~unter..."),

@@ -23,8 +23,7 @@ def test_extract_paragraphs_strips_markup_and_hidden_alternatives():
     assert paragraphs["hd_id3149748"] == "Insert Mode"
     # The Calc-only `hidden` sentence of the switch is not appended to the paragraph.
     assert paragraphs["par_id3152363"] == (
-        "Displays the current insert mode. You can toggle between INSRT = insert and "
-        "OVER = overwrite."
+        "Displays the current insert mode. You can toggle between INSRT = insert and OVER = overwrite."
     )
     assert paragraphs["par_id3149388"] == "INSRT"
     # The footer's debug paragraphs carry no id and are not text units.

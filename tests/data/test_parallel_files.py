@@ -40,7 +40,7 @@ def test_empty_file(tmp_path):
 
 
 def test_tsv_row_without_tab_names_file_and_line(tmp_path):
-    path = _write(tmp_path / "p.tsv", "One.\tEins.\nTwo. Zwei.\n".encode())
+    path = _write(tmp_path / "p.tsv", b"One.\tEins.\nTwo. Zwei.\n")
     with pytest.raises(parallel_files.ParallelDataError, match=r"p.tsv:2: expected 'source<TAB>target'"):
         list(parallel_files.read_tsv(path))
 

@@ -24,8 +24,7 @@ def test_bucket_plan_hand_computed():
 
 def test_batches_respect_budget_and_bucket_lengths(small_tsv, small_tokenizer):
     plan = pipeline.bucket_plan(512, 96)
-    batches = _batches(pipeline.make_dataset(small_tsv, small_tokenizer, batch_tokens=512,
-                                             max_length=96, seed=3))
+    batches = _batches(pipeline.make_dataset(small_tsv, small_tokenizer, batch_tokens=512, max_length=96, seed=3))
     seen = 0
     for (source, target_input), target_output in batches:
         assert source.dtype == np.int32
@@ -38,10 +37,8 @@ def test_batches_respect_budget_and_bucket_lengths(small_tsv, small_tokenizer):
     assert len(set(lengths)) > 3  # several buckets in use
 
 
-
 def test_pairs_are_encoded_with_bos_eos_and_padding(small_tsv, small_tokenizer):
-    dataset = pipeline.make_dataset(small_tsv, small_tokenizer, batch_tokens=4096, max_length=128,
-                                    shuffle=False)
+    dataset = pipeline.make_dataset(small_tsv, small_tokenizer, batch_tokens=4096, max_length=128, shuffle=False)
     expected = dict(parallel_files.read_tsv(small_tsv))
     (source, target_input), target_output = next(iter(dataset))
     for row in range(source.shape[0]):
@@ -68,8 +65,11 @@ def test_over_length_pairs_are_dropped_and_reported(small_tsv, small_tokenizer, 
 
 
 def test_same_seed_same_batches_other_seed_other_order(small_tsv, small_tokenizer):
-    make = lambda seed: _batches(pipeline.make_dataset(  # noqa: E731
-        small_tsv, small_tokenizer, batch_tokens=512, max_length=96, seed=seed))
+    make = lambda seed: _batches(
+        pipeline.make_dataset(  # noqa: E731
+            small_tsv, small_tokenizer, batch_tokens=512, max_length=96, seed=seed
+        )
+    )
     first, again, other = make(7), make(7), make(8)
     assert len(first) == len(again)
     for a, b in zip(first, again):
@@ -80,8 +80,9 @@ def test_same_seed_same_batches_other_seed_other_order(small_tsv, small_tokenize
 
 def test_reverse_swaps_source_and_target(small_tsv, small_tokenizer):
     forward = pipeline.make_dataset(small_tsv, small_tokenizer, batch_tokens=4096, max_length=128, shuffle=False)
-    backward = pipeline.make_dataset(small_tsv, small_tokenizer, batch_tokens=4096, max_length=128,
-                                     shuffle=False, reverse=True)
+    backward = pipeline.make_dataset(
+        small_tsv, small_tokenizer, batch_tokens=4096, max_length=128, shuffle=False, reverse=True
+    )
     (source, _), _ = next(iter(backward))
     pairs = dict((de, en) for en, de in parallel_files.read_tsv(small_tsv))
     german = small_tokenizer.detokenize(source[:1])[0].numpy().decode()
@@ -91,11 +92,13 @@ def test_reverse_swaps_source_and_target(small_tsv, small_tokenizer):
 
 def test_distributed_pipelines_shard_the_lines(small_tsv, small_tokenizer):
     dataset_fn = pipeline.make_distributed_dataset_fn(
-        small_tsv, small_tokenizer, batch_tokens=1024, max_length=256, shuffle=False)
+        small_tsv, small_tokenizer, batch_tokens=1024, max_length=256, shuffle=False
+    )
     decoded = []
     for pipeline_id in range(2):
-        context = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=pipeline_id,
-                                             num_replicas_in_sync=2)
+        context = tf.distribute.InputContext(
+            num_input_pipelines=2, input_pipeline_id=pipeline_id, num_replicas_in_sync=2
+        )
         rows = set()
         for (source, _), _ in dataset_fn(context):
             assert source.shape[0] * source.shape[1] <= 1024  # the per-replica budget
@@ -138,26 +141,38 @@ def _padding_share(dataset, steps=None):
 def test_padding_share_on_the_real_corpus(deb_en_de, tmp_path):
     paths, _, _ = deb_en_de
     spm = tokenizer.Tokenizer.from_file(
-        tokenizer.train_sentencepiece(paths.train, str(tmp_path / "spm"), vocab_size=8000))
+        tokenizer.train_sentencepiece(paths.train, str(tmp_path / "spm"), vocab_size=8000)
+    )
     batch_tokens, max_length = 4096, 128
-    bucketed = pipeline.make_dataset(paths.train, spm, batch_tokens=batch_tokens,
-                                     max_length=max_length, seed=0)
+    bucketed = pipeline.make_dataset(paths.train, spm, batch_tokens=batch_tokens, max_length=max_length, seed=0)
     plan = pipeline.bucket_plan(batch_tokens, max_length)
     # The same pairs without bucketing: shuffled, fixed batches of the average bucketed size,
     # padded to the longest pair of each batch.
     batch_size = int(np.mean(plan.batch_sizes))
     unbucketed = (
-        pipeline.make_dataset(paths.train, spm, batch_tokens=batch_tokens, max_length=max_length,
-                              seed=0, plan=pipeline.BucketPlan((max_length,), (1,), batch_tokens))
+        pipeline.make_dataset(
+            paths.train,
+            spm,
+            batch_tokens=batch_tokens,
+            max_length=max_length,
+            seed=0,
+            plan=pipeline.BucketPlan((max_length,), (1,), batch_tokens),
+        )
         .unbatch()
-        .map(lambda inputs, target_output: (
-            (inputs[0][inputs[0] != PAD_ID], inputs[1][inputs[1] != PAD_ID]), target_output))
+        .map(
+            lambda inputs, target_output: (
+                (inputs[0][inputs[0] != PAD_ID], inputs[1][inputs[1] != PAD_ID]),
+                target_output,
+            )
+        )
         .padded_batch(batch_size, padding_values=((PAD_ID, PAD_ID), PAD_ID))
     )
     bucketed_share = _padding_share(bucketed)
     unbucketed_share = _padding_share(unbucketed)
-    print(f"\npadding share on deb-en-de train (batch_tokens={batch_tokens}, max_length={max_length}):"
-          f" bucketed {bucketed_share:.1%}, unbucketed batches of {batch_size} {unbucketed_share:.1%}")
+    print(
+        f"\npadding share on deb-en-de train (batch_tokens={batch_tokens}, max_length={max_length}):"
+        f" bucketed {bucketed_share:.1%}, unbucketed batches of {batch_size} {unbucketed_share:.1%}"
+    )
     assert bucketed_share < 0.5 * unbucketed_share
     assert bucketed_share < 0.30
 
@@ -216,8 +231,11 @@ def test_cached_pairs_survive_into_later_passes_of_a_repeated_dataset(small_tsv,
 
 
 def test_cached_pipeline_same_seed_same_batches(small_tsv, small_tokenizer):
-    make = lambda seed: _batches(pipeline.make_dataset(  # noqa: E731
-        small_tsv, small_tokenizer, batch_tokens=512, max_length=96, seed=seed, cache_tokenized=True))
+    make = lambda seed: _batches(
+        pipeline.make_dataset(  # noqa: E731
+            small_tsv, small_tokenizer, batch_tokens=512, max_length=96, seed=seed, cache_tokenized=True
+        )
+    )
     first, again, other = make(7), make(7), make(8)
     assert [b[1].tolist() for b in first] == [b[1].tolist() for b in again]
     assert [b[1].tolist() for b in first] != [b[1].tolist() for b in other]
@@ -258,22 +276,27 @@ def _reference_batches(tsv, tokenizer, plan, max_length, repeat=False):
 
 @pytest.mark.parametrize("cache_tokenized", [False, True])
 @pytest.mark.parametrize("chunk", [37, 1024])
-def test_batches_are_those_of_tf_data_bucketing_pair_by_pair(small_tsv, small_tokenizer, monkeypatch, chunk,
-                                                            cache_tokenized):
+def test_batches_are_those_of_tf_data_bucketing_pair_by_pair(
+    small_tsv, small_tokenizer, monkeypatch, chunk, cache_tokenized
+):
     """The bucketing runs on batches of `chunk` tokenized pairs (pairs wait across them for their
     bucket to fill); tf.data's own bucketing, one pair per element, must give the same batches."""
     monkeypatch.setattr(pipeline, "_TOKENIZE_BATCH", chunk)
     plan = pipeline.bucket_plan(512, 96)
-    ours = _batches(pipeline.make_dataset(small_tsv, small_tokenizer, batch_tokens=512, max_length=96,
-                                          shuffle=False, cache_tokenized=cache_tokenized))
+    ours = _batches(
+        pipeline.make_dataset(
+            small_tsv, small_tokenizer, batch_tokens=512, max_length=96, shuffle=False, cache_tokenized=cache_tokenized
+        )
+    )
     reference = _batches(_reference_batches(small_tsv, small_tokenizer, plan, 96))
     assert len(ours) == len(reference) > 10
     assert sorted(map(_batch_key, ours)) == sorted(map(_batch_key, reference))
 
 
 @pytest.mark.parametrize("cache_tokenized", [False, True])
-def test_repeated_pipeline_carries_waiting_pairs_into_the_next_pass(small_tsv, small_tokenizer, monkeypatch,
-                                                                   cache_tokenized):
+def test_repeated_pipeline_carries_waiting_pairs_into_the_next_pass(
+    small_tsv, small_tokenizer, monkeypatch, cache_tokenized
+):
     """Repeated before bucketing: the pairs left at the end of a pass wait for the next one, so
     every batch is full and no pair is lost; bucket by bucket, the batches are tf.data's."""
     monkeypatch.setattr(pipeline, "_TOKENIZE_BATCH", 64)
@@ -282,12 +305,14 @@ def test_repeated_pipeline_carries_waiting_pairs_into_the_next_pass(small_tsv, s
     one_pass = _batches(pipeline.make_dataset(small_tsv, small_tokenizer, **options))
     pairs_per_pass = sum(b[1].shape[0] for b in one_pass)
     assert any(b[1].shape[0] < plan.batch_sizes[plan.lengths.index(b[1].shape[1])] for b in one_pass)
-    ours = _batches_holding(pipeline.make_dataset(small_tsv, small_tokenizer, repeat=True, **options),
-                            4 * pairs_per_pass)
+    ours = _batches_holding(
+        pipeline.make_dataset(small_tsv, small_tokenizer, repeat=True, **options), 4 * pairs_per_pass
+    )
     for _, target_output in ours:
         assert target_output.shape[0] == plan.batch_sizes[plan.lengths.index(target_output.shape[1])]
-    reference = _batches_holding(_reference_batches(small_tsv, small_tokenizer, plan, 96, repeat=True),
-                                 7 * pairs_per_pass)
+    reference = _batches_holding(
+        _reference_batches(small_tsv, small_tokenizer, plan, 96, repeat=True), 7 * pairs_per_pass
+    )
     for length in plan.lengths:
         ours_here = [_batch_key(b) for b in ours if b[1].shape[1] == length]
         reference_here = [_batch_key(b) for b in reference if b[1].shape[1] == length]
@@ -298,8 +323,9 @@ def test_repeated_pipeline_carries_waiting_pairs_into_the_next_pass(small_tsv, s
 @pytest.mark.parametrize("cache_tokenized", [False, True])
 def test_repeated_pipeline_without_pairs_ends(small_tsv, small_tokenizer, cache_tokenized, capfd):
     """Every pair longer than max_length: each pass is empty, and so is the repeated dataset."""
-    dataset = pipeline.make_dataset(small_tsv, small_tokenizer, batch_tokens=512, max_length=1, repeat=True,
-                                    cache_tokenized=cache_tokenized)
+    dataset = pipeline.make_dataset(
+        small_tsv, small_tokenizer, batch_tokens=512, max_length=1, repeat=True, cache_tokenized=cache_tokenized
+    )
     batches = []
     reader = threading.Thread(target=lambda: batches.extend(dataset), daemon=True)
     reader.start()

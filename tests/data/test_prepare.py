@@ -11,9 +11,7 @@ from tests.data.conftest import make_pairs
 
 
 def _english_by_split(paths):
-    return {
-        split: {en for en, _ in parallel_files.read_tsv(paths.split(split))} for split in cleaning.SPLITS
-    }
+    return {split: {en for en, _ in parallel_files.read_tsv(paths.split(split))} for split in cleaning.SPLITS}
 
 
 def _write_parallel(tmp_path, pairs, stem="train"):
@@ -101,9 +99,21 @@ def test_unknown_corpus():
 def test_command_line_user_corpus(tmp_path):
     src, tgt = _write_parallel(tmp_path, make_pairs(200, seed=4))
     result = subprocess.run(
-        [sys.executable, "-m", "data.prepare", "--corpus=user", "--name=cli", "--languages=en-de",
-         f"--cache_dir={tmp_path / 'cache'}", f"--train_src={src}", f"--train_tgt={tgt}"],
-        cwd=REPO_ROOT, capture_output=True, text=True, check=False,
+        [
+            sys.executable,
+            "-m",
+            "data.prepare",
+            "--corpus=user",
+            "--name=cli",
+            "--languages=en-de",
+            f"--cache_dir={tmp_path / 'cache'}",
+            f"--train_src={src}",
+            f"--train_tgt={tgt}",
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert result.returncode == 0, result.stderr
     with open(tmp_path / "cache" / "cli" / "manifest.json", encoding="utf-8") as f:
@@ -157,9 +167,7 @@ def test_user_dev_and_test_files_are_kept_whole(tmp_path):
     contaminated = [test_pairs[0], ("Yes.", "Ja.")]
     train = str(tmp_path / "train.tsv")
     parallel_files.write_tsv(train, make_pairs(300, seed=6) + contaminated)
-    paths = prepare.prepare_user_corpus(
-        "mine", str(tmp_path / "cache"), ("en", "de"), train, dev=dev, test=test
-    )
+    paths = prepare.prepare_user_corpus("mine", str(tmp_path / "cache"), ("en", "de"), train, dev=dev, test=test)
     expected_test = test_pairs[:4] + [("Save it.", "Speichern Sie es.")]
     assert list(parallel_files.read_tsv(paths.test)) == expected_test
     assert list(parallel_files.read_tsv(paths.dev)) == [("OK", "OK"), ("Yes.", "Ja."), ("Yes.", "Ja.")]
@@ -197,12 +205,14 @@ def test_corpus_directory_mode_follows_the_umask(tmp_path, umask):
 def _run_prepare(*args):
     return subprocess.run(
         [sys.executable, "-m", "data.prepare", *args],
-        cwd=REPO_ROOT, capture_output=True, text=True, check=False,
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
     )
 
 
-@pytest.mark.parametrize("flag", ["--train_tsv=pairs.tsv", "--languages=en-de", "--name=mine",
-                                  "--test_src=test.en"])
+@pytest.mark.parametrize("flag", ["--train_tsv=pairs.tsv", "--languages=en-de", "--name=mine", "--test_src=test.en"])
 def test_command_line_refuses_user_corpus_flags_without_corpus_user(tmp_path, flag):
     result = _run_prepare("--corpus=tatoeba-en-es", f"--cache_dir={tmp_path / 'cache'}", flag)
     assert result.returncode != 0
@@ -213,8 +223,13 @@ def test_command_line_refuses_user_corpus_flags_without_corpus_user(tmp_path, fl
 @pytest.mark.parametrize("languages", ["en-", "-de", "en", "en-de-fr"])
 def test_command_line_needs_two_language_codes(tmp_path, languages):
     src, tgt = _write_parallel(tmp_path, make_pairs(20))
-    result = _run_prepare("--corpus=user", f"--languages={languages}", f"--cache_dir={tmp_path / 'cache'}",
-                          f"--train_src={src}", f"--train_tgt={tgt}")
+    result = _run_prepare(
+        "--corpus=user",
+        f"--languages={languages}",
+        f"--cache_dir={tmp_path / 'cache'}",
+        f"--train_src={src}",
+        f"--train_tgt={tgt}",
+    )
     assert result.returncode != 0
     assert f"--languages must be two codes like en-de, got '{languages}'" in result.stderr
 
@@ -238,8 +253,14 @@ def test_command_line_reports_input_errors_without_a_traceback(tmp_path):
 
 def test_command_line_reports_a_vocab_size_error_without_a_traceback(tmp_path):
     src, tgt = _write_parallel(tmp_path, make_pairs(100, seed=8))
-    result = _run_prepare("--corpus=user", "--languages=en-de", f"--cache_dir={tmp_path / 'cache'}",
-                          f"--train_src={src}", f"--train_tgt={tgt}", "--vocab_size=100")
+    result = _run_prepare(
+        "--corpus=user",
+        "--languages=en-de",
+        f"--cache_dir={tmp_path / 'cache'}",
+        f"--train_src={src}",
+        f"--train_tgt={tgt}",
+        "--vocab_size=100",
+    )
     assert result.returncode != 0
     assert "data.prepare: error: vocab_size=100 is too small for" in result.stderr
     assert "Traceback" not in result.stderr

@@ -12,7 +12,7 @@ from data.special_ids import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 NORMAL_TEXT = [
     "The small dog waits for the train at 7 o'clock.",
     "Der kleine Hund wartet um 7 Uhr auf den Zug.",
-    "Anna writes: \"Öffnet das Fenster!\" (twice)",
+    'Anna writes: "Öffnet das Fenster!" (twice)',
     "Zoë bought 3 croissants for 4,50 € — unseen words and symbols 😀 included.",
 ]
 
@@ -67,15 +67,22 @@ def test_saved_model_carries_the_vocabulary(small_tokenizer, tmp_path):
         "m = tf.saved_model.load(sys.argv[1])\n"
         "print(m.detokenize(m.tokenize(tf.constant([sys.argv[2]])))[0].numpy().decode())\n"
     )
-    result = subprocess.run([sys.executable, "-c", code, str(tmp_path / "saved"), NORMAL_TEXT[0]],
-                            capture_output=True, text=True, check=True)
+    result = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "saved"), NORMAL_TEXT[0]],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert result.stdout.strip().splitlines()[-1] == NORMAL_TEXT[0]
 
 
 def test_rejects_a_model_with_other_special_ids(small_tsv, tmp_path):
     prefix = str(tmp_path / "default_ids")
     sentencepiece.SentencePieceTrainer.train(
-        input=small_tsv, model_prefix=prefix, vocab_size=300, minloglevel=2  # unk=0 bos=1 eos=2
+        input=small_tsv,
+        model_prefix=prefix,
+        vocab_size=300,
+        minloglevel=2,  # unk=0 bos=1 eos=2
     )
     with pytest.raises(ValueError, match="special ids"):
         tokenizer.Tokenizer.from_file(prefix + ".model")

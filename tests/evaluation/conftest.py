@@ -51,7 +51,6 @@ def eos_bias_model():
     return EosBiasModel
 
 
-
 @pytest.fixture(scope="module")
 def tiny_export(tiny_run, tmp_path_factory):
     """An export of the shared tiny run (max_input_length 16, one length bucket): its base

@@ -13,7 +13,9 @@ PIECES = ["\u2581Öffnen", "\u2581Sie", "\u2581die", "\u2581Datei", "."]
 def missing_glyphs(text, font):
     """The characters of `text` that `font` draws as its missing-glyph box."""
     box = attention_plot._glyph(font, attention_plot.NO_GLYPH)
-    return [character for character in text if not character.isascii() and attention_plot._glyph(font, character) == box]
+    return [
+        character for character in text if not character.isascii() and attention_plot._glyph(font, character) == box
+    ]
 
 
 BUILTIN_FONT = ImageFont.load_default(size=attention_plot.FONT_SIZE)

@@ -128,19 +128,28 @@ def test_export_dir_evaluates_like_the_model_dir(tiny_run, tiny_export, tmp_path
     src, ref = tmp_path / "src.en", tmp_path / "ref.de"
     long_line = " ".join(["Open the file and print it."] * 10)
     # Line 5 has no tokens (U+200B ZERO WIDTH SPACE); line 6 is longer than the export's 16 tokens.
-    src.write_text(f"Open the file.\n\nPrint\nThe document could not be saved.\n\u200b\n{long_line}\n", encoding="utf-8")
+    src.write_text(
+        f"Open the file.\n\nPrint\nThe document could not be saved.\n\u200b\n{long_line}\n", encoding="utf-8"
+    )
     ref.write_text(
         "Öffnen Sie die Datei.\n\nDrucken\nDas Dokument konnte nicht gespeichert werden.\n\nÖffnen Sie die Datei.\n",
         encoding="utf-8",
     )
     exported_out, direct_out = io.StringIO(), io.StringIO()
     exported = evaluator.evaluate(
-        evaluator.EvalConfig(export_dir=tiny_export, src=str(src), ref=str(ref), output=str(tmp_path / "a"), progress=False),
+        evaluator.EvalConfig(
+            export_dir=tiny_export, src=str(src), ref=str(ref), output=str(tmp_path / "a"), progress=False
+        ),
         out=exported_out,
     )
     direct = evaluator.evaluate(
         evaluator.EvalConfig(
-            model_dir=model_dir, src=str(src), ref=str(ref), output=str(tmp_path / "b"), max_input_length=16, progress=False
+            model_dir=model_dir,
+            src=str(src),
+            ref=str(ref),
+            output=str(tmp_path / "b"),
+            max_input_length=16,
+            progress=False,
         ),
         out=direct_out,
     )
@@ -149,8 +158,14 @@ def test_export_dir_evaluates_like_the_model_dir(tiny_run, tiny_export, tmp_path
     assert exported["bleu"] == pytest.approx(direct["bleu"])
     assert exported["truncated_lines"] == direct["truncated_lines"] == [6]
     assert exported["empty_lines"] == direct["empty_lines"] == [2, 5]
-    assert "1 of 6 source lines are longer than the maximum input length of 16 tokens (the export's max_input_length" in exported_out.getvalue()
-    assert "1 of 6 source lines are longer than the maximum input length of 16 tokens (--max_input_length" in direct_out.getvalue()
+    assert (
+        "1 of 6 source lines are longer than the maximum input length of 16 tokens (the export's max_input_length"
+        in exported_out.getvalue()
+    )
+    assert (
+        "1 of 6 source lines are longer than the maximum input length of 16 tokens (--max_input_length"
+        in direct_out.getvalue()
+    )
     for printed in (exported_out.getvalue(), direct_out.getvalue()):
         assert "2 empty source line(s) translated to empty lines" in printed and "lines 2, 5" in printed
 
@@ -175,7 +190,10 @@ def write_source(tmp_path, text="Open the file.\n"):
 
 CLEAN_ERRORS = {
     "unknown_corpus": (lambda tmp_path: ["--corpus=nonexistent"], "--corpus=nonexistent: Unknown corpus 'nonexistent'"),
-    "unknown_direction": (lambda tmp_path: ["--direction=xx-yy"], "--direction=xx-yy: Direction 'xx-yy' does not match"),
+    "unknown_direction": (
+        lambda tmp_path: ["--direction=xx-yy"],
+        "--direction=xx-yy: Direction 'xx-yy' does not match",
+    ),
     "blank_plot_sentence": (
         lambda tmp_path: [f"--src={write_source(tmp_path)}", "--plot_attention= "],
         "--plot_attention sentence 1 (' ') is empty",

@@ -9,7 +9,9 @@ CHINESE_HYPOTHESIS = ["我喜欢猫。"]
 CHINESE_REFERENCE = ["我喜欢狗。"]
 
 
-@pytest.mark.parametrize("language, tokenizer", [("zh", "zh"), ("ZH", "zh"), ("de", "13a"), (None, "13a"), ("ja", "13a")])
+@pytest.mark.parametrize(
+    "language, tokenizer", [("zh", "zh"), ("ZH", "zh"), ("de", "13a"), (None, "13a"), ("ja", "13a")]
+)
 def test_bleu_tokenizer_by_target_language(language, tokenizer):
     assert scoring.bleu_tokenizer(language) == tokenizer
 

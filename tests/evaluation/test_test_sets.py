@@ -10,13 +10,13 @@ from evaluation import test_sets
 
 def test_a_byte_order_mark_is_not_part_of_the_first_line(tmp_path):
     src, ref = tmp_path / "src.en", tmp_path / "ref.de"
-    src.write_bytes(codecs.BOM_UTF8 + "Open the file.\r\nPrint\n".encode("utf-8"))
-    ref.write_bytes(codecs.BOM_UTF8 + "Öffnen Sie die Datei.\nDrucken".encode("utf-8"))
+    src.write_bytes(codecs.BOM_UTF8 + b"Open the file.\r\nPrint\n")
+    ref.write_bytes(codecs.BOM_UTF8 + "Öffnen Sie die Datei.\nDrucken".encode())
     sources, references = test_sets.read_parallel_files(str(src), str(ref))
     assert sources == ["Open the file.", "Print"]
     assert references == ["Öffnen Sie die Datei.", "Drucken"]
     tsv = tmp_path / "test.tsv"
-    tsv.write_bytes(codecs.BOM_UTF8 + "Open the file.\tÖffnen Sie die Datei.\n".encode("utf-8"))
+    tsv.write_bytes(codecs.BOM_UTF8 + "Open the file.\tÖffnen Sie die Datei.\n".encode())
     assert test_sets.read_tsv_pairs(str(tsv)) == (["Open the file."], ["Öffnen Sie die Datei."])
 
 

@@ -119,8 +119,12 @@ def test_cached_beam_search_equals_search_without_cache(tiny_model, eos_bias_mod
     # tokens, and hypotheses differing in where one token stands score alike): there the two
     # searches' float rounding may rank either first. A hypothesis the cached search returns in
     # another's place must score what it says (and, by the check above, what the other scored).
-    differing = [(row, rank) for row in range(len(SENTENCES)) for rank in range(4)
-                 if (cached_ids[row, rank] != reference_ids[row, rank]).any()]
+    differing = [
+        (row, rank)
+        for row in range(len(SENTENCES))
+        for rank in range(4)
+        if (cached_ids[row, rank] != reference_ids[row, rank]).any()
+    ]
     assert len(differing) <= 8, differing  # at most half of them
     for row, rank in differing:
         assert abs(rescored(wrapped, source[row], cached_ids[row, rank]) - cached_scores[row, rank]) < 1e-4
@@ -142,7 +146,9 @@ def test_maximum_length_stops_a_hypothesis(tiny_model, eos_bias_model, beam_size
     model, tokenizer, _, _ = tiny_model
     source, lengths = source_batch(tokenizer, SENTENCES)
     extra = 3
-    ids, _ = translate_ids(eos_bias_model(model, -1e9), ops.convert_to_tensor(source), beam_size=beam_size, max_extra_length=extra)
+    ids, _ = translate_ids(
+        eos_bias_model(model, -1e9), ops.convert_to_tensor(source), beam_size=beam_size, max_extra_length=extra
+    )
     ids = ops.convert_to_numpy(ids)
     for row, length in enumerate(lengths):
         produced = ids[row, 0]
@@ -172,7 +178,9 @@ def test_cross_attention_weights_are_distributions_over_real_source_tokens(tiny_
     model, tokenizer, _, _ = tiny_model
     source, lengths = source_batch(tokenizer, SENTENCES[:2])
     target = np.asarray([[BOS_ID, 10, 11], [BOS_ID, 12, 13]], "int32")
-    weights = keras.ops.convert_to_numpy(cross_attention_weights(model, ops.convert_to_tensor(source), ops.convert_to_tensor(target)))
+    weights = keras.ops.convert_to_numpy(
+        cross_attention_weights(model, ops.convert_to_tensor(source), ops.convert_to_tensor(target))
+    )
     assert weights.shape == (2, model.num_heads, 3, source.shape[1])
     np.testing.assert_allclose(weights.sum(axis=-1), 1.0, atol=1e-5)
     assert np.abs(weights[0, :, :, lengths[0] :]).max() < 1e-6

@@ -54,7 +54,10 @@ def test_weights_written_under_jax_export_with_the_same_outputs(exported, tmp_pa
     for name in ("spm.model", "config.json"):
         shutil.copy(os.path.join(model_dir, name), jax_dir / name)
     tokenizer = Tokenizer.from_file(os.path.join(model_dir, "spm.model"))
-    rows = [list(r)[:11] + [EOS_ID] for r in tokenizer.tokenize(["Open the file.", "Click OK to save your changes now."]).to_list()]
+    rows = [
+        list(r)[:11] + [EOS_ID]
+        for r in tokenizer.tokenize(["Open the file.", "Click OK to save your changes now."]).to_list()
+    ]
     source = np.full((2, 12), PAD_ID, "int32")
     for index, row in enumerate(rows):
         source[index, : len(row)] = row

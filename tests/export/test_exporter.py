@@ -20,8 +20,13 @@ from tests.export.conftest import EXPORT_SETTINGS
 def test_layout_is_what_tensorflow_serving_watches(exported):
     _, path = exported
     assert os.path.basename(path) == "1"
-    for name in ("saved_model.pb", "variables/variables.index", "assets/spm.model",
-                 "assets.extra/tf_serving_warmup_requests", "assets.extra/export_config.json"):
+    for name in (
+        "saved_model.pb",
+        "variables/variables.index",
+        "assets/spm.model",
+        "assets.extra/tf_serving_warmup_requests",
+        "assets.extra/export_config.json",
+    ):
         assert os.path.isfile(os.path.join(path, name)), name
     assert [n for n in os.listdir(os.path.dirname(path)) if n.startswith(".tmp")] == []
     with open(os.path.join(path, "assets.extra", "export_config.json"), encoding="utf-8") as handle:
@@ -33,7 +38,10 @@ def test_layout_is_what_tensorflow_serving_watches(exported):
 
 def test_spm_model_asset_is_the_run_vocabulary(exported):
     model_dir, path = exported
-    with open(os.path.join(model_dir, "spm.model"), "rb") as a, open(os.path.join(path, "assets", "spm.model"), "rb") as b:
+    with (
+        open(os.path.join(model_dir, "spm.model"), "rb") as a,
+        open(os.path.join(path, "assets", "spm.model"), "rb") as b,
+    ):
         assert a.read() == b.read()
 
 
@@ -65,7 +73,10 @@ def test_failed_export_leaves_no_version_directory(exported, tmp_path, monkeypat
 def test_command_rejects_a_directory_without_a_model(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "export", f"--model_dir={tmp_path}", f"--export_dir={tmp_path / 'exports'}"],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode != 0
     assert "has no model.keras" in result.stderr
@@ -104,7 +115,9 @@ def test_cheap_mistakes_are_refused_before_the_model_is_loaded(exported, tmp_pat
         exporter.export_model(broken, str(a_file))
     with pytest.raises(exporter.ExportError, match=f"{a_file}, which is a file"):
         exporter.export_model(broken, str(a_file / "sub"))
-    with pytest.raises(exporter.ExportError, match=r"is itself a SavedModel version directory \(saved_model.pb\); pass its parent"):
+    with pytest.raises(
+        exporter.ExportError, match=r"is itself a SavedModel version directory \(saved_model.pb\); pass its parent"
+    ):
         exporter.export_model(broken, path)
     assert not [name for name in os.listdir(path) if name.isdigit()]  # nothing nested in the version
     with pytest.raises(exporter.ExportError, match=r"--version=1: .*/1 already exists.*next one \(2\)"):
@@ -141,13 +154,21 @@ def test_command_errors_are_one_line_naming_the_flag(exported, tmp_path):
     model_dir, path = exported
     unfinished = _copy_run(model_dir, tmp_path / "unfinished", ["spm.model", "config.json", "checkpoints"])
     for arguments, expected in [
-        ([f"--model_dir={model_dir}", f"--export_dir={os.path.dirname(path)}", "--version=1"],
-         f"export: error: --version=1: {path} already exists"),
-        ([f"--model_dir={unfinished}", f"--export_dir={tmp_path / 'exports'}"],
-         f"export: error: --model_dir={unfinished} has no model.keras"),
+        (
+            [f"--model_dir={model_dir}", f"--export_dir={os.path.dirname(path)}", "--version=1"],
+            f"export: error: --version=1: {path} already exists",
+        ),
+        (
+            [f"--model_dir={unfinished}", f"--export_dir={tmp_path / 'exports'}"],
+            f"export: error: --model_dir={unfinished} has no model.keras",
+        ),
     ]:
         result = subprocess.run(
-            [sys.executable, "-m", "export", *arguments], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
+            [sys.executable, "-m", "export", *arguments],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
         assert result.returncode == 1
         assert "Traceback" not in result.stderr
@@ -163,9 +184,22 @@ def test_command_writes_a_readable_version_quietly_and_removes_a_killed_exports_
     environment = dict(os.environ)
     environment.pop("TF_CPP_MIN_LOG_LEVEL", None)  # the command's own default, not the test suite's
     result = subprocess.run(
-        [sys.executable, "-m", "export", f"--model_dir={model_dir}", f"--export_dir={export_dir}",
-         "--beam_size=2", "--max_input_length=16", "--max_extra_length=4", "--length_buckets=8"],
-        cwd=REPO_ROOT, env=environment, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "export",
+            f"--model_dir={model_dir}",
+            f"--export_dir={export_dir}",
+            "--beam_size=2",
+            "--max_input_length=16",
+            "--max_extra_length=4",
+            "--length_buckets=8",
+        ],
+        cwd=REPO_ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert result.returncode == 0, result.stderr[-4000:]
     assert result.stdout.strip() == str(export_dir / "1")

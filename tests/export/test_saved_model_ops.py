@@ -60,8 +60,15 @@ def test_saved_model_cli_show_lists_both_signatures(exported):
     cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
     result = subprocess.run([cli, "show", "--dir", exported[1], "--all"], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
-    for expected in ("signature_def['serving_default']", "signature_def['translate_ids']", "inputs['inputs']",
-                     "outputs['translations']", "outputs['scores']", "inputs['source_ids']", "DT_STRING"):
+    for expected in (
+        "signature_def['serving_default']",
+        "signature_def['translate_ids']",
+        "inputs['inputs']",
+        "outputs['translations']",
+        "outputs['scores']",
+        "inputs['source_ids']",
+        "DT_STRING",
+    ):
         assert expected in result.stdout, expected
 
 
@@ -69,11 +76,19 @@ def test_saved_model_cli_run_with_the_session_loader_tensorflow_serving_uses(exp
     # saved_model_cli loads through a TF1 Session (like TensorFlow Serving's C++ loader); it needs
     # the SentencePiece ops registered, hence tensorflow_text imported first (see the README).
     command = [
-        sys.executable, "-c",
+        sys.executable,
+        "-c",
         "import sys, tensorflow_text; from tensorflow.python.tools import saved_model_cli; "
         "sys.argv[0] = 'saved_model_cli'; saved_model_cli.main()",
-        "run", "--dir", exported[1], "--tag_set", "serve", "--signature_def", "serving_default",
-        "--input_exprs", 'inputs=["Open the file.", ""]',
+        "run",
+        "--dir",
+        exported[1],
+        "--tag_set",
+        "serve",
+        "--signature_def",
+        "serving_default",
+        "--input_exprs",
+        'inputs=["Open the file.", ""]',
     ]
     result = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd="/")
     assert result.returncode == 0, result.stderr[-3000:]

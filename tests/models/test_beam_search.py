@@ -54,9 +54,7 @@ class PrefixTable:
         logits[0][:, list(default)] = np.log(list(default.values()))
         for prefix, probabilities in script.items():
             logits[0, prefix_code(prefix)] = UNLIKELY_LOGIT
-            logits[0, prefix_code(prefix), list(probabilities)] = np.log(
-                list(probabilities.values())
-            )
+            logits[0, prefix_code(prefix), list(probabilities)] = np.log(list(probabilities.values()))
         return cls(logits)
 
     @classmethod
@@ -99,15 +97,11 @@ class PrefixTable:
             return next_logits_fn, {"code": ops.zeros((rows,), "int32")}
 
         positions = ops.arange(max_decode_length, dtype="int32")
-        powers = ops.convert_to_tensor(
-            np.array([VOCAB_SIZE**k for k in range(max_decode_length)], np.int32)
-        )
+        powers = ops.convert_to_tensor(np.array([VOCAB_SIZE**k for k in range(max_decode_length)], np.int32))
 
         def next_logits_fn(ids, step, state):
             prefix = ops.where(positions == step, ids[:, None], state["prefix"])
-            weights = ops.where(
-                positions <= step, ops.take(powers, ops.maximum(step - positions, 0)), 0
-            )
+            weights = ops.where(positions <= step, ops.take(powers, ops.maximum(step - positions, 0)), 0)
             code = ops.sum(prefix * weights, axis=1)
             # A list inside the dict: nested structures go through the loop and the reordering.
             steps_seen = [state["nested"][0] + 1.0]
@@ -140,9 +134,7 @@ def run_greedy(table, sources, max_decode_length, **kwargs):
     sources = np.asarray(sources, np.int32)
     fn, initial_state = table.decoder(sources, 1)
     bos = np.full(sources.shape, BOS_ID, np.int32)
-    ids, scores = greedy_search(
-        fn, bos, initial_state, max_decode_length=max_decode_length, **kwargs
-    )
+    ids, scores = greedy_search(fn, bos, initial_state, max_decode_length=max_decode_length, **kwargs)
     return ops.convert_to_numpy(ids), ops.convert_to_numpy(scores)
 
 
@@ -242,9 +234,7 @@ def test_length_penalty_changes_the_winner(alpha):
 def test_length_penalty_values():
     # (5 + 3) / 6 = 4/3; (4/3) ** 0.6 = exp(0.6 * ln(4/3)) = exp(0.6 * 0.287682) = 1.188401
     np.testing.assert_allclose(ops.convert_to_numpy(length_penalty(3, 0.6)), 1.188401, atol=1e-6)
-    np.testing.assert_allclose(
-        ops.convert_to_numpy(length_penalty(np.array([1, 7]), 1.0)), [1.0, 2.0], atol=1e-6
-    )
+    np.testing.assert_allclose(ops.convert_to_numpy(length_penalty(np.array([1, 7]), 1.0)), [1.0, 2.0], atol=1e-6)
     np.testing.assert_allclose(ops.convert_to_numpy(length_penalty(9, 0.0)), 1.0)
 
 
@@ -319,9 +309,7 @@ def test_fewer_hypotheses_than_requested():
     logits[..., EOS_ID] = math.log(0.4)
     logits[..., A] = math.log(0.6)
     ids, scores = run_beam(PrefixTable(logits), [0], 2, beam_size=4, num_return=4, alpha=0.6)
-    np.testing.assert_array_equal(
-        ids, [[[EOS_ID, PAD_ID], [A, A], [A, EOS_ID], [PAD_ID, PAD_ID]]]
-    )
+    np.testing.assert_array_equal(ids, [[[EOS_ID, PAD_ID], [A, A], [A, EOS_ID], [PAD_ID, PAD_ID]]])
     expected = [
         math.log(0.4),
         2 * math.log(0.6) / lp(2, 0.6),
@@ -337,13 +325,9 @@ def test_wide_beam_equals_exhaustive_search(alpha):
     # the 2 * 12 candidates, so beam 12 is exhaustive and its 12-best must be the true 12-best.
     table = PrefixTable.random(num_sources=2, max_decode_length=4, seed=11)
     max_lengths = np.array([4, 3], np.int32)
-    ids, scores = run_beam(
-        table, [0, 1], 4, beam_size=12, alpha=alpha, num_return=12, max_lengths=max_lengths
-    )
+    ids, scores = run_beam(table, [0, 1], 4, beam_size=12, alpha=alpha, num_return=12, max_lengths=max_lengths)
     for source in range(2):
-        expected_ids, expected_scores = numpy_exhaustive(
-            table, source, max_lengths[source], 4, alpha
-        )
+        expected_ids, expected_scores = numpy_exhaustive(table, source, max_lengths[source], 4, alpha)
         np.testing.assert_array_equal(ids[source], expected_ids[:12])
         np.testing.assert_allclose(scores[source], expected_scores[:12], atol=1e-5)
 
@@ -354,9 +338,7 @@ def test_eos_ends_a_hypothesis_and_pads_after_it():
     table = PrefixTable.scripted(script, 5, {A: 0.5, B: 0.4, EOS_ID: 0.1})
     ids, scores = run_beam(table, [0], 5, beam_size=2, alpha=0.6)
     np.testing.assert_array_equal(ids, [[[A, EOS_ID, PAD_ID, PAD_ID, PAD_ID]]])
-    np.testing.assert_allclose(
-        scores, [[(math.log(0.9) + math.log(0.95)) / (7 / 6) ** 0.6]], atol=1e-5
-    )
+    np.testing.assert_allclose(scores, [[(math.log(0.9) + math.log(0.95)) / (7 / 6) ** 0.6]], atol=1e-5)
 
 
 def test_max_lengths_end_hypotheses():
@@ -364,16 +346,10 @@ def test_max_lengths_end_hypotheses():
     # that length. Sentence 0 (max 2): AA (ln.6+ln.7)/((5+2)/6)**.6 = -0.7909 beats EOS (-2.303) and
     # AB, A EOS. Sentence 1 (max 3): AAA (ln.6+2ln.7)/((5+3)/6)**.6 = -1.0301.
     script = {(): {A: 0.6, B: 0.3, EOS_ID: 0.1}}
-    table = PrefixTable(
-        np.repeat(PrefixTable.scripted(script, 4, {A: 0.7, B: 0.2, EOS_ID: 0.1}).logits, 3, 0)
-    )
+    table = PrefixTable(np.repeat(PrefixTable.scripted(script, 4, {A: 0.7, B: 0.2, EOS_ID: 0.1}).logits, 3, 0))
     # (NumPy integer scalars are accepted as the static sizes.)
-    ids, scores = run_beam(
-        table, [0, 1, 2], np.int64(4), beam_size=np.int32(2), max_lengths=np.array([2, 3, 9])
-    )
-    np.testing.assert_array_equal(
-        ids[:, 0], [[A, A, PAD_ID, PAD_ID], [A, A, A, PAD_ID], [A, A, A, A]]
-    )
+    ids, scores = run_beam(table, [0, 1, 2], np.int64(4), beam_size=np.int32(2), max_lengths=np.array([2, 3, 9]))
+    np.testing.assert_array_equal(ids[:, 0], [[A, A, PAD_ID, PAD_ID], [A, A, A, PAD_ID], [A, A, A, A]])
     expected = [
         (math.log(0.6) + math.log(0.7)) / (7 / 6) ** 0.6,
         (math.log(0.6) + 2 * math.log(0.7)) / (8 / 6) ** 0.6,
@@ -389,9 +365,7 @@ def test_sentence_alone_equals_sentence_in_batch():
     kwargs = dict(beam_size=3, num_return=3, alpha=0.6)
     ids, scores = run_beam(table, [0, 1, 2], 5, max_lengths=max_lengths, **kwargs)
     for source in (1, 2):
-        alone_ids, alone_scores = run_beam(
-            table, [source], 5, max_lengths=max_lengths[source : source + 1], **kwargs
-        )
+        alone_ids, alone_scores = run_beam(table, [source], 5, max_lengths=max_lengths[source : source + 1], **kwargs)
         np.testing.assert_array_equal(alone_ids[0], ids[source])
         np.testing.assert_allclose(alone_scores[0], scores[source], atol=1e-6)
     assert np.all(ids[0, :, 2:] == PAD_ID) and np.all(ids[2, :, 3:] == PAD_ID)
@@ -420,9 +394,7 @@ def test_state_is_reordered_with_the_hypotheses():
     ids, scores = ops.convert_to_numpy(result.ids), ops.convert_to_numpy(result.scores)
     for source in range(2):
         for rank in range(3):
-            np.testing.assert_allclose(
-                scores[source, rank], table.score(source, ids[source, rank], 0.6), atol=1e-5
-            )
+            np.testing.assert_allclose(scores[source, rank], table.score(source, ids[source, rank], 0.6), atol=1e-5)
         # Sorted best first; distinct hypotheses (step 0 starts from a single live beam).
         assert np.all(np.diff(scores[source]) <= 0), scores
         assert len({tuple(row) for row in ids[source]}) == 3
@@ -446,7 +418,9 @@ def test_reorder_state_replaces_the_gather_of_the_state():
     np.testing.assert_array_equal(hooked[0], default[0])
     np.testing.assert_allclose(hooked[1], default[1], atol=1e-6)
     assert calls and set(calls) == {(2 * 3,)}
-    ids, scores = run_beam(table, sources, 5, beam_size=3, state="prefix", num_return=3, reorder_state=lambda state, rows: state)
+    ids, scores = run_beam(
+        table, sources, 5, beam_size=3, state="prefix", num_return=3, reorder_state=lambda state, rows: state
+    )
     rescored = np.array([[table.score(source, ids[source, rank], 0.6) for rank in range(3)] for source in range(2)])
     assert np.max(np.abs(scores - rescored)) > 1e-3
 
@@ -499,9 +473,7 @@ def test_search_stops_early():
     logits = np.full((1, VOCAB_SIZE**4, VOCAB_SIZE), -np.inf, np.float32)
     logits[..., [EOS_ID, A]] = np.log([0.4, 0.6])
     fn, initial_state = PrefixTable(logits).decoder([0], 4)
-    beam_search(
-        counted(fn), bos, initial_state, beam_size=4, max_decode_length=4, max_lengths=[2]
-    )
+    beam_search(counted(fn), bos, initial_state, beam_size=4, max_decode_length=4, max_lengths=[2])
     assert steps == [0, 1]
 
 
@@ -515,7 +487,12 @@ def test_jax_jit_equals_eager():
         fn, initial_state = table.decoder(sources, 3)
         bos = ops.full_like(sources, BOS_ID)
         return beam_search(
-            fn, bos, initial_state, beam_size=3, max_decode_length=5, max_lengths=max_lengths,
+            fn,
+            bos,
+            initial_state,
+            beam_size=3,
+            max_decode_length=5,
+            max_lengths=max_lengths,
             num_return=2,
         )
 
@@ -538,8 +515,13 @@ def test_tf_function_and_saved_model_equal_eager(tmp_path):
         bos = tf.fill(tf.shape(sources), BOS_ID)
         return tuple(
             beam_search(
-                fn, bos, initial_state, beam_size=3, max_decode_length=5,
-                max_lengths=max_lengths, num_return=2,
+                fn,
+                bos,
+                initial_state,
+                beam_size=3,
+                max_decode_length=5,
+                max_lengths=max_lengths,
+                num_return=2,
             )
         )
 

@@ -25,7 +25,9 @@ def test_output_and_gradients_match_keras_dense(kwargs):
     inputs = rng.normal(size=(3, 5, 16)).astype("float32")
     upstream = rng.normal(size=(3, 5, 24)).astype("float32")
     ours, reference = _pair(**kwargs)
-    for got, expected in zip(values_and_gradients(ours, inputs, upstream), values_and_gradients(reference, inputs, upstream)):
+    for got, expected in zip(
+        values_and_gradients(ours, inputs, upstream), values_and_gradients(reference, inputs, upstream)
+    ):
         assert got.shape == expected.shape
         assert np.abs(got - expected).max() < 1e-5 * max(1.0, np.abs(expected).max())
 

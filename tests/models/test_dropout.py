@@ -95,7 +95,6 @@ def test_layer_contract_and_config_round_trip():
     assert keras.saving.get_registered_object("transformer>Dropout") is Dropout
 
 
-
 @pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="the 16-bit masks are TensorFlow's path")
 def test_mask_bits_are_full_range_and_uniform():
     # All 2**16 values of a half, each as likely, in the low and in the high halves of the draws:

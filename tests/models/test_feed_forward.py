@@ -7,7 +7,12 @@ from tests.models.layer_contract import run_layer_test
 
 def test_layer_contract():
     x = np.random.default_rng(0).normal(size=(2, 5, 8)).astype("float32")
-    run_layer_test(PositionwiseFeedForward, {"hidden_dim": 8, "intermediate_dim": 32, "activation_dropout": 0.0}, {"inputs": x}, (2, 5, 8))
+    run_layer_test(
+        PositionwiseFeedForward,
+        {"hidden_dim": 8, "intermediate_dim": 32, "activation_dropout": 0.0},
+        {"inputs": x},
+        (2, 5, 8),
+    )
 
 
 def test_matches_relu_formula():

@@ -25,7 +25,9 @@ def test_output_and_gradients_match_keras_layer_norm(kwargs):
     inputs = (rng.normal(size=(2, 6, 16)) * 3 + 2).astype("float32")
     upstream = rng.normal(size=(2, 6, 16)).astype("float32")
     ours, reference = _pair(**kwargs)
-    for got, expected in zip(values_and_gradients(ours, inputs, upstream), values_and_gradients(reference, inputs, upstream)):
+    for got, expected in zip(
+        values_and_gradients(ours, inputs, upstream), values_and_gradients(reference, inputs, upstream)
+    ):
         assert np.abs(got - expected).max() < 1e-4 * max(1.0, np.abs(expected).max())
 
 
@@ -36,7 +38,9 @@ def test_gradients_match_keras_layer_norm_at_other_ranks(shape):
     inputs = (rng.normal(size=shape) * 3 + 2).astype("float32")
     upstream = rng.normal(size=shape).astype("float32")
     ours, reference = _pair()
-    for got, expected in zip(values_and_gradients(ours, inputs, upstream), values_and_gradients(reference, inputs, upstream)):
+    for got, expected in zip(
+        values_and_gradients(ours, inputs, upstream), values_and_gradients(reference, inputs, upstream)
+    ):
         assert got.shape == expected.shape
         assert np.abs(got - expected).max() < 1e-4 * max(1.0, np.abs(expected).max())
 
@@ -48,7 +52,9 @@ def test_bfloat16_inputs_give_bfloat16_outputs_and_float32_weight_gradients():
     ours, reference = _pair(dtype="mixed_bfloat16")
     assert keras.backend.standardize_dtype(ours(inputs).dtype) == "bfloat16"
     assert all(keras.backend.standardize_dtype(w.dtype) == "float32" for w in ours.trainable_weights)
-    for got, expected in zip(values_and_gradients(ours, inputs, upstream), values_and_gradients(reference, inputs, upstream)):
+    for got, expected in zip(
+        values_and_gradients(ours, inputs, upstream), values_and_gradients(reference, inputs, upstream)
+    ):
         assert np.abs(got - expected).max() < 2e-2 * max(1.0, np.abs(expected).max())
 
 

@@ -104,7 +104,9 @@ def test_a_pad_id_outside_the_vocabulary_gives_the_same_loss_and_gradient():
     shifted_pads = np.where(targets == 0, -1, targets).astype("int32")
     results = []
     for ids, pad_id in ((targets, 0), (shifted_pads, -1)):
-        value, gradient = _value_and_gradient(LabelSmoothedCrossEntropy(label_smoothing=0.1, pad_id=pad_id), ids, logits)
+        value, gradient = _value_and_gradient(
+            LabelSmoothedCrossEntropy(label_smoothing=0.1, pad_id=pad_id), ids, logits
+        )
         results.append((float(value), keras.ops.convert_to_numpy(gradient)))
     assert abs(results[0][0] - results[1][0]) < 1e-6
     assert np.abs(results[0][1] - results[1][1]).max() < 1e-7

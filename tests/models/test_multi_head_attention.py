@@ -38,7 +38,11 @@ def test_layer_contract_cross_attention_with_mask():
     run_layer_test(
         MultiHeadAttention,
         {"hidden_dim": HIDDEN, "num_heads": HEADS},
-        {"query": _random(BATCH, QUERY_LENGTH, HIDDEN), "key_value": _random(BATCH, KEY_LENGTH, HIDDEN, seed=1), "attention_mask": mask},
+        {
+            "query": _random(BATCH, QUERY_LENGTH, HIDDEN),
+            "key_value": _random(BATCH, KEY_LENGTH, HIDDEN, seed=1),
+            "attention_mask": mask,
+        },
         (BATCH, QUERY_LENGTH, HIDDEN),
     )
 
@@ -160,10 +164,16 @@ def test_beam_slots_of_a_shared_self_cache_read_through_the_ancestry():
 def test_slot_positions_beyond_the_slot_are_rejected():
     layer = MultiHeadAttention(HIDDEN, HEADS)
     cache = layer.empty_cache(BATCH, 2 * 4)  # Two slots of 4 positions for 2 * BATCH query rows.
-    with pytest.raises(ValueError, match=r"positions \[4, 5\) do not fit in a slot of length 4 \(a cache of 8 positions in 2 slots"):
-        layer(_random(2 * BATCH, 1, HIDDEN), attention_mask=np.ones((2 * BATCH, 1, 8), bool), cache=cache, cache_index=4)
+    with pytest.raises(
+        ValueError, match=r"positions \[4, 5\) do not fit in a slot of length 4 \(a cache of 8 positions in 2 slots"
+    ):
+        layer(
+            _random(2 * BATCH, 1, HIDDEN), attention_mask=np.ones((2 * BATCH, 1, 8), bool), cache=cache, cache_index=4
+        )
     with pytest.raises(ValueError, match="a cache of length 8 cannot hold 3 equal slots"):
-        layer(_random(3 * BATCH, 1, HIDDEN), attention_mask=np.ones((3 * BATCH, 1, 8), bool), cache=cache, cache_index=0)
+        layer(
+            _random(3 * BATCH, 1, HIDDEN), attention_mask=np.ones((3 * BATCH, 1, 8), bool), cache=cache, cache_index=0
+        )
 
 
 def test_prefix_then_steps_with_cache_equals_full_pass():
@@ -171,7 +181,9 @@ def test_prefix_then_steps_with_cache_equals_full_pass():
     sequence = _random(BATCH, QUERY_LENGTH, HIDDEN)
     full = _numpy(layer(sequence, attention_mask=causal_attention_mask(QUERY_LENGTH, QUERY_LENGTH)))
     cache = layer.empty_cache(BATCH, QUERY_LENGTH)
-    prefix, cache = layer(sequence[:, :3], attention_mask=causal_attention_mask(3, QUERY_LENGTH), cache=cache, cache_index=0)
+    prefix, cache = layer(
+        sequence[:, :3], attention_mask=causal_attention_mask(3, QUERY_LENGTH), cache=cache, cache_index=0
+    )
     rest, cache = layer(
         sequence[:, 3:], attention_mask=causal_attention_mask(2, QUERY_LENGTH, 3), cache=cache, cache_index=3
     )
@@ -206,7 +218,9 @@ def test_beams_read_one_cross_attention_cache_per_sentence():
     layer, query, shared_cache, mask = _beams_and_shared_cache(beams)
     tiled_cache = tuple(ops.repeat(x, beams, axis=0) for x in shared_cache)
     tiled, _, tiled_weights = layer(query, attention_mask=mask, cache=tiled_cache, return_attention_scores=True)
-    shared, returned_cache, shared_weights = layer(query, attention_mask=mask, cache=shared_cache, return_attention_scores=True)
+    shared, returned_cache, shared_weights = layer(
+        query, attention_mask=mask, cache=shared_cache, return_attention_scores=True
+    )
     assert tuple(shared.shape) == (BATCH * beams, QUERY_LENGTH, HIDDEN)
     np.testing.assert_allclose(_numpy(shared), _numpy(tiled), atol=1e-5)
     assert tuple(shared_weights.shape) == (BATCH * beams, HEADS, QUERY_LENGTH, KEY_LENGTH)
@@ -225,13 +239,17 @@ def test_beams_read_one_cross_attention_cache_per_sentence():
         np.testing.assert_allclose(_numpy(shared)[row], _numpy(alone[0])[0], atol=1e-5)
 
 
-@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="unknown batch sizes exist in TensorFlow graphs only")
+@pytest.mark.skipif(
+    keras.backend.backend() != "tensorflow", reason="unknown batch sizes exist in TensorFlow graphs only"
+)
 def test_beams_share_the_cross_attention_cache_with_unknown_batch_sizes():
     import tensorflow as tf
 
     beams = 2
     layer, query, shared_cache, mask = _beams_and_shared_cache(beams)
-    expected = _numpy(layer(query, attention_mask=mask, cache=tuple(ops.repeat(x, beams, axis=0) for x in shared_cache))[0])
+    expected = _numpy(
+        layer(query, attention_mask=mask, cache=tuple(ops.repeat(x, beams, axis=0) for x in shared_cache))[0]
+    )
     head_dim = HIDDEN // HEADS
     attend = tf.function(
         lambda q, m, k, v: layer(q, attention_mask=m, cache=(k, v))[0],
@@ -280,7 +298,9 @@ def test_wrong_rank_and_dtype_are_rejected():
     with pytest.raises(ValueError, match="last dimension hidden_dim=16.*received shape"):
         layer(_random(BATCH, QUERY_LENGTH, HIDDEN + 1))
     with pytest.raises(ValueError, match="boolean.*received dtype"):
-        layer(_random(BATCH, QUERY_LENGTH, HIDDEN), attention_mask=np.ones((BATCH, QUERY_LENGTH, QUERY_LENGTH), "float32"))
+        layer(
+            _random(BATCH, QUERY_LENGTH, HIDDEN), attention_mask=np.ones((BATCH, QUERY_LENGTH, QUERY_LENGTH), "float32")
+        )
     with pytest.raises(ValueError, match="attention_mask must have rank 3"):
         layer(_random(BATCH, QUERY_LENGTH, HIDDEN), attention_mask=np.ones((BATCH, QUERY_LENGTH), bool))
 
@@ -290,7 +310,9 @@ def test_malformed_cache_is_rejected():
     step = _random(BATCH, 1, HIDDEN)
     keys, values = layer.empty_cache(BATCH, 4)
     mask = causal_attention_mask(1, 4, 0)
-    with pytest.raises(ValueError, match=r"cache must be a pair \(keys, values\), each \[batch, 4, cache_length, 4\], received \w+"):
+    with pytest.raises(
+        ValueError, match=r"cache must be a pair \(keys, values\), each \[batch, 4, cache_length, 4\], received \w+"
+    ):
         layer(step, attention_mask=mask, cache=ops.stack([keys, values], axis=1), cache_index=0)
     with pytest.raises(ValueError, match=r"each \[batch, 4, cache_length, 4\]; its values have shape \(2, 4, 4\)"):
         layer(step, attention_mask=mask, cache=(keys, values[..., 0]), cache_index=0)

@@ -12,7 +12,9 @@ def _layer_norm(x, epsilon=1e-6):
 def test_layer_contract():
     rng = np.random.default_rng(0)
     x, y = rng.normal(size=(2, 5, 8)).astype("float32"), rng.normal(size=(2, 5, 8)).astype("float32")
-    run_layer_test(ResidualNorm, {"dropout": 0.1, "normalize_first": False}, {"inputs": x, "sublayer_output": y}, (2, 5, 8))
+    run_layer_test(
+        ResidualNorm, {"dropout": 0.1, "normalize_first": False}, {"inputs": x, "sublayer_output": y}, (2, 5, 8)
+    )
 
 
 def test_post_norm_is_layer_norm_of_the_sum_and_pre_norm_is_the_plain_sum():

@@ -11,7 +11,9 @@ from tests.models.layer_contract import run_layer_test, values_and_gradients
 
 def test_layer_contract():
     ids = np.array([[4, 5, 6, 0], [7, 8, 0, 0]], "int32")
-    run_layer_test(SharedEmbedding, {"vocabulary_size": 10, "hidden_dim": 8, "dropout": 0.1}, {"token_ids": ids}, (2, 4, 8))
+    run_layer_test(
+        SharedEmbedding, {"vocabulary_size": 10, "hidden_dim": 8, "dropout": 0.1}, {"token_ids": ids}, (2, 4, 8)
+    )
 
 
 def test_scaled_embedding_plus_positions():

@@ -81,7 +81,9 @@ def test_incremental_decoding_with_cache_equals_full_pass(normalize_first):
     cache = model.initial_cache(encoder_output, cache_length=10)
     steps = []
     for index in range(target.shape[1]):
-        logits, cache = model.decode(target[:, index : index + 1], encoder_padding_mask=padding_mask, cache=cache, cache_index=index)
+        logits, cache = model.decode(
+            target[:, index : index + 1], encoder_padding_mask=padding_mask, cache=cache, cache_index=index
+        )
         steps.append(_numpy(logits))
     assert np.max(np.abs(np.concatenate(steps, axis=1) - full)) < 1e-4
     # A whole prefix at once, then one step, gives the same logits too.
@@ -135,8 +137,10 @@ def test_mixed_precision_trains_with_float32_logits_and_loss(policy):
     assert keras.backend.standardize_dtype(logits.dtype) == "float32"
     assert all(keras.backend.standardize_dtype(w.dtype) == "float32" for w in model.weights)
     if policy == "mixed_float16" and keras.backend.backend() == "jax":
-        pytest.skip("XLA:CPU has no float16 dot_general with float32 accumulation (the gradient of JAX's "
-                    "attention); float16 training under JAX runs on GPUs only")
+        pytest.skip(
+            "XLA:CPU has no float16 dot_general with float32 accumulation (the gradient of JAX's "
+            "attention); float16 training under JAX runs on GPUs only"
+        )
     optimizer = transformer_optimizer(16, 10)
     if policy == "mixed_float16":
         optimizer = keras.optimizers.LossScaleOptimizer(optimizer)

@@ -76,7 +76,12 @@ def test_stack_incremental_decoding_equals_full_pass(normalize_first):
     steps = []
     for index in range(TARGET_LENGTH):
         output, self_caches = decoder(
-            target[:, index : index + 1], None, mask, self_caches=self_caches, cross_caches=cross_caches, cache_index=index
+            target[:, index : index + 1],
+            None,
+            mask,
+            self_caches=self_caches,
+            cross_caches=cross_caches,
+            cache_index=index,
         )
         steps.append(_numpy(output))
     assert np.max(np.abs(np.concatenate(steps, axis=1) - full)) < 1e-5
@@ -126,5 +131,7 @@ def test_slotted_self_cache_without_a_mask_is_rejected():
     visible = np.zeros((2, 1, 2 * TARGET_LENGTH), bool)
     visible[0, 0, 0] = visible[1, 0, TARGET_LENGTH] = True  # Each row's own first position.
     output, _ = layer(target[:, :1], memory, mask, self_cache=shared, cache_index=0, self_attention_mask=visible)
-    own = layer(target[:, :1], memory, mask, self_cache=layer.self_attention.empty_cache(2, TARGET_LENGTH), cache_index=0)[0]
+    own = layer(
+        target[:, :1], memory, mask, self_cache=layer.self_attention.empty_cache(2, TARGET_LENGTH), cache_index=0
+    )[0]
     np.testing.assert_allclose(_numpy(output), _numpy(own), atol=1e-5)

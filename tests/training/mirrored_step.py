@@ -71,16 +71,27 @@ def main():
     mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     assert mirrored.num_replicas_in_sync == 2
     results = {}
-    for name, loss_class in (("global", GlobalTokenLabelSmoothedCrossEntropy), ("per_replica", LabelSmoothedCrossEntropy)):
+    for name, loss_class in (
+        ("global", GlobalTokenLabelSmoothedCrossEntropy),
+        ("per_replica", LabelSmoothedCrossEntropy),
+    ):
         loss_one, weights_one = one_step(single, loss_class(), initial)
         loss_two, weights_two = one_step(mirrored, loss_class(), initial)
         update = max(float(np.max(np.abs(a - b))) for a, b in zip(weights_one, initial))
         difference = max(float(np.max(np.abs(a - b))) for a, b in zip(weights_one, weights_two))
-        results[name] = {"loss_one_device": loss_one, "loss_two_replicas": loss_two, "largest_update": update, "weight_difference": difference}
+        results[name] = {
+            "loss_one_device": loss_one,
+            "loss_two_replicas": loss_two,
+            "largest_update": update,
+            "weight_difference": difference,
+        }
     models = []
     options = dict(hidden_dim=SMALL["hidden_dim"], warmup_steps=2)
     with mirrored.scope():
-        keras_adam, fused_adam = transformer_optimizer(**options), transformer_optimizer(**options, optimizer_class=FusedAdam)
+        keras_adam, fused_adam = (
+            transformer_optimizer(**options),
+            transformer_optimizer(**options, optimizer_class=FusedAdam),
+        )
     _, weights_keras = one_step(mirrored, GlobalTokenLabelSmoothedCrossEntropy(), initial, keras_adam)
     _, weights_fused = one_step(mirrored, GlobalTokenLabelSmoothedCrossEntropy(), initial, fused_adam, models)
     results["adam"] = {

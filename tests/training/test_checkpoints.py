@@ -67,7 +67,11 @@ def test_written_files_get_the_mode_of_a_plain_open(umask, tmp_path):
             handle.write("x")
     finally:
         os.umask(previous)
-    assert os.stat(tmp_path / "model.keras").st_mode & 0o777 == os.stat(tmp_path / "plain").st_mode & 0o777 == 0o666 & ~umask
+    assert (
+        os.stat(tmp_path / "model.keras").st_mode & 0o777
+        == os.stat(tmp_path / "plain").st_mode & 0o777
+        == 0o666 & ~umask
+    )
 
 
 def test_restoring_brings_back_weights_and_optimizer_step(tmp_path):

@@ -17,7 +17,11 @@ ENV = dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="2", KERAS_BAC
 def test_two_mirrored_cpu_replicas_match_one_device_on_the_same_global_batch():
     completed = subprocess.run(
         [sys.executable, os.path.join(REPO_ROOT, "tests", "training", "mirrored_step.py")],
-        cwd=REPO_ROOT, env=ENV, capture_output=True, text=True, timeout=600,
+        cwd=REPO_ROOT,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
     results = json.loads(completed.stdout.strip().splitlines()[-1])
@@ -52,18 +56,39 @@ def test_two_workers_on_loopback_end_on_the_same_weights(tiny_run, deb_en_de, tm
     model_dir = str(tmp_path / "multi_worker")
     workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
     command = [
-        sys.executable, os.path.join(REPO_ROOT, "train.py"),
-        f"--model_dir={model_dir}", "--distribution=multi_worker",
-        f"--cache_dir={os.path.dirname(corpus.root)}", f"--deb_dir={DEB_CACHE}", "--vocab_size=2000",
-        "--max_length=64", "--preset=tiny", *(f"--{key}={value}" for key, value in TINY_MODEL.items()),
-        "--train_steps=4", "--checkpoint_every=2", "--eval_every=4", "--eval_sentences=0",
-        "--batch_tokens=512", "--warmup_steps=10",
+        sys.executable,
+        os.path.join(REPO_ROOT, "train.py"),
+        f"--model_dir={model_dir}",
+        "--distribution=multi_worker",
+        f"--cache_dir={os.path.dirname(corpus.root)}",
+        f"--deb_dir={DEB_CACHE}",
+        "--vocab_size=2000",
+        "--max_length=64",
+        "--preset=tiny",
+        *(f"--{key}={value}" for key, value in TINY_MODEL.items()),
+        "--train_steps=4",
+        "--checkpoint_every=2",
+        "--eval_every=4",
+        "--eval_sentences=0",
+        "--batch_tokens=512",
+        "--warmup_steps=10",
     ]
     processes = []
     for index in range(2):
         tf_config = json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}})
         log = open(tmp_path / f"worker{index}.log", "w")
-        processes.append((subprocess.Popen(command, cwd=REPO_ROOT, env=dict(ENV, TF_CONFIG=tf_config, CI="1"), stdout=log, stderr=subprocess.STDOUT), log))
+        processes.append(
+            (
+                subprocess.Popen(
+                    command,
+                    cwd=REPO_ROOT,
+                    env=dict(ENV, TF_CONFIG=tf_config, CI="1"),
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                ),
+                log,
+            )
+        )
     for process, log in processes:
         try:
             process.wait(timeout=600)

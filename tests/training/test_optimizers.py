@@ -9,6 +9,7 @@ from models.losses import LabelSmoothedCrossEntropy
 from models.transformer import Transformer
 from training.optimizers import FusedAdam
 
+
 def fused_adam_optimizer(*args, **kwargs):
     """`train.py`'s optimizer."""
     return transformer_optimizer(*args, optimizer_class=FusedAdam, **kwargs)
@@ -28,8 +29,11 @@ def _dataset(steps):
         labels = np.roll(target, -1, axis=1)
         labels[:, -1] = PAD_ID
         batches.append(((source, target), labels))
-    sources, targets, labels = (np.stack([b[0][0] for b in batches]), np.stack([b[0][1] for b in batches]),
-                                np.stack([b[1] for b in batches]))
+    sources, targets, labels = (
+        np.stack([b[0][0] for b in batches]),
+        np.stack([b[0][1] for b in batches]),
+        np.stack([b[1] for b in batches]),
+    )
     return tf.data.Dataset.from_tensor_slices(((sources, targets), labels))
 
 
@@ -76,7 +80,9 @@ def test_fused_adam_trains_like_keras_adam(jit_compile):
     # up to a step of the learning rate: the key projection's bias, whose true gradient is zero.)
     # Under XLA (train.py's default on GPUs) ResourceApplyAdam is compiled by tf2xla.
     steps = 1
-    keras_model = _model(transformer_optimizer(SMALL["hidden_dim"], warmup_steps=2, scale=10.0), jit_compile=jit_compile)
+    keras_model = _model(
+        transformer_optimizer(SMALL["hidden_dim"], warmup_steps=2, scale=10.0), jit_compile=jit_compile
+    )
     initial = keras_model.get_weights()
     fused_model = _model(fused_adam_optimizer(SMALL["hidden_dim"], warmup_steps=2, scale=10.0), initial, jit_compile)
     assert isinstance(fused_model.optimizer, FusedAdam)

@@ -23,14 +23,20 @@ def test_moved_caches_relative_paths_and_the_default_direction_are_the_same_run(
 
     monkeypatch.chdir(tmp_path)
     first = _config_with(
-        tiny_run_config(tmp_path / "run", "cache/corpora"), corpus="files", languages="en-de",
-        train_files=("train.tsv",), deb_dir="debs",
+        tiny_run_config(tmp_path / "run", "cache/corpora"),
+        corpus="files",
+        languages="en-de",
+        train_files=("train.tsv",),
+        deb_dir="debs",
     )
     os.makedirs(first.model_dir)
     run_config.write(first)
     # The cache moved, the files are named by absolute path, the direction is spelt out: same run.
     moved = _config_with(
-        first, cache_dir="/elsewhere/corpora", deb_dir=None, train_files=(str(tmp_path / "train.tsv"),),
+        first,
+        cache_dir="/elsewhere/corpora",
+        deb_dir=None,
+        train_files=(str(tmp_path / "train.tsv"),),
         direction="en-de",
     )
     run_config.check(moved, default_direction="en-de")
@@ -64,7 +70,9 @@ def test_start_over_deletes_only_a_train_py_run(tmp_path):
     (tmp_path / "logs" / "server.log").write_text("not ours")
     (tmp_path / "checkpoints").mkdir()
     (tmp_path / "spm.model").write_text("a leftover of a failed start")
-    with pytest.raises(TrainingError, match=r"--start_over: .* holds no config.json.*not deleting its checkpoints, logs$"):
+    with pytest.raises(
+        TrainingError, match=r"--start_over: .* holds no config.json.*not deleting its checkpoints, logs$"
+    ):
         _prepare_run_dir(config, start_over=True)
     assert (tmp_path / "logs" / "server.log").read_text() == "not ours"
     # With train.py's config.json it is a run: everything train.py wrote goes.
@@ -105,7 +113,9 @@ def test_resuming_refuses_changes_that_would_lose_or_overshoot_steps(tiny_run, t
     before = sorted(os.listdir(os.path.join(model_dir, "checkpoints")))
     # fp16's loss scaling has optimizer variables the float32 run's checkpoints lack: Keras would skip
     # the whole optimizer state and restart at step 0 over the good checkpoints.
-    with pytest.raises(TrainingError, match="trained with --mixed_precision=none; --mixed_precision=fp16 cannot resume"):
+    with pytest.raises(
+        TrainingError, match="trained with --mixed_precision=none; --mixed_precision=fp16 cannot resume"
+    ):
         train(tiny_run_config(model_dir, corpus_cache, train_steps=400, mixed_precision="fp16"))
     # An epoch length that does not divide the step resumed at would run past --train_steps.
     for _ in range(2):  # The refusal does not record the new flag: the same command is refused again.
@@ -161,11 +171,24 @@ def _user_run(tmp_path, corpus, train_pairs, dev_pairs=None, **data):
         path.write_text("".join(f"{en}\t{de}\n" for en, de in pairs), encoding="utf-8")
         return (str(path),)
 
-    config = tiny_run_config(tmp_path / "run", str(tmp_path / "cache"), train_steps=20, checkpoint_every=10,
-                             eval_every=20, eval_sentences=0, batch_tokens=1024)
-    data = DataConfig(corpus="files", cache_dir=str(tmp_path / "cache"), languages="en-de",
-                      train_files=write("train.tsv", train_pairs), dev_files=write("dev.tsv", dev_pairs) if dev_pairs else (),
-                      vocab_size=500, **data)
+    config = tiny_run_config(
+        tmp_path / "run",
+        str(tmp_path / "cache"),
+        train_steps=20,
+        checkpoint_every=10,
+        eval_every=20,
+        eval_sentences=0,
+        batch_tokens=1024,
+    )
+    data = DataConfig(
+        corpus="files",
+        cache_dir=str(tmp_path / "cache"),
+        languages="en-de",
+        train_files=write("train.tsv", train_pairs),
+        dev_files=write("dev.tsv", dev_pairs) if dev_pairs else (),
+        vocab_size=500,
+        **data,
+    )
     return dataclasses.replace(config, data=data)
 
 
@@ -174,7 +197,9 @@ def _corpus_pairs(corpus, count, longest=None, shortest=None):
     with open(corpus.train, encoding="utf-8") as handle:
         for line in handle:
             en, de = line.rstrip("\n").split("\t")
-            if (longest is None or max(len(en), len(de)) <= longest) and (shortest is None or min(len(en), len(de)) >= shortest):
+            if (longest is None or max(len(en), len(de)) <= longest) and (
+                shortest is None or min(len(en), len(de)) >= shortest
+            ):
                 pairs.append((en, de))
                 if len(pairs) == count:
                     return pairs
@@ -216,7 +241,10 @@ def test_what_cleaning_did_to_the_users_files_is_printed(deb_en_de, tmp_path, ca
     printed = capsys.readouterr().err.splitlines()
     # The training file loses a duplicate, the untranslated pair and the dev pairs (twice each); the dev file is kept whole.
     assert "dev files (dev.tsv): 4 pairs read, 4 kept (4 dev), dropped: none" in printed
-    assert "train files (train.tsv): 204 pairs read, 198 kept (198 train), dropped: 1 duplicate, 1 identical, 4 in_evaluation_files" in printed
+    assert (
+        "train files (train.tsv): 204 pairs read, 198 kept (198 train), dropped: 1 duplicate, 1 identical, 4 in_evaluation_files"
+        in printed
+    )
 
 
 def test_several_workers_are_told_the_command_that_builds_their_vocabulary(deb_en_de, tmp_path):
@@ -234,8 +262,14 @@ def test_several_workers_are_told_the_command_that_builds_their_vocabulary(deb_e
     built = os.stat(corpus.manifest).st_ino
     command = str(refused.value).split("`")[1]
     assert command.startswith("python -m data.prepare ")
-    completed = subprocess.run([sys.executable, *shlex.split(command)[1:]], cwd=REPO_ROOT, capture_output=True, text=True,
-                               env=dict(os.environ, PYTHONPATH=REPO_ROOT), timeout=300)
+    completed = subprocess.run(
+        [sys.executable, *shlex.split(command)[1:]],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=REPO_ROOT),
+        timeout=300,
+    )
     assert completed.returncode == 0, completed.stderr[-2000:]
     # The command built the vocabulary into the corpus entry the workers read, without rebuilding it.
     assert resolve_tokenizer(str(tmp_path / "worker"), corpus, config.data, may_train=False).vocabulary_size == 500

@@ -21,12 +21,21 @@ ENV = dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="2", KERAS_BAC
 
 def _train_command(model_dir, corpus, *extra):
     return [
-        sys.executable, os.path.join(REPO_ROOT, "train.py"),
-        f"--model_dir={model_dir}", f"--cache_dir={os.path.dirname(corpus.root)}", f"--deb_dir={DEB_CACHE}",
-        "--vocab_size=2000", "--max_length=64", "--preset=tiny",
+        sys.executable,
+        os.path.join(REPO_ROOT, "train.py"),
+        f"--model_dir={model_dir}",
+        f"--cache_dir={os.path.dirname(corpus.root)}",
+        f"--deb_dir={DEB_CACHE}",
+        "--vocab_size=2000",
+        "--max_length=64",
+        "--preset=tiny",
         *(f"--{key}={value}" for key, value in TINY_MODEL.items()),
-        "--batch_tokens=1024", "--warmup_steps=30", "--learning_rate_scale=2.0", "--eval_sentences=0",
-        "--distribution=one_device", *extra,
+        "--batch_tokens=1024",
+        "--warmup_steps=30",
+        "--learning_rate_scale=2.0",
+        "--eval_sentences=0",
+        "--distribution=one_device",
+        *extra,
     ]
 
 
@@ -78,8 +87,15 @@ def test_a_run_killed_mid_training_resumes_from_its_checkpoint(tiny_run, deb_en_
     # The same run again (what the same command line does, here in this process to look inside).
     state = _StateAtStart()
     config = tiny_run_config(
-        model_dir, os.path.dirname(corpus.root), train_steps=90, checkpoint_every=30, eval_every=90,
-        batch_tokens=1024, warmup_steps=30, learning_rate_scale=2.0, eval_sentences=0,
+        model_dir,
+        os.path.dirname(corpus.root),
+        train_steps=90,
+        checkpoint_every=30,
+        eval_every=90,
+        batch_tokens=1024,
+        warmup_steps=30,
+        learning_rate_scale=2.0,
+        eval_sentences=0,
     )
     summary = train(config, callbacks=[state])
     # It starts from the checkpoint's weights and step, not from fresh ones ...
@@ -153,8 +169,17 @@ def test_fp16_training_stays_finite(deb_en_de, tiny_run, tmp_path):
     from training.trainer import train
 
     corpus_cache = os.path.dirname(deb_en_de[0].root)
-    summary = train(tiny_run_config(tmp_path / "fp16", corpus_cache, train_steps=20, checkpoint_every=10, eval_every=20,
-                                    eval_sentences=4, mixed_precision="fp16"))
+    summary = train(
+        tiny_run_config(
+            tmp_path / "fp16",
+            corpus_cache,
+            train_steps=20,
+            checkpoint_every=10,
+            eval_every=20,
+            eval_sentences=4,
+            mixed_precision="fp16",
+        )
+    )
     losses = summary["history"]["loss"]
     assert len(losses) == 2 and all(np.isfinite(losses))
     model = keras.saving.load_model(summary["model_path"], compile=False)
@@ -205,8 +230,10 @@ def test_another_configuration_on_an_existing_model_dir_is_refused(tmp_path):
         (["--corpus=files", "--train_tsv=a.tsv"], "--corpus=files needs --languages=SRC-TGT"),
         (["--hidden_dim=100", "--num_heads=8"], "--hidden_dim=100 must be even and divisible by --num_heads=8"),
         (["--corpus=wmt14"], "flag --corpus=wmt14: value should be one of"),
-        (["--steps_per_execution=3", "--checkpoint_every=10", "--train_steps=20", "--eval_every=20"],
-         "--checkpoint_every=10 must be a multiple of --steps_per_execution=3"),
+        (
+            ["--steps_per_execution=3", "--checkpoint_every=10", "--train_steps=20", "--eval_every=20"],
+            "--checkpoint_every=10 must be a multiple of --steps_per_execution=3",
+        ),
         (["--seed=-1"], "flag --seed=-1: -1 is not an integer in the range [0, 4294967295]"),
         (["--learning_rate_scale=0"], "--learning_rate_scale must be above 0"),
         (["--batch_tokens=16"], "--batch_tokens=16 cannot hold one pair of --max_length=128 tokens"),
@@ -214,7 +241,9 @@ def test_another_configuration_on_an_existing_model_dir_is_refused(tmp_path):
     ],
 )
 def test_bad_flags_are_refused_before_training(flags, message, tmp_path):
-    completed = _run([sys.executable, os.path.join(REPO_ROOT, "train.py"), f"--model_dir={tmp_path}", *flags], timeout=120)
+    completed = _run(
+        [sys.executable, os.path.join(REPO_ROOT, "train.py"), f"--model_dir={tmp_path}", *flags], timeout=120
+    )
     assert completed.returncode != 0
     assert message in completed.stderr, completed.stderr[-2000:]
     assert not os.path.exists(os.path.join(tmp_path, "config.json"))
@@ -231,9 +260,17 @@ def test_an_unwritable_model_dir_is_named(tmp_path):
 
 def test_missing_user_files_are_named(tmp_path):
     completed = _run(
-        [sys.executable, os.path.join(REPO_ROOT, "train.py"), f"--model_dir={tmp_path / 'run'}", "--corpus=files",
-         "--languages=en-fr", f"--train_src={tmp_path / 'missing.en'}", f"--train_tgt={tmp_path / 'missing.fr'}",
-         f"--cache_dir={tmp_path / 'cache'}", "--preset=tiny"],
+        [
+            sys.executable,
+            os.path.join(REPO_ROOT, "train.py"),
+            f"--model_dir={tmp_path / 'run'}",
+            "--corpus=files",
+            "--languages=en-fr",
+            f"--train_src={tmp_path / 'missing.en'}",
+            f"--train_tgt={tmp_path / 'missing.fr'}",
+            f"--cache_dir={tmp_path / 'cache'}",
+            "--preset=tiny",
+        ],
         timeout=300,
     )
     assert completed.returncode != 0
