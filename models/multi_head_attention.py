@@ -151,8 +151,8 @@ class MultiHeadAttention(keras.layers.Layer):
 
         The same weights and result as splitting `key_value_dense`'s output, with two matmuls over
         contiguous kernel halves: under XLA the split of the fused output is a strided copy of every
-        key/value projection and of its gradient (18 per step of the `base` model, 0.63 ms of an
-        H100 step); slicing the `[hidden, 2 * hidden]` kernel instead costs next to nothing.
+        key/value projection and of its gradient; slicing the `[hidden, 2 * hidden]` kernel instead
+        costs next to nothing.
         """
         self._check_rank3(key_value, "key_value")
         batch, length = ops.shape(key_value)[0], ops.shape(key_value)[1]
@@ -281,15 +281,13 @@ class MultiHeadAttention(keras.layers.Layer):
         else:
             # Training and full passes. TensorFlow (and LoRA or quantized projections): one matmul,
             # its output [batch, length, 2, heads, head_dim] unstacked, whose gradient is one stack
-            # (strided slices cost TensorFlow a zero-filled StridedSliceGrad per slice, a fifth of
-            # a CPU training step). Other backends: a matmul per half of the kernel, no copy of the
-            # output under XLA (benchmarks/README.md, changes 5 and 14).
+            # (strided slices cost TensorFlow a zero-filled StridedSliceGrad per slice). Other
+            # backends: a matmul per half of the kernel, no copy of the output under XLA.
             source = query if key_value is None else key_value
             # TensorFlow: head-major keys and values and two batched matmuls, which its graph runs
             # faster than the einsums of ops.dot_product_attention over [batch, length, heads,
-            # head_dim] operands (CPU, mixed_bfloat16: 1.02x per step, benchmarks/README.md), the
-            # keys and values made head-major by one transpose of the fused projection before the
-            # unstack, which then splits contiguous halves (change 18).
+            # head_dim] operands, the keys and values made head-major by one transpose of the fused
+            # projection before the unstack, which then splits contiguous halves.
             explicit = return_attention_scores or (self.attention_dropout > 0 and training)
             on_tensorflow = keras.backend.backend() == "tensorflow"
             head_major = explicit or on_tensorflow
@@ -306,8 +304,7 @@ class MultiHeadAttention(keras.layers.Layer):
                 attended, scores = self._attend(queries, keys, values, mask, scale, training)
             else:
                 # XLA's fused softmax, not cuDNN flash attention: at bucket lengths (tens of tokens)
-                # the cuDNN kernel, with the boolean mask turned into an additive bias, measured
-                # slower on an H100 (benchmarks/README.md).
+                # the cuDNN kernel, with the boolean mask turned into an additive bias, is slower.
                 attended = ops.dot_product_attention(
                     queries, keys, values, mask=mask, scale=scale, flash_attention=False
                 )
@@ -332,7 +329,7 @@ class MultiHeadAttention(keras.layers.Layer):
         if mask is not None:
             # An additive bias, not a select on the logits: the sum's gradient is the upstream
             # itself, where a select's is another select over the [batch, heads, query, key] float32
-            # gradient (TensorFlow runs each as a kernel of its own; benchmarks/README.md, change 20).
+            # gradient (TensorFlow runs each as a kernel of its own).
             logits = logits + ops.where(mask, 0.0, -1e9)
         weights = ops.softmax(logits, axis=-1)
         dropped = ops.cast(self.dropout_layer(weights, training=training), values.dtype)

@@ -77,7 +77,7 @@ class SharedEmbedding(keras.layers.Layer):
                 f"SharedEmbedding expects integer token ids, received dtype {keras.backend.standardize_dtype(token_ids.dtype)}"
             )
         # Gather float32 rows, then cast: the gradient is a float32 scatter-add into the table, not
-        # a bfloat16 one (4 ms of an H100 step at the base sizes, and inexact accumulation).
+        # a bfloat16 one (slower on a GPU, and inexact accumulation).
         embedded = ops.cast(ops.take(self.embeddings, token_ids, axis=0), self.compute_dtype)
         embedded = embedded * ops.cast(self.scale, self.compute_dtype)
         embedded = embedded + self.position_encoding(embedded, start_position=start_position)[None]
@@ -107,12 +107,13 @@ class SharedEmbedding(keras.layers.Layer):
 
 
 def _tied_projection(hidden_states, kernel):
-    """`hidden_states @ kernel^T` whose kernel gradient is computed in the kernel's own layout.
+    """Fast path: `hidden_states @ kernel^T` whose kernel gradient is computed in the kernel's own layout.
 
+    It must equal `ops.matmul(hidden_states, ops.transpose(kernel))` in value and gradients (the
+    other backends' path in `SharedEmbedding.logits`; tests/models/test_shared_embedding.py).
     TensorFlow differentiates `matmul(h, transpose(E))` into `h^T @ g` (`[d_model, V]`), then a
-    transpose to E's `[V, d_model]`; here the gradient is `g^T @ h`, which is E-shaped. On the AMD
-    EPYC development machine (bfloat16, `[2048, 8000]` gradient, d_model 256) the product took 11.7
-    ms against 13.3 ms, and the transpose goes (benchmarks/README.md, change 21).
+    transpose to E's `[V, d_model]`; here the gradient is `g^T @ h`, which is E-shaped: a cheaper
+    product on CPUs, and no transpose (benchmarks/README.md).
     """
 
     @ops.custom_gradient

@@ -57,8 +57,8 @@ def translate_ids(
     # `max_decode_length` positions per sentence; the hypothesis in slot k writes position t of slot
     # k at step t, and reads each earlier position in the slot of its ancestor there, recorded in
     # `ancestry` (`[batch * beam, max_decode_length]`, the only state reordered with the beams).
-    # No step copies the caches: a reordering gather of every cache per step was a third of a GPU
-    # beam search (benchmarks/README.md).
+    # No step copies the caches: a reordering gather of every cache per step is a large share of a
+    # beam search's memory traffic on a GPU.
     cache = model.initial_cache(encoder_output, beam_size * max_decode_length)
     padding_mask = ops.repeat(padding_mask, beam_size, axis=0)
     cross_caches = cache["cross"]
