@@ -35,8 +35,8 @@ import math
 import keras
 from keras import ops
 
-from models.dense import Dense
-from models.dropout import Dropout
+from models.fast_paths.bit_mask_dropout import Dropout
+from models.fast_paths.fused_dense import Dense
 
 
 def concrete_int(value):

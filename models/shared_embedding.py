@@ -12,7 +12,8 @@ import math
 import keras
 from keras import ops
 
-from models.dropout import Dropout
+from models.fast_paths.bit_mask_dropout import Dropout
+from models.fast_paths.tied_projection import tied_projection
 from models.position_encoding import SinusoidalPositionEncoding
 
 
@@ -87,7 +88,7 @@ class SharedEmbedding(keras.layers.Layer):
         """Pre-softmax projection with the shared matrix; returns float32 logits."""
         kernel = ops.cast(self.embeddings, self.compute_dtype)
         if keras.backend.backend() == "tensorflow":
-            return ops.cast(_tied_projection(hidden_states, kernel), "float32")
+            return ops.cast(tied_projection(hidden_states, kernel), "float32")
         return ops.cast(ops.matmul(hidden_states, ops.transpose(kernel)), "float32")
 
     def compute_output_shape(self, token_ids_shape):
@@ -104,29 +105,3 @@ class SharedEmbedding(keras.layers.Layer):
             }
         )
         return config
-
-
-def _tied_projection(hidden_states, kernel):
-    """Fast path: `hidden_states @ kernel^T` whose kernel gradient is computed in the kernel's own layout.
-
-    It must equal `ops.matmul(hidden_states, ops.transpose(kernel))` in value and gradients (the
-    other backends' path in `SharedEmbedding.logits`; tests/models/test_shared_embedding.py).
-    TensorFlow differentiates `matmul(h, transpose(E))` into `h^T @ g` (`[d_model, V]`), then a
-    transpose to E's `[V, d_model]`; here the gradient is `g^T @ h`, which is E-shaped: a cheaper
-    product on CPUs, and no transpose (benchmarks/README.md).
-    """
-
-    @ops.custom_gradient
-    def project(hidden_states, kernel):
-        width = kernel.shape[1]
-        rows = ops.reshape(hidden_states, (-1, width))
-        logits = ops.matmul(rows, ops.transpose(kernel))
-
-        def gradient(*args, upstream=None):
-            upstream = ops.reshape(args[0] if upstream is None else upstream, (-1, kernel.shape[0]))
-            hidden_gradient = ops.reshape(ops.matmul(upstream, kernel), ops.shape(hidden_states))
-            return hidden_gradient, ops.matmul(ops.transpose(upstream), rows)
-
-        return ops.reshape(logits, tuple(ops.shape(hidden_states)[:-1]) + (kernel.shape[0],)), gradient
-
-    return project(hidden_states, kernel)

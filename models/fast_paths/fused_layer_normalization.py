@@ -1,7 +1,7 @@
 """Fast path: layer normalization with a hand-written gradient under TensorFlow.
 
 It must equal `keras.layers.LayerNormalization` in outputs and gradients
-(tests/models/test_layer_normalization.py).
+(tests/models/fast_paths/test_fused_layer_normalization.py).
 
 `keras.layers.LayerNormalization` computes in float32 from moments, and TensorFlow differentiates
 that expression op by op: some thirty graph ops per layer norm and step, each a pass over the
@@ -23,7 +23,7 @@ the ops fuse whatever their number. Weights, arguments and config are Keras's.
 import keras
 from keras import ops
 
-from models.dense import sum_over_rows
+from models.fast_paths.fused_dense import sum_over_rows
 
 
 @keras.saving.register_keras_serializable(package="transformer")

@@ -1,7 +1,7 @@
 """Fast path: dropout whose TensorFlow masks come from 16 random bits per element.
 
 It must equal `keras.layers.Dropout` in distribution: the same realised rate and the same expected
-output (tests/models/test_dropout.py).
+output (tests/models/fast_paths/test_bit_mask_dropout.py).
 
 `keras.layers.Dropout` under TensorFlow calls `tf.nn.experimental.stateless_dropout`, which draws a
 uniform float of the input's dtype per element and keeps it where it is >= rate. Under

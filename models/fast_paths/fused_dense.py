@@ -1,6 +1,6 @@
 """Fast path: a Dense layer whose TensorFlow forward pass is one fused kernel and whose bias gradient is a matmul.
 
-It must equal `keras.layers.Dense` (tests/models/test_dense.py checks outputs and gradients).
+It must equal `keras.layers.Dense` (tests/models/fast_paths/test_fused_dense.py checks outputs and gradients).
 
 Under TensorFlow, for the plain layer with a bias (the attention and feed-forward projections), the
 layer is one `keras.ops.custom_gradient` over inputs, kernel and bias:
