@@ -17,8 +17,8 @@ tokens per batch, source and target alike, never exceed `batch_tokens`.
 
 Pairs travel in batches of `_TOKENIZE_BATCH` or more (`_pairs_per_batch`) from the tokenizer to the
 bucketing, which is vectorized
-over them (`_bucketed`): tf.data costs tens of microseconds per element, so a serial stage that takes
-one pair at a time would cap the pipeline whatever the cores (benchmarks/README.md, input pipeline).
+over them (`_bucketed`): tf.data has a fixed cost per element, so a serial stage that takes one
+pair at a time would cap the pipeline whatever the cores (benchmarks/README.md, input pipeline).
 Only the lines (read, shuffled, batched) and, with the cache below, the cached pairs (cached,
 shuffled, batched again) go one element at a time.
 
@@ -174,8 +174,8 @@ def _tokenized_batches(
             tf.concat([bos, target_ids], axis=1),
             tf.concat([target_ids, eos], axis=1),
         )
-        # The over-length filter on the whole batch: per-pair dataset stages cost tens of
-        # microseconds per pair, more than tokenizing it (benchmarks/README.md, input pipeline).
+        # The over-length filter on the whole batch: a per-pair dataset stage costs more per pair
+        # than tokenizing it (benchmarks/README.md, input pipeline).
         keep = _pair_length(sequences[0].row_lengths(), sequences[1].row_lengths()) <= max_length
         seen = tf.size(keep, out_type=tf.int64)
         dropped = seen - tf.reduce_sum(tf.cast(keep, tf.int64))
@@ -235,8 +235,8 @@ def _bucketed(pair_batches: tf.data.Dataset, plan: BucketPlan) -> tf.data.Datase
     `(source, target_input, target_output)` batches padded to a bucket length.
 
     What `tf.data`'s `bucket_by_sequence_length` does, one input batch at a time instead of one pair
-    at a time (its per-pair elements cost tens of microseconds each, a serial limit on the whole
-    pipeline; benchmarks/README.md): a `scan` carries the pairs that have not yet filled a batch of
+    at a time (its per-pair elements have a fixed cost each, a serial limit on the whole pipeline;
+    benchmarks/README.md): a `scan` carries the pairs that have not yet filled a batch of
     their bucket; each input batch joins them, every bucket gives as many full batches of its
     `batch_sizes[b]` pairs as it now holds, in arrival order, and the rest stay. The batches made from
     one input batch come out bucket by bucket (`make_dataset` shuffles them). A flush (the end of a

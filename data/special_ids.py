@@ -1,8 +1,9 @@
 """Fixed ids of the special tokens in every SentencePiece vocabulary this project trains.
 
-The tokenizer trainer pins these ids (`pad_id=0, bos_id=1, eos_id=2, unk_id=3`), and the model
-and the search read them from here rather than writing literals. This module imports nothing so
-that `models/` (backend-agnostic, no TensorFlow) can use it.
+The tokenizer trainer pins these ids (`pad_id=0, bos_id=1, eos_id=2, unk_id=3`), and the input
+pipeline, the translators and the export read them from here rather than writing literals. The
+model does not import `data/`: it states the ids it assumes in `models/special_ids.py` (the
+vocabulary contract), and tests/data/test_tokenizer.py checks that these ids satisfy it.
 """
 
 PAD_ID = 0

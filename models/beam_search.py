@@ -39,7 +39,7 @@ from typing import Any, NamedTuple
 import keras
 from keras import ops
 
-from data.special_ids import EOS_ID, PAD_ID
+from models.special_ids import EOS_ID, PAD_ID
 
 # Scores are always computed in float32, whatever the model's compute dtype (bfloat16 / float16
 # logits are cast before the log-softmax), so "log 0" is a float32 constant: finite, far below any

@@ -7,8 +7,8 @@
 
 import keras
 
-from models.dense import Dense
-from models.dropout import Dropout
+from models.fast_paths.bit_mask_dropout import Dropout
+from models.fast_paths.fused_dense import Dense
 
 
 @keras.saving.register_keras_serializable(package="transformer")

@@ -9,8 +9,8 @@ pre-norm. `TransformerLayerBase` and `TransformerStackBase` hold that once; the 
 
 import keras
 
+from models.fast_paths.fused_layer_normalization import LayerNormalization
 from models.feed_forward import PositionwiseFeedForward
-from models.layer_normalization import LayerNormalization
 from models.multi_head_attention import MultiHeadAttention
 from models.residual import ResidualNorm
 

@@ -12,7 +12,7 @@ smoothed one-hot) is materialised: -log p_v = logsumexp(logits) - logits_v.
 import keras
 from keras import ops
 
-from data.special_ids import PAD_ID
+from models.special_ids import PAD_ID
 
 
 def label_smoothed_token_losses(target_ids, logits, label_smoothing=0.1):
@@ -27,7 +27,7 @@ def label_smoothed_token_losses(target_ids, logits, label_smoothing=0.1):
     `[batch, length, V]` float32 terms, each a pass over the largest tensor of the step. The form of
     the hand-written pass depends on the backend (benchmarks/README.md has the measurements):
     - JAX (XLA fuses elementwise work): q is rebuilt by comparison with the ids and the gradient is
-      one fused pass from the logits and the saved logsumexp (+4.6% training throughput on an H100);
+      one fused pass from the logits and the saved logsumexp;
     - TensorFlow (a graph op is a pass): the forward saves the exponentials it computes for the
       logsumexp, gathers the target logits instead of building q, and the gradient is two
       elementwise passes plus a scatter of the target positions.

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from data.special_ids import PAD_ID
+from models.special_ids import PAD_ID
 
 
 @keras.saving.register_keras_serializable(package="transformer")

@@ -14,20 +14,8 @@ otherwise (TensorFlow, decoding with a cache, returned weights, attention dropou
 matmuls over head-major `[batch, heads, length, head_dim]` keys and values (`_attend`), which
 TensorFlow runs faster than the einsums of its `dot_product_attention`.
 
-Caches. A cache is a pair `(keys, values)`, each `[batch, num_heads, cache_length, head_dim]`:
-head-major, so that a decoding step's attention is two batched matmuls over the buffers as they lie
-(no per-step transpose or split of the cache), and kept as two tensors, never one to be split:
-- self-attention while decoding: the caller preallocates `cache_length` positions
-  (`empty_cache`); each call writes the keys/values of its new query positions at `cache_index`
-  (a scatter of those positions) and attends over the whole buffer under the caller's mask
-  (fixed shapes: XLA compiles one program for every step). A cache with `n` times fewer rows
-  than the queries holds `n` slots per row, one per query row (beam search: a sentence's beams,
-  each reading its ancestors' slots under the mask; `_write_cache`, `_attend_shared`);
-- encoder-decoder attention: `project_key_value(encoder_output)` is computed once per sentence
-  and passed as `cache` with `cache_index=None`; it is read, never written. Its batch may divide
-  the queries' (beam search: `batch` sentences, `batch * beam` hypotheses, a sentence's beams on
-  consecutive rows): the rows that share a sentence are attended together, one read of its keys
-  and values for all of them (`_attend_shared`).
+Caches (`(keys, values)`, each `[batch, num_heads, cache_length, head_dim]`): their layout, slots
+and writes are `models/attention_cache.py`'s; this module attends over them.
 """
 
 import math
@@ -35,18 +23,9 @@ import math
 import keras
 from keras import ops
 
-from models.dense import Dense
-from models.dropout import Dropout
-
-
-def concrete_int(value):
-    """Returns `value` as a Python int when it is known outside a trace, else None."""
-    if isinstance(value, int):
-        return value
-    try:
-        return int(value)
-    except Exception:  # A symbolic TF tensor or a JAX tracer: known only at run time.
-        return None
+from models import attention_cache
+from models.fast_paths.bit_mask_dropout import Dropout
+from models.fast_paths.fused_dense import Dense
 
 
 @keras.saving.register_keras_serializable(package="transformer")
@@ -131,8 +110,7 @@ class MultiHeadAttention(keras.layers.Layer):
 
     def empty_cache(self, batch_size, cache_length):
         """A zero self-attention cache: `(keys, values)`, each `[batch_size, heads, cache_length, head_dim]`."""
-        shape = (batch_size, self.num_heads, cache_length, self.head_dim)
-        return ops.zeros(shape, dtype=self.compute_dtype), ops.zeros(shape, dtype=self.compute_dtype)
+        return attention_cache.empty_cache(batch_size, self.num_heads, cache_length, self.head_dim, self.compute_dtype)
 
     def project_key_value(self, key_value):
         """`(keys, values)` of `[batch, length, hidden_dim]`, each `[batch, heads, length, head_dim]`."""
@@ -151,8 +129,8 @@ class MultiHeadAttention(keras.layers.Layer):
 
         The same weights and result as splitting `key_value_dense`'s output, with two matmuls over
         contiguous kernel halves: under XLA the split of the fused output is a strided copy of every
-        key/value projection and of its gradient (18 per step of the `base` model, 0.63 ms of an
-        H100 step); slicing the `[hidden, 2 * hidden]` kernel instead costs next to nothing.
+        key/value projection and of its gradient; slicing the `[hidden, 2 * hidden]` kernel instead
+        costs next to nothing.
         """
         self._check_rank3(key_value, "key_value")
         batch, length = ops.shape(key_value)[0], ops.shape(key_value)[1]
@@ -163,73 +141,6 @@ class MultiHeadAttention(keras.layers.Layer):
             )
             for start in (0, self.hidden_dim)
         )
-
-    def _check_cache(self, cache):
-        """The cache as a `(keys, values)` tuple, or ValueError naming what is wrong with it."""
-        expected = f"(keys, values), each [batch, {self.num_heads}, cache_length, {self.head_dim}]"
-        if not isinstance(cache, (tuple, list)) or len(cache) != 2:
-            raise ValueError(f"{self.name}: cache must be a pair {expected}, received {type(cache).__name__}")
-        for name, tensor in zip(("keys", "values"), cache):
-            shape = tuple(tensor.shape)
-            if len(shape) != 4 or shape[1] != self.num_heads or shape[3] != self.head_dim:
-                raise ValueError(f"{self.name}: cache must be {expected}; its {name} have shape {shape}")
-        return tuple(cache)
-
-    def _write_cache(self, cache, query, cache_index):
-        """Writes the keys/values of `query`'s positions into `cache` at `cache_index` onwards.
-
-        A cache with `n` times fewer rows than `query` holds `n` slots of `cache_length / n`
-        positions per row, one per query row: query row `r` writes into row `r // n` at positions
-        `(r % n) * cache_length / n + cache_index` onwards (see `_attend_shared`).
-
-        A scatter of those positions only: XLA updates the buffer in place; TensorFlow's
-        TensorScatterUpdate (a plain TF op, allowed in the SavedModel for TensorFlow Serving, unlike
-        the XlaDynamicUpdateSlice of ops.slice_update) copies a buffer that the loop still holds,
-        which costs what a select over the whole buffer did.
-        """
-        keys, values = cache
-        start = concrete_int(cache_index)
-        slots = self._rows_per_cache_row(query, keys)
-        cache_length = keys.shape[2]
-        slot_length = None if cache_length is None or not isinstance(slots, int) else cache_length // slots
-        if isinstance(slots, int) and cache_length is not None and cache_length % slots:
-            raise ValueError(
-                f"{self.name}: a cache of length {cache_length} cannot hold {slots} equal slots, one per query row"
-            )
-        # With unknown batch sizes (a TensorFlow graph) the slot count is known at run time only:
-        # the positions are then checked against the whole cache.
-        room = slot_length if slot_length is not None else cache_length
-        if start is not None and room is not None and query.shape[1] is not None:
-            if start < 0 or start + query.shape[1] > room:
-                where = (
-                    f"a cache of length {room}"
-                    if room == cache_length
-                    else (
-                        f"a slot of length {room} (a cache of {cache_length} positions in {slots} slots, one per query row)"
-                    )
-                )
-                raise ValueError(
-                    f"{self.name}: decoding positions [{start}, {start + query.shape[1]}) do not fit "
-                    f"in {where}; expected 0 <= cache_index <= {room - query.shape[1]}"
-                )
-        if slot_length is None:
-            slot_length = ops.floor_divide(ops.shape(keys)[2], slots)
-        new_keys, new_values = self.project_key_value(query)  # [batch, heads, length, head_dim]
-        shape = ops.shape(new_keys)[:3]
-        rows = ops.arange(shape[0], dtype="int32")[:, None, None]
-        coordinates = (
-            ops.floor_divide(rows, slots),
-            ops.arange(self.num_heads, dtype="int32")[None, :, None],
-            ops.mod(rows, slots) * slot_length
-            + ops.arange(shape[2], dtype="int32")[None, None, :]
-            + ops.cast(cache_index, "int32"),
-        )
-        indices = ops.reshape(ops.stack([ops.broadcast_to(c, shape) for c in coordinates], axis=-1), (-1, 3))
-
-        def write(buffer, new):
-            return ops.scatter_update(buffer, indices, ops.reshape(ops.cast(new, buffer.dtype), (-1, self.head_dim)))
-
-        return write(keys, new_keys), write(values, new_values)
 
     def _check_rank3(self, tensor, name):
         if len(tensor.shape) != 3:
@@ -274,22 +185,21 @@ class MultiHeadAttention(keras.layers.Layer):
         scale = 1.0 / math.sqrt(self.head_dim)
         scores = None
         if cache is not None:
-            cache = self._check_cache(cache)
+            cache = attention_cache.check_cache(cache, self.num_heads, self.head_dim, self.name)
             if cache_index is not None:  # Self-attention decoding; else precomputed encoder keys/values.
-                cache = self._write_cache(cache, query, cache_index)
+                new_keys, new_values = self.project_key_value(query)  # [batch, heads, length, head_dim]
+                cache = attention_cache.write_cache(cache, new_keys, new_values, cache_index, self.name)
             attended, scores = self._attend_shared(queries, *cache, attention_mask, scale, training)
         else:
             # Training and full passes. TensorFlow (and LoRA or quantized projections): one matmul,
             # its output [batch, length, 2, heads, head_dim] unstacked, whose gradient is one stack
-            # (strided slices cost TensorFlow a zero-filled StridedSliceGrad per slice, a fifth of
-            # a CPU training step). Other backends: a matmul per half of the kernel, no copy of the
-            # output under XLA (benchmarks/README.md, changes 5 and 14).
+            # (strided slices cost TensorFlow a zero-filled StridedSliceGrad per slice). Other
+            # backends: a matmul per half of the kernel, no copy of the output under XLA.
             source = query if key_value is None else key_value
             # TensorFlow: head-major keys and values and two batched matmuls, which its graph runs
             # faster than the einsums of ops.dot_product_attention over [batch, length, heads,
-            # head_dim] operands (CPU, mixed_bfloat16: 1.02x per step, benchmarks/README.md), the
-            # keys and values made head-major by one transpose of the fused projection before the
-            # unstack, which then splits contiguous halves (change 18).
+            # head_dim] operands, the keys and values made head-major by one transpose of the fused
+            # projection before the unstack, which then splits contiguous halves.
             explicit = return_attention_scores or (self.attention_dropout > 0 and training)
             on_tensorflow = keras.backend.backend() == "tensorflow"
             head_major = explicit or on_tensorflow
@@ -306,8 +216,7 @@ class MultiHeadAttention(keras.layers.Layer):
                 attended, scores = self._attend(queries, keys, values, mask, scale, training)
             else:
                 # XLA's fused softmax, not cuDNN flash attention: at bucket lengths (tens of tokens)
-                # the cuDNN kernel, with the boolean mask turned into an additive bias, measured
-                # slower on an H100 (benchmarks/README.md).
+                # the cuDNN kernel, with the boolean mask turned into an additive bias, is slower.
                 attended = ops.dot_product_attention(
                     queries, keys, values, mask=mask, scale=scale, flash_attention=False
                 )
@@ -332,36 +241,21 @@ class MultiHeadAttention(keras.layers.Layer):
         if mask is not None:
             # An additive bias, not a select on the logits: the sum's gradient is the upstream
             # itself, where a select's is another select over the [batch, heads, query, key] float32
-            # gradient (TensorFlow runs each as a kernel of its own; benchmarks/README.md, change 20).
+            # gradient (TensorFlow runs each as a kernel of its own).
             logits = logits + ops.where(mask, 0.0, -1e9)
         weights = ops.softmax(logits, axis=-1)
         dropped = ops.cast(self.dropout_layer(weights, training=training), values.dtype)
         attended = ops.einsum("bnts,bnsh->bnth", dropped, values)
         return ops.transpose(attended, (0, 2, 1, 3)), weights
 
-    def _rows_per_cache_row(self, queries, keys):
-        """How many consecutive query rows share a row of the cache: a Python int when both batch
-        sizes are static, else an int32 scalar tensor. ValueError when it is not a whole number."""
-        query_rows, cache_rows = concrete_int(queries.shape[0]), concrete_int(keys.shape[0])
-        if query_rows is None or cache_rows is None:  # An empty batch counts as one row per cache row.
-            return ops.maximum(ops.floor_divide(ops.shape(queries)[0], ops.maximum(ops.shape(keys)[0], 1)), 1)
-        if cache_rows == 0:
-            return 1
-        if query_rows % cache_rows:
-            raise ValueError(
-                f"{self.name}: {query_rows} query rows cannot share the keys/values of {cache_rows} cache "
-                "rows: the query batch must be a multiple of the cache's"
-            )
-        return query_rows // cache_rows
-
     def _attend_shared(self, queries, keys, values, attention_mask, scale, training):
         """`_attend` over keys/values that several consecutive query rows share.
 
         Beam search decodes `batch * beam` hypotheses (rows `b * beam + k`) with caches of `batch`
         rows (`models/translation.py`): the encoder keys/values of each sentence, and self caches
-        of `beam` slots per sentence (`_write_cache`). The beams' queries of a sentence are stacked
-        into one `[beam * query_length, head_dim]` operand per head, so each sentence's keys and
-        values are read once per step for all its beams, and the mask (`[query_batch,
+        of `beam` slots per sentence (`models.attention_cache.write_cache`). The beams' queries of
+        a sentence are stacked into one `[beam * query_length, head_dim]` operand per head, so each
+        sentence's keys and values are read once per step for all its beams, and the mask (`[query_batch,
         query_length, key_length]`, per query row) says which keys each row sees: for self
         caches, the positions of its ancestors' slots. With as many key rows as query rows it is
         `_attend`. The weights come back per query row, `[query_batch, heads, query_length,
@@ -369,7 +263,7 @@ class MultiHeadAttention(keras.layers.Layer):
         """
         query_batch, query_length = ops.shape(queries)[0], ops.shape(queries)[1]
         key_batch, key_length = ops.shape(keys)[0], ops.shape(keys)[2]
-        groups = self._rows_per_cache_row(queries, keys)
+        groups = attention_cache.rows_per_cache_row(queries, keys, self.name)
         if isinstance(groups, int) and groups == 1:
             return self._attend(queries, keys, values, self._check_mask(attention_mask), scale, training)
         grouped = ops.reshape(queries, (key_batch, groups * query_length, self.num_heads, self.head_dim))

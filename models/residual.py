@@ -8,8 +8,8 @@ warm-up tuning): `x + Dropout(Sublayer(LayerNorm(x)))`, with a final LayerNorm o
 
 import keras
 
-from models.dropout import Dropout
-from models.layer_normalization import LayerNormalization
+from models.fast_paths.bit_mask_dropout import Dropout
+from models.fast_paths.fused_layer_normalization import LayerNormalization
 
 
 @keras.saving.register_keras_serializable(package="transformer")

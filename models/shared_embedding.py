@@ -12,7 +12,8 @@ import math
 import keras
 from keras import ops
 
-from models.dropout import Dropout
+from models.fast_paths.bit_mask_dropout import Dropout
+from models.fast_paths.tied_projection import tied_projection
 from models.position_encoding import SinusoidalPositionEncoding
 
 
@@ -77,7 +78,7 @@ class SharedEmbedding(keras.layers.Layer):
                 f"SharedEmbedding expects integer token ids, received dtype {keras.backend.standardize_dtype(token_ids.dtype)}"
             )
         # Gather float32 rows, then cast: the gradient is a float32 scatter-add into the table, not
-        # a bfloat16 one (4 ms of an H100 step at the base sizes, and inexact accumulation).
+        # a bfloat16 one (slower on a GPU, and inexact accumulation).
         embedded = ops.cast(ops.take(self.embeddings, token_ids, axis=0), self.compute_dtype)
         embedded = embedded * ops.cast(self.scale, self.compute_dtype)
         embedded = embedded + self.position_encoding(embedded, start_position=start_position)[None]
@@ -87,7 +88,7 @@ class SharedEmbedding(keras.layers.Layer):
         """Pre-softmax projection with the shared matrix; returns float32 logits."""
         kernel = ops.cast(self.embeddings, self.compute_dtype)
         if keras.backend.backend() == "tensorflow":
-            return ops.cast(_tied_projection(hidden_states, kernel), "float32")
+            return ops.cast(tied_projection(hidden_states, kernel), "float32")
         return ops.cast(ops.matmul(hidden_states, ops.transpose(kernel)), "float32")
 
     def compute_output_shape(self, token_ids_shape):
@@ -104,28 +105,3 @@ class SharedEmbedding(keras.layers.Layer):
             }
         )
         return config
-
-
-def _tied_projection(hidden_states, kernel):
-    """`hidden_states @ kernel^T` whose kernel gradient is computed in the kernel's own layout.
-
-    TensorFlow differentiates `matmul(h, transpose(E))` into `h^T @ g` (`[d_model, V]`), then a
-    transpose to E's `[V, d_model]`; here the gradient is `g^T @ h`, which is E-shaped. On the AMD
-    EPYC development machine (bfloat16, `[2048, 8000]` gradient, d_model 256) the product took 11.7
-    ms against 13.3 ms, and the transpose goes (benchmarks/README.md, change 21).
-    """
-
-    @ops.custom_gradient
-    def project(hidden_states, kernel):
-        width = kernel.shape[1]
-        rows = ops.reshape(hidden_states, (-1, width))
-        logits = ops.matmul(rows, ops.transpose(kernel))
-
-        def gradient(*args, upstream=None):
-            upstream = ops.reshape(args[0] if upstream is None else upstream, (-1, kernel.shape[0]))
-            hidden_gradient = ops.reshape(ops.matmul(upstream, kernel), ops.shape(hidden_states))
-            return hidden_gradient, ops.matmul(ops.transpose(upstream), rows)
-
-        return ops.reshape(logits, tuple(ops.shape(hidden_states)[:-1]) + (kernel.shape[0],)), gradient
-
-    return project(hidden_states, kernel)

@@ -9,9 +9,9 @@ P_drop. Defaults are the base model of Table 3.
 import keras
 from keras import ops
 
-from data.special_ids import PAD_ID
 from models.layer_stack import LAYER_DEFAULTS, pop_layer_options
 from models.shared_embedding import SharedEmbedding
+from models.special_ids import PAD_ID
 from models.transformer_decoder import TransformerDecoder
 from models.transformer_encoder import TransformerEncoder
 

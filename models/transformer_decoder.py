@@ -13,8 +13,8 @@ only, writes their keys/values into the self caches and reads the cross caches.
 import keras
 from keras import ops
 
+from models.attention_cache import concrete_int
 from models.layer_stack import TransformerLayerBase, TransformerStackBase
-from models.multi_head_attention import concrete_int
 
 
 def causal_attention_mask(query_length, key_length, start_position=0):

@@ -6,8 +6,8 @@ graph for the SavedModel. The model is seen by the search only through `next_log
 
 from keras import ops
 
-from data.special_ids import BOS_ID, EOS_ID
 from models.beam_search import beam_search, greedy_search
+from models.special_ids import BOS_ID, EOS_ID
 
 
 def translate_ids(
@@ -20,6 +20,8 @@ def translate_ids(
     num_return=1,
     max_decode_length=None,
     return_attention=False,
+    bos_id=BOS_ID,
+    eos_id=EOS_ID,
 ):
     """Beam search (section 6.1: beam 4, alpha 0.6, at most input length + 50 tokens).
 
@@ -35,6 +37,8 @@ def translate_ids(
         num_return: hypotheses returned per sentence (n-best), at most `beam_size`.
         max_decode_length: the overall cap and each hypothesis's slot of the self caches; default the padded source length +
             `max_extra_length` (must then be static).
+        bos_id: the tokenizer's beginning-of-sentence id, the first decoder input.
+        eos_id: the tokenizer's end-of-sentence id, which ends a hypothesis.
 
     Returns:
         `SearchResult(ids [batch, num_return, max_decode_length], scores [batch, num_return])`,
@@ -57,8 +61,8 @@ def translate_ids(
     # `max_decode_length` positions per sentence; the hypothesis in slot k writes position t of slot
     # k at step t, and reads each earlier position in the slot of its ancestor there, recorded in
     # `ancestry` (`[batch * beam, max_decode_length]`, the only state reordered with the beams).
-    # No step copies the caches: a reordering gather of every cache per step was a third of a GPU
-    # beam search (benchmarks/README.md).
+    # No step copies the caches: a reordering gather of every cache per step is a large share of a
+    # beam search's memory traffic on a GPU.
     cache = model.initial_cache(encoder_output, beam_size * max_decode_length)
     padding_mask = ops.repeat(padding_mask, beam_size, axis=0)
     cross_caches = cache["cross"]
@@ -90,10 +94,10 @@ def translate_ids(
         max_decode_length=max_decode_length,
         max_lengths=source_lengths + int(max_extra_length),
         alpha=alpha,
-        eos_id=EOS_ID,
+        eos_id=eos_id,
         pad_id=model.pad_id,
     )
-    initial_ids = ops.full((batch_size,), BOS_ID, dtype="int32")
+    initial_ids = ops.full((batch_size,), bos_id, dtype="int32")
     if beam_size == 1:  # One slot per sentence, nothing to reorder and no ancestry to keep.
         return greedy_search(next_logits_fn, initial_ids, {"self": cache["self"]}, **options)
     initial_state = {

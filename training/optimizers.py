@@ -1,9 +1,11 @@
-"""The paper's Adam, updating each variable with TensorFlow's fused Adam kernel.
+"""Fast path: the paper's Adam, updating each variable with TensorFlow's fused Adam kernel.
+
+It must equal `keras.optimizers.Adam` (tests/training/test_optimizers.py).
 
 `keras.optimizers.Adam.update_step` is written in `keras.ops`: under TensorFlow every variable's
 update is ~20 graph ops (casts, the two bias-correction powers, the moment updates, the square root
-and division of the step, three assignments), 109 variables for the 3+3-layer CPU benchmark model,
-~45 ms of op time in a ~400 ms CPU step (benchmarks/README.md). `FusedAdam` runs the same update as
+and division of the step, three assignments), per variable and step (benchmarks/README.md has the
+measurements). `FusedAdam` runs the same update as
 one `ResourceApplyAdam` per variable, whose kernel computes, as Keras's Adam does,
 
     m += (g - m) (1 - beta_1);  v += (g^2 - v) (1 - beta_2)

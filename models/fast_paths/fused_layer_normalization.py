@@ -1,9 +1,11 @@
-"""Layer normalization with a hand-written gradient under TensorFlow.
+"""Fast path: layer normalization with a hand-written gradient under TensorFlow.
+
+It must equal `keras.layers.LayerNormalization` in outputs and gradients
+(tests/models/fast_paths/test_fused_layer_normalization.py).
 
 `keras.layers.LayerNormalization` computes in float32 from moments, and TensorFlow differentiates
-that expression op by op: about 32 graph ops per layer norm and step, each a pass over the
-`[batch, length, d_model]` activations (about 7 ms per layer norm of a ~470 ms CPU training step
-at the CPU benchmark's sizes, 15 of them). This subclass, under TensorFlow and for the usual case
+that expression op by op: some thirty graph ops per layer norm and step, each a pass over the
+`[batch, length, d_model]` activations. This subclass, under TensorFlow and for the usual case
 (normalised over the last axis, with scale and offset), computes the same forward pass and writes
 the gradient by hand, in float32:
 
@@ -21,7 +23,7 @@ the ops fuse whatever their number. Weights, arguments and config are Keras's.
 import keras
 from keras import ops
 
-from models.dense import sum_over_rows
+from models.fast_paths.fused_dense import sum_over_rows
 
 
 @keras.saving.register_keras_serializable(package="transformer")

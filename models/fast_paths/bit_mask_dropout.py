@@ -1,22 +1,25 @@
-"""Dropout whose TensorFlow masks come from 16 random bits per element.
+"""Fast path: dropout whose TensorFlow masks come from 16 random bits per element.
+
+It must equal `keras.layers.Dropout` in distribution: the same realised rate and the same expected
+output (tests/models/fast_paths/test_bit_mask_dropout.py).
 
 `keras.layers.Dropout` under TensorFlow calls `tf.nn.experimental.stateless_dropout`, which draws a
 uniform float of the input's dtype per element and keeps it where it is >= rate. Under
 `mixed_bfloat16` two things follow:
 
-- the uniform has bfloat16's precision, and a rate of 0.1 drops 10.13% of the units (measured
-  over 2**22 units; float32 and JAX's dropout drop 10.00%);
+- the uniform has bfloat16's precision, so the realised rate is off the requested one (float32
+  and JAX's dropout realise it);
 - the uniform costs a Philox draw of 32 bits per element, the largest non-matmul cost of a CPU
-  training step (17 masks, ~80 ms of a ~470 ms step at the CPU benchmark's sizes).
+  training step.
 
 This layer, under TensorFlow, draws 32 random bits per two elements (`keras.random.randint`, viewed
 as int16 pairs by `keras.ops.view`) and keeps an element where its 16 bits, read as an unsigned
 integer, are >= round(rate * 65536): the rate is realised to within 2**-17 whatever the dtype, from
 half the random bits (benchmarks/README.md has the measurements). Kept units are scaled by the
-reciprocal of the realised keep probability, rounded to the compute dtype as in Keras's dropout. Rates that 16 bits cannot express
-to within 0.1% of themselves (some below ~0.008), inputs with an odd or unknown last dimension and
-other backends use Keras's dropout (under JAX a float32 uniform, exact, and fused by XLA; the bit
-masks were not measured on a GPU). The layer has no weights; its arguments and config are
+reciprocal of the realised keep probability, rounded to the compute dtype as in Keras's dropout.
+Rates that 16 bits cannot express to within 0.1% of themselves (some below ~0.008), inputs with an
+odd or unknown last dimension and other backends use Keras's dropout (under JAX a float32 uniform,
+exact, and fused by XLA; the bit masks were not tried on a GPU). The layer has no weights; its arguments and config are
 `keras.layers.Dropout`'s.
 """
 
@@ -58,9 +61,8 @@ class Dropout(keras.layers.Dropout):
         dropped = quantized_rate(self.rate)
         # An int16 v is the unsigned 16-bit value v + 2**15: keep where unsigned >= dropped.
         keep = ops.greater_equal(halves, ops.cast(dropped - MASK_LEVELS // 2, "int16"))
-        # 1 / the realised keep probability, rounded to the compute dtype as Keras's dropout does:
-        # under bfloat16 1.109375 for a rate of 0.1, so the expected output is 0.9984 x the input
-        # (Keras's bfloat16 dropout, whose rate is off too: 0.9970 x).
+        # 1 / the realised keep probability, rounded to the compute dtype as Keras's dropout does
+        # (under bfloat16 the expected output is then slightly below the input, as with Keras's).
         kept_scale = MASK_LEVELS / (MASK_LEVELS - dropped)
         scale = ops.where(keep, ops.cast(kept_scale, inputs.dtype), ops.cast(0.0, inputs.dtype))
         return inputs * scale
@@ -72,7 +74,7 @@ def random_halves(shape, seed_generator):
     32 random bits per pair of elements, viewed as two int16 halves each: `[..., width // 2]` int32
     -> `[..., width]` int16, a bitcast without a copy. No bounds: TensorFlow's stateless draw then
     returns the generator's bits as they are (`StatelessRandomUniformFullIntV2`), every pattern
-    equally likely, where bounds cost a modulo per value (~20% of the draw's time).
+    equally likely, where bounds would cost a modulo per value.
     """
     bits = keras.random.randint(
         tuple(shape[:-1]) + (shape[-1] // 2,), minval=None, maxval=None, dtype="int32", seed=seed_generator

@@ -2,7 +2,7 @@ import keras
 import numpy as np
 import pytest
 
-from models.dense import Dense
+from models.fast_paths.fused_dense import Dense
 from tests.models.layer_contract import run_layer_test, values_and_gradients
 
 

@@ -2,7 +2,7 @@ import keras
 import numpy as np
 import pytest
 
-from models.dropout import MASK_LEVELS, Dropout, quantized_rate, random_halves
+from models.fast_paths.bit_mask_dropout import MASK_LEVELS, Dropout, quantized_rate, random_halves
 from tests.models.layer_contract import run_layer_test
 
 

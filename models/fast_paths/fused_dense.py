@@ -1,4 +1,6 @@
-"""Dense layer whose TensorFlow forward pass is one fused kernel and whose bias gradient is a matmul.
+"""Fast path: a Dense layer whose TensorFlow forward pass is one fused kernel and whose bias gradient is a matmul.
+
+It must equal `keras.layers.Dense` (tests/models/fast_paths/test_fused_dense.py checks outputs and gradients).
 
 Under TensorFlow, for the plain layer with a bias (the attention and feed-forward projections), the
 layer is one `keras.ops.custom_gradient` over inputs, kernel and bias:
@@ -6,22 +8,16 @@ layer is one `keras.ops.custom_gradient` over inputs, kernel and bias:
 - Forward: `inputs` flattened to `[positions, in]`, `matmul(inputs, kernel) + bias`, then ReLU
   when that is the activation, then reshaped back. On this 2-D form TensorFlow's graph optimizer
   fuses the matmul, the bias add and the ReLU into one oneDNN kernel (`_MklNativeFusedMatMul`); on
-  Keras's `[batch, length, in]` matmul a reshape separates them, and the bias add and the ReLU are
-  passes of their own over the output, slow ones in bfloat16 (on the AMD EPYC development machine a
-  bfloat16 add over `[2048, 1024]` took 470 us, the fused matmul's whole epilogue ~250 us).
+  Keras's `[batch, length, in]` matmul a reshape separates them, and the bias add and the ReLU
+  become passes of their own over the output, slow ones in bfloat16.
 - Backward: the ReLU's gradient as a select on the output, `upstream @ kernel^T`,
   `inputs^T @ upstream`, and the bias gradient as `ones[1, positions] @ upstream[positions,
-  units]`. TensorFlow's own `BiasAddGrad` sums bfloat16 values in bfloat16, with a loss of
-  precision that grows with the number of positions: over 2048 positions of ReLU-masked N(0, 1)
-  gradients (one CPU benchmark batch, `[64, 32, 1024]`), entries off by up to 11.7 on sums of
-  magnitude up to 180, where the matmul is off by at most 0.41 (measured against float64 sums): the
-  GEMM accumulates in float32 and rounds once.
+  units]`. TensorFlow's own `BiasAddGrad` sums bfloat16 values in bfloat16, losing precision as
+  the number of positions grows; the GEMM accumulates in float32 and rounds once.
 
-benchmarks/README.md has the measurements. LoRA and quantized layers, layers without a bias, and
-other backends use Keras's `Dense` (under XLA the bias and activation fuse anyway; under JAX,
-XLA:CPU's bfloat16 bias gradient also missed one rounding when the precision test of
-tests/models/test_dense.py was run on it; left as it is, since the matmul form was not measured on a
-GPU). Weights, arguments and config are Keras's.
+LoRA and quantized layers, layers without a bias, and other backends use Keras's `Dense` (under
+XLA the bias and activation fuse anyway; the matmul bias gradient was not tried under XLA on a
+GPU). Weights, arguments and config are Keras's. benchmarks/README.md has the measurements.
 """
 
 import keras
@@ -89,8 +85,8 @@ def sum_over_rows(rows):
     """The column sums of a `[rows, columns]` tensor as `ones[1, rows] @ rows`.
 
     A GEMM accumulates in float32 and rounds once (TensorFlow's `BiasAddGrad` sums bfloat16 in
-    bfloat16), and on CPUs it is one fast kernel where TensorFlow's column reduction is slower
-    (benchmarks/README.md, changes 13 and 16). Used for bias and layer-norm weight gradients.
+    bfloat16), and on CPUs it is one GEMM call where TensorFlow runs a slower column reduction.
+    Equals `ops.sum(rows, axis=0)`. Used for bias and layer-norm weight gradients.
     """
     ones = ops.ones((1, ops.shape(rows)[0]), dtype=rows.dtype)
     return ops.matmul(ones, rows)[0]

@@ -2,7 +2,7 @@ import keras
 import numpy as np
 import pytest
 
-from models.layer_normalization import LayerNormalization
+from models.fast_paths.fused_layer_normalization import LayerNormalization
 from tests.models.layer_contract import run_layer_test, values_and_gradients
 
 
