@@ -35,7 +35,7 @@ from training.distribution import (
     is_chief,
     make_strategy,
     num_replicas,
-    patch_multi_worker_metric_reduction,
+    reduce_logs_across_workers,
     worker_info,
 )
 from training.losses import GlobalTokenLabelSmoothedCrossEntropy
@@ -332,8 +332,8 @@ def train(config, start_over=False, callbacks=()):
         model = build_model(config.model, tokenizer.vocabulary_size, train_options)
     if strategy is not None and num_replicas(strategy) > 1:
         _build_metrics_before_fit(model, strategy)
-    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
-        patch_multi_worker_metric_reduction()
+    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) and worker_info()[2] > 1:
+        reduce_logs_across_workers(model)
     checkpoint_dir = os.path.join(run_dir, "checkpoints")
     restored = checkpoints.latest_checkpoint(checkpoint_dir)
     start_step = 0
