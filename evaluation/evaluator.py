@@ -163,7 +163,7 @@ def evaluate(config, out=sys.stdout):
     result = {"sentences": len(sources), "output": config.output}
     if config.model_dir:
         from evaluation.model_loading import load_model
-        from evaluation.translator import Translator
+        from training.translator import Translator
 
         model, tokenizer, run_config = load_model(config.model_dir, config.average_last)
         for number, sentence in enumerate(config.plot_attention, start=1):

@@ -10,7 +10,7 @@
          a core `While` loop over a cache of bucket + max_extra_length positions)
       -> SentencePiece detokenize -> translations string [batch], scores float32 [batch]
 
-Input policy (the same as `evaluation.translator.Translator` with `max_input_length`):
+Input policy (the same as `training.translator.Translator` with `max_input_length`):
 
 - A sentence with more than `max_input_length - 1` SentencePiece tokens is cut to its first
   `max_input_length - 1` tokens and EOS is appended: `max_input_length` counts the EOS.

@@ -24,7 +24,6 @@ import tensorflow as tf
 from data import pipeline, prepare
 from data.special_ids import BOS_ID
 from data.tokenizer import Tokenizer, train_sentencepiece
-from evaluation.translator import Translator
 from models.learning_rate_schedule import transformer_optimizer
 from models.metrics import MaskedAccuracy, TargetTokenCount
 from models.transformer import Transformer
@@ -40,6 +39,7 @@ from training.distribution import (
 )
 from training.losses import GlobalTokenLabelSmoothedCrossEntropy
 from training.optimizers import FusedAdam
+from training.translator import Translator
 
 POLICIES = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
 MODEL_FILE = "model.keras"

@@ -8,8 +8,8 @@ import keras
 import numpy as np
 
 from data.special_ids import EOS_ID, PAD_ID
-from evaluation.batching import translate_in_order
 from models.translation import translate_ids
+from training.batching import translate_in_order
 
 LENGTH_MULTIPLE = 8
 
