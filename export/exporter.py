@@ -34,6 +34,7 @@ import models.transformer  # noqa: F401  (registers the Keras classes that model
 from evaluation import model_loading
 from export import warmup
 from export.serving_module import DEFAULT_LENGTH_BUCKETS, ServingModule
+from models.search_config import DEFAULT_SEARCH, EXPORT_MAX_INPUT_LENGTH
 from training import checkpoints
 
 MODEL_FILE = "model.keras"
@@ -187,10 +188,10 @@ def export_model(
     export_dir,
     *,
     version=None,
-    beam_size=4,
-    alpha=0.6,
-    max_input_length=256,
-    max_extra_length=50,
+    beam_size=DEFAULT_SEARCH.beam_size,
+    alpha=DEFAULT_SEARCH.alpha,
+    max_input_length=EXPORT_MAX_INPUT_LENGTH,
+    max_extra_length=DEFAULT_SEARCH.max_extra_length,
     length_buckets=DEFAULT_LENGTH_BUCKETS,
     average_last=0,
 ):
