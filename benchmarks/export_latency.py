@@ -99,6 +99,7 @@ def main(argv=None):
 
     from data.tokenizer import Tokenizer
     from export.exporter import export_model
+    from training.run_dir import MODEL_FILE, VOCABULARY_FILE
     from training.translator import Translator
 
     sentences = read_sentences(args.sentences, args.count)
@@ -137,8 +138,8 @@ def main(argv=None):
         }
 
     if not args.skip_python_path:
-        model = keras.saving.load_model(os.path.join(args.model_dir, "model.keras"), compile=False)
-        tokenizer = Tokenizer.from_file(os.path.join(args.model_dir, "spm.model"))
+        model = keras.saving.load_model(os.path.join(args.model_dir, MODEL_FILE), compile=False)
+        tokenizer = Tokenizer.from_file(os.path.join(args.model_dir, VOCABULARY_FILE))
         python_path = {}
         for name, batch in (("single", 1), ("batched", args.batch)):
             translator = Translator(

@@ -36,10 +36,9 @@ from export import warmup
 from export.serving_module import DEFAULT_LENGTH_BUCKETS, ServingModule
 from models.search_config import DEFAULT_SEARCH, EXPORT_MAX_INPUT_LENGTH
 from training import checkpoints
+from training.run_dir import CONFIG_FILE as RUN_CONFIG_FILE
+from training.run_dir import MODEL_FILE, VOCABULARY_FILE
 
-MODEL_FILE = "model.keras"
-VOCABULARY_FILE = "spm.model"
-RUN_CONFIG_FILE = "config.json"
 EXPORT_CONFIG_FILE = "export_config.json"
 SAVED_MODEL_FILES = ("saved_model.pb", "saved_model.pbtxt")
 TEMPORARY_PREFIX = ".tmp-"
