@@ -16,6 +16,8 @@ import sys
 from absl import app, flags
 from sacrebleu.metrics.bleu import BLEU
 
+from models.search_config import DEFAULT_SEARCH
+
 FLAGS = flags.FLAGS
 # Flags that configure the search and input length of --model_dir; an export has them built in.
 SEARCH_FLAGS = ("beam_size", "alpha", "max_extra_length", "max_input_length")
@@ -41,15 +43,20 @@ flags.DEFINE_string(
 flags.DEFINE_string("src", None, "Source sentences, one per line (instead of a corpus split).")
 flags.DEFINE_string("ref", None, "Reference translations of --src, line-aligned; without it nothing is scored.")
 # Search.
-flags.DEFINE_integer("beam_size", 4, "Beam size (section 6.1: 4); 1 is greedy decoding.", lower_bound=1)
-flags.DEFINE_float("alpha", 0.6, "Length-penalty exponent (section 6.1: 0.6).", lower_bound=0.0)
 flags.DEFINE_integer(
-    "max_extra_length", 50, "Output tokens allowed beyond the input length (section 6.1: 50).", lower_bound=1
+    "beam_size", DEFAULT_SEARCH.beam_size, "Beam size (section 6.1: 4); 1 is greedy decoding.", lower_bound=1
+)
+flags.DEFINE_float("alpha", DEFAULT_SEARCH.alpha, "Length-penalty exponent (section 6.1: 0.6).", lower_bound=0.0)
+flags.DEFINE_integer(
+    "max_extra_length",
+    DEFAULT_SEARCH.max_extra_length,
+    "Output tokens allowed beyond the input length (section 6.1: 50).",
+    lower_bound=1,
 )
 flags.DEFINE_integer("batch_size", 32, "Sentences per search call.", lower_bound=1)
 flags.DEFINE_integer(
     "max_input_length",
-    None,
+    DEFAULT_SEARCH.max_input_length,
     "Source tokens kept, EOS included (default: the run's max_length); longer lines are cut and reported.",
     lower_bound=2,
 )

@@ -6,7 +6,7 @@ same number of decoder steps over the same shapes:
 
 - `ours`: `models.translation.translate_ids` (encoder once, decoder one position per step over a
   preallocated key/value cache, `models.beam_search.beam_search` with its alive/finished sets and
-  length penalty), compiled the way `evaluation.translator.Translator` compiles it (`tf.function`
+  length penalty), compiled the way `training.translator.Translator` compiles it (`tf.function`
   without XLA on TensorFlow, `jax.jit` on JAX). Equal lengths: `max_decode_length =
   --output_length` caps every hypothesis (a hypothesis reaching it is finished there), and the
   model is wrapped so that `decode` adds a -1e9 bias to the EOS logit, hence no hypothesis ends
@@ -117,9 +117,9 @@ class NoEosModel:
 
 
 def build_ours(args):
-    from evaluation.translator import compile_search
     from models.transformer import Transformer
     from models.translation import translate_ids
+    from training.translator import compile_search
 
     model = Transformer(
         args.vocab,
@@ -150,7 +150,7 @@ def build_keras_hub(args):
     from keras import ops
 
     from data.special_ids import BOS_ID, PAD_ID
-    from evaluation.translator import compile_search
+    from training.translator import compile_search
 
     source_length = source_batch(args).shape[1]
     prompt_length = args.output_length + 1  # BOS + the generated tokens

@@ -4,7 +4,7 @@ Measures, on the same sentences and search settings:
 
 - `export`: the SavedModel's `serving_default` signature (loaded with `tf.saved_model.load`), one
   sentence per call (latency p50/p95) and batches of `--batch` sentences (sentences / s);
-- `python_path`: `evaluation.translator.Translator` (what evaluate.py runs: tokenize in Python,
+- `python_path`: `training.translator.Translator` (what evaluate.py runs: tokenize in Python,
   sort by length, pad to multiples of 8, `translate_ids` under `tf.function`, detokenize), with
   `batch_size=1` for the latency and `batch_size=--batch` for the throughput.
 
@@ -98,8 +98,9 @@ def main(argv=None):
     import tensorflow as tf
 
     from data.tokenizer import Tokenizer
-    from evaluation.translator import Translator
     from export.exporter import export_model
+    from training.run_dir import MODEL_FILE, VOCABULARY_FILE
+    from training.translator import Translator
 
     sentences = read_sentences(args.sentences, args.count)
     search = dict(beam_size=args.beam_size, alpha=args.alpha, max_extra_length=args.max_extra_length)
@@ -137,8 +138,8 @@ def main(argv=None):
         }
 
     if not args.skip_python_path:
-        model = keras.saving.load_model(os.path.join(args.model_dir, "model.keras"), compile=False)
-        tokenizer = Tokenizer.from_file(os.path.join(args.model_dir, "spm.model"))
+        model = keras.saving.load_model(os.path.join(args.model_dir, MODEL_FILE), compile=False)
+        tokenizer = Tokenizer.from_file(os.path.join(args.model_dir, VOCABULARY_FILE))
         python_path = {}
         for name, batch in (("single", 1), ("batched", args.batch)):
             translator = Translator(

@@ -11,6 +11,7 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
 from data.special_ids import BOS_ID, EOS_ID, PAD_ID
+from models.search_config import DEFAULT_SEARCH
 from models.translation import cross_attention_weights, translate_ids
 
 CELL = 22
@@ -117,7 +118,15 @@ def draw_heatmap(weights, source_pieces, target_pieces, path, title=""):
     return path
 
 
-def plot_attention(model, tokenizer, sources, output_dir, beam_size=4, alpha=0.6, max_extra_length=50):
+def plot_attention(
+    model,
+    tokenizer,
+    sources,
+    output_dir,
+    beam_size=DEFAULT_SEARCH.beam_size,
+    alpha=DEFAULT_SEARCH.alpha,
+    max_extra_length=DEFAULT_SEARCH.max_extra_length,
+):
     """Translates each of `sources` alone (beam search, eagerly) and writes its attention as
     `attention-<n>.png` in `output_dir`; returns the paths.
 

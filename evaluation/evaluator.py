@@ -13,6 +13,7 @@ import sys
 from evaluation import scoring, test_sets
 from evaluation.model_loading import ModelDirError, read_run_config
 from evaluation.saved_model_translator import ExportDirError, read_export_config, resolve_saved_model
+from models.search_config import DEFAULT_SEARCH
 
 
 class EvaluationError(RuntimeError):
@@ -39,12 +40,12 @@ class EvalConfig:
     direction: str | None = None
     src: str | None = None
     ref: str | None = None
-    beam_size: int = 4
-    alpha: float = 0.6
-    max_extra_length: int = 50
+    beam_size: int = DEFAULT_SEARCH.beam_size
+    alpha: float = DEFAULT_SEARCH.alpha
+    max_extra_length: int = DEFAULT_SEARCH.max_extra_length
     batch_size: int = 32
     average_last: int = 0
-    max_input_length: int | None = None
+    max_input_length: int | None = DEFAULT_SEARCH.max_input_length
     output: str | None = None
     plot_attention: tuple = ()
     plot_dir: str = "attention"
@@ -163,7 +164,7 @@ def evaluate(config, out=sys.stdout):
     result = {"sentences": len(sources), "output": config.output}
     if config.model_dir:
         from evaluation.model_loading import load_model
-        from evaluation.translator import Translator
+        from training.translator import Translator
 
         model, tokenizer, run_config = load_model(config.model_dir, config.average_last)
         for number, sentence in enumerate(config.plot_attention, start=1):

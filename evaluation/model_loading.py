@@ -13,11 +13,7 @@ import models.transformer  # noqa: F401  (registers the Keras classes that model
 from data.tokenizer import Tokenizer
 from models.transformer import Transformer
 from training import checkpoints
-
-MODEL_FILE = "model.keras"
-VOCABULARY_FILE = "spm.model"
-CONFIG_FILE = "config.json"
-CHECKPOINT_DIR = "checkpoints"
+from training.run_dir import CHECKPOINT_DIR, CONFIG_FILE, MODEL_FILE, VOCABULARY_FILE
 
 
 class ModelDirError(RuntimeError):
@@ -70,8 +66,10 @@ def check_model_dir(model_dir, average_last=0):
     if average_last:
         if not os.path.exists(os.path.join(model_dir, CONFIG_FILE)):
             raise ModelDirError(f"--average_last needs {os.path.join(model_dir, CONFIG_FILE)} to build the model")
-        if not found:
-            raise ModelDirError(f"--average_last={average_last}: {checkpoint_dir} holds no ckpt-*.weights.h5")
+        try:
+            checkpoints.newest_checkpoints(checkpoint_dir, average_last)
+        except ValueError as error:
+            raise ModelDirError(f"--average_last={average_last}: {error}") from error
     elif not os.path.exists(model_path):
         raise ModelDirError(
             f"--model_dir={model_dir} has no {MODEL_FILE} (train.py writes it when training reaches --train_steps) "
@@ -88,24 +86,20 @@ def load_model(model_dir, average_last=0):
         model_dir: the training run's directory.
         average_last: 0 loads `model.keras` (the final weights); N > 0 builds the model from
             `config.json` and sets its weights to the mean of the newest N checkpoints (section 6.1
-            averages the last 5 for base models). Fewer than N available: all of them, with a note
-            on stderr.
+            averages the last 5 for base models). Fewer than N checkpoints: refused
+            (`training.checkpoints.newest_checkpoints`).
 
     Raises:
         ModelDirError: a missing directory, vocabulary, model or checkpoints, or one that cannot be
             read (names the path).
     """
-    found = check_model_dir(model_dir, average_last)
+    check_model_dir(model_dir, average_last)
     run_config = read_run_config(model_dir)
     model_path = os.path.join(model_dir, MODEL_FILE)
     checkpoint_dir = os.path.join(model_dir, CHECKPOINT_DIR)
     tokenizer = load_tokenizer(model_dir)
     if average_last:
-        chosen = found[-average_last:]
-        if len(chosen) < average_last:
-            print(
-                f"--average_last={average_last}: only {len(chosen)} checkpoint(s) in {checkpoint_dir}", file=sys.stderr
-            )
+        chosen = checkpoints.newest_checkpoints(checkpoint_dir, average_last)
         model = Transformer(tokenizer.vocabulary_size, **run_config["model"])
         model.build()
         paths = [path for _, path in chosen]

@@ -7,8 +7,8 @@ import os
 import tensorflow as tf
 
 from data.tokenizer import Tokenizer
-from evaluation.batching import translate_in_order
 from evaluation.model_loading import read_json
+from training.batching import translate_in_order
 
 SIGNATURE = "serving_default"
 # What `export.exporter` writes beside the graph.

@@ -14,6 +14,8 @@ import sys
 from absl import app, flags
 from absl import logging as absl_logging
 
+from models.search_config import DEFAULT_SEARCH, EXPORT_MAX_INPUT_LENGTH
+
 FLAGS = flags.FLAGS
 
 flags.DEFINE_string("model_dir", None, "Directory written by train.py (model.keras, spm.model, config.json).")
@@ -21,17 +23,22 @@ flags.DEFINE_string("export_dir", None, "Model base path for TensorFlow Serving;
 flags.DEFINE_integer(
     "version", None, "Version directory to write (a positive integer); default the next one.", lower_bound=1
 )
-flags.DEFINE_integer("beam_size", 4, "Beam size baked into the graph (1: greedy decoding).", lower_bound=1)
-flags.DEFINE_float("alpha", 0.6, "Length-penalty exponent.", lower_bound=0.0)
+flags.DEFINE_integer(
+    "beam_size", DEFAULT_SEARCH.beam_size, "Beam size baked into the graph (1: greedy decoding).", lower_bound=1
+)
+flags.DEFINE_float("alpha", DEFAULT_SEARCH.alpha, "Length-penalty exponent.", lower_bound=0.0)
 flags.DEFINE_integer(
     "max_input_length",
-    256,
+    EXPORT_MAX_INPUT_LENGTH,
     "SentencePiece tokens kept per input sentence, EOS included; longer inputs keep their first "
     "max_input_length - 1 tokens.",
     lower_bound=2,
 )
 flags.DEFINE_integer(
-    "max_extra_length", 50, "A sentence of n source tokens gets at most n + this many output tokens.", lower_bound=1
+    "max_extra_length",
+    DEFAULT_SEARCH.max_extra_length,
+    "A sentence of n source tokens gets at most n + this many output tokens.",
+    lower_bound=1,
 )
 flags.DEFINE_integer(
     "average_last",

@@ -34,11 +34,11 @@ import models.transformer  # noqa: F401  (registers the Keras classes that model
 from evaluation import model_loading
 from export import warmup
 from export.serving_module import DEFAULT_LENGTH_BUCKETS, ServingModule
+from models.search_config import DEFAULT_SEARCH, EXPORT_MAX_INPUT_LENGTH
 from training import checkpoints
+from training.run_dir import CONFIG_FILE as RUN_CONFIG_FILE
+from training.run_dir import MODEL_FILE, VOCABULARY_FILE
 
-MODEL_FILE = "model.keras"
-VOCABULARY_FILE = "spm.model"
-RUN_CONFIG_FILE = "config.json"
 EXPORT_CONFIG_FILE = "export_config.json"
 SAVED_MODEL_FILES = ("saved_model.pb", "saved_model.pbtxt")
 TEMPORARY_PREFIX = ".tmp-"
@@ -187,10 +187,10 @@ def export_model(
     export_dir,
     *,
     version=None,
-    beam_size=4,
-    alpha=0.6,
-    max_input_length=256,
-    max_extra_length=50,
+    beam_size=DEFAULT_SEARCH.beam_size,
+    alpha=DEFAULT_SEARCH.alpha,
+    max_input_length=EXPORT_MAX_INPUT_LENGTH,
+    max_extra_length=DEFAULT_SEARCH.max_extra_length,
     length_buckets=DEFAULT_LENGTH_BUCKETS,
     average_last=0,
 ):

@@ -10,7 +10,7 @@
          a core `While` loop over a cache of bucket + max_extra_length positions)
       -> SentencePiece detokenize -> translations string [batch], scores float32 [batch]
 
-Input policy (the same as `evaluation.translator.Translator` with `max_input_length`):
+Input policy (the same as `training.translator.Translator` with `max_input_length`):
 
 - A sentence with more than `max_input_length - 1` SentencePiece tokens is cut to its first
   `max_input_length - 1` tokens and EOS is appended: `max_input_length` counts the EOS.
@@ -33,6 +33,7 @@ one-by-one calls).
 import tensorflow as tf
 
 from data.special_ids import EOS_ID, PAD_ID
+from models.search_config import DEFAULT_SEARCH, EXPORT_MAX_INPUT_LENGTH
 from models.translation import translate_ids
 
 # The SentencePiece-length buckets used when none are given (clipped to max_input_length, which
@@ -66,7 +67,7 @@ class ServingModule(tf.Module):
         model: a `models.transformer.Transformer` (built, weights loaded).
         tokenizer: the `data.tokenizer.Tokenizer` of the model's vocabulary.
         vocabulary_path: path of the `.model` file; saved as the SavedModel asset `spm.model`.
-        beam_size, alpha, max_extra_length: the search (section 6.1: 4, 0.6, 50).
+        beam_size, alpha, max_extra_length: the search (default `models.search_config.DEFAULT_SEARCH`).
         max_input_length: source tokens kept per sentence, EOS included (see the module docstring).
         length_buckets: source lengths with one traced search each (see the module docstring).
 
@@ -83,10 +84,10 @@ class ServingModule(tf.Module):
         tokenizer,
         vocabulary_path,
         *,
-        beam_size=4,
-        alpha=0.6,
-        max_input_length=256,
-        max_extra_length=50,
+        beam_size=DEFAULT_SEARCH.beam_size,
+        alpha=DEFAULT_SEARCH.alpha,
+        max_input_length=EXPORT_MAX_INPUT_LENGTH,
+        max_extra_length=DEFAULT_SEARCH.max_extra_length,
         length_buckets=DEFAULT_LENGTH_BUCKETS,
         name=None,
     ):

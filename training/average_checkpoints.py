@@ -19,20 +19,16 @@ def average_last(model_dir, last, output):
     checkpoint paths used."""
     from data.tokenizer import Tokenizer
     from models.transformer import Transformer
-    from training import checkpoints
+    from training import checkpoints, run_dir
     from training import config as run_config
 
     saved = run_config.load(model_dir)
-    found = checkpoints.list_checkpoints(os.path.join(model_dir, "checkpoints"))
-    if not found:
-        raise ValueError(f"{model_dir}/checkpoints holds no ckpt-*.weights.h5 to average")
-    if len(found) < last:
-        raise ValueError(
-            f"--last={last} but {model_dir}/checkpoints holds only {len(found)} checkpoint(s): "
-            f"{[os.path.basename(path) for _, path in found]}"
-        )
-    paths = [path for _, path in found[-last:]]
-    vocabulary_size = Tokenizer.from_file(os.path.join(model_dir, "spm.model")).vocabulary_size
+    try:
+        found = checkpoints.newest_checkpoints(os.path.join(model_dir, run_dir.CHECKPOINT_DIR), last)
+    except ValueError as error:
+        raise ValueError(f"--last={last}: {error}") from error
+    paths = [path for _, path in found]
+    vocabulary_size = Tokenizer.from_file(os.path.join(model_dir, run_dir.VOCABULARY_FILE)).vocabulary_size
     model = Transformer(vocabulary_size, **saved["model"])
     model.build()
     checkpoints.average_checkpoints(model, paths)

@@ -58,7 +58,7 @@ class DevBleu(keras.callbacks.Callback):
     `val_bleu` (the last epoch is always evaluated).
 
     Args:
-        translator_factory: `model -> evaluation.translator.Translator`; called once, lazily.
+        translator_factory: `model -> training.translator.Translator`; called once, lazily.
         sources, references: the dev subset, as lists of strings.
         every_epochs: evaluation period in epochs.
     """

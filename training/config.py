@@ -8,6 +8,8 @@ import dataclasses
 import json
 import os
 
+from training.run_dir import CONFIG_FILE
+
 
 @dataclasses.dataclass(frozen=True)
 class DataConfig:
@@ -57,9 +59,6 @@ class RunConfig:
             "data": dataclasses.asdict(self.data),
             "train": dataclasses.asdict(self.train),
         }
-
-
-CONFIG_FILE = "config.json"
 
 
 class ConfigMismatchError(ValueError):

@@ -99,33 +99,21 @@ def num_replicas(strategy):
     return 1 if distribution is None else len(distribution.device_mesh.devices.flatten())
 
 
-def patch_multi_worker_metric_reduction():
-    """Lets Keras 3.15's `fit` log scalar metrics under `MultiWorkerMirroredStrategy`.
+def reduce_logs_across_workers(model):
+    """Lets `fit` and `evaluate` log scalar metrics under `MultiWorkerMirroredStrategy` with several
+    workers.
 
-    Its train step reduces the per-replica logs with `strategy.reduce("MEAN", value, axis=0)`
-    across workers, which fails on scalars ("Invalid reduction dimension 0 for input with 0
-    dimensions"). This wraps that reduction (a private Keras function; keras is pinned) so that
-    scalars are averaged with `axis=None`, the same mean. Idempotent.
+    Keras averages each step's logs across workers with `strategy.reduce("MEAN", value, axis=0)`,
+    which fails on scalars ("Invalid reduction dimension 0 for input with 0 dimensions"). The
+    model's `train_step` and `test_step` are overridden on this instance to return each scalar as a
+    one-element vector: the reduction over axis 0 then averages the replicas' values into a scalar,
+    the same mean. The model's class, and so what `model.save` writes, is unchanged.
     """
     import tensorflow as tf
-    from keras.src.backend.tensorflow import trainer as keras_tf_trainer
 
-    original = keras_tf_trainer.reduce_per_replica
-    if getattr(original, "patched_for_scalars", False):
-        return
+    def as_vectors(logs):
+        return {name: tf.reshape(value, [1]) if value.shape.rank == 0 else value for name, value in logs.items()}
 
-    def reduce_per_replica(values, strategy, reduction):
-        if reduction == "auto" and isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
-
-            def mean(value):
-                # With one replica per worker the values are plain tensors, not PerReplica.
-                local = value.values[0] if isinstance(value, tf.distribute.DistributedValues) else value
-                if getattr(local, "shape", None) is not None and local.shape.rank == 0:
-                    return strategy.reduce("MEAN", value, axis=None)
-                return original(value, strategy, reduction)
-
-            return tf.nest.map_structure(mean, values)
-        return original(values, strategy, reduction)
-
-    reduce_per_replica.patched_for_scalars = True
-    keras_tf_trainer.reduce_per_replica = reduce_per_replica
+    train_step, test_step = model.train_step, model.test_step
+    model.train_step = lambda data: as_vectors(train_step(data))
+    model.test_step = lambda data: as_vectors(test_step(data))

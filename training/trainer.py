@@ -24,7 +24,6 @@ import tensorflow as tf
 from data import pipeline, prepare
 from data.special_ids import BOS_ID
 from data.tokenizer import Tokenizer, train_sentencepiece
-from evaluation.translator import Translator
 from models.learning_rate_schedule import transformer_optimizer
 from models.metrics import MaskedAccuracy, TargetTokenCount
 from models.transformer import Transformer
@@ -35,16 +34,23 @@ from training.distribution import (
     is_chief,
     make_strategy,
     num_replicas,
-    patch_multi_worker_metric_reduction,
+    reduce_logs_across_workers,
     worker_info,
 )
 from training.losses import GlobalTokenLabelSmoothedCrossEntropy
 from training.optimizers import FusedAdam
+from training.run_dir import (
+    CHECKPOINT_DIR,
+    CONFIG_FILE,
+    LOG_DIR,
+    MODEL_FILE,
+    TRAINING_LOG,
+    VOCABULARY_FILE,
+    WORKERS_DIR,
+)
+from training.translator import Translator
 
 POLICIES = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
-MODEL_FILE = "model.keras"
-VOCABULARY_FILE = "spm.model"
-TRAINING_LOG = "training_log.csv"  # One row per epoch (checkpoint), appended across restarts.
 
 
 class TrainingError(RuntimeError):
@@ -199,7 +205,7 @@ def _resolve_jit(jit_compile):
     return bool(tf.config.list_logical_devices("GPU"))
 
 
-_RUN_ENTRIES = ("checkpoints", "logs", "workers", MODEL_FILE, VOCABULARY_FILE, TRAINING_LOG, run_config.CONFIG_FILE)
+_RUN_ENTRIES = (CHECKPOINT_DIR, LOG_DIR, WORKERS_DIR, MODEL_FILE, VOCABULARY_FILE, TRAINING_LOG, CONFIG_FILE)
 
 
 def _remove_run(model_dir, entries=_RUN_ENTRIES):
@@ -212,13 +218,13 @@ def _remove_run(model_dir, entries=_RUN_ENTRIES):
 
 
 def _has_trained(model_dir):
-    return bool(checkpoints.list_checkpoints(os.path.join(model_dir, "checkpoints"))) or os.path.exists(
+    return bool(checkpoints.list_checkpoints(os.path.join(model_dir, CHECKPOINT_DIR))) or os.path.exists(
         os.path.join(model_dir, MODEL_FILE)
     )
 
 
 def _previous_config(model_dir):
-    path = os.path.join(model_dir, run_config.CONFIG_FILE)
+    path = os.path.join(model_dir, CONFIG_FILE)
     try:
         return run_config.load(model_dir) if os.path.exists(path) else None
     except ValueError:
@@ -234,17 +240,17 @@ def _prepare_run_dir(config, start_over):
     refused as "another configuration".
     """
     model_dir = config.model_dir
-    has_config = os.path.exists(os.path.join(model_dir, run_config.CONFIG_FILE))
+    has_config = os.path.exists(os.path.join(model_dir, CONFIG_FILE))
     if start_over:
         if not has_config:
             # Names a user's own files may have; train.py's own leftovers (spm.model, workers/) are
             # replaced as a fresh start replaces them.
             present = [
-                name for name in ("checkpoints", "logs", MODEL_FILE) if os.path.exists(os.path.join(model_dir, name))
+                name for name in (CHECKPOINT_DIR, LOG_DIR, MODEL_FILE) if os.path.exists(os.path.join(model_dir, name))
             ]
             if present:
                 raise TrainingError(
-                    f"--start_over: {model_dir} holds no {run_config.CONFIG_FILE}, so it is not a train.py run; "
+                    f"--start_over: {model_dir} holds no {CONFIG_FILE}, so it is not a train.py run; "
                     f"not deleting its {', '.join(present)}"
                 )
             return
@@ -254,7 +260,7 @@ def _prepare_run_dir(config, start_over):
         return
     if not _has_trained(model_dir):
         print(f"{model_dir}: no checkpoint from the earlier start; starting afresh", file=sys.stderr)
-        _remove_run(model_dir, (VOCABULARY_FILE, TRAINING_LOG, "logs", run_config.CONFIG_FILE))
+        _remove_run(model_dir, (VOCABULARY_FILE, TRAINING_LOG, LOG_DIR, CONFIG_FILE))
         return
     previous = (_previous_config(model_dir) or {}).get("train", {})
     before, after = previous.get("mixed_precision"), config.train.mixed_precision
@@ -312,7 +318,7 @@ def train(config, start_over=False, callbacks=()):
         raise TrainingError(str(error)) from error
     chief = is_chief()
     _, task_index, _ = worker_info()
-    run_dir = config.model_dir if chief else os.path.join(config.model_dir, "workers", str(task_index))
+    run_dir = config.model_dir if chief else os.path.join(config.model_dir, WORKERS_DIR, str(task_index))
     _check_writable(run_dir)
     if chief:
         _prepare_run_dir(config, start_over)
@@ -332,9 +338,9 @@ def train(config, start_over=False, callbacks=()):
         model = build_model(config.model, tokenizer.vocabulary_size, train_options)
     if strategy is not None and num_replicas(strategy) > 1:
         _build_metrics_before_fit(model, strategy)
-    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
-        patch_multi_worker_metric_reduction()
-    checkpoint_dir = os.path.join(run_dir, "checkpoints")
+    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) and worker_info()[2] > 1:
+        reduce_logs_across_workers(model)
+    checkpoint_dir = os.path.join(run_dir, CHECKPOINT_DIR)
     restored = checkpoints.latest_checkpoint(checkpoint_dir)
     start_step = 0
     steps_per_epoch = train_options.checkpoint_every
@@ -404,7 +410,7 @@ def train(config, start_over=False, callbacks=()):
     if chief:
         callback_list += [
             training_callbacks.TrainingLog(os.path.join(config.model_dir, TRAINING_LOG)),
-            keras.callbacks.TensorBoard(os.path.join(config.model_dir, "logs"), update_freq="epoch"),
+            keras.callbacks.TensorBoard(os.path.join(config.model_dir, LOG_DIR), update_freq="epoch"),
         ]
 
     callback_list += list(callbacks)

@@ -1,4 +1,4 @@
-"""`evaluation.translator.Translator`: order restored around length sorting, batch independence,
+"""`training.translator.Translator`: order restored around length sorting, batch independence,
 empty, token-less and over-long lines, and (under JAX) weights read at call time, not baked in at trace time."""
 
 import os
@@ -8,8 +8,8 @@ import textwrap
 
 import pytest
 
-from evaluation.translator import Translator
 from tests.conftest import REPO_ROOT
+from training.translator import Translator
 
 SENTENCES = [
     "Print",
@@ -70,7 +70,7 @@ JAX_SCRIPT = textwrap.dedent(
     import keras
     import numpy as np
     from data.tokenizer import Tokenizer
-    from evaluation.translator import Translator
+    from training.translator import Translator
     from models.transformer import Transformer
 
     tokenizer = Tokenizer.from_file(sys.argv[1])

@@ -1,5 +1,5 @@
 """The export reloaded in a process that imports only tensorflow and tensorflow_text translates like
-the Python path of evaluate.py (evaluation.translator.Translator) with the same search settings."""
+the Python path of evaluate.py (training.translator.Translator) with the same search settings."""
 
 import json
 
@@ -26,7 +26,7 @@ def test_fresh_process_matches_the_python_translator(exported):
     import keras
 
     from data.tokenizer import Tokenizer
-    from evaluation.translator import Translator
+    from training.translator import Translator
 
     model_dir, path = exported
     sentences = SENTENCES + ["", "Click " * 60]

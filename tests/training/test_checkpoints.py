@@ -104,3 +104,14 @@ def test_averaging_equals_the_elementwise_mean(tmp_path):
 def test_averaging_needs_checkpoints():
     with pytest.raises(ValueError, match="at least one checkpoint"):
         checkpoints.average_checkpoints(_model(0), [])
+
+
+def test_the_newest_checkpoints_to_average_are_never_fewer_than_asked(tmp_path):
+    model = _model(0)
+    for step in (100, 200, 300):
+        checkpoints.save_checkpoint(model, str(tmp_path), step, keep=5)
+    assert [step for step, _ in checkpoints.newest_checkpoints(str(tmp_path), 2)] == [200, 300]
+    with pytest.raises(ValueError, match=r"4 checkpoints asked for, but .* holds only 3: \['ckpt-000000100"):
+        checkpoints.newest_checkpoints(str(tmp_path), 4)
+    with pytest.raises(ValueError, match="holds no ckpt-"):
+        checkpoints.newest_checkpoints(str(tmp_path / "empty"), 1)

@@ -8,8 +8,9 @@ import keras
 import numpy as np
 
 from data.special_ids import EOS_ID, PAD_ID
-from evaluation.batching import translate_in_order
+from models.search_config import DEFAULT_SEARCH
 from models.translation import translate_ids
+from training.batching import translate_in_order
 
 LENGTH_MULTIPLE = 8
 
@@ -53,7 +54,7 @@ class Translator:
     Args:
         model: a trained `Transformer`.
         tokenizer: a `data.tokenizer.Tokenizer`.
-        beam_size, alpha, max_extra_length: the search's settings (section 6.1: 4, 0.6, 50).
+        beam_size, alpha, max_extra_length: the search's settings (default `models.search_config.DEFAULT_SEARCH`).
         batch_size: sentences per search call. Batches are padded to `batch_size` rows and to a
             multiple of 8 source tokens, so the search is compiled for a handful of shapes.
         max_input_length: source tokens (EOS included) kept per sentence; longer inputs are cut to
@@ -68,7 +69,15 @@ class Translator:
     """
 
     def __init__(
-        self, model, tokenizer, *, beam_size=4, alpha=0.6, max_extra_length=50, batch_size=32, max_input_length=None
+        self,
+        model,
+        tokenizer,
+        *,
+        beam_size=DEFAULT_SEARCH.beam_size,
+        alpha=DEFAULT_SEARCH.alpha,
+        max_extra_length=DEFAULT_SEARCH.max_extra_length,
+        batch_size=32,
+        max_input_length=DEFAULT_SEARCH.max_input_length,
     ):
         if beam_size < 1:
             raise ValueError(f"beam_size must be >= 1, received {beam_size}")
