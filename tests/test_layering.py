@@ -11,17 +11,6 @@ from tests.conftest import REPO_ROOT
 
 RANKS = {"data": 0, "models": 0, "training": 1, "evaluation": 2, "export": 3}
 
-# models/ importing data.special_ids: the special ids are moving out of data/ (the only imports
-# across the data/models line that the rule tolerates until then). The test asserts that this is
-# exactly what it finds, so the entries go when the imports do.
-_PENDING_MODELS_TO_DATA = {
-    ("models/beam_search.py", "data.special_ids"),
-    ("models/losses.py", "data.special_ids"),
-    ("models/metrics.py", "data.special_ids"),
-    ("models/transformer.py", "data.special_ids"),
-    ("models/translation.py", "data.special_ids"),
-}
-
 
 def _imported_modules(tree):
     """`(line, module)` for every absolute import in the tree, at any depth."""
@@ -54,20 +43,12 @@ def _imports_across_packages():
 
 
 def test_imports_point_one_way():
-    backward, models_to_data = [], set()
+    backward = []
     for path, line, package, module, imported in _imports_across_packages():
-        if RANKS[imported] > RANKS[package]:
-            backward.append(f"{path}:{line} ({package}) imports {module} ({imported}, a higher layer)")
-        elif RANKS[imported] == RANKS[package]:
-            if (package, imported) == ("models", "data") and (path, module) in _PENDING_MODELS_TO_DATA:
-                models_to_data.add((path, module))
-            else:
-                backward.append(f"{path}:{line} ({package}) imports {module} ({imported}, the same layer)")
+        if RANKS[imported] >= RANKS[package]:
+            relation = "a higher layer" if RANKS[imported] > RANKS[package] else "the same layer"
+            backward.append(f"{path}:{line} ({package}) imports {module} ({imported}, {relation})")
     assert not backward, "imports pointing back:\n" + "\n".join(backward)
-    assert models_to_data == _PENDING_MODELS_TO_DATA, (
-        f"_PENDING_MODELS_TO_DATA lists {sorted(_PENDING_MODELS_TO_DATA - models_to_data)}, which are gone: "
-        "remove them from the list"
-    )
 
 
 def test_the_check_sees_imports_inside_functions():
