@@ -22,8 +22,10 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
+# The fast tier, for constant use while developing: no network, the sample corpus, no tests marked
+# slow or full (tests/conftest.py's --fast).
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -m "not slow" tests
+	$(PY) -m pytest -q --fast tests
 
 # The main job on the built-in corpus, on a CPU: corpus, vocabulary, the tiny model, BLEU on the
 # test split, a SavedModel, and a few sentences translated by it. Outputs under $(DEMO_DIR).

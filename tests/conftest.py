@@ -1,8 +1,15 @@
-"""Shared test setup: quiet TensorFlow logs, fixed seeds, the real deb-en-de corpus, and a tiny
-model trained on it (built once per session and shared by the training, evaluation and export tests).
+"""Shared test setup: quiet TensorFlow logs, fixed seeds, the two test tiers, the corpora, and a tiny
+model trained once per session and shared by the training, evaluation and export tests.
+
+Two tiers. The full one (`make test`, CI) runs everything; the shared model trains on the real
+deb-en-de corpus, built from Debian packages (fetched with apt-get unless cached in DEB_CACHE).
+The fast one (`pytest --fast`, `make test-fast`) leaves out the tests marked `slow` or `full`,
+builds the corpus from the small checked-in sample tests/fixtures/deb_en_de_sample.tsv instead,
+and refuses any network connection or package download.
 """
 
 import os
+import socket
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -17,6 +24,69 @@ DEB_CACHE = os.environ.get("TRANSFORMER_TEST_DEB_DIR", os.path.join(REPO_ROOT, "
 # The model the shared run trains: small enough for a minute on two cores.
 TINY_MODEL = dict(num_layers=2, hidden_dim=64, num_heads=4, intermediate_dim=256, dropout=0.1)
 
+# The fast tier's corpus: `source<TAB>english<TAB>german` lines sampled from the deb-en-de sources
+# by tests/fixtures/make_deb_en_de_sample.py.
+SAMPLE_TSV = os.path.join(REPO_ROOT, "tests", "fixtures", "deb_en_de_sample.tsv")
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--fast",
+        action="store_true",
+        help="the fast tier: leave out tests marked slow or full, train the shared model on the "
+        "sample corpus, and refuse network connections and package downloads",
+    )
+
+
+def _fast(config):
+    return config.getoption("--fast")
+
+
+def pytest_configure(config):
+    if _fast(config):
+        _refuse_network()
+
+
+def pytest_collection_modifyitems(config, items):
+    if not _fast(config):
+        return
+    kept, deselected = [], []
+    for item in items:
+        left_out = item.get_closest_marker("slow") or item.get_closest_marker("full")
+        (deselected if left_out else kept).append(item)
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = kept
+
+
+_LOOPBACK = ("localhost", "127.0.0.1", "::1", "")
+
+
+def _refuse_network():
+    """Makes any connection or name lookup beyond the loopback interface, and any apt-get run,
+    fail loudly in this process: the fast tier must work offline."""
+    from data import deb_packages
+
+    def refuse(what):
+        raise AssertionError(f"the fast tier (--fast) uses no network, but the test tried {what}")
+
+    original_connect, original_getaddrinfo = socket.socket.connect, socket.getaddrinfo
+
+    def connect(sock, address):
+        host = address[0] if isinstance(address, tuple) else None
+        if host is not None and not (host in _LOOPBACK or str(host).startswith("127.")):
+            refuse(f"to connect to {address!r}")
+        return original_connect(sock, address)
+
+    def getaddrinfo(host, *args, **kwargs):
+        if host is not None and not (host in _LOOPBACK or str(host).startswith("127.")):
+            refuse(f"to look up {host!r}")
+        return original_getaddrinfo(host, *args, **kwargs)
+
+    socket.socket.connect = connect
+    socket.getaddrinfo = getaddrinfo
+    deb_packages._run_apt = lambda args, cwd: refuse(f"to run {' '.join(args)!r}")
+
 
 @pytest.fixture(autouse=True)
 def _seed_and_policy():
@@ -27,12 +97,15 @@ def _seed_and_policy():
 
 
 @pytest.fixture(scope="session")
-def deb_en_de(tmp_path_factory):
+def deb_en_de(request, tmp_path_factory):
     """The real deb-en-de corpus, built into a fresh directory from packages cached in DEB_CACHE.
 
     Returns (CorpusPaths, seconds spent fetching the packages, seconds spent building).
     """
     from data import deb_packages, prepare
+
+    if _fast(request.config):
+        pytest.fail("the fast tier (--fast) has no real deb-en-de corpus: mark the test `full`, or use `corpus`")
 
     start = time.monotonic()
     debs = deb_packages.fetch_debs(list(prepare.DEB_EN_DE_PACKAGES), DEB_CACHE)
@@ -44,6 +117,36 @@ def deb_en_de(tmp_path_factory):
     build_seconds = time.monotonic() - start
     print(f"built deb-en-de in {build_seconds:.1f} s")
     return paths, fetch_seconds, build_seconds
+
+
+def build_sample_corpus(cache_dir):
+    """SAMPLE_TSV built as the corpus "deb-en-de" in `cache_dir`, by the same cleaning, hash split and
+    per-source test files as the real one; `prepare.prepare_corpus` then finds it cached."""
+    from data import prepare
+
+    sources = {}
+    with open(SAMPLE_TSV, encoding="utf-8") as handle:
+        for line in handle:
+            source, english, german = line.rstrip("\n").split("\t")
+            sources.setdefault(source, []).append((english, german))
+    extra = {"packages": [], "credits": {source: prepare.CREDITS[source] for source in sources}, "sample": SAMPLE_TSV}
+    build = lambda tmp_dir: prepare._write_corpus(tmp_dir, "deb-en-de", ("en", "de"), sources, extra=extra)
+    return prepare._build_atomically(cache_dir, "deb-en-de", build)
+
+
+@pytest.fixture(scope="session")
+def sample_corpus(tmp_path_factory):
+    """The deb-en-de sample built as corpus deb-en-de in a fresh directory (CorpusPaths)."""
+    return build_sample_corpus(str(tmp_path_factory.mktemp("sample_corpora")))
+
+
+@pytest.fixture(scope="session")
+def corpus(request):
+    """The corpus the shared run trains on: the real deb-en-de in the full tier, the sample in the
+    fast one (CorpusPaths). For tests that need some built deb-en-de corpus, not its real contents."""
+    if _fast(request.config):
+        return request.getfixturevalue("sample_corpus")
+    return request.getfixturevalue("deb_en_de")[0]
 
 
 def tiny_run_config(model_dir, corpus_cache_dir, **train_overrides):
@@ -69,11 +172,10 @@ def tiny_run_config(model_dir, corpus_cache_dir, **train_overrides):
 
 
 @pytest.fixture(scope="session")
-def tiny_run(deb_en_de, tmp_path_factory):
-    """`(model_dir, summary)` of a tiny model trained 200 steps on deb-en-de."""
+def tiny_run(corpus, tmp_path_factory):
+    """`(model_dir, summary)` of a tiny model trained 200 steps on `corpus`."""
     from training.trainer import train
 
-    corpus = deb_en_de[0]
     model_dir = tmp_path_factory.mktemp("tiny_run")
     start = time.monotonic()
     summary = train(tiny_run_config(model_dir, os.path.dirname(corpus.root)))

@@ -1,4 +1,4 @@
-"""benchmarks/input_pipeline.py on the real corpus: its counts are the pipeline's batches (no timing checked)."""
+"""benchmarks/input_pipeline.py on the shared run's corpus: its counts are the pipeline's batches (no timing checked)."""
 
 import json
 import os
@@ -11,12 +11,12 @@ import pytest
 from data.special_ids import PAD_ID
 
 
-def test_counts_match_the_batches_train_py_reads(deb_en_de, tiny_run, tmp_path, benchmark_script):
+def test_counts_match_the_batches_train_py_reads(corpus, tiny_run, tmp_path, benchmark_script):
     from data.pipeline import make_dataset
     from data.tokenizer import Tokenizer
 
     _, script = benchmark_script("input_pipeline")
-    train_tsv = deb_en_de[0].train
+    train_tsv = corpus.train
     spm = os.path.join(tiny_run[0], "spm.model")
     out = tmp_path / "pipeline.json"
     subprocess.run(
@@ -83,7 +83,7 @@ def test_bad_flags_name_the_flag(tmp_path, capsys, benchmark_script):
         assert message in capsys.readouterr().err
 
 
-def test_cached_pipeline_is_timed_after_its_first_pass(deb_en_de, tiny_run, tmp_path, benchmark_script):
+def test_cached_pipeline_is_timed_after_its_first_pass(corpus, tiny_run, tmp_path, benchmark_script):
     _, script = benchmark_script("input_pipeline")
     out = tmp_path / "cached.json"
     subprocess.run(
@@ -91,7 +91,7 @@ def test_cached_pipeline_is_timed_after_its_first_pass(deb_en_de, tiny_run, tmp_
             sys.executable,
             script,
             "--tsv",
-            deb_en_de[0].dev,
+            corpus.dev,
             "--spm",
             os.path.join(tiny_run[0], "spm.model"),
             "--batch_tokens",

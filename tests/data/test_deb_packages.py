@@ -87,6 +87,7 @@ def test_fetch_reuses_debs_already_there(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
+@pytest.mark.full  # asks apt over the network
 @pytest.mark.skipif(not os.path.exists("/usr/bin/apt-get"), reason="needs apt-get")
 def test_fetch_unknown_package_names_it(tmp_path):
     with pytest.raises(deb_packages.DebPackageError, match="no-such-package-for-transformer-tests"):

@@ -138,6 +138,7 @@ def _padding_share(dataset, steps=None):
 
 
 @pytest.mark.slow
+@pytest.mark.full
 def test_padding_share_on_the_real_corpus(deb_en_de, tmp_path):
     paths, _, _ = deb_en_de
     spm = tokenizer.Tokenizer.from_file(

@@ -267,6 +267,7 @@ def test_command_line_reports_a_vocab_size_error_without_a_traceback(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.full
 def test_deb_en_de_corpus_from_the_packages(deb_en_de):
     paths, fetch_seconds, build_seconds = deb_en_de
     manifest = paths.load_manifest()

@@ -94,6 +94,7 @@ JAX_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.full  # the run loaded in a fresh process under JAX
 def test_translator_under_jax_uses_the_current_weights(tiny_run):
     pytest.importorskip("jax")
     model_dir, _ = tiny_run

@@ -6,9 +6,12 @@ import os
 import shutil
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from tests.export.conftest import run_fresh_python
+
+pytestmark = pytest.mark.full
 
 SETTINGS = dict(beam_size=4, alpha=0.6, max_input_length=16, max_extra_length=12, length_buckets=())
 

@@ -175,6 +175,7 @@ def test_command_errors_are_one_line_naming_the_flag(exported, tmp_path):
         assert result.stderr.strip().splitlines()[-1].startswith(expected), result.stderr[-2000:]
 
 
+@pytest.mark.full  # a whole export in a fresh process
 def test_command_writes_a_readable_version_quietly_and_removes_a_killed_exports_leftover(exported, tmp_path):
     model_dir, _ = exported
     export_dir = tmp_path / "exports"

@@ -4,8 +4,11 @@ the Python path of evaluate.py (training.translator.Translator) with the same se
 import json
 
 import numpy as np
+import pytest
 
 from tests.export.conftest import EXPORT_SETTINGS, SENTENCES, run_fresh_python
+
+pytestmark = pytest.mark.full
 
 SERVE_IN_FRESH_PROCESS = """
 import json, sys

@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from tensorflow.core.protobuf import saved_model_pb2
 
 from tests.export.conftest import run_fresh_python
@@ -43,6 +44,7 @@ def saved_model_ops(path):
     return op_types, jit_functions
 
 
+@pytest.mark.full
 def test_only_core_and_sentencepiece_ops(exported):
     import json
 

@@ -14,6 +14,7 @@ ENV = dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="2", KERAS_BAC
 
 
 @pytest.mark.slow
+@pytest.mark.full
 def test_two_mirrored_cpu_replicas_match_one_device_on_the_same_global_batch():
     completed = subprocess.run(
         [sys.executable, os.path.join(REPO_ROOT, "tests", "training", "mirrored_step.py")],
@@ -51,6 +52,7 @@ def _free_ports(count):
 
 
 @pytest.mark.slow
+@pytest.mark.full
 def test_two_workers_on_loopback_end_on_the_same_weights(tiny_run, deb_en_de, tmp_path):
     corpus = deb_en_de[0]
     model_dir = str(tmp_path / "multi_worker")

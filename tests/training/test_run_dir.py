@@ -207,6 +207,7 @@ def _corpus_pairs(corpus, count, longest=None, shortest=None):
 
 
 @pytest.mark.slow
+@pytest.mark.full  # pairs of 100-150 characters, which the sample corpus lacks
 def test_data_that_cannot_train_is_named_before_the_run_is_bound(deb_en_de, tmp_path):
     from data import cleaning
     from training.trainer import TrainingError, train
@@ -232,11 +233,11 @@ def test_data_that_cannot_train_is_named_before_the_run_is_bound(deb_en_de, tmp_
         assert json.load(handle)["data"]["max_length"] == 128
 
 
-def test_what_cleaning_did_to_the_users_files_is_printed(deb_en_de, tmp_path, capsys):
+def test_what_cleaning_did_to_the_users_files_is_printed(corpus, tmp_path, capsys):
     from training.trainer import resolve_corpus
 
-    pairs = _corpus_pairs(deb_en_de[0], 200, longest=60)
-    config = _user_run(tmp_path, deb_en_de[0], pairs + pairs[:3] + [("same", "same")], pairs[:2] + pairs[:2])
+    pairs = _corpus_pairs(corpus, 200, longest=60)
+    config = _user_run(tmp_path, corpus, pairs + pairs[:3] + [("same", "same")], pairs[:2] + pairs[:2])
     resolve_corpus(config.data)
     printed = capsys.readouterr().err.splitlines()
     # The training file loses a duplicate, the untranslated pair and the dev pairs (twice each); the dev file is kept whole.
@@ -247,7 +248,7 @@ def test_what_cleaning_did_to_the_users_files_is_printed(deb_en_de, tmp_path, ca
     )
 
 
-def test_several_workers_are_told_the_command_that_builds_their_vocabulary(deb_en_de, tmp_path):
+def test_several_workers_are_told_the_command_that_builds_their_vocabulary(corpus, tmp_path):
     import shlex
     import subprocess
     import sys
@@ -255,11 +256,11 @@ def test_several_workers_are_told_the_command_that_builds_their_vocabulary(deb_e
     from tests.conftest import REPO_ROOT
     from training.trainer import TrainingError, resolve_corpus, resolve_tokenizer
 
-    config = _user_run(tmp_path, deb_en_de[0], _corpus_pairs(deb_en_de[0], 300, longest=60))
-    corpus, _ = resolve_corpus(config.data)
+    config = _user_run(tmp_path, corpus, _corpus_pairs(corpus, 300, longest=60))
+    user_corpus, _ = resolve_corpus(config.data)
     with pytest.raises(TrainingError, match="spm-bpe-500.model is missing.*build the vocabulary first") as refused:
-        resolve_tokenizer(str(tmp_path / "worker"), corpus, config.data, may_train=False)
-    built = os.stat(corpus.manifest).st_ino
+        resolve_tokenizer(str(tmp_path / "worker"), user_corpus, config.data, may_train=False)
+    built = os.stat(user_corpus.manifest).st_ino
     command = str(refused.value).split("`")[1]
     assert command.startswith("python -m data.prepare ")
     completed = subprocess.run(
@@ -272,5 +273,5 @@ def test_several_workers_are_told_the_command_that_builds_their_vocabulary(deb_e
     )
     assert completed.returncode == 0, completed.stderr[-2000:]
     # The command built the vocabulary into the corpus entry the workers read, without rebuilding it.
-    assert resolve_tokenizer(str(tmp_path / "worker"), corpus, config.data, may_train=False).vocabulary_size == 500
-    assert os.stat(corpus.manifest).st_ino == built
+    assert resolve_tokenizer(str(tmp_path / "worker"), user_corpus, config.data, may_train=False).vocabulary_size == 500
+    assert os.stat(user_corpus.manifest).st_ino == built

@@ -61,6 +61,7 @@ class _StateAtStart(keras.callbacks.Callback):
 
 
 @pytest.mark.slow
+@pytest.mark.full
 def test_a_run_killed_mid_training_resumes_from_its_checkpoint(tiny_run, deb_en_de, tmp_path):
     from training import checkpoints
     from training.trainer import build_model, train
@@ -146,6 +147,7 @@ def test_a_nan_loss_stops_with_a_clear_error_and_keeps_the_checkpoints(tiny_run,
 
 
 @pytest.mark.slow
+@pytest.mark.full
 def test_tiny_model_lowers_the_dev_loss_on_the_real_corpus(tiny_run):
     from data import pipeline
     from data.tokenizer import Tokenizer
@@ -165,10 +167,10 @@ def test_tiny_model_lowers_the_dev_loss_on_the_real_corpus(tiny_run):
 
 
 @pytest.mark.slow
-def test_fp16_training_stays_finite(deb_en_de, tiny_run, tmp_path):
+def test_fp16_training_stays_finite(corpus, tiny_run, tmp_path):
     from training.trainer import train
 
-    corpus_cache = os.path.dirname(deb_en_de[0].root)
+    corpus_cache = os.path.dirname(corpus.root)
     summary = train(
         tiny_run_config(
             tmp_path / "fp16",
@@ -187,10 +189,10 @@ def test_fp16_training_stays_finite(deb_en_de, tiny_run, tmp_path):
 
 
 @pytest.mark.slow
-def test_steps_per_execution_changes_only_how_often_the_host_looks(deb_en_de, tmp_path):
+def test_steps_per_execution_changes_only_how_often_the_host_looks(corpus, tmp_path):
     from training.trainer import train
 
-    corpus_cache = os.path.dirname(deb_en_de[0].root)
+    corpus_cache = os.path.dirname(corpus.root)
     options = dict(train_steps=20, checkpoint_every=10, eval_every=20, eval_sentences=0)
     one = train(tiny_run_config(tmp_path / "one", corpus_cache, **options))
     five = train(tiny_run_config(tmp_path / "five", corpus_cache, steps_per_execution=5, **options))
