@@ -94,12 +94,10 @@ def time_batches(translate, sentences, batch, repeats):
 
 def main(argv=None):
     args = parse_args(argv)
-    import keras
     import tensorflow as tf
 
-    from data.tokenizer import Tokenizer
     from export.exporter import export_model
-    from training.run_dir import MODEL_FILE, VOCABULARY_FILE
+    from training.run_dir import RunDir
     from training.translator import Translator
 
     sentences = read_sentences(args.sentences, args.count)
@@ -138,8 +136,7 @@ def main(argv=None):
         }
 
     if not args.skip_python_path:
-        model = keras.saving.load_model(os.path.join(args.model_dir, MODEL_FILE), compile=False)
-        tokenizer = Tokenizer.from_file(os.path.join(args.model_dir, VOCABULARY_FILE))
+        model, tokenizer, _ = RunDir(args.model_dir).load_model()
         python_path = {}
         for name, batch in (("single", 1), ("batched", args.batch)):
             translator = Translator(

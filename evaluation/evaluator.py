@@ -11,9 +11,9 @@ import os
 import sys
 
 from evaluation import scoring, test_sets
-from evaluation.model_loading import ModelDirError, read_run_config
 from evaluation.saved_model_translator import ExportDirError, read_export_config, resolve_saved_model
 from models.search_config import DEFAULT_SEARCH
+from training.run_dir import ModelDirError, RunDir
 
 
 class EvaluationError(RuntimeError):
@@ -56,7 +56,7 @@ class EvalConfig:
 def _run_config(config):
     """The training run's config.json (from model_dir, or the export's copy), or None."""
     if config.model_dir:
-        return read_run_config(config.model_dir)
+        return RunDir(config.model_dir).read_config()
     # The run's config.json sections plus an "export" section.
     return read_export_config(resolve_saved_model(config.export_dir))
 
@@ -163,10 +163,9 @@ def evaluate(config, out=sys.stdout):
 
     result = {"sentences": len(sources), "output": config.output}
     if config.model_dir:
-        from evaluation.model_loading import load_model
         from training.translator import Translator
 
-        model, tokenizer, run_config = load_model(config.model_dir, config.average_last)
+        model, tokenizer, run_config = RunDir(config.model_dir).load_model(config.average_last)
         for number, sentence in enumerate(config.plot_attention, start=1):
             if not tokenizer.tokenize([sentence]).to_list()[0]:
                 raise EvaluationError(

@@ -7,8 +7,8 @@ import os
 import tensorflow as tf
 
 from data.tokenizer import Tokenizer
-from evaluation.model_loading import read_json
 from training.batching import translate_in_order
+from training.run_dir import read_json
 
 SIGNATURE = "serving_default"
 # What `export.exporter` writes beside the graph.

@@ -31,13 +31,12 @@ import keras
 import tensorflow as tf
 
 import models.transformer  # noqa: F401  (registers the Keras classes that model.keras names)
-from evaluation import model_loading
 from export import warmup
 from export.serving_module import DEFAULT_LENGTH_BUCKETS, ServingModule
 from models.search_config import DEFAULT_SEARCH, EXPORT_MAX_INPUT_LENGTH
 from training import checkpoints
 from training.run_dir import CONFIG_FILE as RUN_CONFIG_FILE
-from training.run_dir import MODEL_FILE, VOCABULARY_FILE
+from training.run_dir import ModelDirError, RunDir
 
 EXPORT_CONFIG_FILE = "export_config.json"
 SAVED_MODEL_FILES = ("saved_model.pb", "saved_model.pbtxt")
@@ -73,10 +72,10 @@ def check_model_dir(model_dir, average_last=0):
         average_last: 0 needs model.keras; N > 0 needs checkpoints/ckpt-*.weights.h5 instead.
     """
     try:
-        model_loading.check_model_dir(model_dir, average_last)
-    except model_loading.ModelDirError as error:
+        RunDir(model_dir).check_loadable(average_last)
+    except ModelDirError as error:
         raise ExportError(str(error)) from error
-    if not os.path.isfile(os.path.join(model_dir, RUN_CONFIG_FILE)):  # The export records the run's config.
+    if not os.path.isfile(RunDir(model_dir).config_path):  # The export records the run's config.
         raise ExportError(f"--model_dir={model_dir} has no {RUN_CONFIG_FILE}: expected a directory written by train.py")
 
 
@@ -110,20 +109,20 @@ def load_trained(model_dir, average_last=0):
 
     Args:
         average_last: 0 loads model.keras; N > 0 the mean of the newest N checkpoints
-            (`evaluation.model_loading.load_model`, as `evaluate.py --average_last`).
+            (`training.run_dir.RunDir.load_model`, as `evaluate.py --average_last`).
 
     Raises:
         ExportError: a file the export needs is missing or does not fit the others (names it).
     """
     check_model_dir(model_dir, average_last)  # The config.json too, which load_model needs only to average.
     try:
-        model, tokenizer, run_config = model_loading.load_model(model_dir, average_last)
-    except model_loading.ModelDirError as error:
+        model, tokenizer, run_config = RunDir(model_dir).load_model(average_last)
+    except ModelDirError as error:
         raise ExportError(str(error)) from error
     if tokenizer.vocabulary_size != model.vocabulary_size:
         raise ExportError(
-            f"{os.path.join(model_dir, VOCABULARY_FILE)} has {tokenizer.vocabulary_size} pieces but "
-            f"{os.path.join(model_dir, MODEL_FILE)} was built for {model.vocabulary_size}"
+            f"{RunDir(model_dir).vocabulary_path} has {tokenizer.vocabulary_size} pieces but "
+            f"{RunDir(model_dir).model_path} was built for {model.vocabulary_size}"
         )
     return model, tokenizer, run_config
 
@@ -227,7 +226,7 @@ def export_model(
     module = ServingModule(
         model,
         tokenizer,
-        os.path.join(model_dir, VOCABULARY_FILE),
+        RunDir(model_dir).vocabulary_path,
         beam_size=beam_size,
         alpha=alpha,
         max_input_length=max_input_length,

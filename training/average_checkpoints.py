@@ -15,34 +15,25 @@ flags.DEFINE_string("output", None, "Where to write the averaged model (default:
 
 
 def average_last(model_dir, last, output):
-    """Writes the average of the newest `last` checkpoints of `model_dir` to `output`; returns the
-    checkpoint paths used."""
-    from data.tokenizer import Tokenizer
-    from models.transformer import Transformer
-    from training import checkpoints, run_dir
-    from training import config as run_config
+    """Writes the average of the newest `last` checkpoints of `model_dir` to `output` (the rule of
+    `RunDir.average_checkpoints`, as `evaluate.py --average_last`); returns the checkpoint paths used."""
+    from training import checkpoints
+    from training.run_dir import RunDir
 
-    saved = run_config.load(model_dir)
-    try:
-        found = checkpoints.newest_checkpoints(os.path.join(model_dir, run_dir.CHECKPOINT_DIR), last)
-    except ValueError as error:
-        raise ValueError(f"--last={last}: {error}") from error
-    paths = [path for _, path in found]
-    vocabulary_size = Tokenizer.from_file(os.path.join(model_dir, run_dir.VOCABULARY_FILE)).vocabulary_size
-    model = Transformer(vocabulary_size, **saved["model"])
-    model.build()
-    checkpoints.average_checkpoints(model, paths)
+    model, chosen = RunDir(model_dir).average_checkpoints(last, flag="--last")
     checkpoints.write_atomically(output, lambda temporary: model.save(temporary))
-    return paths
+    return [path for _, path in chosen]
 
 
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+    from training.run_dir import ModelDirError
+
     output = FLAGS.output or os.path.join(FLAGS.model_dir, "averaged.keras")
     try:
         paths = average_last(FLAGS.model_dir, FLAGS.last, output)
-    except (ValueError, FileNotFoundError) as error:
+    except ModelDirError as error:
         raise SystemExit(f"average_checkpoints: error: {error}") from None
     print(
         f"averaged {len(paths)} checkpoints ({os.path.basename(paths[0])} .. {os.path.basename(paths[-1])}) into {output}"

@@ -39,15 +39,7 @@ from training.distribution import (
 )
 from training.losses import GlobalTokenLabelSmoothedCrossEntropy
 from training.optimizers import FusedAdam
-from training.run_dir import (
-    CHECKPOINT_DIR,
-    CONFIG_FILE,
-    LOG_DIR,
-    MODEL_FILE,
-    TRAINING_LOG,
-    VOCABULARY_FILE,
-    WORKERS_DIR,
-)
+from training.run_dir import ModelDirError, RunDir
 from training.translator import Translator
 
 POLICIES = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
@@ -141,10 +133,11 @@ def resolve_tokenizer(model_dir, corpus, data, may_train=True):
     """The run's SentencePiece model: model_dir/spm.model, trained on the corpus's training split
     once and kept in the corpus cache, so runs on the same corpus share one vocabulary."""
     vocab_size = data.vocab_size
-    target = os.path.join(model_dir, VOCABULARY_FILE)
+    run = RunDir(model_dir)
+    target = run.vocabulary_path
     # A run that has trained keeps its vocabulary; one that has not (a failed start, a worker's
     # copy from an earlier start) takes the one its flags name.
-    if not os.path.exists(target) or not _has_trained(model_dir):
+    if not os.path.exists(target) or not run.has_trained():
         cached = os.path.join(corpus.root, f"spm-bpe-{vocab_size}.model")
         if not os.path.exists(cached):
             if not may_train:
@@ -205,73 +198,6 @@ def _resolve_jit(jit_compile):
     return bool(tf.config.list_logical_devices("GPU"))
 
 
-_RUN_ENTRIES = (CHECKPOINT_DIR, LOG_DIR, WORKERS_DIR, MODEL_FILE, VOCABULARY_FILE, TRAINING_LOG, CONFIG_FILE)
-
-
-def _remove_run(model_dir, entries=_RUN_ENTRIES):
-    for name in entries:
-        path = os.path.join(model_dir, name)
-        if os.path.isdir(path):
-            shutil.rmtree(path)
-        elif os.path.exists(path):
-            os.remove(path)
-
-
-def _has_trained(model_dir):
-    return bool(checkpoints.list_checkpoints(os.path.join(model_dir, CHECKPOINT_DIR))) or os.path.exists(
-        os.path.join(model_dir, MODEL_FILE)
-    )
-
-
-def _previous_config(model_dir):
-    path = os.path.join(model_dir, CONFIG_FILE)
-    try:
-        return run_config.load(model_dir) if os.path.exists(path) else None
-    except ValueError:
-        return None  # Not JSON: run_config.check says so.
-
-
-def _prepare_run_dir(config, start_over):
-    """Clears model_dir for `--start_over`, or the leftovers of a start that never trained.
-
-    `--start_over` deletes only what train.py writes, and only in a directory that holds its
-    config.json. A config.json without any checkpoint or model (a first start that failed, on bad
-    data, say) binds nothing: it is removed with its vocabulary copy, so fixing a flag is not
-    refused as "another configuration".
-    """
-    model_dir = config.model_dir
-    has_config = os.path.exists(os.path.join(model_dir, CONFIG_FILE))
-    if start_over:
-        if not has_config:
-            # Names a user's own files may have; train.py's own leftovers (spm.model, workers/) are
-            # replaced as a fresh start replaces them.
-            present = [
-                name for name in (CHECKPOINT_DIR, LOG_DIR, MODEL_FILE) if os.path.exists(os.path.join(model_dir, name))
-            ]
-            if present:
-                raise TrainingError(
-                    f"--start_over: {model_dir} holds no {CONFIG_FILE}, so it is not a train.py run; "
-                    f"not deleting its {', '.join(present)}"
-                )
-            return
-        _remove_run(model_dir)
-        return
-    if not has_config:
-        return
-    if not _has_trained(model_dir):
-        print(f"{model_dir}: no checkpoint from the earlier start; starting afresh", file=sys.stderr)
-        _remove_run(model_dir, (VOCABULARY_FILE, TRAINING_LOG, LOG_DIR, CONFIG_FILE))
-        return
-    previous = (_previous_config(model_dir) or {}).get("train", {})
-    before, after = previous.get("mixed_precision"), config.train.mixed_precision
-    if before is not None and (before == "fp16") != (after == "fp16"):
-        raise TrainingError(
-            f"{model_dir} was trained with --mixed_precision={before}; --mixed_precision={after} cannot resume it "
-            "(fp16's loss scaling keeps optimizer state the other policies do not). Resume with "
-            f"--mixed_precision={before}, or pass --start_over"
-        )
-
-
 def _check_resume_step(checkpoint_step, start_step, checkpoint_path, steps_per_epoch, previous_steps_per_epoch):
     """Refuses a resume whose optimizer state did not load, or whose new `--checkpoint_every` does
     not divide the step resumed at. (With fp16 the step counts applied updates, and steps skipped
@@ -318,11 +244,15 @@ def train(config, start_over=False, callbacks=()):
         raise TrainingError(str(error)) from error
     chief = is_chief()
     _, task_index, _ = worker_info()
-    run_dir = config.model_dir if chief else os.path.join(config.model_dir, WORKERS_DIR, str(task_index))
-    _check_writable(run_dir)
+    chief_run = RunDir(config.model_dir)
+    run = chief_run if chief else chief_run.worker(task_index)
+    _check_writable(run.path)
     if chief:
-        _prepare_run_dir(config, start_over)
-    previous_train = (_previous_config(config.model_dir) or {}).get("train", {})  # Before config.json is rewritten.
+        try:
+            chief_run.prepare(start_over, train_options.mixed_precision)
+        except ModelDirError as error:
+            raise TrainingError(str(error)) from error
+    previous_train = (chief_run.previous_config() or {}).get("train", {})  # Before config.json is rewritten.
 
     keras.utils.set_random_seed(train_options.seed)  # Before any tokenizer is traced (see data/tokenizer.py).
     keras.config.set_dtype_policy(POLICIES[train_options.mixed_precision])
@@ -331,7 +261,7 @@ def train(config, start_over=False, callbacks=()):
     if chief:
         # After the corpus (an unset direction means its own), before anything is written into model_dir.
         run_config.check(config, default_direction="-".join(corpus.languages))
-    tokenizer = resolve_tokenizer(run_dir, corpus, data, may_train=train_options.distribution != "multi_worker")
+    tokenizer = resolve_tokenizer(run.path, corpus, data, may_train=train_options.distribution != "multi_worker")
 
     scope = strategy.scope() if strategy is not None else contextlib.nullcontext()
     with scope:
@@ -340,8 +270,7 @@ def train(config, start_over=False, callbacks=()):
         _build_metrics_before_fit(model, strategy)
     if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) and worker_info()[2] > 1:
         reduce_logs_across_workers(model)
-    checkpoint_dir = os.path.join(run_dir, CHECKPOINT_DIR)
-    restored = checkpoints.latest_checkpoint(checkpoint_dir)
+    restored = run.latest_checkpoint()
     start_step = 0
     steps_per_epoch = train_options.checkpoint_every
     if restored is not None:
@@ -392,7 +321,7 @@ def train(config, start_over=False, callbacks=()):
     eval_epochs = max(1, train_options.eval_every // steps_per_epoch)
     dev_sources, dev_references = training_callbacks.read_pairs(corpus.dev, train_options.eval_sentences, reverse)
 
-    checkpoint_callback = training_callbacks.CheckpointEvery(checkpoint_dir, train_options.keep_checkpoints)
+    checkpoint_callback = training_callbacks.CheckpointEvery(run.checkpoint_dir, train_options.keep_checkpoints)
     bleu_callback = training_callbacks.DevBleu(
         lambda trained: Translator(trained, tokenizer, beam_size=1, batch_size=32, max_input_length=data.max_length),
         dev_sources if chief else [],
@@ -409,8 +338,8 @@ def train(config, start_over=False, callbacks=()):
     ]
     if chief:
         callback_list += [
-            training_callbacks.TrainingLog(os.path.join(config.model_dir, TRAINING_LOG)),
-            keras.callbacks.TensorBoard(os.path.join(config.model_dir, LOG_DIR), update_freq="epoch"),
+            training_callbacks.TrainingLog(chief_run.training_log),
+            keras.callbacks.TensorBoard(chief_run.log_dir, update_freq="epoch"),
         ]
 
     callback_list += list(callbacks)
@@ -441,7 +370,7 @@ def train(config, start_over=False, callbacks=()):
             ) from error
     losses = history.get("loss", [])
     if any(not math.isfinite(loss) for loss in losses):
-        last = checkpoints.latest_checkpoint(checkpoint_dir)
+        last = run.latest_checkpoint()
         raise TrainingError(
             "the training loss became NaN or infinite; training stopped and no checkpoint was written from "
             f"that state (newest good one: {last[1] if last else 'none'}). Lower --learning_rate_scale, "
@@ -449,7 +378,7 @@ def train(config, start_over=False, callbacks=()):
         )
 
     final_step = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
-    model_path = os.path.join(run_dir, MODEL_FILE)
+    model_path = run.model_path
     checkpoints.write_atomically(model_path, lambda temporary: model.save(temporary))
     summary = {
         "model_path": model_path,

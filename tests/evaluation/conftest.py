@@ -10,10 +10,10 @@ from data.special_ids import EOS_ID
 @pytest.fixture(scope="module")
 def tiny_model(tiny_run):
     """`(model, tokenizer, run_config, model_dir)` of the shared tiny run."""
-    from evaluation.model_loading import load_model
+    from training.run_dir import RunDir
 
     model_dir, _ = tiny_run
-    model, tokenizer, run_config = load_model(model_dir)
+    model, tokenizer, run_config = RunDir(model_dir).load_model()
     return model, tokenizer, run_config, model_dir
 
 

@@ -12,9 +12,9 @@ import pytest
 import sacrebleu
 
 from evaluation import evaluator, test_sets
-from evaluation.model_loading import ModelDirError, load_model
 from evaluation.saved_model_translator import ExportDirError, SavedModelTranslator
 from tests.conftest import REPO_ROOT
+from training.run_dir import ModelDirError, RunDir
 
 BLEU_SIGNATURE = re.compile(r"^signature: nrefs:1\|case:mixed\|eff:no\|tok:13a\|smooth:exp\|version:\S+$", re.M)
 CHRF_SIGNATURE = re.compile(r"^signature: nrefs:1\|case:mixed\|eff:yes\|nc:6\|nw:0\|space:no\|version:\S+$", re.M)
@@ -231,7 +231,7 @@ def test_a_truncated_checkpoint_is_named_when_averaging(tiny_run, tmp_path):
     with open(newest, "r+b") as handle:
         handle.truncate(1000)  # A run killed while writing it.
     with pytest.raises(ModelDirError, match=re.escape(f"--average_last=2: checkpoint {newest} cannot be read")):
-        load_model(str(copy), average_last=2)
+        RunDir(str(copy)).load_model(average_last=2)
 
 
 @pytest.mark.parametrize("content", [b"", b"not a protocol buffer \xff"], ids=["empty", "corrupt"])

@@ -63,29 +63,29 @@ def test_user_corpora_are_cached_by_absolute_path_and_languages(tmp_path, monkey
 
 
 def test_start_over_deletes_only_a_train_py_run(tmp_path):
-    from training.trainer import TrainingError, _prepare_run_dir
+    from training.run_dir import ModelDirError, RunDir
 
-    config = tiny_run_config(tmp_path, "unused")
+    run = RunDir(str(tmp_path))
     (tmp_path / "logs").mkdir()
     (tmp_path / "logs" / "server.log").write_text("not ours")
     (tmp_path / "checkpoints").mkdir()
     (tmp_path / "spm.model").write_text("a leftover of a failed start")
     with pytest.raises(
-        TrainingError, match=r"--start_over: .* holds no config.json.*not deleting its checkpoints, logs$"
+        ModelDirError, match=r"--start_over: .* holds no config.json.*not deleting its checkpoints, logs$"
     ):
-        _prepare_run_dir(config, start_over=True)
+        run.prepare(start_over=True, mixed_precision="none")
     assert (tmp_path / "logs" / "server.log").read_text() == "not ours"
     # With train.py's config.json it is a run: everything train.py wrote goes.
     (tmp_path / "config.json").write_text("{}")
     (tmp_path / "spm.model").write_text("old vocabulary")
     (tmp_path / "notes.txt").write_text("the user's")
-    _prepare_run_dir(config, start_over=True)
+    run.prepare(start_over=True, mixed_precision="none")
     assert sorted(os.listdir(tmp_path)) == ["notes.txt"]
 
 
 def test_a_start_that_never_trained_does_not_bind_the_model_dir(tmp_path):
     from training import config as run_config
-    from training.trainer import _prepare_run_dir
+    from training.run_dir import RunDir
 
     failed = _config_with(tiny_run_config(tmp_path, "unused"), vocab_size=100)
     run_config.write(failed)
@@ -93,13 +93,13 @@ def test_a_start_that_never_trained_does_not_bind_the_model_dir(tmp_path):
     fixed = tiny_run_config(tmp_path, "unused")
     with pytest.raises(run_config.ConfigMismatchError):
         run_config.check(fixed)
-    _prepare_run_dir(fixed, start_over=False)
+    RunDir(fixed.model_dir).prepare(start_over=False, mixed_precision=fixed.train.mixed_precision)
     assert not os.path.exists(tmp_path / "config.json") and not os.path.exists(tmp_path / "spm.model")
     # Once a checkpoint exists, the config binds.
     run_config.write(failed)
     (tmp_path / "checkpoints").mkdir()
     (tmp_path / "checkpoints" / "ckpt-000000100.weights.h5").write_text("")
-    _prepare_run_dir(fixed, start_over=False)
+    RunDir(fixed.model_dir).prepare(start_over=False, mixed_precision=fixed.train.mixed_precision)
     with pytest.raises(run_config.ConfigMismatchError, match="data.vocab_size: 100 -> 2000"):
         run_config.check(fixed)
 
@@ -275,3 +275,37 @@ def test_several_workers_are_told_the_command_that_builds_their_vocabulary(corpu
     # The command built the vocabulary into the corpus entry the workers read, without rebuilding it.
     assert resolve_tokenizer(str(tmp_path / "worker"), user_corpus, config.data, may_train=False).vocabulary_size == 500
     assert os.stat(user_corpus.manifest).st_ino == built
+
+
+def test_the_averaging_tool_and_average_last_share_one_rule(tiny_run, tmp_path):
+    import keras
+    import numpy as np
+
+    from training.average_checkpoints import average_last
+    from training.run_dir import ModelDirError, RunDir
+
+    model_dir, _ = tiny_run
+    run = RunDir(model_dir)
+    found = run.checkpoints()
+    assert len(found) == 2, found  # 200 steps, a checkpoint every 100.
+    output = str(tmp_path / "averaged.keras")
+    assert average_last(model_dir, 2, output) == [path for _, path in found]
+    written = keras.saving.load_model(output, compile=False)
+    loaded, _, _ = run.load_model(average_last=2, quiet=True)
+    for a, b in zip(written.weights, loaded.weights, strict=True):
+        np.testing.assert_array_equal(keras.ops.convert_to_numpy(a), keras.ops.convert_to_numpy(b))
+    # Never an average over fewer checkpoints than asked for, under either tool's flag.
+    with pytest.raises(ModelDirError, match=r"^--last=3: 3 checkpoints asked for, but .* holds only 2"):
+        average_last(model_dir, 3, str(tmp_path / "three.keras"))
+    with pytest.raises(ModelDirError, match=r"^--average_last=3: 3 checkpoints asked for"):
+        run.load_model(average_last=3)
+    assert not os.path.exists(tmp_path / "three.keras")
+
+
+def test_a_worker_has_its_own_run_directory_under_the_chiefs(tmp_path):
+    from training.run_dir import RunDir
+
+    worker = RunDir(str(tmp_path)).worker(2)
+    assert worker.path == os.path.join(str(tmp_path), "workers", "2")
+    assert worker.checkpoint_dir == os.path.join(str(tmp_path), "workers", "2", "checkpoints")
+    assert not worker.has_trained() and worker.latest_checkpoint() is None and worker.read_config() is None
