@@ -8,8 +8,8 @@ does not depend on how a global batch is split across replicas.
 import json
 import os
 
-import keras
-
+# Keras is imported where used: train.py checks its flags, DISTRIBUTIONS among them, before any
+# framework loads.
 DISTRIBUTIONS = ("auto", "one_device", "mirrored", "multi_worker")
 
 
@@ -55,6 +55,8 @@ def make_strategy(distribution, cpu_replicas=0):
     """
     if distribution not in DISTRIBUTIONS:
         raise ValueError(f"Unknown distribution {distribution!r}; expected one of {DISTRIBUTIONS}")
+    import keras
+
     backend = keras.backend.backend()
     if backend == "jax":
         set_jax_distribution(distribution)
@@ -85,6 +87,7 @@ def make_strategy(distribution, cpu_replicas=0):
 def set_jax_distribution(distribution):
     """Data parallelism over all local JAX devices for "auto"/"mirrored" when there are several."""
     import jax
+    import keras
 
     if distribution == "multi_worker":
         raise ValueError("--distribution=multi_worker uses tf.distribute: run it with the tensorflow backend")
@@ -95,6 +98,8 @@ def set_jax_distribution(distribution):
 def num_replicas(strategy):
     if strategy is not None:
         return strategy.num_replicas_in_sync
+    import keras
+
     distribution = keras.distribution.distribution()
     return 1 if distribution is None else len(distribution.device_mesh.devices.flatten())
 

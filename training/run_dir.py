@@ -20,10 +20,6 @@ import shutil
 import sys
 import zipfile
 
-import h5py
-
-from training import checkpoints
-
 CONFIG_FILE = "config.json"
 VOCABULARY_FILE = "spm.model"
 MODEL_FILE = "model.keras"
@@ -53,7 +49,11 @@ def read_json(path, error_class):
 
 
 class RunDir:
-    """A training run's directory: the paths of its files, its checkpoints, and loading its model."""
+    """A training run's directory: the paths of its files, its checkpoints, and loading its model.
+
+    Keras, h5py and the checkpoint module are imported where used, so that the flag checks of the
+    command-line tools, which import `training.config` and with it this module, stay quick.
+    """
 
     def __init__(self, path):
         self.path = path
@@ -96,10 +96,14 @@ class RunDir:
 
     def checkpoints(self):
         """`[(step, path)]` of the complete checkpoints, oldest first."""
+        from training import checkpoints
+
         return checkpoints.list_checkpoints(self.checkpoint_dir)
 
     def latest_checkpoint(self):
         """`(step, path)` of the newest checkpoint that opens, or None."""
+        from training import checkpoints
+
         return checkpoints.latest_checkpoint(self.checkpoint_dir)
 
     def has_trained(self):
@@ -211,6 +215,8 @@ class RunDir:
         return found
 
     def _newest_checkpoints(self, count, flag):
+        from training import checkpoints
+
         try:
             return checkpoints.newest_checkpoints(self.checkpoint_dir, count)
         except ValueError as error:
@@ -261,6 +267,7 @@ class RunDir:
                 cannot be read (names it).
         """
         from models.transformer import Transformer
+        from training import checkpoints
 
         self.check_loadable(count, flag)
         run_config = run_config or self.read_config()
@@ -283,6 +290,8 @@ class RunDir:
 def _check_checkpoint(path, context):
     """Opens the checkpoint `path` as HDF5, so that a truncated or corrupt file (a run killed while
     writing it, a full disk) is reported by name: h5py's own message does not name the file."""
+    import h5py
+
     try:
         with h5py.File(path, "r"):
             pass
