@@ -235,9 +235,9 @@ def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
     config = config_from_flags()
-    from data.deb_packages import DebPackageError  # TensorFlow/JAX imports: after the flag checks.
+    from data.corpus_cache import CorpusError  # TensorFlow/JAX imports: after the flag checks.
+    from data.deb_packages import DebPackageError
     from data.parallel_files import ParallelDataError
-    from data.prepare import CorpusError
     from training.config import ConfigMismatchError
     from training.trainer import TrainingError, train
 

@@ -76,7 +76,7 @@ def load_test_set(config, run_config):
         data = (run_config or {}).get("data", {})
         direction = config.direction or data.get("direction") or data.get("languages")
         return sources, references, config.src, direction.split("-")[-1] if direction else None
-    from data.prepare import CorpusError
+    from data.corpus_cache import CorpusError
     from training.config import DataConfig
     from training.trainer import TrainingError, resolve_corpus  # Imported here: it pulls in the data pipeline.
 

@@ -21,7 +21,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from data import pipeline, prepare
+from data import builtin_corpora, pipeline, user_corpus
 from data.special_ids import BOS_ID
 from data.tokenizer import Tokenizer, train_sentencepiece
 from models.learning_rate_schedule import transformer_optimizer
@@ -106,7 +106,7 @@ def resolve_corpus(data):
     if data.corpus == "files":
         name = user_corpus_name(data)
         spec = lambda files: None if not files else (files[0] if len(files) == 1 else tuple(files))  # noqa: E731
-        corpus = prepare.prepare_user_corpus(
+        corpus = user_corpus.prepare_user_corpus(
             name,
             data.cache_dir,
             tuple(data.languages.split("-")),
@@ -116,7 +116,7 @@ def resolve_corpus(data):
         )
         _print_cleaning(corpus)
     else:
-        corpus = prepare.prepare_corpus(data.corpus, data.cache_dir, data.deb_dir)
+        corpus = builtin_corpora.prepare_corpus(data.corpus, data.cache_dir, data.deb_dir)
     direction = data.direction or "-".join(corpus.languages)
     try:
         return corpus, pipeline.resolve_direction(corpus.languages, direction)

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from data import cleaning, parallel_files, prepare
+from data import builtin_corpora, cleaning, corpus_cache, parallel_files, user_corpus
 from tests.conftest import REPO_ROOT
 from tests.data.conftest import make_pairs
 
@@ -26,7 +26,7 @@ def test_user_corpus_splits_are_disjoint_by_source_sentence(tmp_path):
     # The same English sentence with two translations must land in one split.
     pairs += [(en, de + " Wirklich.") for en, de in pairs[:500]]
     train = _write_parallel(tmp_path, pairs)
-    paths = prepare.prepare_user_corpus("mine", str(tmp_path / "cache"), ("en", "de"), train)
+    paths = user_corpus.prepare_user_corpus("mine", str(tmp_path / "cache"), ("en", "de"), train)
     by_split = _english_by_split(paths)
     assert not by_split["train"] & by_split["dev"]
     assert not by_split["train"] & by_split["test"]
@@ -40,7 +40,7 @@ def test_user_corpus_keeps_given_dev_and_counts_empty_lines(tmp_path):
     train = _write_parallel(tmp_path, make_pairs(400, seed=2) + [("", "Leer.")])
     dev = tmp_path / "dev.tsv"
     dev.write_text("A dev sentence here.\tEin Satz.\n\n", encoding="utf-8")
-    paths = prepare.prepare_user_corpus("mine", str(tmp_path / "cache"), ("en", "de"), train, dev=str(dev))
+    paths = user_corpus.prepare_user_corpus("mine", str(tmp_path / "cache"), ("en", "de"), train, dev=str(dev))
     manifest = paths.load_manifest()
     assert list(parallel_files.read_tsv(paths.dev)) == [("A dev sentence here.", "Ein Satz.")]
     assert manifest["read"]["train"]["empty_lines_skipped"] == 1
@@ -51,16 +51,16 @@ def test_user_corpus_keeps_given_dev_and_counts_empty_lines(tmp_path):
 def test_prepare_is_idempotent_and_rebuilds_a_corrupt_cache(tmp_path):
     train = _write_parallel(tmp_path, make_pairs(300, seed=3))
     cache = str(tmp_path / "cache")
-    paths = prepare.prepare_user_corpus("mine", cache, ("en", "de"), train)
+    paths = user_corpus.prepare_user_corpus("mine", cache, ("en", "de"), train)
     stamp = os.stat(paths.manifest).st_mtime_ns
-    again = prepare.prepare_user_corpus("mine", cache, ("en", "de"), train)
+    again = user_corpus.prepare_user_corpus("mine", cache, ("en", "de"), train)
     assert again == paths and os.stat(paths.manifest).st_mtime_ns == stamp
     with open(paths.train, "a", encoding="utf-8") as f:
         f.write("extra\tline\n")
-    with pytest.raises(prepare.CorpusError, match=r"train.tsv has \d+ bytes, the manifest records"):
-        prepare.check_corpus(paths.root)
-    rebuilt = prepare.prepare_user_corpus("mine", cache, ("en", "de"), train)
-    prepare.check_corpus(rebuilt.root)
+    with pytest.raises(corpus_cache.CorpusError, match=r"train.tsv has \d+ bytes, the manifest records"):
+        corpus_cache.check_corpus(paths.root)
+    rebuilt = user_corpus.prepare_user_corpus("mine", cache, ("en", "de"), train)
+    corpus_cache.check_corpus(rebuilt.root)
     assert os.stat(rebuilt.manifest).st_mtime_ns != stamp
     assert sorted(os.listdir(cache)) == ["mine"]  # no temporary or stale directories left
 
@@ -69,8 +69,8 @@ def test_corrupt_cache_error_when_rebuild_is_off(tmp_path):
     root = tmp_path / "cache" / "deb-en-de"
     root.mkdir(parents=True)
     (root / "train.tsv").write_text("half\twritten\n")
-    with pytest.raises(prepare.CorpusError, match=r"deb-en-de: incomplete corpus, no manifest.json"):
-        prepare.prepare_corpus("deb-en-de", str(tmp_path / "cache"), rebuild_invalid=False)
+    with pytest.raises(corpus_cache.CorpusError, match=r"deb-en-de: incomplete corpus, no manifest.json"):
+        builtin_corpora.prepare_corpus("deb-en-de", str(tmp_path / "cache"), rebuild_invalid=False)
 
 
 def test_bad_input_leaves_no_corpus_behind(tmp_path):
@@ -79,7 +79,7 @@ def test_bad_input_leaves_no_corpus_behind(tmp_path):
         f.write("One line too many.\n")
     cache = tmp_path / "cache"
     with pytest.raises(parallel_files.ParallelDataError, match="train.en has 50 lines"):
-        prepare.prepare_user_corpus("mine", str(cache), ("en", "de"), (src, tgt))
+        user_corpus.prepare_user_corpus("mine", str(cache), ("en", "de"), (src, tgt))
     assert os.listdir(cache) == []
 
 
@@ -87,13 +87,13 @@ def test_missing_package_leaves_no_corpus_behind(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))  # no apt-get: the packages cannot be fetched
     cache = tmp_path / "cache"
     with pytest.raises(Exception, match="libreoffice-help-en-us"):
-        prepare.prepare_corpus("deb-en-de", str(cache), str(tmp_path / "debs"))
+        builtin_corpora.prepare_corpus("deb-en-de", str(cache), str(tmp_path / "debs"))
     assert os.listdir(cache) == []
 
 
 def test_unknown_corpus():
-    with pytest.raises(prepare.CorpusError, match="Unknown corpus 'wmt14'"):
-        prepare.prepare_corpus("wmt14", "/nonexistent")
+    with pytest.raises(corpus_cache.CorpusError, match="Unknown corpus 'wmt14'"):
+        builtin_corpora.prepare_corpus("wmt14", "/nonexistent")
 
 
 def test_command_line_user_corpus(tmp_path):
@@ -124,8 +124,8 @@ def test_user_corpus_rebuilds_when_the_languages_change(tmp_path):
     train = str(tmp_path / "train.tsv")
     parallel_files.write_tsv(train, make_pairs(200, seed=5))
     cache = str(tmp_path / "cache")
-    assert prepare.prepare_user_corpus("mine", cache, ("en", "de"), train).languages == ("en", "de")
-    flipped = prepare.prepare_user_corpus("mine", cache, ("de", "en"), train)
+    assert user_corpus.prepare_user_corpus("mine", cache, ("en", "de"), train).languages == ("en", "de")
+    flipped = user_corpus.prepare_user_corpus("mine", cache, ("de", "en"), train)
     assert flipped.languages == ("de", "en")
     assert flipped.load_manifest()["columns"] == ["de (source)", "en (target)"]
 
@@ -134,8 +134,8 @@ def test_user_corpus_rebuilds_when_the_languages_change(tmp_path):
 def test_user_corpus_needs_two_language_codes(tmp_path, languages):
     train = str(tmp_path / "train.tsv")
     parallel_files.write_tsv(train, make_pairs(20))
-    with pytest.raises(prepare.CorpusError, match="two non-empty codes"):
-        prepare.prepare_user_corpus("mine", str(tmp_path / "cache"), languages, train)
+    with pytest.raises(corpus_cache.CorpusError, match="two non-empty codes"):
+        user_corpus.prepare_user_corpus("mine", str(tmp_path / "cache"), languages, train)
 
 
 def test_user_corpus_without_training_pairs_is_an_error_and_not_cached(tmp_path):
@@ -148,8 +148,8 @@ def test_user_corpus_without_training_pairs_is_an_error_and_not_cached(tmp_path)
         rf"No training pairs left from {train}: 4 pairs read \(1 empty lines skipped\), dropped by "
         r"reason: identical 2, in_evaluation_files 2\. The corpus was not cached"
     )
-    with pytest.raises(prepare.CorpusError, match=message):
-        prepare.prepare_user_corpus("mine", str(cache), ("en", "de"), str(train), test=str(test))
+    with pytest.raises(corpus_cache.CorpusError, match=message):
+        user_corpus.prepare_user_corpus("mine", str(cache), ("en", "de"), str(train), test=str(test))
     assert os.listdir(cache) == []
 
 
@@ -167,7 +167,7 @@ def test_user_dev_and_test_files_are_kept_whole(tmp_path):
     contaminated = [test_pairs[0], ("Yes.", "Ja.")]
     train = str(tmp_path / "train.tsv")
     parallel_files.write_tsv(train, make_pairs(300, seed=6) + contaminated)
-    paths = prepare.prepare_user_corpus("mine", str(tmp_path / "cache"), ("en", "de"), train, dev=dev, test=test)
+    paths = user_corpus.prepare_user_corpus("mine", str(tmp_path / "cache"), ("en", "de"), train, dev=dev, test=test)
     expected_test = test_pairs[:4] + [("Save it.", "Speichern Sie es.")]
     assert list(parallel_files.read_tsv(paths.test)) == expected_test
     assert list(parallel_files.read_tsv(paths.dev)) == [("OK", "OK"), ("Yes.", "Ja."), ("Yes.", "Ja.")]
@@ -185,7 +185,7 @@ def test_user_corpus_has_no_per_source_test_files(tmp_path):
     parallel_files.write_tsv(train, make_pairs(200, seed=7))
     test = str(tmp_path / "test.tsv")
     parallel_files.write_tsv(test, [("A test sentence.", "Ein Testsatz.")])
-    paths = prepare.prepare_user_corpus("mine", str(tmp_path / "cache"), ("en", "de"), train, test=test)
+    paths = user_corpus.prepare_user_corpus("mine", str(tmp_path / "cache"), ("en", "de"), train, test=test)
     assert paths.test_by_source == {}
     assert sorted(os.listdir(paths.root)) == ["dev.tsv", "manifest.json", "test.tsv", "train.tsv"]
 
@@ -196,7 +196,7 @@ def test_corpus_directory_mode_follows_the_umask(tmp_path, umask):
     parallel_files.write_tsv(train, make_pairs(50))
     previous = os.umask(umask)
     try:
-        paths = prepare.prepare_user_corpus("mine", str(tmp_path / "cache"), ("en", "de"), train)
+        paths = user_corpus.prepare_user_corpus("mine", str(tmp_path / "cache"), ("en", "de"), train)
     finally:
         os.umask(previous)
     assert oct(os.stat(paths.root).st_mode & 0o777) == oct(0o777 & ~umask)
@@ -272,7 +272,7 @@ def test_deb_en_de_corpus_from_the_packages(deb_en_de):
     paths, fetch_seconds, build_seconds = deb_en_de
     manifest = paths.load_manifest()
     print(json.dumps({k: manifest[k] for k in ("splits", "total_pairs", "sources")}, indent=1))
-    assert [p["package"] for p in manifest["packages"]] == list(prepare.DEB_EN_DE_PACKAGES)
+    assert [p["package"] for p in manifest["packages"]] == list(builtin_corpora.DEB_EN_DE_PACKAGES)
     assert all(len(p["sha256"]) == 64 and p["version"] for p in manifest["packages"])
     sources = manifest["sources"]
     assert 28_000 <= sources["libreoffice-help"]["kept"] <= 42_000
@@ -287,5 +287,5 @@ def test_deb_en_de_corpus_from_the_packages(deb_en_de):
     by_split = _english_by_split(paths)
     assert not by_split["train"] & by_split["test"] and not by_split["train"] & by_split["dev"]
     # A second call finds the complete corpus and returns without building.
-    again = prepare.prepare_corpus("deb-en-de", os.path.dirname(paths.root), "/nonexistent")
+    again = builtin_corpora.prepare_corpus("deb-en-de", os.path.dirname(paths.root), "/nonexistent")
     assert again == paths
