@@ -17,10 +17,9 @@ import time
 
 from absl import app, flags
 
-from data import cleaning, deb_packages, parallel_files
+from data import cleaning, deb_packages, parallel_files, user_corpus
 from data.builtin_corpora import prepare_corpus
 from data.corpus_cache import CorpusError, CorpusPaths
-from data.user_corpus import prepare_user_corpus
 
 FLAGS = flags.FLAGS
 
@@ -43,25 +42,7 @@ def define_flags():
     flags.DEFINE_enum("model_type", "bpe", ["bpe", "unigram"], "SentencePiece model type.")
 
 
-USER_CORPUS_FLAGS = ["name", "languages"] + [
-    f"{split}_{kind}" for split in cleaning.SPLITS for kind in ("src", "tgt", "tsv")
-]
-
-
-def _user_split(split: str):
-    src, tgt, tsv = (getattr(FLAGS, f"{split}_{kind}") for kind in ("src", "tgt", "tsv"))
-    if tsv and (src or tgt):
-        raise app.UsageError(f"Give either --{split}_tsv or --{split}_src/--{split}_tgt, not both.")
-    if bool(src) != bool(tgt):
-        raise app.UsageError(f"--{split}_src and --{split}_tgt go together.")
-    return tsv or ((src, tgt) if src else None)
-
-
-def _languages(value: str | None) -> tuple[str, str]:
-    codes = (value or "").split("-")
-    if len(codes) != 2 or not all(codes):
-        raise app.UsageError(f"--languages must be two codes like en-de, got {value!r}.")
-    return codes[0], codes[1]
+USER_CORPUS_FLAGS = ["name", "languages", *user_corpus.FILE_FLAGS]
 
 
 def _prepare() -> CorpusPaths:
@@ -76,17 +57,14 @@ def _prepare() -> CorpusPaths:
         return prepare_corpus(
             FLAGS.corpus, FLAGS.cache_dir, FLAGS.deb_dir, wheel_dir=FLAGS.wheel_dir, rebuild=FLAGS.rebuild
         )
-    train = _user_split("train")
-    if train is None:
-        raise app.UsageError("--corpus=user needs --train_tsv or --train_src/--train_tgt.")
-    return prepare_user_corpus(
-        FLAGS.name,
-        FLAGS.cache_dir,
-        _languages(FLAGS.languages),
-        train,
-        _user_split("dev"),
-        _user_split("test"),
-        rebuild=FLAGS.rebuild,
+    try:
+        languages, files = user_corpus.user_files(
+            {name: FLAGS[name].value for name in USER_CORPUS_FLAGS}, "--corpus=user"
+        )
+    except user_corpus.UserFilesError as error:
+        raise app.UsageError(str(error)) from None
+    return user_corpus.prepare_user_corpus(
+        FLAGS.name, FLAGS.cache_dir, languages, files["train"], files["dev"], files["test"], rebuild=FLAGS.rebuild
     )
 
 

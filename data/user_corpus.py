@@ -1,4 +1,5 @@
-"""A corpus built from the user's own parallel files: `prepare_user_corpus`.
+"""A corpus built from the user's own parallel files: `prepare_user_corpus`, and `user_files`, the
+one check of the flags that name them (train.py's and `python -m data.prepare`'s).
 
 The training file is cleaned as the built-in corpora are; the user's dev and test files are kept
 whole (normalised only), so that scores on them compare with published ones.
@@ -9,6 +10,48 @@ import os
 
 from data import cleaning, corpus_cache, parallel_files
 from data.corpus_cache import CorpusError, CorpusPaths
+
+FILE_KINDS = ("src", "tgt", "tsv")
+# The flags naming the user's files, e.g. --train_src, --train_tgt, --train_tsv, --dev_src, ...
+FILE_FLAGS = tuple(f"{split}_{kind}" for split in cleaning.SPLITS for kind in FILE_KINDS)
+
+
+class UserFilesError(ValueError):
+    """Flags that do not describe a user corpus; the message names them."""
+
+
+def user_files(values, corpus_flag: str) -> tuple[tuple[str, str], dict]:
+    """Checks the flags of a user corpus; returns `(languages, files)` as `prepare_user_corpus` takes them.
+
+    Args:
+        values: the value of "languages" and of each of FILE_FLAGS (None or "" when not given).
+        corpus_flag: the flag that asked for a user corpus, named in the messages ("--corpus=files").
+
+    Returns:
+        languages: the (source, target) codes of --languages, e.g. ("en", "de").
+        files: split -> a TSV path, a (source, target) pair of paths, or None when not given.
+
+    Raises:
+        UserFilesError: --languages not two codes like en-de, a split given both as a TSV and as
+            source/target files, a source file without its target (or the reverse), or no training files.
+    """
+    value = values["languages"]
+    codes = (value or "").split("-")
+    if len(codes) != 2 or not all(codes):
+        raise UserFilesError(
+            f"{corpus_flag} needs --languages=SRC-TGT; --languages must be two codes like en-de, got {value!r}"
+        )
+    files = {}
+    for split in cleaning.SPLITS:
+        src, tgt, tsv = (values[f"{split}_{kind}"] for kind in FILE_KINDS)
+        if tsv and (src or tgt):
+            raise UserFilesError(f"give --{split}_tsv or --{split}_src/--{split}_tgt, not both")
+        if bool(src) != bool(tgt):
+            raise UserFilesError(f"--{split}_src and --{split}_tgt go together (received only one)")
+        files[split] = tsv or ((src, tgt) if src else None)
+    if files["train"] is None:
+        raise UserFilesError(f"{corpus_flag} needs --train_tsv or --train_src/--train_tgt")
+    return (codes[0], codes[1]), files
 
 
 def prepare_user_corpus(

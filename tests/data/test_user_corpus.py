@@ -111,3 +111,35 @@ def test_user_corpus_has_no_per_source_test_files(tmp_path):
     paths = user_corpus.prepare_user_corpus("mine", str(tmp_path / "cache"), ("en", "de"), train, test=test)
     assert paths.test_by_source == {}
     assert sorted(os.listdir(paths.root)) == ["dev.tsv", "manifest.json", "test.tsv", "train.tsv"]
+
+
+def _flag_values(**given):
+    return {"languages": "en-de", **dict.fromkeys(user_corpus.FILE_FLAGS), "train_tsv": "train.tsv", **given}
+
+
+def test_user_files_gives_each_split_as_prepare_user_corpus_takes_it():
+    languages, files = user_corpus.user_files(_flag_values(test_src="test.en", test_tgt="test.de"), "--corpus=user")
+    assert languages == ("en", "de")
+    assert files == {"train": "train.tsv", "dev": None, "test": ("test.en", "test.de")}
+
+
+@pytest.mark.parametrize(
+    "given, message",
+    [
+        (
+            {"languages": "en"},
+            "--corpus=user needs --languages=SRC-TGT; --languages must be two codes like en-de, got 'en'",
+        ),
+        (
+            {"languages": None},
+            "--corpus=user needs --languages=SRC-TGT; --languages must be two codes like en-de, got None",
+        ),
+        ({"dev_tsv": "dev.tsv", "dev_src": "dev.en"}, "give --dev_tsv or --dev_src/--dev_tgt, not both"),
+        ({"test_tgt": "test.de"}, "--test_src and --test_tgt go together (received only one)"),
+        ({"train_tsv": None}, "--corpus=user needs --train_tsv or --train_src/--train_tgt"),
+    ],
+)
+def test_user_files_names_the_flags_that_do_not_describe_a_corpus(given, message):
+    with pytest.raises(user_corpus.UserFilesError) as refused:
+        user_corpus.user_files(_flag_values(**given), "--corpus=user")
+    assert str(refused.value) == message
