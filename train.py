@@ -13,6 +13,7 @@ import os
 
 from absl import app, flags
 
+from data import user_corpus
 from models.presets import PRESETS, model_config
 from training.config import DataConfig, RunConfig, TrainConfig
 from training.distribution import DISTRIBUTIONS
@@ -118,27 +119,17 @@ def _check_steps(values):
     return True
 
 
-@flags.multi_flags_validator(
-    ["corpus", "languages"] + [f"{s}_{k}" for s in ("train", "dev", "test") for k in ("src", "tgt", "tsv")], message=""
-)
+@flags.multi_flags_validator(["corpus", "languages", *user_corpus.FILE_FLAGS], message="")
 def _check_files(values):
-    given = [name for name, value in values.items() if name not in ("corpus", "languages") and value]
     if values["corpus"] != "files":
+        given = [name for name in user_corpus.FILE_FLAGS if values[name]]
         if given:
             raise flags.ValidationError(f"--{given[0]} needs --corpus=files (received --corpus={values['corpus']})")
         return True
-    if not values["languages"] or values["languages"].count("-") != 1 or "" in values["languages"].split("-"):
-        raise flags.ValidationError(
-            f"--corpus=files needs --languages=SRC-TGT, e.g. en-fr (received {values['languages']!r})"
-        )
-    for split in ("train", "dev", "test"):
-        src, tgt, tsv = (values[f"{split}_{kind}"] for kind in ("src", "tgt", "tsv"))
-        if tsv and (src or tgt):
-            raise flags.ValidationError(f"give --{split}_tsv or --{split}_src/--{split}_tgt, not both")
-        if bool(src) != bool(tgt):
-            raise flags.ValidationError(f"--{split}_src and --{split}_tgt go together (received only one)")
-    if not (values["train_tsv"] or values["train_src"]):
-        raise flags.ValidationError("--corpus=files needs --train_tsv or --train_src/--train_tgt")
+    try:
+        user_corpus.user_files(values, "--corpus=files")
+    except user_corpus.UserFilesError as error:
+        raise flags.ValidationError(str(error)) from None
     return True
 
 
@@ -169,7 +160,8 @@ def _check_devices(values):
 
 
 def _files(split):
-    """The split's user files as absolute paths (the config must mean the same files from any directory)."""
+    """The split's user files as absolute paths (the config must mean the same files from any directory);
+    `_check_files` has checked the flags."""
     tsv = getattr(FLAGS, f"{split}_tsv")
     if tsv:
         return (os.path.abspath(tsv),)
@@ -235,9 +227,9 @@ def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
     config = config_from_flags()
-    from data.deb_packages import DebPackageError  # TensorFlow/JAX imports: after the flag checks.
+    from data.corpus_cache import CorpusError  # TensorFlow/JAX imports: after the flag checks.
+    from data.deb_packages import DebPackageError
     from data.parallel_files import ParallelDataError
-    from data.prepare import CorpusError
     from training.config import ConfigMismatchError
     from training.trainer import TrainingError, train
 

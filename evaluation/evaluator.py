@@ -76,9 +76,9 @@ def load_test_set(config, run_config):
         data = (run_config or {}).get("data", {})
         direction = config.direction or data.get("direction") or data.get("languages")
         return sources, references, config.src, direction.split("-")[-1] if direction else None
-    from data.prepare import CorpusError
+    from data import corpora  # Imported here: it pulls in the data pipeline.
+    from data.corpus_cache import CorpusError
     from training.config import DataConfig
-    from training.trainer import TrainingError, resolve_corpus  # Imported here: it pulls in the data pipeline.
 
     data = dict((run_config or {}).get("data", {}))
     if not data and not config.corpus:
@@ -95,10 +95,12 @@ def load_test_set(config, run_config):
         if key in data:
             data[key] = tuple(data[key])
     try:
-        corpus, reverse = resolve_corpus(DataConfig(**data))
+        corpus, reverse = corpora.resolve_corpus(DataConfig(**data))
+    except corpora.CorpusChoiceError as error:  # Names its flag (--direction).
+        raise EvaluationError(str(error)) from error
     except CorpusError as error:
         raise EvaluationError(f"--corpus={data.get('corpus')}: {error}") from error
-    except (TrainingError, ValueError) as error:
+    except ValueError as error:
         raise EvaluationError(str(error)) from error
     path = test_sets.split_path(corpus, config.split)
     sources, references = test_sets.read_tsv_pairs(path, reverse=reverse)

@@ -102,18 +102,18 @@ def deb_en_de(request, tmp_path_factory):
 
     Returns (CorpusPaths, seconds spent fetching the packages, seconds spent building).
     """
-    from data import deb_packages, prepare
+    from data import builtin_corpora, deb_packages
 
     if _fast(request.config):
         pytest.fail("the fast tier (--fast) has no real deb-en-de corpus: mark the test `full`, or use `corpus`")
 
     start = time.monotonic()
-    debs = deb_packages.fetch_debs(list(prepare.DEB_EN_DE_PACKAGES), DEB_CACHE)
+    debs = deb_packages.fetch_debs(list(builtin_corpora.DEB_EN_DE_PACKAGES), DEB_CACHE)
     fetch_seconds = time.monotonic() - start
     size = sum(os.path.getsize(p) for p in debs.values())
     print(f"\nfetched/found {len(debs)} packages ({size / 1e6:.1f} MB) in {fetch_seconds:.1f} s")
     start = time.monotonic()
-    paths = prepare.prepare_corpus("deb-en-de", str(tmp_path_factory.mktemp("corpora")), DEB_CACHE)
+    paths = builtin_corpora.prepare_corpus("deb-en-de", str(tmp_path_factory.mktemp("corpora")), DEB_CACHE)
     build_seconds = time.monotonic() - start
     print(f"built deb-en-de in {build_seconds:.1f} s")
     return paths, fetch_seconds, build_seconds
@@ -121,17 +121,21 @@ def deb_en_de(request, tmp_path_factory):
 
 def build_sample_corpus(cache_dir):
     """SAMPLE_TSV built as the corpus "deb-en-de" in `cache_dir`, by the same cleaning, hash split and
-    per-source test files as the real one; `prepare.prepare_corpus` then finds it cached."""
-    from data import prepare
+    per-source test files as the real one; `builtin_corpora.prepare_corpus` then finds it cached."""
+    from data import builtin_corpora, corpus_cache
 
     sources = {}
     with open(SAMPLE_TSV, encoding="utf-8") as handle:
         for line in handle:
             source, english, german = line.rstrip("\n").split("\t")
             sources.setdefault(source, []).append((english, german))
-    extra = {"packages": [], "credits": {source: prepare.CREDITS[source] for source in sources}, "sample": SAMPLE_TSV}
-    build = lambda tmp_dir: prepare._write_corpus(tmp_dir, "deb-en-de", ("en", "de"), sources, extra=extra)
-    return prepare._build_atomically(cache_dir, "deb-en-de", build)
+    extra = {
+        "packages": [],
+        "credits": {source: builtin_corpora.CREDITS[source] for source in sources},
+        "sample": SAMPLE_TSV,
+    }
+    build = lambda tmp_dir: corpus_cache.write_corpus(tmp_dir, "deb-en-de", ("en", "de"), sources, extra=extra)
+    return corpus_cache.build_atomically(cache_dir, "deb-en-de", build)
 
 
 @pytest.fixture(scope="session")

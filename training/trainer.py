@@ -9,11 +9,8 @@ resumes at, so it does not replay the batches it has already seen.
 
 import contextlib
 import dataclasses
-import hashlib
-import json
 import math
 import os
-import shlex
 import shutil
 import sys
 
@@ -21,7 +18,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from data import pipeline, prepare
+from data import corpora, pipeline
 from data.special_ids import BOS_ID
 from data.tokenizer import Tokenizer, train_sentencepiece
 from models.learning_rate_schedule import transformer_optimizer
@@ -60,75 +57,6 @@ def _check_writable(directory):
         raise TrainingError(f"--model_dir {directory!r} is not writable: {error}") from error
 
 
-def user_corpus_name(data):
-    """The cache entry of a `--corpus=files` corpus: a hash of its languages and absolute file paths
-    (the same relative paths typed in two directories are two corpora)."""
-    files = [[os.path.abspath(path) for path in paths] for paths in (data.train_files, data.dev_files, data.test_files)]
-    return "user-" + hashlib.sha256(json.dumps([data.languages, *files]).encode()).hexdigest()[:12]
-
-
-def _prepare_command(data, vocab_size):
-    """The `data.prepare` command that builds the vocabulary `resolve_tokenizer` looks for."""
-    arguments = [f"--cache_dir={data.cache_dir}", f"--vocab_size={vocab_size}"]
-    if data.corpus != "files":
-        arguments.append(f"--corpus={data.corpus}")
-    else:
-        arguments += ["--corpus=user", f"--name={user_corpus_name(data)}", f"--languages={data.languages}"]
-        for split, paths in (("train", data.train_files), ("dev", data.dev_files), ("test", data.test_files)):
-            kinds = ("tsv",) if len(paths) == 1 else ("src", "tgt")
-            arguments += [f"--{split}_{kind}={os.path.abspath(path)}" for kind, path in zip(kinds, paths)]
-    return "python -m data.prepare " + " ".join(shlex.quote(argument) for argument in arguments)
-
-
-def _check_dev_split(corpus, data):
-    """Training needs dev pairs (dev loss and BLEU); the hash split of a small corpus may give none."""
-    if corpus.load_manifest()["splits"]["dev"]:
-        return
-    if data.corpus == "files" and not data.dev_files:
-        raise TrainingError(
-            f"the corpus built from {', '.join(data.train_files)} has no dev pairs: without dev files, dev takes "
-            f"the ~3% of training pairs that a hash of the sentence picks, and none was picked. Pass --dev_tsv or "
-            "--dev_src/--dev_tgt"
-        )
-    raise TrainingError(f"{corpus.dev} holds no pairs (after cleaning): training needs a dev set")
-
-
-def resolve_corpus(data):
-    """`(CorpusPaths, reverse)` for the data configuration."""
-    if data.corpus == "files":
-        name = user_corpus_name(data)
-        spec = lambda files: None if not files else (files[0] if len(files) == 1 else tuple(files))  # noqa: E731
-        corpus = prepare.prepare_user_corpus(
-            name,
-            data.cache_dir,
-            tuple(data.languages.split("-")),
-            spec(data.train_files),
-            spec(data.dev_files),
-            spec(data.test_files),
-        )
-        _print_cleaning(corpus)
-    else:
-        corpus = prepare.prepare_corpus(data.corpus, data.cache_dir, data.deb_dir)
-    direction = data.direction or "-".join(corpus.languages)
-    try:
-        return corpus, pipeline.resolve_direction(corpus.languages, direction)
-    except ValueError as error:
-        raise TrainingError(f"--direction={direction}: {error}") from error
-
-
-def _print_cleaning(corpus):
-    """What became of the user's files: pairs read, kept (and to which split), dropped by reason."""
-    manifest = corpus.load_manifest()
-    for source, stats in manifest["sources"].items():
-        files = ", ".join(os.path.basename(entry["path"]) for entry in manifest.get("inputs", {}).get(source, []))
-        dropped = ", ".join(f"{count} {reason}" for reason, count in stats["dropped"].items()) or "none"
-        splits = ", ".join(f"{count} {split}" for split, count in stats["splits"].items() if count)
-        print(
-            f"{source} files ({files}): {stats['raw']} pairs read, {stats['kept']} kept ({splits}), dropped: {dropped}",
-            file=sys.stderr,
-        )
-
-
 def resolve_tokenizer(model_dir, corpus, data, may_train=True):
     """The run's SentencePiece model: model_dir/spm.model, trained on the corpus's training split
     once and kept in the corpus cache, so runs on the same corpus share one vocabulary."""
@@ -143,7 +71,7 @@ def resolve_tokenizer(model_dir, corpus, data, may_train=True):
             if not may_train:
                 raise TrainingError(
                     f"{cached} is missing: with several workers, build the vocabulary first with "
-                    f"`{_prepare_command(data, vocab_size)}`"
+                    f"`{corpora.prepare_command(data, vocab_size)}`"
                 )
             print(f"training a {vocab_size}-piece SentencePiece vocabulary on {corpus.train}", file=sys.stderr)
             try:
@@ -256,8 +184,11 @@ def train(config, start_over=False, callbacks=()):
 
     keras.utils.set_random_seed(train_options.seed)  # Before any tokenizer is traced (see data/tokenizer.py).
     keras.config.set_dtype_policy(POLICIES[train_options.mixed_precision])
-    corpus, reverse = resolve_corpus(data)
-    _check_dev_split(corpus, data)
+    try:
+        corpus, reverse = corpora.resolve_corpus(data)
+        corpora.check_dev_split(corpus, data)
+    except corpora.CorpusChoiceError as error:
+        raise TrainingError(str(error)) from error
     if chief:
         # After the corpus (an unset direction means its own), before anything is written into model_dir.
         run_config.check(config, default_direction="-".join(corpus.languages))

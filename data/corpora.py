@@ -1,0 +1,108 @@
+"""The corpus a run's data configuration names, built or found in the cache, and its direction.
+
+train.py and evaluate.py describe the corpus with a `training.config.DataConfig`. The functions
+here take any object with its attributes (data/ does not import training/):
+
+    corpus        "deb-en-de", "tatoeba-en-es", or "files" (the user's own files)
+    cache_dir     directory holding one subdirectory per corpus
+    deb_dir       directory of the deb-en-de packages, or None (fetched into the cache)
+    languages     "SRC-TGT" of the user's files, e.g. "en-fr" (None for a built-in corpus)
+    direction     "SRC-TGT" to translate, or None for the corpus's own
+    train_files, dev_files, test_files
+                  the user's files of each split: (tsv,), (source, target) or ()
+"""
+
+import hashlib
+import json
+import os
+import shlex
+import sys
+
+from data import builtin_corpora, pipeline, user_corpus
+from data.corpus_cache import CorpusError
+
+
+class CorpusChoiceError(CorpusError):
+    """The configured corpus cannot serve as asked: a direction it does not hold, or no dev pairs
+    to train with. The message says what to change."""
+
+
+def user_corpus_name(data):
+    """The cache entry of a `--corpus=files` corpus: a hash of its languages and absolute file paths
+    (the same relative paths typed in two directories are two corpora)."""
+    files = [[os.path.abspath(path) for path in paths] for paths in (data.train_files, data.dev_files, data.test_files)]
+    return "user-" + hashlib.sha256(json.dumps([data.languages, *files]).encode()).hexdigest()[:12]
+
+
+def prepare_command(data, vocab_size):
+    """The `python -m data.prepare` command that builds the corpus and its `vocab_size`-piece BPE
+    vocabulary (`spm-bpe-<vocab_size>.model`) into the corpus's cache entry."""
+    arguments = [f"--cache_dir={data.cache_dir}", f"--vocab_size={vocab_size}"]
+    if data.corpus != "files":
+        arguments.append(f"--corpus={data.corpus}")
+    else:
+        arguments += ["--corpus=user", f"--name={user_corpus_name(data)}", f"--languages={data.languages}"]
+        for split, paths in (("train", data.train_files), ("dev", data.dev_files), ("test", data.test_files)):
+            kinds = ("tsv",) if len(paths) == 1 else ("src", "tgt")
+            arguments += [f"--{split}_{kind}={os.path.abspath(path)}" for kind, path in zip(kinds, paths)]
+    return "python -m data.prepare " + " ".join(shlex.quote(argument) for argument in arguments)
+
+
+def check_dev_split(corpus, data):
+    """Training needs dev pairs (dev loss and BLEU); the hash split of a small corpus may give none.
+
+    Raises:
+        CorpusChoiceError: the corpus has no dev pairs; names the flags that give a dev file.
+    """
+    if corpus.load_manifest()["splits"]["dev"]:
+        return
+    if data.corpus == "files" and not data.dev_files:
+        raise CorpusChoiceError(
+            f"the corpus built from {', '.join(data.train_files)} has no dev pairs: without dev files, dev takes "
+            f"the ~3% of training pairs that a hash of the sentence picks, and none was picked. Pass --dev_tsv or "
+            "--dev_src/--dev_tgt"
+        )
+    raise CorpusChoiceError(f"{corpus.dev} holds no pairs (after cleaning): training needs a dev set")
+
+
+def resolve_corpus(data):
+    """`(CorpusPaths, reverse)` for the data configuration: the corpus built (or found in the cache)
+    and whether its `english<TAB>foreign` columns are read in reverse for the direction.
+
+    Raises:
+        CorpusChoiceError: a direction the corpus does not hold (names --direction).
+        CorpusError, parallel_files.ParallelDataError, deb_packages.DebPackageError: the corpus
+            cannot be built.
+    """
+    if data.corpus == "files":
+        name = user_corpus_name(data)
+        spec = lambda files: None if not files else (files[0] if len(files) == 1 else tuple(files))  # noqa: E731
+        corpus = user_corpus.prepare_user_corpus(
+            name,
+            data.cache_dir,
+            tuple(data.languages.split("-")),
+            spec(data.train_files),
+            spec(data.dev_files),
+            spec(data.test_files),
+        )
+        _print_cleaning(corpus)
+    else:
+        corpus = builtin_corpora.prepare_corpus(data.corpus, data.cache_dir, data.deb_dir)
+    direction = data.direction or "-".join(corpus.languages)
+    try:
+        return corpus, pipeline.resolve_direction(corpus.languages, direction)
+    except ValueError as error:
+        raise CorpusChoiceError(f"--direction={direction}: {error}") from error
+
+
+def _print_cleaning(corpus):
+    """What became of the user's files: pairs read, kept (and to which split), dropped by reason."""
+    manifest = corpus.load_manifest()
+    for source, stats in manifest["sources"].items():
+        files = ", ".join(os.path.basename(entry["path"]) for entry in manifest.get("inputs", {}).get(source, []))
+        dropped = ", ".join(f"{count} {reason}" for reason, count in stats["dropped"].items()) or "none"
+        splits = ", ".join(f"{count} {split}" for split, count in stats["splits"].items() if count)
+        print(
+            f"{source} files ({files}): {stats['raw']} pairs read, {stats['kept']} kept ({splits}), dropped: {dropped}",
+            file=sys.stderr,
+        )

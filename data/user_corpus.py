@@ -1,0 +1,148 @@
+"""A corpus built from the user's own parallel files: `prepare_user_corpus`, and `user_files`, the
+one check of the flags that name them (train.py's and `python -m data.prepare`'s).
+
+The training file is cleaned as the built-in corpora are; the user's dev and test files are kept
+whole (normalised only), so that scores on them compare with published ones.
+"""
+
+import dataclasses
+import os
+
+from data import cleaning, corpus_cache, parallel_files
+from data.corpus_cache import CorpusError, CorpusPaths
+
+FILE_KINDS = ("src", "tgt", "tsv")
+# The flags naming the user's files, e.g. --train_src, --train_tgt, --train_tsv, --dev_src, ...
+FILE_FLAGS = tuple(f"{split}_{kind}" for split in cleaning.SPLITS for kind in FILE_KINDS)
+
+
+class UserFilesError(ValueError):
+    """Flags that do not describe a user corpus; the message names them."""
+
+
+def user_files(values, corpus_flag: str) -> tuple[tuple[str, str], dict]:
+    """Checks the flags of a user corpus; returns `(languages, files)` as `prepare_user_corpus` takes them.
+
+    Args:
+        values: the value of "languages" and of each of FILE_FLAGS (None or "" when not given).
+        corpus_flag: the flag that asked for a user corpus, named in the messages ("--corpus=files").
+
+    Returns:
+        languages: the (source, target) codes of --languages, e.g. ("en", "de").
+        files: split -> a TSV path, a (source, target) pair of paths, or None when not given.
+
+    Raises:
+        UserFilesError: --languages not two codes like en-de, a split given both as a TSV and as
+            source/target files, a source file without its target (or the reverse), or no training files.
+    """
+    value = values["languages"]
+    codes = (value or "").split("-")
+    if len(codes) != 2 or not all(codes):
+        raise UserFilesError(
+            f"{corpus_flag} needs --languages=SRC-TGT; --languages must be two codes like en-de, got {value!r}"
+        )
+    files = {}
+    for split in cleaning.SPLITS:
+        src, tgt, tsv = (values[f"{split}_{kind}"] for kind in FILE_KINDS)
+        if tsv and (src or tgt):
+            raise UserFilesError(f"give --{split}_tsv or --{split}_src/--{split}_tgt, not both")
+        if bool(src) != bool(tgt):
+            raise UserFilesError(f"--{split}_src and --{split}_tgt go together (received only one)")
+        files[split] = tsv or ((src, tgt) if src else None)
+    if files["train"] is None:
+        raise UserFilesError(f"{corpus_flag} needs --train_tsv or --train_src/--train_tgt")
+    return (codes[0], codes[1]), files
+
+
+def prepare_user_corpus(
+    name: str,
+    cache_dir: str,
+    languages: tuple[str, str],
+    train: str | tuple[str, str],
+    dev: str | tuple[str, str] | None = None,
+    test: str | tuple[str, str] | None = None,
+    *,
+    rebuild: bool = False,
+) -> CorpusPaths:
+    """Builds a corpus from the user's files: each split a TSV path or a (source, target) pair.
+
+    The columns keep the files' own direction (`languages` = (source, target)). Without dev or
+    test files those splits come from the training data by the hash split. The training data is
+    cleaned as the built-in corpora are. The user's dev and test files are kept whole, so that
+    scores on them compare with published ones: every pair read is kept in its order, normalised
+    (NFC, invisible characters removed, whitespace collapsed) but with no identical, length-ratio
+    or duplicate drops; training pairs equal to one of their pairs are dropped from the training
+    data. Empty lines are skipped and counted in the manifest. Rebuilt when the input files
+    (their sha256 is in the manifest) or the languages change.
+
+    Raises:
+        parallel_files.ParallelDataError: malformed input, naming the file and line.
+        CorpusError: languages that are not two non-empty codes, or no training pairs left after
+            cleaning (names the files and the drops by reason); nothing is cached then.
+    """
+    languages = tuple(languages)
+    if len(languages) != 2 or not all(isinstance(code, str) and code for code in languages):
+        raise CorpusError(f"languages must be two non-empty codes like ('en', 'de'), got {languages!r}.")
+    given = {"train": train, "dev": dev, "test": test}
+    # The languages decide the direction recorded in the manifest, so they decide a rebuild too.
+    inputs = {"languages": list(languages)}
+    for split, spec in given.items():
+        if spec is None:
+            continue
+        files = [spec] if isinstance(spec, str) else list(spec)
+        inputs[split] = [
+            {"path": os.path.abspath(p), "sha256": corpus_cache.sha256_file(p)} for p in files if os.path.exists(p)
+        ]
+    root = os.path.join(cache_dir, name)
+    if not rebuild:
+        cached = corpus_cache.cached(root, True, expected_inputs=inputs)
+        if cached is not None:
+            return cached
+
+    def build(tmp_dir: str) -> None:
+        sources, splitters, read_stats = {}, {}, {}
+        # Evaluation files first, so that training pairs equal to theirs are dropped from train.
+        for split in ("test", "dev", "train"):
+            spec = given[split]
+            if spec is None:
+                continue
+            stats = parallel_files.ReadStats()
+            if isinstance(spec, str):
+                pairs = list(parallel_files.read_tsv(spec, stats))
+            else:
+                pairs = list(parallel_files.read_parallel(spec[0], spec[1], stats))
+            sources[split] = pairs
+            read_stats[split] = dataclasses.asdict(stats)
+            splitters[split] = lambda english, split=split: split
+        # Training pairs fill the splits that have no file of their own, by the hash split.
+        missing = {split for split in ("dev", "test") if given[split] is None}
+        splitters["train"] = lambda english: split if (split := cleaning.split_of(english)) in missing else "train"
+        manifest = corpus_cache.write_corpus(
+            tmp_dir,
+            name,
+            languages,
+            sources,
+            splitters=splitters,
+            extra={"inputs": inputs, "read": read_stats},
+            kept_whole=[split for split in ("test", "dev") if given[split] is not None],
+            per_source_test_files=False,
+        )
+        if manifest["splits"]["train"] == 0:
+            raise CorpusError(_no_training_pairs_message(given["train"], manifest))
+
+    return corpus_cache.build_atomically(cache_dir, name, build)
+
+
+def _no_training_pairs_message(train: str | tuple[str, str], manifest: dict) -> str:
+    files = train if isinstance(train, str) else " and ".join(train)
+    stats = manifest["sources"]["train"]
+    dropped = ", ".join(f"{reason} {count}" for reason, count in stats["dropped"].items()) or "none"
+    empty_lines = manifest["read"]["train"]["empty_lines_skipped"]
+    moved = {split: stats["splits"][split] for split in ("dev", "test") if stats["splits"][split]}
+    message = (
+        f"No training pairs left from {files}: {stats['raw']} pairs read "
+        f"({empty_lines} empty lines skipped), dropped by reason: {dropped}"
+    )
+    if moved:
+        message += f"; the hash split sent {moved} to dev/test"
+    return message + ". The corpus was not cached; give training files with usable pairs."
