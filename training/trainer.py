@@ -15,17 +15,12 @@ import shutil
 import sys
 
 import keras
-import numpy as np
 import tensorflow as tf
 
 from data import corpora, pipeline
-from data.special_ids import BOS_ID
 from data.tokenizer import Tokenizer, train_sentencepiece
-from models.learning_rate_schedule import transformer_optimizer
-from models.metrics import MaskedAccuracy, TargetTokenCount
-from models.transformer import Transformer
 from training import callbacks as training_callbacks
-from training import checkpoints
+from training import checkpoints, model_building
 from training import config as run_config
 from training.distribution import (
     is_chief,
@@ -34,12 +29,8 @@ from training.distribution import (
     reduce_logs_across_workers,
     worker_info,
 )
-from training.losses import GlobalTokenLabelSmoothedCrossEntropy
-from training.optimizers import FusedAdam
 from training.run_dir import ModelDirError, RunDir
 from training.translator import Translator
-
-POLICIES = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
 
 
 class TrainingError(RuntimeError):
@@ -80,50 +71,6 @@ def resolve_tokenizer(model_dir, corpus, data, may_train=True):
                 raise TrainingError(f"--vocab_size={vocab_size}: {error}") from error
         checkpoints.write_atomically(target, lambda temporary: shutil.copyfile(cached, temporary))
     return Tokenizer.from_file(target)
-
-
-def build_model(model_config, vocabulary_size, train):
-    """A compiled Transformer with the paper's optimizer and the global-token loss."""
-    model = Transformer(vocabulary_size, **model_config)
-    model.build()
-    optimizer = transformer_optimizer(
-        model_config["hidden_dim"], train.warmup_steps, train.learning_rate_scale, optimizer_class=FusedAdam
-    )
-    if train.mixed_precision == "fp16":
-        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
-    model.compile(
-        optimizer=optimizer,
-        loss=GlobalTokenLabelSmoothedCrossEntropy(label_smoothing=train.label_smoothing, pad_id=model.pad_id),
-        metrics=[MaskedAccuracy(pad_id=model.pad_id), TargetTokenCount(pad_id=model.pad_id)],
-        jit_compile=_resolve_jit(train.jit_compile),
-        steps_per_execution=train.steps_per_execution,
-    )
-    model.optimizer.build(model.trainable_variables)
-    return model
-
-
-def _build_metrics_before_fit(model, strategy):
-    """Builds the compiled loss and metrics on a dummy batch, then turns off Keras's own pre-fit
-    build. Under tf.distribute, Keras 3.15 builds them from the first batch averaged over replicas
-    (`strategy.reduce("MEAN", ...)`), which fails when replicas hold bucketed batches of different
-    shapes, as they do with `distribute_datasets_from_function`. Private Keras API (keras is pinned).
-    """
-    dummy = np.full((1, 8), BOS_ID, dtype="int32")
-    with strategy.scope():
-        model._symbolic_build(data_batch=((dummy, dummy), dummy))
-    model._maybe_symbolic_build = lambda iterator=None, data_batch=None: None
-
-
-def _resolve_jit(jit_compile):
-    """XLA by default on accelerators only: on CPUs each bucket shape costs a compilation that
-    takes longer than the steps it speeds up."""
-    if jit_compile is not None:
-        return jit_compile
-    if keras.backend.backend() == "jax":
-        import jax
-
-        return jax.default_backend() != "cpu"
-    return bool(tf.config.list_logical_devices("GPU"))
 
 
 def _check_resume_step(checkpoint_step, start_step, checkpoint_path, steps_per_epoch, previous_steps_per_epoch):
@@ -183,7 +130,7 @@ def train(config, start_over=False, callbacks=()):
     previous_train = (chief_run.previous_config() or {}).get("train", {})  # Before config.json is rewritten.
 
     keras.utils.set_random_seed(train_options.seed)  # Before any tokenizer is traced (see data/tokenizer.py).
-    keras.config.set_dtype_policy(POLICIES[train_options.mixed_precision])
+    keras.config.set_dtype_policy(model_building.POLICIES[train_options.mixed_precision])
     try:
         corpus, reverse = corpora.resolve_corpus(data)
         corpora.check_dev_split(corpus, data)
@@ -196,9 +143,9 @@ def train(config, start_over=False, callbacks=()):
 
     scope = strategy.scope() if strategy is not None else contextlib.nullcontext()
     with scope:
-        model = build_model(config.model, tokenizer.vocabulary_size, train_options)
+        model = model_building.build_model(config.model, tokenizer.vocabulary_size, train_options)
     if strategy is not None and num_replicas(strategy) > 1:
-        _build_metrics_before_fit(model, strategy)
+        model_building.build_metrics_before_fit(model, strategy)
     if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) and worker_info()[2] > 1:
         reduce_logs_across_workers(model)
     restored = run.latest_checkpoint()

@@ -64,7 +64,8 @@ class _StateAtStart(keras.callbacks.Callback):
 @pytest.mark.full
 def test_a_run_killed_mid_training_resumes_from_its_checkpoint(tiny_run, deb_en_de, tmp_path):
     from training import checkpoints
-    from training.trainer import build_model, train
+    from training.model_building import build_model
+    from training.trainer import train
 
     corpus = deb_en_de[0]
     model_dir = str(tmp_path / "killed")

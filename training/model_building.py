@@ -1,0 +1,61 @@
+"""The compiled Transformer that `model.fit` trains: the paper's optimizer (Adam with the warm-up
+schedule, through the fused kernel), the label-smoothed loss normalised by the global number of
+target tokens, the dtype policy of --mixed_precision, and XLA where it pays."""
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from data.special_ids import BOS_ID
+from models.learning_rate_schedule import transformer_optimizer
+from models.metrics import MaskedAccuracy, TargetTokenCount
+from models.transformer import Transformer
+from training.losses import GlobalTokenLabelSmoothedCrossEntropy
+from training.optimizers import FusedAdam
+
+# --mixed_precision -> the Keras dtype policy.
+POLICIES = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
+
+
+def build_model(model_config, vocabulary_size, train):
+    """A compiled Transformer with the paper's optimizer and the global-token loss."""
+    model = Transformer(vocabulary_size, **model_config)
+    model.build()
+    optimizer = transformer_optimizer(
+        model_config["hidden_dim"], train.warmup_steps, train.learning_rate_scale, optimizer_class=FusedAdam
+    )
+    if train.mixed_precision == "fp16":
+        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+    model.compile(
+        optimizer=optimizer,
+        loss=GlobalTokenLabelSmoothedCrossEntropy(label_smoothing=train.label_smoothing, pad_id=model.pad_id),
+        metrics=[MaskedAccuracy(pad_id=model.pad_id), TargetTokenCount(pad_id=model.pad_id)],
+        jit_compile=resolve_jit(train.jit_compile),
+        steps_per_execution=train.steps_per_execution,
+    )
+    model.optimizer.build(model.trainable_variables)
+    return model
+
+
+def build_metrics_before_fit(model, strategy):
+    """Builds the compiled loss and metrics on a dummy batch, then turns off Keras's own pre-fit
+    build. Under tf.distribute, Keras 3.15 builds them from the first batch averaged over replicas
+    (`strategy.reduce("MEAN", ...)`), which fails when replicas hold bucketed batches of different
+    shapes, as they do with `distribute_datasets_from_function`. Private Keras API (keras is pinned).
+    """
+    dummy = np.full((1, 8), BOS_ID, dtype="int32")
+    with strategy.scope():
+        model._symbolic_build(data_batch=((dummy, dummy), dummy))
+    model._maybe_symbolic_build = lambda iterator=None, data_batch=None: None
+
+
+def resolve_jit(jit_compile):
+    """XLA by default on accelerators only: on CPUs each bucket shape costs a compilation that
+    takes longer than the steps it speeds up."""
+    if jit_compile is not None:
+        return jit_compile
+    if keras.backend.backend() == "jax":
+        import jax
+
+        return jax.default_backend() != "cpu"
+    return bool(tf.config.list_logical_devices("GPU"))
