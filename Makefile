@@ -12,10 +12,14 @@ $(STAMP): requirements.txt requirements-dev.txt
 	$(PY) -m pip install -q -r requirements-dev.txt
 	touch $(STAMP)
 
+# Test processes (pytest-xdist); the corpus, the shared training run and the export are built once
+# for all of them (tests/conftest.py's once_per_session).
+TEST_WORKERS ?= 2
+
 # The whole suite under TensorFlow, then tests/models again under JAX.
 test: $(STAMP)
-	$(PY) -m pytest -q tests
-	KERAS_BACKEND=jax $(PY) -m pytest -q tests/models
+	$(PY) -m pytest -q -n $(TEST_WORKERS) tests
+	KERAS_BACKEND=jax $(PY) -m pytest -q -n $(TEST_WORKERS) tests/models
 
 # ruff's lint rules and formatting (settings in pyproject.toml); CI runs it before the tests.
 lint: $(STAMP)
@@ -25,7 +29,7 @@ lint: $(STAMP)
 # The fast tier, for constant use while developing: no network, the sample corpus, no tests marked
 # slow or full (tests/conftest.py's --fast).
 test-fast: $(STAMP)
-	$(PY) -m pytest -q --fast tests
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --fast tests
 
 # The main job on the built-in corpus, on a CPU: corpus, vocabulary, the tiny model, BLEU on the
 # test split, a SavedModel, and a few sentences translated by it. Outputs under $(DEMO_DIR).

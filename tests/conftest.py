@@ -8,6 +8,8 @@ builds the corpus from the small checked-in sample tests/fixtures/deb_en_de_samp
 and refuses any network connection or package download.
 """
 
+import fcntl
+import json
 import os
 import socket
 import time
@@ -96,27 +98,52 @@ def _seed_and_policy():
     keras.config.set_dtype_policy(policy)
 
 
+def once_per_session(tmp_path_factory, name, build):
+    """`build(directory)`'s JSON result, built once per test session in `directory`.
+
+    `make test` runs the tests in two pytest-xdist worker processes, each with its own session
+    fixtures. What is costly to build (the corpus, the shared training run, the export) is built
+    by the first worker that asks, under a file lock, into their common temporary directory; the
+    other waits for it and reads the result back. Without xdist this is a plain call.
+    """
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # Shared by the workers of this run (and only this run).
+    directory, result_path = root / name, root / f"{name}.json"
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # Released when the file closes, also on an error.
+        if result_path.exists():
+            return json.loads(result_path.read_text())
+        directory.mkdir(exist_ok=True)
+        result_path.write_text(json.dumps(build(str(directory))))
+        return json.loads(result_path.read_text())  # The same types for the builder as for the others.
+
+
 @pytest.fixture(scope="session")
 def deb_en_de(request, tmp_path_factory):
     """The real deb-en-de corpus, built into a fresh directory from packages cached in DEB_CACHE.
 
     Returns (CorpusPaths, seconds spent fetching the packages, seconds spent building).
     """
-    from data import builtin_corpora, deb_packages
+    from data import builtin_corpora, corpus_cache, deb_packages
 
     if _fast(request.config):
         pytest.fail("the fast tier (--fast) has no real deb-en-de corpus: mark the test `full`, or use `corpus`")
 
-    start = time.monotonic()
-    debs = deb_packages.fetch_debs(list(builtin_corpora.DEB_EN_DE_PACKAGES), DEB_CACHE)
-    fetch_seconds = time.monotonic() - start
-    size = sum(os.path.getsize(p) for p in debs.values())
-    print(f"\nfetched/found {len(debs)} packages ({size / 1e6:.1f} MB) in {fetch_seconds:.1f} s")
-    start = time.monotonic()
-    paths = builtin_corpora.prepare_corpus("deb-en-de", str(tmp_path_factory.mktemp("corpora")), DEB_CACHE)
-    build_seconds = time.monotonic() - start
-    print(f"built deb-en-de in {build_seconds:.1f} s")
-    return paths, fetch_seconds, build_seconds
+    def build(directory):
+        start = time.monotonic()
+        debs = deb_packages.fetch_debs(list(builtin_corpora.DEB_EN_DE_PACKAGES), DEB_CACHE)
+        fetch_seconds = time.monotonic() - start
+        size = sum(os.path.getsize(p) for p in debs.values())
+        print(f"\nfetched/found {len(debs)} packages ({size / 1e6:.1f} MB) in {fetch_seconds:.1f} s")
+        start = time.monotonic()
+        paths = builtin_corpora.prepare_corpus("deb-en-de", directory, DEB_CACHE)
+        build_seconds = time.monotonic() - start
+        print(f"built deb-en-de in {build_seconds:.1f} s")
+        return paths.root, fetch_seconds, build_seconds
+
+    root, fetch_seconds, build_seconds = once_per_session(tmp_path_factory, "corpora", build)
+    return corpus_cache.check_corpus(root), fetch_seconds, build_seconds
 
 
 def build_sample_corpus(cache_dir):
@@ -141,7 +168,10 @@ def build_sample_corpus(cache_dir):
 @pytest.fixture(scope="session")
 def sample_corpus(tmp_path_factory):
     """The deb-en-de sample built as corpus deb-en-de in a fresh directory (CorpusPaths)."""
-    return build_sample_corpus(str(tmp_path_factory.mktemp("sample_corpora")))
+    from data import corpus_cache
+
+    root = once_per_session(tmp_path_factory, "sample_corpora", lambda directory: build_sample_corpus(directory).root)
+    return corpus_cache.check_corpus(root)
 
 
 @pytest.fixture(scope="session")
@@ -180,8 +210,11 @@ def tiny_run(corpus, tmp_path_factory):
     """`(model_dir, summary)` of a tiny model trained 200 steps on `corpus`."""
     from training.trainer import train
 
-    model_dir = tmp_path_factory.mktemp("tiny_run")
-    start = time.monotonic()
-    summary = train(tiny_run_config(model_dir, os.path.dirname(corpus.root)))
-    print(f"\ntrained the shared tiny model in {time.monotonic() - start:.1f} s: {summary['history']}")
-    return str(model_dir), summary
+    def build(model_dir):
+        start = time.monotonic()
+        summary = train(tiny_run_config(model_dir, os.path.dirname(corpus.root)))
+        print(f"\ntrained the shared tiny model in {time.monotonic() - start:.1f} s: {summary['history']}")
+        return model_dir, summary
+
+    model_dir, summary = once_per_session(tmp_path_factory, "tiny_run", build)
+    return model_dir, summary

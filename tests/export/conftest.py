@@ -46,10 +46,11 @@ def _seed_and_policy():
 def exported(tiny_run, tmp_path_factory):
     """`(model_dir, version_path)`: the tiny run exported with EXPORT_SETTINGS as version 1."""
     from export.exporter import export_model
+    from tests.conftest import once_per_session
 
     model_dir, _ = tiny_run
-    export_dir = tmp_path_factory.mktemp("exports") / "transformer"
-    return model_dir, export_model(model_dir, str(export_dir), **EXPORT_SETTINGS)
+    build = lambda directory: export_model(model_dir, os.path.join(directory, "transformer"), **EXPORT_SETTINGS)
+    return model_dir, once_per_session(tmp_path_factory, "exports", build)
 
 
 @pytest.fixture(scope="session")
