@@ -39,6 +39,7 @@ from typing import Any, NamedTuple
 import keras
 from keras import ops
 
+from models.search_config import DEFAULT_SEARCH
 from models.special_ids import EOS_ID, PAD_ID
 
 # Scores are always computed in float32, whatever the model's compute dtype (bfloat16 / float16
@@ -87,7 +88,7 @@ def beam_search(
     beam_size,
     max_decode_length,
     max_lengths=None,
-    alpha=0.6,
+    alpha=DEFAULT_SEARCH.alpha,
     eos_id=EOS_ID,
     pad_id=PAD_ID,
     num_return=1,
@@ -169,7 +170,7 @@ def greedy_search(
     *,
     max_decode_length,
     max_lengths=None,
-    alpha=0.6,
+    alpha=DEFAULT_SEARCH.alpha,
     eos_id=EOS_ID,
     pad_id=PAD_ID,
 ):

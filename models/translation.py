@@ -7,6 +7,7 @@ graph for the SavedModel. The model is seen by the search only through `next_log
 from keras import ops
 
 from models.beam_search import beam_search, greedy_search
+from models.search_config import DEFAULT_SEARCH
 from models.special_ids import BOS_ID, EOS_ID
 
 
@@ -14,9 +15,9 @@ def translate_ids(
     model,
     source_ids,
     *,
-    beam_size=4,
-    alpha=0.6,
-    max_extra_length=50,
+    beam_size=DEFAULT_SEARCH.beam_size,
+    alpha=DEFAULT_SEARCH.alpha,
+    max_extra_length=DEFAULT_SEARCH.max_extra_length,
     num_return=1,
     max_decode_length=None,
     return_attention=False,
