@@ -252,13 +252,13 @@ class RunDir:
                     "to evaluate the run's checkpoints instead"
                 ) from error
             return model, tokenizer, run_config
-        model, chosen = self.average_checkpoints(average_last, flag, tokenizer.vocabulary_size, run_config)
+        model, chosen = self._averaged_model(average_last, flag, tokenizer.vocabulary_size, run_config)
         if not quiet:
             steps = ", ".join(str(step) for step, _ in chosen)
             print(f"averaged {len(chosen)} checkpoint(s) of steps {steps}", file=sys.stderr)
         return model, tokenizer, run_config
 
-    def average_checkpoints(self, count, flag="--average_last", vocabulary_size=None, run_config=None):
+    def average_checkpoints(self, count, flag="--average_last"):
         """`(model, [(step, path)])`: a model built from config.json whose weights are the mean of
         the newest `count` checkpoints, and those checkpoints. The one averaging rule of every tool.
 
@@ -266,12 +266,14 @@ class RunDir:
             ModelDirError: fewer than `count` checkpoints, no config.json, or a checkpoint that
                 cannot be read (names it).
         """
+        self.check_loadable(count, flag)
+        return self._averaged_model(count, flag, self.load_tokenizer().vocabulary_size, self.read_config())
+
+    def _averaged_model(self, count, flag, vocabulary_size, run_config):
+        """`average_checkpoints` once `check_loadable` has passed."""
         from models.transformer import Transformer
         from training import checkpoints
 
-        self.check_loadable(count, flag)
-        run_config = run_config or self.read_config()
-        vocabulary_size = vocabulary_size or self.load_tokenizer().vocabulary_size
         chosen = self._newest_checkpoints(count, flag)
         paths = [path for _, path in chosen]
         for path in paths:
