@@ -216,6 +216,47 @@ def greedy_search(
     )
 
 
+def sampling_search(
+    next_logits_fn,
+    initial_ids,
+    initial_state,
+    *,
+    max_decode_length,
+    sampler,
+    max_lengths=None,
+    alpha=DEFAULT_SEARCH.alpha,
+    eos_id=EOS_ID,
+    pad_id=PAD_ID,
+):
+    """Decoding by sampling: every step draws the next token with `sampler` (see
+    `models.sampling.token_sampler`) instead of taking the argmax; otherwise `greedy_search`.
+
+    Args:
+        sampler: `(logits [batch, vocab], step) -> int32 [batch]`, the token drawn for each sentence.
+        The others: as in `greedy_search`. The returned scores are the model's own
+        log-probabilities of the drawn tokens (not those of the tempered or top-k distribution),
+        divided by the length penalty, so that they compare with the searches' scores.
+
+    Returns:
+        A `SearchResult` as from `greedy_search`.
+    """
+    initial_ids, max_lengths = _validate(1, max_decode_length, alpha, 1, initial_ids, max_lengths)
+    return _search(
+        next_logits_fn,
+        initial_ids,
+        initial_state,
+        beam_size=1,
+        num_candidates=1,
+        max_decode_length=int(max_decode_length),
+        max_lengths=max_lengths,
+        alpha=float(alpha),
+        eos_id=eos_id,
+        pad_id=pad_id,
+        num_return=1,
+        sampler=sampler,
+    )
+
+
 def _validate(beam_size, max_decode_length, alpha, num_return, initial_ids, max_lengths):
     """Raises ValueError on a bad argument; returns `initial_ids, max_lengths` as tensors."""
 
@@ -267,8 +308,10 @@ def _search(
     pad_id,
     num_return,
     reorder_state=None,
+    sampler=None,
 ):
-    """The alive/finished search; `num_candidates` extensions per sentence and step."""
+    """The alive/finished search; `num_candidates` extensions per sentence and step, or with
+    `sampler` (`(logits, step) -> tokens [rows]`, one hypothesis per sentence) the drawn token."""
     initial_ids = ops.cast(initial_ids, "int32")
     # Buffer position 0 holds the initial id, position t + 1 the token produced at step t.
     positions = ops.arange(max_decode_length + 1, dtype="int32")  # [L + 1]
@@ -326,7 +369,11 @@ def _search(
         # and compared across the beams; no [batch, beam * vocab] tensor of log-probabilities is
         # built. Ties go to the lower (beam, token), as in one top_k over the flattened scores.
         per_row = min(num_candidates, logits.shape[-1] or num_candidates)  # a vocabulary may be tiny
-        row_logits, row_tokens = ops.top_k(logits, per_row)  # [batch * beam, per_row]
+        if sampler is None:
+            row_logits, row_tokens = ops.top_k(logits, per_row)  # [batch * beam, per_row]
+        else:
+            row_tokens = sampler(logits, step)[:, None]  # [batch, 1]
+            row_logits = ops.take_along_axis(logits, row_tokens, axis=1)
         row_log_probs = row_logits - ops.logsumexp(logits, axis=-1, keepdims=True)
         extended = alive_log_probs[:, :, None] + ops.reshape(row_log_probs, [-1, beam_size, per_row])
         flat = ops.reshape(extended, [-1, beam_size * per_row])  # [batch, beam * per_row]

@@ -6,7 +6,7 @@ graph for the SavedModel. The model is seen by the search only through `next_log
 
 from keras import ops
 
-from models.beam_search import beam_search, greedy_search
+from models.beam_search import beam_search, greedy_search, sampling_search
 from models.search_config import DEFAULT_SEARCH
 from models.special_ids import BOS_ID, EOS_ID
 
@@ -21,6 +21,7 @@ def translate_ids(
     num_return=1,
     max_decode_length=None,
     return_attention=False,
+    sampler=None,
     bos_id=BOS_ID,
     eos_id=EOS_ID,
 ):
@@ -36,6 +37,8 @@ def translate_ids(
         max_extra_length: a sentence of n source tokens (EOS included) gets at most
             n + max_extra_length output tokens.
         num_return: hypotheses returned per sentence (n-best), at most `beam_size`.
+        sampler: draw every token with this `(logits, step) -> tokens` function
+            (`models.sampling.token_sampler`) instead of searching; needs `beam_size=1`.
         max_decode_length: the overall cap and each hypothesis's slot of the self caches; default the padded source length +
             `max_extra_length` (must then be static).
         bos_id: the tokenizer's beginning-of-sentence id, the first decoder input.
@@ -45,6 +48,10 @@ def translate_ids(
         `SearchResult(ids [batch, num_return, max_decode_length], scores [batch, num_return])`,
         ids ending with EOS (or cut at the length limit) and padded after it.
     """
+    if sampler is not None and (beam_size != 1 or num_return != 1):
+        raise ValueError(
+            f"sampling draws one hypothesis: it needs beam_size=1 and num_return=1, received {beam_size}, {num_return}"
+        )
     if max_decode_length is None:
         source_length = source_ids.shape[1]
         if source_length is None:
@@ -99,6 +106,8 @@ def translate_ids(
         pad_id=model.pad_id,
     )
     initial_ids = ops.full((batch_size,), bos_id, dtype="int32")
+    if sampler is not None:
+        return sampling_search(next_logits_fn, initial_ids, {"self": cache["self"]}, sampler=sampler, **options)
     if beam_size == 1:  # One slot per sentence, nothing to reorder and no ancestry to keep.
         return greedy_search(next_logits_fn, initial_ids, {"self": cache["self"]}, **options)
     initial_state = {
@@ -113,6 +122,33 @@ def translate_ids(
         num_return=num_return,
         reorder_state=reorder_state,
         **options,
+    )
+
+
+def score_ids(model, source_ids, target_ids, *, bos_id=BOS_ID):
+    """Forced decoding: the model's log-probability of given targets, with no search.
+
+    Args:
+        model: a `models.transformer.Transformer`.
+        source_ids: int `[batch, source_length]`, tokens + EOS, padded with the model's pad id.
+        target_ids: int `[batch, target_length]`, tokens + EOS, padded with the model's pad id.
+        bos_id: the first decoder input.
+
+    Returns:
+        `(log_probs, lengths)`: float32 `[batch]`, the sum over the target tokens (EOS included)
+        of log P(token | source, previous tokens), and int32 `[batch]`, how many tokens that is.
+        `log_probs / lengths` is the per-token average, `exp(-log_probs / lengths)` the perplexity.
+    """
+    target_ids = ops.cast(target_ids, "int32")
+    batch_size = ops.shape(target_ids)[0]
+    decoder_input = ops.concatenate([ops.full((batch_size, 1), bos_id, dtype="int32"), target_ids[:, :-1]], axis=1)
+    logits = ops.cast(model((source_ids, decoder_input), training=False), "float32")
+    log_probs = ops.log_softmax(logits, axis=-1)
+    token_log_probs = ops.take_along_axis(log_probs, target_ids[:, :, None], axis=2)[:, :, 0]
+    real = ops.not_equal(target_ids, model.pad_id)
+    return (
+        ops.sum(ops.where(real, token_log_probs, 0.0), axis=1),
+        ops.sum(ops.cast(real, "int32"), axis=1),
     )
 
 

@@ -1,0 +1,81 @@
+"""Random sampling of the next token, reproducible under a seed on every backend.
+
+Sampling (for back-translation, Edunov et al., 2018, "Understanding Back-Translation at Scale")
+draws each token from the model's distribution, sharpened or flattened by a temperature and
+optionally restricted to the `top_k` most likely tokens. The randomness is a counter-based hash of
+(seed, sentence key, step, token), written with `keras.ops` integer ops: no random state to carry
+through a `while_loop` or a `jax.jit`, the same draws eagerly, in a `tf.function` and under JAX,
+and a sentence's sample depends on its own key only, not on the batch it is translated in.
+"""
+
+from keras import ops
+
+# Odd 32-bit constants that spread consecutive counters apart before hashing (the golden ratio's
+# and two other well-mixing multipliers).
+_STEP_MULTIPLIER = 0x9E3779B9
+_TOKEN_MULTIPLIER = 0x85EBCA6B
+_SEED_MULTIPLIER = 0xC2B2AE35
+
+
+def _uint32(value):
+    return ops.convert_to_tensor(value, "uint32")
+
+
+def hash_uint32(x):
+    """An avalanche hash of uint32 values (xor-shift and multiply rounds): every input bit changes
+    about half of the output bits, so consecutive counters give unrelated outputs."""
+    x = ops.cast(x, "uint32")
+    x = ops.bitwise_xor(x, ops.right_shift(x, _uint32(16)))
+    x = ops.multiply(x, _uint32(0x7FEB352D))
+    x = ops.bitwise_xor(x, ops.right_shift(x, _uint32(15)))
+    x = ops.multiply(x, _uint32(0x846CA68B))
+    return ops.bitwise_xor(x, ops.right_shift(x, _uint32(16)))
+
+
+def sentence_keys(seed, keys):
+    """uint32 `[batch]` hashes of `seed` (a Python int) and the per-sentence `keys` (ints `[batch]`,
+    e.g. line numbers): a sentence keeps its draws whatever batch or position it comes in."""
+    seed_hash = hash_uint32(_uint32(int(seed) & 0xFFFFFFFF))
+    return hash_uint32(ops.bitwise_xor(ops.multiply(ops.cast(keys, "uint32"), _uint32(_SEED_MULTIPLIER)), seed_hash))
+
+
+def uniform(keys, step, tokens):
+    """Floats in (0, 1), `[rows, n]`, a pure function of `keys` `[rows]` (uint32), the scalar
+    `step` and `tokens` `[rows, n]` (int)."""
+    step_key = hash_uint32(ops.add(keys, ops.multiply(ops.cast(step, "uint32"), _uint32(_STEP_MULTIPLIER))))
+    bits = hash_uint32(
+        ops.bitwise_xor(step_key[:, None], ops.multiply(ops.cast(tokens, "uint32"), _uint32(_TOKEN_MULTIPLIER)))
+    )
+    # The top 24 bits, centred in their interval: never exactly 0 or 1.
+    high = ops.cast(ops.right_shift(bits, _uint32(8)), "float32")
+    return (high + 0.5) / float(1 << 24)
+
+
+def token_sampler(keys, top_k=0, temperature=1.0):
+    """`(logits [rows, vocab], step) -> tokens int32 [rows]`: one draw per row from
+    softmax(logits / temperature), restricted to the `top_k` largest logits (0: the whole
+    vocabulary), by the Gumbel-max trick over the hashed uniforms of `uniform`.
+
+    Args:
+        keys: uint32 `[rows]`, from `sentence_keys` (one row per sentence and hypothesis).
+        top_k: int >= 0.
+        temperature: float > 0; below 1 sharpens the distribution, above 1 flattens it.
+    """
+    if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 0:
+        raise ValueError(f"top_k must be an int >= 0 (0: the whole vocabulary), received {top_k!r}")
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0, received {temperature!r}")
+
+    def sample(logits, step):
+        logits = ops.cast(logits, "float32")
+        vocabulary_size = logits.shape[-1]
+        if top_k and (vocabulary_size is None or top_k < vocabulary_size):
+            values, tokens = ops.top_k(logits, top_k)
+        else:
+            values = logits
+            tokens = ops.broadcast_to(ops.arange(ops.shape(logits)[-1], dtype="int32")[None, :], ops.shape(logits))
+        gumbel = -ops.log(-ops.log(uniform(keys, step, tokens)))
+        choice = ops.argmax(values / temperature + gumbel, axis=-1)
+        return ops.cast(ops.take_along_axis(tokens, ops.cast(choice[:, None], "int32"), axis=1)[:, 0], "int32")
+
+    return sample

@@ -1,0 +1,188 @@
+"""Tests for models/sampling.py and `beam_search.sampling_search`, on both backends: the hash
+against a Python reference, the draws' frequencies against the distribution, top-k and temperature,
+reproducibility under a seed, and the search's scores."""
+
+import math
+
+import keras
+import numpy as np
+import pytest
+from keras import ops
+
+from models.beam_search import greedy_search, sampling_search
+from models.sampling import hash_uint32, sentence_keys, token_sampler, uniform
+from models.special_ids import BOS_ID, EOS_ID, PAD_ID
+
+MASK = 0xFFFFFFFF
+
+
+def python_hash(x):
+    """The hash of models/sampling.py in plain Python integers."""
+    x ^= x >> 16
+    x = (x * 0x7FEB352D) & MASK
+    x ^= x >> 15
+    x = (x * 0x846CA68B) & MASK
+    return x ^ (x >> 16)
+
+
+def test_hash_equals_python_reference():
+    values = [0, 1, 2, 12345, 2**31, MASK]
+    got = ops.convert_to_numpy(hash_uint32(ops.convert_to_tensor(values, "uint32")))
+    assert [int(v) for v in got] == [python_hash(v) for v in values]
+
+
+def test_uniform_is_in_the_open_interval_and_depends_on_every_counter():
+    keys = sentence_keys(7, ops.arange(4))
+    tokens = ops.broadcast_to(ops.arange(1000)[None, :], (4, 1000))
+    draws = ops.convert_to_numpy(uniform(keys, 3, tokens))
+    assert draws.min() > 0.0 and draws.max() < 1.0
+    assert abs(draws.mean() - 0.5) < 0.02
+    assert len(np.unique(draws)) > 3990  # Rows (keys) and columns (tokens) give new draws.
+    other_step = ops.convert_to_numpy(uniform(keys, 4, tokens))
+    assert np.mean(draws == other_step) < 0.01
+
+
+def draw(logits, seed=0, rows=20000, step=0, **options):
+    """`rows` draws from one row of `logits`, one per sentence key 0..rows-1."""
+    sampler = token_sampler(sentence_keys(seed, ops.arange(rows)), **options)
+    tiled = ops.convert_to_tensor(np.tile(np.asarray(logits, "float32"), (rows, 1)))
+    return ops.convert_to_numpy(sampler(tiled, step))
+
+
+PROBABILITIES = np.array([0.05, 0.5, 0.25, 0.15, 0.05])
+
+
+def test_draws_follow_the_distribution():
+    tokens = draw(np.log(PROBABILITIES))
+    frequencies = np.bincount(tokens, minlength=5) / len(tokens)
+    # 20000 draws: a binomial standard deviation of at most 0.0036; allow 4 of them.
+    np.testing.assert_allclose(frequencies, PROBABILITIES, atol=0.015)
+
+
+def test_temperature_reshapes_the_distribution():
+    temperature = 2.0
+    tokens = draw(np.log(PROBABILITIES), temperature=temperature)
+    expected = PROBABILITIES ** (1 / temperature)
+    expected /= expected.sum()
+    np.testing.assert_allclose(np.bincount(tokens, minlength=5) / len(tokens), expected, atol=0.015)
+    cold = draw(np.log(PROBABILITIES), temperature=0.01, rows=500)
+    assert set(cold.tolist()) == {1}
+
+
+def test_top_k_restricts_and_renormalises():
+    tokens = draw(np.log(PROBABILITIES), top_k=2)
+    assert set(tokens.tolist()) == {1, 2}
+    np.testing.assert_allclose(np.mean(tokens == 1), 0.5 / 0.75, atol=0.015)
+    assert set(draw(np.log(PROBABILITIES), top_k=1, rows=300).tolist()) == {1}
+    # top_k at or above the vocabulary size is the whole vocabulary.
+    np.testing.assert_array_equal(draw(np.log(PROBABILITIES), top_k=5), draw(np.log(PROBABILITIES), top_k=0))
+
+
+def test_same_seed_same_draws_other_seed_other_draws():
+    first = draw(np.log(PROBABILITIES), seed=1, rows=2000)
+    np.testing.assert_array_equal(first, draw(np.log(PROBABILITIES), seed=1, rows=2000))
+    assert np.mean(first != draw(np.log(PROBABILITIES), seed=2, rows=2000)) > 0.3
+
+
+def test_a_sentence_draws_by_its_key_not_its_row():
+    logits = ops.convert_to_tensor(np.tile(np.log(PROBABILITIES).astype("float32"), (6, 1)))
+    keys = [10, 11, 12, 13, 14, 15]
+    forward = ops.convert_to_numpy(token_sampler(sentence_keys(3, ops.array(keys)))(logits, 5))
+    backward = ops.convert_to_numpy(token_sampler(sentence_keys(3, ops.array(keys[::-1])))(logits, 5))
+    np.testing.assert_array_equal(forward, backward[::-1])
+
+
+@pytest.mark.parametrize("options, message", [({"top_k": -1}, "top_k"), ({"temperature": 0.0}, "temperature")])
+def test_bad_options_raise(options, message):
+    with pytest.raises(ValueError, match=message):
+        token_sampler(sentence_keys(0, ops.arange(2)), **options)
+
+
+# A fake decoder: the next token's logits depend on the previous token only (a bigram table), so
+# sampled sentences vary and end with EOS; PAD, BOS and UNK are (almost) never drawn.
+BIGRAM = np.log(
+    np.array(
+        [
+            [1e-9, 1e-9, 0.30, 1e-9, 0.37, 0.30],  # after PAD (unused)
+            [1e-9, 1e-9, 0.05, 1e-9, 0.62, 0.30],  # after BOS
+            [1e-9, 1e-9, 0.95, 1e-9, 0.01, 0.01],  # after EOS (unused)
+            [1e-9, 1e-9, 0.30, 1e-9, 0.37, 0.30],  # after UNK (unused)
+            [1e-9, 1e-9, 0.30, 1e-9, 0.17, 0.50],
+            [1e-9, 1e-9, 0.40, 1e-9, 0.47, 0.10],
+        ],
+        "float32",
+    )
+)
+
+
+def next_logits_fn(ids, step, state):
+    return ops.take(ops.convert_to_tensor(BIGRAM), ids, axis=0), state
+
+
+def sample_sentences(seed, rows=64, top_k=0, temperature=1.0, alpha=0.6):
+    keys = sentence_keys(seed, ops.arange(rows))
+    return sampling_search(
+        next_logits_fn,
+        ops.full((rows,), BOS_ID, "int32"),
+        {},
+        max_decode_length=12,
+        sampler=token_sampler(keys, top_k=top_k, temperature=temperature),
+        alpha=alpha,
+    )
+
+
+def rescore(ids, alpha):
+    """log P(ids) / lp under BIGRAM in NumPy, EOS (or the length cut) included."""
+    previous, total, length = BOS_ID, 0.0, 0
+    for token in ids:
+        if token == PAD_ID:
+            break
+        log_probs = BIGRAM[previous] - np.log(np.exp(BIGRAM[previous]).sum())
+        total += log_probs[token]
+        length += 1
+        previous = token
+        if token == EOS_ID:
+            break
+    return total / ((5 + length) / 6) ** alpha
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.6])
+def test_sampling_search_scores_are_the_models_log_probabilities(alpha):
+    ids, scores = (ops.convert_to_numpy(x) for x in sample_sentences(seed=4, alpha=alpha))
+    assert len({tuple(row[0]) for row in ids}) > 5  # The samples differ.
+    for row, score in zip(ids[:, 0], scores[:, 0]):
+        assert math.isclose(score, rescore(row, alpha), rel_tol=1e-5, abs_tol=1e-5)
+        tokens = list(row)
+        end = tokens.index(EOS_ID) + 1 if EOS_ID in tokens else len(tokens)
+        assert all(t == PAD_ID for t in tokens[end:])
+
+
+def test_sampling_search_is_reproducible():
+    first = ops.convert_to_numpy(sample_sentences(seed=9).ids)
+    np.testing.assert_array_equal(first, ops.convert_to_numpy(sample_sentences(seed=9).ids))
+    assert not np.array_equal(first, ops.convert_to_numpy(sample_sentences(seed=10).ids))
+
+
+def test_top_one_sampling_is_greedy():
+    greedy = greedy_search(next_logits_fn, ops.full((4,), BOS_ID, "int32"), {}, max_decode_length=12)
+    sampled = sample_sentences(seed=1, rows=4, top_k=1)
+    np.testing.assert_array_equal(ops.convert_to_numpy(sampled.ids), ops.convert_to_numpy(greedy.ids))
+    np.testing.assert_allclose(ops.convert_to_numpy(sampled.scores), ops.convert_to_numpy(greedy.scores), rtol=1e-6)
+
+
+@pytest.mark.skipif(keras.backend.backend() != "jax", reason="jax.jit runs under the JAX backend only")
+def test_jax_jit_equals_eager():
+    import jax
+
+    eager = ops.convert_to_numpy(sample_sentences(seed=5).ids)
+    jitted = jax.jit(lambda: sample_sentences(seed=5).ids)()
+    np.testing.assert_array_equal(np.asarray(jitted), eager)
+
+
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="tf.function runs under TensorFlow only")
+def test_tf_function_equals_eager():
+    import tensorflow as tf
+
+    eager = ops.convert_to_numpy(sample_sentences(seed=5).ids)
+    traced = tf.function(lambda: sample_sentences(seed=5).ids)()
+    np.testing.assert_array_equal(traced.numpy(), eager)
