@@ -5,7 +5,7 @@ import sys
 import time
 
 
-def translate_in_order(sentence_count, order, batch_size, translate_batch, progress=False):
+def translate_in_order(sentence_count, order, batch_size, translate_batch, progress=False, n_best=None):
     """Translates the sentences at positions `order`, `batch_size` at a time.
 
     Args:
@@ -15,22 +15,27 @@ def translate_in_order(sentence_count, order, batch_size, translate_batch, progr
             each batch pads little).
         batch_size: positions per call of `translate_batch`.
         translate_batch: `indices -> (texts, scores)`, bytes (UTF-8) or str texts and float scores
-            for those positions, in the same order.
+            for those positions, in the same order (with `n_best`: a list of `n_best` of each per
+            position).
         progress: print `translated done/total sentences (rate/s)` on stderr as batches finish.
+        n_best: None for one translation per sentence, else how many `translate_batch` gives.
 
     Returns:
-        `(translations, scores)`: lists of `sentence_count` strings and floats in input order.
+        `(translations, scores)`: lists of `sentence_count` strings and floats in input order
+        (with `n_best`: lists of `n_best` strings and floats; "" and 0.0 for positions not in `order`).
     """
-    translations = [""] * sentence_count
-    scores = [0.0] * sentence_count
+    translations = [""] * sentence_count if n_best is None else [[""] * n_best for _ in range(sentence_count)]
+    scores = [0.0] * sentence_count if n_best is None else [[0.0] * n_best for _ in range(sentence_count)]
     started = time.perf_counter()
     for start in range(0, len(order), batch_size):
         indices = order[start : start + batch_size]
         texts, batch_scores = translate_batch(indices)
         for row, index in enumerate(indices):
-            text = texts[row]
-            translations[index] = text.decode("utf-8") if isinstance(text, bytes) else text
-            scores[index] = float(batch_scores[row])
+            if n_best is None:
+                translations[index], scores[index] = _text(texts[row]), float(batch_scores[row])
+            else:
+                translations[index] = [_text(text) for text in texts[row]]
+                scores[index] = [float(score) for score in batch_scores[row]]
         if progress:
             done = min(start + batch_size, len(order))
             rate = done / max(time.perf_counter() - started, 1e-9)
@@ -38,3 +43,7 @@ def translate_in_order(sentence_count, order, batch_size, translate_batch, progr
     if progress and order:
         print(file=sys.stderr)
     return translations, scores
+
+
+def _text(text):
+    return text.decode("utf-8") if isinstance(text, bytes) else str(text)

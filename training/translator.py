@@ -3,6 +3,8 @@ fixed shapes, beam search (compiled once per shape), detokenize, restore the inp
 """
 
 import math
+import sys
+from typing import NamedTuple
 
 import keras
 import numpy as np
@@ -15,8 +17,8 @@ from training.batching import translate_in_order
 LENGTH_MULTIPLE = 8
 
 
-def compile_search(function, variables=()):
-    """`function(source_ids)` compiled for the current backend, reading `variables` at every call.
+def compile_search(function, variables=(), any_shape=False):
+    """`function(*arrays)` compiled for the current backend, reading `variables` at every call.
 
     TensorFlow: a `tf.function` without XLA (on CPUs a compilation per shape costs more than it
     saves); it reads the variables' current values when it runs. JAX: `jax.jit` of a stateless
@@ -26,46 +28,86 @@ def compile_search(function, variables=()):
     with its old weights. Other backends: `function` as it is.
 
     Args:
-        function: `source_ids -> outputs`, built with `keras.ops`.
+        function: `(*arrays) -> outputs`, built with `keras.ops`.
         variables: the Keras variables `function` reads (e.g. `model.variables`).
+        any_shape: under TensorFlow, trace once for inputs of any shape (a search needs static
+            lengths and is traced per shape; a plain forward pass does not).
     """
     backend = keras.backend.backend()
     if backend == "tensorflow":
         import tensorflow as tf
 
-        return tf.function(function, jit_compile=False, reduce_retracing=False)
+        return tf.function(function, jit_compile=False, reduce_retracing=any_shape)
     if backend == "jax":
         import jax
 
         variables = list(variables)
 
-        def stateless(values, source_ids):
+        def stateless(values, *arrays):
             with keras.StatelessScope(state_mapping=list(zip(variables, values))):
-                return function(source_ids)
+                return function(*arrays)
 
         jitted = jax.jit(stateless)
-        return lambda source_ids: jitted([variable.value for variable in variables], source_ids)
+        return lambda *arrays: jitted([variable.value for variable in variables], *arrays)
     return function
 
 
+class Sampling(NamedTuple):
+    """Decoding by sampling instead of search (`models.sampling.token_sampler`).
+
+    Attributes:
+        top_k: draw among the `top_k` most likely tokens; 0 for the whole vocabulary.
+        temperature: > 0; the logits are divided by it before the softmax.
+        seed: with the sentence's position (or the `keys` given to `translate`), fixes its draws.
+    """
+
+    top_k: int = 0
+    temperature: float = 1.0
+    seed: int = 0
+
+
+class PairScore(NamedTuple):
+    """The model's forced-decoding score of a target given a source (`Translator.score`).
+
+    Attributes:
+        log_prob: the sum of the target tokens' log-probabilities, EOS included.
+        tokens: how many target tokens that is (SentencePiece pieces + EOS).
+    """
+
+    log_prob: float
+    tokens: int
+
+    @property
+    def average(self):
+        """The per-token mean log-probability."""
+        return self.log_prob / self.tokens
+
+    @property
+    def perplexity(self):
+        return math.exp(-self.average)
+
+
 class Translator:
-    """Translates sentences with `models.translation.translate_ids`.
+    """Translates sentences with `models.translation.translate_ids`, and scores given translations.
 
     Args:
         model: a trained `Transformer`.
         tokenizer: a `data.tokenizer.Tokenizer`.
-        beam_size, alpha, max_extra_length: the search's settings (default `models.search_config.DEFAULT_SEARCH`).
+        beam_size, alpha, max_extra_length: the default search (default
+            `models.search_config.DEFAULT_SEARCH`); `translate` can override them per call.
         batch_size: sentences per search call. Batches are padded to `batch_size` rows and to a
             multiple of 8 source tokens, so the search is compiled for a handful of shapes.
         max_input_length: source tokens (EOS included) kept per sentence; longer inputs are cut to
             it and the input position of each is recorded in `truncated_indices` (and counted in
             `truncated`). None keeps everything.
+        sampling: a `Sampling` to draw translations instead of searching by default.
 
     Sentences with no tokens (empty, blank, or only characters that the vocabulary's
     normalization drops, such as U+200B ZERO WIDTH SPACE) translate to "" with score 0.0, without
-    a search, as in the exported graph; `translate` records their positions in `empty_indices`. A sentence's
-    translation does not depend on the other sentences of its batch: the search masks the source
-    padding and limits every sentence to its own length + `max_extra_length` output tokens.
+    a search, as in the exported graph; `translate` records their positions in `empty_indices`. A
+    sentence's translation does not depend on the other sentences of its batch: the search masks
+    the source padding and limits every sentence to its own length + `max_extra_length` output
+    tokens, and a sample depends on the seed and the sentence's key only.
     """
 
     def __init__(
@@ -78,9 +120,8 @@ class Translator:
         max_extra_length=DEFAULT_SEARCH.max_extra_length,
         batch_size=32,
         max_input_length=DEFAULT_SEARCH.max_input_length,
+        sampling=None,
     ):
-        if beam_size < 1:
-            raise ValueError(f"beam_size must be >= 1, received {beam_size}")
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, received {batch_size}")
         if max_input_length is not None and max_input_length < 2:
@@ -89,13 +130,12 @@ class Translator:
         self.tokenizer = tokenizer
         self.batch_size = batch_size
         self.max_input_length = max_input_length
+        self.search_settings = _check_search(beam_size, alpha, max_extra_length)
+        self.sampling = sampling
         self.truncated_indices = []
         self.empty_indices = []
-
-        def search(source_ids):
-            return translate_ids(model, source_ids, beam_size=beam_size, alpha=alpha, max_extra_length=max_extra_length)
-
-        self._search = compile_search(search, model.variables)
+        self._searches = {}
+        self._scorer = None
 
     @property
     def truncated(self):
@@ -115,29 +155,154 @@ class Translator:
                     self.truncated_indices.append(index)
         return rows
 
-    def translate(self, sentences, progress=False):
-        """Returns `(translations, scores)` in the order of `sentences`; lines with no tokens give "".
+    def _search_function(self, beam_size, alpha, max_extra_length, n_best, sampling):
+        """The compiled `(source_ids, keys) -> (ids, scores)` for these settings (kept for reuse)."""
+        settings = (beam_size, alpha, max_extra_length, n_best, sampling)
+        if settings not in self._searches:
+            model = self.model
 
+            def search(source_ids, keys):
+                sampler = None
+                if sampling is not None:
+                    from models.sampling import sentence_keys, token_sampler
+
+                    sampler = token_sampler(
+                        sentence_keys(sampling.seed, keys), top_k=sampling.top_k, temperature=sampling.temperature
+                    )
+                return translate_ids(
+                    model,
+                    source_ids,
+                    beam_size=beam_size,
+                    alpha=alpha,
+                    max_extra_length=max_extra_length,
+                    num_return=n_best,
+                    sampler=sampler,
+                )
+
+            self._searches[settings] = compile_search(search, model.variables)
+        return self._searches[settings]
+
+    def translate(
+        self,
+        sentences,
+        progress=False,
+        *,
+        n_best=None,
+        beam_size=None,
+        alpha=None,
+        max_extra_length=None,
+        sampling=None,
+        keys=None,
+    ):
+        """Translates `sentences`; returns `(translations, scores)` in their order.
+
+        Args:
+            sentences: strings.
+            progress: print a line on stderr counting the sentences done.
+            n_best: None for the best translation of each sentence (a string and a float); an int
+                K in `[1, beam_size]` for the K best, best first (a list of K strings and K floats).
+            beam_size, alpha, max_extra_length: this call's search (default: the translator's).
+            sampling: a `Sampling` (default: the translator's) to draw one translation per sentence.
+            keys: ints, one per sentence, that fix a sample's draws (default: the positions in
+                `sentences`; a caller translating a stream in pieces passes line numbers).
+
+        Scores are log-probabilities divided by the length penalty, as the search ranks them.
         `truncated_indices` is reset to the positions (in `sentences`) of the inputs cut to
-        `max_input_length`, `empty_indices` to those of the inputs with no tokens. With
-        `progress`, a line on stderr counts the sentences done.
+        `max_input_length`, `empty_indices` to those of the inputs with no tokens.
         """
+        default_beam, default_alpha, default_extra = self.search_settings
+        beam_size, alpha, max_extra_length = _check_search(
+            default_beam if beam_size is None else beam_size,
+            default_alpha if alpha is None else alpha,
+            default_extra if max_extra_length is None else max_extra_length,
+        )
+        sampling = self.sampling if sampling is None else sampling
+        if sampling is not None:
+            if n_best not in (None, 1):
+                raise ValueError(f"sampling draws one translation per sentence; n_best must be 1, received {n_best}")
+            beam_size = 1
+        if n_best is not None and not 1 <= n_best <= beam_size:
+            raise ValueError(f"n_best must be in [1, beam_size={beam_size}], received {n_best}")
         sentences = list(sentences)
+        keys = list(range(len(sentences))) if keys is None else [int(key) for key in keys]
+        if len(keys) != len(sentences):
+            raise ValueError(f"keys must have one int per sentence: {len(keys)} keys for {len(sentences)} sentences")
         self.truncated_indices = []
         rows = self.encode(sentences)
         # Input without tokens (EOS alone) translates to empty output without a search; the rest
         # is sorted by length so that each batch pads little.
         self.empty_indices = [index for index, row in enumerate(rows) if len(row) == 1]
         order = sorted((i for i, row in enumerate(rows) if len(row) > 1), key=lambda i: len(rows[i]))
+        search = self._search_function(beam_size, alpha, max_extra_length, n_best or 1, sampling)
 
         def translate_batch(indices):
-            length = LENGTH_MULTIPLE * math.ceil(max(len(rows[i]) for i in indices) / LENGTH_MULTIPLE)
-            source = np.full((self.batch_size, length), PAD_ID, dtype="int32")
-            source[:, 0] = EOS_ID  # Filler rows: a one-token sentence, discarded.
-            for row, index in enumerate(indices):
-                source[row, : len(rows[index])] = rows[index]
-            ids, batch_scores = self._search(keras.ops.convert_to_tensor(source))
-            ids = keras.ops.convert_to_numpy(ids)[: len(indices), 0]
-            return self.tokenizer.detokenize(ids).numpy(), keras.ops.convert_to_numpy(batch_scores)[: len(indices), 0]
+            source = self._pad([rows[i] for i in indices])
+            batch_keys = np.zeros((self.batch_size,), "int64")
+            batch_keys[: len(indices)] = [keys[i] for i in indices]
+            ids, batch_scores = search(keras.ops.convert_to_tensor(source), keras.ops.convert_to_tensor(batch_keys))
+            ids = keras.ops.convert_to_numpy(ids)[: len(indices)]
+            batch_scores = keras.ops.convert_to_numpy(batch_scores)[: len(indices)]
+            if n_best is None:
+                return self.tokenizer.detokenize(ids[:, 0]).numpy(), batch_scores[:, 0]
+            texts = self.tokenizer.detokenize(ids.reshape((-1, ids.shape[-1]))).numpy()
+            return texts.reshape((len(indices), n_best)), batch_scores[:, :n_best]
 
-        return translate_in_order(len(sentences), order, self.batch_size, translate_batch, progress)
+        return translate_in_order(len(sentences), order, self.batch_size, translate_batch, progress, n_best)
+
+    def _pad(self, rows):
+        """int32 `[batch_size, multiple of 8]`: `rows` padded with PAD; filler rows are EOS alone."""
+        length = LENGTH_MULTIPLE * math.ceil(max(len(row) for row in rows) / LENGTH_MULTIPLE)
+        padded = np.full((self.batch_size, length), PAD_ID, dtype="int32")
+        padded[:, 0] = EOS_ID
+        for index, row in enumerate(rows):
+            padded[index, : len(row)] = row
+        return padded
+
+    def score(self, sources, targets, progress=False):
+        """Forced decoding: the model's log-probability of each target given its source.
+
+        Sources are cut to `max_input_length` as for translation (`truncated_indices`); targets
+        are scored whole, tokens and EOS. An empty target scores the EOS alone.
+
+        Returns:
+            A `PairScore(log_prob, tokens)` per pair, in input order.
+        """
+        sources, targets = list(sources), list(targets)
+        if len(sources) != len(targets):
+            raise ValueError(f"score needs one target per source: {len(sources)} sources, {len(targets)} targets")
+        self.truncated_indices = []
+        source_rows = self.encode(sources)
+        target_rows = [list(row) + [EOS_ID] for row in self.tokenizer.tokenize(targets).to_list()] if targets else []
+        if self._scorer is None:
+            from models.translation import score_ids
+
+            self._scorer = compile_search(
+                lambda source, target: score_ids(self.model, source, target), self.model.variables, any_shape=True
+            )
+        order = sorted(range(len(sources)), key=lambda i: (len(source_rows[i]), len(target_rows[i])))
+        results = [None] * len(sources)
+        done = 0
+        for start in range(0, len(order), self.batch_size):
+            indices = order[start : start + self.batch_size]
+            source = self._pad([source_rows[i] for i in indices])
+            target = self._pad([target_rows[i] for i in indices])
+            log_probs, lengths = self._scorer(keras.ops.convert_to_tensor(source), keras.ops.convert_to_tensor(target))
+            log_probs, lengths = keras.ops.convert_to_numpy(log_probs), keras.ops.convert_to_numpy(lengths)
+            for row, index in enumerate(indices):
+                results[index] = PairScore(float(log_probs[row]), int(lengths[row]))
+            done += len(indices)
+            if progress:
+                print(f"\rscored {done}/{len(order)} pairs", end="", file=sys.stderr, flush=True)
+        if progress and order:
+            print(file=sys.stderr)
+        return results
+
+
+def _check_search(beam_size, alpha, max_extra_length):
+    if not isinstance(beam_size, int) or beam_size < 1:
+        raise ValueError(f"beam_size must be an int >= 1, received {beam_size!r}")
+    if not alpha >= 0:
+        raise ValueError(f"alpha must be >= 0, received {alpha!r}")
+    if not isinstance(max_extra_length, int) or max_extra_length < 1:
+        raise ValueError(f"max_extra_length must be an int >= 1, received {max_extra_length!r}")
+    return beam_size, float(alpha), max_extra_length

@@ -109,3 +109,99 @@ def test_translator_under_jax_uses_the_current_weights(tiny_run):
     )
     assert completed.returncode == 0, completed.stdout[-2000:] + completed.stderr[-4000:]
     assert "BACKEND jax" in completed.stdout and "OK" in completed.stdout
+
+
+def test_n_best_lists_are_the_searchs_own(tiny_model):
+    import keras
+    import numpy as np
+
+    from models.translation import translate_ids
+
+    model, tokenizer, _, _ = tiny_model
+    translator = Translator(model, tokenizer, beam_size=4, max_extra_length=6, batch_size=8)
+    texts, scores = translator.translate(SENTENCES, n_best=4)
+    best, best_scores = translator.translate(SENTENCES)
+    source = translator._pad(translator.encode(SENTENCES))
+    ids, search_scores = translate_ids(
+        model, keras.ops.convert_to_tensor(source), beam_size=4, max_extra_length=6, num_return=4
+    )
+    ids, search_scores = keras.ops.convert_to_numpy(ids), keras.ops.convert_to_numpy(search_scores)
+    for index in range(len(SENTENCES)):
+        assert len(texts[index]) == len(scores[index]) == 4
+        assert scores[index] == sorted(scores[index], reverse=True)
+        assert texts[index][0] == best[index] and abs(scores[index][0] - best_scores[index]) < 1e-4
+        expected = [tokenizer.detokenize(row[None]).numpy()[0].decode() for row in ids[index]]
+        assert texts[index] == expected
+        np.testing.assert_allclose(scores[index], search_scores[index], atol=1e-4)
+    with pytest.raises(ValueError, match="n_best must be in"):
+        translator.translate(SENTENCES, n_best=5)
+    two, _ = translator.translate(SENTENCES, n_best=2, beam_size=2)
+    assert all(len(row) == 2 for row in two)
+
+
+def test_score_is_the_models_cross_entropy_on_the_pair(tiny_model):
+    import keras
+    import numpy as np
+
+    from data.special_ids import BOS_ID, EOS_ID
+
+    model, tokenizer, _, _ = tiny_model
+    sources = ["Open the file.", "Print", "", "Select the cells that you want to format."]
+    targets = ["Öffnen Sie die Datei.", "Drucken", "Leer", ""]
+    translator = Translator(model, tokenizer, batch_size=3)
+    results = translator.score(sources, targets)
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="sum")
+    for source, target, result in zip(sources, targets, results):
+        source_ids = np.zeros((1, 16), "int32")  # PAD after the tokens, as the translator pads
+        row = tokenizer.tokenize([source]).to_list()[0] + [EOS_ID]
+        source_ids[0, : len(row)] = row
+        target_ids = tokenizer.tokenize([target]).to_list()[0] + [EOS_ID]
+        decoder_input = np.array([[BOS_ID] + target_ids[:-1]], "int32")
+        logits = model((source_ids, decoder_input), training=False)
+        expected = -float(loss(np.array([target_ids]), logits))
+        assert result.tokens == len(target_ids)
+        assert abs(result.log_prob - expected) < 1e-3 * max(1.0, abs(expected)), (source, target)
+        assert abs(result.perplexity - np.exp(-expected / len(target_ids))) < 1e-3 * result.perplexity
+    with pytest.raises(ValueError, match="one target per source"):
+        translator.score(sources, targets[:2])
+
+
+def test_forced_decoding_of_the_search_output_gives_the_search_score(tiny_model):
+    """With alpha 0 a search's score is its output's log-probability: `score_ids` of the returned
+    ids (which end with EOS) must give it back."""
+    import keras
+    import numpy as np
+
+    from models.translation import score_ids, translate_ids
+
+    model, tokenizer, _, _ = tiny_model
+    translator = Translator(model, tokenizer)
+    source = keras.ops.convert_to_tensor(translator._pad(translator.encode(SENTENCES)))
+    ids, scores = translate_ids(model, source, beam_size=4, alpha=0.0, max_extra_length=40, num_return=4)
+    for rank in range(4):
+        log_probs, lengths = score_ids(model, source, ids[:, rank])
+        np.testing.assert_allclose(
+            keras.ops.convert_to_numpy(log_probs)[: len(SENTENCES)],
+            keras.ops.convert_to_numpy(scores)[: len(SENTENCES), rank],
+            atol=1e-3,
+        )
+
+
+def test_sampling_is_reproducible_and_follows_the_sentence(tiny_model):
+    from training.translator import Sampling
+
+    model, tokenizer, _, _ = tiny_model
+    translator = Translator(model, tokenizer, max_extra_length=8, batch_size=3)
+    first, _ = translator.translate(SENTENCES, sampling=Sampling(seed=1))
+    again, _ = translator.translate(SENTENCES, sampling=Sampling(seed=1))
+    other, _ = translator.translate(SENTENCES, sampling=Sampling(seed=2))
+    assert first == again
+    assert first != other
+    reversed_texts, _ = translator.translate(
+        SENTENCES[::-1], sampling=Sampling(seed=1), keys=range(len(SENTENCES))[::-1]
+    )
+    assert reversed_texts[::-1] == first
+    greedy, _ = translator.translate(SENTENCES, beam_size=1)
+    assert translator.translate(SENTENCES, sampling=Sampling(top_k=1, seed=5))[0] == greedy
+    with pytest.raises(ValueError, match="n_best must be 1"):
+        translator.translate(SENTENCES, n_best=2, sampling=Sampling())
