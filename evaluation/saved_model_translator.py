@@ -3,6 +3,7 @@
 tokenization, search and detokenization inside the graph."""
 
 import os
+import sys
 
 import tensorflow as tf
 
@@ -93,11 +94,50 @@ class SavedModelTranslator:
         self.truncated_indices = []
         self.empty_indices = []
 
-    def translate(self, sentences, progress=False):
-        """Returns `(translations, scores)` in the order of `sentences`.
+    def _signature_named(self, name):
+        if name not in self._loaded.signatures:
+            raise ExportDirError(
+                f"{self.path} has no {name!r} signature (found {sorted(self._loaded.signatures)}): it was "
+                "written before n-best lists and scoring were exported; export it again with `python -m export`"
+            )
+        return self._loaded.signatures[name]
 
-        Resets `truncated_indices` and `empty_indices` (left empty without the export's vocabulary).
+    def _check_settings(self, **given):
+        """Raises ValueError for a search setting other than the one built into the export."""
+        for name, value in given.items():
+            if value is not None and name in self.settings and value != self.settings[name]:
+                raise ValueError(
+                    f"{name}={value} differs from the export's built-in {name}={self.settings[name]} "
+                    f"({describe_search_settings(self.path)}); export again to change it"
+                )
+
+    def translate(
+        self,
+        sentences,
+        progress=False,
+        *,
+        n_best=None,
+        beam_size=None,
+        alpha=None,
+        max_extra_length=None,
+        sampling=None,
+        keys=None,
+    ):
+        """Returns `(translations, scores)` in the order of `sentences`, as `Translator.translate`
+        does (with `n_best`: lists of the K best, from the `n_best` signature).
+
+        The search settings are the export's: `beam_size`, `alpha` and `max_extra_length` may be
+        given only with the values it was exported with, and sampling is refused (it needs the
+        run directory). Resets `truncated_indices` and `empty_indices` (left empty without the
+        export's vocabulary).
         """
+        del keys  # Searches do not draw; keys only matter to sampling.
+        if sampling is not None:
+            raise ValueError("sampling needs a run directory (--model_dir): an export has its search built in")
+        self._check_settings(beam_size=beam_size, alpha=alpha, max_extra_length=max_extra_length)
+        beam = self.settings.get("beam_size")
+        if n_best is not None and (n_best < 1 or (beam is not None and n_best > beam)):
+            raise ValueError(f"n_best must be in [1, beam_size={beam}] (the export's beam), received {n_best}")
         sentences = list(sentences)
         self.truncated_indices, self.empty_indices = [], []
         if self.tokenizer is not None and sentences:
@@ -109,9 +149,39 @@ class SavedModelTranslator:
                     index for index, length in enumerate(lengths) if length + 1 > self.max_input_length
                 ]
         order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
+        signature = self._signature if n_best is None else self._signature_named("n_best")
 
         def translate_batch(indices):
-            outputs = self._signature(inputs=tf.constant([sentences[i] for i in indices], tf.string))
-            return outputs["translations"].numpy(), outputs["scores"].numpy()
+            outputs = signature(inputs=tf.constant([sentences[i] for i in indices], tf.string))
+            texts, scores = outputs["translations"].numpy(), outputs["scores"].numpy()
+            return (texts, scores) if n_best is None else (texts[:, :n_best], scores[:, :n_best])
 
-        return translate_in_order(len(sentences), order, self.batch_size, translate_batch, progress)
+        return translate_in_order(len(sentences), order, self.batch_size, translate_batch, progress, n_best)
+
+    def score(self, sources, targets, progress=False):
+        """Forced decoding through the export's `score` signature: a `PairScore` per pair."""
+        from training.translator import PairScore
+
+        sources, targets = list(sources), list(targets)
+        if len(sources) != len(targets):
+            raise ValueError(f"score needs one target per source: {len(sources)} sources, {len(targets)} targets")
+        signature = self._signature_named("score")
+        self.truncated_indices = []
+        if self.tokenizer is not None and self.max_input_length and sources:
+            lengths = [len(row) for row in self.tokenizer.tokenize(sources).to_list()]
+            self.truncated_indices = [i for i, length in enumerate(lengths) if length + 1 > self.max_input_length]
+        results = []
+        for start in range(0, len(sources), self.batch_size):
+            outputs = signature(
+                inputs=tf.constant(sources[start : start + self.batch_size], tf.string),
+                targets=tf.constant(targets[start : start + self.batch_size], tf.string),
+            )
+            results += [
+                PairScore(float(log_prob), int(length))
+                for log_prob, length in zip(outputs["log_probs"].numpy(), outputs["lengths"].numpy())
+            ]
+            if progress:
+                print(f"\rscored {len(results)}/{len(sources)} pairs", end="", file=sys.stderr, flush=True)
+        if progress and sources:
+            print(file=sys.stderr)
+        return results

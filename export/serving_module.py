@@ -34,7 +34,7 @@ import tensorflow as tf
 
 from data.special_ids import EOS_ID, PAD_ID
 from models.search_config import DEFAULT_SEARCH, EXPORT_MAX_INPUT_LENGTH
-from models.translation import translate_ids
+from models.translation import score_ids, translate_ids
 
 # The SentencePiece-length buckets used when none are given (clipped to max_input_length, which
 # is always the last one). benchmarks/export_latency.py measured them against a single bucket.
@@ -71,8 +71,14 @@ class ServingModule(tf.Module):
         max_input_length: source tokens kept per sentence, EOS included (see the module docstring).
         length_buckets: source lengths with one traced search each (see the module docstring).
 
-    Functions (both `tf.function(jit_compile=False)` with an input signature):
+    Functions (all `tf.function(jit_compile=False)` with an input signature; the three that
+    search call one traced search, so the graph holds one `While` loop per bucket):
         `serve(inputs)`: string `[batch]` -> `{"translations": string [batch], "scores": float32 [batch]}`.
+        `n_best(inputs)`: string `[batch]` -> `{"translations": string [batch, beam_size],
+            "scores": float32 [batch, beam_size]}`, every hypothesis of the beam, best first.
+        `score(inputs, targets)`: string `[batch]` twice -> `{"log_probs": float32 [batch],
+            "lengths": int32 [batch]}`, forced decoding of each target (its pieces + EOS) given its
+            source (cut as `serve` cuts it).
         `translate_ids(source_ids)`: int32 `[batch, length]` (tokens + EOS, PAD-padded) ->
             `{"ids": int32 [batch, max_input_length + max_extra_length] (EOS then PAD),
             "scores": float32 [batch]}`.
@@ -115,6 +121,27 @@ class ServingModule(tf.Module):
             jit_compile=False,
             reduce_retracing=False,
         )
+        self.search = tf.function(
+            self._search,
+            input_signature=[tf.TensorSpec([None, None], tf.int32, name="source_ids")],
+            jit_compile=False,
+            reduce_retracing=False,
+        )
+        self.n_best = tf.function(
+            self._n_best,
+            input_signature=[tf.TensorSpec([None], tf.string, name="inputs")],
+            jit_compile=False,
+            reduce_retracing=False,
+        )
+        self.score = tf.function(
+            self._score,
+            input_signature=[
+                tf.TensorSpec([None], tf.string, name="inputs"),
+                tf.TensorSpec([None], tf.string, name="targets"),
+            ],
+            jit_compile=False,
+            reduce_retracing=False,
+        )
         self.translate_ids = tf.function(
             self._translate_ids,
             input_signature=[tf.TensorSpec([None, None], tf.int32, name="source_ids")],
@@ -123,31 +150,66 @@ class ServingModule(tf.Module):
         )
 
     def signatures(self):
-        """The SavedModel signatures: `serving_default` (text) and `translate_ids` (token ids)."""
+        """The SavedModel signatures: `serving_default` (text), `n_best` and `score` (text), and
+        `translate_ids` (token ids)."""
         return {
             "serving_default": self.serve.get_concrete_function(),
+            "n_best": self.n_best.get_concrete_function(),
+            "score": self.score.get_concrete_function(),
             "translate_ids": self.translate_ids.get_concrete_function(),
         }
 
-    def _serve(self, inputs):
+    def _tokens(self, inputs, limit=None):
+        """Ragged int32 pieces + EOS of UTF-8-repaired `inputs`, cut to `limit - 1` pieces, and
+        bool `[batch]`, True where a text has no pieces."""
         texts = tf.strings.unicode_transcode(
             inputs, input_encoding="UTF-8", output_encoding="UTF-8", errors="replace", replacement_char=0xFFFD
         )
         tokens = self.tokenizer.tokenize(texts)  # ragged int32 [batch, (tokens)]
         empty = tf.equal(tokens.row_lengths(), 0)  # [batch]
-        tokens = tokens[:, : self.max_input_length - 1]
+        if limit is not None:
+            tokens = tokens[:, : limit - 1]
         eos = tf.RaggedTensor.from_tensor(tf.fill([tokens.nrows(), 1], tf.constant(EOS_ID, tf.int32)))
-        source_ids = tf.concat([tokens, eos], axis=1).to_tensor(default_value=PAD_ID)  # [batch, length]
-        ids, scores = self._search(source_ids)
-        translations = self.tokenizer.detokenize(ids)
-        return {
-            "translations": tf.where(empty, tf.constant("", tf.string), translations),
-            "scores": tf.where(empty, tf.zeros_like(scores), scores),
-        }
+        return tf.concat([tokens, eos], axis=1), empty
+
+    def _all_hypotheses(self, inputs):
+        """Texts string `[batch, beam]`, scores float32 `[batch, beam]`; "" and 0.0 for no tokens."""
+        tokens, empty = self._tokens(inputs, self.max_input_length)
+        ids, scores = self.search(tokens.to_tensor(default_value=PAD_ID))
+        beams = tf.shape(ids)[1]
+        texts = tf.reshape(self.tokenizer.detokenize(tf.reshape(ids, [-1, self.output_length])), [-1, beams])
+        empty = empty[:, None]
+        return tf.where(empty, tf.constant("", tf.string), texts), tf.where(empty, tf.zeros_like(scores), scores)
+
+    def _serve(self, inputs):
+        translations, scores = self._all_hypotheses(inputs)
+        return {"translations": translations[:, 0], "scores": scores[:, 0]}
+
+    def _n_best(self, inputs):
+        translations, scores = self._all_hypotheses(inputs)
+        return {"translations": translations, "scores": scores}
+
+    def _score(self, inputs, targets):
+        tf.debugging.assert_equal(
+            tf.shape(inputs), tf.shape(targets), message="score needs one target per input sentence"
+        )
+        sources, _ = self._tokens(inputs, self.max_input_length)
+        target_tokens, _ = self._tokens(targets)
+
+        def forced_decoding():
+            return score_ids(
+                self.model, sources.to_tensor(default_value=PAD_ID), target_tokens.to_tensor(default_value=PAD_ID)
+            )
+
+        def no_pairs():
+            return tf.zeros([0], tf.float32), tf.zeros([0], tf.int32)
+
+        log_probs, lengths = tf.cond(tf.size(inputs) > 0, forced_decoding, no_pairs)
+        return {"log_probs": log_probs, "lengths": lengths}
 
     def _translate_ids(self, source_ids):
-        ids, scores = self._search(self._truncate(source_ids))
-        return {"ids": ids, "scores": scores}
+        ids, scores = self.search(self._truncate(source_ids))
+        return {"ids": ids[:, 0], "scores": scores[:, 0]}
 
     def _truncate(self, source_ids):
         """Rows longer than max_input_length keep their first max_input_length - 1 tokens + EOS."""
@@ -160,7 +222,8 @@ class ServingModule(tf.Module):
     def _search(self, source_ids):
         """Beam search in the smallest bucket holding `source_ids` `[batch, length <= max_input_length]`.
 
-        Returns ids int32 `[batch, output_length]` and scores float32 `[batch]`.
+        Returns ids int32 `[batch, beam_size, output_length]` and scores float32 `[batch, beam_size]`,
+        every hypothesis of the beam, best first.
         """
         batch_size = tf.shape(source_ids)[0]
         length = tf.shape(source_ids)[1]
@@ -177,14 +240,17 @@ class ServingModule(tf.Module):
                     beam_size=self.beam_size,
                     alpha=self.alpha,
                     max_extra_length=self.max_extra_length,
+                    num_return=self.beam_size,
                 )
-                ids = tf.pad(ids[:, 0], [[0, 0], [0, self.output_length - (bucket + self.max_extra_length)]])
-                return tf.ensure_shape(ids, [None, self.output_length]), scores[:, 0]
+                ids = tf.pad(ids, [[0, 0], [0, 0], [0, self.output_length - (bucket + self.max_extra_length)]])
+                return tf.ensure_shape(ids, [None, self.beam_size, self.output_length]), scores
 
             return search
 
         def no_sentences():
-            return tf.zeros([0, self.output_length], tf.int32), tf.zeros([0], tf.float32)
+            return tf.zeros([0, self.beam_size, self.output_length], tf.int32), tf.zeros(
+                [0, self.beam_size], tf.float32
+            )
 
         def any_sentences():
             return tf.switch_case(bucket_index, [bucket_search(bucket) for bucket in self.length_buckets])

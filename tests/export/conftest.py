@@ -63,6 +63,15 @@ def served(exported):
     return loaded, loaded.signatures["serving_default"], loaded.signatures["translate_ids"]
 
 
+@pytest.fixture(scope="session")
+def tiny_model_and_tokenizer(tiny_run):
+    """The exported run's model and tokenizer, loaded in this process."""
+    from training.run_dir import RunDir
+
+    model, tokenizer, _ = RunDir(tiny_run[0]).load_model()
+    return model, tokenizer
+
+
 def run_fresh_python(code, *args, project=False, env=None, timeout=300):
     """Runs `code` in a new interpreter and returns the JSON object it prints last.
 

@@ -100,3 +100,56 @@ def test_translate_ids_signature_matches_the_text_signature(served, tiny_run):
     translations, scores = serve(serving, SENTENCES)
     assert [t.decode("utf-8") for t in tokenizer.detokenize(outputs["ids"]).numpy()] == translations
     np.testing.assert_allclose(outputs["scores"].numpy(), scores, atol=1e-5)
+
+
+def test_n_best_signature_is_the_beam_best_first_led_by_serving_default(served, tiny_model_and_tokenizer):
+    from training.translator import Translator
+
+    loaded, serving, _ = served
+    sentences = SENTENCES[:4] + [""]
+    outputs = loaded.signatures["n_best"](inputs=tf.constant(sentences))
+    texts = [[t.decode("utf-8") for t in row] for row in outputs["translations"].numpy()]
+    scores = outputs["scores"].numpy()
+    beam = EXPORT_SETTINGS["beam_size"]
+    assert scores.shape == (len(sentences), beam)
+    best, best_scores = serve(serving, sentences)
+    assert [row[0] for row in texts] == best
+    np.testing.assert_allclose(scores[:, 0], best_scores, atol=1e-5)
+    assert (np.diff(scores[:4], axis=1) <= 1e-6).all()
+    assert texts[4] == [""] * beam and (scores[4] == 0).all()
+    # The same lists as the Python translator's with the export's settings.
+    model, tokenizer = tiny_model_and_tokenizer
+    settings = {k: EXPORT_SETTINGS[k] for k in ("beam_size", "alpha", "max_extra_length", "max_input_length")}
+    expected, expected_scores = Translator(model, tokenizer, **settings).translate(sentences[:4], n_best=beam)
+    assert texts[:4] == expected
+    np.testing.assert_allclose(scores[:4], expected_scores, atol=1e-4)
+
+
+def test_score_signature_is_forced_decoding(served, tiny_model_and_tokenizer):
+    from training.translator import Translator
+
+    loaded, _, _ = served
+    sources = ["Open the file.", "", "Click OK to save your changes."]
+    targets = ["Öffnen Sie die Datei.", "Leer", ""]
+    outputs = loaded.signatures["score"](inputs=tf.constant(sources), targets=tf.constant(targets))
+    model, tokenizer = tiny_model_and_tokenizer
+    expected = Translator(model, tokenizer).score(sources, targets)
+    np.testing.assert_allclose(outputs["log_probs"].numpy(), [e.log_prob for e in expected], atol=1e-3)
+    assert outputs["lengths"].numpy().tolist() == [e.tokens for e in expected]
+    empty = loaded.signatures["score"](inputs=tf.zeros([0], tf.string), targets=tf.zeros([0], tf.string))
+    assert empty["log_probs"].shape == (0,)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="one target per input"):
+        loaded.signatures["score"](inputs=tf.constant(sources), targets=tf.constant(targets[:2]))
+
+
+def test_the_searching_signatures_share_one_traced_search(exported):
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    saved_model = saved_model_pb2.SavedModel()
+    with open(f"{exported[1]}/saved_model.pb", "rb") as handle:
+        saved_model.ParseFromString(handle.read())
+    library = saved_model.meta_graphs[0].graph_def.library.function
+    loops = sum(node.op in ("While", "StatelessWhile") for function in library for node in function.node_def)
+    # Per length bucket (8, 16 and max_input_length) one loop for the signatures and one for the
+    # module's saved functions, however many of them search (it was one per searching signature).
+    assert loops == 2 * (len(EXPORT_SETTINGS["length_buckets"]) + 1)

@@ -1,0 +1,77 @@
+"""The Python API for translating: one call that opens a training run or an export.
+
+    from evaluation.translators import load_translator
+
+    translator = load_translator("runs/demo")                    # or "runs/demo/export"
+    texts, scores = translator.translate(["Open the file."])
+    lists, list_scores = translator.translate(["Open the file."], beam_size=4, n_best=4)
+    pair_scores = translator.score(["Open the file."], ["Öffnen Sie die Datei."])
+
+Both kinds of translator (`training.translator.Translator` for a run directory,
+`evaluation.saved_model_translator.SavedModelTranslator` for an export) have the same `translate`
+and `score`; an export has its search built in and cannot sample.
+"""
+
+import os
+
+from models.search_config import DEFAULT_SEARCH
+from training.run_dir import ModelDirError, RunDir
+
+
+def is_run_dir(path):
+    """Whether `path` looks like a training run (config.json or model.keras), not an export."""
+    return os.path.exists(os.path.join(path, "config.json")) or os.path.exists(os.path.join(path, "model.keras"))
+
+
+def load_translator(
+    path,
+    *,
+    batch_size=32,
+    beam_size=DEFAULT_SEARCH.beam_size,
+    alpha=DEFAULT_SEARCH.alpha,
+    max_extra_length=DEFAULT_SEARCH.max_extra_length,
+    max_input_length=None,
+    average_last=0,
+    sampling=None,
+    quiet=False,
+):
+    """A translator for a run directory written by train.py or a SavedModel written by `python -m export`.
+
+    Args:
+        path: the run directory, or the export (a version directory or its base directory).
+        batch_size: sentences per search call.
+        beam_size, alpha, max_extra_length: a run's default search (an export has its own).
+        max_input_length: a run's source tokens kept per sentence, EOS included (default: the
+            run's `max_length`).
+        average_last: a run's newest N checkpoints averaged instead of model.keras (0: don't).
+        sampling: a `training.translator.Sampling` to draw translations by default (runs only).
+        quiet: load a run without printing what was loaded.
+
+    Raises:
+        ModelDirError, evaluation.saved_model_translator.ExportDirError: a path that holds neither
+            a loadable run nor a loadable export (the message names it).
+    """
+    if not os.path.isdir(path):
+        raise ModelDirError(f"{path!r} is not a directory (a run directory or an export)")
+    if is_run_dir(path):
+        from training.translator import Translator
+
+        model, tokenizer, run_config = RunDir(path).load_model(average_last, quiet=quiet)
+        return Translator(
+            model,
+            tokenizer,
+            beam_size=beam_size,
+            alpha=alpha,
+            max_extra_length=max_extra_length,
+            batch_size=batch_size,
+            max_input_length=max_input_length or (run_config or {}).get("data", {}).get("max_length"),
+            sampling=sampling,
+        )
+    from evaluation.saved_model_translator import SavedModelTranslator
+
+    if average_last or sampling is not None:
+        raise ModelDirError(
+            f"{path} is an export: averaging checkpoints and sampling need a run directory (a SavedModel has its "
+            "weights and search built in)"
+        )
+    return SavedModelTranslator(path, batch_size)

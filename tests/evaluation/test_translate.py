@@ -1,0 +1,231 @@
+"""translate.py as users run it: a subprocess reading stdin or files, a pseudo-terminal for the
+interactive case, real signals; its outputs checked against the Python translator's."""
+
+import os
+import pty
+import select
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.conftest import REPO_ROOT
+from training.translator import Sampling, Translator
+
+SENTENCES = [
+    "Open the file.",
+    "",
+    "The document could not be saved because the disk is full.",
+    "Print",
+    "Select the cells that you want to format, and then choose a style from the list.",
+]
+ENVIRONMENT = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=REPO_ROOT)
+COMMAND = [sys.executable, os.path.join(REPO_ROOT, "translate.py")]
+SEARCH = ["--max_extra_length=6", "--batch_size=2"]
+
+
+def translate(*flags, stdin=b"", timeout=300):
+    """translate.py's `(return code, stdout text, stderr text)`."""
+    completed = subprocess.run(
+        COMMAND + list(flags), input=stdin, capture_output=True, env=ENVIRONMENT, cwd=REPO_ROOT, timeout=timeout
+    )
+    return completed.returncode, completed.stdout.decode("utf-8"), completed.stderr.decode("utf-8", "replace")
+
+
+def lines_of(sentences):
+    return "".join(sentence + "\n" for sentence in sentences).encode("utf-8")
+
+
+@pytest.fixture(scope="module")
+def python_translator(tiny_model):
+    model, tokenizer, run_config, _ = tiny_model
+    return Translator(
+        model, tokenizer, max_extra_length=6, batch_size=2, max_input_length=run_config["data"]["max_length"]
+    )
+
+
+def test_stdin_to_stdout_in_input_order_with_bad_lines_reported(tiny_run, python_translator):
+    model_dir, _ = tiny_run
+    stdin = lines_of(SENTENCES[:3]) + b"caf\xe9 au lait\n" + lines_of(SENTENCES[3:]) + b"no newline at the end"
+    code, stdout, stderr = translate(f"--model_dir={model_dir}", "--window=3", *SEARCH, stdin=stdin)
+    assert code == 0, stderr
+    expected_inputs = SENTENCES[:3] + ["caf\ufffd au lait"] + SENTENCES[3:] + ["no newline at the end"]
+    expected, _ = python_translator.translate(expected_inputs)
+    assert stdout.split("\n")[:-1] == expected
+    assert stdout.endswith("\n") and stdout.split("\n")[1] == ""  # The empty line stays aligned.
+    assert "<stdin> line 4: invalid UTF-8" in stderr and "U+FFFD" in stderr
+    assert "Traceback" not in stderr
+
+
+def test_files_and_long_lines_cut_and_reported(tiny_run, tmp_path, python_translator):
+    model_dir, _ = tiny_run
+    source = tmp_path / "doc.en"
+    long_line = " ".join(["Open the file."] * 100)
+    source.write_text(f"Print\n{long_line}\n", encoding="utf-8")
+    output = tmp_path / "doc.de"
+    code, stdout, stderr = translate(
+        f"--model_dir={model_dir}", f"--input={source}", f"--output={output}", "--max_input_length=12", *SEARCH
+    )
+    assert code == 0, stderr
+    assert stdout == ""
+    assert f"{source} line 2: longer than the maximum input length of 12 tokens" in stderr
+    expected, _ = Translator(
+        python_translator.model, python_translator.tokenizer, max_extra_length=6, max_input_length=12
+    ).translate(["Print", long_line])
+    assert output.read_text(encoding="utf-8").split("\n")[:-1] == expected
+
+
+def test_n_best_and_with_scores_are_the_searchs_own(tiny_run, python_translator):
+    model_dir, _ = tiny_run
+    code, stdout, stderr = translate(f"--model_dir={model_dir}", "--n_best=3", *SEARCH, stdin=lines_of(SENTENCES))
+    assert code == 0, stderr
+    texts, scores = python_translator.translate(SENTENCES, n_best=3)
+    rows = [line.split(" ||| ") for line in stdout.split("\n")[:-1]]
+    assert len(rows) == 3 * len(SENTENCES)
+    for number, (index, hypothesis, score) in enumerate(rows):
+        line, rank = divmod(number, 3)
+        assert int(index) == line and hypothesis == texts[line][rank]
+        assert abs(float(score) - scores[line][rank]) < 1e-4
+    code, stdout, stderr = translate(f"--model_dir={model_dir}", "--with_scores", *SEARCH, stdin=lines_of(SENTENCES))
+    best, best_scores = python_translator.translate(SENTENCES)
+    rows = [line.rsplit(" ||| ", 1) for line in stdout.split("\n")[:-1]]
+    assert [row[0] for row in rows] == best
+    assert all(abs(float(row[1]) - score) < 1e-4 for row, score in zip(rows, best_scores))
+
+
+def test_score_mode_equals_forced_decoding(tiny_run, tmp_path, python_translator):
+    model_dir, _ = tiny_run
+    sources = ["Open the file.", "Print", ""]
+    targets = ["Öffnen Sie die Datei.", "Drucken", "Leer"]
+    tsv = "".join(f"{s}\t{t}\n" for s, t in zip(sources, targets)).encode("utf-8")
+    code, stdout, stderr = translate(f"--model_dir={model_dir}", "--score", stdin=tsv)
+    assert code == 0, stderr
+    expected = python_translator.score(sources, targets)
+    for line, result in zip(stdout.split("\n")[:-1], expected, strict=True):
+        log_prob, average, perplexity, tokens = line.split("\t")
+        assert abs(float(log_prob) - result.log_prob) < 1e-3
+        assert abs(float(average) - result.average) < 1e-3
+        assert abs(float(perplexity) - result.perplexity) < 1e-2 * result.perplexity
+        assert int(tokens) == result.tokens
+    (tmp_path / "a.en").write_text("\n".join(sources) + "\n", encoding="utf-8")
+    (tmp_path / "a.de").write_text("\n".join(targets) + "\n", encoding="utf-8")
+    code, from_files, stderr = translate(
+        f"--model_dir={model_dir}", "--score", f"--src={tmp_path / 'a.en'}", f"--tgt={tmp_path / 'a.de'}"
+    )
+    assert code == 0 and from_files == stdout, stderr
+    code, _, stderr = translate(f"--model_dir={model_dir}", "--score", stdin=tsv + b"a line without a tab\n")
+    assert code == 2 and "<stdin> line 4: no tab between the source and the target" in stderr
+    assert "Traceback" not in stderr
+
+
+@pytest.mark.slow  # three runs of the model
+def test_sampling_is_reproducible_per_line_whatever_the_window(tiny_run, python_translator):
+    model_dir, _ = tiny_run
+    sample = ["--sampling_topk=0", "--sampling_temperature=1.0", *SEARCH]
+    stdin = lines_of(SENTENCES)
+    _, first, stderr = translate(f"--model_dir={model_dir}", "--seed=7", "--window=2", *sample, stdin=stdin)
+    _, again, _ = translate(f"--model_dir={model_dir}", "--seed=7", "--window=100", *sample, stdin=stdin)
+    _, other, _ = translate(f"--model_dir={model_dir}", "--seed=8", *sample, stdin=stdin)
+    assert first and first == again, stderr
+    assert first != other
+    expected, _ = python_translator.translate(SENTENCES, sampling=Sampling(seed=7))
+    assert first.split("\n")[:-1] == expected
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--n_best=5"], "--n_best=5 is larger than --beam_size=4"),
+        (["--n_best=2", "--sampling_topk=5"], "--n_best needs a beam search"),
+        (["--score", "--n_best=2"], "--score scores given translations"),
+        (["--src=a.en"], "--src and --tgt go together"),
+        (["--sampling_topk=1", "--sampling_temperature=0"], "--sampling_temperature must be > 0"),
+    ],
+)
+def test_bad_flags_are_refused(tiny_run, flags, message):
+    code, stdout, stderr = translate(f"--model_dir={tiny_run[0]}", *flags)
+    assert code != 0 and message in stderr and stdout == ""
+
+
+@pytest.mark.slow  # an export of its own
+def test_export_translates_and_refuses_what_it_cannot_do(tiny_export, tiny_run):
+    code, stdout, stderr = translate(f"--export_dir={tiny_export}", "--n_best=2", stdin=lines_of(SENTENCES[:2]))
+    assert code == 0, stderr
+    assert [line.split(" ||| ")[0] for line in stdout.split("\n")[:-1]] == ["0", "0", "1", "1"]
+    code, _, stderr = translate(f"--export_dir={tiny_export}", "--sampling_topk=0", stdin=b"Print\n")
+    assert code == 2 and "--sampling_topk cannot be used with --export_dir" in stderr
+    code, _, stderr = translate(f"--export_dir={tiny_export}", "--beam_size=2", stdin=b"Print\n")
+    assert code == 2 and "--beam_size cannot be used with --export_dir" in stderr
+
+
+def test_a_reader_that_stops_early_ends_the_run_quietly(tiny_run):
+    model_dir, _ = tiny_run
+    process = subprocess.Popen(
+        COMMAND + [f"--model_dir={model_dir}", "--beam_size=1", "--max_extra_length=2", "--window=50"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=ENVIRONMENT,
+        cwd=REPO_ROOT,
+    )
+    process.stdin.write(lines_of(["Open the file."] * 400))
+    process.stdin.close()
+    first = process.stdout.readline()  # Like `head -1`: one line, then the pipe is closed.
+    process.stdout.close()
+    code = process.wait(timeout=300)
+    stderr = process.stderr.read().decode()
+    assert first.endswith(b"\n")
+    assert code == 141, stderr
+    assert "Traceback" not in stderr and "BrokenPipe" not in stderr
+
+
+def read_until(fd, predicate, timeout):
+    """Bytes read from `fd` until `predicate(bytes)` holds or `timeout` seconds pass."""
+    data, deadline = b"", time.monotonic() + timeout
+    while not predicate(data) and time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 1.0)
+        if ready:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            data += chunk
+    return data
+
+
+def test_terminal_lines_are_answered_at_once_and_ctrl_c_ends_cleanly(tiny_run, python_translator):
+    """Through a pseudo-terminal: the first answer arrives while stdin is still open; Ctrl-C
+    (SIGINT) then ends the run with status 130 and no traceback."""
+    model_dir, _ = tiny_run
+    leader, follower = pty.openpty()
+    process = subprocess.Popen(
+        COMMAND + [f"--model_dir={model_dir}", *SEARCH],
+        stdin=follower,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=ENVIRONMENT,
+        cwd=REPO_ROOT,
+    )
+    os.close(follower)
+    try:
+        expected, _ = python_translator.translate(["Open the file.", "Print"])
+        os.write(leader, b"Open the file.\n")
+        first = read_until(process.stdout.fileno(), lambda data: b"\n" in data, timeout=120)
+        assert first.decode().split("\n")[0] == expected[0]
+        os.write(leader, b"Print\n")
+        second = read_until(process.stdout.fileno(), lambda data: b"\n" in data, timeout=60)
+        assert second.decode().split("\n")[0] == expected[1]
+        assert process.poll() is None  # Still waiting for the next line.
+        process.send_signal(signal.SIGINT)
+        code = process.wait(timeout=60)
+        stderr = process.stderr.read().decode()
+        assert code == 130, stderr
+        assert "interrupted" in stderr and "Traceback" not in stderr
+    finally:
+        if process.poll() is None:
+            process.kill()
+        os.close(leader)

@@ -1,0 +1,316 @@
+"""Translates text from stdin or a file to stdout or a file, one line per line, in input order.
+
+    echo "Open the file." | python translate.py --model_dir=runs/demo
+    python translate.py --export_dir=runs/demo/export --input=doc.en --output=doc.de
+    python translate.py --model_dir=runs/demo --n_best=4 < doc.en            # i ||| hypothesis ||| score
+    python translate.py --model_dir=runs/demo --score < pairs.tsv             # source<TAB>target lines
+    python translate.py --model_dir=runs/demo --score --src=doc.en --tgt=doc.de
+    python translate.py --model_dir=runs/de-en --sampling_topk=0 --seed=1 < mono.de   # back-translation
+
+Piped input is read in windows of --window lines, sorted by length and batched; at a terminal every
+line is answered as soon as it is entered. Only translations (or scores) go to stdout; what went
+wrong with a line (invalid UTF-8, a line cut to the maximum input length) goes to stderr with its
+line number. Exit status: 0 done, 2 bad flags or input, 130 interrupted (Ctrl-C), 141 the reader of
+stdout went away (as `head` does; what it read is complete).
+"""
+
+import os
+import signal
+import sys
+
+from absl import app, flags
+
+from models.search_config import DEFAULT_SEARCH
+
+FLAGS = flags.FLAGS
+SEARCH_FLAGS = ("beam_size", "alpha", "max_extra_length", "max_input_length")
+SAMPLING_FLAGS = ("sampling_topk", "sampling_temperature", "seed")
+EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 2, 130, 141
+
+flags.DEFINE_string("model_dir", None, "A training run's directory (model.keras, spm.model, config.json).")
+flags.DEFINE_string("export_dir", None, "A SavedModel written by `python -m export` (or its base directory).")
+flags.DEFINE_string("input", "-", "Sentences to translate, one per line ('-': stdin).")
+flags.DEFINE_string("output", "-", "Where the translations go, one per line ('-': stdout).")
+flags.DEFINE_integer(
+    "beam_size", DEFAULT_SEARCH.beam_size, "Beam size (section 6.1: 4); 1 is greedy decoding.", lower_bound=1
+)
+flags.DEFINE_float("alpha", DEFAULT_SEARCH.alpha, "Length-penalty exponent (section 6.1: 0.6).", lower_bound=0.0)
+flags.DEFINE_integer(
+    "max_extra_length", DEFAULT_SEARCH.max_extra_length, "Output tokens allowed beyond the input length.", lower_bound=1
+)
+flags.DEFINE_integer(
+    "max_input_length",
+    DEFAULT_SEARCH.max_input_length,
+    "Source tokens kept, EOS included (default: the run's max_length); longer lines are cut and reported.",
+    lower_bound=2,
+)
+flags.DEFINE_integer(
+    "average_last", 0, "Average the newest N checkpoints of --model_dir (0: model.keras).", lower_bound=0
+)
+flags.DEFINE_integer("batch_size", 32, "Sentences per search call.", lower_bound=1)
+flags.DEFINE_integer(
+    "window", 1000, "Piped input: lines read, sorted by length and translated together.", lower_bound=1
+)
+flags.DEFINE_integer(
+    "n_best", None, "Print the K best hypotheses per line as `line_index ||| hypothesis ||| score`.", lower_bound=1
+)
+flags.DEFINE_boolean("with_scores", False, "Print `translation ||| score` (the search's length-penalised score).")
+flags.DEFINE_boolean(
+    "score",
+    False,
+    "Score given translations instead of translating: read `source<TAB>target` lines (or --src/--tgt) and "
+    "print `log_prob<TAB>per_token<TAB>perplexity<TAB>tokens` per pair.",
+)
+flags.DEFINE_string("src", None, "--score: the sources, one per line (with --tgt, instead of TSV input).")
+flags.DEFINE_string("tgt", None, "--score: the targets, line-aligned with --src.")
+flags.DEFINE_integer(
+    "sampling_topk",
+    None,
+    "Sample translations instead of searching, among the K most likely tokens at each step (0: all).",
+    lower_bound=0,
+)
+flags.DEFINE_float("sampling_temperature", 1.0, "Sampling: logits are divided by this (> 0).")
+flags.DEFINE_integer("seed", 0, "Sampling: the seed; with the line number it fixes each line's sample.")
+
+
+class InputError(ValueError):
+    """Bad input, named by file and line."""
+
+
+@flags.multi_flags_validator(["model_dir", "export_dir"], message="pass exactly one of --model_dir and --export_dir")
+def _check_model(values):
+    return bool(values["model_dir"]) != bool(values["export_dir"])
+
+
+@flags.multi_flags_validator(
+    ["n_best", "beam_size", "score", "sampling_topk", "sampling_temperature", "src", "tgt", "input"], message=""
+)
+def _check_modes(values):
+    if values["n_best"] is not None and values["n_best"] > values["beam_size"]:
+        raise flags.ValidationError(
+            f"--n_best={values['n_best']} is larger than --beam_size={values['beam_size']}: the search keeps "
+            "beam_size hypotheses per line"
+        )
+    sampling = values["sampling_topk"] is not None
+    if sampling and values["n_best"] not in (None, 1):
+        raise flags.ValidationError("--n_best needs a beam search; sampling draws one translation per line")
+    if not values["sampling_temperature"] > 0:
+        raise flags.ValidationError(f"--sampling_temperature must be > 0, received {values['sampling_temperature']}")
+    if values["score"] and (sampling or values["n_best"] is not None):
+        raise flags.ValidationError("--score scores given translations; it takes no --n_best or --sampling_topk")
+    if bool(values["src"]) != bool(values["tgt"]):
+        raise flags.ValidationError("--src and --tgt go together (or neither: TSV lines on --input)")
+    if values["src"] and not values["score"]:
+        raise flags.ValidationError("--src/--tgt are for --score; translate with --input")
+    if values["src"] and values["input"] != "-":
+        raise flags.ValidationError("pass --src/--tgt or --input, not both")
+    return True
+
+
+def read_lines(path, name):
+    """Yields `(line_number, text)` of a file ('-': stdin) read as bytes: the line ending is
+    dropped, and invalid UTF-8 is replaced by U+FFFD and reported on stderr with its line number."""
+    handle = sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115 (closed below)
+    try:
+        for number, raw in enumerate(iter(handle.readline, b""), start=1):
+            raw = raw[:-1] if raw.endswith(b"\n") else raw
+            raw = raw[:-1] if raw.endswith(b"\r") else raw
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                text = raw.decode("utf-8", errors="replace")
+                print(
+                    f"translate.py: {name} line {number}: invalid UTF-8 ({error.reason} at byte {error.start}) "
+                    "replaced by U+FFFD",
+                    file=sys.stderr,
+                )
+            yield number, text
+    finally:
+        if handle is not sys.stdin.buffer:
+            handle.close()
+
+
+def windows(lines, size):
+    """Lists of up to `size` items of `lines`."""
+    window = []
+    for item in lines:
+        window.append(item)
+        if len(window) == size:
+            yield window
+            window = []
+    if window:
+        yield window
+
+
+def translation_lines(translator, numbers, sentences, first_index, name, limit):
+    """The output lines for one window of input lines."""
+    from training.translator import Sampling
+
+    sampling = None
+    if FLAGS.sampling_topk is not None:
+        sampling = Sampling(top_k=FLAGS.sampling_topk, temperature=FLAGS.sampling_temperature, seed=FLAGS.seed)
+    texts, scores = translator.translate(
+        sentences,
+        n_best=FLAGS.n_best,
+        sampling=sampling,
+        keys=range(first_index, first_index + len(sentences)),
+    )
+    report_truncated(translator, numbers, name, limit)
+    output = []
+    for offset, (text, score) in enumerate(zip(texts, scores)):
+        if FLAGS.n_best is None:
+            line = clean(text)
+            output.append(f"{line} ||| {score:.6f}" if FLAGS.with_scores else line)
+        else:
+            index = first_index + offset
+            output.extend(f"{index} ||| {clean(hypothesis)} ||| {value:.6f}" for hypothesis, value in zip(text, score))
+    return output
+
+
+def clean(text):
+    return text.replace("\r", " ").replace("\n", " ")
+
+
+def report_truncated(translator, numbers, name, limit):
+    for index in translator.truncated_indices:
+        print(
+            f"translate.py: {name} line {numbers[index]}: longer than the maximum input length of {limit} tokens "
+            "(EOS included); translated from its first tokens",
+            file=sys.stderr,
+        )
+
+
+def score_pairs(numbers_and_lines, name):
+    """`(numbers, sources, targets)` of TSV lines; InputError for a line without a tab."""
+    numbers, sources, targets = [], [], []
+    for number, line in numbers_and_lines:
+        if "\t" not in line:
+            raise InputError(f"{name} line {number}: no tab between the source and the target: {line[:80]!r}")
+        source, target = line.split("\t", 1)
+        numbers.append(number)
+        sources.append(source)
+        targets.append(target.replace("\t", " "))
+    return numbers, sources, targets
+
+
+def scored_pairs():
+    """Windows of `(numbers, sources, targets)` from TSV input or --src/--tgt."""
+    if not FLAGS.src:
+        name = input_name(FLAGS.input)
+        for window in windows(read_lines(FLAGS.input, name), FLAGS.window):
+            yield score_pairs(window, name)
+        return
+    sources, targets = list(read_lines(FLAGS.src, FLAGS.src)), list(read_lines(FLAGS.tgt, FLAGS.tgt))
+    if len(sources) != len(targets):
+        raise InputError(f"--src {FLAGS.src} has {len(sources)} lines but --tgt {FLAGS.tgt} has {len(targets)}")
+    pairs = [(number, source, target) for (number, source), (_, target) in zip(sources, targets)]
+    for window in windows(pairs, FLAGS.window):
+        yield [p[0] for p in window], [p[1] for p in window], [p[2] for p in window]
+
+
+def input_name(path):
+    return "<stdin>" if path == "-" else path
+
+
+def export_conflict():
+    """The error for search or sampling flags given with --export_dir, or None."""
+    from evaluation.saved_model_translator import describe_search_settings
+
+    given = [f"--{name}" for name in SEARCH_FLAGS + ("average_last",) if FLAGS[name].present]
+    if FLAGS.sampling_topk is not None:
+        given.append("--sampling_topk")
+    if not given:
+        return None
+    return (
+        f"{', '.join(given)} cannot be used with --export_dir: the export has its weights and search built in "
+        f"({describe_search_settings(FLAGS.export_dir)}); use --model_dir, or export again with other settings"
+    )
+
+
+def run(write):
+    """Translates (or scores) the input, calling `write(line)` for every output line."""
+    from evaluation.translators import load_translator
+
+    if FLAGS.export_dir:
+        conflict = export_conflict()
+        if conflict:
+            raise InputError(conflict)
+    translator = load_translator(
+        FLAGS.model_dir or FLAGS.export_dir,
+        batch_size=FLAGS.batch_size,
+        beam_size=FLAGS.beam_size,
+        alpha=FLAGS.alpha,
+        max_extra_length=FLAGS.max_extra_length,
+        max_input_length=FLAGS.max_input_length,
+        average_last=FLAGS.average_last,
+        quiet=True,
+    )
+    if FLAGS.export_dir and FLAGS.n_best is not None:
+        beam = translator.settings.get("beam_size")
+        if beam is not None and FLAGS.n_best > beam:
+            raise InputError(f"--n_best={FLAGS.n_best} is larger than the export's beam_size={beam}")
+    limit = translator.max_input_length
+    if FLAGS.score:
+        for numbers, sources, targets in scored_pairs():
+            results = translator.score(sources, targets)
+            report_truncated(translator, numbers, input_name(FLAGS.input) if not FLAGS.src else FLAGS.src, limit)
+            for result in results:
+                write(f"{result.log_prob:.6f}\t{result.average:.6f}\t{result.perplexity:.4f}\t{result.tokens}")
+        return
+    name = input_name(FLAGS.input)
+    interactive = FLAGS.input == "-" and sys.stdin.isatty()
+    lines = read_lines(FLAGS.input, name)
+    first_index = 0
+    for window in windows(lines, 1 if interactive else FLAGS.window):
+        numbers = [number for number, _ in window]
+        for line in translation_lines(translator, numbers, [text for _, text in window], first_index, name, limit):
+            write(line)
+        first_index += len(window)
+
+
+def main(argv):
+    del argv
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from evaluation.saved_model_translator import ExportDirError
+    from training.run_dir import ModelDirError
+
+    output = sys.stdout if FLAGS.output == "-" else None
+    try:
+        if output is None:
+            try:
+                output = open(FLAGS.output, "w", encoding="utf-8")  # noqa: SIM115 (closed below)
+            except OSError as error:
+                raise InputError(f"--output={FLAGS.output}: cannot write: {error.strerror}") from error
+
+        def write(line):
+            output.write(line + "\n")
+            if output is sys.stdout:
+                output.flush()  # A reader (or a person at a terminal) sees each line at once.
+
+        run(write)
+        output.flush()
+    except (InputError, ModelDirError, ExportDirError, ValueError, OSError) as error:
+        if isinstance(error, BrokenPipeError):
+            return _broken_pipe()
+        print(f"translate.py: error: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("translate.py: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    finally:
+        if output is not None and output is not sys.stdout:
+            output.close()
+    return 0
+
+
+def _broken_pipe():
+    """The reader of stdout has gone: point stdout at /dev/null so that the interpreter's final
+    flush does not fail again, and end quietly with the shell's SIGPIPE status."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return EXIT_BROKEN_PIPE
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    app.run(main)
