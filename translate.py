@@ -237,6 +237,7 @@ def run(write):
             raise InputError(conflict)
     translator = load_translator(
         FLAGS.model_dir or FLAGS.export_dir,
+        kind="run" if FLAGS.model_dir else "export",
         batch_size=FLAGS.batch_size,
         beam_size=FLAGS.beam_size,
         alpha=FLAGS.alpha,

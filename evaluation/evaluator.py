@@ -28,7 +28,8 @@ class EvalConfig:
     data section (or the export's copy of it). `max_input_length` None: the run's `max_length`.
     `beam_size`, `alpha`, `max_extra_length` and `max_input_length` apply to `model_dir` only (an
     export has its own built in). `bleu_tokenize` None: sacreBLEU's tokenizer for the target
-    language (`scoring.bleu_tokenizer`: "zh" for Chinese, else "13a").
+    language (`scoring.bleu_tokenizer`: "zh" for Chinese, else "13a"). `plot_only`: draw the
+    `plot_attention` heatmaps without translating a test set.
     """
 
     model_dir: str | None = None
@@ -51,6 +52,7 @@ class EvalConfig:
     plot_dir: str = "attention"
     progress: bool = True
     bleu_tokenize: str | None = None
+    plot_only: bool = False
 
 
 def _run_config(config):
@@ -157,6 +159,11 @@ def evaluate(config, out=sys.stdout):
             raise EvaluationError(f"--plot_attention sentence {number} ({sentence!r}) is empty: nothing to attend to")
     if config.model_dir and not os.path.isdir(config.model_dir):
         raise ModelDirError(f"--model_dir {config.model_dir!r} is not a directory")
+    if config.plot_only:
+        if not config.plot_attention:
+            raise EvaluationError("plot_only needs --plot_attention sentences")
+        model, tokenizer, _ = RunDir(config.model_dir).load_model(config.average_last)
+        return {"attention_plots": _plot(config, model, tokenizer, out)}
     if config.output:
         check_output(config.output)
     run_config = _run_config(config)
@@ -164,32 +171,25 @@ def evaluate(config, out=sys.stdout):
     print(f"evaluating on {len(sources)} sentences of {description}", file=sys.stderr)
 
     result = {"sentences": len(sources), "output": config.output}
-    if config.model_dir:
-        from training.translator import Translator
+    from evaluation.translators import load_translator
 
-        model, tokenizer, run_config = RunDir(config.model_dir).load_model(config.average_last)
-        for number, sentence in enumerate(config.plot_attention, start=1):
-            if not tokenizer.tokenize([sentence]).to_list()[0]:
-                raise EvaluationError(
-                    f"--plot_attention sentence {number} ({sentence!r}) has no tokens: nothing to attend to"
-                )
-        max_input_length = config.max_input_length or (run_config or {}).get("data", {}).get("max_length")
+    translator = load_translator(
+        config.model_dir or config.export_dir,
+        kind="run" if config.model_dir else "export",
+        batch_size=config.batch_size,
+        beam_size=config.beam_size,
+        alpha=config.alpha,
+        max_extra_length=config.max_extra_length,
+        max_input_length=config.max_input_length,
+        average_last=config.average_last,
+    )
+    max_input_length = translator.max_input_length
+    if config.model_dir:
+        if config.plot_attention:
+            _check_plot_sentences(config, translator.tokenizer)
         limit = "--max_input_length" if config.max_input_length else "the run's max_length"
         max_extra_length = config.max_extra_length
-        translator = Translator(
-            model,
-            tokenizer,
-            beam_size=config.beam_size,
-            alpha=config.alpha,
-            max_extra_length=config.max_extra_length,
-            batch_size=config.batch_size,
-            max_input_length=max_input_length,
-        )
     else:
-        from evaluation.saved_model_translator import SavedModelTranslator
-
-        translator = SavedModelTranslator(config.export_dir, config.batch_size)
-        max_input_length = translator.max_input_length
         limit = "the export's max_input_length"
         max_extra_length = translator.settings.get("max_extra_length")
     hypotheses, _ = translator.translate(sources, progress=config.progress)
@@ -235,21 +235,36 @@ def evaluate(config, out=sys.stdout):
         print(f"signature: {scores['chrf_signature']}", file=out)
 
     if config.plot_attention:
-        from evaluation.attention_plot import plot_attention
-
-        paths = plot_attention(
-            model,
-            tokenizer,
-            list(config.plot_attention),
-            config.plot_dir,
-            beam_size=config.beam_size,
-            alpha=config.alpha,
-            max_extra_length=config.max_extra_length,
-        )
-        result["attention_plots"] = paths
-        print(f"wrote {len(paths)} attention heatmap(s) to {config.plot_dir}", file=out)
+        result["attention_plots"] = _plot(config, translator.model, translator.tokenizer, out)
     out.flush()
     return result
+
+
+def _check_plot_sentences(config, tokenizer):
+    for number, sentence in enumerate(config.plot_attention, start=1):
+        if not tokenizer.tokenize([sentence]).to_list()[0]:
+            raise EvaluationError(
+                f"--plot_attention sentence {number} ({sentence!r}) has no tokens: nothing to attend to"
+            )
+
+
+def _plot(config, model, tokenizer, out):
+    """Draws the `plot_attention` heatmaps; returns their paths."""
+    from evaluation.attention_plot import plot_attention
+
+    _check_plot_sentences(config, tokenizer)
+    paths = plot_attention(
+        model,
+        tokenizer,
+        list(config.plot_attention),
+        config.plot_dir,
+        beam_size=config.beam_size,
+        alpha=config.alpha,
+        max_extra_length=config.max_extra_length,
+    )
+    print(f"wrote {len(paths)} attention heatmap(s) to {config.plot_dir}", file=out)
+    out.flush()
+    return paths
 
 
 __all__ = ["EvalConfig", "EvaluationError", "ExportDirError", "ModelDirError", "evaluate", "load_test_set"]

@@ -26,6 +26,7 @@ def is_run_dir(path):
 def load_translator(
     path,
     *,
+    kind=None,
     batch_size=32,
     beam_size=DEFAULT_SEARCH.beam_size,
     alpha=DEFAULT_SEARCH.alpha,
@@ -39,6 +40,8 @@ def load_translator(
 
     Args:
         path: the run directory, or the export (a version directory or its base directory).
+        kind: "run" or "export" to say which `path` is (errors then name what it lacks); None
+            decides by its contents (a run has config.json or model.keras).
         batch_size: sentences per search call.
         beam_size, alpha, max_extra_length: a run's default search (an export has its own).
         max_input_length: a run's source tokens kept per sentence, EOS included (default: the
@@ -51,9 +54,12 @@ def load_translator(
         ModelDirError, evaluation.saved_model_translator.ExportDirError: a path that holds neither
             a loadable run nor a loadable export (the message names it).
     """
+    if kind not in (None, "run", "export"):
+        raise ValueError(f'kind must be None, "run" or "export", received {kind!r}')
     if not os.path.isdir(path):
-        raise ModelDirError(f"{path!r} is not a directory (a run directory or an export)")
-    if is_run_dir(path):
+        what = {"run": "--model_dir", "export": "--export_dir"}.get(kind, "a run directory or an export")
+        raise ModelDirError(f"{path!r} is not a directory ({what})")
+    if kind == "run" or (kind is None and is_run_dir(path)):
         from training.translator import Translator
 
         model, tokenizer, run_config = RunDir(path).load_model(average_last, quiet=quiet)

@@ -87,6 +87,15 @@ def test_evaluate_files_with_empty_and_overlong_lines_averaging_and_plots(tiny_r
         assert image.width > 50 and image.height > 50
 
 
+def test_plot_attention_alone_draws_without_translating_a_test_set(tiny_run, tmp_path):
+    model_dir, _ = tiny_run
+    completed = run_evaluate(f"--model_dir={model_dir}", "--plot_attention=Open the file.", f"--plot_dir={tmp_path}")
+    assert completed.returncode == 0, completed.stderr[-4000:]
+    assert "wrote 1 attention heatmap(s)" in completed.stdout
+    assert "evaluating on" not in completed.stderr and "sacreBLEU" not in completed.stdout
+    assert (tmp_path / "attention-1.png").stat().st_size > 1000
+
+
 def test_source_and_reference_with_different_line_counts_fail_clearly(tiny_run, tmp_path):
     model_dir, _ = tiny_run
     src, ref = tmp_path / "src.en", tmp_path / "ref.de"
