@@ -51,7 +51,7 @@ demo: $(STAMP)
 	@echo "== 5/5 translating with the exported SavedModel"
 	printf '%s\n' "Open the file." "Click OK to close the dialog." "The weather is nice today." \
 		"Select the cells that you want to delete." > $(DEMO_DIR)/sentences.en
-	$(PY) evaluate.py --export_dir=$(DEMO_DIR)/export --src=$(DEMO_DIR)/sentences.en --output=$(DEMO_DIR)/sentences.de --noprogress
+	$(PY) translate.py --export_dir=$(DEMO_DIR)/export --input=$(DEMO_DIR)/sentences.en --output=$(DEMO_DIR)/sentences.de
 	paste -d '\n' $(DEMO_DIR)/sentences.en $(DEMO_DIR)/sentences.de | sed 'n;s/^/    -> /'
 	@echo "== done: model, checkpoints, TensorBoard logs in $(DEMO_DIR); SavedModel in $(DEMO_DIR)/export"
 
