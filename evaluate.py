@@ -16,18 +16,13 @@ import sys
 from absl import app, flags
 from sacrebleu.metrics.bleu import BLEU
 
-from models.search_config import DEFAULT_SEARCH
+from evaluation import search_flags
+from evaluation.search_flags import SEARCH_FLAGS
 
 FLAGS = flags.FLAGS
-# Flags that configure the search and input length of --model_dir; an export has them built in.
-SEARCH_FLAGS = ("beam_size", "alpha", "max_extra_length", "max_input_length")
 
-flags.DEFINE_string(
-    "model_dir", None, "A training run's directory (model.keras, spm.model, config.json, checkpoints/)."
-)
-flags.DEFINE_string(
-    "export_dir", None, "A SavedModel written by `python -m export` (or its base directory of versions)."
-)
+search_flags.define_model_and_search_flags()
+flags.adopt_module_key_flags(search_flags)  # listed by --help as this tool's own
 # Test set.
 flags.DEFINE_string("corpus", None, "Corpus whose split to translate (default: the run's own, from config.json).")
 flags.DEFINE_string(
@@ -42,30 +37,6 @@ flags.DEFINE_string(
 )
 flags.DEFINE_string("src", None, "Source sentences, one per line (instead of a corpus split).")
 flags.DEFINE_string("ref", None, "Reference translations of --src, line-aligned; without it nothing is scored.")
-# Search.
-flags.DEFINE_integer(
-    "beam_size", DEFAULT_SEARCH.beam_size, "Beam size (section 6.1: 4); 1 is greedy decoding.", lower_bound=1
-)
-flags.DEFINE_float("alpha", DEFAULT_SEARCH.alpha, "Length-penalty exponent (section 6.1: 0.6).", lower_bound=0.0)
-flags.DEFINE_integer(
-    "max_extra_length",
-    DEFAULT_SEARCH.max_extra_length,
-    "Output tokens allowed beyond the input length (section 6.1: 50).",
-    lower_bound=1,
-)
-flags.DEFINE_integer("batch_size", 32, "Sentences per search call.", lower_bound=1)
-flags.DEFINE_integer(
-    "max_input_length",
-    DEFAULT_SEARCH.max_input_length,
-    "Source tokens kept, EOS included (default: the run's max_length); longer lines are cut and reported.",
-    lower_bound=2,
-)
-flags.DEFINE_integer(
-    "average_last",
-    0,
-    "Average the newest N checkpoints of --model_dir instead of model.keras (0: don't).",
-    lower_bound=0,
-)
 # Outputs.
 flags.DEFINE_string("output", None, "Write the translations here, one per line, in input order.")
 flags.DEFINE_multi_string(
@@ -82,11 +53,6 @@ flags.DEFINE_enum(
     "sacreBLEU's tokenizer for BLEU (default: zh for a Chinese target language, else 13a; ja-mecab and "
     "ko-mecab need MeCab packages installed).",
 )
-
-
-@flags.multi_flags_validator(["model_dir", "export_dir"], message="pass exactly one of --model_dir and --export_dir")
-def _check_model(values):
-    return bool(values["model_dir"]) != bool(values["export_dir"])
 
 
 @flags.multi_flags_validator(["src", "ref", "corpus"], message="")

@@ -20,34 +20,16 @@ import sys
 
 from absl import app, flags
 
-from models.search_config import DEFAULT_SEARCH
+from evaluation import search_flags
+from evaluation.search_flags import SEARCH_FLAGS
 
 FLAGS = flags.FLAGS
-SEARCH_FLAGS = ("beam_size", "alpha", "max_extra_length", "max_input_length")
-SAMPLING_FLAGS = ("sampling_topk", "sampling_temperature", "seed")
 EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 2, 130, 141
 
-flags.DEFINE_string("model_dir", None, "A training run's directory (model.keras, spm.model, config.json).")
-flags.DEFINE_string("export_dir", None, "A SavedModel written by `python -m export` (or its base directory).")
+search_flags.define_model_and_search_flags()
+flags.adopt_module_key_flags(search_flags)  # listed by --help as this tool's own
 flags.DEFINE_string("input", "-", "Sentences to translate, one per line ('-': stdin).")
 flags.DEFINE_string("output", "-", "Where the translations go, one per line ('-': stdout).")
-flags.DEFINE_integer(
-    "beam_size", DEFAULT_SEARCH.beam_size, "Beam size (section 6.1: 4); 1 is greedy decoding.", lower_bound=1
-)
-flags.DEFINE_float("alpha", DEFAULT_SEARCH.alpha, "Length-penalty exponent (section 6.1: 0.6).", lower_bound=0.0)
-flags.DEFINE_integer(
-    "max_extra_length", DEFAULT_SEARCH.max_extra_length, "Output tokens allowed beyond the input length.", lower_bound=1
-)
-flags.DEFINE_integer(
-    "max_input_length",
-    DEFAULT_SEARCH.max_input_length,
-    "Source tokens kept, EOS included (default: the run's max_length); longer lines are cut and reported.",
-    lower_bound=2,
-)
-flags.DEFINE_integer(
-    "average_last", 0, "Average the newest N checkpoints of --model_dir (0: model.keras).", lower_bound=0
-)
-flags.DEFINE_integer("batch_size", 32, "Sentences per search call.", lower_bound=1)
 flags.DEFINE_integer(
     "window", 1000, "Piped input: lines read, sorted by length and translated together.", lower_bound=1
 )
@@ -75,11 +57,6 @@ flags.DEFINE_integer("seed", 0, "Sampling: the seed; with the line number it fix
 
 class InputError(ValueError):
     """Bad input, named by file and line."""
-
-
-@flags.multi_flags_validator(["model_dir", "export_dir"], message="pass exactly one of --model_dir and --export_dir")
-def _check_model(values):
-    return bool(values["model_dir"]) != bool(values["export_dir"])
 
 
 @flags.multi_flags_validator(

@@ -200,19 +200,16 @@ def greedy_search(
     Raises:
         ValueError: if an argument is out of range or `initial_ids` / `max_lengths` is not rank 1.
     """
-    initial_ids, max_lengths = _validate(1, max_decode_length, alpha, 1, initial_ids, max_lengths)
-    return _search(
+    return sampling_search(
         next_logits_fn,
         initial_ids,
         initial_state,
-        beam_size=1,
-        num_candidates=1,
-        max_decode_length=int(max_decode_length),
+        max_decode_length=max_decode_length,
+        sampler=None,
         max_lengths=max_lengths,
-        alpha=float(alpha),
+        alpha=alpha,
         eos_id=eos_id,
         pad_id=pad_id,
-        num_return=1,
     )
 
 
@@ -232,7 +229,8 @@ def sampling_search(
     `models.sampling.token_sampler`) instead of taking the argmax; otherwise `greedy_search`.
 
     Args:
-        sampler: `(logits [batch, vocab], step) -> int32 [batch]`, the token drawn for each sentence.
+        sampler: `(logits [batch, vocab], step) -> int32 [batch]`, the token drawn for each
+            sentence; None takes the argmax (`greedy_search`).
         The others: as in `greedy_search`. The returned scores are the model's own
         log-probabilities of the drawn tokens (not those of the tempered or top-k distribution),
         divided by the length penalty, so that they compare with the searches' scores.

@@ -1,0 +1,48 @@
+"""The flags evaluate.py and translate.py share: the model (a run or an export), the search and
+the batching, with the paper's defaults from `models.search_config.DEFAULT_SEARCH`."""
+
+from absl import flags
+
+from models.search_config import DEFAULT_SEARCH
+
+# Flags that configure the search and input length of --model_dir; an export has them built in.
+SEARCH_FLAGS = ("beam_size", "alpha", "max_extra_length", "max_input_length")
+
+
+def define_model_and_search_flags():
+    """Defines --model_dir, --export_dir, the search flags, --batch_size and --average_last, and
+    the rule that exactly one of --model_dir and --export_dir is given."""
+    flags.DEFINE_string(
+        "model_dir", None, "A training run's directory (model.keras, spm.model, config.json, checkpoints/)."
+    )
+    flags.DEFINE_string(
+        "export_dir", None, "A SavedModel written by `python -m export` (or its base directory of versions)."
+    )
+    flags.DEFINE_integer(
+        "beam_size", DEFAULT_SEARCH.beam_size, "Beam size (section 6.1: 4); 1 is greedy decoding.", lower_bound=1
+    )
+    flags.DEFINE_float("alpha", DEFAULT_SEARCH.alpha, "Length-penalty exponent (section 6.1: 0.6).", lower_bound=0.0)
+    flags.DEFINE_integer(
+        "max_extra_length",
+        DEFAULT_SEARCH.max_extra_length,
+        "Output tokens allowed beyond the input length (section 6.1: 50).",
+        lower_bound=1,
+    )
+    flags.DEFINE_integer("batch_size", 32, "Sentences per search call.", lower_bound=1)
+    flags.DEFINE_integer(
+        "max_input_length",
+        DEFAULT_SEARCH.max_input_length,
+        "Source tokens kept, EOS included (default: the run's max_length); longer lines are cut and reported.",
+        lower_bound=2,
+    )
+    flags.DEFINE_integer(
+        "average_last",
+        0,
+        "Average the newest N checkpoints of --model_dir instead of model.keras (0: don't).",
+        lower_bound=0,
+    )
+    flags.register_multi_flags_validator(
+        ["model_dir", "export_dir"],
+        lambda values: bool(values["model_dir"]) != bool(values["export_dir"]),
+        message="pass exactly one of --model_dir and --export_dir",
+    )
