@@ -212,10 +212,12 @@ def run(write):
         conflict = export_conflict()
         if conflict:
             raise InputError(conflict)
+    # At a terminal each line is translated alone: a batch of one, not one line padded to a full batch.
+    interactive = FLAGS.input == "-" and not FLAGS.src and sys.stdin.isatty()
     translator = load_translator(
         FLAGS.model_dir or FLAGS.export_dir,
         kind="run" if FLAGS.model_dir else "export",
-        batch_size=FLAGS.batch_size,
+        batch_size=1 if interactive else FLAGS.batch_size,
         beam_size=FLAGS.beam_size,
         alpha=FLAGS.alpha,
         max_extra_length=FLAGS.max_extra_length,
@@ -236,7 +238,6 @@ def run(write):
                 write(f"{result.log_prob:.6f}\t{result.average:.6f}\t{result.perplexity:.4f}\t{result.tokens}")
         return
     name = input_name(FLAGS.input)
-    interactive = FLAGS.input == "-" and sys.stdin.isatty()
     lines = read_lines(FLAGS.input, name)
     first_index = 0
     for window in windows(lines, 1 if interactive else FLAGS.window):
