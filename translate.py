@@ -170,11 +170,11 @@ def score_pairs(numbers_and_lines, name):
     return numbers, sources, targets
 
 
-def scored_pairs():
+def scored_pairs(window_size):
     """Windows of `(numbers, sources, targets)` from TSV input or --src/--tgt."""
     if not FLAGS.src:
         name = input_name(FLAGS.input)
-        for window in windows(read_lines(FLAGS.input, name), FLAGS.window):
+        for window in windows(read_lines(FLAGS.input, name), window_size):
             yield score_pairs(window, name)
         return
     sources, targets = list(read_lines(FLAGS.src, FLAGS.src)), list(read_lines(FLAGS.tgt, FLAGS.tgt))
@@ -231,7 +231,7 @@ def run(write):
             raise InputError(f"--n_best={FLAGS.n_best} is larger than the export's beam_size={beam}")
     limit = translator.max_input_length
     if FLAGS.score:
-        for numbers, sources, targets in scored_pairs():
+        for numbers, sources, targets in scored_pairs(1 if interactive else FLAGS.window):
             results = translator.score(sources, targets)
             report_truncated(translator, numbers, input_name(FLAGS.input) if not FLAGS.src else FLAGS.src, limit)
             for result in results:
