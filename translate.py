@@ -177,12 +177,26 @@ def scored_pairs(window_size):
         for window in windows(read_lines(FLAGS.input, name), window_size):
             yield score_pairs(window, name)
         return
-    sources, targets = list(read_lines(FLAGS.src, FLAGS.src)), list(read_lines(FLAGS.tgt, FLAGS.tgt))
-    if len(sources) != len(targets):
-        raise InputError(f"--src {FLAGS.src} has {len(sources)} lines but --tgt {FLAGS.tgt} has {len(targets)}")
-    pairs = [(number, source, target) for (number, source), (_, target) in zip(sources, targets)]
-    for window in windows(pairs, FLAGS.window):
+    for window in windows(
+        aligned_pairs(read_lines(FLAGS.src, FLAGS.src), read_lines(FLAGS.tgt, FLAGS.tgt)), window_size
+    ):
         yield [p[0] for p in window], [p[1] for p in window], [p[2] for p in window]
+
+
+def aligned_pairs(sources, targets):
+    """`(number, source, target)` from two line streams read together; InputError when one
+    ends before the other."""
+    while True:
+        source, target = next(sources, None), next(targets, None)
+        if source is None and target is None:
+            return
+        if source is None or target is None:
+            longer, shorter = (FLAGS.tgt, FLAGS.src) if source is None else (FLAGS.src, FLAGS.tgt)
+            number = (target or source)[0]
+            raise InputError(
+                f"{shorter} ends before line {number} of {longer}: --src and --tgt must have as many lines"
+            )
+        yield source[0], source[1], target[1]
 
 
 def input_name(path):

@@ -115,6 +115,11 @@ def test_score_mode_equals_forced_decoding(tiny_run, tmp_path, python_translator
         f"--model_dir={model_dir}", "--score", f"--src={tmp_path / 'a.en'}", f"--tgt={tmp_path / 'a.de'}"
     )
     assert code == 0 and from_files == stdout, stderr
+    (tmp_path / "short.de").write_text("Drucken\n", encoding="utf-8")
+    code, _, stderr = translate(
+        f"--model_dir={model_dir}", "--score", f"--src={tmp_path / 'a.en'}", f"--tgt={tmp_path / 'short.de'}"
+    )
+    assert code == 2 and f"{tmp_path / 'short.de'} ends before line 2 of {tmp_path / 'a.en'}" in stderr
     code, _, stderr = translate(f"--model_dir={model_dir}", "--score", stdin=tsv + b"a line without a tab\n")
     assert code == 2 and "<stdin> line 4: no tab between the source and the target" in stderr
     assert "Traceback" not in stderr
