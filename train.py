@@ -10,6 +10,7 @@ Run the same command again after an interruption: it resumes from the newest che
 """
 
 import os
+import sys
 
 from absl import app, flags
 
@@ -231,10 +232,13 @@ def main(argv):
     from data.deb_packages import DebPackageError
     from data.parallel_files import ParallelDataError
     from training.config import ConfigMismatchError
-    from training.trainer import TrainingError, train
+    from training.trainer import TrainingError, TrainingInterrupted, train
 
     try:
         summary = train(config, start_over=FLAGS.start_over)
+    except TrainingInterrupted as stop:
+        print(f"train.py: {stop}", file=sys.stderr)
+        raise SystemExit(stop.exit_status) from None
     except (TrainingError, ConfigMismatchError, CorpusError, DebPackageError, ParallelDataError) as error:
         raise SystemExit(f"train.py: error: {error}") from None
     print(f"trained to step {summary['step']}; model written to {summary['model_path']}")

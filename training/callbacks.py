@@ -71,6 +71,7 @@ class DevBleu(keras.callbacks.Callback):
         self.every_epochs = every_epochs
         self.translator = None
         self.last_bleu = None
+        self.stop_request = None  # A `training.preemption.StopRequest`: once it fires, no more BLEU.
 
     def on_train_begin(self, logs=None):
         self._final_epoch = self.params.get("epochs", 0) - 1
@@ -78,6 +79,8 @@ class DevBleu(keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         if not self.sources or ((epoch + 1) % self.every_epochs and epoch != self._final_epoch):
             return
+        if self.stop_request is not None and self.stop_request.signal_number is not None:
+            return  # Stopping: the checkpoint matters, the score does not.
         if self.translator is None:
             self.translator = self.translator_factory(self.model)
         hypotheses, _ = self.translator.translate(self.sources)

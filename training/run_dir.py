@@ -8,6 +8,7 @@ model_dir/
     logs/                TensorBoard
     training_log.csv     one row per epoch (checkpoint), appended across restarts
     workers/<index>/     a multi-worker run's other workers' own run directories
+    .train.lock          held by the train.py process writing the directory (`RunDir.lock`)
 
 Training prepares it (`RunDir.prepare`: `--start_over`, the leftovers of a start that never
 trained); evaluation, export and checkpoint averaging load from it (`RunDir.load_model`: the final
@@ -27,6 +28,7 @@ CHECKPOINT_DIR = "checkpoints"
 LOG_DIR = "logs"
 TRAINING_LOG = "training_log.csv"
 WORKERS_DIR = "workers"
+LOCK_FILE = ".train.lock"
 
 # Everything train.py writes, in the order --start_over deletes it.
 RUN_ENTRIES = (CHECKPOINT_DIR, LOG_DIR, WORKERS_DIR, MODEL_FILE, VOCABULARY_FILE, TRAINING_LOG, CONFIG_FILE)
@@ -91,6 +93,39 @@ class RunDir:
     def worker(self, index):
         """The run directory of worker `index` (not the chief) of a multi-worker run."""
         return RunDir(os.path.join(self.path, WORKERS_DIR, str(index)))
+
+    def lock(self):
+        """Takes the exclusive right to train into this directory; returns the open lock file.
+
+        A kernel lock (`flock`) on `.train.lock`: the process holds it until it closes the returned
+        file or ends, however it ends, so a killed run never leaves a stale lock. The file records
+        the holder's pid and host for the refusal message of a second train.py.
+
+        Raises:
+            ModelDirError: another process holds the lock (the message names its pid and host).
+        """
+        import fcntl
+        import socket
+        import time
+
+        os.makedirs(self.path, exist_ok=True)
+        handle = open(self.file(LOCK_FILE), "a+", encoding="utf-8")  # noqa: SIM115 (the caller closes it)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.seek(0)
+            holder = handle.read().strip() or "a process that recorded no pid"
+            handle.close()
+            raise ModelDirError(
+                f"{self.path} is being trained by another train.py ({holder}); one run writes a directory at a "
+                "time: wait for it to end, stop it, or train into another --model_dir"
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        started = time.strftime("%Y-%m-%d %H:%M:%S")
+        handle.write(f"pid {os.getpid()} on host {socket.gethostname()}, since {started}\n")
+        handle.flush()
+        return handle
 
     # Checkpoints and the training state.
 

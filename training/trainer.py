@@ -12,6 +12,7 @@ import dataclasses
 import math
 import os
 import shutil
+import signal
 import sys
 
 import keras
@@ -20,7 +21,7 @@ import tensorflow as tf
 from data import corpora, pipeline
 from data.tokenizer import Tokenizer, train_sentencepiece
 from training import callbacks as training_callbacks
-from training import checkpoints, model_building
+from training import checkpoints, model_building, preemption
 from training import config as run_config
 from training.distribution import (
     is_chief,
@@ -35,6 +36,19 @@ from training.translator import Translator
 
 class TrainingError(RuntimeError):
     """Training stopped for a reason the user must act on (the message says which)."""
+
+
+class TrainingInterrupted(RuntimeError):
+    """A signal stopped training; a checkpoint was written at `step` (`path`, None on a worker)."""
+
+    def __init__(self, signal_number, step, path):
+        name = signal.Signals(signal_number).name
+        where = f"wrote {path}" if path else "the chief writes the checkpoint"
+        super().__init__(
+            f"{name} at step {step}: stopped after that step and {where}; run the same command again to resume"
+        )
+        self.signal_number, self.step, self.path = signal_number, step, path
+        self.exit_status = preemption.exit_status(signal_number)
 
 
 def _check_writable(directory):
@@ -73,23 +87,50 @@ def resolve_tokenizer(model_dir, corpus, data, may_train=True):
     return Tokenizer.from_file(target)
 
 
-def _check_resume_step(checkpoint_step, start_step, checkpoint_path, steps_per_epoch, previous_steps_per_epoch):
-    """Refuses a resume whose optimizer state did not load, or whose new `--checkpoint_every` does
-    not divide the step resumed at. (With fp16 the step counts applied updates, and steps skipped
-    on overflow leave it off the multiples of the epoch length; with an unchanged epoch length that
-    is how such runs always resumed.)"""
+def _check_resume_step(checkpoint_step, start_step, checkpoint_path):
+    """Refuses a resume whose optimizer state did not load (the step read back differs from the
+    checkpoint's)."""
     if start_step != checkpoint_step:
         raise TrainingError(
             f"{checkpoint_path} is from step {checkpoint_step}, but its optimizer state did not load (the step read "
             f"back is {start_step}): the optimizer differs from the one that wrote it. Resume with the run's "
             "--mixed_precision, or pass --start_over"
         )
-    if steps_per_epoch != previous_steps_per_epoch and start_step % steps_per_epoch:
-        raise TrainingError(
-            f"the run resumes at step {start_step}, which --checkpoint_every={steps_per_epoch} does not divide (Keras "
-            "epochs are checkpoint_every steps long, so training would overshoot --train_steps); pass a "
-            f"--checkpoint_every that divides {start_step}"
-        )
+
+
+def _epoch_plan(start_step, steps_per_epoch, epochs):
+    """The fits that take a run from `start_step` to `epochs * steps_per_epoch` steps:
+    `[(first step, first epoch, steps per epoch)]`. A start off the epoch boundaries (a signal's
+    checkpoint, fp16's skipped steps, a changed --checkpoint_every) first runs a short epoch up to
+    the next boundary, so checkpoints fall on boundaries and the run does not overshoot."""
+    initial_epoch = start_step // steps_per_epoch
+    plan = []
+    remainder = start_step % steps_per_epoch
+    if remainder and initial_epoch < epochs:
+        plan.append((start_step, initial_epoch, steps_per_epoch - remainder))
+        initial_epoch += 1
+    if initial_epoch < epochs:
+        plan.append((initial_epoch * steps_per_epoch, initial_epoch, steps_per_epoch))
+    return plan
+
+
+def _fit_epochs(model, train_dataset_from, start_step, steps_per_epoch, epochs, fit_options):
+    """`model.fit` over `_epoch_plan`'s fits; returns their merged history. Each fit reads a
+    stream shuffled with a seed derived from the step it starts at."""
+    fits = _epoch_plan(start_step, steps_per_epoch, epochs)
+    history = {}
+    for step, first_epoch, steps in fits:
+        last_epoch = first_epoch + 1 if steps != steps_per_epoch else epochs
+        result = model.fit(
+            train_dataset_from(step),
+            epochs=last_epoch,
+            initial_epoch=first_epoch,
+            steps_per_epoch=steps,
+            **fit_options,
+        ).history
+        for key, values in result.items():
+            history.setdefault(key, []).extend(values)
+    return history
 
 
 def _validation_epochs(eval_epochs, epochs):
@@ -106,7 +147,7 @@ def train(config, start_over=False, callbacks=()):
         TrainingError: unwritable model_dir, a non-finite loss, and other conditions to act on.
         ValueError: a model_dir holding a run with another configuration (unless `start_over`).
     """
-    train_options, data = config.train, config.data
+    train_options = config.train
     if train_options.steps_per_execution < 1 or train_options.checkpoint_every % train_options.steps_per_execution:
         raise ValueError(
             f"checkpoint_every={train_options.checkpoint_every} must be a multiple of "
@@ -122,12 +163,22 @@ def train(config, start_over=False, callbacks=()):
     chief_run = RunDir(config.model_dir)
     run = chief_run if chief else chief_run.worker(task_index)
     _check_writable(run.path)
+    try:
+        lock = run.lock()  # Each worker of a multi-worker run locks its own directory.
+    except ModelDirError as error:
+        raise TrainingError(str(error)) from error
+    with lock:
+        return _train_locked(config, start_over, callbacks, strategy, chief, chief_run, run)
+
+
+def _train_locked(config, start_over, callbacks, strategy, chief, chief_run, run):
+    """`train` once the run directory is locked."""
+    train_options, data = config.train, config.data
     if chief:
         try:
             chief_run.prepare(start_over, train_options.mixed_precision)
         except ModelDirError as error:
             raise TrainingError(str(error)) from error
-    previous_train = (chief_run.previous_config() or {}).get("train", {})  # Before config.json is rewritten.
 
     keras.utils.set_random_seed(train_options.seed)  # Before any tokenizer is traced (see data/tokenizer.py).
     keras.config.set_dtype_policy(model_building.POLICIES[train_options.mixed_precision])
@@ -154,20 +205,13 @@ def train(config, start_over=False, callbacks=()):
     if restored is not None:
         model.load_weights(restored[1])
         start_step = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
-        _check_resume_step(
-            restored[0],
-            start_step,
-            restored[1],
-            steps_per_epoch,
-            previous_train.get("checkpoint_every", steps_per_epoch),
-        )
+        _check_resume_step(restored[0], start_step, restored[1])
         print(f"resuming from {restored[1]} at step {start_step}", file=sys.stderr)
     if chief:
         run_config.write(config)  # Once the run is known to start or resume (a refused resume keeps the old one).
 
     epochs = train_options.train_steps // steps_per_epoch
-    initial_epoch = start_step // steps_per_epoch
-    if initial_epoch >= epochs:
+    if start_step >= epochs * steps_per_epoch:
         print(
             f"{config.model_dir} has already trained {start_step} of {train_options.train_steps} steps", file=sys.stderr
         )
@@ -178,13 +222,20 @@ def train(config, start_over=False, callbacks=()):
         reverse=reverse,
     )
     replicas = num_replicas(strategy)
-    train_pipeline_options = dict(repeat=True, cache_tokenized=train_options.cache_tokenized, **dataset_options)
-    if strategy is not None and replicas > 1:
-        train_dataset = strategy.distribute_datasets_from_function(
-            pipeline.make_distributed_dataset_fn(corpus.train, tokenizer, **train_pipeline_options)
+
+    def train_dataset_from(step):
+        """The training stream of a fit starting at `step`, shuffled with a seed derived from it."""
+        options = dict(
+            repeat=True,
+            cache_tokenized=train_options.cache_tokenized,
+            **{**dataset_options, "seed": train_options.seed + step},
         )
-    else:
-        train_dataset = pipeline.make_dataset(corpus.train, tokenizer, **train_pipeline_options)
+        if strategy is not None and replicas > 1:
+            return strategy.distribute_datasets_from_function(
+                pipeline.make_distributed_dataset_fn(corpus.train, tokenizer, **options)
+            )
+        return pipeline.make_dataset(corpus.train, tokenizer, **options)
+
     dev_dataset = pipeline.make_dataset(
         corpus.dev, tokenizer, shuffle=False, **{**dataset_options, "seed": train_options.seed}
     )
@@ -222,30 +273,42 @@ def train(config, start_over=False, callbacks=()):
 
     callback_list += list(callbacks)
     history = {}
-    if initial_epoch < epochs:
+    if start_step < epochs * steps_per_epoch:
         print(
             f"training {type(model).__name__} ({model.count_params():,} parameters) for steps "
             f"{start_step}..{train_options.train_steps} on {replicas} replica(s), "
             f"{train_options.batch_tokens} tokens per replica and side",
             file=sys.stderr,
         )
-        try:
-            history = model.fit(
-                train_dataset,
-                epochs=epochs,
-                initial_epoch=initial_epoch,
-                steps_per_epoch=steps_per_epoch,
-                validation_data=dev_dataset,
-                validation_freq=_validation_epochs(eval_epochs, epochs),
-                callbacks=callback_list,
-                verbose=2 if os.environ.get("CI") else 1,
-            ).history
-        except StopIteration as error:
-            # The training stream repeats forever unless a pass over the data keeps no pair.
-            raise TrainingError(
-                f"the training data ran out: no pair of {corpus.train} fits --max_length={data.max_length} tokens "
-                "(see the count above); raise --max_length"
-            ) from error
+        single_process = worker_info()[2] == 1
+        with preemption.stop_on_signals(enabled=single_process) as stop_request:
+            bleu_callback.stop_request = stop_request
+            try:
+                history = _fit_epochs(
+                    model,
+                    train_dataset_from,
+                    start_step,
+                    steps_per_epoch,
+                    epochs,
+                    dict(
+                        validation_data=dev_dataset,
+                        validation_freq=_validation_epochs(eval_epochs, epochs),
+                        callbacks=[preemption.StopOnSignal(stop_request)] + callback_list,
+                        verbose=2 if os.environ.get("CI") else 1,
+                    ),
+                )
+            except preemption.Preempted as stop:
+                step = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
+                path = None
+                if chief:
+                    path = checkpoints.save_checkpoint(model, run.checkpoint_dir, step, train_options.keep_checkpoints)
+                raise TrainingInterrupted(stop.signal_number, step, path) from None
+            except StopIteration as error:
+                # The training stream repeats forever unless a pass over the data keeps no pair.
+                raise TrainingError(
+                    f"the training data ran out: no pair of {corpus.train} fits --max_length={data.max_length} "
+                    "tokens (see the count above); raise --max_length"
+                ) from error
     losses = history.get("loss", [])
     if any(not math.isfinite(loss) for loss in losses):
         last = run.latest_checkpoint()

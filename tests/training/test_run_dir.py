@@ -104,7 +104,7 @@ def test_a_start_that_never_trained_does_not_bind_the_model_dir(tmp_path):
         run_config.check(fixed)
 
 
-def test_resuming_refuses_changes_that_would_lose_or_overshoot_steps(tiny_run, tmp_path):
+def test_resuming_refuses_an_optimizer_state_that_does_not_load(tiny_run, tmp_path):
     from training.trainer import TrainingError, _check_resume_step, train
 
     model_dir = str(tmp_path / "run")
@@ -117,16 +117,24 @@ def test_resuming_refuses_changes_that_would_lose_or_overshoot_steps(tiny_run, t
         TrainingError, match="trained with --mixed_precision=none; --mixed_precision=fp16 cannot resume"
     ):
         train(tiny_run_config(model_dir, corpus_cache, train_steps=400, mixed_precision="fp16"))
-    # An epoch length that does not divide the step resumed at would run past --train_steps.
-    for _ in range(2):  # The refusal does not record the new flag: the same command is refused again.
-        with pytest.raises(TrainingError, match="resumes at step 200, which --checkpoint_every=300 does not divide"):
-            train(tiny_run_config(model_dir, corpus_cache, train_steps=600, checkpoint_every=300, eval_every=600))
-    assert sorted(os.listdir(os.path.join(model_dir, "checkpoints"))) == before
     # Any other optimizer state that does not load (the step read back differs) is refused too.
     with pytest.raises(TrainingError, match="ckpt-200 is from step 200, but its optimizer state did not load"):
-        _check_resume_step(200, 0, "ckpt-200", 100, 100)
-    # fp16 skips the steps that overflow: its checkpoints fall off the epoch multiples, and resume.
-    _check_resume_step(1987, 1987, "ckpt-1987", 100, 100)
+        _check_resume_step(200, 0, "ckpt-200")
+    assert sorted(os.listdir(os.path.join(model_dir, "checkpoints"))) == before
+
+
+def test_a_resume_off_the_epoch_boundaries_runs_a_short_first_epoch():
+    from training.trainer import _epoch_plan
+
+    assert _epoch_plan(0, 100, 5) == [(0, 0, 100)]
+    assert _epoch_plan(200, 100, 5) == [(200, 2, 100)]
+    # A signal's checkpoint at step 235: 65 steps to the boundary, then whole epochs to 500.
+    assert _epoch_plan(235, 100, 5) == [(235, 2, 65), (300, 3, 100)]
+    assert _epoch_plan(450, 100, 5) == [(450, 4, 50)]
+    # A --checkpoint_every changed from 100 to 300 at step 200 (and fp16's skipped steps at 1987).
+    assert _epoch_plan(200, 300, 2) == [(200, 0, 100), (300, 1, 300)]
+    assert _epoch_plan(1987, 100, 30) == [(1987, 19, 13), (2000, 20, 100)]
+    assert _epoch_plan(500, 100, 5) == [] and _epoch_plan(600, 100, 5) == []
 
 
 def test_the_training_log_has_dev_bleu_and_fixed_columns(tiny_run, tmp_path):
@@ -310,3 +318,49 @@ def test_a_worker_has_its_own_run_directory_under_the_chiefs(tmp_path):
     assert worker.path == os.path.join(str(tmp_path), "workers", "2")
     assert worker.checkpoint_dir == os.path.join(str(tmp_path), "workers", "2", "checkpoints")
     assert not worker.has_trained() and worker.latest_checkpoint() is None and worker.read_config() is None
+
+
+def test_one_writer_per_run_directory_and_a_killed_holder_leaves_no_lock(tmp_path):
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import textwrap
+
+    from tests.conftest import REPO_ROOT
+    from training.run_dir import ModelDirError, RunDir
+
+    run = RunDir(str(tmp_path / "run"))
+    with run.lock():
+        with pytest.raises(
+            ModelDirError, match=f"another train.py \\(pid {os.getpid()} on host {socket.gethostname()}"
+        ):
+            RunDir(run.path).lock()
+    RunDir(run.path).lock().close()  # Released when its holder closes it.
+
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
+            import sys, time
+            sys.path.insert(0, {REPO_ROOT!r})
+            from training.run_dir import RunDir
+            lock = RunDir({run.path!r}).lock()
+            print("locked", flush=True)
+            time.sleep(600)
+        """),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(ModelDirError, match=f"pid {holder.pid} "):
+            RunDir(run.path).lock()
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(timeout=30)
+        RunDir(run.path).lock().close()  # The kernel released the killed holder's lock.
+    finally:
+        if holder.poll() is None:
+            holder.kill()

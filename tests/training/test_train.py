@@ -278,3 +278,62 @@ def test_missing_user_files_are_named(tmp_path):
     )
     assert completed.returncode != 0
     assert "missing.en" in completed.stderr, completed.stderr[-2000:]
+
+
+def _wait_for(path, process, timeout=600):
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(path) and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert os.path.exists(path), f"{path} never appeared"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_writes_a_checkpoint_at_the_current_step_and_the_rerun_resumes(
+    corpus, tiny_run, tmp_path, stop_signal
+):
+    """SIGTERM (a scheduler's notice) or Ctrl-C mid-epoch: a checkpoint at the step reached, exit
+    128 + the signal; meanwhile a second train.py on the directory is refused by the lock and the
+    newest checkpoint loads; the rerun resumes there and ends on the epoch boundaries."""
+    from training import checkpoints
+    from training.run_dir import RunDir
+
+    model_dir = str(tmp_path / "stopped")
+    checkpoint_dir = os.path.join(model_dir, "checkpoints")
+    command = _train_command(model_dir, corpus, "--train_steps=300", "--checkpoint_every=30", "--eval_every=300")
+    with open(tmp_path / "first.log", "w") as log:
+        process = subprocess.Popen(command, cwd=REPO_ROOT, env=ENV, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            _wait_for(os.path.join(checkpoint_dir, "ckpt-000000030.weights.h5"), process)
+            second = _run(command)
+            assert second.returncode != 0
+            assert f"is being trained by another train.py (pid {process.pid} on host" in second.stderr
+            model, _, _ = RunDir(model_dir).load_model(average_last=1, quiet=True)  # A complete checkpoint.
+            assert model.count_params() > 0
+            # Just after a checkpoint, so that the signal comes mid-epoch.
+            newest = checkpoints.latest_checkpoint(checkpoint_dir)[0]
+            _wait_for(checkpoints.checkpoint_path(checkpoint_dir, newest + 30), process)
+            time.sleep(1.0)
+            process.send_signal(stop_signal)
+            started = time.monotonic()
+            code = process.wait(timeout=120)
+        finally:
+            if process.poll() is None:
+                process.kill()
+    output = (tmp_path / "first.log").read_text()
+    assert code == 128 + stop_signal, output[-3000:]
+    assert time.monotonic() - started < 60
+    assert "Traceback" not in output
+    stopped_at, path = checkpoints.latest_checkpoint(os.path.join(model_dir, "checkpoints"))
+    assert (
+        f"{signal.Signals(stop_signal).name} at step {stopped_at}: stopped after that step and wrote {path}" in output
+    )
+    assert newest + 30 < stopped_at < 300 and not os.path.exists(os.path.join(model_dir, "model.keras"))
+
+    rerun = _run(command)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert f"resuming from {path} at step {stopped_at}" in rerun.stderr
+    steps = [step for step, _ in checkpoints.list_checkpoints(checkpoint_dir)]
+    # After the signal's step, checkpoints are back on the epoch boundaries, up to exactly 300.
+    assert [step for step in steps if step > stopped_at] == list(range(30 * (stopped_at // 30 + 1), 301, 30))[-5:]
+    assert "trained to step 300" in rerun.stdout

@@ -1,0 +1,73 @@
+"""Ending a training run on SIGTERM or Ctrl-C with a checkpoint at the current step.
+
+Batch schedulers and Kubernetes send SIGTERM some seconds before they kill a job. While `model.fit`
+runs, the first SIGTERM or SIGINT (Ctrl-C) only records the request; the `StopOnSignal` callback
+raises `Preempted` after the training step in progress, without waiting for the end of the epoch,
+and the trainer writes a checkpoint at that step before the process exits with `exit_status`
+(128 + the signal's number, as a shell reports a process the signal ended: 143 for SIGTERM, 130
+for SIGINT). A second Ctrl-C ends the process at once (KeyboardInterrupt). The rerun resumes from
+that checkpoint.
+"""
+
+import contextlib
+import signal
+import threading
+
+import keras
+
+HANDLED = (signal.SIGTERM, signal.SIGINT)
+
+
+class Preempted(Exception):
+    """A stop was requested by a signal (`signal_number`) during training."""
+
+    def __init__(self, signal_number):
+        super().__init__(signal.Signals(signal_number).name)
+        self.signal_number = signal_number
+
+
+def exit_status(signal_number):
+    return 128 + int(signal_number)
+
+
+class StopRequest:
+    """The signal received during training, if any (`signal_number`, None until one arrives)."""
+
+    def __init__(self):
+        self.signal_number = None
+
+    def _handle(self, signal_number, frame):
+        del frame
+        if self.signal_number is not None and signal_number == signal.SIGINT:
+            raise KeyboardInterrupt  # A second Ctrl-C: stop at once.
+        if self.signal_number is None:
+            self.signal_number = signal_number
+
+
+@contextlib.contextmanager
+def stop_on_signals(enabled=True):
+    """Within the block, SIGTERM and SIGINT set the yielded `StopRequest` instead of ending the
+    process; the previous handlers come back after it. Not enabled (or not on the main thread,
+    where Python cannot install handlers): yields a request that never fires."""
+    request = StopRequest()
+    if not enabled or threading.current_thread() is not threading.main_thread():
+        yield request
+        return
+    previous = {number: signal.signal(number, request._handle) for number in HANDLED}
+    try:
+        yield request
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+class StopOnSignal(keras.callbacks.Callback):
+    """Raises `Preempted` after the first training step that ends once a stop was requested."""
+
+    def __init__(self, request):
+        super().__init__()
+        self.request = request
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.request.signal_number is not None:
+            raise Preempted(self.request.signal_number)
