@@ -148,24 +148,30 @@ def padded(tokens, length):
     return list(tokens) + [PAD_ID] * (length - len(tokens))
 
 
-def numpy_greedy(table, source, max_length, max_decode_length, alpha):
-    """The plain argmax loop."""
+def numpy_greedy(table, source, max_length, max_decode_length, alpha, min_length=1):
+    """The plain argmax loop (over the tokens other than EOS below `min_length`)."""
     prefix = []
     for _ in range(max_length):
-        prefix.append(int(np.argmax(table.log_probs(source, prefix))))
+        log_probs = table.log_probs(source, prefix)
+        if len(prefix) + 1 < min_length:
+            log_probs[EOS_ID] = -np.inf
+        prefix.append(int(np.argmax(log_probs)))
         if prefix[-1] == EOS_ID:
             break
     return padded(prefix, max_decode_length), table.score(source, prefix, alpha)
 
 
-def numpy_exhaustive(table, source, max_length, max_decode_length, alpha):
-    """Every hypothesis over REAL_TOKENS, ending at EOS or at max_length, best first."""
+def numpy_exhaustive(table, source, max_length, max_decode_length, alpha, min_length=1):
+    """Every hypothesis over REAL_TOKENS, ending at EOS (not before `min_length`) or at max_length,
+    best first."""
     hypotheses = []
 
     def extend(prefix, log_prob):
         log_probs = table.log_probs(source, prefix)
         for token in REAL_TOKENS:
             tokens = prefix + [token]
+            if token == EOS_ID and len(tokens) < min(min_length, max_length):
+                continue
             total = log_prob + log_probs[token]
             if token == EOS_ID or len(tokens) == max_length:
                 hypotheses.append((total / lp(len(tokens), alpha), tokens))
@@ -338,14 +344,14 @@ def test_wide_beam_equals_exhaustive_search(alpha):
         np.testing.assert_allclose(scores[source], expected_scores[:12], atol=1e-5)
 
 
-def numpy_beam_search(table, source, max_length, beam_size, alpha):
+def numpy_beam_search(table, source, max_length, beam_size, alpha, min_length=1):
     """The module's alive/finished search written out plainly, run to `max_length` without the
     early stop: `[(score, tokens)]` of the finished set, best first.
 
     Every step extends the alive hypotheses by every token, keeps the `2 * beam_size` best by
     log-probability (ties to the lower (beam, token), as the module's top_k does), sends those that
     end (EOS, or at `max_length`) to the finished set by length-penalised score and the others, by
-    log-probability, to the alive set.
+    log-probability, to the alive set. EOS is no candidate below `min_length`.
     """
     alive = [((), 0.0)]
     finished = []
@@ -353,7 +359,8 @@ def numpy_beam_search(table, source, max_length, beam_size, alpha):
         candidates = []
         for prefix, log_prob in alive:
             log_probs = table.log_probs(source, list(prefix))
-            candidates.extend((log_prob + log_probs[token], prefix + (token,)) for token in range(len(log_probs)))
+            tokens = [t for t in range(len(log_probs)) if t != EOS_ID or length >= min(min_length, max_length)]
+            candidates.extend((log_prob + log_probs[token], prefix + (token,)) for token in tokens)
         candidates = sorted(candidates, key=lambda c: -c[0])[: 2 * beam_size]
         ends = [token[-1] == EOS_ID or length == max_length for _, token in candidates]
         ended = [(log_prob / lp(length, alpha), tokens) for (log_prob, tokens), end in zip(candidates, ends) if end]
@@ -548,6 +555,39 @@ def test_max_lengths_end_hypotheses():
         (math.log(0.6) + 3 * math.log(0.7)) / (9 / 6) ** 0.6,
     ]
     np.testing.assert_allclose(scores[:, 0], expected, atol=1e-5)
+
+
+def test_min_lengths_keep_eos_out_below_the_minimum():
+    # EOS is made the likeliest token everywhere, so that without a minimum the searches end at
+    # once. With minimum lengths (one above its sentence's max length: the max length holds) every
+    # search equals its plain reference with EOS barred below the minimum, and the returned scores
+    # are the model's own log-probabilities: EOS's probability is not handed to the other tokens.
+    table = PrefixTable.random(num_sources=4, max_decode_length=4, seed=13)
+    table.logits[..., EOS_ID] += 6.0
+    sources = np.arange(4)
+    max_lengths = np.array([4, 4, 3, 2], np.int32)
+    min_lengths = np.array([1, 3, 4, 9], np.int32)
+    lengths = dict(max_lengths=max_lengths, min_lengths=min_lengths)
+    # Beam 12 is exhaustive here (see test_wide_beam_equals_exhaustive_search).
+    wide_ids, wide_scores = run_beam(table, sources, 4, beam_size=12, num_return=12, **lengths)
+    ids, scores = run_beam(table, sources, 4, beam_size=2, num_return=2, **lengths)
+    greedy_ids, greedy_scores = run_greedy(table, sources, 4, alpha=0.6, **lengths)
+    unconstrained_ids, _ = run_beam(table, sources, 4, beam_size=2, max_lengths=max_lengths)
+    np.testing.assert_array_equal(unconstrained_ids[:, 0, 0], [EOS_ID] * 4)
+    for source in sources:
+        shortest = min(min_lengths[source], max_lengths[source])
+        expected_ids, expected_scores = numpy_exhaustive(table, source, max_lengths[source], 4, 0.6, shortest)
+        # (Sentence 3 has 6 hypotheses over the real tokens; the rest go through never-likely ones.)
+        real = min(12, len(expected_ids))
+        np.testing.assert_array_equal(wide_ids[source, :real], expected_ids[:real])
+        np.testing.assert_allclose(wide_scores[source, :real], expected_scores[:real], atol=1e-5)
+        reference = numpy_beam_search(table, source, max_lengths[source], 2, 0.6, shortest)
+        np.testing.assert_array_equal(ids[source], [padded(tokens, 4) for _, tokens in reference])
+        np.testing.assert_allclose(scores[source], [score for score, _ in reference], atol=1e-5)
+        expected_greedy_ids, expected_greedy_score = numpy_greedy(table, source, max_lengths[source], 4, 0.6, shortest)
+        np.testing.assert_array_equal(greedy_ids[source, 0], expected_greedy_ids)
+        np.testing.assert_allclose(greedy_scores[source, 0], expected_greedy_score, atol=1e-5)
+        assert np.sum(ids[source, 0] != PAD_ID) >= shortest
 
 
 def test_sentence_alone_equals_sentence_in_batch():
@@ -756,6 +796,7 @@ def _call(**overrides):
         (dict(initial_ids=np.array([[BOS_ID]])), r"initial_ids.*rank 1.*Received: shape \(1, 1\)"),
         (dict(initial_ids=np.int32(BOS_ID)), r"initial_ids.*rank 1.*Received: shape \(\)"),
         (dict(max_lengths=np.array([[3]])), r"max_lengths.*rank 1.*Received: shape \(1, 1\)"),
+        (dict(min_lengths=np.array([[3]])), r"min_lengths.*rank 1.*Received: shape \(1, 1\)"),
     ],
 )
 def test_bad_arguments_raise(overrides, message):
