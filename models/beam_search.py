@@ -23,6 +23,9 @@ Conventions (the exact policy, relied on by the tests):
   (forced end, no EOS appended) and scored with that length. Hence every sentence ends with finished
   hypotheses and the search never needs tensor2tensor's fallback of returning alive ones.
 - The returned ids include the EOS token; every position after it is `pad_id`.
+- With `min_lengths`, EOS cannot end a hypothesis shorter than its sentence's minimum (EOS is taken
+  out of the choice, as fairseq's `--min-len` and OpenNMT's `min_length` do); scores stay the model's
+  own log-probabilities, not renormalised over the other tokens.
 
 The search knows the model only through `next_logits_fn(ids, step, state) -> (logits, state)`. It is
 written with `keras.ops` only, with fixed shapes (a preallocated id buffer and a `while_loop` whose
@@ -88,6 +91,7 @@ def beam_search(
     beam_size,
     max_decode_length,
     max_lengths=None,
+    min_lengths=None,
     alpha=DEFAULT_SEARCH.alpha,
     eos_id=EOS_ID,
     pad_id=PAD_ID,
@@ -125,6 +129,9 @@ def beam_search(
             each sentence; values are clipped to `[1, max_decode_length]`. A hypothesis that
             reaches it ends there, without EOS. `None` means `max_decode_length` for all. With it,
             a sentence gives the same result alone as in a batch of sentences of other lengths.
+        min_lengths: optional int `[batch]`, the minimum output length (tokens, EOS included) of
+            each sentence: EOS is not chosen at a shorter length. A minimum above the sentence's
+            max length acts as the max length (EOS is allowed there). `None`: no minimum.
         alpha: float >= 0, the length-penalty exponent (0: no penalty).
         eos_id: int, the token that ends a hypothesis.
         pad_id: int, written after the end of every hypothesis.
@@ -144,9 +151,12 @@ def beam_search(
         score -1e30.
 
     Raises:
-        ValueError: if an argument is out of range or `initial_ids` / `max_lengths` is not rank 1.
+        ValueError: if an argument is out of range or `initial_ids` / `max_lengths` / `min_lengths` is
+            not rank 1.
     """
-    initial_ids, max_lengths = _validate(beam_size, max_decode_length, alpha, num_return, initial_ids, max_lengths)
+    initial_ids, max_lengths, min_lengths = _validate(
+        beam_size, max_decode_length, alpha, num_return, initial_ids, max_lengths, min_lengths
+    )
     return _search(
         next_logits_fn,
         initial_ids,
@@ -155,6 +165,7 @@ def beam_search(
         num_candidates=2 * int(beam_size),
         max_decode_length=int(max_decode_length),
         max_lengths=max_lengths,
+        min_lengths=min_lengths,
         alpha=float(alpha),
         eos_id=eos_id,
         pad_id=pad_id,
@@ -170,6 +181,7 @@ def greedy_search(
     *,
     max_decode_length,
     max_lengths=None,
+    min_lengths=None,
     alpha=DEFAULT_SEARCH.alpha,
     eos_id=EOS_ID,
     pad_id=PAD_ID,
@@ -188,6 +200,8 @@ def greedy_search(
         initial_state: the `state` for step 0, leading dimension `batch`.
         max_decode_length: int >= 1, static, the size of the id buffer and of the cache.
         max_lengths: optional int `[batch]`, as in `beam_search`.
+        min_lengths: optional int `[batch]`, as in `beam_search`: the argmax over the tokens other
+            than EOS below it.
         alpha: float >= 0, used only for the returned scores (the tokens do not depend on it), so
             that they compare with `beam_search` scores.
         eos_id: int, the token that ends a hypothesis.
@@ -198,7 +212,8 @@ def greedy_search(
         `[batch, 1, max_decode_length]`, `scores` float32 `[batch, 1]`.
 
     Raises:
-        ValueError: if an argument is out of range or `initial_ids` / `max_lengths` is not rank 1.
+        ValueError: if an argument is out of range or `initial_ids` / `max_lengths` / `min_lengths` is
+            not rank 1.
     """
     return sampling_search(
         next_logits_fn,
@@ -207,6 +222,7 @@ def greedy_search(
         max_decode_length=max_decode_length,
         sampler=None,
         max_lengths=max_lengths,
+        min_lengths=min_lengths,
         alpha=alpha,
         eos_id=eos_id,
         pad_id=pad_id,
@@ -221,6 +237,7 @@ def sampling_search(
     max_decode_length,
     sampler,
     max_lengths=None,
+    min_lengths=None,
     alpha=DEFAULT_SEARCH.alpha,
     eos_id=EOS_ID,
     pad_id=PAD_ID,
@@ -238,7 +255,9 @@ def sampling_search(
     Returns:
         A `SearchResult` as from `greedy_search`.
     """
-    initial_ids, max_lengths = _validate(1, max_decode_length, alpha, 1, initial_ids, max_lengths)
+    initial_ids, max_lengths, min_lengths = _validate(
+        1, max_decode_length, alpha, 1, initial_ids, max_lengths, min_lengths
+    )
     return _search(
         next_logits_fn,
         initial_ids,
@@ -247,6 +266,7 @@ def sampling_search(
         num_candidates=1,
         max_decode_length=int(max_decode_length),
         max_lengths=max_lengths,
+        min_lengths=min_lengths,
         alpha=float(alpha),
         eos_id=eos_id,
         pad_id=pad_id,
@@ -255,8 +275,8 @@ def sampling_search(
     )
 
 
-def _validate(beam_size, max_decode_length, alpha, num_return, initial_ids, max_lengths):
-    """Raises ValueError on a bad argument; returns `initial_ids, max_lengths` as tensors."""
+def _validate(beam_size, max_decode_length, alpha, num_return, initial_ids, max_lengths, min_lengths):
+    """Raises ValueError on a bad argument; returns `initial_ids, max_lengths, min_lengths` as tensors."""
 
     def is_int(value):  # Python or NumPy integer scalar, not a tensor
         return isinstance(value, numbers.Integral) and not isinstance(value, bool)
@@ -283,13 +303,15 @@ def _validate(beam_size, max_decode_length, alpha, num_return, initial_ids, max_
             "`initial_ids` must have rank 1, shape [batch] (one BOS per sentence). "
             f"Received: shape {tuple(initial_ids.shape)}"
         )
-    if max_lengths is not None:
-        max_lengths = ops.convert_to_tensor(max_lengths)
-        if len(max_lengths.shape) != 1:
-            raise ValueError(
-                f"`max_lengths` must be None or have rank 1, shape [batch]. Received: shape {tuple(max_lengths.shape)}"
-            )
-    return initial_ids, max_lengths
+    lengths = {"max_lengths": max_lengths, "min_lengths": min_lengths}
+    for name, value in lengths.items():
+        if value is not None:
+            lengths[name] = ops.convert_to_tensor(value)
+            if len(lengths[name].shape) != 1:
+                raise ValueError(
+                    f"`{name}` must be None or have rank 1, shape [batch]. Received: shape {tuple(lengths[name].shape)}"
+                )
+    return initial_ids, lengths["max_lengths"], lengths["min_lengths"]
 
 
 def _search(
@@ -305,6 +327,7 @@ def _search(
     eos_id,
     pad_id,
     num_return,
+    min_lengths=None,
     reorder_state=None,
     sampler=None,
 ):
@@ -320,6 +343,9 @@ def _search(
         max_lengths = ops.full_like(initial_ids, max_decode_length)
     else:
         max_lengths = ops.clip(ops.cast(max_lengths, "int32"), 1, max_decode_length)
+    if min_lengths is not None:
+        # A hypothesis at its max length may still end with EOS.
+        min_lengths = ops.minimum(ops.cast(min_lengths, "int32"), max_lengths)
     # No continuation scores above alive_log_prob / this (see `sentence_done`).
     max_length_penalty = length_penalty(max_lengths, alpha)  # [batch]
 
@@ -360,6 +386,12 @@ def _search(
         ids = ops.reshape(ops.take(alive_seq, step, axis=2), [-1])  # [batch * beam]
         logits, state = next_logits_fn(ids, step, state)
         logits = ops.cast(logits, _SCORE_DTYPE)  # [batch * beam, vocab]
+        choice_logits = logits
+        if min_lengths is not None:
+            # EOS is out of the choice below the minimum; the normaliser below stays the model's.
+            too_short = ops.repeat(step + 1 < min_lengths, beam_size, axis=0)[:, None]  # [batch * beam, 1]
+            is_eos = (ops.arange(ops.shape(logits)[-1]) == eos_id)[None, :]
+            choice_logits = ops.where(ops.logical_and(too_short, is_eos), _LARGE_NEGATIVE, logits)
 
         # Candidates: the best one-token extensions over (beam x vocab) of every sentence. Each is
         # among its own hypothesis's `num_candidates` best tokens, so those are taken per row first
@@ -368,9 +400,9 @@ def _search(
         # built. Ties go to the lower (beam, token), as in one top_k over the flattened scores.
         per_row = min(num_candidates, logits.shape[-1] or num_candidates)  # a vocabulary may be tiny
         if sampler is None:
-            row_logits, row_tokens = ops.top_k(logits, per_row)  # [batch * beam, per_row]
+            row_logits, row_tokens = ops.top_k(choice_logits, per_row)  # [batch * beam, per_row]
         else:
-            row_tokens = sampler(logits, step)[:, None]  # [batch, 1]
+            row_tokens = sampler(choice_logits, step)[:, None]  # [batch, 1]
             row_logits = ops.take_along_axis(logits, row_tokens, axis=1)
         row_log_probs = row_logits - ops.logsumexp(logits, axis=-1, keepdims=True)
         extended = alive_log_probs[:, :, None] + ops.reshape(row_log_probs, [-1, beam_size, per_row])

@@ -18,6 +18,7 @@ def translate_ids(
     beam_size=DEFAULT_SEARCH.beam_size,
     alpha=DEFAULT_SEARCH.alpha,
     max_extra_length=DEFAULT_SEARCH.max_extra_length,
+    min_length_ratio=0.0,
     num_return=1,
     max_decode_length=None,
     return_attention=False,
@@ -36,6 +37,10 @@ def translate_ids(
         alpha: length-penalty exponent.
         max_extra_length: a sentence of n source tokens (EOS included) gets at most
             n + max_extra_length output tokens.
+        min_length_ratio: a sentence of n source tokens gets at least floor(n * min_length_ratio)
+            output tokens (both counts with EOS); 0 sets no minimum, as in the paper. (A minimum
+            length is fairseq's `--min-len` and OpenNMT's `min_length`, taken here relative to the
+            source since sentence lengths vary.)
         num_return: hypotheses returned per sentence (n-best), at most `beam_size`.
         sampler: draw every token with this `(logits, step) -> tokens` function
             (`models.sampling.token_sampler`) instead of searching; needs `beam_size=1`.
@@ -105,6 +110,8 @@ def translate_ids(
         eos_id=eos_id,
         pad_id=model.pad_id,
     )
+    if min_length_ratio:
+        options["min_lengths"] = ops.cast(ops.floor(ops.cast(source_lengths, "float32") * min_length_ratio), "int32")
     initial_ids = ops.full((batch_size,), bos_id, dtype="int32")
     if sampler is not None:
         return sampling_search(next_logits_fn, initial_ids, {"self": cache["self"]}, sampler=sampler, **options)

@@ -142,6 +142,22 @@ def test_eos_stops_a_hypothesis(tiny_model, eos_bias_model, beam_size):
 
 
 @pytest.mark.parametrize("beam_size", [1, 4])
+def test_min_length_ratio_holds_eos_back(tiny_model, eos_bias_model, beam_size):
+    # The model wants EOS first (+1e9 on its logit); with min_length_ratio 0.5 a sentence of n
+    # source tokens (EOS included) gets at least floor(n / 2) output tokens, so every output ends
+    # with EOS exactly there. Without the ratio, the outputs are a lone EOS (test above).
+    model, tokenizer, _, _ = tiny_model
+    source, lengths = source_batch(tokenizer, SENTENCES)
+    ids, _ = translate_ids(
+        eos_bias_model(model, 1e9), ops.convert_to_tensor(source), beam_size=beam_size, min_length_ratio=0.5
+    )
+    ids = ops.convert_to_numpy(ids)
+    for row, length in enumerate(lengths):
+        tokens = hypothesis(ids[row, 0])
+        assert len(tokens) == max(length // 2, 1) and tokens[-1] == EOS_ID, (SENTENCES[row], tokens)
+
+
+@pytest.mark.parametrize("beam_size", [1, 4])
 def test_maximum_length_stops_a_hypothesis(tiny_model, eos_bias_model, beam_size):
     model, tokenizer, _, _ = tiny_model
     source, lengths = source_batch(tokenizer, SENTENCES)

@@ -5,8 +5,13 @@ prefix reaches the table only through the `state` (a running code of the prefix,
 itself), so a search that reordered the state wrongly would score hypotheses with another
 hypothesis' distribution, and the scores would disagree with a NumPy rescoring of the returned ids.
 The source index is captured in the closure, as the encoder output is by the real decoder.
+
+Beside the hand-computed scripts, random tables check the search against a plain rewrite of its
+algorithm and against the exact optimum (every hypothesis listed, or for the larger `BigramTable`
+found by dynamic programming), asserting only what an approximate search must satisfy.
 """
 
+import itertools
 import math
 
 import keras
@@ -58,10 +63,11 @@ class PrefixTable:
         return cls(logits)
 
     @classmethod
-    def random(cls, num_sources, max_decode_length, seed):
+    def random(cls, num_sources, max_decode_length, seed, scale=1.5):
+        """Normal logits with standard deviation `scale` for the real tokens (larger: sharper)."""
         rng = np.random.default_rng(seed)
         logits = np.full((num_sources, VOCAB_SIZE**max_decode_length, VOCAB_SIZE), UNLIKELY_LOGIT)
-        logits[:, :, list(REAL_TOKENS)] = 1.5 * rng.standard_normal(
+        logits[:, :, list(REAL_TOKENS)] = scale * rng.standard_normal(
             (num_sources, VOCAB_SIZE**max_decode_length, len(REAL_TOKENS))
         )
         return cls(logits)
@@ -142,24 +148,30 @@ def padded(tokens, length):
     return list(tokens) + [PAD_ID] * (length - len(tokens))
 
 
-def numpy_greedy(table, source, max_length, max_decode_length, alpha):
-    """The plain argmax loop."""
+def numpy_greedy(table, source, max_length, max_decode_length, alpha, min_length=1):
+    """The plain argmax loop (over the tokens other than EOS below `min_length`)."""
     prefix = []
     for _ in range(max_length):
-        prefix.append(int(np.argmax(table.log_probs(source, prefix))))
+        log_probs = table.log_probs(source, prefix)
+        if len(prefix) + 1 < min_length:
+            log_probs[EOS_ID] = -np.inf
+        prefix.append(int(np.argmax(log_probs)))
         if prefix[-1] == EOS_ID:
             break
     return padded(prefix, max_decode_length), table.score(source, prefix, alpha)
 
 
-def numpy_exhaustive(table, source, max_length, max_decode_length, alpha):
-    """Every hypothesis over REAL_TOKENS, ending at EOS or at max_length, best first."""
+def numpy_exhaustive(table, source, max_length, max_decode_length, alpha, min_length=1):
+    """Every hypothesis over REAL_TOKENS, ending at EOS (not before `min_length`) or at max_length,
+    best first."""
     hypotheses = []
 
     def extend(prefix, log_prob):
         log_probs = table.log_probs(source, prefix)
         for token in REAL_TOKENS:
             tokens = prefix + [token]
+            if token == EOS_ID and len(tokens) < min(min_length, max_length):
+                continue
             total = log_prob + log_probs[token]
             if token == EOS_ID or len(tokens) == max_length:
                 hypotheses.append((total / lp(len(tokens), alpha), tokens))
@@ -332,6 +344,192 @@ def test_wide_beam_equals_exhaustive_search(alpha):
         np.testing.assert_allclose(scores[source], expected_scores[:12], atol=1e-5)
 
 
+def numpy_beam_search(table, source, max_length, beam_size, alpha, min_length=1):
+    """The module's alive/finished search written out plainly, run to `max_length` without the
+    early stop: `[(score, tokens)]` of the finished set, best first.
+
+    Every step extends the alive hypotheses by every token, keeps the `2 * beam_size` best by
+    log-probability (ties to the lower (beam, token), as the module's top_k does), sends those that
+    end (EOS, or at `max_length`) to the finished set by length-penalised score and the others, by
+    log-probability, to the alive set. EOS is no candidate below `min_length`.
+    """
+    alive = [((), 0.0)]
+    finished = []
+    for length in range(1, max_length + 1):
+        candidates = []
+        for prefix, log_prob in alive:
+            log_probs = table.log_probs(source, list(prefix))
+            tokens = [t for t in range(len(log_probs)) if t != EOS_ID or length >= min(min_length, max_length)]
+            candidates.extend((log_prob + log_probs[token], prefix + (token,)) for token in tokens)
+        candidates = sorted(candidates, key=lambda c: -c[0])[: 2 * beam_size]
+        ends = [token[-1] == EOS_ID or length == max_length for _, token in candidates]
+        ended = [(log_prob / lp(length, alpha), tokens) for (log_prob, tokens), end in zip(candidates, ends) if end]
+        finished = sorted(finished + ended, key=lambda h: -h[0])[:beam_size]
+        alive = [(tokens, log_prob) for (log_prob, tokens), end in zip(candidates, ends) if not end][:beam_size]
+    return finished
+
+
+BIGRAM_VOCAB_SIZE = 12
+BIGRAM_REAL_TOKENS = [EOS_ID] + list(range(4, BIGRAM_VOCAB_SIZE))  # EOS and 8 ordinary tokens
+
+
+class BigramTable:
+    """log P(next token | source, step, previous token) as random logits `[sources, max_length,
+    vocab, vocab]`: a larger vocabulary and longer outputs than a `PrefixTable` holds, with the exact
+    optimum found by dynamic programming over (length, last token) instead of by listing every
+    hypothesis. The same interface as `PrefixTable` (`log_probs`, `score`, `decoder`)."""
+
+    def __init__(self, num_sources, max_length, seed, scale=1.5, eos_bias=0.5):
+        rng = np.random.default_rng(seed)
+        shape = (num_sources, max_length, BIGRAM_VOCAB_SIZE, BIGRAM_VOCAB_SIZE)
+        self.logits = np.full(shape, UNLIKELY_LOGIT, np.float32)
+        self.logits[..., BIGRAM_REAL_TOKENS] = scale * rng.standard_normal(shape[:-1] + (len(BIGRAM_REAL_TOKENS),))
+        self.logits[..., EOS_ID] += eos_bias
+
+    def step_log_probs(self, source):
+        """`[max_length, previous token, next token]` log-probabilities, float64."""
+        logits = self.logits[source].astype(np.float64)
+        top = logits.max(axis=-1, keepdims=True)
+        return logits - top - np.log(np.exp(logits - top).sum(axis=-1, keepdims=True))
+
+    def log_probs(self, source, prefix):
+        return self.step_log_probs(source)[len(prefix), prefix[-1] if prefix else BOS_ID]
+
+    def score(self, source, tokens, alpha):
+        """Length-penalised score of returned ids (pad stripped, EOS included), in float64."""
+        tokens = [int(t) for t in tokens if t != PAD_ID]
+        log_prob = sum(self.log_probs(source, tokens[:t])[tokens[t]] for t in range(len(tokens)))
+        return log_prob / lp(len(tokens), alpha)
+
+    def optimum(self, source, max_length, alpha):
+        """The best score of a complete hypothesis (EOS, or cut at `max_length`)."""
+        log_probs = self.step_log_probs(source)
+        best_prefix = np.full(BIGRAM_VOCAB_SIZE, -np.inf)  # best log P of a prefix, by its last token
+        best_prefix[BOS_ID] = 0.0
+        best = -np.inf
+        for length in range(1, max_length + 1):
+            extended = best_prefix[:, None] + log_probs[length - 1]  # [previous, next]
+            ended = extended.max() if length == max_length else extended[:, EOS_ID].max()
+            best = max(best, ended / lp(length, alpha))
+            best_prefix = extended.max(axis=0)
+            best_prefix[EOS_ID] = -np.inf
+        return best
+
+    def decoder(self, sources, beam_size, state=None):
+        """`(next_logits_fn, initial_state)`; the model reads only the ids the search passes in,
+        so `state` (a placeholder the search carries along) does not matter."""
+        num_steps = self.logits.shape[1]
+        table = ops.convert_to_tensor(self.logits.reshape(-1, BIGRAM_VOCAB_SIZE))
+        offset = ops.repeat(ops.cast(sources, "int32"), beam_size, axis=0) * num_steps * BIGRAM_VOCAB_SIZE
+
+        def next_logits_fn(ids, step, state):
+            return ops.take(table, offset + step * BIGRAM_VOCAB_SIZE + ids, axis=0), state
+
+        return next_logits_fn, {"unused": ops.zeros((ops.shape(offset)[0],), "int32")}
+
+
+def test_bigram_optimum_equals_brute_force():
+    table = BigramTable(num_sources=3, max_length=4, seed=30)
+    for source, max_length in ((0, 4), (1, 3), (2, 1)):
+        for alpha in (0.0, 0.6, 2.0):
+            scores = []
+            for length in range(1, max_length + 1):
+                for tokens in itertools.product(BIGRAM_REAL_TOKENS, repeat=length):
+                    if EOS_ID not in tokens[:-1] and (tokens[-1] == EOS_ID or length == max_length):
+                        scores.append(table.score(source, tokens, alpha))
+            np.testing.assert_allclose(table.optimum(source, max_length, alpha), max(scores), atol=1e-9)
+
+
+# Random "models" for the search-quality tests: prefix tables with 3 real tokens (EOS, A, B) and
+# hypotheses of at most 5 tokens, where the optimum is found by listing every hypothesis, and a
+# bigram table with 9 real tokens and up to 10, where beam 4 is a real approximation.
+NUM_RANDOM_SOURCES = 60
+
+
+@pytest.fixture(scope="module")
+def random_models():
+    """`[(table, max_lengths, optimum(source, alpha))]`: a flatter and a sharper prefix table, a bigram table."""
+    prefix_max_lengths = np.array([5, 4, 3] * (NUM_RANDOM_SOURCES // 3), np.int32)
+    bigram_max_lengths = np.array([10, 7, 4] * (NUM_RANDOM_SOURCES // 3), np.int32)
+    models = []
+    for table in (PrefixTable.random(NUM_RANDOM_SOURCES, 5, 21), PrefixTable.random(NUM_RANDOM_SOURCES, 5, 22, 3.0)):
+        optimum = lambda source, alpha, table=table: numpy_exhaustive(
+            table, source, prefix_max_lengths[source], 5, alpha
+        )[1][0]
+        models.append((table, prefix_max_lengths, optimum))
+    bigram = BigramTable(NUM_RANDOM_SOURCES, 10, seed=23)
+    models.append(
+        (bigram, bigram_max_lengths, lambda source, alpha: bigram.optimum(source, bigram_max_lengths[source], alpha))
+    )
+    return models
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.6, 1.0, 2.0])
+@pytest.mark.parametrize("beam_size", [1, 2, 4])
+def test_search_equals_plain_reference_and_never_beats_the_optimum(random_models, beam_size, alpha):
+    # What must hold for an approximate search: it is exactly the documented algorithm (so the early
+    # stop of the finished set never changes the result, whatever alpha); every returned hypothesis
+    # is complete (EOS, or cut at its sentence's max length) and scores what the model gives it;
+    # the n-best are sorted and distinct; none beats the exhaustive optimum.
+    for table, max_lengths, optimum in random_models:
+        max_decode_length = int(max_lengths.max())
+        ids, scores = run_beam(
+            table,
+            np.arange(NUM_RANDOM_SOURCES),
+            max_decode_length,
+            beam_size=beam_size,
+            alpha=alpha,
+            num_return=beam_size,
+            max_lengths=max_lengths,
+        )
+        for source, max_length in enumerate(max_lengths):
+            reference = numpy_beam_search(table, source, max_length, beam_size, alpha)
+            # Hypotheses through a never-likely token (logit -40) tie with each other; compare the rest.
+            real = [(score, tokens) for score, tokens in reference if score > -20.0]
+            np.testing.assert_array_equal(ids[source, : len(real)], [padded(t, max_decode_length) for _, t in real])
+            np.testing.assert_allclose(scores[source, : len(real)], [s for s, _ in real], atol=1e-4)
+            assert scores[source, 0] <= optimum(source, alpha) + 1e-4
+            assert np.all(np.diff(scores[source]) <= 0)
+            assert len({tuple(row) for row in ids[source]}) == beam_size
+            for rank in range(len(real)):
+                tokens = [t for t in ids[source, rank] if t != PAD_ID]
+                assert tokens[-1] == EOS_ID or len(tokens) == max_length
+                assert EOS_ID not in tokens[:-1]
+                np.testing.assert_allclose(scores[source, rank], table.score(source, tokens, alpha), atol=1e-4)
+
+
+def search_quality(table, max_lengths, beam_size, alpha):
+    """Fractions of the sentences where the beam's best is the exact optimum (`optimal`), where
+    greedy's output is (`greedy_optimal`), where the beam's best scores above / below greedy's output
+    (`above_greedy`, `below_greedy`) and where it is shorter than greedy's output (`shorter`)."""
+    sources = np.arange(len(max_lengths))
+    max_decode_length = int(max_lengths.max())
+    ids, scores = run_beam(table, sources, max_decode_length, beam_size=beam_size, alpha=alpha, max_lengths=max_lengths)
+    greedy_ids, greedy_scores = run_greedy(table, sources, max_decode_length, alpha=alpha, max_lengths=max_lengths)
+    optimum = np.array([table.optimum(source, max_lengths[source], alpha) for source in sources])
+    best, greedy = scores[:, 0], greedy_scores[:, 0]
+    return {
+        "optimal": np.mean(best >= optimum - 1e-4),
+        "greedy_optimal": np.mean(greedy >= optimum - 1e-4),
+        "above_greedy": np.mean(best > greedy + 1e-4),
+        "below_greedy": np.mean(best < greedy - 1e-4),
+        "shorter": np.mean(np.sum(ids[:, 0] != PAD_ID, axis=1) < np.sum(greedy_ids[:, 0] != PAD_ID, axis=1)),
+    }
+
+
+@pytest.mark.parametrize("alpha", [0.6, 1.0])
+def test_beam_four_finds_the_optimum_of_a_random_bigram_model(alpha):
+    # Beam search is approximate: its best may miss the optimum and may even score below greedy's
+    # output (the greedy prefix can fall out of the alive set), so no per-sentence claim holds. Over
+    # 300 random sentences of up to 10 tokens from 9, beam 4 must find the exact optimum almost
+    # always, far more often than greedy, and must almost never score below greedy.
+    max_lengths = np.array([10, 7, 4] * 100, np.int32)
+    quality = search_quality(BigramTable(300, 10, seed=31), max_lengths, beam_size=4, alpha=alpha)
+    assert quality["optimal"] >= 0.95, quality
+    assert quality["optimal"] - quality["greedy_optimal"] >= 0.3, quality
+    assert quality["below_greedy"] <= 0.01, quality
+
+
 def test_eos_ends_a_hypothesis_and_pads_after_it():
     # A then EOS (.95): the hypothesis ends at length 2 although 5 tokens are allowed.
     script = {(): {A: 0.9, B: 0.06, EOS_ID: 0.04}, (A,): {EOS_ID: 0.95, A: 0.03, B: 0.02}}
@@ -357,6 +555,39 @@ def test_max_lengths_end_hypotheses():
         (math.log(0.6) + 3 * math.log(0.7)) / (9 / 6) ** 0.6,
     ]
     np.testing.assert_allclose(scores[:, 0], expected, atol=1e-5)
+
+
+def test_min_lengths_keep_eos_out_below_the_minimum():
+    # EOS is made the likeliest token everywhere, so that without a minimum the searches end at
+    # once. With minimum lengths (one above its sentence's max length: the max length holds) every
+    # search equals its plain reference with EOS barred below the minimum, and the returned scores
+    # are the model's own log-probabilities: EOS's probability is not handed to the other tokens.
+    table = PrefixTable.random(num_sources=4, max_decode_length=4, seed=13)
+    table.logits[..., EOS_ID] += 6.0
+    sources = np.arange(4)
+    max_lengths = np.array([4, 4, 3, 2], np.int32)
+    min_lengths = np.array([1, 3, 4, 9], np.int32)
+    lengths = dict(max_lengths=max_lengths, min_lengths=min_lengths)
+    # Beam 12 is exhaustive here (see test_wide_beam_equals_exhaustive_search).
+    wide_ids, wide_scores = run_beam(table, sources, 4, beam_size=12, num_return=12, **lengths)
+    ids, scores = run_beam(table, sources, 4, beam_size=2, num_return=2, **lengths)
+    greedy_ids, greedy_scores = run_greedy(table, sources, 4, alpha=0.6, **lengths)
+    unconstrained_ids, _ = run_beam(table, sources, 4, beam_size=2, max_lengths=max_lengths)
+    np.testing.assert_array_equal(unconstrained_ids[:, 0, 0], [EOS_ID] * 4)
+    for source in sources:
+        shortest = min(min_lengths[source], max_lengths[source])
+        expected_ids, expected_scores = numpy_exhaustive(table, source, max_lengths[source], 4, 0.6, shortest)
+        # (Sentence 3 has 6 hypotheses over the real tokens; the rest go through never-likely ones.)
+        real = min(12, len(expected_ids))
+        np.testing.assert_array_equal(wide_ids[source, :real], expected_ids[:real])
+        np.testing.assert_allclose(wide_scores[source, :real], expected_scores[:real], atol=1e-5)
+        reference = numpy_beam_search(table, source, max_lengths[source], 2, 0.6, shortest)
+        np.testing.assert_array_equal(ids[source], [padded(tokens, 4) for _, tokens in reference])
+        np.testing.assert_allclose(scores[source], [score for score, _ in reference], atol=1e-5)
+        expected_greedy_ids, expected_greedy_score = numpy_greedy(table, source, max_lengths[source], 4, 0.6, shortest)
+        np.testing.assert_array_equal(greedy_ids[source, 0], expected_greedy_ids)
+        np.testing.assert_allclose(greedy_scores[source, 0], expected_greedy_score, atol=1e-5)
+        assert np.sum(ids[source, 0] != PAD_ID) >= shortest
 
 
 def test_sentence_alone_equals_sentence_in_batch():
@@ -565,6 +796,7 @@ def _call(**overrides):
         (dict(initial_ids=np.array([[BOS_ID]])), r"initial_ids.*rank 1.*Received: shape \(1, 1\)"),
         (dict(initial_ids=np.int32(BOS_ID)), r"initial_ids.*rank 1.*Received: shape \(\)"),
         (dict(max_lengths=np.array([[3]])), r"max_lengths.*rank 1.*Received: shape \(1, 1\)"),
+        (dict(min_lengths=np.array([[3]])), r"min_lengths.*rank 1.*Received: shape \(1, 1\)"),
     ],
 )
 def test_bad_arguments_raise(overrides, message):
