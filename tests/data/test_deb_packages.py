@@ -260,7 +260,7 @@ def test_mirror_unreachable_gives_one_clear_message(tmp_path, monkeypatch, demo_
     assert message.startswith(f"Cannot download demo 2:1.0-1 from the Debian mirror {closed}: ")
     assert "Connection refused" in message and f"after {deb_packages.DOWNLOAD_ATTEMPTS} attempts" in message
     assert "--deb_mirror" in message and "--deb_dir" in message
-    assert [n for n in os.listdir(tmp_path / "debs")] == []
+    assert os.listdir(tmp_path / "debs") == []
 
 
 def test_fetch_without_apt_get_downloads_from_the_mirror(tmp_path, monkeypatch, mirror, demo_deb):
