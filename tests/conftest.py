@@ -2,7 +2,8 @@
 model trained once per session and shared by the training, evaluation and export tests.
 
 Two tiers. The full one (`make test`, CI) runs everything; the shared model trains on the real
-deb-en-de corpus, built from Debian packages (fetched with apt-get unless cached in DEB_CACHE).
+deb-en-de corpus, built from Debian packages (fetched with apt-get, or from a Debian mirror where
+apt-get is missing, unless cached in DEB_CACHE).
 The fast one (`pytest --fast`, `make test-fast`) leaves out the tests marked `slow` or `full`,
 builds the corpus from the small checked-in sample tests/fixtures/deb_en_de_sample.tsv instead,
 and refuses any network connection or package download.
@@ -132,7 +133,9 @@ def deb_en_de(request, tmp_path_factory):
 
     def build(directory):
         start = time.monotonic()
-        debs = deb_packages.fetch_debs(list(builtin_corpora.DEB_EN_DE_PACKAGES), DEB_CACHE)
+        debs = deb_packages.fetch_debs(
+            list(builtin_corpora.DEB_EN_DE_PACKAGES), DEB_CACHE, pinned=builtin_corpora.DEB_EN_DE_DEBS
+        )
         fetch_seconds = time.monotonic() - start
         size = sum(os.path.getsize(p) for p in debs.values())
         print(f"\nfetched/found {len(debs)} packages ({size / 1e6:.1f} MB) in {fetch_seconds:.1f} s")

@@ -16,6 +16,8 @@ class DataConfig:
     corpus: str = "deb-en-de"
     cache_dir: str = "cache/corpora"
     deb_dir: str | None = None
+    deb_source: str = "auto"  # How missing .deb files are fetched: "auto", "apt" or "mirror".
+    deb_mirror: str | None = None  # The Debian mirror for "mirror"; None: data.deb_packages.DEFAULT_MIRROR.
     languages: str | None = None  # "en-de" for user files; built-in corpora know theirs.
     direction: str | None = None  # e.g. "de-en"; default the corpus's own (en-xx).
     train_files: tuple = ()  # User corpus: (tsv,) or (src, tgt).
@@ -69,8 +71,9 @@ def _normalise(value):
     return json.loads(json.dumps(value))
 
 
-# Where the data lives, not what it is: a run may move its cache (another machine, another disk).
-LOCATION_KEYS = ("cache_dir", "deb_dir")
+# Where the data lives or comes from, not what it is: a run may move its cache (another machine,
+# another disk) and fetch its packages another way.
+LOCATION_KEYS = ("cache_dir", "deb_dir", "deb_source", "deb_mirror")
 # User files, compared as absolute paths (configs written before paths were made absolute hold them
 # as typed, relative to the directory train.py ran in).
 PATH_KEYS = ("train_files", "dev_files", "test_files")
@@ -92,8 +95,8 @@ def _comparable(section, values, default_direction):
 def check(config, default_direction=None):
     """Checks that model_dir/config.json, if there, has the same model and data as `config`.
 
-    Locations (`cache_dir`, `deb_dir`) may differ; user file paths are compared as absolute paths;
-    an unset direction stands for `default_direction` (the corpus's own).
+    Locations (`cache_dir`, `deb_dir`, `deb_source`, `deb_mirror`) may differ; user file paths are
+    compared as absolute paths; an unset direction stands for `default_direction` (the corpus's own).
 
     Raises:
         ConfigMismatchError: the existing run used another model or data configuration (names the keys).

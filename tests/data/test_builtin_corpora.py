@@ -1,9 +1,10 @@
 import json
 import os
+import socket
 
 import pytest
 
-from data import builtin_corpora, corpus_cache
+from data import builtin_corpora, corpus_cache, deb_packages
 from tests.data.conftest import english_by_split
 
 
@@ -13,11 +14,18 @@ def test_unknown_corpus():
 
 
 def test_missing_package_leaves_no_corpus_behind(tmp_path, monkeypatch):
-    monkeypatch.setenv("PATH", str(tmp_path))  # no apt-get: the packages cannot be fetched
+    monkeypatch.setenv("PATH", str(tmp_path))  # no apt-get: the packages cannot be fetched with apt
+    monkeypatch.setattr(deb_packages, "RETRY_BACKOFF_SECONDS", 0.0)
+    with socket.socket() as probe:  # nor from a mirror on a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        closed_mirror = f"http://127.0.0.1:{probe.getsockname()[1]}/debian"
     cache = tmp_path / "cache"
-    with pytest.raises(Exception, match="libreoffice-help-en-us"):
-        builtin_corpora.prepare_corpus("deb-en-de", str(cache), str(tmp_path / "debs"))
-    assert os.listdir(cache) == []
+    for source in ("apt", "auto"):
+        with pytest.raises(deb_packages.DebPackageError, match="libreoffice-help-en-us"):
+            builtin_corpora.prepare_corpus(
+                "deb-en-de", str(cache), str(tmp_path / "debs"), deb_source=source, deb_mirror=closed_mirror
+            )
+        assert os.listdir(cache) == []
 
 
 @pytest.mark.slow

@@ -36,6 +36,8 @@ def test_moved_caches_relative_paths_and_the_default_direction_are_the_same_run(
         first,
         cache_dir="/elsewhere/corpora",
         deb_dir=None,
+        deb_source="mirror",
+        deb_mirror="https://mirror.example/debian",
         train_files=(str(tmp_path / "train.tsv"),),
         direction="en-de",
     )

@@ -1,13 +1,16 @@
 """train.py end to end on the real corpus: resuming after SIGKILL, NaN handling, flags, bad input."""
 
 import csv
+import functools
 import glob
 import hashlib
+import http.server
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import keras
@@ -337,3 +340,39 @@ def test_a_signal_writes_a_checkpoint_at_the_current_step_and_the_rerun_resumes(
     # After the signal's step, checkpoints are back on the epoch boundaries, up to exactly 300.
     assert [step for step in steps if step > stopped_at] == list(range(30 * (stopped_at // 30 + 1), 301, 30))[-5:]
     assert "trained to step 300" in rerun.stdout
+
+
+def test_the_deb_source_and_mirror_flags_reach_the_package_fetch(tmp_path):
+    (tmp_path / "mirror").mkdir()  # a mirror without the packages: each answer is a 404
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    handler = functools.partial(Quiet, directory=str(tmp_path / "mirror"))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    mirror = f"http://127.0.0.1:{server.server_address[1]}/debian"
+    try:
+        completed = subprocess.run(
+            [
+                sys.executable,
+                os.path.join(REPO_ROOT, "train.py"),
+                f"--model_dir={tmp_path / 'run'}",
+                f"--cache_dir={tmp_path / 'cache'}",
+                "--deb_source=mirror",
+                f"--deb_mirror={mirror}",
+                "--preset=tiny",
+            ],
+            cwd=REPO_ROOT,
+            env=dict(ENV, no_proxy="*", NO_PROXY="*"),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert completed.returncode != 0
+    assert f"{mirror}/pool/main/libr/libreoffice/libreoffice-help-en-us_" in completed.stderr, completed.stderr[-2000:]
+    assert "HTTP 404" in completed.stderr and "Traceback" not in completed.stderr
