@@ -16,6 +16,7 @@ import sys
 from absl import app, flags
 from sacrebleu.metrics.bleu import BLEU
 
+from data import quiet_logs
 from evaluation import search_flags
 from evaluation.search_flags import SEARCH_FLAGS
 
@@ -92,6 +93,7 @@ def _export_conflict(export_dir):
 
 def main(argv):
     del argv
+    quiet_logs.quiet_tool_output()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from evaluation import evaluator
     from evaluation.test_sets import TestSetError

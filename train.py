@@ -14,7 +14,7 @@ import sys
 
 from absl import app, flags
 
-from data import deb_packages, user_corpus
+from data import deb_packages, quiet_logs, user_corpus
 from models.presets import PRESETS, model_config
 from training.config import DataConfig, RunConfig, TrainConfig
 from training.distribution import DISTRIBUTIONS
@@ -235,6 +235,7 @@ def config_from_flags():
 
 
 def main(argv):
+    quiet_logs.quiet_tool_output()
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
     config = config_from_flags()

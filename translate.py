@@ -20,6 +20,7 @@ import sys
 
 from absl import app, flags
 
+from data import quiet_logs
 from evaluation import search_flags
 from evaluation.search_flags import SEARCH_FLAGS
 
@@ -263,6 +264,7 @@ def run(write):
 
 def main(argv):
     del argv
+    quiet_logs.quiet_tool_output()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from evaluation.saved_model_translator import ExportDirError
     from training.run_dir import ModelDirError

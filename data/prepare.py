@@ -18,7 +18,7 @@ import time
 
 from absl import app, flags
 
-from data import cleaning, deb_packages, parallel_files, user_corpus
+from data import cleaning, deb_packages, parallel_files, quiet_logs, user_corpus
 from data.builtin_corpora import prepare_corpus
 from data.corpus_cache import CorpusError, CorpusPaths
 
@@ -86,6 +86,7 @@ def _prepare() -> CorpusPaths:
 
 
 def main(argv):
+    quiet_logs.quiet_tool_output()
     del argv
     start = time.monotonic()
     try:

@@ -14,6 +14,7 @@ import sys
 from absl import app, flags
 from absl import logging as absl_logging
 
+from data import quiet_logs
 from models.search_config import DEFAULT_SEARCH, EXPORT_MAX_INPUT_LENGTH
 
 FLAGS = flags.FLAGS
@@ -61,6 +62,7 @@ def _check_buckets(values):
 
 
 def main(argv):
+    quiet_logs.quiet_tool_output()
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # Read once, when TensorFlow is first imported.

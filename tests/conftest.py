@@ -32,6 +32,19 @@ TINY_MODEL = dict(num_layers=2, hidden_dim=64, num_heads=4, intermediate_dim=256
 SAMPLE_TSV = os.path.join(REPO_ROOT, "tests", "fixtures", "deb_en_de_sample.tsv")
 
 
+# What TensorFlow and Keras print on their own that a tool's stderr must not show
+# (data/quiet_logs.py; the tools' tests check their output for these).
+STARTUP_NOISE = (
+    "absl::InitializeLog",
+    "oneDNN custom operations",
+    "cuda drivers",
+    "cuInit",
+    "cpu_feature_guard",
+    "shuffle=True",
+    "triggered tf.function retracing",
+)
+
+
 def pytest_addoption(parser):
     parser.addoption(
         "--fast",

@@ -291,6 +291,7 @@ def _train_locked(config, start_over, callbacks, strategy, chief, chief_run, run
                     steps_per_epoch,
                     epochs,
                     dict(
+                        shuffle=False,  # The stream is shuffled by tf.data.
                         validation_data=dev_dataset,
                         validation_freq=_validation_epochs(eval_epochs, epochs),
                         callbacks=[preemption.StopOnSignal(stop_request)] + callback_list,

@@ -13,7 +13,7 @@ import sacrebleu
 
 from evaluation import evaluator, test_sets
 from evaluation.saved_model_translator import ExportDirError, SavedModelTranslator
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, STARTUP_NOISE
 from training.run_dir import ModelDirError, RunDir
 
 BLEU_SIGNATURE = re.compile(r"^signature: nrefs:1\|case:mixed\|eff:no\|tok:13a\|smooth:exp\|version:\S+$", re.M)
@@ -93,6 +93,7 @@ def test_plot_attention_alone_draws_without_translating_a_test_set(tiny_run, tmp
     assert completed.returncode == 0, completed.stderr[-4000:]
     assert "wrote 1 attention heatmap(s)" in completed.stdout
     assert "evaluating on" not in completed.stderr and "sacreBLEU" not in completed.stdout
+    assert not [noise for noise in STARTUP_NOISE if noise in completed.stderr], completed.stderr
     assert (tmp_path / "attention-1.png").stat().st_size > 1000
 
 

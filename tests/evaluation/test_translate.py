@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, STARTUP_NOISE
 from training.translator import Sampling, Translator
 
 SENTENCES = [
@@ -57,6 +57,7 @@ def test_stdin_to_stdout_in_input_order_with_bad_lines_reported(tiny_run, python
     assert stdout.endswith("\n") and stdout.split("\n")[1] == ""  # The empty line stays aligned.
     assert "<stdin> line 4: invalid UTF-8" in stderr and "U+FFFD" in stderr
     assert "Traceback" not in stderr
+    assert not [noise for noise in STARTUP_NOISE if noise in stderr], stderr
 
 
 def test_files_and_long_lines_cut_and_reported(tiny_run, tmp_path, python_translator):

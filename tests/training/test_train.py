@@ -17,7 +17,7 @@ import keras
 import numpy as np
 import pytest
 
-from tests.conftest import DEB_CACHE, REPO_ROOT, TINY_MODEL, tiny_run_config
+from tests.conftest import DEB_CACHE, REPO_ROOT, STARTUP_NOISE, TINY_MODEL, tiny_run_config
 
 ENV = dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="2", KERAS_BACKEND="tensorflow", CI="1")
 
@@ -325,6 +325,7 @@ def test_a_signal_writes_a_checkpoint_at_the_current_step_and_the_rerun_resumes(
                 process.kill()
     output = (tmp_path / "first.log").read_text()
     assert code == 128 + stop_signal, output[-3000:]
+    assert not [noise for noise in STARTUP_NOISE if noise in output], output[-3000:]
     assert time.monotonic() - started < 60
     assert "Traceback" not in output
     stopped_at, path = checkpoints.latest_checkpoint(os.path.join(model_dir, "checkpoints"))

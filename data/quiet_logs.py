@@ -1,0 +1,117 @@
+"""Keeping TensorFlow's start-up chatter off a user's terminal.
+
+TensorFlow's C++ libraries write lines such as "oneDNN custom operations are on", "Could not find
+cuda drivers" and "All log messages before absl::InitializeLog() is called are written to STDERR"
+straight to file descriptor 2, some at import and some at first use, whatever
+`TF_CPP_MIN_LOG_LEVEL` says. `quiet_tool_output` routes descriptor 2 through a thread that drops
+those lines (absl-formatted INFO and WARNING lines, and the known harmless errors of a machine
+without a GPU) and passes everything else on at once, so the tool's own messages, progress lines
+and errors still reach stderr. TensorFlow's `tf.function` retracing warnings (Python logging) are
+dropped too. With absl's `--verbosity=0` (INFO) or above nothing is filtered.
+"""
+
+import atexit
+import logging
+import os
+import re
+import sys
+import threading
+
+# absl's C++ log prefix: severity letter, MMDD, time, thread id, file:line].
+_ABSL_LINE = re.compile(rb"^[IWEF]\d{4} [\d:.]+ +\d+ [^ \]]+:\d+\] ")
+_DROPPED_LEVELS = (b"I", b"W")
+# Error-level lines that only say a CPU machine has no GPU, or that a kernel falls back.
+_HARMLESS_ERRORS = (b"failed call to cuInit", b"oneDNN supports DT_INT64 only", b"Unable to register cu")
+_NOISE_PREFIXES = (
+    b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",
+    b"To enable the following instructions:",
+)
+_RETRACING = "triggered tf.function retracing"
+
+_installed = None
+
+
+def is_noise(line):
+    """Whether a line (bytes, without its newline) is start-up chatter to drop."""
+    if line.startswith(_NOISE_PREFIXES):
+        return True
+    if _ABSL_LINE.match(line):
+        return line[:1] in _DROPPED_LEVELS or any(text in line for text in _HARMLESS_ERRORS)
+    return False
+
+
+def _may_become_noise(partial):
+    """Whether an unfinished line could still turn out to be noise (so it waits for its end)."""
+    if not partial or partial.startswith((b"\r", b"\n")):
+        return False
+    return any(prefix.startswith(partial[: len(prefix)]) for prefix in _NOISE_PREFIXES) or bool(
+        re.match(rb"^[IWEF]\d{0,4}( |$)", partial[:6])
+    )
+
+
+class _StderrFilter:
+    """Descriptor 2 -> a pipe -> this thread -> the original stderr, minus the noise."""
+
+    def __init__(self):
+        self.original = os.dup(2)
+        read_end, write_end = os.pipe()
+        os.dup2(write_end, 2)
+        os.close(write_end)
+        self.read_end = read_end
+        self.thread = threading.Thread(target=self._pump, name="stderr-filter", daemon=True)
+        self.thread.start()
+
+    def _write(self, data):
+        while data:
+            written = os.write(self.original, data)
+            data = data[written:]
+
+    def _pump(self):
+        pending = b""
+        while True:
+            try:
+                chunk = os.read(self.read_end, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            kept = b"".join(line + b"\n" for line in lines if not is_noise(line))
+            if pending and not _may_become_noise(pending):
+                kept, pending = kept + pending, b""
+            if kept:
+                self._write(kept)
+        if pending and not is_noise(pending):
+            self._write(pending)
+
+    def close(self):
+        """Puts the original stderr back and lets the thread write what is left."""
+        sys.stderr.flush()
+        os.dup2(self.original, 2)  # Closes the pipe's last write end: the thread reads EOF.
+        self.thread.join(timeout=5)
+        os.close(self.read_end)
+
+
+class _DropRetracing(logging.Filter):
+    def filter(self, record):
+        return _RETRACING not in record.getMessage()
+
+
+def quiet_tool_output():
+    """Filters this process's stderr (see the module docstring) unless absl's `--verbosity` (`-v`)
+    was given at INFO (0) or above; call it at the start of a tool's `main`, after absl parsed the
+    flags and before TensorFlow is imported. Idempotent."""
+    global _installed
+    from absl import flags
+
+    verbosity = flags.FLAGS["verbosity"]
+    if (verbosity.present and verbosity.value >= 0) or _installed is not None:
+        return
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    logging.getLogger("tensorflow").addFilter(_DropRetracing())
+    try:
+        _installed = _StderrFilter()
+    except OSError:
+        return  # No descriptor 2 to filter (a closed stderr): nothing to keep quiet.
+    atexit.register(_installed.close)
