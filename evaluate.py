@@ -84,7 +84,7 @@ def _export_conflict(export_dir):
             f"{', '.join(given)} cannot be used with --export_dir: the export has its search and input length "
             f"built in: {describe_search_settings(export_dir)}; leave {'them' if len(given) > 1 else 'it'} out, "
             "or export again with other values (python -m export --beam_size=... --alpha=... "
-            "--max_extra_length=... --max_input_length=...)"
+            "--max_extra_length=... --min_length_ratio=... --max_input_length=...)"
         )
     if FLAGS["plot_dir"].present:
         return "--plot_dir needs --model_dir and --plot_attention (a SavedModel has no attention to plot)"
@@ -120,6 +120,7 @@ def main(argv):
         beam_size=FLAGS.beam_size,
         alpha=FLAGS.alpha,
         max_extra_length=FLAGS.max_extra_length,
+        min_length_ratio=FLAGS.min_length_ratio,
         batch_size=FLAGS.batch_size,
         average_last=FLAGS.average_last,
         max_input_length=FLAGS.max_input_length,

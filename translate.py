@@ -236,6 +236,7 @@ def run(write):
         beam_size=FLAGS.beam_size,
         alpha=FLAGS.alpha,
         max_extra_length=FLAGS.max_extra_length,
+        min_length_ratio=FLAGS.min_length_ratio,
         max_input_length=FLAGS.max_input_length,
         average_last=FLAGS.average_last,
         quiet=True,

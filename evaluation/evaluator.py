@@ -26,7 +26,7 @@ class EvalConfig:
 
     `corpus`, `cache_dir`, `deb_dir` and `direction` default (None) to the run's own config.json
     data section (or the export's copy of it). `max_input_length` None: the run's `max_length`.
-    `beam_size`, `alpha`, `max_extra_length` and `max_input_length` apply to `model_dir` only (an
+    `beam_size`, `alpha`, `max_extra_length`, `min_length_ratio` and `max_input_length` apply to `model_dir` only (an
     export has its own built in). `bleu_tokenize` None: sacreBLEU's tokenizer for the target
     language (`scoring.bleu_tokenizer`: "zh" for Chinese, else "13a"). `plot_only`: draw the
     `plot_attention` heatmaps without translating a test set.
@@ -44,6 +44,7 @@ class EvalConfig:
     beam_size: int = DEFAULT_SEARCH.beam_size
     alpha: float = DEFAULT_SEARCH.alpha
     max_extra_length: int = DEFAULT_SEARCH.max_extra_length
+    min_length_ratio: float = DEFAULT_SEARCH.min_length_ratio
     batch_size: int = 32
     average_last: int = 0
     max_input_length: int | None = DEFAULT_SEARCH.max_input_length
@@ -180,6 +181,7 @@ def evaluate(config, out=sys.stdout):
         beam_size=config.beam_size,
         alpha=config.alpha,
         max_extra_length=config.max_extra_length,
+        min_length_ratio=config.min_length_ratio,
         max_input_length=config.max_input_length,
         average_last=config.average_last,
     )

@@ -16,7 +16,7 @@ SIGNATURE = "serving_default"
 EXPORT_CONFIG = os.path.join("assets.extra", "export_config.json")
 VOCABULARY = os.path.join("assets", "spm.model")
 # The export settings that fix the search and the input policy inside the graph.
-SEARCH_SETTINGS = ("beam_size", "alpha", "max_extra_length", "max_input_length")
+SEARCH_SETTINGS = ("beam_size", "alpha", "max_extra_length", "min_length_ratio", "max_input_length")
 
 
 class ExportDirError(RuntimeError):
@@ -120,13 +120,15 @@ class SavedModelTranslator:
         beam_size=None,
         alpha=None,
         max_extra_length=None,
+        min_length_ratio=None,
         sampling=None,
         keys=None,
     ):
         """Returns `(translations, scores)` in the order of `sentences`, as `Translator.translate`
         does (with `n_best`: lists of the K best, from the `n_best` signature).
 
-        The search settings are the export's: `beam_size`, `alpha` and `max_extra_length` may be
+        The search settings are the export's: `beam_size`, `alpha`, `max_extra_length` and
+        `min_length_ratio` may be
         given only with the values it was exported with, and sampling is refused (it needs the
         run directory). Resets `truncated_indices` and `empty_indices` (left empty without the
         export's vocabulary).
@@ -134,7 +136,9 @@ class SavedModelTranslator:
         del keys  # Searches do not draw; keys only matter to sampling.
         if sampling is not None:
             raise ValueError("sampling needs a run directory (--model_dir): an export has its search built in")
-        self._check_settings(beam_size=beam_size, alpha=alpha, max_extra_length=max_extra_length)
+        self._check_settings(
+            beam_size=beam_size, alpha=alpha, max_extra_length=max_extra_length, min_length_ratio=min_length_ratio
+        )
         beam = self.settings.get("beam_size")
         if n_best is not None and (n_best < 1 or (beam is not None and n_best > beam)):
             raise ValueError(f"n_best must be in [1, beam_size={beam}] (the export's beam), received {n_best}")

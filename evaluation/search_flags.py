@@ -6,7 +6,7 @@ from absl import flags
 from models.search_config import DEFAULT_SEARCH
 
 # Flags that configure the search and input length of --model_dir; an export has them built in.
-SEARCH_FLAGS = ("beam_size", "alpha", "max_extra_length", "max_input_length")
+SEARCH_FLAGS = ("beam_size", "alpha", "max_extra_length", "min_length_ratio", "max_input_length")
 
 
 def define_model_and_search_flags():
@@ -27,6 +27,12 @@ def define_model_and_search_flags():
         DEFAULT_SEARCH.max_extra_length,
         "Output tokens allowed beyond the input length (section 6.1: 50).",
         lower_bound=1,
+    )
+    flags.DEFINE_float(
+        "min_length_ratio",
+        DEFAULT_SEARCH.min_length_ratio,
+        "At least floor(n * this) output tokens for n source tokens (EOS barred before); 0: no minimum.",
+        lower_bound=0.0,
     )
     flags.DEFINE_integer("batch_size", 32, "Sentences per search call.", lower_bound=1)
     flags.DEFINE_integer(

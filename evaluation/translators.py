@@ -31,6 +31,7 @@ def load_translator(
     beam_size=DEFAULT_SEARCH.beam_size,
     alpha=DEFAULT_SEARCH.alpha,
     max_extra_length=DEFAULT_SEARCH.max_extra_length,
+    min_length_ratio=DEFAULT_SEARCH.min_length_ratio,
     max_input_length=None,
     average_last=0,
     sampling=None,
@@ -43,7 +44,8 @@ def load_translator(
         kind: "run" or "export" to say which `path` is (errors then name what it lacks); None
             decides by its contents (a run has config.json or model.keras).
         batch_size: sentences per search call.
-        beam_size, alpha, max_extra_length: a run's default search (an export has its own).
+        beam_size, alpha, max_extra_length, min_length_ratio: a run's default search (an export
+            has its own).
         max_input_length: a run's source tokens kept per sentence, EOS included (default: the
             run's `max_length`).
         average_last: a run's newest N checkpoints averaged instead of model.keras (0: don't).
@@ -69,6 +71,7 @@ def load_translator(
             beam_size=beam_size,
             alpha=alpha,
             max_extra_length=max_extra_length,
+            min_length_ratio=min_length_ratio,
             batch_size=batch_size,
             max_input_length=max_input_length or (run_config or {}).get("data", {}).get("max_length"),
             sampling=sampling,

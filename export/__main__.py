@@ -41,6 +41,12 @@ flags.DEFINE_integer(
     "A sentence of n source tokens gets at most n + this many output tokens.",
     lower_bound=1,
 )
+flags.DEFINE_float(
+    "min_length_ratio",
+    DEFAULT_SEARCH.min_length_ratio,
+    "A sentence of n source tokens gets at least floor(n * this) output tokens (EOS barred before); 0: no minimum.",
+    lower_bound=0.0,
+)
 flags.DEFINE_integer(
     "average_last",
     0,
@@ -81,6 +87,7 @@ def main(argv):
             alpha=FLAGS.alpha,
             max_input_length=FLAGS.max_input_length,
             max_extra_length=FLAGS.max_extra_length,
+            min_length_ratio=FLAGS.min_length_ratio,
             length_buckets=[int(value) for value in FLAGS.length_buckets],
             average_last=FLAGS.average_last,
         )

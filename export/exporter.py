@@ -190,6 +190,7 @@ def export_model(
     alpha=DEFAULT_SEARCH.alpha,
     max_input_length=EXPORT_MAX_INPUT_LENGTH,
     max_extra_length=DEFAULT_SEARCH.max_extra_length,
+    min_length_ratio=DEFAULT_SEARCH.min_length_ratio,
     length_buckets=DEFAULT_LENGTH_BUCKETS,
     average_last=0,
 ):
@@ -199,7 +200,7 @@ def export_model(
         model_dir: a directory written by train.py (model.keras, spm.model, config.json).
         export_dir: the model base path TensorFlow Serving watches; created if missing.
         version: positive int; default `next_version(export_dir)`.
-        beam_size, alpha, max_extra_length: the search baked into the graph.
+        beam_size, alpha, max_extra_length, min_length_ratio: the search baked into the graph.
         max_input_length: source tokens kept per sentence, EOS included; longer inputs are cut.
         length_buckets: source lengths with one traced search each (`export.serving_module`).
         average_last: 0 exports model.keras; N > 0 the mean of the newest N checkpoints.
@@ -231,6 +232,7 @@ def export_model(
         alpha=alpha,
         max_input_length=max_input_length,
         max_extra_length=max_extra_length,
+        min_length_ratio=min_length_ratio,
         length_buckets=length_buckets,
     )
     temporary, lock = _locked_temporary_directory(export_dir, version)
@@ -247,6 +249,7 @@ def export_model(
             "alpha": module.alpha,
             "max_input_length": module.max_input_length,
             "max_extra_length": module.max_extra_length,
+            "min_length_ratio": module.min_length_ratio,
             "length_buckets": list(module.length_buckets),
             "average_last": average_last,
             "tensorflow": tf.__version__,

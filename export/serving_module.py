@@ -67,7 +67,8 @@ class ServingModule(tf.Module):
         model: a `models.transformer.Transformer` (built, weights loaded).
         tokenizer: the `data.tokenizer.Tokenizer` of the model's vocabulary.
         vocabulary_path: path of the `.model` file; saved as the SavedModel asset `spm.model`.
-        beam_size, alpha, max_extra_length: the search (default `models.search_config.DEFAULT_SEARCH`).
+        beam_size, alpha, max_extra_length, min_length_ratio: the search (default
+            `models.search_config.DEFAULT_SEARCH`).
         max_input_length: source tokens kept per sentence, EOS included (see the module docstring).
         length_buckets: source lengths with one traced search each (see the module docstring).
 
@@ -94,6 +95,7 @@ class ServingModule(tf.Module):
         alpha=DEFAULT_SEARCH.alpha,
         max_input_length=EXPORT_MAX_INPUT_LENGTH,
         max_extra_length=DEFAULT_SEARCH.max_extra_length,
+        min_length_ratio=DEFAULT_SEARCH.min_length_ratio,
         length_buckets=DEFAULT_LENGTH_BUCKETS,
         name=None,
     ):
@@ -113,6 +115,9 @@ class ServingModule(tf.Module):
         self.alpha = float(alpha)
         self.max_input_length = int(max_input_length)
         self.max_extra_length = int(max_extra_length)
+        if not min_length_ratio >= 0:
+            raise ValueError(f"min_length_ratio must be >= 0, received {min_length_ratio}")
+        self.min_length_ratio = float(min_length_ratio)
         self.length_buckets = resolve_buckets(tuple(length_buckets), self.max_input_length)
         self.output_length = self.max_input_length + self.max_extra_length
         self.serve = tf.function(
@@ -240,6 +245,7 @@ class ServingModule(tf.Module):
                     beam_size=self.beam_size,
                     alpha=self.alpha,
                     max_extra_length=self.max_extra_length,
+                    min_length_ratio=self.min_length_ratio,
                     num_return=self.beam_size,
                 )
                 ids = tf.pad(ids, [[0, 0], [0, 0], [0, self.output_length - (bucket + self.max_extra_length)]])

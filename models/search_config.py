@@ -16,6 +16,8 @@ class SearchConfig:
         beam_size: hypotheses kept per sentence; 1 is greedy decoding.
         alpha: length-penalty exponent of Wu et al. (2016).
         max_extra_length: a sentence of n source tokens gets at most n + this many output tokens.
+        min_length_ratio: a sentence of n source tokens gets at least floor(n * this) output
+            tokens (EOS is barred before); 0 (the paper's search) sets no minimum.
         max_input_length: source tokens kept per sentence, EOS included; longer inputs are cut. None:
             the tool's own default (evaluate.py: the run's `max_length`; the export:
             `EXPORT_MAX_INPUT_LENGTH`, since its graph needs a fixed bound).
@@ -24,6 +26,7 @@ class SearchConfig:
     beam_size: int = 4
     alpha: float = 0.6
     max_extra_length: int = 50
+    min_length_ratio: float = 0.0
     max_input_length: int | None = None
 
 

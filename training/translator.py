@@ -93,7 +93,7 @@ class Translator:
     Args:
         model: a trained `Transformer`.
         tokenizer: a `data.tokenizer.Tokenizer`.
-        beam_size, alpha, max_extra_length: the default search (default
+        beam_size, alpha, max_extra_length, min_length_ratio: the default search (default
             `models.search_config.DEFAULT_SEARCH`); `translate` can override them per call.
         batch_size: sentences per search call. Batches are padded to `batch_size` rows and to a
             multiple of 8 source tokens, so the search is compiled for a handful of shapes.
@@ -118,6 +118,7 @@ class Translator:
         beam_size=DEFAULT_SEARCH.beam_size,
         alpha=DEFAULT_SEARCH.alpha,
         max_extra_length=DEFAULT_SEARCH.max_extra_length,
+        min_length_ratio=DEFAULT_SEARCH.min_length_ratio,
         batch_size=32,
         max_input_length=DEFAULT_SEARCH.max_input_length,
         sampling=None,
@@ -130,7 +131,7 @@ class Translator:
         self.tokenizer = tokenizer
         self.batch_size = batch_size
         self.max_input_length = max_input_length
-        self.search_settings = _check_search(beam_size, alpha, max_extra_length)
+        self.search_settings = _check_search(beam_size, alpha, max_extra_length, min_length_ratio)
         self.sampling = sampling
         self.truncated_indices = []
         self.empty_indices = []
@@ -155,9 +156,9 @@ class Translator:
                     self.truncated_indices.append(index)
         return rows
 
-    def _search_function(self, beam_size, alpha, max_extra_length, n_best, sampling):
+    def _search_function(self, beam_size, alpha, max_extra_length, min_length_ratio, n_best, sampling):
         """The compiled `(source_ids, keys) -> (ids, scores)` for these settings (kept for reuse)."""
-        settings = (beam_size, alpha, max_extra_length, n_best, sampling)
+        settings = (beam_size, alpha, max_extra_length, min_length_ratio, n_best, sampling)
         if settings not in self._searches:
             model = self.model
 
@@ -175,6 +176,7 @@ class Translator:
                     beam_size=beam_size,
                     alpha=alpha,
                     max_extra_length=max_extra_length,
+                    min_length_ratio=min_length_ratio,
                     num_return=n_best,
                     sampler=sampler,
                 )
@@ -191,6 +193,7 @@ class Translator:
         beam_size=None,
         alpha=None,
         max_extra_length=None,
+        min_length_ratio=None,
         sampling=None,
         keys=None,
     ):
@@ -201,7 +204,8 @@ class Translator:
             progress: print a line on stderr counting the sentences done.
             n_best: None for the best translation of each sentence (a string and a float); an int
                 K in `[1, beam_size]` for the K best, best first (a list of K strings and K floats).
-            beam_size, alpha, max_extra_length: this call's search (default: the translator's).
+            beam_size, alpha, max_extra_length, min_length_ratio: this call's search (default: the
+                translator's).
             sampling: a `Sampling` (default: the translator's) to draw one translation per sentence.
             keys: ints, one per sentence, that fix a sample's draws (default: the positions in
                 `sentences`; a caller translating a stream in pieces passes line numbers).
@@ -210,11 +214,12 @@ class Translator:
         `truncated_indices` is reset to the positions (in `sentences`) of the inputs cut to
         `max_input_length`, `empty_indices` to those of the inputs with no tokens.
         """
-        default_beam, default_alpha, default_extra = self.search_settings
-        beam_size, alpha, max_extra_length = _check_search(
-            default_beam if beam_size is None else beam_size,
-            default_alpha if alpha is None else alpha,
-            default_extra if max_extra_length is None else max_extra_length,
+        defaults = self.search_settings
+        beam_size, alpha, max_extra_length, min_length_ratio = _check_search(
+            *(
+                default if value is None else value
+                for default, value in zip(defaults, (beam_size, alpha, max_extra_length, min_length_ratio))
+            )
         )
         sampling = self.sampling if sampling is None else sampling
         if sampling is not None:
@@ -233,7 +238,7 @@ class Translator:
         # is sorted by length so that each batch pads little.
         self.empty_indices = [index for index, row in enumerate(rows) if len(row) == 1]
         order = sorted((i for i, row in enumerate(rows) if len(row) > 1), key=lambda i: len(rows[i]))
-        search = self._search_function(beam_size, alpha, max_extra_length, n_best or 1, sampling)
+        search = self._search_function(beam_size, alpha, max_extra_length, min_length_ratio, n_best or 1, sampling)
 
         def translate_batch(indices):
             source = self._pad([rows[i] for i in indices])
@@ -298,11 +303,13 @@ class Translator:
         return results
 
 
-def _check_search(beam_size, alpha, max_extra_length):
+def _check_search(beam_size, alpha, max_extra_length, min_length_ratio):
     if not isinstance(beam_size, int) or beam_size < 1:
         raise ValueError(f"beam_size must be an int >= 1, received {beam_size!r}")
     if not alpha >= 0:
         raise ValueError(f"alpha must be >= 0, received {alpha!r}")
     if not isinstance(max_extra_length, int) or max_extra_length < 1:
         raise ValueError(f"max_extra_length must be an int >= 1, received {max_extra_length!r}")
-    return beam_size, float(alpha), max_extra_length
+    if not min_length_ratio >= 0:
+        raise ValueError(f"min_length_ratio must be >= 0, received {min_length_ratio!r}")
+    return beam_size, float(alpha), max_extra_length, float(min_length_ratio)

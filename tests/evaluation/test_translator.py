@@ -205,3 +205,18 @@ def test_sampling_is_reproducible_and_follows_the_sentence(tiny_model):
     assert translator.translate(SENTENCES, sampling=Sampling(top_k=1, seed=5))[0] == greedy
     with pytest.raises(ValueError, match="n_best must be 1"):
         translator.translate(SENTENCES, n_best=2, sampling=Sampling())
+
+
+def test_min_length_ratio_bars_an_early_end(tiny_model, eos_bias_model):
+    model, tokenizer, _, _ = tiny_model
+    # EOS forced first: without a minimum every translation is empty.
+    translator = Translator(eos_bias_model(model, 1e9), tokenizer, beam_size=2, max_extra_length=4, batch_size=8)
+    assert translator.translate(SENTENCES)[0] == [""] * len(SENTENCES)
+    texts, _ = translator.translate(SENTENCES, min_length_ratio=0.5)
+    for sentence, text in zip(SENTENCES, texts):
+        source_tokens = len(tokenizer.tokenize([sentence]).to_list()[0]) + 1  # EOS included
+        if source_tokens // 2 > 1:  # At least one token before the EOS.
+            assert text, sentence
+    assert Translator(eos_bias_model(model, 1e9), tokenizer, min_length_ratio=0.5).translate(SENTENCES)[0] == texts
+    with pytest.raises(ValueError, match="min_length_ratio must be >= 0"):
+        translator.translate(SENTENCES, min_length_ratio=-1.0)

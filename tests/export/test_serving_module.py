@@ -153,3 +153,20 @@ def test_the_searching_signatures_share_one_traced_search(exported):
     # Per length bucket (8, 16 and max_input_length) one loop for the signatures and one for the
     # module's saved functions, however many of them search (it was one per searching signature).
     assert loops == 2 * (len(EXPORT_SETTINGS["length_buckets"]) + 1)
+
+
+def test_min_length_ratio_is_built_into_the_graph(tiny_model_and_tokenizer, tiny_run):
+    from export.serving_module import ServingModule
+    from tests.evaluation.conftest import EosBiasModel
+
+    model, tokenizer = tiny_model_and_tokenizer
+    forced_end = EosBiasModel(model, 1e9)  # EOS first: empty translations unless a minimum bars it.
+    settings = dict(beam_size=2, max_input_length=16, max_extra_length=4, length_buckets=())
+    vocabulary = f"{tiny_run[0]}/spm.model"
+    sentences = tf.constant(["Select the cells that you want to format.", "Open the file."])
+    plain = ServingModule(forced_end, tokenizer, vocabulary, **settings).serve(sentences)
+    barred = ServingModule(forced_end, tokenizer, vocabulary, min_length_ratio=0.5, **settings).serve(sentences)
+    assert [t.decode() for t in plain["translations"].numpy()] == ["", ""]
+    assert all(t.decode() for t in barred["translations"].numpy())
+    with pytest.raises(ValueError, match="min_length_ratio must be >= 0"):
+        ServingModule(forced_end, tokenizer, vocabulary, min_length_ratio=-0.5, **settings)
