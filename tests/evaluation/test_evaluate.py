@@ -189,7 +189,10 @@ def test_search_flags_with_export_dir_are_refused_naming_the_exports_values(tiny
     message = completed.stderr.strip().splitlines()[-1]
     assert message.startswith("evaluate.py: error: --beam_size, --max_input_length cannot be used with --export_dir")
     config = os.path.join(tiny_export, "1", "assets.extra", "export_config.json")
-    assert f"beam_size=4, alpha=0.6, max_extra_length=50, min_length_ratio=0.0, max_input_length=16 (from {config})" in message
+    assert (
+        f"beam_size=4, alpha=0.6, max_extra_length=50, min_length_ratio=0.0, max_input_length=16 (from {config})"
+        in message
+    )
 
 
 def write_source(tmp_path, text="Open the file.\n"):
