@@ -15,12 +15,12 @@ and `score`; an export has its search built in and cannot sample.
 import os
 
 from models.search_config import DEFAULT_SEARCH
-from training.run_dir import ModelDirError, RunDir
+from training.run_dir import CONFIG_FILE, MODEL_FILE, ModelDirError, RunDir
 
 
 def is_run_dir(path):
     """Whether `path` looks like a training run (config.json or model.keras), not an export."""
-    return os.path.exists(os.path.join(path, "config.json")) or os.path.exists(os.path.join(path, "model.keras"))
+    return os.path.exists(os.path.join(path, CONFIG_FILE)) or os.path.exists(os.path.join(path, MODEL_FILE))
 
 
 def load_translator(
