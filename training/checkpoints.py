@@ -6,9 +6,12 @@ process killed mid-write leaves the previous checkpoints untouched and at worst 
 file, which is ignored and cleaned up. `latest_checkpoint` returns the newest one that opens.
 """
 
+import contextlib
 import glob
 import os
 import re
+import shutil
+import sys
 import tempfile
 
 import h5py
@@ -56,29 +59,133 @@ def default_mode(directory=False):
     return (0o777 if directory else 0o666) & ~umask
 
 
+# The OSErrors of failed writes, kept alive on purpose: a Keras/h5py weights file whose write failed
+# holds HDF5 objects that crash the interpreter (a segmentation fault) when they are freed. While
+# they are referenced here they never are; a process that has one ends with `os._exit`
+# (`exit_after_failed_write`), skipping the final garbage collection.
+_FAILED_WRITES = []
+
+
+def exit_after_failed_write(status):
+    """Ends the process with `status` without the interpreter's clean-up if a write failed
+    (see `_FAILED_WRITES`); returns otherwise. Flushes stdout and stderr first."""
+    if not _FAILED_WRITES:
+        return
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(status)
+
+
+class WriteError(RuntimeError):
+    """A file could not be written (disk full, quota, file-size limit, a read-only or vanished
+    directory); the message names the path and the reason. Nothing was left in its place."""
+
+    def __init__(self, path, error, detail=None):
+        reason = os.strerror(error.errno) if getattr(error, "errno", None) else str(error)
+        if detail:
+            reason = f"{reason} ({detail})"
+        super().__init__(f"cannot write {path}: {reason}")
+        self.path, self.errno = path, getattr(error, "errno", None)
+
+
 def write_atomically(path, write):
     """Calls `write(temporary_path)`, then renames the file to `path` (same filesystem), with the
-    mode a plain `open` would have given it."""
+    mode a plain `open` would have given it.
+
+    Raises:
+        WriteError: the write failed with an OSError; the temporary file is removed and `path` keeps
+            what it had.
+    """
     directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    suffix = "".join(os.path.basename(path).partition(".")[1:])  # Keras checks the extension.
-    handle, temporary = tempfile.mkstemp(prefix=".tmp-", suffix=suffix, dir=directory)
-    os.close(handle)
+    temporary = None
     try:
-        write(temporary)
+        os.makedirs(directory, exist_ok=True)
+        suffix = "".join(os.path.basename(path).partition(".")[1:])  # Keras checks the extension.
+        handle, temporary = tempfile.mkstemp(prefix=".tmp-", suffix=suffix, dir=directory)
+        os.close(handle)
+        with _h5py_write_errors_reported_once():
+            write(temporary)
         with open(temporary, "rb") as written:
             os.fsync(written.fileno())
         os.chmod(temporary, default_mode())
         os.replace(temporary, path)
+    except OSError as error:
+        _FAILED_WRITES.append(error)
+        _remove_quietly(temporary)
+        raise WriteError(path, error) from None
     except BaseException:
-        if os.path.exists(temporary):
-            os.remove(temporary)
+        _remove_quietly(temporary)
         raise
+
+
+@contextlib.contextmanager
+def _h5py_write_errors_reported_once():
+    """Within the block, h5py's "Exception ignored in ObjectID.__dealloc__" reports (one per
+    object freed while a failed write unwinds, each repeating the write's error) are dropped: the
+    failure itself is raised, and named once by `WriteError`."""
+    previous = sys.unraisablehook
+
+    def hook(unraisable):
+        if "h5py" not in repr(getattr(unraisable, "object", "")) and "ref count" not in str(unraisable.exc_value):
+            previous(unraisable)
+
+    sys.unraisablehook = hook
+    try:
+        yield
+    finally:
+        sys.unraisablehook = previous
+
+
+def _remove_quietly(path):
+    if path is not None and os.path.exists(path):
+        try:
+            os.remove(path)
+        except OSError:
+            pass
+
+
+def expected_bytes(model, directory):
+    """The size a new checkpoint (or `model.keras`) will have: the newest checkpoint's, or (before
+    the first) the variables' bytes with room for HDF5's per-dataset overhead."""
+    found = list_checkpoints(directory)
+    if found:
+        try:
+            return os.path.getsize(found[-1][1])
+        except OSError:
+            pass
+    variables = list(model.weights) + list(getattr(model.optimizer, "variables", []) or [])
+    return int(
+        1.1 * sum(np.prod(v.shape) * np.dtype(keras.backend.standardize_dtype(v.dtype)).itemsize for v in variables)
+    )
+
+
+def check_room(path, size):
+    """Raises WriteError (ENOSPC or EFBIG) when `size` bytes cannot be written to `path`: less free
+    space on its filesystem, or a smaller file-size limit (RLIMIT_FSIZE). Checked before a write
+    whose failure inside h5py would leave HDF5 objects that crash the interpreter when freed."""
+    import errno
+    import resource
+
+    directory = os.path.dirname(os.path.abspath(path))
+    while not os.path.isdir(directory) and os.path.dirname(directory) != directory:
+        directory = os.path.dirname(directory)  # The first checkpoint creates its directory.
+    try:
+        free = shutil.disk_usage(directory).free
+    except OSError:
+        return
+    if size > free:
+        raise WriteError(path, OSError(errno.ENOSPC, "disk full"), f"{size:,} bytes needed, {free:,} free")
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    if limit != resource.RLIM_INFINITY and size > limit:
+        raise WriteError(
+            path, OSError(errno.EFBIG, "file too large"), f"{size:,} bytes needed, the file-size limit is {limit:,}"
+        )
 
 
 def save_checkpoint(model, directory, step, keep):
     """Writes `ckpt-<step>` atomically and deletes all but the newest `keep` checkpoints."""
     path = checkpoint_path(directory, step)
+    check_room(path, expected_bytes(model, directory))
     write_atomically(path, lambda temporary: model.save_weights(temporary))
     for _, old in list_checkpoints(directory)[:-keep]:
         os.remove(old)

@@ -167,12 +167,28 @@ def train(config, start_over=False, callbacks=()):
         lock = run.lock()  # Each worker of a multi-worker run locks its own directory.
     except ModelDirError as error:
         raise TrainingError(str(error)) from error
+    built = {}
     with lock:
-        return _train_locked(config, start_over, callbacks, strategy, chief, chief_run, run)
+        try:
+            return _train_locked(config, start_over, callbacks, strategy, chief, chief_run, run, built)
+        except (checkpoints.WriteError, OSError) as error:
+            raise TrainingError(_write_failure(error, built.get("model"), run)) from None
 
 
-def _train_locked(config, start_over, callbacks, strategy, chief, chief_run, run):
-    """`train` once the run directory is locked."""
+def _write_failure(error, model, run):
+    """The message for a failed write: what, at which step, and what a rerun resumes from."""
+    what = str(error) if isinstance(error, checkpoints.WriteError) else f"a write failed: {error}"
+    step = f" at step {int(keras.ops.convert_to_numpy(model.optimizer.iterations))}" if model is not None else ""
+    newest = run.latest_checkpoint()
+    resume = f"the newest good checkpoint is {newest[1]}" if newest else "no checkpoint was written yet"
+    return (
+        f"{what}{step}; {resume}. Make room (free space, a larger file-size limit or quota, a writable "
+        "directory) and run the same command again to resume from it"
+    )
+
+
+def _train_locked(config, start_over, callbacks, strategy, chief, chief_run, run, built):
+    """`train` once the run directory is locked; puts the model into `built` once it exists."""
     train_options, data = config.train, config.data
     if chief:
         try:
@@ -195,6 +211,7 @@ def _train_locked(config, start_over, callbacks, strategy, chief, chief_run, run
     scope = strategy.scope() if strategy is not None else contextlib.nullcontext()
     with scope:
         model = model_building.build_model(config.model, tokenizer.vocabulary_size, train_options)
+    built["model"] = model
     if strategy is not None and num_replicas(strategy) > 1:
         model_building.build_metrics_before_fit(model, strategy)
     if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) and worker_info()[2] > 1:
@@ -321,6 +338,7 @@ def _train_locked(config, start_over, callbacks, strategy, chief, chief_run, run
 
     final_step = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
     model_path = run.model_path
+    checkpoints.check_room(model_path, checkpoints.expected_bytes(model, run.checkpoint_dir))
     checkpoints.write_atomically(model_path, lambda temporary: model.save(temporary))
     summary = {
         "model_path": model_path,

@@ -377,3 +377,33 @@ def test_the_deb_source_and_mirror_flags_reach_the_package_fetch(tmp_path):
     assert completed.returncode != 0
     assert f"{mirror}/pool/main/libr/libreoffice/libreoffice-help-en-us_" in completed.stderr, completed.stderr[-2000:]
     assert "HTTP 404" in completed.stderr and "Traceback" not in completed.stderr
+
+
+@pytest.mark.slow
+def test_a_checkpoint_that_cannot_be_written_stops_with_one_clear_error_and_the_rerun_trains(
+    corpus, tiny_run, tmp_path
+):
+    """Under a 1.5 MB file-size limit (SIGXFSZ ignored, so writes fail with EFBIG) the tiny model's
+    checkpoint does not fit: one error naming the path, the step and what a rerun resumes from, exit
+    1, no traceback or crash, no temporary file; the same command without the limit then trains."""
+    import resource
+
+    def limit_file_size():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1_500_000, 1_500_000))
+
+    model_dir = tmp_path / "limited"
+    command = _train_command(str(model_dir), corpus, "--train_steps=20", "--checkpoint_every=10", "--eval_every=20")
+    limited = subprocess.run(
+        command, cwd=REPO_ROOT, env=ENV, capture_output=True, text=True, timeout=600, preexec_fn=limit_file_size
+    )
+    checkpoint = model_dir / "checkpoints" / "ckpt-000000010.weights.h5"
+    assert limited.returncode == 1, limited.stderr[-3000:]
+    assert f"train.py: error: cannot write {checkpoint}: File too large" in limited.stderr
+    assert "at step 10; no checkpoint was written yet" in limited.stderr
+    assert "Traceback" not in limited.stderr and "Segmentation" not in limited.stderr
+    leftovers = [name for _, _, names in os.walk(model_dir) for name in names if name.startswith(".tmp-")]
+    assert leftovers == []
+    rerun = _run(command)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert "trained to step 20" in rerun.stdout
