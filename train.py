@@ -242,6 +242,7 @@ def main(argv):
     from data.corpus_cache import CorpusError  # TensorFlow/JAX imports: after the flag checks.
     from data.deb_packages import DebPackageError
     from data.parallel_files import ParallelDataError
+    from training import checkpoints
     from training.config import ConfigMismatchError
     from training.trainer import TrainingError, TrainingInterrupted, train
 
@@ -251,7 +252,10 @@ def main(argv):
         print(f"train.py: {stop}", file=sys.stderr)
         raise SystemExit(stop.exit_status) from None
     except (TrainingError, ConfigMismatchError, CorpusError, DebPackageError, ParallelDataError) as error:
-        raise SystemExit(f"train.py: error: {error}") from None
+        print(f"train.py: error: {error}", file=sys.stderr)
+        quiet_logs.restore_stderr()
+        checkpoints.exit_after_failed_write(1)
+        raise SystemExit(1) from None
     print(f"trained to step {summary['step']}; model written to {summary['model_path']}")
     if summary["dev_bleu"] is not None:
         print(f"dev BLEU (greedy, {summary['dev_bleu_sentences']} sentences): {summary['dev_bleu']:.2f}")

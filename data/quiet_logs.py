@@ -86,16 +86,27 @@ class _StderrFilter:
             self._write(pending)
 
     def close(self):
-        """Puts the original stderr back and lets the thread write what is left."""
+        """Puts the original stderr back and lets the thread write what is left (once)."""
+        if self.read_end is None:
+            return
         sys.stderr.flush()
         os.dup2(self.original, 2)  # Closes the pipe's last write end: the thread reads EOF.
         self.thread.join(timeout=5)
         os.close(self.read_end)
+        self.read_end = None
 
 
 class _DropRetracing(logging.Filter):
     def filter(self, record):
         return _RETRACING not in record.getMessage()
+
+
+def restore_stderr():
+    """Stops filtering and writes out what is pending (before an `os._exit`, which skips atexit)."""
+    global _installed
+    if _installed is not None:
+        _installed.close()
+        _installed = None
 
 
 def quiet_tool_output():
