@@ -78,14 +78,7 @@ def _export_conflict(export_dir):
     """The error message for flags given with --export_dir that only apply to --model_dir, or None."""
     given = [f"--{name}" for name in SEARCH_FLAGS if FLAGS[name].present]
     if given:
-        from evaluation.saved_model_translator import describe_search_settings
-
-        return (
-            f"{', '.join(given)} cannot be used with --export_dir: the export has its search and input length "
-            f"built in: {describe_search_settings(export_dir)}; leave {'them' if len(given) > 1 else 'it'} out, "
-            "or export again with other values (python -m export --beam_size=... --alpha=... "
-            "--max_extra_length=... --min_length_ratio=... --max_input_length=...)"
-        )
+        return search_flags.export_dir_refusal(export_dir, given)
     if FLAGS["plot_dir"].present:
         return "--plot_dir needs --model_dir and --plot_attention (a SavedModel has no attention to plot)"
     return None

@@ -206,17 +206,10 @@ def input_name(path):
 
 def export_conflict():
     """The error for search or sampling flags given with --export_dir, or None."""
-    from evaluation.saved_model_translator import describe_search_settings
-
     given = [f"--{name}" for name in SEARCH_FLAGS + ("average_last",) if FLAGS[name].present]
     if FLAGS.sampling_topk is not None:
         given.append("--sampling_topk")
-    if not given:
-        return None
-    return (
-        f"{', '.join(given)} cannot be used with --export_dir: the export has its weights and search built in "
-        f"({describe_search_settings(FLAGS.export_dir)}); use --model_dir, or export again with other settings"
-    )
+    return search_flags.export_dir_refusal(FLAGS.export_dir, given) if given else None
 
 
 def run(write):

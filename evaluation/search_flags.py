@@ -52,3 +52,16 @@ def define_model_and_search_flags():
         lambda values: bool(values["model_dir"]) != bool(values["export_dir"]),
         message="pass exactly one of --model_dir and --export_dir",
     )
+
+
+def export_dir_refusal(export_dir, given):
+    """The error for flags (`given`, e.g. ["--beam_size"]) that apply to --model_dir only, given
+    with --export_dir: it names the export's built-in settings."""
+    from evaluation.saved_model_translator import describe_search_settings
+
+    return (
+        f"{', '.join(given)} cannot be used with --export_dir: the export has its weights, search and input "
+        f"length built in ({describe_search_settings(export_dir)}); leave {'them' if len(given) > 1 else 'it'} "
+        "out, use --model_dir, or export again with other values (python -m export --beam_size=... --alpha=... "
+        "--max_extra_length=... --min_length_ratio=... --max_input_length=...)"
+    )
