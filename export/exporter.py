@@ -176,6 +176,14 @@ def _locked_temporary_directory(export_dir, version):
         os.close(descriptor)  # Removed by another export's cleanup before the lock: make another.
 
 
+def _write_failure_reason(error):
+    """The reason of a failed write, without the op and temporary names TensorFlow's errors carry."""
+    if isinstance(error, OSError) and error.errno:
+        return os.strerror(error.errno)
+    text = re.sub(r"\s*\[Op:\w+\]\s*$", "", getattr(error, "message", str(error)))
+    return text.rsplit("; ", 1)[-1].strip()
+
+
 def write_saved_model(module, path):
     """Traces the `ServingModule`'s signatures and saves it (graph, variables, assets) to `path`."""
     tf.saved_model.save(module, path, signatures=module.signatures())
@@ -208,7 +216,8 @@ def export_model(
     Raises:
         ExportError: before any model is loaded, a model_dir without the files the export needs, an
             export_dir that is a file or a SavedModel version directory, or an existing
-            `export_dir/<version>` (versions are never overwritten).
+            `export_dir/<version>` (versions are never overwritten); after, a write that failed
+            (disk full, a file-size limit, a directory removed meanwhile), with nothing installed.
     """
     if version is None:
         version = next_version(export_dir)
@@ -260,6 +269,12 @@ def export_model(
             handle.write("\n")
         os.chmod(temporary, checkpoints.default_mode(directory=True))  # Not mkdtemp's 0o700.
         os.rename(temporary, final_path)  # Atomic on one file system; fails if final_path appeared.
+    except (OSError, tf.errors.OpError) as error:
+        shutil.rmtree(temporary, ignore_errors=True)
+        raise ExportError(
+            f"cannot write {final_path}: {_write_failure_reason(error)}; nothing was installed "
+            f"(the temporary directory is removed) and {export_dir} keeps the versions it had"
+        ) from None
     except BaseException:
         shutil.rmtree(temporary, ignore_errors=True)
         raise

@@ -18,6 +18,8 @@ import h5py
 import keras
 import numpy as np
 
+from data.write_errors import WriteError, default_mode
+
 _CHECKPOINT = re.compile(r"^ckpt-(\d+)\.weights\.h5$")
 
 
@@ -51,14 +53,6 @@ def latest_checkpoint(directory):
     return None
 
 
-def default_mode(directory=False):
-    """The mode `open`/`os.makedirs` would give a new file (directory): 0o666 (0o777) less the umask.
-    `tempfile`'s 0o600/0o700 would keep a model from a server or colleague running as another user."""
-    umask = os.umask(0o077)  # Reading the umask sets it: put it back at once.
-    os.umask(umask)
-    return (0o777 if directory else 0o666) & ~umask
-
-
 # The OSErrors of failed writes, kept alive on purpose: a Keras/h5py weights file whose write failed
 # holds HDF5 objects that crash the interpreter (a segmentation fault) when they are freed. While
 # they are referenced here they never are; a process that has one ends with `os._exit`
@@ -74,18 +68,6 @@ def exit_after_failed_write(status):
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
     os._exit(status)
-
-
-class WriteError(RuntimeError):
-    """A file could not be written (disk full, quota, file-size limit, a read-only or vanished
-    directory); the message names the path and the reason. Nothing was left in its place."""
-
-    def __init__(self, path, error, detail=None):
-        reason = os.strerror(error.errno) if getattr(error, "errno", None) else str(error)
-        if detail:
-            reason = f"{reason} ({detail})"
-        super().__init__(f"cannot write {path}: {reason}")
-        self.path, self.errno = path, getattr(error, "errno", None)
 
 
 def write_atomically(path, write):

@@ -228,3 +228,44 @@ def test_warmup_requests_are_prediction_logs_the_signature_answers(exported, ser
         outputs = serving(inputs=tf.constant(sentences))
         assert outputs["translations"].shape == sentences.shape
         assert np.all(np.isfinite(outputs["scores"].numpy()))
+
+
+@pytest.mark.full  # a whole export in a fresh process
+def test_an_export_that_cannot_be_written_is_one_error_and_keeps_the_versions_there(exported, tmp_path):
+    """Under a 300 kB file-size limit (SIGXFSZ ignored: writes fail with EFBIG) the SavedModel does
+    not fit: one line naming the version directory, exit 1, no temporary directory, and the version
+    already there untouched."""
+    import resource
+    import signal
+
+    def limit_file_size():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (300_000, 300_000))
+
+    model_dir, path = exported
+    export_dir = tmp_path / "exports"
+    shutil.copytree(path, export_dir / "1")
+    before = sorted((p.relative_to(export_dir), p.stat().st_size) for p in export_dir.rglob("*"))
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "export",
+            f"--model_dir={model_dir}",
+            f"--export_dir={export_dir}",
+            "--max_input_length=16",
+            "--length_buckets=8",
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=limit_file_size,
+    )
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"export: error: cannot write {export_dir / '2'}: File too large; nothing was installed (the temporary "
+        f"directory is removed) and {export_dir} keeps the versions it had"
+    )
+    assert sorted((p.relative_to(export_dir), p.stat().st_size) for p in export_dir.rglob("*")) == before
