@@ -81,7 +81,10 @@ def write_atomically(path, write):
     directory = os.path.dirname(os.path.abspath(path))
     temporary = None
     try:
-        os.makedirs(directory, exist_ok=True)
+        if not os.path.isdir(directory):
+            # Only the last component: a run directory removed under a running train.py is not
+            # silently recreated as an empty one (the write fails with ENOENT instead).
+            os.mkdir(directory)
         suffix = "".join(os.path.basename(path).partition(".")[1:])  # Keras checks the extension.
         handle, temporary = tempfile.mkstemp(prefix=".tmp-", suffix=suffix, dir=directory)
         os.close(handle)
