@@ -67,14 +67,14 @@ def test_evaluate_files_with_empty_and_overlong_lines_averaging_and_plots(tiny_r
         f"--src={src}",
         f"--ref={ref}",
         f"--output={output}",
-        "--average_last=2",
+        "--checkpoint=average:2",
         "--beam_size=2",
         "--max_extra_length=5",
         "--plot_attention=Open the file.",
         f"--plot_dir={plots}",
     )
     assert completed.returncode == 0, completed.stderr[-4000:]
-    assert "averaged 2 checkpoint(s)" in completed.stderr
+    assert "loaded the mean of 2 checkpoint(s), of steps 100, 200" in completed.stderr
     assert "1 of 4 source lines are longer than the maximum input length of 64 tokens" in completed.stdout
     assert "lines 3" in completed.stdout
     assert "1 empty source line(s) translated to empty lines" in completed.stdout
@@ -243,8 +243,8 @@ def test_a_truncated_checkpoint_is_named_when_averaging(tiny_run, tmp_path):
     newest = sorted((copy / "checkpoints").glob("ckpt-*.weights.h5"))[-1]
     with open(newest, "r+b") as handle:
         handle.truncate(1000)  # A run killed while writing it.
-    with pytest.raises(ModelDirError, match=re.escape(f"--average_last=2: checkpoint {newest} cannot be read")):
-        RunDir(str(copy)).load_model(average_last=2)
+    with pytest.raises(ModelDirError, match=re.escape(f"--checkpoint=average:2: checkpoint {newest} cannot be read")):
+        RunDir(str(copy)).load_model("average:2")
 
 
 @pytest.mark.parametrize("content", [b"", b"not a protocol buffer \xff"], ids=["empty", "corrupt"])
