@@ -126,7 +126,11 @@ class BestCheckpoint(keras.callbacks.Callback):
         self.record = None
         self.stopped_at = None
         if enabled:
-            record = run.read_best() if os.path.exists(run.best_weights_path) else None
+            try:
+                record = run.read_best() if os.path.exists(run.best_weights_path) else None
+            except run_dir.ModelDirError as error:
+                print(f"{error}: the best checkpoint is chosen anew", file=sys.stderr)
+                record = None
             if record is not None and record.get("metric") != metric:
                 print(
                     f"{run.best_record_path} ranks by dev {record.get('metric')}, this run by dev {metric}: "

@@ -229,6 +229,16 @@ class RunDir:
         handle.flush()
         return handle
 
+    def remove_if_unused(self):
+        """Removes the directory if it holds nothing but the lock file: what a train.py refused
+        before it wrote anything leaves of a directory it created."""
+        try:
+            if os.listdir(self.path) == [LOCK_FILE]:
+                os.remove(self.file(LOCK_FILE))
+                os.rmdir(self.path)
+        except OSError:
+            pass
+
     # Checkpoints and the training state.
 
     def checkpoints(self):
@@ -395,10 +405,13 @@ class RunDir:
         if choice.kind == "best":
             record = self._best_record_or_none()
             if record is None:
+                train = (self.previous_config() or {}).get("train", {})
+                why = "train.py keeps one from the first dev evaluation on, by --best_metric"
+                if train.get("eval_sentences") == 0 and train.get("best_metric", "bleu") == "bleu":
+                    why = "the run ranks by --best_metric=bleu but decodes no dev sentence, --eval_sentences=0"
                 raise ModelDirError(
                     f"{refusal} has no best checkpoint ({CHECKPOINT_DIR}/{BEST_WEIGHTS_FILE} and "
-                    f"{BEST_RECORD_FILE}: train.py keeps one from the first dev evaluation on, by --best_metric). "
-                    f"It has: {self.available()}"
+                    f"{BEST_RECORD_FILE}: {why}). It has: {self.available()}"
                 )
             chosen = ChosenWeights(choice, (self.best_weights_path,), (record["step"],), record)
         elif choice.kind == "average" or found:

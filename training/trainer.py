@@ -171,17 +171,23 @@ def train(config, start_over=False, callbacks=()):
     _, task_index, _ = worker_info()
     chief_run = RunDir(config.model_dir)
     run = chief_run if chief else chief_run.worker(task_index)
+    created = not os.path.exists(run.path)
     _check_writable(run.path)
     try:
         lock = run.lock()  # Each worker of a multi-worker run locks its own directory.
     except ModelDirError as error:
         raise TrainingError(str(error)) from error
     built = {}
-    with lock:
-        try:
-            return _train_locked(config, start_over, callbacks, strategy, chief, chief_run, run, built)
-        except (checkpoints.WriteError, OSError) as error:
-            raise TrainingError(_write_failure(error, built.get("model"), run)) from None
+    try:
+        with lock:
+            try:
+                return _train_locked(config, start_over, callbacks, strategy, chief, chief_run, run, built)
+            except (checkpoints.WriteError, OSError) as error:
+                raise TrainingError(_write_failure(error, built.get("model"), run)) from None
+    except BaseException:
+        if created:
+            run.remove_if_unused()  # A run refused before it wrote anything (bad data) leaves no directory.
+        raise
 
 
 def _write_failure(error, model, run):

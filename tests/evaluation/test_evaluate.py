@@ -258,6 +258,7 @@ def test_an_unloadable_saved_model_is_an_export_dir_error(tmp_path, content):
 
 def test_bleu_uses_the_zh_tokenizer_for_a_chinese_target(tiny_run, tmp_path):
     model_dir, _ = tiny_run
+    # Without its checkpoints: model.keras is the run's only (last) model.
     copy = shutil.copytree(model_dir, tmp_path / "run", ignore=shutil.ignore_patterns("checkpoints"))
     config = json.loads((copy / "config.json").read_text(encoding="utf-8"))
     config["data"].update(corpus="files", languages="en-zh")  # A run trained on user files, en -> zh.
@@ -265,10 +266,11 @@ def test_bleu_uses_the_zh_tokenizer_for_a_chinese_target(tiny_run, tmp_path):
     src, ref = tmp_path / "src.en", tmp_path / "ref.zh"
     src.write_text("Open the file.\n", encoding="utf-8")
     ref.write_text("打开文件。\n", encoding="utf-8")
-    chinese = evaluator.evaluate(evaluator.EvalConfig(model_dir=str(copy), src=str(src), ref=str(ref), progress=False))
+    last = dict(checkpoint="last", progress=False)
+    chinese = evaluator.evaluate(evaluator.EvalConfig(model_dir=str(copy), src=str(src), ref=str(ref), **last))
     assert "|tok:zh|" in chinese["bleu_signature"]
     chosen = evaluator.evaluate(
-        evaluator.EvalConfig(model_dir=str(copy), src=str(src), ref=str(ref), bleu_tokenize="char", progress=False)
+        evaluator.EvalConfig(model_dir=str(copy), src=str(src), ref=str(ref), bleu_tokenize="char", **last)
     )
     assert "|tok:char|" in chosen["bleu_signature"]
     german = evaluator.evaluate(evaluator.EvalConfig(model_dir=model_dir, src=str(src), ref=str(ref), progress=False))

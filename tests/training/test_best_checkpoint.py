@@ -313,3 +313,45 @@ def test_eval_sentences_all_reads_the_whole_dev_split(tmp_path):
         json.dumps(dataclasses.asdict(tiny_run_config(tmp_path, str(tmp_path), eval_sentences=None).train))
     )
     assert config["eval_sentences"] is None
+
+
+def test_early_stopping_without_dev_pairs_is_refused_and_leaves_no_run_directory(corpus, tmp_path):
+    from data import cleaning
+    from training.config import DataConfig
+    from training.trainer import TrainingError, train
+
+    pairs = []
+    with open(corpus.train, encoding="utf-8") as handle:
+        for line in handle:
+            english, german = line.rstrip("\n").split("\t")
+            if cleaning.split_of(english) == "train" and len(pairs) < 40:
+                pairs.append(f"{english}\t{german}\n")
+    train_tsv = tmp_path / "train.tsv"
+    train_tsv.write_text("".join(pairs), encoding="utf-8")
+    config = tiny_run_config(
+        tmp_path / "run", str(tmp_path / "cache"), train_steps=40, checkpoint_every=10, eval_every=10, early_stopping=2
+    )
+    data = DataConfig(
+        corpus="files", cache_dir=str(tmp_path / "cache"), languages="en-de", train_files=(str(train_tsv),)
+    )
+    with pytest.raises(TrainingError, match="has no dev pairs.*Pass --dev_tsv or --dev_src/--dev_tgt"):
+        train(dataclasses.replace(config, data=data))
+    assert not os.path.exists(config.model_dir)
+
+
+def test_a_run_without_dev_bleu_has_no_best_by_bleu_and_the_refusal_says_why(tmp_path):
+    from training import config as run_config
+    from training.run_dir import ModelDirError, RunDir
+
+    config = tiny_run_config(tmp_path / "run", str(tmp_path / "cache"), eval_sentences=0)
+    run = RunDir(config.model_dir)
+    os.makedirs(run.checkpoint_dir)
+    run_config.write(config)
+    (tmp_path / "run" / "spm.model").write_bytes(b"")
+    keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)]).save_weights(
+        os.path.join(run.checkpoint_dir, "ckpt-000000200.weights.h5")
+    )
+    with pytest.raises(
+        ModelDirError, match=r"decodes no dev sentence, --eval_sentences=0\)\. It has: last \(step 200\)"
+    ):
+        run.check_loadable("best")
