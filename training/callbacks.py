@@ -175,14 +175,14 @@ class BestCheckpoint(keras.callbacks.Callback):
             record["stopped_at"] = step
         self.run.write_best(record, write_weights)
         self.record = record
-        best = f"step {record['step']} ({run_dir.describe_score(record)})"
+        score = run_dir.describe_score(record)
         if write_weights is not None:
-            print(f"step {step}: new best checkpoint, {best}")
-        elif self.patience:
-            print(
-                f"step {step}: best checkpoint remains {best}; {count} of {self.patience} evaluations without an "
-                f"improvement above {self.min_delta:g}"
-            )
+            line = f"step {step}: new best checkpoint ({score})"
+        else:
+            line = f"step {step}: the best checkpoint remains step {record['step']} ({score})"
+        if self.patience:
+            line += f"; {count} of {self.patience} evaluations without an improvement above {self.min_delta:g}"
+        print(line)
         if stopping:
             self.stopped_at = step
             self.model.stop_training = True
