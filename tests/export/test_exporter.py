@@ -123,11 +123,19 @@ def test_cheap_mistakes_are_refused_before_the_model_is_loaded(exported, tmp_pat
     with pytest.raises(exporter.ExportError, match=r"--version=1: .*/1 already exists.*next one \(2\)"):
         exporter.export_model(broken, export_dir, version=1)
 
+    # A run without a best checkpoint (one that has not evaluated yet): refused, naming what it has.
     checkpoints_only = _copy_run(model_dir, tmp_path / "unfinished", ["spm.model", "config.json", "checkpoints"])
-    with pytest.raises(exporter.ExportError, match="has no model.keras .* but has .* checkpoint.*--average_last=N"):
+    os.remove(os.path.join(checkpoints_only, "checkpoints", "best.json"))
+    with pytest.raises(
+        exporter.ExportError,
+        match=r"--checkpoint=best: .* has no best checkpoint .* It has: last \(step 200\); average:1",
+    ):
         exporter.export_model(checkpoints_only, str(tmp_path / "exports"))
-    with pytest.raises(exporter.ExportError, match="--average_last=2: .*checkpoints holds no ckpt"):
-        exporter.export_model(broken, str(tmp_path / "exports"), average_last=2)
+    with pytest.raises(
+        exporter.ExportError,
+        match=r"--checkpoint=average:2: .* keeps 0 checkpoint\(s\).* It has: last \(model.keras\)$",
+    ):
+        exporter.export_model(broken, str(tmp_path / "exports"), checkpoint="average:2")
     assert not os.path.exists(tmp_path / "exports")
 
 
@@ -159,8 +167,8 @@ def test_command_errors_are_one_line_naming_the_flag(exported, tmp_path):
             f"export: error: --version=1: {path} already exists",
         ),
         (
-            [f"--model_dir={unfinished}", f"--export_dir={tmp_path / 'exports'}"],
-            f"export: error: --model_dir={unfinished} has no model.keras",
+            [f"--model_dir={unfinished}", f"--export_dir={tmp_path / 'exports'}", "--checkpoint=average:3"],
+            f"export: error: --checkpoint=average:3: {unfinished} keeps 2 checkpoint(s), fewer than the 3 asked for",
         ),
     ]:
         result = subprocess.run(

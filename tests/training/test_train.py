@@ -311,7 +311,7 @@ def test_a_signal_writes_a_checkpoint_at_the_current_step_and_the_rerun_resumes(
             second = _run(command)
             assert second.returncode != 0
             assert f"is being trained by another train.py (pid {process.pid} on host" in second.stderr
-            model, _, _ = RunDir(model_dir).load_model(average_last=1, quiet=True)  # A complete checkpoint.
+            model, _, _ = RunDir(model_dir).load_model("last", quiet=True)  # A complete checkpoint.
             assert model.count_params() > 0
             # Just after a checkpoint, so that the signal comes mid-epoch.
             newest = checkpoints.latest_checkpoint(checkpoint_dir)[0]
