@@ -1,4 +1,4 @@
-"""Exports a trained model as a TensorFlow Serving SavedModel version.
+"""Exports a trained model as a TensorFlow Serving SavedModel version, or converts it for CTranslate2.
 
     python -m export --model_dir=runs/base --export_dir=exports/transformer
     python -m export --model_dir=runs/base --export_dir=exports/transformer --checkpoint=average:5
@@ -6,6 +6,12 @@
 writes `exports/transformer/<next version>/` (see export/exporter.py for the layout). Serve it with
 `docker run -p 8501:8501 -v "$PWD/exports/transformer:/models/transformer" -e MODEL_NAME=transformer
 tensorflow/serving` (README, "Serving").
+
+    python -m export --format=ctranslate2 --model_dir=runs/base --export_dir=exports/base-ct2 [--ct2_quantization=int8]
+
+writes the CTranslate2 model directory `exports/base-ct2/` (export/ctranslate2_export.py). Errors
+print one line `export: error: ...`; those of --format=ctranslate2 and of flags that do not fit the
+format exit with status 2.
 """
 
 import logging
@@ -21,10 +27,44 @@ from training import run_dir
 
 FLAGS = flags.FLAGS
 
+FORMATS = ("saved_model", "ctranslate2")
+# Flags that set the SavedModel's graph (its search, buckets, version): refused with --format=ctranslate2,
+# whose search is chosen by the caller of `ctranslate2.Translator.translate_batch`.
+SAVED_MODEL_FLAGS = (
+    "version",
+    "beam_size",
+    "alpha",
+    "max_input_length",
+    "max_extra_length",
+    "min_length_ratio",
+    "length_buckets",
+)
+CT2_FLAGS = ("ct2_quantization",)
+# The exit status of a refused CTranslate2 conversion or a flag of the other format.
+REFUSED_STATUS = 2
+
+flags.DEFINE_enum(
+    "format",
+    "saved_model",
+    FORMATS,
+    "saved_model: a TensorFlow Serving version under --export_dir; ctranslate2: a CTranslate2 model "
+    "directory at --export_dir, with the SentencePiece model beside it.",
+)
 flags.DEFINE_string(
     "model_dir", None, "Directory written by train.py (checkpoints/, model.keras, spm.model, config.json)."
 )
-flags.DEFINE_string("export_dir", None, "Model base path for TensorFlow Serving; the version goes under it.")
+flags.DEFINE_string(
+    "export_dir",
+    None,
+    "saved_model: the model base path for TensorFlow Serving, the version goes under it; ctranslate2: "
+    "the model directory to create (it must not exist).",
+)
+flags.DEFINE_string(
+    "ct2_quantization",
+    "float32",
+    "--format=ctranslate2 only: the type CTranslate2 stores the weights in: float32, int8 (8-bit matmul "
+    "weights), int8_float32, int8_float16, int8_bfloat16, int16, float16 or bfloat16.",
+)
 flags.DEFINE_integer(
     "version", None, "Version directory to write (a positive integer); default the next one.", lower_bound=1
 )
@@ -66,15 +106,52 @@ def _check_buckets(values):
     return all(value.strip().isdigit() and int(value) > 0 for value in values)
 
 
+def format_refusal(export_format, present):
+    """The message refusing the flags in `present` (names of flags given) that `export_format` does
+    not use, or None."""
+    other = SAVED_MODEL_FLAGS if export_format == "ctranslate2" else CT2_FLAGS
+    wrong = [name for name in other if name in present]
+    if not wrong:
+        return None
+    names = ", ".join(f"--{name}" for name in wrong)
+    if export_format == "ctranslate2":
+        return (
+            f"{names} set the SavedModel's graph and do not apply to --format=ctranslate2 (CTranslate2 takes "
+            "the search settings when it translates: ctranslate2.Translator.translate_batch(beam_size=..., "
+            "length_penalty=..., max_decoding_length=...))"
+        )
+    return f"{names} only applies to --format=ctranslate2"
+
+
+def _convert_ctranslate2():
+    from export.ctranslate2_export import convert_run
+    from export.exporter import ExportError
+
+    try:
+        return convert_run(
+            FLAGS.model_dir, FLAGS.export_dir, quantization=FLAGS.ct2_quantization, checkpoint=FLAGS.checkpoint
+        )
+    except ExportError as error:
+        print(f"export: error: {error}", file=sys.stderr)
+        raise SystemExit(REFUSED_STATUS) from None
+
+
 def main(argv):
     quiet_logs.quiet_tool_output()
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+    refusal = format_refusal(FLAGS.format, [name for name in SAVED_MODEL_FLAGS + CT2_FLAGS if FLAGS[name].present])
+    if refusal:
+        print(f"export: error: {refusal}", file=sys.stderr)
+        raise SystemExit(REFUSED_STATUS)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # Read once, when TensorFlow is first imported.
     if not FLAGS["verbosity"].present:
         # absl shows INFO; saving a SavedModel logs a dozen lines that name the temporary directory.
         absl_logging.set_verbosity(absl_logging.WARNING)
         logging.getLogger("tensorflow").setLevel(logging.WARNING)
+    if FLAGS.format == "ctranslate2":
+        print(_convert_ctranslate2(), file=sys.stdout)
+        return
     from export.exporter import ExportError, export_model  # After flag parsing: TensorFlow is slow to import.
 
     try:

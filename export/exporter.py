@@ -30,7 +30,7 @@ import tempfile
 import keras
 import tensorflow as tf
 
-import models.transformer  # noqa: F401  (registers the Keras classes that model.keras names)
+import models.transformer  # Also registers the Keras classes that model.keras names.
 from export import warmup
 from export.serving_module import DEFAULT_LENGTH_BUCKETS, ServingModule
 from models.search_config import DEFAULT_SEARCH, EXPORT_MAX_INPUT_LENGTH
@@ -122,6 +122,10 @@ def load_trained(model_dir, checkpoint=DEFAULT_CHECKPOINT):
         model, tokenizer, run_config = RunDir(model_dir).load_model(checkpoint)
     except ModelDirError as error:
         raise ExportError(str(error)) from error
+    if not isinstance(model, models.transformer.Transformer):
+        raise ExportError(
+            f"{RunDir(model_dir).model_path} holds a {type(model).__name__}, not the Transformer train.py saves"
+        )
     if tokenizer.vocabulary_size != model.vocabulary_size:
         raise ExportError(
             f"{RunDir(model_dir).vocabulary_path} has {tokenizer.vocabulary_size} pieces but "
@@ -130,16 +134,17 @@ def load_trained(model_dir, checkpoint=DEFAULT_CHECKPOINT):
     return model, tokenizer, run_config
 
 
-def remove_stale_temporaries(export_dir):
+def remove_stale_temporaries(export_dir, pattern=_TEMPORARY_NAME):
     """Removes the temporary directories that killed exports left in `export_dir`; returns their names.
 
-    Only names of this exporter's pattern (`.tmp-<version>-<mkdtemp suffix>`) that no running export
-    holds locked are removed; where the file system has no `flock`, nothing is.
+    Only names that `pattern` matches in full (default this exporter's, `.tmp-<version>-<mkdtemp
+    suffix>`) and that no running export holds locked are removed; where the file system has no
+    `flock`, nothing is.
     """
     removed = []
     for name in sorted(os.listdir(export_dir)):
         path = os.path.join(export_dir, name)
-        if not _TEMPORARY_NAME.fullmatch(name) or os.path.islink(path) or not os.path.isdir(path):
+        if not pattern.fullmatch(name) or os.path.islink(path) or not os.path.isdir(path):
             continue
         try:
             descriptor = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
@@ -158,14 +163,14 @@ def remove_stale_temporaries(export_dir):
     return removed
 
 
-def _locked_temporary_directory(export_dir, version):
-    """`(path, descriptor)` of a new `.tmp-<version>-*` directory this process holds a `flock` on.
+def locked_temporary_directory(export_dir, prefix):
+    """`(path, descriptor)` of a new `<prefix>*` directory in `export_dir` this process holds a `flock` on.
 
     The lock (released by the kernel when the process dies, however it dies) tells
     `remove_stale_temporaries` of another export that the directory is in use.
     """
     while True:
-        path = tempfile.mkdtemp(dir=export_dir, prefix=f"{TEMPORARY_PREFIX}{version}-")
+        path = tempfile.mkdtemp(dir=export_dir, prefix=prefix)
         descriptor = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
         try:
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -247,7 +252,7 @@ def export_model(
         min_length_ratio=min_length_ratio,
         length_buckets=length_buckets,
     )
-    temporary, lock = _locked_temporary_directory(export_dir, version)
+    temporary, lock = locked_temporary_directory(export_dir, f"{TEMPORARY_PREFIX}{version}-")
     try:
         write_saved_model(module, temporary)
         extra = os.path.join(temporary, "assets.extra")

@@ -1,0 +1,303 @@
+"""Converts a trained run into a CTranslate2 model directory (`python -m export --format=ctranslate2`).
+
+CTranslate2 (the inference engine of OpenNMT) runs Transformer translation models on CPUs and GPUs.
+Its converter API describes a model as a specification (`ctranslate2.specs.TransformerSpec`) whose
+weights a `ctranslate2.converters.Converter` fills in; `KerasTransformerConverter` fills it from the
+Keras weights of a run directory. The directory it writes:
+
+    ct2_dir/
+      model.bin                   the weights (float32, or the --ct2_quantization type)
+      config.json                 CTranslate2's: special tokens, EOS appended to the source, LayerNorm epsilon
+      shared_vocabulary.json      the SentencePiece pieces in id order (source and target share them)
+      spm.model                   the run's SentencePiece model, to make the pieces and join them again
+      export_config.json          the run's config.json plus the export settings
+
+Translate with `ctranslate2.Translator(ct2_dir).translate_batch([pieces, ...])`, the pieces from
+`spm.model` without BOS or EOS: CTranslate2 appends `</s>` to the source (`add_source_eos`) and starts
+the target with `<s>`, as the model was trained.
+
+How the project's model maps onto the specification:
+
+- Shared embedding: one matrix for the source embedding, the target embedding and the pre-softmax
+  projection (no bias), multiplied by sqrt(d_model) on lookup (`scale_embeddings`); CTranslate2 stores
+  it once (the spec aliases equal weights).
+- Positions: the table of `models.position_encoding.sinusoidal_position_encoding` (sines and cosines
+  interleaved) for `MAX_POSITIONS` positions, given explicitly so that CTranslate2's built-in table
+  (sines, then cosines) is never used.
+- Post-norm (the paper's) is `pre_norm=False`, no final norms; `normalize_first` is `pre_norm=True`
+  with the encoder's and the decoder's final LayerNorm. Epsilon: the run's `layer_norm_epsilon`.
+- Self-attention: the query kernel and the fused key/value kernel of `MultiHeadAttention` become one
+  `[3 d_model, d_model]` weight (queries, keys, values); encoder-decoder attention keeps the query
+  apart and the fused `[2 d_model, d_model]` key/value weight (keys, then values). Keras kernels are
+  `[in, out]`, CTranslate2's `[out, in]`: every kernel is transposed.
+- Feed-forward: the two dense layers with the ReLU between them.
+
+A model outside this mapping (another activation, quantized or LoRA layers, a vocabulary that does
+not fit the model) is refused with `ConversionError` before anything is written.
+"""
+
+import json
+import os
+import re
+import shutil
+import sys
+
+import numpy as np
+
+from data.special_ids import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from export import exporter
+from models.position_encoding import sinusoidal_position_encoding
+from models.transformer import Transformer
+from training.run_dir import VOCABULARY_FILE, RunDir
+
+# Rows of the position table: CTranslate2's default `max_input_length` for `translate_batch`, and
+# more than any source plus `max_extra_length` the project's tools decode.
+MAX_POSITIONS = 1024
+# The weight types CTranslate2 stores (`ctranslate2.specs.model_spec.ACCEPTED_MODEL_TYPES`).
+QUANTIZATIONS = ("float32", "int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16", "bfloat16")
+EXPORT_CONFIG_FILE = exporter.EXPORT_CONFIG_FILE
+TEMPORARY_PREFIX = ".tmp-ct2-"
+
+
+class ConversionError(exporter.ExportError):
+    """A run CTranslate2 cannot represent, or an output directory it cannot be written to (names which)."""
+
+
+def _import_ctranslate2():
+    try:
+        import ctranslate2
+        import ctranslate2.converters  # noqa: F401
+        import ctranslate2.specs  # noqa: F401
+    except ImportError as error:
+        raise ConversionError(
+            f"--format=ctranslate2 needs the ctranslate2 package ({error}); install requirements-dev.txt"
+        ) from error
+    return ctranslate2
+
+
+def _array(variable):
+    return np.asarray(variable.numpy(), dtype=np.float32)
+
+
+def position_table(hidden_dim, length=MAX_POSITIONS):
+    """`[length, hidden_dim]` float32: the model's own sinusoidal encoding of positions 0 .. length - 1."""
+    import keras
+
+    return np.asarray(keras.ops.convert_to_numpy(sinusoidal_position_encoding(length, hidden_dim)), dtype=np.float32)
+
+
+def check_convertible(model, pieces):
+    """Raises `ConversionError` for a model or vocabulary the specification cannot express.
+
+    Args:
+        model: the loaded model.
+        pieces: the SentencePiece pieces, in id order.
+    """
+    if not isinstance(model, Transformer):
+        raise ConversionError(f"the model is a {type(model).__name__}, not models.transformer.Transformer")
+    if len(pieces) != model.vocabulary_size:
+        raise ConversionError(
+            f"the SentencePiece model has {len(pieces)} pieces but the model was built for {model.vocabulary_size}"
+        )
+    if len(set(pieces)) != len(pieces):
+        raise ConversionError("the SentencePiece model has duplicate pieces, and CTranslate2 looks tokens up by text")
+    if model.pad_id != PAD_ID:
+        raise ConversionError(f"the model pads with id {model.pad_id}, the vocabulary with {PAD_ID}")
+    for dense in _dense_layers(model):
+        if dense.quantization_mode or dense.lora_enabled:
+            what = f"quantized ({dense.quantization_mode})" if dense.quantization_mode else "LoRA-enabled"
+            raise ConversionError(
+                f"layer {dense.path} is {what}; the conversion reads plain float kernels "
+                "(--ct2_quantization quantizes in the conversion)"
+            )
+    for layer in model.encoder.encoder_layers + model.decoder.decoder_layers:
+        activation = getattr(layer.feed_forward.activation, "__name__", layer.feed_forward.activation)
+        if activation != "relu":
+            raise ConversionError(
+                f"layer {layer.feed_forward.path} uses the activation {activation!r}; the conversion maps the "
+                "paper's ReLU only"
+            )
+
+
+def _dense_layers(model):
+    """Every Dense layer of the encoder and decoder layers (attention and feed-forward projections)."""
+    for layer in model.encoder.encoder_layers + model.decoder.decoder_layers:
+        attentions = [layer.self_attention] + ([layer.cross_attention] if hasattr(layer, "cross_attention") else [])
+        for attention in attentions:
+            yield from (attention.query_dense, attention.key_value_dense, attention.output_dense)
+        yield from (layer.feed_forward.inner_dense, layer.feed_forward.output_dense)
+
+
+def _linear(spec, dense_layers):
+    """Fills the linear `spec` with the Keras Dense layers' kernels (transposed), stacked on the output axis."""
+    spec.weight = np.concatenate([_array(layer.kernel).T for layer in dense_layers], axis=0)
+    spec.bias = np.concatenate([_array(layer.bias) for layer in dense_layers], axis=0)
+
+
+def _layer_norm(spec, layer_norm):
+    spec.gamma = _array(layer_norm.gamma)
+    spec.beta = _array(layer_norm.beta)
+
+
+def _self_attention(spec, attention, residual):
+    _linear(spec.linear[0], [attention.query_dense, attention.key_value_dense])
+    _linear(spec.linear[1], [attention.output_dense])
+    _layer_norm(spec.layer_norm, residual.layer_norm)
+
+
+def _cross_attention(spec, attention, residual):
+    _linear(spec.linear[0], [attention.query_dense])
+    _linear(spec.linear[1], [attention.key_value_dense])
+    _linear(spec.linear[2], [attention.output_dense])
+    _layer_norm(spec.layer_norm, residual.layer_norm)
+
+
+def _feed_forward(spec, feed_forward, residual):
+    _linear(spec.linear_0, [feed_forward.inner_dense])
+    _linear(spec.linear_1, [feed_forward.output_dense])
+    _layer_norm(spec.layer_norm, residual.layer_norm)
+
+
+def build_spec(model, pieces):
+    """The `ctranslate2.specs.TransformerSpec` of `model`, weights, vocabulary and config filled in.
+
+    Args:
+        model: a built `models.transformer.Transformer`.
+        pieces: the SentencePiece pieces, in id order.
+
+    Raises:
+        ConversionError: `check_convertible`'s refusals.
+    """
+    _import_ctranslate2()
+    from ctranslate2.specs import common_spec, transformer_spec
+
+    check_convertible(model, pieces)
+    options = dict(pre_norm=bool(model.normalize_first), activation=common_spec.Activation.RELU)
+    spec = transformer_spec.TransformerSpec(
+        transformer_spec.TransformerEncoderSpec(model.num_layers, model.num_heads, **options),
+        transformer_spec.TransformerDecoderSpec(model.num_layers, model.num_heads, **options),
+    )
+    embeddings = _array(model.embedding.embeddings)  # [vocabulary, d_model]
+    positions = position_table(model.hidden_dim)  # [MAX_POSITIONS, d_model]
+    for stack_spec, stack in ((spec.encoder, model.encoder), (spec.decoder, model.decoder)):
+        stack_spec.scale_embeddings = True
+        stack_spec.position_encodings.encodings = positions
+        if model.normalize_first:
+            _layer_norm(stack_spec.layer_norm, stack.final_layer_norm)
+    spec.encoder.embeddings[0].weight = embeddings
+    spec.decoder.embeddings.weight = embeddings
+    spec.decoder.projection.weight = embeddings  # Tied, without a bias.
+    for layer_spec, layer in zip(spec.encoder.layer, model.encoder.encoder_layers, strict=True):
+        _self_attention(layer_spec.self_attention, layer.self_attention, layer.self_attention_residual)
+        _feed_forward(layer_spec.ffn, layer.feed_forward, layer.feed_forward_residual)
+    for layer_spec, layer in zip(spec.decoder.layer, model.decoder.decoder_layers, strict=True):
+        _self_attention(layer_spec.self_attention, layer.self_attention, layer.self_attention_residual)
+        _cross_attention(layer_spec.attention, layer.cross_attention, layer.cross_attention_residual)
+        _feed_forward(layer_spec.ffn, layer.feed_forward, layer.feed_forward_residual)
+
+    config = spec.config
+    config.unk_token, config.bos_token, config.eos_token = pieces[UNK_ID], pieces[BOS_ID], pieces[EOS_ID]
+    config.decoder_start_token = pieces[BOS_ID]
+    config.add_source_bos, config.add_source_eos = False, True
+    config.layer_norm_epsilon = float(model.layer_norm_epsilon)
+    spec.register_source_vocabulary(list(pieces))
+    spec.register_target_vocabulary(list(pieces))
+    return spec
+
+
+def sentencepiece_pieces(vocabulary_path):
+    """The pieces of the SentencePiece model at `vocabulary_path`, in id order."""
+    import sentencepiece
+
+    processor = sentencepiece.SentencePieceProcessor(model_file=vocabulary_path)
+    return [processor.id_to_piece(index) for index in range(processor.get_piece_size())]
+
+
+def converter(model, vocabulary_path):
+    """A `ctranslate2.converters.Converter` whose `convert(output_dir, quantization=...)` writes `model`
+    with the SentencePiece model at `vocabulary_path` beside it."""
+    ctranslate2 = _import_ctranslate2()
+
+    class KerasTransformerConverter(ctranslate2.converters.Converter):
+        """Fills a `TransformerSpec` from a Keras `Transformer` (`build_spec`)."""
+
+        def _load(self):
+            spec = build_spec(model, sentencepiece_pieces(vocabulary_path))
+            spec.register_file(vocabulary_path, VOCABULARY_FILE)
+            return spec
+
+    return KerasTransformerConverter()
+
+
+def check_output_dir(output_dir):
+    """Raises `ConversionError` unless `output_dir` is a new directory whose parent can hold it."""
+    if os.path.lexists(output_dir):
+        raise ConversionError(
+            f"--export_dir {output_dir} already exists; the CTranslate2 model directory is written new, never "
+            "over another"
+        )
+    parent = os.path.dirname(os.path.abspath(output_dir))
+    existing = parent
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise ConversionError(f"--export_dir {output_dir} lies under {existing}, which is a file, not a directory")
+
+
+def convert_run(model_dir, output_dir, *, quantization="float32", checkpoint=exporter.DEFAULT_CHECKPOINT):
+    """Converts the run `model_dir` to a CTranslate2 model directory `output_dir`; returns `output_dir`.
+
+    The directory is written under `<parent>/.tmp-ct2-<name>-*` and renamed into place when complete,
+    so a failed conversion leaves no `output_dir`; a killed one leaves that temporary directory,
+    which the next conversion into the same parent removes.
+
+    Args:
+        model_dir: a directory written by train.py.
+        output_dir: the CTranslate2 model directory to create (must not exist).
+        quantization: the weight type, one of `QUANTIZATIONS`.
+        checkpoint: the weights converted: "best", "last" or "average:N" (`training.run_dir.parse_checkpoint`).
+
+    Raises:
+        ConversionError, exporter.ExportError: the reason, naming the flag or file, before anything
+            is written.
+    """
+    if quantization not in QUANTIZATIONS:
+        raise ConversionError(f"--ct2_quantization={quantization}: expected one of {', '.join(QUANTIZATIONS)}")
+    check_output_dir(output_dir)
+    chosen = exporter.check_model_dir(model_dir, checkpoint)
+    _import_ctranslate2()
+    model, _, run_config = exporter.load_trained(model_dir, checkpoint)
+    vocabulary_path = RunDir(model_dir).vocabulary_path
+    conversion = converter(model, vocabulary_path)
+    parent = os.path.dirname(os.path.abspath(output_dir))
+    name = os.path.basename(os.path.abspath(output_dir))
+    try:
+        os.makedirs(parent, exist_ok=True)
+    except OSError as error:
+        raise ConversionError(f"--export_dir {output_dir}: its directory cannot be created ({error})") from error
+    prefix = f"{TEMPORARY_PREFIX}{name}-"
+    for stale in exporter.remove_stale_temporaries(parent, re.compile(re.escape(prefix) + r"[a-z0-9_]+")):
+        print(f"removed {os.path.join(parent, stale)}, left by a conversion that did not finish", file=sys.stderr)
+    temporary, lock = exporter.locked_temporary_directory(parent, prefix)
+    try:
+        written = os.path.join(temporary, name)  # Made by `convert` with os.makedirs' mode.
+        try:
+            conversion.convert(written, quantization=quantization)
+        except (ValueError, NotImplementedError) as error:
+            raise ConversionError(f"CTranslate2 refused the model: {error}") from error
+        settings = {
+            "format": "ctranslate2",
+            "quantization": quantization,
+            "checkpoint": str(chosen.choice),
+            "checkpoint_steps": list(chosen.steps),
+            "max_positions": MAX_POSITIONS,
+            "ctranslate2": _import_ctranslate2().__version__,
+        }
+        with open(os.path.join(written, EXPORT_CONFIG_FILE), "w", encoding="utf-8") as handle:
+            json.dump({"export": settings, **run_config}, handle, indent=2, sort_keys=True)
+            handle.write("\n")
+        os.rename(written, output_dir)  # Atomic on one file system; fails if output_dir appeared.
+    finally:
+        shutil.rmtree(temporary, ignore_errors=True)
+        os.close(lock)
+    return output_dir
