@@ -29,6 +29,8 @@ LOG_DIR = "logs"
 TRAINING_LOG = "training_log.csv"
 WORKERS_DIR = "workers"
 LOCK_FILE = ".train.lock"
+BEST_WEIGHTS_FILE = "best.weights.h5"  # In CHECKPOINT_DIR; its name is not a rotated ckpt-<step>.
+BEST_RECORD_FILE = "best.json"
 
 # Everything train.py writes, in the order --start_over deletes it.
 RUN_ENTRIES = (CHECKPOINT_DIR, LOG_DIR, WORKERS_DIR, MODEL_FILE, VOCABULARY_FILE, TRAINING_LOG, CONFIG_FILE)
