@@ -159,3 +159,19 @@ def test_several_training_files_are_sources_of_one_user_corpus(tmp_path):
     assert [entry["share"] for entry in described] == [0.6667, 0.3333]
     assert os.path.basename(described[0]["file"]) == "train.train-1.tsv"
     assert np.isclose(sum(entry["share"] for entry in described), 1.0, atol=1e-3)
+
+
+def test_each_input_pipeline_of_a_distributed_mix_draws_its_shard_in_proportion(tmp_path, small_tokenizer):
+    import tensorflow as tf
+
+    pairs = make_pairs(1200, seed=4, max_clauses=2)
+    big, small = str(tmp_path / "big.tsv"), str(tmp_path / "small.tsv")
+    parallel_files.write_tsv(big, _marked(pairs[:1000], "alpha"))
+    parallel_files.write_tsv(small, _marked(pairs[1000:], "omega"))
+    dataset_fn = pipeline.make_distributed_dataset_fn(
+        [big, small], small_tokenizer, batch_tokens=1024, max_length=96, seed=7, repeat=True, weights=[1, 3]
+    )
+    for pipeline_id in (0, 1):
+        context = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=pipeline_id)
+        shares, seen = _drawn_shares(dataset_fn(context), small_tokenizer, ("alpha", "omega"), 3000)
+        assert abs(shares["omega"] - 0.75) < 4 * math.sqrt(0.75 * 0.25 / seen)

@@ -145,3 +145,33 @@ def test_bad_source_weights_are_one_clear_error_and_nothing_is_written(tmp_path,
     assert completed.returncode != 0
     assert message in completed.stderr, completed.stderr[-3000:]
     assert not model_dir.exists()
+
+
+def test_the_vocabulary_command_for_several_workers_builds_the_same_weighted_corpus(corpus, tmp_path):
+    """Workers build their vocabulary with the command the first start prints: for a weighted mix
+    it must name the same files and weights, so that it finds the corpus train.py built."""
+    import shlex
+
+    from data.corpora import prepare_command, resolve_corpus
+    from training.config import DataConfig
+
+    paths = _source_files(corpus, tmp_path)
+    data = DataConfig(
+        corpus="files",
+        cache_dir=str(tmp_path / "cache"),
+        languages="en-de",
+        train_files=(paths["libreoffice-help"], paths["ding"]),
+        train_weights=(3.0, 1.0),
+        dev_files=(corpus.dev,),
+        vocab_size=500,
+    )
+    built, _ = resolve_corpus(data)
+    manifest = os.stat(built.manifest).st_ino
+    command = prepare_command(data, 500)
+    assert f"--train_tsv={paths['libreoffice-help']}:3,{paths['ding']}:1" in command
+    completed = subprocess.run(
+        [sys.executable, *shlex.split(command)[1:]], cwd=REPO_ROOT, env=ENV, capture_output=True, text=True, timeout=300
+    )
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    assert os.stat(built.manifest).st_ino == manifest  # Found in the cache, not rebuilt.
+    assert os.path.exists(os.path.join(built.root, "spm-bpe-500.model"))
