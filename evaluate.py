@@ -2,7 +2,7 @@
 and chrF.
 
     python evaluate.py --model_dir=runs/base                          # the run's own test split
-    python evaluate.py --model_dir=runs/base --average_last=5 --output=hyp.de
+    python evaluate.py --model_dir=runs/base --checkpoint=average:5 --output=hyp.de
     python evaluate.py --model_dir=runs/base --split=test.ding        # one source's test file
     python evaluate.py --model_dir=runs/base --src=newstest.en --ref=newstest.de
     python evaluate.py --export_dir=exports/base --src=newstest.en --ref=newstest.de
@@ -65,18 +65,16 @@ def _check_test_set(values):
     return True
 
 
-@flags.multi_flags_validator(["export_dir", "average_last", "plot_attention"], message="")
+@flags.multi_flags_validator(["export_dir", "plot_attention"], message="")
 def _check_export(values):
-    if values["export_dir"] and (values["average_last"] or values["plot_attention"]):
-        raise flags.ValidationError(
-            "--average_last and --plot_attention need --model_dir (a SavedModel has no checkpoints or attention)"
-        )
+    if values["export_dir"] and values["plot_attention"]:
+        raise flags.ValidationError("--plot_attention needs --model_dir (a SavedModel has no attention to plot)")
     return True
 
 
 def _export_conflict(export_dir):
     """The error message for flags given with --export_dir that only apply to --model_dir, or None."""
-    given = [f"--{name}" for name in SEARCH_FLAGS if FLAGS[name].present]
+    given = [f"--{name}" for name in SEARCH_FLAGS + ("checkpoint",) if FLAGS[name].present]
     if given:
         return search_flags.export_dir_refusal(export_dir, given)
     if FLAGS["plot_dir"].present:
@@ -115,7 +113,7 @@ def main(argv):
         max_extra_length=FLAGS.max_extra_length,
         min_length_ratio=FLAGS.min_length_ratio,
         batch_size=FLAGS.batch_size,
-        average_last=FLAGS.average_last,
+        checkpoint=FLAGS.checkpoint if FLAGS.model_dir else None,
         max_input_length=FLAGS.max_input_length,
         output=FLAGS.output,
         plot_attention=tuple(FLAGS.plot_attention),

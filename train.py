@@ -3,6 +3,7 @@
     python train.py --model_dir=runs/base --preset=base                    # deb-en-de, en->de
     python train.py --model_dir=runs/demo --preset=tiny --train_steps=2000 --batch_tokens=2048
     python train.py --model_dir=runs/esen --corpus=tatoeba-en-es --direction=es-en
+    python train.py --model_dir=runs/small --preset=base --early_stopping=5 --eval_every=1000 --eval_sentences=all
     python train.py --model_dir=runs/mine --corpus=files --languages=en-fr \
         --train_src=train.en --train_tgt=train.fr --dev_src=dev.en --dev_tgt=dev.fr
     python train.py --model_dir=runs/mix --corpus=files --languages=en-de \
@@ -22,8 +23,9 @@ from absl import app, flags
 from data import builtin_corpora, corpus_mix, deb_packages, quiet_logs, user_corpus
 from models.presets import MODEL_OPTIONS, PRESETS, model_config
 from training import init_from
-from training.config import DataConfig, RunConfig, TrainConfig
+from training.config import BEST_METRICS, DataConfig, RunConfig, TrainConfig, evaluation_refusal
 from training.distribution import DISTRIBUTIONS
+from training.run_dir import RunDir, describe_score
 
 FLAGS = flags.FLAGS
 
@@ -142,8 +144,33 @@ flags.DEFINE_integer(
 flags.DEFINE_integer(
     "eval_every", 5000, "Steps between dev loss and dev BLEU; a multiple of --checkpoint_every.", lower_bound=1
 )
+flags.DEFINE_string(
+    "eval_sentences",
+    "200",
+    "Dev sentences decoded for BLEU at each evaluation: a number (0: none, dev loss only) or all (the whole dev split).",
+)
 flags.DEFINE_integer(
-    "eval_sentences", 200, "Dev sentences greedy-decoded for BLEU at each evaluation (0: none).", lower_bound=0
+    "eval_beam_size", 1, "Beam size of the dev BLEU's search (1: greedy, the quickest).", lower_bound=1
+)
+flags.DEFINE_enum(
+    "best_metric",
+    "bleu",
+    list(BEST_METRICS),
+    "What ranks the dev evaluations for the best checkpoint (checkpoints/best.weights.h5): dev BLEU "
+    "(higher is better) or dev loss (lower is better).",
+)
+flags.DEFINE_integer(
+    "early_stopping",
+    0,
+    "End training after this many dev evaluations in a row without an improvement of --best_metric above "
+    "--early_stopping_min_delta, and write model.keras from the best checkpoint (0: never).",
+    lower_bound=0,
+)
+flags.DEFINE_float(
+    "early_stopping_min_delta",
+    0.0,
+    "The improvement (BLEU points, or loss) an evaluation must exceed to count for --early_stopping.",
+    lower_bound=0.0,
 )
 flags.DEFINE_integer(
     "seed", 1234, "Seed for initialisation, dropout and data order.", lower_bound=0, upper_bound=2**32 - 1
@@ -261,6 +288,42 @@ def _check_devices(values):
     return True
 
 
+def _eval_sentences(value):
+    """--eval_sentences as the config holds it: an int, or None for the whole dev split."""
+    return None if value.strip().lower() == "all" else int(value)
+
+
+@flags.validator("eval_sentences", message="--eval_sentences must be a number of sentences (0 or more) or all")
+def _check_eval_sentences(value):
+    return value.strip().lower() == "all" or value.strip().isdigit()
+
+
+@flags.multi_flags_validator(
+    [
+        "early_stopping",
+        "early_stopping_min_delta",
+        "best_metric",
+        "eval_sentences",
+        "eval_beam_size",
+        "eval_every",
+        "train_steps",
+        "distribution",
+    ],
+    message="",
+)
+def _check_evaluations(values):
+    if not _check_eval_sentences(values["eval_sentences"]):
+        return True  # Its own validator names it.
+    train = TrainConfig(
+        **{name: values[name] for name in values if name != "eval_sentences"},
+        eval_sentences=_eval_sentences(values["eval_sentences"]),
+    )
+    refusal = evaluation_refusal(train)
+    if refusal:
+        raise flags.ValidationError(refusal)
+    return True
+
+
 def _files(split):
     """The split's user files as absolute paths (the config must mean the same files from any directory);
     `_check_files` has checked the flags."""
@@ -355,7 +418,11 @@ def config_from_flags():
         checkpoint_every=FLAGS.checkpoint_every,
         keep_checkpoints=FLAGS.keep_checkpoints,
         eval_every=FLAGS.eval_every,
-        eval_sentences=FLAGS.eval_sentences,
+        eval_sentences=_eval_sentences(FLAGS.eval_sentences),
+        eval_beam_size=FLAGS.eval_beam_size,
+        best_metric=FLAGS.best_metric,
+        early_stopping=FLAGS.early_stopping,
+        early_stopping_min_delta=FLAGS.early_stopping_min_delta,
         seed=FLAGS.seed,
         jit_compile=FLAGS.jit_compile,
         steps_per_execution=FLAGS.steps_per_execution,
@@ -390,9 +457,21 @@ def main(argv):
         quiet_logs.restore_stderr()
         checkpoints.exit_after_failed_write(1)
         raise SystemExit(1) from None
-    print(f"trained to step {summary['step']}; model written to {summary['model_path']}")
+    if summary["stopped_early_at"] is not None:
+        print(
+            f"stopped early at step {summary['stopped_early_at']}; model written to {summary['model_path']} from the "
+            f"best checkpoint, of step {summary['best']['step']}"
+        )
+    else:
+        print(f"trained to step {summary['step']}; model written to {summary['model_path']}")
     if summary["dev_bleu"] is not None:
-        print(f"dev BLEU (greedy, {summary['dev_bleu_sentences']} sentences): {summary['dev_bleu']:.2f}")
+        search = "greedy" if FLAGS.eval_beam_size == 1 else f"beam {FLAGS.eval_beam_size}"
+        print(f"dev BLEU ({search}, {summary['dev_bleu_sentences']} sentences): {summary['dev_bleu']:.2f}")
+    if summary["best"]:
+        best = summary["best"]
+        print(
+            f"best checkpoint: step {best['step']} ({describe_score(best)}), {RunDir(FLAGS.model_dir).best_weights_path}"
+        )
 
 
 if __name__ == "__main__":

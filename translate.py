@@ -2,6 +2,7 @@
 
     echo "Open the file." | python translate.py --model_dir=runs/demo
     python translate.py --export_dir=runs/demo/export --input=doc.en --output=doc.de
+    python translate.py --model_dir=runs/demo --checkpoint=last < doc.en      # the newest weights, not the best
     python translate.py --model_dir=runs/demo --n_best=4 < doc.en            # i ||| hypothesis ||| score
     python translate.py --model_dir=runs/demo --score < pairs.tsv             # source<TAB>target lines
     python translate.py --model_dir=runs/demo --score --src=doc.en --tgt=doc.de
@@ -206,7 +207,7 @@ def input_name(path):
 
 def export_conflict():
     """The error for search or sampling flags given with --export_dir, or None."""
-    given = [f"--{name}" for name in SEARCH_FLAGS + ("average_last",) if FLAGS[name].present]
+    given = [f"--{name}" for name in SEARCH_FLAGS + ("checkpoint",) if FLAGS[name].present]
     if FLAGS.sampling_topk is not None:
         given.append("--sampling_topk")
     return search_flags.export_dir_refusal(FLAGS.export_dir, given) if given else None
@@ -231,7 +232,7 @@ def run(write):
         max_extra_length=FLAGS.max_extra_length,
         min_length_ratio=FLAGS.min_length_ratio,
         max_input_length=FLAGS.max_input_length,
-        average_last=FLAGS.average_last,
+        checkpoint=FLAGS.checkpoint if FLAGS.model_dir else None,
         quiet=True,
     )
     if FLAGS.export_dir and FLAGS.n_best is not None:

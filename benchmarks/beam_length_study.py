@@ -140,7 +140,7 @@ def main(argv=None):
     tf.get_logger().setLevel("ERROR")  # one search compiled per padded length is expected here
     if args.split.startswith("test"):
         print("note: choose search settings on the dev split; the test split is for reporting", file=sys.stderr)
-    model, tokenizer, run_config = RunDir(args.model_dir).load_model()
+    model, tokenizer, run_config = RunDir(args.model_dir).load_model("last")
     sources, references, description, _ = evaluator.load_test_set(
         evaluator.EvalConfig(model_dir=args.model_dir, split=args.split), run_config
     )

@@ -136,7 +136,7 @@ def main(argv=None):
         }
 
     if not args.skip_python_path:
-        model, tokenizer, _ = RunDir(args.model_dir).load_model()
+        model, tokenizer, _ = RunDir(args.model_dir).load_model("last")
         python_path = {}
         for name, batch in (("single", 1), ("batched", args.batch)):
             translator = Translator(

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from absl import logging
 
 from data import cleaning, parallel_files
+from data.write_errors import WriteError, default_mode, writing
 
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = 1
@@ -165,7 +166,8 @@ def write_corpus(
     file_info = {}
     for file_name, pairs in files.items():
         path = os.path.join(out_dir, file_name)
-        lines = parallel_files.write_tsv(path, pairs)
+        with writing(path):
+            lines = parallel_files.write_tsv(path, pairs)
         file_info[file_name] = {"lines": lines, "bytes": os.path.getsize(path), "sha256": sha256_file(path)}
     if attributions is not None:
         path = os.path.join(out_dir, "attribution.tsv")
@@ -175,7 +177,7 @@ def write_corpus(
             for en, xx in split
             if (en, xx) in attributions
         ]
-        with open(path, "w", encoding="utf-8") as f:
+        with writing(path), open(path, "w", encoding="utf-8") as f:
             f.writelines(f"{en}\t{xx}\t{credit}\n" for en, xx, credit in kept)
         file_info["attribution.tsv"] = {
             "lines": len(kept),
@@ -211,7 +213,8 @@ def write_corpus(
         "files": file_info,
         **(extra or {}),
     }
-    with open(os.path.join(out_dir, MANIFEST), "w", encoding="utf-8") as f:
+    path = os.path.join(out_dir, MANIFEST)
+    with writing(path), open(path, "w", encoding="utf-8") as f:
         json.dump(manifest, f, indent=2, ensure_ascii=False)
         f.write("\n")
     return manifest
@@ -248,27 +251,30 @@ def cached(root: str, rebuild_invalid: bool, expected_inputs: dict | None = None
     return paths
 
 
-def _umask() -> int:
-    # os.umask both sets and returns the mask: set it back at once (meanwhile 0o077, so a file
-    # another thread creates in between is private rather than more open).
-    mask = os.umask(0o077)
-    os.umask(mask)
-    return mask
-
-
 def build_atomically(cache_dir: str, name: str, build: Callable[[str], None]) -> CorpusPaths:
     """Runs `build(tmp_dir)` in a fresh directory and installs it as `cache_dir/name`; returns its paths.
 
     An exception in `build` leaves neither the temporary directory nor a new entry behind.
+
+    Raises:
+        WriteError: a file of the entry could not be written (named as it would have been installed,
+            `cache_dir/name/<file>`), or `cache_dir` cannot hold a new directory.
     """
-    os.makedirs(cache_dir, exist_ok=True)
     root = os.path.join(cache_dir, name)
-    tmp_dir = tempfile.mkdtemp(dir=cache_dir, prefix=f".{name}.building-")
+    with writing(root):
+        os.makedirs(cache_dir, exist_ok=True)
+        tmp_dir = tempfile.mkdtemp(dir=cache_dir, prefix=f".{name}.building-")
     # mkdtemp makes the directory 0700; the installed corpus is a directory like any other.
-    os.chmod(tmp_dir, 0o777 & ~_umask())
+    os.chmod(tmp_dir, default_mode(directory=True))
     try:
         build(tmp_dir)
-        _install(tmp_dir, root)
+        with writing(root):
+            _install(tmp_dir, root)
+    except WriteError as error:
+        inside = os.path.relpath(error.path, tmp_dir)
+        if inside.startswith(os.pardir):
+            raise
+        raise error.renamed(os.path.join(root, inside)) from None
     finally:
         if os.path.exists(tmp_dir):
             shutil.rmtree(tmp_dir, ignore_errors=True)

@@ -21,6 +21,7 @@ from absl import app, flags
 from data import cleaning, deb_packages, parallel_files, quiet_logs, user_corpus
 from data.builtin_corpora import prepare_corpus
 from data.corpus_cache import CorpusError, CorpusPaths
+from data.write_errors import WriteError
 
 FLAGS = flags.FLAGS
 
@@ -91,7 +92,7 @@ def main(argv):
     start = time.monotonic()
     try:
         paths = _prepare()
-    except (parallel_files.ParallelDataError, CorpusError, deb_packages.DebPackageError, OSError) as e:
+    except (parallel_files.ParallelDataError, CorpusError, deb_packages.DebPackageError, WriteError, OSError) as e:
         raise SystemExit(f"data.prepare: error: {e}") from None
     manifest = paths.load_manifest()
     print(f"{manifest['corpus']}: {manifest['splits']} in {paths.root} ({time.monotonic() - start:.1f} s)")
@@ -110,7 +111,7 @@ def main(argv):
                 vocab_size=FLAGS.vocab_size,
                 model_type=FLAGS.model_type,
             )
-        except tokenizer.TokenizerError as e:
+        except (tokenizer.TokenizerError, WriteError) as e:
             raise SystemExit(f"data.prepare: error: {e}") from None
         print(f"SentencePiece model: {model}")
 

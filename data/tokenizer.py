@@ -10,6 +10,7 @@ Byte fallback is on: a character outside the vocabulary becomes its UTF-8 bytes 
 unchanged (SentencePiece's default `nmt_nfkc` rule, which also collapses runs of spaces).
 """
 
+import io
 import itertools
 import os
 import re
@@ -21,6 +22,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from data.special_ids import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from data.write_errors import WriteError, default_mode, writing
 
 DEFAULT_VOCAB_SIZE = 8000
 _SPECIAL_PIECES = {PAD_ID: "<pad>", BOS_ID: "<s>", EOS_ID: "</s>", UNK_ID: "<unk>"}
@@ -167,10 +169,12 @@ def train_sentencepiece(
         num_threads: trainer threads; default all cores.
         seed: the trainer's random seed (sentence sampling), for reproducible models.
 
-    The files are written under a temporary name and renamed, so a crash leaves no partial model.
+    The files are written under a temporary name and renamed, so a crash or a failed write leaves
+    no partial model.
 
     Raises:
         FileNotFoundError: a path (as described above) that is not an existing file.
+        WriteError: a file could not be written (disk full, a file-size limit, a read-only directory).
         TokenizerError: an input without sentences, or a vocab_size SentencePiece rejects for this
             input (the message gives the bound SentencePiece reported, and its own text).
     """
@@ -185,40 +189,66 @@ def train_sentencepiece(
         )
     guarded = _Guarded(itertools.chain([first], sentences))
     directory = os.path.dirname(os.path.abspath(model_prefix))
-    os.makedirs(directory, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=directory, prefix=".spm-") as tmp:
-        tmp_prefix = os.path.join(tmp, "spm")
-        sentencepiece.set_random_generator_seed(seed)
-        try:
-            sentencepiece.SentencePieceTrainer.train(
-                sentence_iterator=guarded,
-                model_prefix=tmp_prefix,
-                vocab_size=vocab_size,
-                model_type=model_type,
-                character_coverage=character_coverage,
-                byte_fallback=byte_fallback,
-                pad_id=PAD_ID,
-                bos_id=BOS_ID,
-                eos_id=EOS_ID,
-                unk_id=UNK_ID,
-                pad_piece=_SPECIAL_PIECES[PAD_ID],
-                bos_piece=_SPECIAL_PIECES[BOS_ID],
-                eos_piece=_SPECIAL_PIECES[EOS_ID],
-                unk_piece=_SPECIAL_PIECES[UNK_ID],
-                input_sentence_size=input_sentence_size,
-                shuffle_input_sentence=True,
-                num_threads=num_threads or os.cpu_count() or 1,
-                minloglevel=2,
-            )
-        except RuntimeError as error:
-            if guarded.error is not None:
-                raise guarded.error from None
-            raise _trainer_error(error, vocab_size, text_files_or_iterator) from error
+    with writing(directory):
+        os.makedirs(directory, exist_ok=True)
+    # The trainer hands the model back in memory: its own file writes do not report a failed write
+    # (a full disk or a file-size limit left a cut model that it called a success).
+    proto = io.BytesIO()
+    sentencepiece.set_random_generator_seed(seed)
+    try:
+        sentencepiece.SentencePieceTrainer.train(
+            sentence_iterator=guarded,
+            model_writer=proto,
+            vocab_size=vocab_size,
+            model_type=model_type,
+            character_coverage=character_coverage,
+            byte_fallback=byte_fallback,
+            pad_id=PAD_ID,
+            bos_id=BOS_ID,
+            eos_id=EOS_ID,
+            unk_id=UNK_ID,
+            pad_piece=_SPECIAL_PIECES[PAD_ID],
+            bos_piece=_SPECIAL_PIECES[BOS_ID],
+            eos_piece=_SPECIAL_PIECES[EOS_ID],
+            unk_piece=_SPECIAL_PIECES[UNK_ID],
+            input_sentence_size=input_sentence_size,
+            shuffle_input_sentence=True,
+            num_threads=num_threads or os.cpu_count() or 1,
+            minloglevel=2,
+        )
+    except RuntimeError as error:
         if guarded.error is not None:
-            raise guarded.error
-        for extension in (".vocab", ".model"):
-            os.replace(tmp_prefix + extension, model_prefix + extension)
+            raise guarded.error from None
+        raise _trainer_error(error, vocab_size, text_files_or_iterator) from error
+    if guarded.error is not None:
+        raise guarded.error
+    model = proto.getvalue()
+    processor = sentencepiece.SentencePieceProcessor(model_proto=model)
+    vocab = "".join(
+        f"{processor.id_to_piece(i)}\t{processor.get_score(i):g}\n" for i in range(processor.get_piece_size())
+    )
+    _write_aside(model_prefix + ".vocab", vocab.encode("utf-8"))
+    try:
+        _write_aside(model_prefix + ".model", model)
+    except WriteError:
+        os.remove(model_prefix + ".vocab")  # No vocabulary listing without its model.
+        raise
     return model_prefix + ".model"
+
+
+def _write_aside(path, content):
+    """Writes `content` to a temporary file beside `path` and renames it into place."""
+    temporary = None
+    try:
+        with writing(path):
+            handle, temporary = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".spm-")
+            with os.fdopen(handle, "wb") as out:
+                out.write(content)
+            os.chmod(temporary, default_mode())
+            os.replace(temporary, path)
+    finally:
+        if temporary is not None and os.path.exists(temporary):
+            os.remove(temporary)
 
 
 class Tokenizer(tf.Module):

@@ -1,8 +1,8 @@
 """`evaluate(config)`: a test set -> translations (beam search) -> detokenized sacreBLEU and chrF.
 
-The model comes from a training run's model_dir (`model.keras`, or the average of its newest
-checkpoints) or from a SavedModel written by `export/`. The test set is a split of a prepared
-corpus (by default the test split of the corpus the run was trained on, in its direction) or a
+The model comes from a training run's model_dir (the weights `checkpoint` names: its best, its
+newest or the average of its newest checkpoints) or from a SavedModel written by `export/`. The
+test set is a split of a prepared corpus (by default the test split of the corpus the run was trained on, in its direction) or a
 pair of line-aligned source/reference files.
 """
 
@@ -13,7 +13,7 @@ import sys
 from evaluation import scoring, test_sets
 from evaluation.saved_model_translator import ExportDirError, read_export_config, resolve_saved_model
 from models.search_config import DEFAULT_SEARCH
-from training.run_dir import ModelDirError, RunDir
+from training.run_dir import DEFAULT_CHECKPOINT, ModelDirError, RunDir
 
 
 class EvaluationError(RuntimeError):
@@ -29,7 +29,8 @@ class EvalConfig:
     `beam_size`, `alpha`, `max_extra_length`, `min_length_ratio` and `max_input_length` apply to `model_dir` only (an
     export has its own built in). `bleu_tokenize` None: sacreBLEU's tokenizer for the target
     language (`scoring.bleu_tokenizer`: "zh" for Chinese, else "13a"). `plot_only`: draw the
-    `plot_attention` heatmaps without translating a test set.
+    `plot_attention` heatmaps without translating a test set. `checkpoint`: "best", "last" or
+    "average:N" (`training.run_dir.parse_checkpoint`; None: `DEFAULT_CHECKPOINT`), for `model_dir` only.
     """
 
     model_dir: str | None = None
@@ -46,7 +47,7 @@ class EvalConfig:
     max_extra_length: int = DEFAULT_SEARCH.max_extra_length
     min_length_ratio: float = DEFAULT_SEARCH.min_length_ratio
     batch_size: int = 32
-    average_last: int = 0
+    checkpoint: str | None = None
     max_input_length: int | None = DEFAULT_SEARCH.max_input_length
     output: str | None = None
     plot_attention: tuple = ()
@@ -151,9 +152,9 @@ def evaluate(config, out=sys.stdout):
         raise EvaluationError("pass exactly one of --model_dir and --export_dir")
     if config.ref and not config.src:
         raise EvaluationError("--ref needs --src")
-    if config.export_dir and (config.average_last or config.plot_attention):
+    if config.export_dir and (config.checkpoint or config.plot_attention):
         raise EvaluationError(
-            "--average_last and --plot_attention need --model_dir (a SavedModel has no checkpoints or attention)"
+            "--checkpoint and --plot_attention need --model_dir (a SavedModel has no checkpoints or attention)"
         )
     for number, sentence in enumerate(config.plot_attention, start=1):
         if not sentence.strip():
@@ -163,7 +164,7 @@ def evaluate(config, out=sys.stdout):
     if config.plot_only:
         if not config.plot_attention:
             raise EvaluationError("plot_only needs --plot_attention sentences")
-        model, tokenizer, _ = RunDir(config.model_dir).load_model(config.average_last)
+        model, tokenizer, _ = RunDir(config.model_dir).load_model(config.checkpoint or DEFAULT_CHECKPOINT)
         return {"attention_plots": _plot(config, model, tokenizer, out)}
     if config.output:
         check_output(config.output)
@@ -183,7 +184,7 @@ def evaluate(config, out=sys.stdout):
         max_extra_length=config.max_extra_length,
         min_length_ratio=config.min_length_ratio,
         max_input_length=config.max_input_length,
-        average_last=config.average_last,
+        checkpoint=config.checkpoint,
     )
     max_input_length = translator.max_input_length
     if config.model_dir:

@@ -4,13 +4,14 @@ the batching, with the paper's defaults from `models.search_config.DEFAULT_SEARC
 from absl import flags
 
 from models.search_config import DEFAULT_SEARCH
+from training import run_dir
 
 # Flags that configure the search and input length of --model_dir; an export has them built in.
 SEARCH_FLAGS = ("beam_size", "alpha", "max_extra_length", "min_length_ratio", "max_input_length")
 
 
 def define_model_and_search_flags():
-    """Defines --model_dir, --export_dir, the search flags, --batch_size and --average_last, and
+    """Defines --model_dir, --export_dir, the search flags, --batch_size and --checkpoint, and
     the rule that exactly one of --model_dir and --export_dir is given."""
     flags.DEFINE_string(
         "model_dir", None, "A training run's directory (model.keras, spm.model, config.json, checkpoints/)."
@@ -41,12 +42,8 @@ def define_model_and_search_flags():
         "Source tokens kept, EOS included (default: the run's max_length); longer lines are cut and reported.",
         lower_bound=2,
     )
-    flags.DEFINE_integer(
-        "average_last",
-        0,
-        "Average the newest N checkpoints of --model_dir instead of model.keras (0: don't).",
-        lower_bound=0,
-    )
+    run_dir.define_checkpoint_flag()
+    flags.declare_key_flag("checkpoint")  # listed by --helpshort as this module's own
     flags.register_multi_flags_validator(
         ["model_dir", "export_dir"],
         lambda values: bool(values["model_dir"]) != bool(values["export_dir"]),

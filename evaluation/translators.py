@@ -15,7 +15,7 @@ and `score`; an export has its search built in and cannot sample.
 import os
 
 from models.search_config import DEFAULT_SEARCH
-from training.run_dir import CONFIG_FILE, MODEL_FILE, ModelDirError, RunDir
+from training.run_dir import CONFIG_FILE, DEFAULT_CHECKPOINT, MODEL_FILE, ModelDirError, RunDir
 
 
 def is_run_dir(path):
@@ -33,7 +33,7 @@ def load_translator(
     max_extra_length=DEFAULT_SEARCH.max_extra_length,
     min_length_ratio=DEFAULT_SEARCH.min_length_ratio,
     max_input_length=None,
-    average_last=0,
+    checkpoint=None,
     sampling=None,
     quiet=False,
 ):
@@ -48,7 +48,8 @@ def load_translator(
             has its own).
         max_input_length: a run's source tokens kept per sentence, EOS included (default: the
             run's `max_length`).
-        average_last: a run's newest N checkpoints averaged instead of model.keras (0: don't).
+        checkpoint: a run's weights: "best", "last" or "average:N" (`training.run_dir.parse_checkpoint`);
+            None: `training.run_dir.DEFAULT_CHECKPOINT`. An export has its weights built in.
         sampling: a `training.translator.Sampling` to draw translations by default (runs only).
         quiet: load a run without printing what was loaded.
 
@@ -64,7 +65,7 @@ def load_translator(
     if kind == "run" or (kind is None and is_run_dir(path)):
         from training.translator import Translator
 
-        model, tokenizer, run_config = RunDir(path).load_model(average_last, quiet=quiet)
+        model, tokenizer, run_config = RunDir(path).load_model(checkpoint or DEFAULT_CHECKPOINT, quiet=quiet)
         return Translator(
             model,
             tokenizer,
@@ -78,9 +79,9 @@ def load_translator(
         )
     from evaluation.saved_model_translator import SavedModelTranslator
 
-    if average_last or sampling is not None:
+    if checkpoint is not None or sampling is not None:
         raise ModelDirError(
-            f"{path} is an export: averaging checkpoints and sampling need a run directory (a SavedModel has its "
+            f"{path} is an export: choosing a checkpoint and sampling need a run directory (a SavedModel has its "
             "weights and search built in)"
         )
     return SavedModelTranslator(path, batch_size)

@@ -1,6 +1,7 @@
 """Exports a trained model as a TensorFlow Serving SavedModel version.
 
     python -m export --model_dir=runs/base --export_dir=exports/transformer
+    python -m export --model_dir=runs/base --export_dir=exports/transformer --checkpoint=average:5
 
 writes `exports/transformer/<next version>/` (see export/exporter.py for the layout). Serve it with
 `docker run -p 8501:8501 -v "$PWD/exports/transformer:/models/transformer" -e MODEL_NAME=transformer
@@ -16,10 +17,13 @@ from absl import logging as absl_logging
 
 from data import quiet_logs
 from models.search_config import DEFAULT_SEARCH, EXPORT_MAX_INPUT_LENGTH
+from training import run_dir
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_string("model_dir", None, "Directory written by train.py (model.keras, spm.model, config.json).")
+flags.DEFINE_string(
+    "model_dir", None, "Directory written by train.py (checkpoints/, model.keras, spm.model, config.json)."
+)
 flags.DEFINE_string("export_dir", None, "Model base path for TensorFlow Serving; the version goes under it.")
 flags.DEFINE_integer(
     "version", None, "Version directory to write (a positive integer); default the next one.", lower_bound=1
@@ -47,13 +51,8 @@ flags.DEFINE_float(
     "A sentence of n source tokens gets at least floor(n * this) output tokens (EOS barred before); 0: no minimum.",
     lower_bound=0.0,
 )
-flags.DEFINE_integer(
-    "average_last",
-    0,
-    "Export the mean of the newest N checkpoints of --model_dir instead of model.keras (0: don't), as "
-    "evaluate.py --average_last does.",
-    lower_bound=0,
-)
+run_dir.define_checkpoint_flag()
+flags.declare_key_flag("checkpoint")  # listed by --helpshort as this module's own
 flags.DEFINE_list(
     "length_buckets",
     ["16", "32", "64"],
@@ -89,7 +88,7 @@ def main(argv):
             max_extra_length=FLAGS.max_extra_length,
             min_length_ratio=FLAGS.min_length_ratio,
             length_buckets=[int(value) for value in FLAGS.length_buckets],
-            average_last=FLAGS.average_last,
+            checkpoint=FLAGS.checkpoint,
         )
     except ExportError as error:
         raise SystemExit(f"export: error: {error}") from None

@@ -36,7 +36,7 @@ from export.serving_module import DEFAULT_LENGTH_BUCKETS, ServingModule
 from models.search_config import DEFAULT_SEARCH, EXPORT_MAX_INPUT_LENGTH
 from training import checkpoints
 from training.run_dir import CONFIG_FILE as RUN_CONFIG_FILE
-from training.run_dir import ModelDirError, RunDir
+from training.run_dir import DEFAULT_CHECKPOINT, ModelDirError, RunDir
 
 EXPORT_CONFIG_FILE = "export_config.json"
 SAVED_MODEL_FILES = ("saved_model.pb", "saved_model.pbtxt")
@@ -64,19 +64,22 @@ def next_version(export_dir):
     return versions[-1] + 1 if versions else 1
 
 
-def check_model_dir(model_dir, average_last=0):
-    """Raises `ExportError` unless `model_dir` holds what the export loads; reads no model.
+def check_model_dir(model_dir, checkpoint=DEFAULT_CHECKPOINT):
+    """Raises `ExportError` unless `model_dir` holds what the export loads; reads no model. Returns
+    the `training.run_dir.ChosenWeights`.
 
     Args:
         model_dir: a directory written by train.py.
-        average_last: 0 needs model.keras; N > 0 needs checkpoints/ckpt-*.weights.h5 instead.
+        checkpoint: the weights to export: "best", "last" or "average:N"
+            (`training.run_dir.parse_checkpoint`).
     """
     try:
-        RunDir(model_dir).check_loadable(average_last)
+        chosen = RunDir(model_dir).check_loadable(checkpoint)
     except ModelDirError as error:
         raise ExportError(str(error)) from error
     if not os.path.isfile(RunDir(model_dir).config_path):  # The export records the run's config.
         raise ExportError(f"--model_dir={model_dir} has no {RUN_CONFIG_FILE}: expected a directory written by train.py")
+    return chosen
 
 
 def check_export_dir(export_dir, version):
@@ -104,19 +107,19 @@ def check_export_dir(export_dir, version):
         )
 
 
-def load_trained(model_dir, average_last=0):
+def load_trained(model_dir, checkpoint=DEFAULT_CHECKPOINT):
     """`(model, tokenizer, run_config dict)` of a model_dir written by train.py.
 
     Args:
-        average_last: 0 loads model.keras; N > 0 the mean of the newest N checkpoints
-            (`training.run_dir.RunDir.load_model`, as `evaluate.py --average_last`).
+        checkpoint: "best", "last" or "average:N" (`training.run_dir.RunDir.load_model`, as
+            `evaluate.py --checkpoint`).
 
     Raises:
         ExportError: a file the export needs is missing or does not fit the others (names it).
     """
-    check_model_dir(model_dir, average_last)  # The config.json too, which load_model needs only to average.
+    check_model_dir(model_dir, checkpoint)  # The config.json too, which only checkpoints need to load.
     try:
-        model, tokenizer, run_config = RunDir(model_dir).load_model(average_last)
+        model, tokenizer, run_config = RunDir(model_dir).load_model(checkpoint)
     except ModelDirError as error:
         raise ExportError(str(error)) from error
     if tokenizer.vocabulary_size != model.vocabulary_size:
@@ -176,6 +179,14 @@ def _locked_temporary_directory(export_dir, version):
         os.close(descriptor)  # Removed by another export's cleanup before the lock: make another.
 
 
+def _write_failure_reason(error):
+    """The reason of a failed write, without the op and temporary names TensorFlow's errors carry."""
+    if isinstance(error, OSError) and error.errno:
+        return os.strerror(error.errno)
+    text = re.sub(r"\s*\[Op:\w+\]\s*$", "", getattr(error, "message", str(error)))
+    return text.rsplit("; ", 1)[-1].strip()
+
+
 def write_saved_model(module, path):
     """Traces the `ServingModule`'s signatures and saves it (graph, variables, assets) to `path`."""
     tf.saved_model.save(module, path, signatures=module.signatures())
@@ -192,7 +203,7 @@ def export_model(
     max_extra_length=DEFAULT_SEARCH.max_extra_length,
     min_length_ratio=DEFAULT_SEARCH.min_length_ratio,
     length_buckets=DEFAULT_LENGTH_BUCKETS,
-    average_last=0,
+    checkpoint=DEFAULT_CHECKPOINT,
 ):
     """Exports `model_dir` to `export_dir/<version>/` and returns that path.
 
@@ -203,19 +214,20 @@ def export_model(
         beam_size, alpha, max_extra_length, min_length_ratio: the search baked into the graph.
         max_input_length: source tokens kept per sentence, EOS included; longer inputs are cut.
         length_buckets: source lengths with one traced search each (`export.serving_module`).
-        average_last: 0 exports model.keras; N > 0 the mean of the newest N checkpoints.
+        checkpoint: the weights exported: "best", "last" or "average:N" (`training.run_dir.parse_checkpoint`).
 
     Raises:
         ExportError: before any model is loaded, a model_dir without the files the export needs, an
             export_dir that is a file or a SavedModel version directory, or an existing
-            `export_dir/<version>` (versions are never overwritten).
+            `export_dir/<version>` (versions are never overwritten); after, a write that failed
+            (disk full, a file-size limit, a directory removed meanwhile), with nothing installed.
     """
     if version is None:
         version = next_version(export_dir)
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise ValueError(f"version must be a positive int, received {version!r}")
     check_export_dir(export_dir, version)
-    check_model_dir(model_dir, average_last)
+    chosen = check_model_dir(model_dir, checkpoint)
     try:
         os.makedirs(export_dir, exist_ok=True)
     except OSError as error:
@@ -223,7 +235,7 @@ def export_model(
     for name in remove_stale_temporaries(export_dir):
         print(f"removed {os.path.join(export_dir, name)}, left by an export that did not finish", file=sys.stderr)
     final_path = os.path.join(export_dir, str(version))
-    model, tokenizer, run_config = load_trained(model_dir, average_last)
+    model, tokenizer, run_config = load_trained(model_dir, checkpoint)
     module = ServingModule(
         model,
         tokenizer,
@@ -251,7 +263,8 @@ def export_model(
             "max_extra_length": module.max_extra_length,
             "min_length_ratio": module.min_length_ratio,
             "length_buckets": list(module.length_buckets),
-            "average_last": average_last,
+            "checkpoint": str(chosen.choice),
+            "checkpoint_steps": list(chosen.steps),
             "tensorflow": tf.__version__,
             "keras": keras.__version__,
         }
@@ -260,6 +273,12 @@ def export_model(
             handle.write("\n")
         os.chmod(temporary, checkpoints.default_mode(directory=True))  # Not mkdtemp's 0o700.
         os.rename(temporary, final_path)  # Atomic on one file system; fails if final_path appeared.
+    except (OSError, tf.errors.OpError) as error:
+        shutil.rmtree(temporary, ignore_errors=True)
+        raise ExportError(
+            f"cannot write {final_path}: {_write_failure_reason(error)}; nothing was installed "
+            f"(the temporary directory is removed) and {export_dir} keeps the versions it had"
+        ) from None
     except BaseException:
         shutil.rmtree(temporary, ignore_errors=True)
         raise

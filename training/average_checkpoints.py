@@ -1,28 +1,33 @@
-"""Averages the newest N checkpoints of a run into a new `.keras` model (section 6.1 of the paper:
-the last 5 checkpoints for base models, the last 20 for big ones).
+"""Writes the weights `--checkpoint` names as a `.keras` model; by default the average of the newest
+5 checkpoints (section 6.1 of the paper: the last 5 for base models, the last 20 for big ones).
 
-    python -m training.average_checkpoints --model_dir=runs/base --last=5 --output=runs/base/averaged.keras
+    python -m training.average_checkpoints --model_dir=runs/base --output=runs/base/averaged.keras
+    python -m training.average_checkpoints --model_dir=runs/big --checkpoint=average:20
+    python -m training.average_checkpoints --model_dir=runs/base --checkpoint=best --output=best.keras
 """
 
 import os
 
 from absl import app, flags
 
+from training import run_dir
+
 FLAGS = flags.FLAGS
 flags.DEFINE_string("model_dir", None, "A model directory written by train.py.", required=True)
-flags.DEFINE_integer("last", 5, "Number of newest checkpoints to average.", lower_bound=1)
-flags.DEFINE_string("output", None, "Where to write the averaged model (default: MODEL_DIR/averaged.keras).")
+run_dir.define_checkpoint_flag("average:5")
+flags.declare_key_flag("checkpoint")  # listed by --helpshort as this module's own
+flags.DEFINE_string("output", None, "Where to write the model (default: MODEL_DIR/averaged.keras).")
 
 
-def average_last(model_dir, last, output):
-    """Writes the average of the newest `last` checkpoints of `model_dir` to `output` (the rule of
-    `RunDir.average_checkpoints`, as `evaluate.py --average_last`); returns the checkpoint paths used."""
+def write_chosen(model_dir, checkpoint, output):
+    """Writes the weights `checkpoint` names in `model_dir` (the rule of `RunDir.load_model`, as
+    `evaluate.py --checkpoint`) to `output`; returns the `training.run_dir.ChosenWeights`."""
     from training import checkpoints
     from training.run_dir import RunDir
 
-    model, chosen = RunDir(model_dir).average_checkpoints(last, flag="--last")
+    model, chosen = RunDir(model_dir).chosen_model(checkpoint)
     checkpoints.write_atomically(output, lambda temporary: model.save(temporary))
-    return [path for _, path in chosen]
+    return chosen
 
 
 def main(argv):
@@ -32,12 +37,10 @@ def main(argv):
 
     output = FLAGS.output or os.path.join(FLAGS.model_dir, "averaged.keras")
     try:
-        paths = average_last(FLAGS.model_dir, FLAGS.last, output)
+        chosen = write_chosen(FLAGS.model_dir, FLAGS.checkpoint, output)
     except ModelDirError as error:
         raise SystemExit(f"average_checkpoints: error: {error}") from None
-    print(
-        f"averaged {len(paths)} checkpoints ({os.path.basename(paths[0])} .. {os.path.basename(paths[-1])}) into {output}"
-    )
+    print(f"wrote {chosen.describe()} to {output}")
 
 
 if __name__ == "__main__":

@@ -1,14 +1,16 @@
-"""Keras callbacks of `train.py`: checkpoints, learning rate and throughput, dev-set BLEU."""
+"""Keras callbacks of `train.py`: checkpoints, learning rate and throughput, dev-set BLEU, the best
+checkpoint and early stopping."""
 
 import csv
 import math
 import os
+import sys
 import time
 
 import keras
 import sacrebleu
 
-from training import checkpoints
+from training import checkpoints, run_dir
 
 
 def _step(model):
@@ -54,11 +56,12 @@ class TrainingStats(keras.callbacks.Callback):
 
 
 class DevBleu(keras.callbacks.Callback):
-    """Greedy-decodes dev sentences every `every_epochs` epochs and logs detokenized sacreBLEU as
+    """Decodes dev sentences every `every_epochs` epochs and logs detokenized sacreBLEU as
     `val_bleu` (the last epoch is always evaluated).
 
     Args:
-        translator_factory: `model -> training.translator.Translator`; called once, lazily.
+        translator_factory: `model -> training.translator.Translator` (its beam size is the
+            search's: 1 is greedy); called once, lazily.
         sources, references: the dev subset, as lists of strings.
         every_epochs: evaluation period in epochs.
     """
@@ -88,7 +91,105 @@ class DevBleu(keras.callbacks.Callback):
         self.last_bleu = bleu.score
         if logs is not None:
             logs["val_bleu"] = float(bleu.score)
-        print(f"\nstep {_step(self.model)}: dev BLEU {bleu.score:.2f} on {len(self.sources)} sentences (greedy)")
+        beam = self.translator.search_settings[0]
+        search = "greedy" if beam == 1 else f"beam {beam}"
+        print(f"\nstep {_step(self.model)}: dev BLEU {bleu.score:.2f} on {len(self.sources)} sentences ({search})")
+
+
+class BestCheckpoint(keras.callbacks.Callback):
+    """Keeps the run's best checkpoint and, with `patience`, ends training once the dev score stops
+    improving (fairseq's `--best-checkpoint-metric` and `--patience`, OpenNMT-tf's `early_stopping`).
+
+    An epoch is an evaluation when its logs hold the metric (`val_bleu` from `DevBleu`, or
+    `val_loss`). A score better than the best so far writes the model's weights (with the optimizer
+    state, as a checkpoint) and the record (`RunDir.write_best`). An evaluation that does not beat
+    the best so far by more than `min_delta` counts one towards `patience`, one that does resets the
+    count, and `patience` of them in a row stop training (`stopped_at`). The record keeps the count,
+    so a resumed run goes on with it; a record of another metric (a resume under another
+    --best_metric) is started anew.
+
+    Args:
+        run: the `training.run_dir.RunDir` (the chief's).
+        metric: "bleu" (higher is better) or "loss" (lower is better).
+        patience: evaluations without improvement that stop training; 0: never stop.
+        min_delta: the improvement (BLEU points or loss) that resets the count must exceed this.
+        enabled: False on the workers that do not write the run directory.
+    """
+
+    LOG_KEYS = {"bleu": "val_bleu", "loss": "val_loss"}
+
+    def __init__(self, run, metric, patience=0, min_delta=0.0, enabled=True):
+        super().__init__()
+        if metric not in self.LOG_KEYS:
+            raise ValueError(f"metric must be one of {sorted(self.LOG_KEYS)}, received {metric!r}")
+        self.run, self.metric, self.patience, self.min_delta, self.enabled = run, metric, patience, min_delta, enabled
+        self.record = None
+        self.stopped_at = None
+        if enabled:
+            try:
+                record = run.read_best() if os.path.exists(run.best_weights_path) else None
+            except run_dir.ModelDirError as error:
+                print(f"{error}: the best checkpoint is chosen anew", file=sys.stderr)
+                record = None
+            if record is not None and record.get("metric") != metric:
+                print(
+                    f"{run.best_record_path} ranks by dev {record.get('metric')}, this run by dev {metric}: "
+                    "the best checkpoint is chosen anew",
+                    file=sys.stderr,
+                )
+                record = None
+            self.record = record
+
+    def already_stopped(self):
+        """Whether the restored record says the run stopped early and the patience still says so."""
+        return bool(
+            self.record
+            and self.patience
+            and self.record.get("stopped_at") is not None
+            and self.record["evaluations_without_improvement"] >= self.patience
+        )
+
+    def _gain(self, score):
+        """How much `score` betters the best so far (positive: better)."""
+        best = self.record["score"]
+        return score - best if self.metric == "bleu" else best - score
+
+    def on_epoch_end(self, epoch, logs=None):
+        logs = logs or {}
+        score = logs.get(self.LOG_KEYS[self.metric])
+        if not self.enabled or score is None or not math.isfinite(score):
+            return
+        step = _step(self.model)
+        scores = {"dev_loss": logs.get("val_loss"), "dev_bleu": logs.get("val_bleu")}
+        scores = {key: float(value) for key, value in scores.items() if value is not None}
+        gain = None if self.record is None else self._gain(float(score))
+        count = 0 if gain is None or gain > self.min_delta else self.record["evaluations_without_improvement"] + 1
+        if gain is None or gain > 0:
+            record = dict(metric=self.metric, score=float(score), step=step, **scores)
+            write_weights = self._write_weights
+        else:
+            record, write_weights = dict(self.record), None
+        record.update(evaluations_without_improvement=count, evaluated_step=step, stopped_at=None)
+        stopping = bool(self.patience) and count >= self.patience
+        if stopping:
+            record["stopped_at"] = step
+        self.run.write_best(record, write_weights)
+        self.record = record
+        score = run_dir.describe_score(record)
+        if write_weights is not None:
+            line = f"step {step}: new best checkpoint ({score})"
+        else:
+            line = f"step {step}: the best checkpoint remains step {record['step']} ({score})"
+        if self.patience:
+            line += f"; {count} of {self.patience} evaluations without an improvement above {self.min_delta:g}"
+        print(line)
+        if stopping:
+            self.stopped_at = step
+            self.model.stop_training = True
+
+    def _write_weights(self, path):
+        checkpoints.check_room(path, checkpoints.expected_bytes(self.model, self.run.checkpoint_dir))
+        self.model.save_weights(path)
 
 
 class TrainingLog(keras.callbacks.Callback):
@@ -151,11 +252,11 @@ def _cell(value):
 
 
 def read_pairs(tsv_path, limit, reverse=False):
-    """The first `limit` (source, reference) pairs of a corpus TSV, in translation direction."""
+    """The first `limit` (source, reference) pairs of a corpus TSV (None: all), in translation direction."""
     sources, references = [], []
     with open(tsv_path, encoding="utf-8") as handle:
         for line in handle:
-            if len(sources) >= limit:
+            if limit is not None and len(sources) >= limit:
                 break
             english, foreign = line.rstrip("\n").split("\t")
             source, reference = (foreign, english) if reverse else (english, foreign)

@@ -18,6 +18,8 @@ import h5py
 import keras
 import numpy as np
 
+from data.write_errors import WriteError, default_mode
+
 _CHECKPOINT = re.compile(r"^ckpt-(\d+)\.weights\.h5$")
 
 
@@ -51,14 +53,6 @@ def latest_checkpoint(directory):
     return None
 
 
-def default_mode(directory=False):
-    """The mode `open`/`os.makedirs` would give a new file (directory): 0o666 (0o777) less the umask.
-    `tempfile`'s 0o600/0o700 would keep a model from a server or colleague running as another user."""
-    umask = os.umask(0o077)  # Reading the umask sets it: put it back at once.
-    os.umask(umask)
-    return (0o777 if directory else 0o666) & ~umask
-
-
 # The OSErrors of failed writes, kept alive on purpose: a Keras/h5py weights file whose write failed
 # holds HDF5 objects that crash the interpreter (a segmentation fault) when they are freed. While
 # they are referenced here they never are; a process that has one ends with `os._exit`
@@ -76,18 +70,6 @@ def exit_after_failed_write(status):
     os._exit(status)
 
 
-class WriteError(RuntimeError):
-    """A file could not be written (disk full, quota, file-size limit, a read-only or vanished
-    directory); the message names the path and the reason. Nothing was left in its place."""
-
-    def __init__(self, path, error, detail=None):
-        reason = os.strerror(error.errno) if getattr(error, "errno", None) else str(error)
-        if detail:
-            reason = f"{reason} ({detail})"
-        super().__init__(f"cannot write {path}: {reason}")
-        self.path, self.errno = path, getattr(error, "errno", None)
-
-
 def write_atomically(path, write):
     """Calls `write(temporary_path)`, then renames the file to `path` (same filesystem), with the
     mode a plain `open` would have given it.
@@ -99,7 +81,10 @@ def write_atomically(path, write):
     directory = os.path.dirname(os.path.abspath(path))
     temporary = None
     try:
-        os.makedirs(directory, exist_ok=True)
+        if not os.path.isdir(directory):
+            # Only the last component: a run directory removed under a running train.py is not
+            # silently recreated as an empty one (the write fails with ENOENT instead).
+            os.mkdir(directory)
         suffix = "".join(os.path.basename(path).partition(".")[1:])  # Keras checks the extension.
         handle, temporary = tempfile.mkstemp(prefix=".tmp-", suffix=suffix, dir=directory)
         os.close(handle)

@@ -43,7 +43,11 @@ class TrainConfig:
     checkpoint_every: int = 1000
     keep_checkpoints: int = 5
     eval_every: int = 5000
-    eval_sentences: int = 200
+    eval_sentences: int | None = 200  # Dev sentences decoded for BLEU; None: the whole dev split; 0: none.
+    eval_beam_size: int = 1  # The dev BLEU's search: 1 is greedy.
+    best_metric: str = "bleu"  # What ranks the dev evaluations for the best checkpoint: "bleu" or "loss".
+    early_stopping: int = 0  # Evaluations without an improvement that end the run; 0: never.
+    early_stopping_min_delta: float = 0.0  # The improvement that resets that count must exceed this.
     seed: int = 1234
     jit_compile: bool | None = None  # None: XLA on GPUs, not on CPUs.
     steps_per_execution: int = 1  # Train steps per compiled call; divides checkpoint_every.
@@ -73,6 +77,45 @@ class RunConfig:
             "train": dataclasses.asdict(self.train),
             **self.record,
         }
+
+
+BEST_METRICS = ("bleu", "loss")
+
+
+def evaluation_refusal(train, distribution=None):
+    """Why the best checkpoint and early-stopping options of `train` (a TrainConfig) cannot work,
+    in words naming the flags, or None. Checked before anything is written to the run directory.
+
+    Args:
+        distribution: the --distribution to check against (default: `train.distribution`).
+    """
+    if train.best_metric not in BEST_METRICS:
+        return f"--best_metric={train.best_metric} is not one of {', '.join(BEST_METRICS)}"
+    if train.eval_beam_size < 1:
+        return f"--eval_beam_size={train.eval_beam_size} must be 1 (greedy) or more"
+    if train.early_stopping_min_delta < 0:
+        return f"--early_stopping_min_delta={train.early_stopping_min_delta} must be 0 or more"
+    if not train.early_stopping:
+        return None
+    flag = f"--early_stopping={train.early_stopping}"
+    if train.early_stopping < 0:
+        return f"{flag} must be 0 (off) or a positive number of evaluations"
+    if train.best_metric == "bleu" and train.eval_sentences == 0:
+        return (
+            f"{flag} ranks dev evaluations by --best_metric=bleu, but --eval_sentences=0 decodes no dev "
+            "sentence: pass --eval_sentences=N (or all), or --best_metric=loss"
+        )
+    if train.eval_every >= train.train_steps:
+        return (
+            f"{flag} needs dev evaluations during training, but --eval_every={train.eval_every} evaluates only "
+            f"at the end of --train_steps={train.train_steps}: lower --eval_every"
+        )
+    if (distribution or train.distribution) == "multi_worker":
+        return (
+            f"{flag} is not available with --distribution=multi_worker (dev BLEU is decoded by the chief alone, "
+            "and every worker must stop at the same step)"
+        )
+    return None
 
 
 class ConfigMismatchError(ValueError):

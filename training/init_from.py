@@ -21,7 +21,7 @@ import os
 import shutil
 import zipfile
 
-from training.run_dir import BEST_RECORD_FILE, BEST_WEIGHTS_FILE, CONFIG_FILE, RunDir, read_json
+from training.run_dir import BEST_RECORD_FILE, BEST_WEIGHTS_FILE, CONFIG_FILE, ModelDirError, RunDir, read_json
 
 # Model options that shape the weights or what they compute; the others (the dropout rates) may change.
 ARCHITECTURE_KEYS = (
@@ -53,8 +53,7 @@ def read_parent(path):
     if not os.path.isdir(path):
         raise InitFromError(f"{_flag(path)}: no such directory")
     found = run.checkpoints()
-    has_best = os.path.exists(os.path.join(run.checkpoint_dir, BEST_WEIGHTS_FILE))
-    if not (found or has_best or os.path.exists(run.model_path)):
+    if not (found or os.path.exists(run.best_weights_path) or os.path.exists(run.model_path)):
         raise InitFromError(
             f"{_flag(path)}: {path} holds no model (no model.keras, no checkpoints/ckpt-*.weights.h5, no "
             f"checkpoints/{BEST_WEIGHTS_FILE}): give the run directory of a model train.py has trained"
@@ -104,14 +103,17 @@ def choose_weights(path, choice):
     if choice not in CHOICES:
         raise InitFromError(f"--init_checkpoint={choice}: expected one of {', '.join(CHOICES)}")
     run = RunDir(path)
-    best = os.path.join(run.checkpoint_dir, BEST_WEIGHTS_FILE)
-    if choice in ("auto", "best") and os.path.exists(best):
-        record = read_json(os.path.join(run.checkpoint_dir, BEST_RECORD_FILE), InitFromError) or {}
-        return "best", best, record.get("step")
+    try:
+        record = run.read_best() if os.path.exists(run.best_weights_path) else None
+    except ModelDirError as error:
+        raise InitFromError(f"--init_from={path}: {error}") from error
+    if choice in ("auto", "best") and record:
+        return "best", run.best_weights_path, record.get("step")
     if choice == "best":
         raise InitFromError(
-            f"--init_checkpoint=best: {path} has no best checkpoint (checkpoints/{BEST_WEIGHTS_FILE}); "
-            "pass --init_checkpoint=last for its newest weights"
+            f"--init_checkpoint=best: {path} has no best checkpoint (checkpoints/{BEST_WEIGHTS_FILE} with "
+            f"{BEST_RECORD_FILE}, kept by train.py from its first dev evaluation on); pass --init_checkpoint=last "
+            "for its newest weights"
         )
     found = run.checkpoints()
     if found:

@@ -4,17 +4,23 @@ model_dir/
     config.json          the resolved RunConfig (`training.config`)
     spm.model            the SentencePiece vocabulary
     model.keras          the final model, written when training reaches --train_steps
-    checkpoints/         ckpt-<step>.weights.h5 (`training.checkpoints`: their format and atomic writes)
+    checkpoints/         ckpt-<step>.weights.h5 (`training.checkpoints`: their format and atomic writes),
+                         the newest --keep_checkpoints of them, and best.weights.h5 with best.json (the
+                         dev evaluation with the best score, its step and the early-stopping patience
+                         used), which the rotation never removes
     logs/                TensorBoard
     training_log.csv     one row per epoch (checkpoint), appended across restarts
     workers/<index>/     a multi-worker run's other workers' own run directories
     .train.lock          held by the train.py process writing the directory (`RunDir.lock`)
 
 Training prepares it (`RunDir.prepare`: `--start_over`, the leftovers of a start that never
-trained); evaluation, export and checkpoint averaging load from it (`RunDir.load_model`: the final
-model, or the mean of the newest N checkpoints, refused when fewer than N exist).
+trained); evaluation, translation, export and checkpoint averaging load from it what their one flag
+`--checkpoint=best|last|average:N` names (`parse_checkpoint`, `RunDir.load_model`): the best
+checkpoint, the newest one, or the mean of the newest N, refused with what the run has when it has
+no such thing.
 """
 
+import dataclasses
 import json
 import os
 import shutil
@@ -31,6 +37,15 @@ WORKERS_DIR = "workers"
 LOCK_FILE = ".train.lock"
 BEST_WEIGHTS_FILE = "best.weights.h5"  # In CHECKPOINT_DIR; its name is not a rotated ckpt-<step>.
 BEST_RECORD_FILE = "best.json"
+
+# The tools' `--checkpoint` (evaluate.py, translate.py, `python -m export`,
+# `training.average_checkpoints`): README, "Getting the best model", argues the default.
+DEFAULT_CHECKPOINT = "best"
+CHECKPOINT_HELP = (
+    "Which weights of --model_dir to load: best (the checkpoint of the best dev evaluation, "
+    "train.py --best_metric), last (the newest checkpoint; model.keras where no checkpoint is kept) or "
+    "average:N (the mean of the newest N checkpoints, section 6.1 of the paper)."
+)
 
 # Everything train.py writes, in the order --start_over deletes it.
 RUN_ENTRIES = (CHECKPOINT_DIR, LOG_DIR, WORKERS_DIR, MODEL_FILE, VOCABULARY_FILE, TRAINING_LOG, CONFIG_FILE)
@@ -50,6 +65,83 @@ def read_json(path, error_class):
             return json.load(handle)
         except ValueError as error:
             raise error_class(f"{path} is not valid JSON: {error}") from error
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointChoice:
+    """A parsed `--checkpoint`: `kind` "best", "last" or "average" (of the newest `count`)."""
+
+    kind: str
+    count: int = 0
+
+    def __str__(self):
+        return f"average:{self.count}" if self.kind == "average" else self.kind
+
+
+def parse_checkpoint(value, flag="--checkpoint"):
+    """The `CheckpointChoice` that `value` ("best", "last", "average:N" or a `CheckpointChoice`) names.
+
+    Raises:
+        ModelDirError: a malformed value (the message names `flag` and the values it takes).
+    """
+    if isinstance(value, CheckpointChoice):
+        return value
+    text = str(value).strip()
+    if text in ("best", "last"):
+        return CheckpointChoice(text)
+    kind, colon, count = text.partition(":")
+    if kind == "average" and colon and count.isdigit() and int(count) >= 1:
+        return CheckpointChoice("average", int(count))
+    raise ModelDirError(
+        f"{flag}={value!r} is not a checkpoint choice: expected best, last or average:N with N a positive "
+        "integer (e.g. average:5)"
+    )
+
+
+def define_checkpoint_flag(default=DEFAULT_CHECKPOINT, help_text=CHECKPOINT_HELP):
+    """Defines the tools' `--checkpoint` flag (absl), its value checked by `parse_checkpoint`."""
+    from absl import flags
+
+    flags.DEFINE_string("checkpoint", default, help_text)
+
+    def check(value):
+        try:
+            parse_checkpoint(value)
+        except ModelDirError as error:
+            raise flags.ValidationError(str(error)) from None
+        return True
+
+    flags.register_validator("checkpoint", check)
+
+
+@dataclasses.dataclass(frozen=True)
+class ChosenWeights:
+    """What a `--checkpoint` choice resolved to in one run directory.
+
+    `paths` and `steps`: the weights files (one, or the N averaged), oldest first; empty when the
+    choice is `model.keras` itself (`last` in a directory that keeps no checkpoint).
+    """
+
+    choice: CheckpointChoice
+    paths: tuple = ()
+    steps: tuple = ()
+    record: dict | None = None  # The best record, for `best`.
+
+    def describe(self):
+        if self.choice.kind == "best":
+            return f"the best checkpoint, of step {self.steps[0]} ({describe_score(self.record)})"
+        if self.choice.kind == "average":
+            return f"the mean of {len(self.steps)} checkpoint(s), of steps {', '.join(map(str, self.steps))}"
+        if self.paths:
+            return f"the newest checkpoint, of step {self.steps[0]}"
+        return MODEL_FILE
+
+
+def describe_score(record):
+    """ "dev BLEU 12.30" or "dev loss 3.2100": the best record's score by its metric."""
+    if record.get("metric") == "loss":
+        return f"dev loss {record['score']:.4f}"
+    return f"dev BLEU {record['score']:.2f}"
 
 
 class RunDir:
@@ -92,6 +184,14 @@ class RunDir:
     def training_log(self):
         return self.file(TRAINING_LOG)
 
+    @property
+    def best_weights_path(self):
+        return os.path.join(self.checkpoint_dir, BEST_WEIGHTS_FILE)
+
+    @property
+    def best_record_path(self):
+        return os.path.join(self.checkpoint_dir, BEST_RECORD_FILE)
+
     def worker(self, index):
         """The run directory of worker `index` (not the chief) of a multi-worker run."""
         return RunDir(os.path.join(self.path, WORKERS_DIR, str(index)))
@@ -129,6 +229,16 @@ class RunDir:
         handle.flush()
         return handle
 
+    def remove_if_unused(self):
+        """Removes the directory if it holds nothing but the lock file: what a train.py refused
+        before it wrote anything leaves of a directory it created."""
+        try:
+            if os.listdir(self.path) == [LOCK_FILE]:
+                os.remove(self.file(LOCK_FILE))
+                os.rmdir(self.path)
+        except OSError:
+            pass
+
     # Checkpoints and the training state.
 
     def checkpoints(self):
@@ -142,6 +252,31 @@ class RunDir:
         from training import checkpoints
 
         return checkpoints.latest_checkpoint(self.checkpoint_dir)
+
+    def read_best(self):
+        """The best record (best.json: `step`, `metric`, `score`, `dev_loss`, `dev_bleu`,
+        `evaluations_without_improvement`, ...) as a dict, or None when the run has none.
+
+        Raises:
+            ModelDirError: best.json is not JSON.
+        """
+        return read_json(self.best_record_path, ModelDirError)
+
+    def write_best(self, record, write_weights=None):
+        """Writes the best record, and first (when given) its weights with `write_weights(path)`;
+        each file atomically, so a kill leaves the previous pair or the new weights with the
+        previous record (whose step the next evaluation's record replaces)."""
+        from training import checkpoints
+
+        if write_weights is not None:
+            checkpoints.write_atomically(self.best_weights_path, write_weights)
+
+        def write_record(temporary):
+            with open(temporary, "w", encoding="utf-8") as handle:
+                json.dump(record, handle, indent=2, sort_keys=True)
+                handle.write("\n")
+
+        checkpoints.write_atomically(self.best_record_path, write_record)
 
     def has_trained(self):
         """Whether a checkpoint or the final model exists: a config.json binds only then."""
@@ -221,109 +356,146 @@ class RunDir:
             raise ModelDirError(f"{self.path} has no {VOCABULARY_FILE}: not a model directory written by train.py")
         return Tokenizer.from_file(self.vocabulary_path)
 
-    def check_loadable(self, average_last=0, flag="--average_last"):
-        """Checks, without loading anything, that `load_model(average_last)` has what it needs;
-        returns the checkpoints `[(step, path)]`, oldest first. `flag` names `average_last` in messages.
+    def available(self):
+        """What `--checkpoint` can choose in this directory, in words (for refusals)."""
+        found = self.checkpoints()
+        choices = []
+        if found:
+            choices.append(f"last (step {found[-1][0]})")
+        elif os.path.exists(self.model_path):
+            choices.append(f"last ({MODEL_FILE})")
+        record = self._best_record_or_none()
+        if record is not None:
+            choices.append(f"best (step {record['step']}, {describe_score(record)})")
+        if found:
+            steps = ", ".join(str(step) for step, _ in found)
+            averages = "average:1" if len(found) == 1 else f"average:1 to average:{len(found)}"
+            choices.append(f"{averages} (checkpoints of steps {steps})")
+        return "; ".join(choices) if choices else "nothing"
+
+    def _best_record_or_none(self):
+        try:
+            record = self.read_best()
+        except ModelDirError:
+            return None
+        if not record or not os.path.exists(self.best_weights_path):
+            return None
+        return record
+
+    def check_loadable(self, checkpoint=DEFAULT_CHECKPOINT, flag="--checkpoint"):
+        """Checks, without loading anything, that `load_model(checkpoint)` has what it needs;
+        returns the `ChosenWeights`. `flag` names `checkpoint` in messages.
 
         Raises:
-            ModelDirError: what is missing, named, with what to do instead.
+            ModelDirError: a malformed choice, or one this directory cannot give; the message
+                names the flag and what the directory has.
         """
+        choice = parse_checkpoint(checkpoint, flag)
         if not os.path.isdir(self.path):
             raise ModelDirError(f"--model_dir {self.path!r} is not a directory")
         found = self.checkpoints()
-        if not os.path.exists(self.model_path) and not found:
+        if not os.path.exists(self.model_path) and not found and not os.path.exists(self.best_weights_path):
             raise ModelDirError(
                 f"{self.path} holds no model: it has no {MODEL_FILE} and no {CHECKPOINT_DIR}/ckpt-*.weights.h5 "
                 "(train one with train.py --model_dir=...)"
             )
         if not os.path.exists(self.vocabulary_path):
             raise ModelDirError(f"{self.path} has no {VOCABULARY_FILE}: not a model directory written by train.py")
-        if average_last:
-            if not os.path.exists(self.config_path):
-                raise ModelDirError(f"{flag} needs {self.config_path} to build the model")
-            self._newest_checkpoints(average_last, flag)
-        elif not os.path.exists(self.model_path):
-            raise ModelDirError(
-                f"--model_dir={self.path} has no {MODEL_FILE} (train.py writes it when training reaches "
-                f"--train_steps) but has {len(found)} checkpoint(s), the newest of step {found[-1][0]}: run "
-                "train.py to the end, or pass --average_last=N to use the mean of the newest N checkpoints "
-                "(--average_last=1: the newest alone)"
-            )
-        return found
+        refusal = f"{flag}={choice}: {self.path}"
+        if choice.kind == "best":
+            record = self._best_record_or_none()
+            if record is None:
+                train = (self.previous_config() or {}).get("train", {})
+                why = "train.py keeps one from the first dev evaluation on, by --best_metric"
+                if train.get("eval_sentences") == 0 and train.get("best_metric", "bleu") == "bleu":
+                    why = "the run ranks by --best_metric=bleu but decodes no dev sentence, --eval_sentences=0"
+                raise ModelDirError(
+                    f"{refusal} has no best checkpoint ({CHECKPOINT_DIR}/{BEST_WEIGHTS_FILE} and "
+                    f"{BEST_RECORD_FILE}: {why}). It has: {self.available()}"
+                )
+            chosen = ChosenWeights(choice, (self.best_weights_path,), (record["step"],), record)
+        elif choice.kind == "average" or found:
+            count = choice.count or 1
+            if len(found) < count:
+                raise ModelDirError(
+                    f"{refusal} keeps {len(found)} checkpoint(s), fewer than the {count} asked for. "
+                    f"It has: {self.available()}"
+                )
+            newest = found[-count:]
+            chosen = ChosenWeights(choice, tuple(path for _, path in newest), tuple(step for step, _ in newest))
+        elif os.path.exists(self.model_path):
+            return ChosenWeights(choice)
+        else:
+            raise ModelDirError(f"{refusal} has no checkpoint and no {MODEL_FILE}. It has: {self.available()}")
+        if not os.path.exists(self.config_path):
+            raise ModelDirError(f"{refusal}: {self.config_path} is missing, and building the model needs it")
+        return chosen
 
-    def _newest_checkpoints(self, count, flag):
-        from training import checkpoints
-
-        try:
-            return checkpoints.newest_checkpoints(self.checkpoint_dir, count)
-        except ValueError as error:
-            raise ModelDirError(f"{flag}={count}: {error}") from error
-
-    def load_model(self, average_last=0, flag="--average_last", quiet=False):
-        """`(model, tokenizer, run_config)`: the final model, or the mean of the newest checkpoints.
+    def load_model(self, checkpoint=DEFAULT_CHECKPOINT, flag="--checkpoint", quiet=False):
+        """`(model, tokenizer, run_config)`: the weights `checkpoint` names.
 
         Args:
-            average_last: 0 loads `model.keras` (the final weights); N > 0 builds the model from
-                `config.json` and sets its weights to the mean of the newest N checkpoints (section
-                6.1 averages the last 5 for base models). Fewer than N checkpoints: refused.
-            flag: the name of `average_last` in messages (the tool's flag).
-            quiet: leaves out the line saying which checkpoints were averaged.
+            checkpoint: "best" (the best dev evaluation's checkpoint), "last" (the newest
+                checkpoint, or `model.keras` where none is kept) or "average:N" (the mean of the
+                newest N checkpoints; section 6.1 averages the last 5 for base models); or a
+                `CheckpointChoice`. Checkpoints are loaded into a model built from `config.json`.
+            flag: the name of `checkpoint` in messages (the tool's flag).
+            quiet: leaves out the line saying which weights were loaded.
 
         Raises:
-            ModelDirError: a missing directory, vocabulary, model or checkpoints, or one that cannot
-                be read (names the path).
+            ModelDirError: a missing directory, vocabulary, model or checkpoint, a choice the run
+                cannot give, or a file that cannot be read (names the path).
         """
         import keras
 
         import models.transformer  # noqa: F401  (registers the Keras classes that model.keras names)
 
-        self.check_loadable(average_last, flag)
+        chosen = self.check_loadable(checkpoint, flag)
         run_config = self.read_config()
         tokenizer = self.load_tokenizer()
-        if not average_last:
+        if not chosen.paths:
             try:
                 model = keras.saving.load_model(self.model_path, compile=False)
             except (OSError, ValueError, zipfile.BadZipFile) as error:
-                raise ModelDirError(
-                    f"{self.model_path} cannot be loaded ({type(error).__name__}: {error}); pass --average_last=N "
-                    "to evaluate the run's checkpoints instead"
-                ) from error
+                raise ModelDirError(f"{self.model_path} cannot be loaded ({type(error).__name__}: {error})") from error
             return model, tokenizer, run_config
-        model, chosen = self._averaged_model(average_last, flag, tokenizer.vocabulary_size, run_config)
+        model = self._model_from(chosen, flag, tokenizer.vocabulary_size, run_config)
         if not quiet:
-            steps = ", ".join(str(step) for step, _ in chosen)
-            print(f"averaged {len(chosen)} checkpoint(s) of steps {steps}", file=sys.stderr)
+            print(f"loaded {chosen.describe()}", file=sys.stderr)
         return model, tokenizer, run_config
 
-    def average_checkpoints(self, count, flag="--average_last"):
-        """`(model, [(step, path)])`: a model built from config.json whose weights are the mean of
-        the newest `count` checkpoints, and those checkpoints. The one averaging rule of every tool.
+    def chosen_model(self, checkpoint, flag="--checkpoint"):
+        """`(model, ChosenWeights)`: a model built from config.json with the weights `checkpoint`
+        names (`load_model`'s rule; "last" in a directory without checkpoints is refused, its
+        `model.keras` being that model already).
 
         Raises:
-            ModelDirError: fewer than `count` checkpoints, no config.json, or a checkpoint that
-                cannot be read (names it).
+            ModelDirError: as `load_model`.
         """
-        self.check_loadable(count, flag)
-        return self._averaged_model(count, flag, self.load_tokenizer().vocabulary_size, self.read_config())
+        chosen = self.check_loadable(checkpoint, flag)
+        if not chosen.paths:
+            raise ModelDirError(
+                f"{flag}={chosen.choice}: {self.path} keeps no checkpoint; its {MODEL_FILE} is the last model"
+            )
+        return self._model_from(chosen, flag, self.load_tokenizer().vocabulary_size, self.read_config()), chosen
 
-    def _averaged_model(self, count, flag, vocabulary_size, run_config):
-        """`average_checkpoints` once `check_loadable` has passed."""
+    def _model_from(self, chosen, flag, vocabulary_size, run_config):
+        """The model of `chosen` (weights files) once `check_loadable` has passed."""
         from models.transformer import Transformer
         from training import checkpoints
 
-        chosen = self._newest_checkpoints(count, flag)
-        paths = [path for _, path in chosen]
-        for path in paths:
-            _check_checkpoint(path, f"{flag}={count}")
+        context = f"{flag}={chosen.choice}"
+        for path in chosen.paths:
+            _check_checkpoint(path, context)
         model = Transformer(vocabulary_size, **run_config["model"])
         model.build()
         try:
-            checkpoints.average_checkpoints(model, paths)
+            checkpoints.average_checkpoints(model, list(chosen.paths))
         except (OSError, ValueError) as error:
             raise ModelDirError(
-                f"{flag}={count}: averaging {', '.join(paths)} failed ({type(error).__name__}: {error})"
+                f"{context}: loading {', '.join(chosen.paths)} failed ({type(error).__name__}: {error})"
             ) from error
-        return model, chosen
+        return model
 
 
 def _check_checkpoint(path, context):

@@ -5,6 +5,10 @@ a checkpoint, and every `eval_every // checkpoint_every` epochs with dev loss an
 restarted with the same command resumes from its newest checkpoint (weights, optimizer moments and
 step, hence the learning rate); its data stream is reshuffled with a seed derived from the step it
 resumes at, so it does not replay the batches it has already seen.
+
+Every dev evaluation ranks the run by `--best_metric` and keeps the best checkpoint apart from the
+rotated ones (`training.callbacks.BestCheckpoint`); with `--early_stopping` a run ends after that
+many evaluations without improvement and writes `model.keras` from the best checkpoint.
 """
 
 import contextlib
@@ -30,7 +34,7 @@ from training.distribution import (
     reduce_logs_across_workers,
     worker_info,
 )
-from training.run_dir import ModelDirError, RunDir
+from training.run_dir import MODEL_FILE, ModelDirError, RunDir, describe_score
 from training.translator import Translator
 
 
@@ -123,6 +127,8 @@ def _fit_epochs(model, train_dataset_from, start_step, steps_per_epoch, epochs, 
     fits = _epoch_plan(start_step, steps_per_epoch, epochs)
     history = {}
     for step, first_epoch, steps in fits:
+        if getattr(model, "stop_training", False):  # A callback (early stopping) ended the previous fit.
+            break
         last_epoch = first_epoch + 1 if steps != steps_per_epoch else epochs
         result = model.fit(
             train_dataset_from(step),
@@ -151,6 +157,9 @@ def train(config, start_over=False, callbacks=()):
         ValueError: a model_dir holding a run with another configuration (unless `start_over`).
     """
     train_options = config.train
+    refusal = run_config.evaluation_refusal(train_options)
+    if refusal:
+        raise TrainingError(refusal)
     if train_options.steps_per_execution < 1 or train_options.checkpoint_every % train_options.steps_per_execution:
         raise ValueError(
             f"checkpoint_every={train_options.checkpoint_every} must be a multiple of "
@@ -166,17 +175,23 @@ def train(config, start_over=False, callbacks=()):
     chief_run = RunDir(config.model_dir)
     run = chief_run if chief else chief_run.worker(task_index)
     parent = _parent_weights(config, run, start_over)  # Before anything is written to the run directory.
+    created = not os.path.exists(run.path)
     _check_writable(run.path)
     try:
         lock = run.lock()  # Each worker of a multi-worker run locks its own directory.
     except ModelDirError as error:
         raise TrainingError(str(error)) from error
     built = {}
-    with lock:
-        try:
-            return _train_locked(config, start_over, callbacks, strategy, chief, chief_run, run, built, parent)
-        except (checkpoints.WriteError, OSError) as error:
-            raise TrainingError(_write_failure(error, built.get("model"), run)) from None
+    try:
+        with lock:
+            try:
+                return _train_locked(config, start_over, callbacks, strategy, chief, chief_run, run, built, parent)
+            except (checkpoints.WriteError, OSError) as error:
+                raise TrainingError(_write_failure(error, built.get("model"), run)) from None
+    except BaseException:
+        if created:
+            run.remove_if_unused()  # A run refused before it wrote anything (bad data) leaves no directory.
+        raise
 
 
 def _parent_weights(config, run, start_over):
@@ -332,17 +347,27 @@ def _train_locked(config, start_over, callbacks, strategy, chief, chief_run, run
 
     checkpoint_callback = training_callbacks.CheckpointEvery(run.checkpoint_dir, train_options.keep_checkpoints)
     bleu_callback = training_callbacks.DevBleu(
-        lambda trained: Translator(trained, tokenizer, beam_size=1, batch_size=32, max_input_length=data.max_length),
+        lambda trained: Translator(
+            trained, tokenizer, beam_size=train_options.eval_beam_size, batch_size=32, max_input_length=data.max_length
+        ),
         dev_sources if chief else [],
         dev_references,
         eval_epochs,
     )
+    best_callback = training_callbacks.BestCheckpoint(
+        chief_run,
+        train_options.best_metric,
+        patience=train_options.early_stopping,
+        min_delta=train_options.early_stopping_min_delta,
+        enabled=chief,
+    )
     # The checkpoint before the dev BLEU, which takes minutes on a large model: a kill during it
-    # keeps the epoch.
+    # keeps the epoch. The best checkpoint after the dev BLEU, which it ranks.
     callback_list = [
         training_callbacks.TrainingStats(),
         checkpoint_callback,
         bleu_callback,
+        best_callback,
         keras.callbacks.TerminateOnNaN(),
     ]
     if chief:
@@ -353,7 +378,15 @@ def _train_locked(config, start_over, callbacks, strategy, chief, chief_run, run
 
     callback_list += list(callbacks)
     history = {}
-    if start_step < epochs * steps_per_epoch:
+    stopped_before = best_callback.already_stopped()
+    if stopped_before:
+        print(
+            f"{config.model_dir} stopped early at step {best_callback.record['stopped_at']} after "
+            f"{best_callback.record['evaluations_without_improvement']} evaluations without improvement "
+            f"(--early_stopping={train_options.early_stopping}); raise --early_stopping to train on",
+            file=sys.stderr,
+        )
+    elif start_step < epochs * steps_per_epoch:
         print(
             f"training {type(model).__name__} ({model.count_params():,} parameters) for steps "
             f"{start_step}..{train_options.train_steps} on {replicas} replica(s), "
@@ -400,6 +433,16 @@ def _train_locked(config, start_over, callbacks, strategy, chief, chief_run, run
         )
 
     final_step = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
+    stopped_at = best_callback.stopped_at or (best_callback.record["stopped_at"] if stopped_before else None)
+    if chief and stopped_at is not None:
+        record = best_callback.record
+        model.load_weights(chief_run.best_weights_path)
+        print(
+            f"early stopping at step {stopped_at}: {record['evaluations_without_improvement']} evaluations without "
+            f"an improvement of dev {record['metric']} above {train_options.early_stopping_min_delta:g}; "
+            f"{MODEL_FILE} holds the best checkpoint, of step {record['step']} ({describe_score(record)})",
+            file=sys.stderr,
+        )
     model_path = run.model_path
     checkpoints.check_room(model_path, checkpoints.expected_bytes(model, run.checkpoint_dir))
     checkpoints.write_atomically(model_path, lambda temporary: model.save(temporary))
@@ -410,6 +453,8 @@ def _train_locked(config, start_over, callbacks, strategy, chief, chief_run, run
         "history": {key: [float(v) for v in values] for key, values in history.items()},
         "dev_bleu": bleu_callback.last_bleu,
         "dev_bleu_sentences": len(bleu_callback.sources),
+        "best": best_callback.record,
+        "stopped_early_at": stopped_at,
         "corpus": dataclasses.asdict(corpus),
     }
     return summary

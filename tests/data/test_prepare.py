@@ -94,3 +94,46 @@ def test_command_line_reports_a_vocab_size_error_without_a_traceback(tmp_path):
     assert result.returncode != 0
     assert "data.prepare: error: vocab_size=100 is too small for" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def _limit_file_size(limit_bytes):
+    """A `preexec_fn`: files larger than `limit_bytes` fail with EFBIG (SIGXFSZ ignored, not fatal)."""
+    import resource
+    import signal
+
+    def limit():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, limit_bytes))
+
+    return limit
+
+
+def test_a_corpus_that_cannot_be_written_is_one_error_naming_the_file_and_leaves_nothing(tmp_path):
+    """Under a 20 kB file-size limit the training split does not fit: one line naming the file as
+    it would have been installed, exit 1, and nothing in the cache (no entry, no temporary
+    directory); without the limit the same command builds the corpus."""
+    src, tgt = write_parallel(tmp_path, make_pairs(2000, seed=5))
+    cache = tmp_path / "cache"
+    command = [
+        sys.executable,
+        "-m",
+        "data.prepare",
+        "--corpus=user",
+        "--name=full",
+        "--languages=en-de",
+        f"--cache_dir={cache}",
+        f"--train_src={src}",
+        f"--train_tgt={tgt}",
+    ]
+    result = subprocess.run(
+        command, cwd=REPO_ROOT, capture_output=True, text=True, check=False, preexec_fn=_limit_file_size(20_000)
+    )
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"data.prepare: error: cannot write {cache / 'full' / 'train.tsv'}: File too large"
+    )
+    assert "Traceback" not in result.stderr
+    assert sorted(p.name for p in cache.iterdir()) == []
+    rerun = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+    assert rerun.returncode == 0, rerun.stderr
+    assert (cache / "full" / "manifest.json").exists()

@@ -168,3 +168,30 @@ def test_a_missing_file_is_not_read_as_a_sentence(tmp_path):
     assert tokenizer.train_sentencepiece(
         [str(text), "Not a path/just words.", "and/or", "Hello."], str(tmp_path / "m"), vocab_size=300
     )
+
+
+def test_a_vocabulary_that_cannot_be_written_is_a_write_error_and_leaves_no_file(small_tsv, tmp_path):
+    """SentencePiece's own file writer reports success for a model cut by a file-size limit; the
+    model is written by the tokenizer module instead, so the failure is a WriteError naming the file
+    and no `.model`, `.vocab` or temporary file is left."""
+    import resource
+    import signal
+
+    from data.write_errors import WriteError
+
+    prefix = tmp_path / "limited"
+    previous_handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    previous_limit = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, previous_limit[1]))
+    try:
+        with pytest.raises(WriteError, match=f"cannot write {prefix}.model: File too large"):
+            tokenizer.train_sentencepiece(small_tsv, str(prefix), vocab_size=400)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, previous_limit)
+        signal.signal(signal.SIGXFSZ, previous_handler)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    model = tokenizer.train_sentencepiece(small_tsv, str(prefix), vocab_size=400)
+    processor = sentencepiece.SentencePieceProcessor(model_file=model)
+    assert processor.get_piece_size() == 400
+    with open(f"{prefix}.vocab", encoding="utf-8") as listing:
+        assert [line.split("\t")[0] for line in listing] == [processor.id_to_piece(i) for i in range(400)]

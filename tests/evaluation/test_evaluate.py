@@ -67,14 +67,14 @@ def test_evaluate_files_with_empty_and_overlong_lines_averaging_and_plots(tiny_r
         f"--src={src}",
         f"--ref={ref}",
         f"--output={output}",
-        "--average_last=2",
+        "--checkpoint=average:2",
         "--beam_size=2",
         "--max_extra_length=5",
         "--plot_attention=Open the file.",
         f"--plot_dir={plots}",
     )
     assert completed.returncode == 0, completed.stderr[-4000:]
-    assert "averaged 2 checkpoint(s)" in completed.stderr
+    assert "loaded the mean of 2 checkpoint(s), of steps 100, 200" in completed.stderr
     assert "1 of 4 source lines are longer than the maximum input length of 64 tokens" in completed.stdout
     assert "lines 3" in completed.stdout
     assert "1 empty source line(s) translated to empty lines" in completed.stdout
@@ -243,8 +243,8 @@ def test_a_truncated_checkpoint_is_named_when_averaging(tiny_run, tmp_path):
     newest = sorted((copy / "checkpoints").glob("ckpt-*.weights.h5"))[-1]
     with open(newest, "r+b") as handle:
         handle.truncate(1000)  # A run killed while writing it.
-    with pytest.raises(ModelDirError, match=re.escape(f"--average_last=2: checkpoint {newest} cannot be read")):
-        RunDir(str(copy)).load_model(average_last=2)
+    with pytest.raises(ModelDirError, match=re.escape(f"--checkpoint=average:2: checkpoint {newest} cannot be read")):
+        RunDir(str(copy)).load_model("average:2")
 
 
 @pytest.mark.parametrize("content", [b"", b"not a protocol buffer \xff"], ids=["empty", "corrupt"])
@@ -258,6 +258,7 @@ def test_an_unloadable_saved_model_is_an_export_dir_error(tmp_path, content):
 
 def test_bleu_uses_the_zh_tokenizer_for_a_chinese_target(tiny_run, tmp_path):
     model_dir, _ = tiny_run
+    # Without its checkpoints: model.keras is the run's only (last) model.
     copy = shutil.copytree(model_dir, tmp_path / "run", ignore=shutil.ignore_patterns("checkpoints"))
     config = json.loads((copy / "config.json").read_text(encoding="utf-8"))
     config["data"].update(corpus="files", languages="en-zh")  # A run trained on user files, en -> zh.
@@ -265,10 +266,11 @@ def test_bleu_uses_the_zh_tokenizer_for_a_chinese_target(tiny_run, tmp_path):
     src, ref = tmp_path / "src.en", tmp_path / "ref.zh"
     src.write_text("Open the file.\n", encoding="utf-8")
     ref.write_text("打开文件。\n", encoding="utf-8")
-    chinese = evaluator.evaluate(evaluator.EvalConfig(model_dir=str(copy), src=str(src), ref=str(ref), progress=False))
+    last = dict(checkpoint="last", progress=False)
+    chinese = evaluator.evaluate(evaluator.EvalConfig(model_dir=str(copy), src=str(src), ref=str(ref), **last))
     assert "|tok:zh|" in chinese["bleu_signature"]
     chosen = evaluator.evaluate(
-        evaluator.EvalConfig(model_dir=str(copy), src=str(src), ref=str(ref), bleu_tokenize="char", progress=False)
+        evaluator.EvalConfig(model_dir=str(copy), src=str(src), ref=str(ref), bleu_tokenize="char", **last)
     )
     assert "|tok:char|" in chosen["bleu_signature"]
     german = evaluator.evaluate(evaluator.EvalConfig(model_dir=model_dir, src=str(src), ref=str(ref), progress=False))

@@ -123,11 +123,19 @@ def test_cheap_mistakes_are_refused_before_the_model_is_loaded(exported, tmp_pat
     with pytest.raises(exporter.ExportError, match=r"--version=1: .*/1 already exists.*next one \(2\)"):
         exporter.export_model(broken, export_dir, version=1)
 
+    # A run without a best checkpoint (one that has not evaluated yet): refused, naming what it has.
     checkpoints_only = _copy_run(model_dir, tmp_path / "unfinished", ["spm.model", "config.json", "checkpoints"])
-    with pytest.raises(exporter.ExportError, match="has no model.keras .* but has .* checkpoint.*--average_last=N"):
+    os.remove(os.path.join(checkpoints_only, "checkpoints", "best.json"))
+    with pytest.raises(
+        exporter.ExportError,
+        match=r"--checkpoint=best: .* has no best checkpoint .* It has: last \(step 200\); average:1",
+    ):
         exporter.export_model(checkpoints_only, str(tmp_path / "exports"))
-    with pytest.raises(exporter.ExportError, match="--average_last=2: .*checkpoints holds no ckpt"):
-        exporter.export_model(broken, str(tmp_path / "exports"), average_last=2)
+    with pytest.raises(
+        exporter.ExportError,
+        match=r"--checkpoint=average:2: .* keeps 0 checkpoint\(s\).* It has: last \(model.keras\)$",
+    ):
+        exporter.export_model(broken, str(tmp_path / "exports"), checkpoint="average:2")
     assert not os.path.exists(tmp_path / "exports")
 
 
@@ -159,8 +167,8 @@ def test_command_errors_are_one_line_naming_the_flag(exported, tmp_path):
             f"export: error: --version=1: {path} already exists",
         ),
         (
-            [f"--model_dir={unfinished}", f"--export_dir={tmp_path / 'exports'}"],
-            f"export: error: --model_dir={unfinished} has no model.keras",
+            [f"--model_dir={unfinished}", f"--export_dir={tmp_path / 'exports'}", "--checkpoint=average:3"],
+            f"export: error: --checkpoint=average:3: {unfinished} keeps 2 checkpoint(s), fewer than the 3 asked for",
         ),
     ]:
         result = subprocess.run(
@@ -228,3 +236,44 @@ def test_warmup_requests_are_prediction_logs_the_signature_answers(exported, ser
         outputs = serving(inputs=tf.constant(sentences))
         assert outputs["translations"].shape == sentences.shape
         assert np.all(np.isfinite(outputs["scores"].numpy()))
+
+
+@pytest.mark.full  # a whole export in a fresh process
+def test_an_export_that_cannot_be_written_is_one_error_and_keeps_the_versions_there(exported, tmp_path):
+    """Under a 300 kB file-size limit (SIGXFSZ ignored: writes fail with EFBIG) the SavedModel does
+    not fit: one line naming the version directory, exit 1, no temporary directory, and the version
+    already there untouched."""
+    import resource
+    import signal
+
+    def limit_file_size():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (300_000, 300_000))
+
+    model_dir, path = exported
+    export_dir = tmp_path / "exports"
+    shutil.copytree(path, export_dir / "1")
+    before = sorted((p.relative_to(export_dir), p.stat().st_size) for p in export_dir.rglob("*"))
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "export",
+            f"--model_dir={model_dir}",
+            f"--export_dir={export_dir}",
+            "--max_input_length=16",
+            "--length_buckets=8",
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=limit_file_size,
+    )
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"export: error: cannot write {export_dir / '2'}: File too large; nothing was installed (the temporary "
+        f"directory is removed) and {export_dir} keeps the versions it had"
+    )
+    assert sorted((p.relative_to(export_dir), p.stat().st_size) for p in export_dir.rglob("*")) == before

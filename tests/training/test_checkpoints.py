@@ -1,4 +1,5 @@
 import os
+import shutil
 
 import keras
 import numpy as np
@@ -56,6 +57,18 @@ def test_a_failed_write_leaves_the_previous_file_and_no_temporary(tmp_path):
         checkpoints.write_atomically(target, crash)
     assert open(target).read() == "good"
     assert os.listdir(tmp_path) == ["model.keras"]
+
+
+def test_a_run_directory_removed_meanwhile_is_a_write_error_not_recreated(tmp_path):
+    """A checkpoint's directory is created when missing, but not a removed run directory above it."""
+    run = tmp_path / "run"
+    run.mkdir()
+    checkpoints.write_atomically(str(run / "checkpoints" / "a.h5"), lambda temporary: open(temporary, "w").write("x"))
+    shutil.rmtree(run)
+    target = run / "checkpoints" / "b.h5"
+    with pytest.raises(checkpoints.WriteError, match=f"cannot write {target}: No such file or directory"):
+        checkpoints.write_atomically(str(target), lambda temporary: open(temporary, "w").write("x"))
+    assert not run.exists()
 
 
 @pytest.mark.parametrize("umask", [0o022, 0o027])

@@ -49,7 +49,7 @@ def _dev_scores(model_dir, dev_tsv, pairs):
     from training.run_dir import RunDir
     from training.translator import Translator
 
-    model, tokenizer, _ = RunDir(model_dir).load_model()
+    model, tokenizer, _ = RunDir(model_dir).load_model(checkpoint="last", quiet=True)
     model.compile(loss=LabelSmoothedCrossEntropy())
     dev = pipeline.make_dataset(dev_tsv, tokenizer, batch_tokens=2048, max_length=64, shuffle=False)
     loss = model.evaluate(dev, verbose=0)
@@ -99,7 +99,7 @@ def test_fine_tuning_on_a_domain_lowers_its_dev_loss(tiny_run, corpus, tmp_path)
     summary = train(config, callbacks=[start])
 
     # The parent's weights and vocabulary, a fresh optimizer, and the step counted from 0.
-    parent_model, _, _ = RunDir(parent_dir).load_model()
+    parent_model, _, _ = RunDir(parent_dir).load_model(checkpoint="best", quiet=True)
     for got, want in zip(start.weights, parent_model.get_weights()):
         np.testing.assert_array_equal(got, want)
     assert start.step == 0
@@ -112,10 +112,11 @@ def test_fine_tuning_on_a_domain_lowers_its_dev_loss(tiny_run, corpus, tmp_path)
         assert child.read() == parent.read()
     with open(os.path.join(config.model_dir, "config.json")) as handle:
         recorded = json.load(handle)
+    # The parent's one dev evaluation, at its last step, made its best checkpoint: auto takes it.
     assert recorded["init_from"] == {
         "model_dir": os.path.abspath(parent_dir),
-        "checkpoint": "last",
-        "weights": os.path.join(os.path.abspath(parent_dir), "checkpoints", "ckpt-000000200.weights.h5"),
+        "checkpoint": "best",
+        "weights": os.path.join(os.path.abspath(parent_dir), "checkpoints", "best.weights.h5"),
         "step": 200,
     }
     assert recorded["train"]["learning_rate_schedule"] == "constant"
@@ -151,6 +152,8 @@ def test_the_best_checkpoint_is_preferred_then_the_newest_then_model_keras(tiny_
     parent = str(tmp_path / "parent")
     shutil.copytree(tiny_run[0], parent)
     checkpoints = os.path.join(parent, "checkpoints")
+    for name in ("best.weights.h5", "best.json"):
+        os.remove(os.path.join(checkpoints, name))
     loaded = init_from.load_parent(parent, "auto", dict(TINY_MODEL), 2000)
     assert (loaded.choice, os.path.basename(loaded.path), loaded.step) == ("last", "ckpt-000000200.weights.h5", 200)
     vocabulary_size = loaded.values[0].shape[0]
@@ -223,7 +226,11 @@ def _broken_parents(tiny_run, tmp_path):
     shutil.rmtree(corrupt / "checkpoints")
     with open(corrupt / "model.keras", "r+b") as handle:
         handle.truncate(1000)
-    return {"empty": str(empty), "corrupt": str(corrupt), "missing": str(tmp_path / "missing")}
+    no_best = tmp_path / "no_best"
+    shutil.copytree(tiny_run[0], no_best)
+    for name in ("best.weights.h5", "best.json"):
+        os.remove(no_best / "checkpoints" / name)
+    return {"empty": str(empty), "corrupt": str(corrupt), "missing": str(tmp_path / "missing"), "no_best": str(no_best)}
 
 
 @pytest.mark.parametrize(
@@ -240,7 +247,7 @@ def _broken_parents(tiny_run, tmp_path):
         ),
         ("good", ["--vocab_size=4000"], "--vocab_size=4000 differs from its 2000"),
         ("good", ["--preset=base"], "--preset=base differs from its tiny"),
-        ("good", ["--init_checkpoint=best"], "--init_checkpoint=best: {good} has no best checkpoint"),
+        ("no_best", ["--init_checkpoint=best"], "--init_checkpoint=best: {no_best} has no best checkpoint"),
     ],
 )
 def test_a_parent_that_cannot_start_the_run_is_one_clear_error_and_nothing_is_written(
@@ -260,7 +267,7 @@ def test_dropout_may_change_and_the_parents_model_flags_are_taken(tiny_run, corp
     model_dir = tmp_path / "child"
     completed = _train_py(model_dir, corpus, f"--init_from={tiny_run[0]}", "--dropout=0.3")
     assert completed.returncode == 0, completed.stderr[-3000:]
-    assert f"fine-tuning from {os.path.abspath(tiny_run[0])}/checkpoints/ckpt-000000200.weights.h5 (step 200)" in (
+    assert f"fine-tuning from {os.path.abspath(tiny_run[0])}/checkpoints/best.weights.h5 (step 200), the best" in (
         completed.stderr
     )
     with open(model_dir / "config.json") as handle:

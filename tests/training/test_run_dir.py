@@ -288,11 +288,11 @@ def test_several_workers_are_told_the_command_that_builds_their_vocabulary(corpu
     assert os.stat(user_corpus.manifest).st_ino == built
 
 
-def test_the_averaging_tool_and_average_last_share_one_rule(tiny_run, tmp_path):
+def test_the_averaging_tool_and_the_tools_share_one_checkpoint_rule(tiny_run, tmp_path):
     import keras
     import numpy as np
 
-    from training.average_checkpoints import average_last
+    from training.average_checkpoints import write_chosen
     from training.run_dir import ModelDirError, RunDir
 
     model_dir, _ = tiny_run
@@ -300,16 +300,18 @@ def test_the_averaging_tool_and_average_last_share_one_rule(tiny_run, tmp_path):
     found = run.checkpoints()
     assert len(found) == 2, found  # 200 steps, a checkpoint every 100.
     output = str(tmp_path / "averaged.keras")
-    assert average_last(model_dir, 2, output) == [path for _, path in found]
+    assert write_chosen(model_dir, "average:2", output).paths == tuple(path for _, path in found)
     written = keras.saving.load_model(output, compile=False)
-    loaded, _, _ = run.load_model(average_last=2, quiet=True)
+    loaded, _, _ = run.load_model("average:2", quiet=True)
     for a, b in zip(written.weights, loaded.weights, strict=True):
         np.testing.assert_array_equal(keras.ops.convert_to_numpy(a), keras.ops.convert_to_numpy(b))
     # Never an average over fewer checkpoints than asked for, under either tool's flag.
-    with pytest.raises(ModelDirError, match=r"^--last=3: 3 checkpoints asked for, but .* holds only 2"):
-        average_last(model_dir, 3, str(tmp_path / "three.keras"))
-    with pytest.raises(ModelDirError, match=r"^--average_last=3: 3 checkpoints asked for"):
-        run.load_model(average_last=3)
+    for refused in (
+        lambda: write_chosen(model_dir, "average:3", str(tmp_path / "three.keras")),
+        lambda: run.load_model("average:3"),
+    ):
+        with pytest.raises(ModelDirError, match=r"^--checkpoint=average:3: .* keeps 2 checkpoint\(s\), fewer than"):
+            refused()
     assert not os.path.exists(tmp_path / "three.keras")
 
 

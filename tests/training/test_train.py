@@ -311,7 +311,7 @@ def test_a_signal_writes_a_checkpoint_at_the_current_step_and_the_rerun_resumes(
             second = _run(command)
             assert second.returncode != 0
             assert f"is being trained by another train.py (pid {process.pid} on host" in second.stderr
-            model, _, _ = RunDir(model_dir).load_model(average_last=1, quiet=True)  # A complete checkpoint.
+            model, _, _ = RunDir(model_dir).load_model("last", quiet=True)  # A complete checkpoint.
             assert model.count_params() > 0
             # Just after a checkpoint, so that the signal comes mid-epoch.
             newest = checkpoints.latest_checkpoint(checkpoint_dir)[0]
@@ -407,3 +407,65 @@ def test_a_checkpoint_that_cannot_be_written_stops_with_one_clear_error_and_the_
     rerun = _run(command)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert "trained to step 20" in rerun.stdout
+
+
+def _mount_namespace_command():
+    """`unshare` into a private mount namespace (as root, or as a user mapped to root), where the
+    test may mount a tmpfs that vanishes with the namespace."""
+    return ["unshare", "--mount"] if os.geteuid() == 0 else ["unshare", "--user", "--map-root-user", "--mount"]
+
+
+@pytest.mark.slow
+def test_a_full_disk_stops_with_one_clear_error_and_the_run_resumes_once_there_is_room(corpus, tmp_path):
+    """The run directory on a tmpfs that holds two checkpoints but not the third: the third
+    fails with one line naming the file, the step and the newest good checkpoint (exit 1, no
+    traceback or crash, no temporary file); after the tmpfs grows, the same command resumes from
+    step 20 and trains to the end."""
+    probe = tmp_path / "probe"
+    sized = _run(_train_command(str(probe), corpus, "--train_steps=10", "--checkpoint_every=10", "--eval_every=10"))
+    assert sized.returncode == 0, sized.stderr[-3000:]
+    checkpoint_bytes = os.path.getsize(glob.glob(str(probe / "checkpoints" / "ckpt-*.weights.h5"))[0])
+    other_bytes = sum(
+        os.path.getsize(os.path.join(root, name))
+        for root, _, names in os.walk(probe)
+        for name in names
+        if not name.startswith("ckpt-") and name != "model.keras"
+    )
+    size_kib = (other_bytes + int(2.5 * checkpoint_bytes)) // 1024 + 64
+
+    mount_point = tmp_path / "small"
+    mount_point.mkdir()
+    model_dir = mount_point / "run"
+    command = " ".join(
+        _train_command(str(model_dir), corpus, "--train_steps=40", "--checkpoint_every=10", "--eval_every=40")
+    )
+    script = f"""
+        mount -t tmpfs -o size={size_kib}k tmpfs {mount_point} || exit 99
+        {command} > {tmp_path}/full.out 2> {tmp_path}/full.err
+        echo $? > {tmp_path}/full.rc
+        ls -a {model_dir}/checkpoints > {tmp_path}/full.ls
+        mount -o remount,size=256m {mount_point}
+        {command} > {tmp_path}/room.out 2> {tmp_path}/room.err
+        echo $? > {tmp_path}/room.rc
+    """
+    namespace = subprocess.run(
+        [*_mount_namespace_command(), "sh", "-c", script], env=ENV, capture_output=True, text=True, timeout=900
+    )
+    assert namespace.returncode == 0, namespace.stderr
+    full_err = (tmp_path / "full.err").read_text()
+    newest = model_dir / "checkpoints" / "ckpt-000000020.weights.h5"
+    assert (tmp_path / "full.rc").read_text().strip() == "1", full_err[-3000:]
+    error = full_err.strip().splitlines()[-1]
+    assert error.startswith(f"train.py: error: cannot write {model_dir / 'checkpoints' / 'ckpt-000000030.weights.h5'}")
+    assert "No space left on device" in error and f"at step 30; the newest good checkpoint is {newest}" in error
+    assert "Traceback" not in full_err and "Segmentation" not in full_err
+    assert (tmp_path / "full.ls").read_text().split() == [
+        ".",
+        "..",
+        "ckpt-000000010.weights.h5",
+        "ckpt-000000020.weights.h5",
+    ]
+    room_err = (tmp_path / "room.err").read_text()
+    assert (tmp_path / "room.rc").read_text().strip() == "0", room_err[-3000:]
+    assert f"resuming from {newest} at step 20" in room_err
+    assert "trained to step 40" in (tmp_path / "room.out").read_text()

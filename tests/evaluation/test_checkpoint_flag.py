@@ -1,0 +1,127 @@
+"""`--checkpoint=best|last|average:N`, one flag of evaluate.py, translate.py, `python -m export` and
+the averaging tool, on a run whose best checkpoint is not its newest one."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+
+from tests.conftest import REPO_ROOT, STARTUP_NOISE
+
+ENVIRONMENT = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO_ROOT)
+
+
+def _run(*command, stdin=None):
+    return subprocess.run(
+        [sys.executable, *command],
+        input=stdin,
+        cwd=REPO_ROOT,
+        env=ENVIRONMENT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@pytest.fixture(scope="module")
+def best_at_100(tiny_run, tmp_path_factory):
+    """A copy of the shared run whose best evaluation was at step 100 (of 200): the files train.py
+    writes when step 100 scores best, its checkpoint copied as the best one."""
+    from training.run_dir import RunDir
+
+    run = RunDir(str(shutil.copytree(tiny_run[0], tmp_path_factory.mktemp("best") / "run")))
+    shutil.copyfile(dict(run.checkpoints())[100], run.best_weights_path)
+    record = dict(run.read_best(), step=100, score=1.5, dev_bleu=1.5)
+    with open(run.best_record_path, "w", encoding="utf-8") as handle:
+        json.dump(record, handle)
+    return run
+
+
+def _weights(model):
+    return [np.array(keras.ops.convert_to_numpy(weight)) for weight in model.weights]
+
+
+def test_each_choice_loads_its_own_weights(best_at_100):
+    run = best_at_100
+    best, _, _ = run.load_model("best", quiet=True)
+    last, _, _ = run.load_model("last", quiet=True)
+    mean, _, _ = run.load_model("average:2", quiet=True)
+    steps = dict(run.checkpoints())
+    reference = keras.saving.load_model(run.model_path, compile=False)  # The weights of step 200.
+    for a, b in zip(_weights(last), _weights(reference), strict=True):
+        np.testing.assert_array_equal(a, b)
+    reference.load_weights(steps[100])
+    at_100 = _weights(reference)
+    for a, b in zip(_weights(best), at_100, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert max(np.max(np.abs(a - b)) for a, b in zip(_weights(best), _weights(last))) > 1e-4
+    for m, a, b in zip(_weights(mean), at_100, _weights(last), strict=True):
+        np.testing.assert_allclose(m, (a.astype("float64") + b) / 2, rtol=0, atol=1e-6)
+
+
+def test_evaluate_and_translate_say_what_they_loaded_and_refuse_what_the_run_lacks(best_at_100, tmp_path):
+    run = best_at_100
+    src = tmp_path / "src.en"
+    src.write_text("Open the file.\nPrint\nSelect the cells that you want to format.\n", encoding="utf-8")
+    evaluate = [os.path.join(REPO_ROOT, "evaluate.py"), f"--model_dir={run.path}", f"--src={src}", "--noprogress"]
+    translate = [os.path.join(REPO_ROOT, "translate.py"), f"--model_dir={run.path}", "--beam_size=1"]
+    loaded = {
+        "best": "loaded the best checkpoint, of step 100 (dev BLEU 1.50)",
+        "last": "the newest checkpoint, of step 200",
+    }
+    for choice, flags in [("best", []), ("last", ["--checkpoint=last"])]:  # best: the default
+        output = tmp_path / f"{choice}.de"
+        evaluated = _run(*evaluate, "--beam_size=1", f"--output={output}", *flags)
+        assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+        assert loaded[choice] in evaluated.stderr
+        assert not [noise for noise in STARTUP_NOISE if noise in evaluated.stderr], evaluated.stderr
+        # translate.py resolves the flag by the same rule: the same weights, the same translations.
+        translated = _run(*translate, *flags, stdin=src.read_text(encoding="utf-8"))
+        assert translated.returncode == 0, translated.stderr[-3000:]
+        assert translated.stdout == output.read_text(encoding="utf-8")
+
+    has = "It has: last (step 200); best (step 100, dev BLEU 1.50); average:1 to average:2 (checkpoints of steps 100, 200)"
+    for tool in (evaluate, translate):
+        for value, message in [
+            (
+                "average:3",
+                f"--checkpoint=average:3: {run.path} keeps 2 checkpoint(s), fewer than the 3 asked for. {has}",
+            ),
+            ("average:0", "--checkpoint='average:0' is not a checkpoint choice: expected best, last or average:N"),
+        ]:
+            refused = _run(*tool, f"--checkpoint={value}", stdin="Print\n")
+            assert refused.returncode != 0 and "Traceback" not in refused.stderr, refused.stderr[-3000:]
+            assert message in refused.stderr, refused.stderr[-3000:]
+            assert refused.stdout == ""
+
+
+def test_export_records_the_choice_and_the_averaging_tool_shares_it(best_at_100, tmp_path):
+    from export import exporter
+
+    run = best_at_100
+    assert exporter.check_model_dir(run.path).steps == (100,)
+    assert exporter.check_model_dir(run.path, "average:2").steps == (100, 200)
+    refused = _run("-m", "export", f"--model_dir={run.path}", f"--export_dir={tmp_path / 'exports'}", "--checkpoint=x")
+    assert refused.returncode != 0 and "--checkpoint='x' is not a checkpoint choice" in refused.stderr
+    assert not (tmp_path / "exports").exists()
+
+    output = tmp_path / "best.keras"
+    written = _run(
+        "-m", "training.average_checkpoints", f"--model_dir={run.path}", "--checkpoint=best", f"--output={output}"
+    )
+    assert written.returncode == 0, written.stderr[-3000:]
+    assert f"wrote the best checkpoint, of step 100 (dev BLEU 1.50) to {output}" in written.stdout
+    best, _, _ = run.load_model("best", quiet=True)
+    for a, b in zip(_weights(keras.saving.load_model(str(output), compile=False)), _weights(best), strict=True):
+        np.testing.assert_array_equal(a, b)
+    refused = _run(
+        "-m", "training.average_checkpoints", f"--model_dir={run.path}", f"--output={tmp_path / 'five.keras'}"
+    )
+    assert refused.returncode != 0
+    assert "average_checkpoints: error: --checkpoint=average:5: " in refused.stderr  # The tool's default.
+    assert not (tmp_path / "five.keras").exists()
