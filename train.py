@@ -6,6 +6,11 @@
     python train.py --model_dir=runs/small --preset=base --early_stopping=5 --eval_every=1000 --eval_sentences=all
     python train.py --model_dir=runs/mine --corpus=files --languages=en-fr \
         --train_src=train.en --train_tgt=train.fr --dev_src=dev.en --dev_tgt=dev.fr
+    python train.py --model_dir=runs/mix --corpus=files --languages=en-de \
+        --train_tsv=general.tsv:3,domain.tsv:1 --dev_tsv=dev.tsv             # weighted corpora
+    python train.py --model_dir=runs/ft --init_from=runs/base --corpus=files --languages=en-de \
+        --train_tsv=domain.tsv --dev_tsv=domain-dev.tsv --learning_rate_schedule=constant \
+        --learning_rate=1e-4 --train_steps=2000                                 # fine-tuning
 
 Run the same command again after an interruption: it resumes from the newest checkpoint.
 """
@@ -15,8 +20,9 @@ import sys
 
 from absl import app, flags
 
-from data import deb_packages, quiet_logs, user_corpus
-from models.presets import PRESETS, model_config
+from data import builtin_corpora, corpus_mix, deb_packages, quiet_logs, user_corpus
+from models.presets import MODEL_OPTIONS, PRESETS, model_config
+from training import init_from
 from training.config import BEST_METRICS, DataConfig, RunConfig, TrainConfig, evaluation_refusal
 from training.distribution import DISTRIBUTIONS
 from training.run_dir import RunDir, describe_score
@@ -44,7 +50,20 @@ flags.DEFINE_string("languages", None, "With --corpus=files: source-target langu
 for split in ("train", "dev", "test"):
     flags.DEFINE_string(f"{split}_src", None, f"With --corpus=files: {split} source sentences, one per line.")
     flags.DEFINE_string(f"{split}_tgt", None, f"With --corpus=files: {split} target sentences, line-aligned.")
-    flags.DEFINE_string(f"{split}_tsv", None, f"With --corpus=files: {split} pairs as source<TAB>target lines.")
+    flags.DEFINE_string(
+        f"{split}_tsv",
+        None,
+        f"With --corpus=files: {split} pairs as source<TAB>target lines."
+        + (
+            " Several corpora sampled in proportion to weights: FILE:WEIGHT,FILE:WEIGHT,..." if split == "train" else ""
+        ),
+    )
+flags.DEFINE_string(
+    "source_weights",
+    None,
+    "With a built-in corpus: sample its sources in proportion to weights, SOURCE:WEIGHT,... "
+    "(deb-en-de: libreoffice-help, libreoffice-ui, ding); sources not named weigh 1.",
+)
 flags.DEFINE_integer("vocab_size", 8000, "SentencePiece vocabulary size (shared by both languages).", lower_bound=100)
 flags.DEFINE_integer(
     "max_length", 128, "Longest sequence in tokens (with BOS/EOS); longer pairs are dropped and counted.", lower_bound=8
@@ -72,6 +91,13 @@ flags.DEFINE_integer(
 )
 flags.DEFINE_integer("warmup_steps", 4000, "Learning-rate warm-up steps (equation 3).", lower_bound=1)
 flags.DEFINE_float("learning_rate_scale", 1.0, "Factor on the whole learning-rate schedule (> 0).", lower_bound=0.0)
+flags.DEFINE_enum(
+    "learning_rate_schedule",
+    "noam",
+    ["noam", "constant"],
+    "noam: equation (3), warm-up then inverse square root; constant: --learning_rate throughout (fine-tuning).",
+)
+flags.DEFINE_float("learning_rate", None, "With --learning_rate_schedule=constant: the learning rate (> 0).")
 flags.DEFINE_float("label_smoothing", 0.1, "epsilon_ls.", lower_bound=0.0, upper_bound=0.99)
 flags.DEFINE_enum("distribution", "auto", list(DISTRIBUTIONS), "auto: all GPUs mirrored if several, else one device.")
 flags.DEFINE_integer(
@@ -93,6 +119,20 @@ flags.DEFINE_boolean(
     False,
     "Keep the tokenized training pairs in memory after the first pass "
     "(later passes skip reading and tokenizing; pairs are shuffled instead of lines).",
+)
+# Fine-tuning.
+flags.DEFINE_string(
+    "init_from",
+    None,
+    "Start from this run directory's weights and vocabulary (its architecture and --vocab_size are "
+    "kept); the optimizer and the step start afresh.",
+)
+flags.DEFINE_enum(
+    "init_checkpoint",
+    "auto",
+    list(init_from.CHOICES),
+    "With --init_from: its best checkpoint, its last weights (newest checkpoint, else model.keras), "
+    "or auto: best where it has one, else last.",
 )
 # Checkpoints and evaluation.
 flags.DEFINE_integer(
@@ -169,6 +209,59 @@ def _check_files(values):
     return True
 
 
+@flags.multi_flags_validator(["learning_rate_schedule", "learning_rate"], message="")
+def _check_learning_rate(values):
+    if values["learning_rate_schedule"] == "constant":
+        if values["learning_rate"] is None or not values["learning_rate"] > 0:
+            raise flags.ValidationError(
+                f"--learning_rate_schedule=constant needs --learning_rate above 0 (received {values['learning_rate']})"
+            )
+    elif values["learning_rate"] is not None:
+        raise flags.ValidationError(
+            f"--learning_rate={values['learning_rate']} needs --learning_rate_schedule=constant (the noam schedule "
+            "is set by --warmup_steps and --learning_rate_scale)"
+        )
+    return True
+
+
+@flags.multi_flags_validator(["corpus", "source_weights"], message="")
+def _check_source_weights(values):
+    if values["source_weights"] is None:
+        return True
+    if values["corpus"] not in builtin_corpora.SOURCES:
+        raise flags.ValidationError(
+            f"--source_weights needs a built-in corpus (received --corpus={values['corpus']}); with --corpus=files "
+            "give --train_tsv=FILE:WEIGHT,FILE:WEIGHT"
+        )
+    try:
+        entries = corpus_mix.parse_weights("--source_weights", values["source_weights"])
+    except corpus_mix.WeightsError as error:
+        raise flags.ValidationError(str(error)) from None
+    known = builtin_corpora.SOURCES[values["corpus"]]
+    unknown = [name for name, _ in entries if name not in known]
+    if unknown:
+        raise flags.ValidationError(
+            f"--source_weights={values['source_weights']}: {values['corpus']} has no source {', '.join(unknown)}; "
+            f"its sources are {', '.join(known)}"
+        )
+    return True
+
+
+@flags.multi_flags_validator(["init_from", "init_checkpoint"], message="")
+def _check_init_from(values):
+    if values["init_from"] is None:
+        if flags.FLAGS["init_checkpoint"].present:
+            raise flags.ValidationError("--init_checkpoint needs --init_from")
+        return True
+    try:
+        init_from.read_parent(values["init_from"])
+        if values["init_checkpoint"] != "auto":
+            init_from.choose_weights(values["init_from"], values["init_checkpoint"])
+    except init_from.InitFromError as error:
+        raise flags.ValidationError(str(error)) from None
+    return True
+
+
 @flags.validator(
     "learning_rate_scale", message="--learning_rate_scale must be above 0 (0 would never move the weights)"
 )
@@ -235,27 +328,60 @@ def _files(split):
     """The split's user files as absolute paths (the config must mean the same files from any directory);
     `_check_files` has checked the flags."""
     tsv = getattr(FLAGS, f"{split}_tsv")
+    if tsv and split == "train":
+        return tuple(os.path.abspath(path) for path, _ in corpus_mix.parse_train_tsv("--train_tsv", tsv))
     if tsv:
         return (os.path.abspath(tsv),)
     src, tgt = getattr(FLAGS, f"{split}_src"), getattr(FLAGS, f"{split}_tgt")
     return (os.path.abspath(src), os.path.abspath(tgt)) if src else ()
 
 
+def _train_weights():
+    """The weights of several --train_tsv files, or () for one corpus."""
+    if FLAGS.corpus != "files" or not FLAGS.train_tsv:
+        return ()
+    entries = corpus_mix.parse_train_tsv("--train_tsv", FLAGS.train_tsv)
+    return tuple(weight for _, weight in entries) if len(entries) > 1 else ()
+
+
+def _model_overrides():
+    """The model flags given on the command line (None where not given)."""
+    return {name: FLAGS[name].value for name in MODEL_OPTIONS if name in FLAGS and FLAGS[name].value is not None}
+
+
+def _inherited_model():
+    """With --init_from: `(preset, model, vocab_size)` of the parent, the dropout flags given on
+    top; a preset, architecture flag or --vocab_size that differs from the parent's is refused."""
+    parent = init_from.read_parent(FLAGS.init_from)
+    preset = parent.get("train", {}).get("preset", FLAGS.preset)
+    given = _model_overrides()
+    model = dict(
+        parent["model"], **{key: value for key, value in given.items() if key not in init_from.ARCHITECTURE_KEYS}
+    )
+    differences = [
+        (key, parent["model"].get(key), value)
+        for key, value in given.items()
+        if key in init_from.ARCHITECTURE_KEYS and value != parent["model"].get(key)
+    ]
+    vocab_size = parent.get("data", {}).get("vocab_size", FLAGS.vocab_size)
+    if FLAGS["vocab_size"].present and FLAGS.vocab_size != vocab_size:
+        differences.append(("vocab_size", vocab_size, FLAGS.vocab_size))
+    if FLAGS["preset"].present and FLAGS.preset != preset:
+        differences.insert(0, ("preset", preset, FLAGS.preset))
+    if differences:
+        raise app.UsageError(init_from.describe_differences(FLAGS.init_from, differences))
+    return preset, model, vocab_size
+
+
 def config_from_flags():
     """The frozen run configuration the flags describe."""
+    preset, vocab_size = FLAGS.preset, FLAGS.vocab_size
     try:
-        model = model_config(
-            FLAGS.preset,
-            num_layers=FLAGS.num_layers,
-            hidden_dim=FLAGS.hidden_dim,
-            num_heads=FLAGS.num_heads,
-            intermediate_dim=FLAGS.intermediate_dim,
-            dropout=FLAGS.dropout,
-            attention_dropout=FLAGS.attention_dropout,
-            activation_dropout=FLAGS.activation_dropout,
-            normalize_first=FLAGS.normalize_first,
-        )
-    except ValueError as error:
+        if FLAGS.init_from:
+            preset, model, vocab_size = _inherited_model()
+        else:
+            model = model_config(FLAGS.preset, **_model_overrides())
+    except (ValueError, init_from.InitFromError) as error:
         raise app.UsageError(str(error)) from None
     if model["hidden_dim"] % model["num_heads"] or model["hidden_dim"] % 2:
         raise app.UsageError(
@@ -270,13 +396,17 @@ def config_from_flags():
         languages=FLAGS.languages,
         direction=FLAGS.direction,
         train_files=_files("train"),
+        train_weights=_train_weights(),
+        source_weights=dict(corpus_mix.parse_weights("--source_weights", FLAGS.source_weights))
+        if FLAGS.source_weights
+        else {},
         dev_files=_files("dev"),
         test_files=_files("test"),
-        vocab_size=FLAGS.vocab_size,
+        vocab_size=vocab_size,
         max_length=FLAGS.max_length,
     )
     train = TrainConfig(
-        preset=FLAGS.preset,
+        preset=preset,
         train_steps=FLAGS.train_steps,
         batch_tokens=FLAGS.batch_tokens,
         warmup_steps=FLAGS.warmup_steps,
@@ -297,6 +427,10 @@ def config_from_flags():
         jit_compile=FLAGS.jit_compile,
         steps_per_execution=FLAGS.steps_per_execution,
         cache_tokenized=FLAGS.cache_tokenized,
+        learning_rate_schedule=FLAGS.learning_rate_schedule,
+        learning_rate=FLAGS.learning_rate,
+        init_from=FLAGS.init_from and os.path.abspath(FLAGS.init_from),
+        init_checkpoint=FLAGS.init_checkpoint,
     )
     return RunConfig(model_dir=FLAGS.model_dir, model=model, data=data, train=train)
 

@@ -239,6 +239,9 @@ def _build_tatoeba_en_es(work_dir: str, deb_dir: str | None, wheel_dir: str | No
     }
 
 
+# The sources each built-in corpus's manifest names, in its order (--source_weights names them).
+SOURCES = {"deb-en-de": ("libreoffice-help", "libreoffice-ui", "ding"), "tatoeba-en-es": ("tatoeba",)}
+
 CORPORA: dict[str, Callable[..., dict]] = {
     "deb-en-de": _build_deb_en_de,
     "tatoeba-en-es": _build_tatoeba_en_es,

@@ -12,7 +12,11 @@ here take any object with its attributes (data/ does not import training/):
     languages     "SRC-TGT" of the user's files, e.g. "en-fr" (None for a built-in corpus)
     direction     "SRC-TGT" to translate, or None for the corpus's own
     train_files, dev_files, test_files
-                  the user's files of each split: (tsv,), (source, target) or ()
+                  the user's files of each split: (tsv,), (source, target) or (); with
+                  train_weights, train_files holds several TSVs
+    train_weights the weight of each of several training TSVs (a weighted mix), or ()
+    source_weights
+                  {source: weight} of a built-in corpus's sources to sample in proportion, or {}
 """
 
 import hashlib
@@ -21,7 +25,7 @@ import os
 import shlex
 import sys
 
-from data import builtin_corpora, deb_packages, pipeline, user_corpus
+from data import builtin_corpora, corpus_mix, deb_packages, pipeline, user_corpus
 from data.corpus_cache import CorpusError
 
 
@@ -45,7 +49,14 @@ def prepare_command(data, vocab_size):
         arguments.append(f"--corpus={data.corpus}")
     else:
         arguments += ["--corpus=user", f"--name={user_corpus_name(data)}", f"--languages={data.languages}"]
+        if _train_weights(data):
+            weighted = zip(data.train_files, data.train_weights)
+            arguments.append(
+                "--train_tsv=" + ",".join(f"{os.path.abspath(path)}:{weight:g}" for path, weight in weighted)
+            )
         for split, paths in (("train", data.train_files), ("dev", data.dev_files), ("test", data.test_files)):
+            if split == "train" and _train_weights(data):
+                continue
             kinds = ("tsv",) if len(paths) == 1 else ("src", "tgt")
             arguments += [f"--{split}_{kind}={os.path.abspath(path)}" for kind, path in zip(kinds, paths)]
     return "python -m data.prepare " + " ".join(shlex.quote(argument) for argument in arguments)
@@ -84,7 +95,7 @@ def resolve_corpus(data):
             name,
             data.cache_dir,
             tuple(data.languages.split("-")),
-            spec(data.train_files),
+            list(data.train_files) if _train_weights(data) else spec(data.train_files),
             spec(data.dev_files),
             spec(data.test_files),
         )
@@ -104,11 +115,57 @@ def resolve_corpus(data):
         raise CorpusChoiceError(f"--direction={direction}: {error}") from error
 
 
+def _train_weights(data):
+    """The weights of several training TSVs (a DataConfig written before mixes has none)."""
+    return tuple(getattr(data, "train_weights", ()) or ())
+
+
+def training_mix(corpus, data):
+    """The weighted training mix the data configuration asks for, or None for the corpus's whole
+    training split read as one (a single corpus).
+
+    Raises:
+        CorpusError: a source the corpus does not have, or one without training pairs.
+    """
+    weights = _train_weights(data)
+    if data.corpus == "files":
+        if not weights:
+            return None
+        names = corpus_mix.user_source_names(len(weights))
+        return corpus_mix.training_mix(corpus, dict(zip(names, weights)), labels=dict(zip(names, data.train_files)))
+    source_weights = dict(getattr(data, "source_weights", None) or {})
+    if not source_weights:
+        return None
+    return corpus_mix.training_mix(corpus, source_weights)
+
+
+def print_mix(mix):
+    """The training mix on stderr: each corpus, its weight, its share of the pairs and its size."""
+    for entry in corpus_mix.describe(mix):
+        print(
+            f"training corpus {entry['corpus']}: {entry['pairs']} pairs, weight {entry['weight']:g} "
+            f"({entry['share']:.1%} of the pairs sampled)",
+            file=sys.stderr,
+        )
+
+
+def _source_files(manifest, source):
+    """The input files recorded for a source of a user corpus (several training files are the
+    sources train-1, train-2, ... of the inputs' "train" list)."""
+    inputs = manifest.get("inputs", {})
+    if source in inputs:
+        return inputs[source]
+    if source.startswith("train-") and "train" in inputs:
+        index = int(source.split("-", 1)[1])
+        return inputs["train"][index - 1 : index]
+    return []
+
+
 def _print_cleaning(corpus):
     """What became of the user's files: pairs read, kept (and to which split), dropped by reason."""
     manifest = corpus.load_manifest()
     for source, stats in manifest["sources"].items():
-        files = ", ".join(os.path.basename(entry["path"]) for entry in manifest.get("inputs", {}).get(source, []))
+        files = ", ".join(os.path.basename(entry["path"]) for entry in _source_files(manifest, source))
         dropped = ", ".join(f"{count} {reason}" for reason, count in stats["dropped"].items()) or "none"
         splits = ", ".join(f"{count} {split}" for split, count in stats["splits"].items() if count)
         print(

@@ -29,6 +29,10 @@ With `cache_tokenized=True` the tokenized, filtered pairs are kept in memory aft
 
 so later passes neither read nor tokenize: what a pass costs is then the shuffle, bucketing and
 padding (benchmarks/README.md measures both). The cache holds three int32 sequences per pair.
+
+With `weights`, the files are several corpora drawn from in proportion to their weights
+(`tf.data.Dataset.sample_from_datasets`), each shuffled and repeated on its own: the draw takes
+lines, before the tokenizer (with `cache_tokenized`, each corpus's cached pairs, after it).
 """
 
 import dataclasses
@@ -230,6 +234,45 @@ def _short_pair_batches(
     return flagged.scan((zero, zero), count).filter(lambda source, target_input, target_output: source.nrows() > 0)
 
 
+def _cached_pairs(batches: tf.data.Dataset, shuffle: bool, seed: int) -> tf.data.Dataset:
+    """Pair batches -> single pairs `(source, target_input, target_output, source length, target
+    length)`, kept in memory after the first pass and (with `shuffle`) shuffled after the cache."""
+    # One pair per element from here to the cache, so that the shuffle mixes pairs, not batches.
+    # Unbatched ragged rows come out as rank-0 ragged specs; the map makes them tensors.
+    pairs = batches.unbatch().map(lambda s, ti, to: (s, ti, to, tf.shape(s)[0], tf.shape(ti)[0])).cache()
+    if shuffle:
+        pairs = pairs.shuffle(_SHUFFLE_BUFFER, seed=seed, reshuffle_each_iteration=True)
+    return pairs
+
+
+def _pair_batches(pairs: tf.data.Dataset, pairs_per_batch: int) -> tf.data.Dataset:
+    """`_cached_pairs`' single pairs -> ragged batches of `pairs_per_batch` for the bucketing."""
+    # A padded batch costs less per pair than `ragged_batch` (benchmarks/README.md, input pipeline).
+    return pairs.padded_batch(pairs_per_batch, padding_values=PAD_ID).map(
+        lambda s, ti, to, ls, lt: (
+            tf.RaggedTensor.from_tensor(s, lengths=ls),
+            tf.RaggedTensor.from_tensor(ti, lengths=lt),
+            tf.RaggedTensor.from_tensor(to, lengths=lt),
+        ),
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=True,
+    )
+
+
+def _mix_probabilities(paths: Sequence[str], weights: Sequence[float], repeat: bool) -> list[float]:
+    """The sampling probability of each corpus of a mix: its weight over the sum.
+
+    Raises:
+        ValueError: not one positive finite weight per path, or a mix that is not repeated.
+    """
+    weights = list(weights)
+    if len(weights) != len(paths) or not all(math.isfinite(w) and w > 0 for w in weights):
+        raise ValueError(f"weights must be one positive number per path ({len(paths)}), got {weights}.")
+    if not repeat:
+        raise ValueError("A weighted mix of corpora has no end: pass repeat=True.")
+    return [w / sum(weights) for w in weights]
+
+
 def _bucketed(pair_batches: tf.data.Dataset, plan: BucketPlan) -> tf.data.Dataset:
     """Batches of pairs (ragged, any number of pairs each, and a flag that says "flush") ->
     `(source, target_input, target_output)` batches padded to a bucket length.
@@ -302,6 +345,7 @@ def make_dataset(
     plan: BucketPlan | None = None,
     validate: bool = True,
     cache_tokenized: bool = False,
+    weights: Sequence[float] | None = None,
 ) -> tf.data.Dataset:
     """A dataset of `((source_ids, target_input_ids), target_output_ids)` batches for `model.fit`.
 
@@ -324,6 +368,10 @@ def make_dataset(
         cache_tokenized: keep the tokenized pairs in memory after the first pass and shuffle the
             pairs instead of the lines (see the module docstring); the over-length count is then
             printed after the first pass only.
+        weights: one positive weight per path: the paths are then corpora drawn from in proportion
+            to their weights, pair by pair (`tf.data.Dataset.sample_from_datasets`), each shuffled
+            and repeated on its own; needs `repeat=True`. Without weights the paths are read one
+            after the other, as one corpus.
 
     Returns:
         A `tf.data.Dataset` of int32 tensors shaped `[batch, length]`, `length` a bucket length and
@@ -335,6 +383,7 @@ def make_dataset(
     if hasattr(tokenizer, "ensure_resource"):
         tokenizer.ensure_resource()
     plan = plan or bucket_plan(batch_tokens, max_length)
+    probabilities = None if weights is None else _mix_probabilities(paths, weights, repeat)
     if plan.lengths[-1] != max_length:
         raise ValueError(f"The bucket plan ends at {plan.lengths[-1]}, max_length is {max_length}.")
     increasing = all(a < b for a, b in zip(plan.lengths, plan.lengths[1:]))
@@ -343,37 +392,55 @@ def make_dataset(
             f"The bucket plan needs increasing lengths and one batch size >= 1 for each, got lengths "
             f"{plan.lengths} and batch sizes {plan.batch_sizes}."
         )
-    lines = tf.data.TextLineDataset(paths)
-    if num_shards > 1:
-        lines = lines.shard(num_shards, shard_index)
-    if shuffle and not cache_tokenized:
-        lines = lines.shuffle(_SHUFFLE_BUFFER, seed=seed, reshuffle_each_iteration=True)
-    label = f"{','.join(paths)} shard {shard_index}/{num_shards}"
     pairs_per_batch = _pairs_per_batch(plan)
-    batches = _short_pair_batches(lines, tokenizer, reverse, max_length, label, pairs_per_batch)
-    if cache_tokenized:
-        # One pair per element from here to the cache, so that the shuffle mixes pairs, not batches.
-        # Unbatched ragged rows come out as rank-0 ragged specs; the map makes them tensors.
-        pairs = batches.unbatch().map(lambda s, ti, to: (s, ti, to, tf.shape(s)[0], tf.shape(ti)[0])).cache()
-        if shuffle:
-            pairs = pairs.shuffle(_SHUFFLE_BUFFER, seed=seed, reshuffle_each_iteration=True)
-        # Back to ragged batches for the bucketing: a padded batch costs less per pair than
-        # `ragged_batch` (benchmarks/README.md, input pipeline).
-        batches = pairs.padded_batch(pairs_per_batch, padding_values=PAD_ID).map(
-            lambda s, ti, to, ls, lt: (
-                tf.RaggedTensor.from_tensor(s, lengths=ls),
-                tf.RaggedTensor.from_tensor(ti, lengths=lt),
-                tf.RaggedTensor.from_tensor(to, lengths=lt),
-            ),
-            num_parallel_calls=tf.data.AUTOTUNE,
-            deterministic=True,
-        )
+
+    def lines_of(files):
+        lines = tf.data.TextLineDataset(files)
+        return lines.shard(num_shards, shard_index) if num_shards > 1 else lines
+
+    def label_of(files):
+        return f"{','.join(files)} shard {shard_index}/{num_shards}"
+
+    if weights is None:
+        lines = lines_of(paths)
+        if shuffle and not cache_tokenized:
+            lines = lines.shuffle(_SHUFFLE_BUFFER, seed=seed, reshuffle_each_iteration=True)
+        batches = _short_pair_batches(lines, tokenizer, reverse, max_length, label_of(paths), pairs_per_batch)
+        if cache_tokenized:
+            batches = _pair_batches(_cached_pairs(batches, shuffle, seed), pairs_per_batch)
+    else:
+        if cache_tokenized:
+            # Each corpus's pairs are cached on their own and repeat on their own; the mix draws pairs.
+            streams = [
+                _cached_pairs(
+                    _short_pair_batches(
+                        lines_of([path]), tokenizer, reverse, max_length, label_of([path]), pairs_per_batch
+                    ),
+                    shuffle,
+                    seed + 2 + index,
+                ).repeat()
+                for index, path in enumerate(paths)
+            ]
+            batches = _pair_batches(
+                tf.data.Dataset.sample_from_datasets(streams, probabilities, seed=seed), pairs_per_batch
+            )
+        else:
+            # The mix draws lines, before tokenizing: an endless stream, so the over-length count,
+            # printed at the end of a pass, is not printed.
+            streams = []
+            for index, path in enumerate(paths):
+                lines = lines_of([path])
+                if shuffle:
+                    lines = lines.shuffle(_SHUFFLE_BUFFER, seed=seed + 2 + index, reshuffle_each_iteration=True)
+                streams.append(lines.repeat())
+            lines = tf.data.Dataset.sample_from_datasets(streams, probabilities, seed=seed)
+            batches = _short_pair_batches(lines, tokenizer, reverse, max_length, label_of(paths), pairs_per_batch)
     batches = batches.map(lambda s, ti, to: (s, ti, to, False))
-    if repeat:
-        batches = batches.repeat()
-    else:  # the end: the pairs still waiting for their batch to fill leave in partial batches
+    if not repeat:  # the end: the pairs still waiting for their batch to fill leave in partial batches
         flush = tf.data.Dataset.from_tensors((_no_pairs(), _no_pairs(), _no_pairs(), True))
         batches = batches.concatenate(flush)
+    elif weights is None:  # a mix is endless already: each of its corpora repeats on its own
+        batches = batches.repeat()
     batches = _bucketed(batches, plan).map(lambda s, ti, to: ((s, ti), to))
     if shuffle:
         batches = batches.shuffle(128, seed=seed + 1, reshuffle_each_iteration=True)

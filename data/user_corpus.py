@@ -8,7 +8,7 @@ whole (normalised only), so that scores on them compare with published ones.
 import dataclasses
 import os
 
-from data import cleaning, corpus_cache, parallel_files
+from data import cleaning, corpus_cache, corpus_mix, parallel_files
 from data.corpus_cache import CorpusError, CorpusPaths
 
 FILE_KINDS = ("src", "tgt", "tsv")
@@ -29,11 +29,14 @@ def user_files(values, corpus_flag: str) -> tuple[tuple[str, str], dict]:
 
     Returns:
         languages: the (source, target) codes of --languages, e.g. ("en", "de").
-        files: split -> a TSV path, a (source, target) pair of paths, or None when not given.
+        files: split -> a TSV path, a (source, target) pair of paths, or None when not given;
+            "train" is a list of TSV paths when --train_tsv names several weighted files
+            (`corpus_mix.parse_train_tsv`; the weights are the caller's to read).
 
     Raises:
         UserFilesError: --languages not two codes like en-de, a split given both as a TSV and as
-            source/target files, a source file without its target (or the reverse), or no training files.
+            source/target files, a source file without its target (or the reverse), no training
+            files, or a --train_tsv list that `corpus_mix.parse_train_tsv` refuses.
     """
     value = values["languages"]
     codes = (value or "").split("-")
@@ -49,6 +52,12 @@ def user_files(values, corpus_flag: str) -> tuple[tuple[str, str], dict]:
         if bool(src) != bool(tgt):
             raise UserFilesError(f"--{split}_src and --{split}_tgt go together (received only one)")
         files[split] = tsv or ((src, tgt) if src else None)
+    if values["train_tsv"]:
+        try:
+            entries = corpus_mix.parse_train_tsv("--train_tsv", values["train_tsv"])
+        except corpus_mix.WeightsError as error:
+            raise UserFilesError(str(error)) from None
+        files["train"] = entries[0][0] if len(entries) == 1 else [path for path, _ in entries]
     if files["train"] is None:
         raise UserFilesError(f"{corpus_flag} needs --train_tsv or --train_src/--train_tgt")
     return (codes[0], codes[1]), files
@@ -58,13 +67,15 @@ def prepare_user_corpus(
     name: str,
     cache_dir: str,
     languages: tuple[str, str],
-    train: str | tuple[str, str],
+    train: str | tuple[str, str] | list[str],
     dev: str | tuple[str, str] | None = None,
     test: str | tuple[str, str] | None = None,
     *,
     rebuild: bool = False,
 ) -> CorpusPaths:
-    """Builds a corpus from the user's files: each split a TSV path or a (source, target) pair.
+    """Builds a corpus from the user's files: each split a TSV path or a (source, target) pair;
+    `train` may also be a list of TSV paths, several training corpora, each its own source of the
+    manifest (`corpus_mix.user_source_names`) for a weighted mix to sample from.
 
     The columns keep the files' own direction (`languages` = (source, target)). Without dev or
     test files those splits come from the training data by the hash split. The training data is
@@ -86,6 +97,8 @@ def prepare_user_corpus(
     given = {"train": train, "dev": dev, "test": test}
     # The languages decide the direction recorded in the manifest, so they decide a rebuild too.
     inputs = {"languages": list(languages)}
+    if isinstance(train, list):
+        inputs["train_corpora"] = len(train)
     for split, spec in given.items():
         if spec is None:
             continue
@@ -102,21 +115,28 @@ def prepare_user_corpus(
     def build(tmp_dir: str) -> None:
         sources, splitters, read_stats = {}, {}, {}
         # Evaluation files first, so that training pairs equal to theirs are dropped from train.
+        missing = {split for split in ("dev", "test") if given[split] is None}
         for split in ("test", "dev", "train"):
             spec = given[split]
             if spec is None:
                 continue
-            stats = parallel_files.ReadStats()
-            if isinstance(spec, str):
-                pairs = list(parallel_files.read_tsv(spec, stats))
-            else:
-                pairs = list(parallel_files.read_parallel(spec[0], spec[1], stats))
-            sources[split] = pairs
-            read_stats[split] = dataclasses.asdict(stats)
-            splitters[split] = lambda english, split=split: split
-        # Training pairs fill the splits that have no file of their own, by the hash split.
-        missing = {split for split in ("dev", "test") if given[split] is None}
-        splitters["train"] = lambda english: split if (split := cleaning.split_of(english)) in missing else "train"
+            several = isinstance(spec, list)
+            names = corpus_mix.user_source_names(len(spec)) if several else [split]
+            for name, one in zip(names, spec if several else [spec]):
+                stats = parallel_files.ReadStats()
+                if isinstance(one, str):
+                    pairs = list(parallel_files.read_tsv(one, stats))
+                else:
+                    pairs = list(parallel_files.read_parallel(one[0], one[1], stats))
+                sources[name] = pairs
+                read_stats[name] = dataclasses.asdict(stats)
+                if split == "train":
+                    # Training pairs fill the splits that have no file of their own, by the hash split.
+                    splitters[name] = lambda english: (
+                        split if (split := cleaning.split_of(english)) in missing else "train"
+                    )
+                else:
+                    splitters[name] = lambda english, split=split: split
         manifest = corpus_cache.write_corpus(
             tmp_dir,
             name,
@@ -133,14 +153,24 @@ def prepare_user_corpus(
     return corpus_cache.build_atomically(cache_dir, name, build)
 
 
-def _no_training_pairs_message(train: str | tuple[str, str], manifest: dict) -> str:
-    files = train if isinstance(train, str) else " and ".join(train)
-    stats = manifest["sources"]["train"]
-    dropped = ", ".join(f"{reason} {count}" for reason, count in stats["dropped"].items()) or "none"
-    empty_lines = manifest["read"]["train"]["empty_lines_skipped"]
-    moved = {split: stats["splits"][split] for split in ("dev", "test") if stats["splits"][split]}
+def _no_training_pairs_message(train: str | tuple[str, str] | list[str], manifest: dict) -> str:
+    several = isinstance(train, list)
+    names = corpus_mix.user_source_names(len(train)) if several else ["train"]
+    files = ", ".join(train) if several else train if isinstance(train, str) else " and ".join(train)
+    raw = sum(manifest["sources"][name]["raw"] for name in names)
+    dropped_counts = {}
+    moved = {}
+    for name in names:
+        stats = manifest["sources"][name]
+        for reason, count in stats["dropped"].items():
+            dropped_counts[reason] = dropped_counts.get(reason, 0) + count
+        for split in ("dev", "test"):
+            if stats["splits"][split]:
+                moved[split] = moved.get(split, 0) + stats["splits"][split]
+    dropped = ", ".join(f"{reason} {count}" for reason, count in dropped_counts.items()) or "none"
+    empty_lines = sum(manifest["read"][name]["empty_lines_skipped"] for name in names)
     message = (
-        f"No training pairs left from {files}: {stats['raw']} pairs read "
+        f"No training pairs left from {files}: {raw} pairs read "
         f"({empty_lines} empty lines skipped), dropped by reason: {dropped}"
     )
     if moved:

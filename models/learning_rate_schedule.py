@@ -44,13 +44,22 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
         return {"hidden_dim": self.hidden_dim, "warmup_steps": self.warmup_steps, "scale": self.scale}
 
 
-def transformer_optimizer(hidden_dim=512, warmup_steps=4000, scale=1.0, optimizer_class=None, **adam_kwargs):
+def transformer_optimizer(
+    hidden_dim=512, warmup_steps=4000, scale=1.0, optimizer_class=None, constant_learning_rate=None, **adam_kwargs
+):
     """Adam(0.9, 0.98, 1e-9) on the warm-up schedule (section 5.3).
 
     `optimizer_class` defaults to `keras.optimizers.Adam`; `train.py` passes
     `training.optimizers.FusedAdam`, the same update through TensorFlow's fused Adam kernel.
+    `constant_learning_rate` replaces the schedule with that fixed rate (not in the paper: a
+    choice for fine-tuning a trained model, where a fresh warm-up to the schedule's peak can undo
+    what it learnt).
     """
     options = dict(beta_1=0.9, beta_2=0.98, epsilon=1e-9)
     options.update(adam_kwargs)
     optimizer_class = optimizer_class or keras.optimizers.Adam
+    if constant_learning_rate is not None:
+        if not constant_learning_rate > 0:
+            raise ValueError(f"constant_learning_rate must be positive, received {constant_learning_rate!r}")
+        return optimizer_class(learning_rate=float(constant_learning_rate), **options)
     return optimizer_class(learning_rate=TransformerSchedule(hidden_dim, warmup_steps, scale), **options)

@@ -20,7 +20,9 @@ class DataConfig:
     deb_mirror: str | None = None  # The Debian mirror for "mirror"; None: data.deb_packages.DEFAULT_MIRROR.
     languages: str | None = None  # "en-de" for user files; built-in corpora know theirs.
     direction: str | None = None  # e.g. "de-en"; default the corpus's own (en-xx).
-    train_files: tuple = ()  # User corpus: (tsv,) or (src, tgt).
+    train_files: tuple = ()  # User corpus: (tsv,) or (src, tgt); with train_weights, several TSVs.
+    train_weights: tuple = ()  # A weight per training TSV of a weighted mix (data.corpus_mix).
+    source_weights: dict = dataclasses.field(default_factory=dict)  # {source: weight} of a built-in corpus.
     dev_files: tuple = ()
     test_files: tuple = ()
     vocab_size: int = 8000
@@ -50,20 +52,30 @@ class TrainConfig:
     jit_compile: bool | None = None  # None: XLA on GPUs, not on CPUs.
     steps_per_execution: int = 1  # Train steps per compiled call; divides checkpoint_every.
     cache_tokenized: bool = False  # Tokenized training pairs kept in memory after the first pass.
+    learning_rate_schedule: str = "noam"  # "noam": equation (3); "constant": `learning_rate` throughout.
+    learning_rate: float | None = None  # The rate of the "constant" schedule.
+    init_from: str | None = None  # A run directory whose weights and vocabulary a new run starts from.
+    init_checkpoint: str = "auto"  # Which of its weights: "auto", "best" or "last" (training.init_from).
 
 
 @dataclasses.dataclass(frozen=True)
 class RunConfig:
+    """`model`, `data` and `train` as above; `record` holds what training found when it started
+    (the training mix's pair counts, the parent run of a fine-tuning), written to config.json
+    beside them and never compared."""
+
     model_dir: str
     model: dict
     data: DataConfig
     train: TrainConfig
+    record: dict = dataclasses.field(default_factory=dict)
 
     def to_json(self):
         return {
             "model": dict(self.model),
             "data": dataclasses.asdict(self.data),
             "train": dataclasses.asdict(self.train),
+            **self.record,
         }
 
 
@@ -122,10 +134,16 @@ LOCATION_KEYS = ("cache_dir", "deb_dir", "deb_source", "deb_mirror")
 PATH_KEYS = ("train_files", "dev_files", "test_files")
 
 
+# Data keys added after configs were first written, with the value that an older config meant.
+_DATA_DEFAULTS = {"train_weights": [], "source_weights": {}}
+
+
 def _comparable(section, values, default_direction):
     values = dict(values)
     if section != "data":
         return values
+    for key, default in _DATA_DEFAULTS.items():
+        values.setdefault(key, default)
     for key in LOCATION_KEYS:
         values.pop(key, None)
     for key in PATH_KEYS:

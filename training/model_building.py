@@ -18,11 +18,17 @@ POLICIES = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"
 
 
 def build_model(model_config, vocabulary_size, train):
-    """A compiled Transformer with the paper's optimizer and the global-token loss."""
+    """A compiled Transformer with the paper's optimizer (or a constant learning rate, with
+    `train.learning_rate_schedule == "constant"`) and the global-token loss."""
     model = Transformer(vocabulary_size, **model_config)
     model.build()
+    constant = train.learning_rate if train.learning_rate_schedule == "constant" else None
     optimizer = transformer_optimizer(
-        model_config["hidden_dim"], train.warmup_steps, train.learning_rate_scale, optimizer_class=FusedAdam
+        model_config["hidden_dim"],
+        train.warmup_steps,
+        train.learning_rate_scale,
+        optimizer_class=FusedAdam,
+        constant_learning_rate=constant,
     )
     if train.mixed_precision == "fp16":
         optimizer = keras.optimizers.LossScaleOptimizer(optimizer)

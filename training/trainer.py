@@ -22,10 +22,10 @@ import sys
 import keras
 import tensorflow as tf
 
-from data import corpora, pipeline
+from data import corpora, corpus_mix, pipeline
 from data.tokenizer import Tokenizer, train_sentencepiece
 from training import callbacks as training_callbacks
-from training import checkpoints, model_building, preemption
+from training import checkpoints, init_from, model_building, preemption
 from training import config as run_config
 from training.distribution import (
     is_chief,
@@ -66,15 +66,18 @@ def _check_writable(directory):
         raise TrainingError(f"--model_dir {directory!r} is not writable: {error}") from error
 
 
-def resolve_tokenizer(model_dir, corpus, data, may_train=True):
+def resolve_tokenizer(model_dir, corpus, data, may_train=True, parent=None):
     """The run's SentencePiece model: model_dir/spm.model, trained on the corpus's training split
-    once and kept in the corpus cache, so runs on the same corpus share one vocabulary."""
+    once and kept in the corpus cache, so runs on the same corpus share one vocabulary; a
+    fine-tuning (`parent`, an `init_from.ParentWeights`) takes its parent's instead."""
     vocab_size = data.vocab_size
     run = RunDir(model_dir)
     target = run.vocabulary_path
     # A run that has trained keeps its vocabulary; one that has not (a failed start, a worker's
     # copy from an earlier start) takes the one its flags name.
-    if not os.path.exists(target) or not run.has_trained():
+    if parent is not None and not run.has_trained():
+        init_from.copy_vocabulary(parent, target)
+    elif not os.path.exists(target) or not run.has_trained():
         cached = os.path.join(corpus.root, f"spm-bpe-{vocab_size}.model")
         if not os.path.exists(cached):
             if not may_train:
@@ -171,6 +174,7 @@ def train(config, start_over=False, callbacks=()):
     _, task_index, _ = worker_info()
     chief_run = RunDir(config.model_dir)
     run = chief_run if chief else chief_run.worker(task_index)
+    parent = _parent_weights(config, run, start_over)  # Before anything is written to the run directory.
     created = not os.path.exists(run.path)
     _check_writable(run.path)
     try:
@@ -181,13 +185,48 @@ def train(config, start_over=False, callbacks=()):
     try:
         with lock:
             try:
-                return _train_locked(config, start_over, callbacks, strategy, chief, chief_run, run, built)
+                return _train_locked(config, start_over, callbacks, strategy, chief, chief_run, run, built, parent)
             except (checkpoints.WriteError, OSError) as error:
                 raise TrainingError(_write_failure(error, built.get("model"), run)) from None
     except BaseException:
         if created:
             run.remove_if_unused()  # A run refused before it wrote anything (bad data) leaves no directory.
         raise
+
+
+def _parent_weights(config, run, start_over):
+    """The weights of `--init_from`'s parent, or None: no parent, or a run that resumes from
+    checkpoints of its own.
+
+    Raises:
+        TrainingError: a parent that cannot start this run (`init_from.InitFromError`'s message).
+    """
+    train_options = config.train
+    if not train_options.init_from or (run.latest_checkpoint() is not None and not start_over):
+        return None
+    if os.path.abspath(train_options.init_from) == os.path.abspath(config.model_dir):
+        raise TrainingError(
+            f"--init_from={train_options.init_from} is --model_dir itself: fine-tune into another directory"
+        )
+    try:
+        return init_from.load_parent(
+            train_options.init_from, train_options.init_checkpoint, config.model, config.data.vocab_size
+        )
+    except init_from.InitFromError as error:
+        raise TrainingError(str(error)) from error
+
+
+def _record(config, mix, parent, previous):
+    """`config` with what this start found: the training mix and the parent of a fine-tuning (a
+    resumed fine-tuning keeps the parent its first start recorded)."""
+    record = dict(config.record)
+    if mix is not None:
+        record["training_corpora"] = corpus_mix.describe(mix)
+    if parent is not None:
+        record["init_from"] = parent.record()
+    elif (previous or {}).get("init_from"):
+        record["init_from"] = previous["init_from"]
+    return dataclasses.replace(config, record=record)
 
 
 def _write_failure(error, model, run):
@@ -202,9 +241,10 @@ def _write_failure(error, model, run):
     )
 
 
-def _train_locked(config, start_over, callbacks, strategy, chief, chief_run, run, built):
+def _train_locked(config, start_over, callbacks, strategy, chief, chief_run, run, built, parent):
     """`train` once the run directory is locked; puts the model into `built` once it exists."""
     train_options, data = config.train, config.data
+    previous = chief_run.previous_config() if not start_over else None
     if chief:
         try:
             chief_run.prepare(start_over, train_options.mixed_precision)
@@ -218,10 +258,19 @@ def _train_locked(config, start_over, callbacks, strategy, chief, chief_run, run
         corpora.check_dev_split(corpus, data)
     except corpora.CorpusChoiceError as error:
         raise TrainingError(str(error)) from error
+    try:
+        mix = corpora.training_mix(corpus, data)
+    except corpora.CorpusError as error:
+        raise TrainingError(str(error)) from error
     if chief:
         # After the corpus (an unset direction means its own), before anything is written into model_dir.
         run_config.check(config, default_direction="-".join(corpus.languages))
-    tokenizer = resolve_tokenizer(run.path, corpus, data, may_train=train_options.distribution != "multi_worker")
+    if mix is not None:
+        corpora.print_mix(mix)
+    config = _record(config, mix, parent, previous)
+    tokenizer = resolve_tokenizer(
+        run.path, corpus, data, may_train=train_options.distribution != "multi_worker", parent=parent
+    )
 
     scope = strategy.scope() if strategy is not None else contextlib.nullcontext()
     with scope:
@@ -239,6 +288,17 @@ def _train_locked(config, start_over, callbacks, strategy, chief, chief_run, run
         start_step = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
         _check_resume_step(restored[0], start_step, restored[1])
         print(f"resuming from {restored[1]} at step {start_step}", file=sys.stderr)
+    elif parent is not None:
+        try:
+            init_from.assign(model, parent)
+        except init_from.InitFromError as error:
+            raise TrainingError(str(error)) from error
+        step = "" if parent.step is None else f" (step {parent.step})"
+        print(
+            f"fine-tuning from {parent.path}{step}, the {parent.choice} weights of {parent.model_dir}, with its "
+            "vocabulary; the optimizer starts afresh at step 0",
+            file=sys.stderr,
+        )
     if chief:
         run_config.write(config)  # Once the run is known to start or resume (a refused resume keeps the old one).
 
@@ -262,11 +322,14 @@ def _train_locked(config, start_over, callbacks, strategy, chief, chief_run, run
             cache_tokenized=train_options.cache_tokenized,
             **{**dataset_options, "seed": train_options.seed + step},
         )
+        files = corpus.train
+        if mix is not None:
+            files, options["weights"] = [source.path for source in mix], [source.weight for source in mix]
         if strategy is not None and replicas > 1:
             return strategy.distribute_datasets_from_function(
-                pipeline.make_distributed_dataset_fn(corpus.train, tokenizer, **options)
+                pipeline.make_distributed_dataset_fn(files, tokenizer, **options)
             )
-        return pipeline.make_dataset(corpus.train, tokenizer, **options)
+        return pipeline.make_dataset(files, tokenizer, **options)
 
     dev_dataset = pipeline.make_dataset(
         corpus.dev, tokenizer, shuffle=False, **{**dataset_options, "seed": train_options.seed}

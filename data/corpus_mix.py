@@ -1,0 +1,217 @@
+"""Several training corpora sampled in proportion to weights: the specs that name them and the
+per-corpus training files the input pipeline samples from.
+
+Two ways to give a mix:
+
+    --corpus=files --train_tsv=a.tsv:3,b.tsv:1      each file one corpus (cleaned as one training file)
+    --corpus=deb-en-de --source_weights=ding:3       the sources of a built-in corpus; unnamed ones weigh 1
+
+A weight is a relative sampling probability per pair: with `a.tsv:3,b.tsv:1` three pairs in four
+come from a.tsv, whatever the files' sizes, and each corpus repeats on its own (a small corpus with
+a large weight is seen many times over). The vocabulary is trained on the union of the corpora
+(the cleaned corpus's train.tsv).
+
+A corpus's training split holds its sources' training pairs one source after the other, in the
+manifest's order of sources (`corpus_cache.write_corpus`), and the manifest counts each source's
+training pairs; so the pairs of one source are a run of consecutive lines of train.tsv, written out
+once as `train.<source>.tsv` next to it when a mix first needs them.
+"""
+
+import dataclasses
+import math
+import os
+
+from data.corpus_cache import CorpusError
+
+
+class WeightsError(ValueError):
+    """A weighted spec that cannot be read; the message names the flag, its value and the entry."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingSource:
+    """One corpus of a training mix.
+
+    Attributes:
+        name: the source's name in the corpus manifest ("ding", "train-2", ...).
+        label: what the user called it (a built-in source's name, or the file given).
+        path: its training pairs, `english<TAB>foreign` lines.
+        pairs: how many.
+        weight: its relative sampling weight (> 0).
+    """
+
+    name: str
+    label: str
+    path: str
+    pairs: int
+    weight: float
+
+
+def _weight(flag, value, name, text):
+    try:
+        weight = float(text)
+    except ValueError:
+        weight = math.nan
+    if not (math.isfinite(weight) and weight > 0):
+        raise WeightsError(f"{flag}={value}: the weight {text!r} of {name} is not a positive number")
+    return weight
+
+
+def parse_weights(flag: str, value: str) -> list[tuple[str, float]]:
+    """`"ding:3,libreoffice-ui:1"` -> `[("ding", 3.0), ("libreoffice-ui", 1.0)]`.
+
+    Raises:
+        WeightsError: an entry that is not NAME:WEIGHT, a weight that is not a positive finite
+            number, or a name given twice (names the flag and value).
+    """
+    entries = []
+    for entry in value.split(","):
+        name, separator, text = entry.strip().rpartition(":")
+        if not separator or not name.strip():
+            raise WeightsError(f"{flag}={value}: {entry!r} is not NAME:WEIGHT (e.g. ding:3)")
+        entries.append((name.strip(), _weight(flag, value, name.strip(), text.strip())))
+    names = [name for name, _ in entries]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise WeightsError(f"{flag}={value}: {', '.join(repeated)} given more than once")
+    return entries
+
+
+def parse_train_tsv(flag: str, value: str) -> list[tuple[str, float | None]]:
+    """The files of `--train_tsv`: `"a.tsv"` -> `[("a.tsv", None)]`; `"a.tsv:3,b.tsv:1"` ->
+    `[("a.tsv", 3.0), ("b.tsv", 1.0)]`. An existing file's whole name is a path, even with a
+    ':' or ','; otherwise the text after an entry's last ':' is its weight.
+
+    Raises:
+        WeightsError: several files without a weight each, a weight that is not a positive
+            number, an empty entry, a file given twice, or a weighted file that does not exist.
+    """
+    if os.path.isfile(value):
+        return [(value, None)]
+    entries = []
+    for entry in value.split(","):
+        entry = entry.strip()
+        path, separator, text = entry.rpartition(":")
+        if not separator:
+            path, weight = entry, None
+        else:
+            weight = _weight(flag, value, path or "''", text.strip())
+        if not path:
+            raise WeightsError(f"{flag}={value}: an empty file name; expected FILE:WEIGHT,FILE:WEIGHT,...")
+        entries.append((path, weight))
+    weighted = [weight is not None for _, weight in entries]
+    if len(entries) > 1 and not all(weighted):
+        raise WeightsError(
+            f"{flag}={value}: several training files need a weight each (FILE:WEIGHT,FILE:WEIGHT, e.g. "
+            "a.tsv:3,b.tsv:1 samples three pairs from a.tsv for one from b.tsv); for their union, "
+            "concatenate the files"
+        )
+    paths = [path for path, _ in entries]
+    repeated = sorted({path for path in paths if paths.count(path) > 1})
+    if repeated:
+        raise WeightsError(f"{flag}={value}: {', '.join(repeated)} given more than once")
+    if any(weighted):
+        missing = [path for path in paths if not os.path.isfile(path)]
+        if missing:
+            raise WeightsError(f"{flag}={value}: no such file: {', '.join(missing)}")
+    return entries
+
+
+def user_source_names(count: int) -> list[str]:
+    """The manifest names of the training files of a user corpus: "train" for one, "train-1",
+    "train-2", ... for several (in the order given)."""
+    return ["train"] if count == 1 else [f"train-{index}" for index in range(1, count + 1)]
+
+
+def _training_lines(corpus) -> dict[str, tuple[int, int]]:
+    """`source -> (first line, line count)` of each source's pairs in the corpus's train.tsv."""
+    manifest = corpus.load_manifest()
+    ranges, first = {}, 0
+    for source, stats in manifest["sources"].items():
+        count = stats["splits"]["train"]
+        ranges[source] = (first, count)
+        first += count
+    if first != manifest["splits"]["train"]:
+        raise CorpusError(
+            f"{corpus.manifest}: its sources hold {first} training pairs but train.tsv {manifest['splits']['train']}; "
+            "rebuild the corpus (python -m data.prepare --rebuild)"
+        )
+    return ranges
+
+
+def _count_lines(path: str) -> int:
+    with open(path, "rb") as handle:
+        return sum(1 for _ in handle)
+
+
+def source_training_files(corpus, names) -> dict[str, tuple[str, int]]:
+    """`source -> (path, pairs)`: each named source's training pairs as `train.<source>.tsv` in the
+    corpus directory, written (atomically) from the lines of train.tsv when missing.
+
+    Raises:
+        CorpusError: a name that is not a source of the corpus (the message lists them), or a
+            manifest whose counts do not add up to train.tsv's.
+    """
+    ranges = _training_lines(corpus)
+    unknown = [name for name in names if name not in ranges]
+    if unknown:
+        raise CorpusError(f"{corpus.root} has no source {', '.join(unknown)}; its sources are {', '.join(ranges)}")
+    wanted = {name: ranges[name] for name in names}
+    found = {}
+    for name, (first, count) in wanted.items():
+        path = os.path.join(corpus.root, f"train.{name}.tsv")
+        if not os.path.exists(path) or _count_lines(path) != count:
+            temporary = f"{path}.{os.getpid()}.tmp"
+            with open(corpus.train, encoding="utf-8") as source, open(temporary, "w", encoding="utf-8") as out:
+                for number, line in enumerate(source):
+                    if number >= first + count:
+                        break
+                    if number >= first:
+                        out.write(line)
+            os.replace(temporary, path)
+        found[name] = (path, count)
+    return found
+
+
+def training_mix(corpus, weights: dict[str, float], labels: dict[str, str] | None = None) -> list[TrainingSource]:
+    """The mix of a corpus's sources with `weights` (source -> weight); sources not named weigh 1.
+
+    `labels` gives a source the name the user knows it by (the file of a user corpus).
+
+    Raises:
+        CorpusError: a weight for a source the corpus does not have, or a source left with no
+            training pairs (it could never be sampled).
+    """
+    ranges = _training_lines(corpus)
+    unknown = [name for name in weights if name not in ranges]
+    if unknown:
+        raise CorpusError(f"{corpus.root} has no source {', '.join(unknown)}; its sources are {', '.join(ranges)}")
+    names = [name for name, (_, count) in ranges.items() if count or name in weights]
+    files = source_training_files(corpus, names)
+    labels = labels or {}
+    empty = [labels.get(name, name) for name in names if not files[name][1]]
+    if empty:
+        raise CorpusError(
+            f"no training pairs left from {', '.join(empty)} after cleaning (see the counts above): a corpus "
+            "of a weighted mix needs pairs to sample"
+        )
+    return [
+        TrainingSource(name, labels.get(name, name), files[name][0], files[name][1], float(weights.get(name, 1.0)))
+        for name in names
+    ]
+
+
+def describe(mix: list[TrainingSource]) -> list[dict]:
+    """The mix as config.json records it: each corpus, its weight, its share of the sampled pairs
+    and how many pairs it has."""
+    total = sum(source.weight for source in mix)
+    return [
+        {
+            "corpus": source.label,
+            "weight": source.weight,
+            "share": round(source.weight / total, 4),
+            "pairs": source.pairs,
+            "file": source.path,
+        }
+        for source in mix
+    ]

@@ -1,0 +1,277 @@
+"""Fine-tuning with --init_from: a run that starts from another run's weights and vocabulary."""
+
+import dataclasses
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+import sacrebleu
+
+from data import corpus_mix, parallel_files
+from tests.conftest import DEB_CACHE, REPO_ROOT, TINY_MODEL, tiny_run_config
+
+ENV = dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="2", KERAS_BACKEND="tensorflow", CI="1")
+
+
+class _StateAtStart(keras.callbacks.Callback):
+    """Records the weights and optimizer state a fit starts from."""
+
+    def on_train_begin(self, logs=None):
+        self.weights = [np.array(keras.ops.convert_to_numpy(w)) for w in self.model.weights]
+        self.step = int(keras.ops.convert_to_numpy(self.model.optimizer.iterations))
+        self.moments = [
+            np.array(keras.ops.convert_to_numpy(v))
+            for v in self.model.optimizer.variables
+            if "momentum" in v.path or "velocity" in v.path
+        ]
+
+
+def _domain_files(corpus, tmp_path):
+    """The ding dictionary's training pairs of the corpus as a training file, and its test pairs,
+    which the parent never saw, as the domain's dev file."""
+    ((ding_train, _),) = corpus_mix.source_training_files(corpus, ["ding"]).values()
+    train, dev = str(tmp_path / "ding-train.tsv"), str(tmp_path / "ding-dev.tsv")
+    shutil.copyfile(ding_train, train)
+    pairs = list(parallel_files.read_tsv(corpus.test_by_source["ding"]))
+    parallel_files.write_tsv(dev, pairs)
+    return train, dev, pairs
+
+
+def _dev_scores(model_dir, dev_tsv, pairs):
+    """`(dev loss, greedy dev BLEU)` of a run's model.keras on the domain's dev pairs."""
+    from data import pipeline
+    from models.losses import LabelSmoothedCrossEntropy
+    from training.run_dir import RunDir
+    from training.translator import Translator
+
+    model, tokenizer, _ = RunDir(model_dir).load_model(checkpoint="last", quiet=True)
+    model.compile(loss=LabelSmoothedCrossEntropy())
+    dev = pipeline.make_dataset(dev_tsv, tokenizer, batch_tokens=2048, max_length=64, shuffle=False)
+    loss = model.evaluate(dev, verbose=0)
+    translator = Translator(model, tokenizer, beam_size=1, batch_size=32, max_input_length=64)
+    hypotheses, _ = translator.translate([en for en, _ in pairs])
+    return loss, sacrebleu.corpus_bleu(hypotheses, [[de for _, de in pairs]]).score
+
+
+def _fine_tune_config(model_dir, parent_dir, corpus, train_tsv, dev_tsv, **train_overrides):
+    from training.config import DataConfig
+
+    config = tiny_run_config(model_dir, os.path.dirname(corpus.root), **train_overrides)
+    data = DataConfig(
+        corpus="files",
+        cache_dir=str(model_dir) + "-cache",
+        languages="en-de",
+        train_files=(train_tsv,),
+        dev_files=(dev_tsv,),
+        vocab_size=2000,
+        max_length=64,
+    )
+    return dataclasses.replace(config, data=data)
+
+
+@pytest.mark.slow
+def test_fine_tuning_on_a_domain_lowers_its_dev_loss(tiny_run, corpus, tmp_path):
+    from training.run_dir import RunDir
+    from training.trainer import train
+
+    parent_dir, _ = tiny_run
+    train_tsv, dev_tsv, dev_pairs = _domain_files(corpus, tmp_path)
+    config = _fine_tune_config(
+        tmp_path / "ding",
+        parent_dir,
+        corpus,
+        train_tsv,
+        dev_tsv,
+        init_from=parent_dir,
+        train_steps=100,
+        checkpoint_every=50,
+        eval_every=100,
+        eval_sentences=0,
+        learning_rate_schedule="constant",
+        learning_rate=1e-2,
+    )
+    start = _StateAtStart()
+    summary = train(config, callbacks=[start])
+
+    # The parent's weights and vocabulary, a fresh optimizer, and the step counted from 0.
+    parent_model, _, _ = RunDir(parent_dir).load_model(checkpoint="best", quiet=True)
+    for got, want in zip(start.weights, parent_model.get_weights()):
+        np.testing.assert_array_equal(got, want)
+    assert start.step == 0
+    assert len(start.moments) == 2 * len(start.weights) and not any(moment.any() for moment in start.moments)
+    assert summary["step"] == 100
+    with (
+        open(os.path.join(config.model_dir, "spm.model"), "rb") as child,
+        open(os.path.join(parent_dir, "spm.model"), "rb") as parent,
+    ):
+        assert child.read() == parent.read()
+    with open(os.path.join(config.model_dir, "config.json")) as handle:
+        recorded = json.load(handle)
+    # The parent's one dev evaluation, at its last step, made its best checkpoint: auto takes it.
+    assert recorded["init_from"] == {
+        "model_dir": os.path.abspath(parent_dir),
+        "checkpoint": "best",
+        "weights": os.path.join(os.path.abspath(parent_dir), "checkpoints", "best.weights.h5"),
+        "step": 200,
+    }
+    assert recorded["train"]["learning_rate_schedule"] == "constant"
+
+    parent_loss, parent_bleu = _dev_scores(parent_dir, dev_tsv, dev_pairs)
+    child_loss, child_bleu = _dev_scores(config.model_dir, dev_tsv, dev_pairs)
+    print(
+        f"ding dev ({len(dev_pairs)} pairs): loss {parent_loss:.3f} -> {child_loss:.3f}, "
+        f"greedy BLEU {parent_bleu:.2f} -> {child_bleu:.2f}"
+    )
+    assert child_loss < parent_loss - 0.2
+
+    # The same command again resumes the fine-tuning from its own checkpoint, parent record kept.
+    longer = dataclasses.replace(config, train=dataclasses.replace(config.train, train_steps=150))
+    resumed = train(longer)
+    assert resumed["resumed_from"] == 100 and resumed["step"] == 150
+    with open(os.path.join(config.model_dir, "config.json")) as handle:
+        assert json.load(handle)["init_from"]["step"] == 200
+
+
+def _weights_of(checkpoint, vocabulary_size):
+    from models.transformer import Transformer
+
+    model = Transformer(vocabulary_size, **TINY_MODEL)
+    model.build()
+    model.load_weights(checkpoint)
+    return model.get_weights()
+
+
+def test_the_best_checkpoint_is_preferred_then_the_newest_then_model_keras(tiny_run, tmp_path):
+    from training import init_from
+
+    parent = str(tmp_path / "parent")
+    shutil.copytree(tiny_run[0], parent)
+    checkpoints = os.path.join(parent, "checkpoints")
+    for name in ("best.weights.h5", "best.json"):
+        os.remove(os.path.join(checkpoints, name))
+    loaded = init_from.load_parent(parent, "auto", dict(TINY_MODEL), 2000)
+    assert (loaded.choice, os.path.basename(loaded.path), loaded.step) == ("last", "ckpt-000000200.weights.h5", 200)
+    vocabulary_size = loaded.values[0].shape[0]
+    for got, want in zip(loaded.values, _weights_of(loaded.path, vocabulary_size)):
+        np.testing.assert_array_equal(got, want)
+    with pytest.raises(init_from.InitFromError, match="--init_checkpoint=best: .* has no best checkpoint"):
+        init_from.load_parent(parent, "best", dict(TINY_MODEL), 2000)
+
+    # A best checkpoint (an earlier step) wins under auto and best; last still takes the newest.
+    shutil.copyfile(
+        os.path.join(checkpoints, "ckpt-000000100.weights.h5"), os.path.join(checkpoints, "best.weights.h5")
+    )
+    with open(os.path.join(checkpoints, "best.json"), "w") as handle:
+        json.dump({"step": 100, "metric": "loss", "score": 5.0}, handle)
+    for choice in ("auto", "best"):
+        loaded = init_from.load_parent(parent, choice, dict(TINY_MODEL), 2000)
+        assert (loaded.choice, loaded.step) == ("best", 100)
+        want = _weights_of(os.path.join(checkpoints, "ckpt-000000100.weights.h5"), vocabulary_size)
+        for got, expected in zip(loaded.values, want):
+            np.testing.assert_array_equal(got, expected)
+    assert init_from.load_parent(parent, "last", dict(TINY_MODEL), 2000).step == 200
+
+    # Without checkpoints: model.keras, its step read from the optimizer state it was saved with.
+    shutil.rmtree(checkpoints)
+    loaded = init_from.load_parent(parent, "auto", dict(TINY_MODEL), 2000)
+    assert (loaded.choice, os.path.basename(loaded.path), loaded.step) == ("last", "model.keras", 200)
+    model = keras.saving.load_model(os.path.join(parent, "model.keras"), compile=False)
+    for got, want in zip(loaded.values, model.get_weights()):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_a_constant_schedule_keeps_one_learning_rate():
+    from training.config import TrainConfig
+    from training.model_building import build_model
+
+    model = build_model(dict(TINY_MODEL), 300, TrainConfig(learning_rate_schedule="constant", learning_rate=3e-4))
+    for step in (0, 10, 5000):
+        model.optimizer.iterations.assign(step)
+        assert float(keras.ops.convert_to_numpy(model.optimizer.learning_rate)) == pytest.approx(3e-4)
+    noam = build_model(dict(TINY_MODEL), 300, TrainConfig(warmup_steps=100))
+    noam.optimizer.iterations.assign(0)
+    assert float(keras.ops.convert_to_numpy(noam.optimizer.learning_rate)) == pytest.approx(64**-0.5 * 100**-1.5)
+
+
+def _train_py(model_dir, corpus, *flags):
+    command = [
+        sys.executable,
+        os.path.join(REPO_ROOT, "train.py"),
+        f"--model_dir={model_dir}",
+        f"--cache_dir={os.path.dirname(corpus.root)}",
+        f"--deb_dir={DEB_CACHE}",
+        "--max_length=64",
+        "--batch_tokens=1024",
+        "--train_steps=10",
+        "--checkpoint_every=10",
+        "--eval_every=10",
+        "--eval_sentences=0",
+        "--distribution=one_device",
+        *flags,
+    ]
+    return subprocess.run(command, cwd=REPO_ROOT, env=ENV, capture_output=True, text=True, timeout=600)
+
+
+def _broken_parents(tiny_run, tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "config.json").write_text(json.dumps({"model": TINY_MODEL}))
+    corrupt = tmp_path / "corrupt"
+    shutil.copytree(tiny_run[0], corrupt)
+    shutil.rmtree(corrupt / "checkpoints")
+    with open(corrupt / "model.keras", "r+b") as handle:
+        handle.truncate(1000)
+    no_best = tmp_path / "no_best"
+    shutil.copytree(tiny_run[0], no_best)
+    for name in ("best.weights.h5", "best.json"):
+        os.remove(no_best / "checkpoints" / name)
+    return {"empty": str(empty), "corrupt": str(corrupt), "missing": str(tmp_path / "missing"), "no_best": str(no_best)}
+
+
+@pytest.mark.parametrize(
+    "parent, flags, message",
+    [
+        ("missing", [], "--init_from={missing}: no such directory"),
+        ("empty", [], "--init_from={empty}: {empty} holds no model (no model.keras, no checkpoints/ckpt-*.weights.h5"),
+        ("corrupt", [], "--init_from={corrupt}: {corrupt}/model.keras cannot be loaded"),
+        (
+            "good",
+            ["--hidden_dim=128", "--num_layers=3"],
+            "--init_from={good} fine-tunes the parent's model as it is: --num_layers=3 differs from its 2; "
+            "--hidden_dim=128 differs from its 64",
+        ),
+        ("good", ["--vocab_size=4000"], "--vocab_size=4000 differs from its 2000"),
+        ("good", ["--preset=base"], "--preset=base differs from its tiny"),
+        ("no_best", ["--init_checkpoint=best"], "--init_checkpoint=best: {no_best} has no best checkpoint"),
+    ],
+)
+def test_a_parent_that_cannot_start_the_run_is_one_clear_error_and_nothing_is_written(
+    tiny_run, corpus, tmp_path, parent, flags, message
+):
+    parents = dict(_broken_parents(tiny_run, tmp_path), good=tiny_run[0])
+    model_dir = tmp_path / "child"
+    completed = _train_py(model_dir, corpus, f"--init_from={parents[parent]}", *flags)
+    assert completed.returncode != 0
+    assert message.format(**parents) in completed.stderr, completed.stderr[-3000:]
+    assert "Traceback" not in completed.stderr
+    assert not model_dir.exists()
+
+
+def test_dropout_may_change_and_the_parents_model_flags_are_taken(tiny_run, corpus, tmp_path):
+    """The child names no model flag but a dropout rate: it trains the parent's architecture."""
+    model_dir = tmp_path / "child"
+    completed = _train_py(model_dir, corpus, f"--init_from={tiny_run[0]}", "--dropout=0.3")
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert f"fine-tuning from {os.path.abspath(tiny_run[0])}/checkpoints/best.weights.h5 (step 200), the best" in (
+        completed.stderr
+    )
+    with open(model_dir / "config.json") as handle:
+        recorded = json.load(handle)
+    assert recorded["model"] == dict(TINY_MODEL, dropout=0.3)
+    assert recorded["data"]["vocab_size"] == 2000 and recorded["train"]["preset"] == "tiny"
+    assert recorded["init_from"]["step"] == 200

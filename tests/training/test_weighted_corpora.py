@@ -1,0 +1,177 @@
+"""Several training corpora with weights, through train.py: what the run prints and records, and
+the specs it refuses."""
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from data import corpus_mix, parallel_files
+from tests.conftest import DEB_CACHE, REPO_ROOT, TINY_MODEL, tiny_run_config
+
+ENV = dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="2", KERAS_BACKEND="tensorflow", CI="1")
+
+
+def _train_py(model_dir, *flags):
+    command = [
+        sys.executable,
+        os.path.join(REPO_ROOT, "train.py"),
+        f"--model_dir={model_dir}",
+        "--preset=tiny",
+        *(f"--{key}={value}" for key, value in TINY_MODEL.items()),
+        "--max_length=64",
+        "--batch_tokens=1024",
+        "--train_steps=10",
+        "--checkpoint_every=10",
+        "--eval_every=10",
+        "--eval_sentences=0",
+        "--distribution=one_device",
+        *flags,
+    ]
+    return subprocess.run(command, cwd=REPO_ROOT, env=ENV, capture_output=True, text=True, timeout=600)
+
+
+def _source_files(corpus, tmp_path):
+    """Two corpora cut from the built corpus: its help pages and its dictionary examples."""
+    files = corpus_mix.source_training_files(corpus, ["libreoffice-help", "ding"])
+    paths = {}
+    for name, (path, _) in files.items():
+        paths[name] = str(tmp_path / f"{name}.tsv")
+        parallel_files.write_tsv(paths[name], parallel_files.read_tsv(path))
+    return paths
+
+
+@pytest.mark.slow
+def test_train_py_samples_weighted_files_and_records_them(corpus, tmp_path):
+    paths = _source_files(corpus, tmp_path)
+    model_dir = tmp_path / "run"
+    completed = _train_py(
+        model_dir,
+        "--corpus=files",
+        "--languages=en-de",
+        f"--cache_dir={tmp_path / 'cache'}",
+        f"--train_tsv={paths['libreoffice-help']}:3,{paths['ding']}:1",
+        f"--dev_tsv={corpus.dev}",
+        "--vocab_size=500",
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    with open(model_dir / "config.json") as handle:
+        recorded = json.load(handle)
+    assert recorded["data"]["train_weights"] == [3.0, 1.0]
+    mix = recorded["training_corpora"]
+    assert [(entry["corpus"], entry["weight"], entry["share"]) for entry in mix] == [
+        (paths["libreoffice-help"], 3.0, 0.75),
+        (paths["ding"], 1.0, 0.25),
+    ]
+    for entry in mix:
+        with open(entry["file"]) as handle:
+            assert entry["pairs"] == sum(1 for _ in handle) > 100
+        printed = (
+            f"training corpus {entry['corpus']}: {entry['pairs']} pairs, weight {entry['weight']:g} "
+            f"({entry['share']:.1%} of the pairs sampled)"
+        )
+        assert printed in completed.stderr
+    # One vocabulary, trained on the union of the corpora.
+    root = os.path.dirname(mix[0]["file"])
+    with open(os.path.join(root, "train.tsv")) as handle:
+        assert sum(1 for _ in handle) == sum(entry["pairs"] for entry in mix)
+    with open(os.path.join(root, "spm-bpe-500.model"), "rb") as cached, open(model_dir / "spm.model", "rb") as used:
+        assert cached.read() == used.read()
+
+
+@pytest.mark.slow
+def test_a_built_in_corpus_samples_its_sources_by_weight(corpus, tmp_path):
+    from training.trainer import train
+
+    config = tiny_run_config(
+        tmp_path / "run", os.path.dirname(corpus.root), train_steps=10, checkpoint_every=10, eval_every=10
+    )
+    config = dataclasses.replace(config, data=dataclasses.replace(config.data, source_weights={"ding": 3}))
+    assert train(config)["step"] == 10
+    with open(tmp_path / "run" / "config.json") as handle:
+        recorded = json.load(handle)
+    manifest = corpus.load_manifest()
+    assert [
+        (entry["corpus"], entry["weight"], entry["share"], entry["pairs"]) for entry in recorded["training_corpora"]
+    ] == [
+        (name, weight, share, manifest["sources"][name]["splits"]["train"])
+        for name, weight, share in (("libreoffice-help", 1.0, 0.2), ("libreoffice-ui", 1.0, 0.2), ("ding", 3.0, 0.6))
+    ]
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--train_tsv={a}:3,{b}:0"], "--train_tsv={a}:3,{b}:0: the weight '0' of {b} is not a positive number"),
+        (["--train_tsv={a}:3,{b}:heavy"], "--train_tsv={a}:3,{b}:heavy: the weight 'heavy' of {b} is not a positive"),
+        (["--train_tsv={a}:3,{missing}:1"], "--train_tsv={a}:3,{missing}:1: no such file: {missing}"),
+        (["--train_tsv={a}:3,{b}"], "--train_tsv={a}:3,{b}: several training files need a weight each"),
+        (
+            ["--train_tsv={a}", "--source_weights=ding:3"],
+            "--source_weights needs a built-in corpus (received --corpus=files)",
+        ),
+    ],
+)
+def test_bad_weighted_files_are_one_clear_error_and_nothing_is_written(tmp_path, flags, message):
+    names = {name: str(tmp_path / f"{name}.tsv") for name in ("a", "b", "missing")}
+    for name in ("a", "b"):
+        parallel_files.write_tsv(names[name], [("A house.", "Ein Haus.")])
+    model_dir = tmp_path / "run"
+    completed = _train_py(model_dir, "--corpus=files", "--languages=en-de", *(flag.format(**names) for flag in flags))
+    assert completed.returncode != 0
+    assert message.format(**names) in completed.stderr, completed.stderr[-3000:]
+    assert "Traceback" not in completed.stderr
+    assert not model_dir.exists()
+
+
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        (
+            "dign:2",
+            "--source_weights=dign:2: deb-en-de has no source dign; its sources are libreoffice-help, "
+            "libreoffice-ui, ding",
+        ),
+        ("ding:-1", "--source_weights=ding:-1: the weight '-1' of ding is not a positive number"),
+        ("ding", "--source_weights=ding: 'ding' is not NAME:WEIGHT"),
+    ],
+)
+def test_bad_source_weights_are_one_clear_error_and_nothing_is_written(tmp_path, value, message):
+    model_dir = tmp_path / "run"
+    completed = _train_py(model_dir, f"--source_weights={value}", f"--deb_dir={DEB_CACHE}")
+    assert completed.returncode != 0
+    assert message in completed.stderr, completed.stderr[-3000:]
+    assert not model_dir.exists()
+
+
+def test_the_vocabulary_command_for_several_workers_builds_the_same_weighted_corpus(corpus, tmp_path):
+    """Workers build their vocabulary with the command the first start prints: for a weighted mix
+    it must name the same files and weights, so that it finds the corpus train.py built."""
+    import shlex
+
+    from data.corpora import prepare_command, resolve_corpus
+    from training.config import DataConfig
+
+    paths = _source_files(corpus, tmp_path)
+    data = DataConfig(
+        corpus="files",
+        cache_dir=str(tmp_path / "cache"),
+        languages="en-de",
+        train_files=(paths["libreoffice-help"], paths["ding"]),
+        train_weights=(3.0, 1.0),
+        dev_files=(corpus.dev,),
+        vocab_size=500,
+    )
+    built, _ = resolve_corpus(data)
+    manifest = os.stat(built.manifest).st_ino
+    command = prepare_command(data, 500)
+    assert f"--train_tsv={paths['libreoffice-help']}:3,{paths['ding']}:1" in command
+    completed = subprocess.run(
+        [sys.executable, *shlex.split(command)[1:]], cwd=REPO_ROOT, env=ENV, capture_output=True, text=True, timeout=300
+    )
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    assert os.stat(built.manifest).st_ino == manifest  # Found in the cache, not rebuilt.
+    assert os.path.exists(os.path.join(built.root, "spm-bpe-500.model"))

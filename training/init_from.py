@@ -1,0 +1,219 @@
+"""Fine-tuning: a run that starts from another run's weights and vocabulary (`--init_from=RUN_DIR`).
+
+The new run takes from the parent run directory:
+
+- its SentencePiece model, copied as the new run's spm.model: the new corpus is tokenized with the
+  parent's vocabulary, and no vocabulary is trained;
+- its architecture (config.json's `model` section) and vocabulary size: a run asking for another
+  layer count, width, head count, d_ff, residual-norm placement or vocabulary size is refused,
+  naming each difference (dropout rates may change: they shape no weight);
+- one set of its weights, by `choice`: "best" its best checkpoint (`checkpoints/best.weights.h5`, the
+  dev evaluation with the best score), "last" its newest checkpoint or, with none kept, its
+  model.keras; "auto" the best where the parent has one, else the last.
+
+The optimizer starts fresh (step 0, zero Adam moments), so the learning-rate schedule starts again:
+Noam's warm-up runs anew, or `--learning_rate_schedule=constant` gives a fixed rate. A run that has
+checkpoints of its own resumes from them and does not read the parent again.
+"""
+
+import dataclasses
+import os
+import shutil
+import zipfile
+
+from training.run_dir import BEST_RECORD_FILE, BEST_WEIGHTS_FILE, CONFIG_FILE, ModelDirError, RunDir, read_json
+
+# Model options that shape the weights or what they compute; the others (the dropout rates) may change.
+ARCHITECTURE_KEYS = (
+    "num_layers",
+    "hidden_dim",
+    "num_heads",
+    "intermediate_dim",
+    "normalize_first",
+    "layer_norm_epsilon",
+)
+CHOICES = ("auto", "best", "last")
+
+
+class InitFromError(ValueError):
+    """A parent run that cannot start a new one; the message names --init_from and the file."""
+
+
+def _flag(path):
+    return f"--init_from={path}"
+
+
+def read_parent(path):
+    """The parent's config.json as a dict, once the parent is known to hold a vocabulary and a model.
+
+    Raises:
+        InitFromError: not a directory, or one without config.json, spm.model, or any weights.
+    """
+    run = RunDir(path)
+    if not os.path.isdir(path):
+        raise InitFromError(f"{_flag(path)}: no such directory")
+    found = run.checkpoints()
+    if not (found or os.path.exists(run.best_weights_path) or os.path.exists(run.model_path)):
+        raise InitFromError(
+            f"{_flag(path)}: {path} holds no model (no model.keras, no checkpoints/ckpt-*.weights.h5, no "
+            f"checkpoints/{BEST_WEIGHTS_FILE}): give the run directory of a model train.py has trained"
+        )
+    for name, what in ((CONFIG_FILE, "its architecture"), (os.path.basename(run.vocabulary_path), "its vocabulary")):
+        if not os.path.exists(run.file(name)):
+            raise InitFromError(
+                f"{_flag(path)}: {path} has no {name} ({what}): not a run directory written by train.py"
+            )
+    config = read_json(run.config_path, InitFromError)
+    if not isinstance(config.get("model"), dict):
+        raise InitFromError(f"{_flag(path)}: {run.config_path} has no model section")
+    return config
+
+
+def architecture_differences(parent_config, model, vocab_size):
+    """`[(key, parent's value, this run's value)]` where `model` (a model config) and `vocab_size`
+    differ from the parent's in what the weights mean."""
+    parent_model = parent_config["model"]
+    differences = [
+        (key, parent_model.get(key), model.get(key))
+        for key in ARCHITECTURE_KEYS
+        if key in parent_model or key in model
+        if parent_model.get(key) != model.get(key)
+    ]
+    parent_vocab_size = parent_config.get("data", {}).get("vocab_size")
+    if vocab_size != parent_vocab_size:
+        differences.append(("vocab_size", parent_vocab_size, vocab_size))
+    return differences
+
+
+def describe_differences(path, differences):
+    listed = "; ".join(f"--{key}={value} differs from its {before}" for key, before, value in differences)
+    return (
+        f"{_flag(path)} fine-tunes the parent's model as it is: {listed} ({os.path.join(path, CONFIG_FILE)}). "
+        "Leave these flags out (the parent's values are taken) or train a new model"
+    )
+
+
+def choose_weights(path, choice):
+    """`(choice, weights path, step)`: which of the parent's weights `choice` names, resolved
+    ("auto" becomes "best" or "last"); step None when the file does not record it.
+
+    Raises:
+        InitFromError: an unknown choice, or "best" on a parent without a best checkpoint.
+    """
+    if choice not in CHOICES:
+        raise InitFromError(f"--init_checkpoint={choice}: expected one of {', '.join(CHOICES)}")
+    run = RunDir(path)
+    try:
+        record = run.read_best() if os.path.exists(run.best_weights_path) else None
+    except ModelDirError as error:
+        raise InitFromError(f"--init_from={path}: {error}") from error
+    if choice in ("auto", "best") and record:
+        return "best", run.best_weights_path, record.get("step")
+    if choice == "best":
+        raise InitFromError(
+            f"--init_checkpoint=best: {path} has no best checkpoint (checkpoints/{BEST_WEIGHTS_FILE} with "
+            f"{BEST_RECORD_FILE}, kept by train.py from its first dev evaluation on); pass --init_checkpoint=last "
+            "for its newest weights"
+        )
+    found = run.checkpoints()
+    if found:
+        step, newest = found[-1]
+        return "last", newest, step
+    return "last", run.model_path, _saved_step(run.model_path)
+
+
+def _saved_step(model_path):
+    """The optimizer step a `model.keras` was saved at, or None when it holds no optimizer state."""
+    import h5py
+
+    try:
+        with zipfile.ZipFile(model_path) as archive, archive.open("model.weights.h5") as weights:
+            with h5py.File(weights, "r") as handle:
+                return int(handle["optimizer/vars/0"][()])
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile):
+        return None
+
+
+@dataclasses.dataclass(frozen=True)
+class ParentWeights:
+    """The weights a fine-tuning starts from, and where they came from."""
+
+    model_dir: str
+    choice: str
+    path: str
+    step: int | None
+    vocabulary_path: str
+    values: list
+
+    def record(self):
+        """What config.json records of the parent."""
+        return {"model_dir": self.model_dir, "checkpoint": self.choice, "weights": self.path, "step": self.step}
+
+
+def load_parent(path, choice, model, vocab_size):
+    """The parent's weights for a run of `model` (a model config) with `vocab_size`, checked
+    before the new run's directory is touched.
+
+    Raises:
+        InitFromError: a parent without a model or vocabulary, another architecture or vocabulary
+            size (each difference named), or weights that do not load (the file named).
+    """
+    import keras
+
+    from data.tokenizer import Tokenizer
+    from models.transformer import Transformer
+
+    parent_config = read_parent(path)
+    differences = architecture_differences(parent_config, model, vocab_size)
+    if differences:
+        raise InitFromError(describe_differences(path, differences))
+    run = RunDir(path)
+    choice, weights_path, step = choose_weights(path, choice)
+    try:
+        tokenizer = Tokenizer.from_file(run.vocabulary_path)
+    except (OSError, ValueError, RuntimeError) as error:
+        raise InitFromError(f"{_flag(path)}: {run.vocabulary_path} cannot be read ({error})") from error
+    try:
+        if weights_path.endswith(".keras"):
+            parent = keras.saving.load_model(weights_path, compile=False)
+        else:
+            parent = Transformer(tokenizer.vocabulary_size, **parent_config["model"])
+            parent.build()
+            parent.load_weights(weights_path)
+    except (OSError, ValueError, KeyError, TypeError, zipfile.BadZipFile) as error:
+        raise InitFromError(
+            f"{_flag(path)}: {weights_path} cannot be loaded ({type(error).__name__}: {error}); a run killed while "
+            "writing leaves such a file: choose other weights with --init_checkpoint, or retrain the parent"
+        ) from error
+    values = [keras.ops.convert_to_numpy(weight) for weight in parent.weights]
+    return ParentWeights(
+        os.path.abspath(path), choice, os.path.abspath(weights_path), step, run.vocabulary_path, values
+    )
+
+
+def copy_vocabulary(parent, target):
+    """Copies the parent's spm.model to `target` (atomically)."""
+    from training import checkpoints
+
+    checkpoints.write_atomically(target, lambda temporary: shutil.copyfile(parent.vocabulary_path, temporary))
+
+
+def assign(model, parent):
+    """Sets `model`'s weights to the parent's.
+
+    Raises:
+        InitFromError: the weights do not match in number or shape (names the first that does not).
+    """
+    if len(model.weights) != len(parent.values):
+        raise InitFromError(
+            f"{_flag(parent.model_dir)}: {parent.path} holds {len(parent.values)} weights, the model "
+            f"{len(model.weights)}"
+        )
+    for weight, value in zip(model.weights, parent.values):
+        if tuple(weight.shape) != tuple(value.shape):
+            raise InitFromError(
+                f"{_flag(parent.model_dir)}: {parent.path} has {weight.path} of shape {tuple(value.shape)}, the model "
+                f"{tuple(weight.shape)}"
+            )
+    for weight, value in zip(model.weights, parent.values):
+        weight.assign(value)
