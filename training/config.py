@@ -46,6 +46,7 @@ class TrainConfig:
     jit_compile: bool | None = None  # None: XLA on GPUs, not on CPUs.
     steps_per_execution: int = 1  # Train steps per compiled call; divides checkpoint_every.
     cache_tokenized: bool = False  # Tokenized training pairs kept in memory after the first pass.
+    accumulate_steps: int = 1  # Batches per optimizer update; steps (train, checkpoint, eval) count updates.
 
 
 @dataclasses.dataclass(frozen=True)
