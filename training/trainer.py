@@ -260,11 +260,15 @@ def _train_locked(config, start_over, callbacks, strategy, chief, chief_run, run
             return strategy.distribute_datasets_from_function(
                 pipeline.make_distributed_dataset_fn(corpus.train, tokenizer, **options)
             )
+        if replicas > 1:  # JAX's DataParallel: one global batch, split over the devices by Keras.
+            options["plan"] = pipeline.data_parallel_plan(train_options.batch_tokens, data.max_length, replicas)
         return pipeline.make_dataset(corpus.train, tokenizer, **options)
 
     dev_dataset = pipeline.make_dataset(
         corpus.dev, tokenizer, shuffle=False, **{**dataset_options, "seed": train_options.seed}
     )
+    if strategy is None and replicas > 1:
+        dev_dataset = pipeline.pad_batch_rows(dev_dataset, replicas)
     # A known length lets Keras run validation without reading past the end (and warning about it).
     dev_batches = sum(1 for _ in dev_dataset)
     if not dev_batches:
