@@ -62,16 +62,16 @@ def _train(model_dir, corpus, devices, accumulate_steps):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("accumulate_steps", [1, 2], ids=["one-batch-per-update", "accumulate-2"])
-def test_two_jax_host_devices_end_on_the_weights_of_one(corpus, tmp_path, accumulate_steps):
+def test_two_jax_host_devices_end_on_the_weights_of_one(sample_corpus, tmp_path, accumulate_steps):
     import models.transformer  # noqa: F401  (registers the class for load_model)
 
     one_plan, two_plan = (pipeline.bucket_plan(PER_REPLICA_TOKENS * n, MAX_LENGTH) for n in (2, 1))
     assert one_plan.batch_sizes == tuple(2 * size for size in two_plan.batch_sizes)  # The same batches.
-    one_losses, one = _train(tmp_path / "one", corpus, 1, accumulate_steps)
-    two_losses, two = _train(tmp_path / "two", corpus, 2, accumulate_steps)
+    one_losses, one = _train(tmp_path / "one", sample_corpus, 1, accumulate_steps)
+    two_losses, two = _train(tmp_path / "two", sample_corpus, 2, accumulate_steps)
     np.testing.assert_allclose(two_losses, one_losses, rtol=1e-5)
     assert one.keys() == two.keys()
-    moved = 0.0
+    assert one_losses[-1] < one_losses[0]  # It trained.
     for path, weights in one.items():
         other = two[path]
         if path.endswith("key_value/bias"):
@@ -80,5 +80,3 @@ def test_two_jax_host_devices_end_on_the_weights_of_one(corpus, tmp_path, accumu
             # learning rate. The value half is compared.
             weights, other = weights[weights.shape[0] // 2 :], other[other.shape[0] // 2 :]
         np.testing.assert_allclose(other, weights, atol=2e-5, err_msg=path)
-        moved = max(moved, float(np.max(np.abs(weights))))
-    assert moved > 0.1
