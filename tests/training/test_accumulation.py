@@ -156,3 +156,42 @@ def test_a_run_with_accumulation_checkpoints_on_updates_and_resumes_exactly(samp
     for value, expected in zip(state.weights + state.optimizer_state, saved.weights + saved.optimizer.variables):
         assert np.array_equal(value, keras.ops.convert_to_numpy(expected))
     assert [step for step, _ in checkpoints.list_checkpoints(checkpoint_dir)] == [2, 4]
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--accumulate_steps=0"], "flag --accumulate_steps=0: 0 is not a positive integer"),
+        (["--accumulate_steps=two"], "flag --accumulate_steps=two: invalid literal for int()"),
+        (
+            ["--accumulate_steps=4", "--mixed_precision=fp16"],
+            "--accumulate_steps=4 does not combine with --mixed_precision=fp16",
+        ),
+    ],
+)
+def test_bad_accumulation_flags_are_refused_before_training(flags, message, tmp_path):
+    env = dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="2")
+    completed = subprocess.run(
+        [sys.executable, os.path.join(REPO_ROOT, "train.py"), f"--model_dir={tmp_path / 'run'}", *flags],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert completed.returncode != 0
+    assert message in completed.stderr, completed.stderr[-2000:]
+    assert "Traceback" not in completed.stderr
+    assert not os.path.exists(tmp_path / "run")
+
+
+def test_the_trainer_refuses_bad_accumulation_settings(tmp_path):
+    from training.trainer import train
+
+    for overrides, message in (
+        (dict(accumulate_steps=0), "accumulate_steps must be a positive int, received 0"),
+        (dict(accumulate_steps=2, mixed_precision="fp16"), "does not combine with mixed_precision='fp16'"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            train(tiny_run_config(tmp_path / "run", "unused", **overrides))
+        assert not os.path.exists(tmp_path / "run")
