@@ -84,12 +84,24 @@ flags.DEFINE_float(
 flags.DEFINE_boolean("normalize_first", None, "Pre-norm residual blocks instead of the paper's post-norm.")
 # Optimisation.
 flags.DEFINE_integer(
-    "train_steps", 100000, "Total optimizer steps (the paper: 100k for base, 300k for big).", lower_bound=1
+    "train_steps",
+    100000,
+    "Total optimizer updates (the paper: 100k for base, 300k for big); each takes --accumulate_steps batches.",
+    lower_bound=1,
 )
 flags.DEFINE_integer(
     "batch_tokens", 4096, "Padded tokens per batch per replica and side (the paper: ~25k per step).", lower_bound=8
 )
-flags.DEFINE_integer("warmup_steps", 4000, "Learning-rate warm-up steps (equation 3).", lower_bound=1)
+flags.DEFINE_integer(
+    "accumulate_steps",
+    1,
+    "Batches per optimizer update (gradient accumulation): the update is the one a batch of all K batches' "
+    "pairs would give, its loss normalised by their target tokens together. K times --batch_tokens per "
+    "replica and update, e.g. the paper's ~25k target tokens on one device. Steps (--train_steps, "
+    "--warmup_steps, --checkpoint_every, --eval_every) count updates.",
+    lower_bound=1,
+)
+flags.DEFINE_integer("warmup_steps", 4000, "Learning-rate warm-up updates (equation 3).", lower_bound=1)
 flags.DEFINE_float("learning_rate_scale", 1.0, "Factor on the whole learning-rate schedule (> 0).", lower_bound=0.0)
 flags.DEFINE_enum(
     "learning_rate_schedule",
@@ -110,7 +122,7 @@ flags.DEFINE_boolean("jit_compile", None, "Compile the train step with XLA (defa
 flags.DEFINE_integer(
     "steps_per_execution",
     1,
-    "Train steps run per call into the compiled step; the host reads the "
+    "Batches run per call into the compiled step; the host reads the "
     "logs once per call (fewer round-trips on GPUs). Must divide --checkpoint_every.",
     lower_bound=1,
 )
@@ -136,13 +148,13 @@ flags.DEFINE_enum(
 )
 # Checkpoints and evaluation.
 flags.DEFINE_integer(
-    "checkpoint_every", 1000, "Steps between checkpoints (also the Keras epoch length).", lower_bound=1
+    "checkpoint_every", 1000, "Updates between checkpoints (also the Keras epoch length).", lower_bound=1
 )
 flags.DEFINE_integer(
     "keep_checkpoints", 5, "Checkpoints kept (the paper averages the last 5 for base, 20 for big).", lower_bound=1
 )
 flags.DEFINE_integer(
-    "eval_every", 5000, "Steps between dev loss and dev BLEU; a multiple of --checkpoint_every.", lower_bound=1
+    "eval_every", 5000, "Updates between dev loss and dev BLEU; a multiple of --checkpoint_every.", lower_bound=1
 )
 flags.DEFINE_string(
     "eval_sentences",
@@ -279,8 +291,13 @@ def _check_batch(values):
     return True
 
 
-@flags.multi_flags_validator(["distribution", "cpu_replicas", "mixed_precision"], message="")
+@flags.multi_flags_validator(["distribution", "cpu_replicas", "mixed_precision", "accumulate_steps"], message="")
 def _check_devices(values):
+    if values["accumulate_steps"] > 1 and values["mixed_precision"] == "fp16":
+        raise flags.ValidationError(
+            f"--accumulate_steps={values['accumulate_steps']} does not combine with --mixed_precision=fp16 "
+            "(its loss scaling skips batches); use --mixed_precision=bf16 or none"
+        )
     if values["cpu_replicas"] and values["distribution"] != "mirrored":
         raise flags.ValidationError(f"--cpu_replicas needs --distribution=mirrored (received {values['distribution']})")
     if values["distribution"] == "mirrored" and values["cpu_replicas"] == 1:
@@ -431,6 +448,7 @@ def config_from_flags():
         learning_rate=FLAGS.learning_rate,
         init_from=FLAGS.init_from and os.path.abspath(FLAGS.init_from),
         init_checkpoint=FLAGS.init_checkpoint,
+        accumulate_steps=FLAGS.accumulate_steps,
     )
     return RunConfig(model_dir=FLAGS.model_dir, model=model, data=data, train=train)
 

@@ -87,6 +87,12 @@ def parse_args(argv=None):
     parser.add_argument("--no_jit_compile", action="store_true", help="Keras candidates with jit_compile=False.")
     parser.add_argument("--steps_per_execution", type=int, default=1, help="Keras steps_per_execution (default 1).")
     parser.add_argument(
+        "--accumulate_steps",
+        type=int,
+        default=1,
+        help="ours: batches per optimizer update (train.py's --accumulate_steps); a step is a batch (default 1).",
+    )
+    parser.add_argument(
         "--variant",
         action="append",
         default=[],
@@ -193,7 +199,8 @@ def build_ours(args, sizes):
         FusedAdam = None
 
     model = Transformer(vocabulary_size=args.vocab, **sizes)
-    optimizer = transformer_optimizer(sizes["hidden_dim"], optimizer_class=FusedAdam)
+    accumulation = dict(accumulate_steps=args.accumulate_steps) if args.accumulate_steps > 1 else {}
+    optimizer = transformer_optimizer(sizes["hidden_dim"], optimizer_class=FusedAdam, **accumulation)
     return model, LabelSmoothedCrossEntropy(), optimizer
 
 
@@ -278,6 +285,10 @@ def compiled_keras_candidate(args, name):
         jit_compile=not args.no_jit_compile,
         steps_per_execution=args.steps_per_execution,
     )
+    if name != "keras_hub" and args.accumulate_steps > 1:
+        from training.model_building import count_update_tokens
+
+        count_update_tokens(model)  # As train.py: each batch's token count reaches the optimizer.
     return model
 
 
@@ -342,6 +353,7 @@ def run_keras_worker(args, name):
         models_dir=os.path.dirname(os.path.dirname(os.path.abspath(models.__file__))),
         backend=keras.backend.backend(),
         jit_compile=not args.no_jit_compile,
+        accumulate_steps=args.accumulate_steps if name != "keras_hub" else 1,
         parameters=int(model.count_params()),
         warmup_seconds=warmup_s,
         step_seconds_mean=step_mean,

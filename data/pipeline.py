@@ -447,6 +447,29 @@ def make_dataset(
     return batches.prefetch(tf.data.AUTOTUNE)
 
 
+def data_parallel_plan(batch_tokens: int, max_length: int, replicas: int) -> BucketPlan:
+    """`bucket_plan` for one global batch split over `replicas` devices (JAX's data parallelism):
+    `batch_tokens` per replica, so each bucket's batch holds `replicas * (batch_tokens // length)`
+    pairs, the per-replica batches of `tf.distribute` side by side, and splits into equal shares."""
+    plan = bucket_plan(batch_tokens, max_length)
+    return dataclasses.replace(
+        plan, batch_sizes=tuple(replicas * size for size in plan.batch_sizes), batch_tokens=replicas * batch_tokens
+    )
+
+
+def pad_batch_rows(dataset: tf.data.Dataset, multiple: int) -> tf.data.Dataset:
+    """Pads each `((source, target_input), target_output)` batch with all-padding pairs to a multiple
+    of `multiple` rows, so that a data-parallel split gets equal shares (a pass's last, partial
+    batches). The added pairs have no target tokens: the token-normalised loss ignores them."""
+
+    def pad(inputs, target_output):
+        extra = tf.math.floormod(-tf.shape(target_output)[0], multiple)
+        rows = lambda ids: tf.pad(ids, [[0, extra], [0, 0]], constant_values=PAD_ID)
+        return (rows(inputs[0]), rows(inputs[1])), rows(target_output)
+
+    return dataset.map(pad)
+
+
 def make_distributed_dataset_fn(
     tsv_path_or_paths: str | Sequence[str], tokenizer, **kwargs
 ) -> Callable[[tf.distribute.InputContext], tf.data.Dataset]:

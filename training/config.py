@@ -56,6 +56,7 @@ class TrainConfig:
     learning_rate: float | None = None  # The rate of the "constant" schedule.
     init_from: str | None = None  # A run directory whose weights and vocabulary a new run starts from.
     init_checkpoint: str = "auto"  # Which of its weights: "auto", "best" or "last" (training.init_from).
+    accumulate_steps: int = 1  # Batches per optimizer update; steps (train, checkpoint, eval) count updates.
 
 
 @dataclasses.dataclass(frozen=True)

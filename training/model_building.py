@@ -1,6 +1,7 @@
 """The compiled Transformer that `model.fit` trains: the paper's optimizer (Adam with the warm-up
 schedule, through the fused kernel), the label-smoothed loss normalised by the global number of
-target tokens, the dtype policy of --mixed_precision, and XLA where it pays."""
+target tokens, the dtype policy of --mixed_precision, XLA where it pays, and gradient accumulation
+over --accumulate_steps batches."""
 
 import keras
 import numpy as np
@@ -10,6 +11,7 @@ from data.special_ids import BOS_ID
 from models.learning_rate_schedule import transformer_optimizer
 from models.metrics import MaskedAccuracy, TargetTokenCount
 from models.transformer import Transformer
+from training import optimizers
 from training.losses import GlobalTokenLabelSmoothedCrossEntropy
 from training.optimizers import FusedAdam
 
@@ -29,6 +31,7 @@ def build_model(model_config, vocabulary_size, train):
         train.learning_rate_scale,
         optimizer_class=FusedAdam,
         constant_learning_rate=constant,
+        accumulate_steps=train.accumulate_steps,
     )
     if train.mixed_precision == "fp16":
         optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
@@ -40,7 +43,26 @@ def build_model(model_config, vocabulary_size, train):
         steps_per_execution=train.steps_per_execution,
     )
     model.optimizer.build(model.trainable_variables)
+    if train.accumulate_steps > 1:
+        count_update_tokens(model)
     return model
+
+
+def count_update_tokens(model):
+    """Lets the accumulating `FusedAdam` weight each batch's gradients by the batch's non-pad target
+    tokens (over all replicas, as the loss counts them): the model's `train_step` (Keras's, for the
+    backend in use) is wrapped on this instance to run inside `training.optimizers.batch_tokens`.
+    The model's class, and so what `model.save` writes, is unchanged."""
+    loss = model.loss
+    train_step = model.train_step
+
+    def counting_train_step(*args):
+        _, targets, _ = keras.utils.unpack_x_y_sample_weight(args[-1])  # args: (data,) or (state, data) under JAX
+        weights = keras.ops.cast(keras.ops.not_equal(targets, loss.pad_id), "float32")
+        with optimizers.batch_tokens(loss.token_count(weights)):
+            return train_step(*args)
+
+    model.train_step = counting_train_step
 
 
 def build_metrics_before_fit(model, strategy):

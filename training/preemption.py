@@ -62,12 +62,20 @@ def stop_on_signals(enabled=True):
 
 
 class StopOnSignal(keras.callbacks.Callback):
-    """Raises `Preempted` after the first training step that ends once a stop was requested."""
+    """Raises `Preempted` after the first training step that ends once a stop was requested, on an
+    update boundary: with gradient accumulation, after the batch that completes the update."""
 
     def __init__(self, request):
         super().__init__()
         self.request = request
 
     def on_train_batch_end(self, batch, logs=None):
-        if self.request.signal_number is not None:
+        if self.request.signal_number is not None and at_update_boundary(self.model.optimizer):
             raise Preempted(self.request.signal_number)
+
+
+def at_update_boundary(optimizer):
+    """Whether an accumulating optimizer (`training.optimizers.FusedAdam`) holds no batches since its
+    last update (always true for one that does not accumulate)."""
+    pending = getattr(optimizer, "accumulated_batches", None)
+    return pending is None or int(keras.ops.convert_to_numpy(pending)) == 0

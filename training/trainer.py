@@ -1,7 +1,8 @@
 """`train(config)`: corpus -> vocabulary -> tf.data -> Transformer -> `model.fit` with checkpoints.
 
-Steps are counted by the optimizer. Keras epochs are `checkpoint_every` steps long: each ends with
-a checkpoint, and every `eval_every // checkpoint_every` epochs with dev loss and dev BLEU. A run
+Steps are optimizer updates, counted by the optimizer; with `accumulate_steps` K each update takes
+K batches (Keras's steps), so checkpoints fall on update boundaries. Keras epochs are
+`checkpoint_every` updates long: each ends with a checkpoint, and every `eval_every // checkpoint_every` epochs with dev loss and dev BLEU. A run
 restarted with the same command resumes from its newest checkpoint (weights, optimizer moments and
 step, hence the learning rate); its data stream is reshuffled with a seed derived from the step it
 resumes at, so it does not replay the batches it has already seen.
@@ -101,7 +102,7 @@ def _check_resume_step(checkpoint_step, start_step, checkpoint_path):
         raise TrainingError(
             f"{checkpoint_path} is from step {checkpoint_step}, but its optimizer state did not load (the step read "
             f"back is {start_step}): the optimizer differs from the one that wrote it. Resume with the run's "
-            "--mixed_precision, or pass --start_over"
+            "--mixed_precision and --accumulate_steps, or pass --start_over"
         )
 
 
@@ -121,9 +122,10 @@ def _epoch_plan(start_step, steps_per_epoch, epochs):
     return plan
 
 
-def _fit_epochs(model, train_dataset_from, start_step, steps_per_epoch, epochs, fit_options):
+def _fit_epochs(model, train_dataset_from, start_step, steps_per_epoch, epochs, fit_options, accumulate_steps=1):
     """`model.fit` over `_epoch_plan`'s fits; returns their merged history. Each fit reads a
-    stream shuffled with a seed derived from the step it starts at."""
+    stream shuffled with a seed derived from the step it starts at. Steps are updates; a fit runs
+    `accumulate_steps` batches per update."""
     fits = _epoch_plan(start_step, steps_per_epoch, epochs)
     history = {}
     for step, first_epoch, steps in fits:
@@ -134,7 +136,7 @@ def _fit_epochs(model, train_dataset_from, start_step, steps_per_epoch, epochs, 
             train_dataset_from(step),
             epochs=last_epoch,
             initial_epoch=first_epoch,
-            steps_per_epoch=steps,
+            steps_per_epoch=steps * accumulate_steps,
             **fit_options,
         ).history
         for key, values in result.items():
@@ -160,6 +162,13 @@ def train(config, start_over=False, callbacks=()):
     refusal = run_config.evaluation_refusal(train_options)
     if refusal:
         raise TrainingError(refusal)
+    if not isinstance(train_options.accumulate_steps, int) or train_options.accumulate_steps < 1:
+        raise ValueError(f"accumulate_steps must be a positive int, received {train_options.accumulate_steps!r}")
+    if train_options.accumulate_steps > 1 and train_options.mixed_precision == "fp16":
+        raise ValueError(
+            "accumulate_steps > 1 does not combine with mixed_precision='fp16' (its loss scaling skips "
+            "batches); use bf16 or none"
+        )
     if train_options.steps_per_execution < 1 or train_options.checkpoint_every % train_options.steps_per_execution:
         raise ValueError(
             f"checkpoint_every={train_options.checkpoint_every} must be a multiple of "
@@ -329,11 +338,15 @@ def _train_locked(config, start_over, callbacks, strategy, chief, chief_run, run
             return strategy.distribute_datasets_from_function(
                 pipeline.make_distributed_dataset_fn(files, tokenizer, **options)
             )
+        if replicas > 1:  # JAX's DataParallel: one global batch, split over the devices by Keras.
+            options["plan"] = pipeline.data_parallel_plan(train_options.batch_tokens, data.max_length, replicas)
         return pipeline.make_dataset(files, tokenizer, **options)
 
     dev_dataset = pipeline.make_dataset(
         corpus.dev, tokenizer, shuffle=False, **{**dataset_options, "seed": train_options.seed}
     )
+    if strategy is None and replicas > 1:
+        dev_dataset = pipeline.pad_batch_rows(dev_dataset, replicas)
     # A known length lets Keras run validation without reading past the end (and warning about it).
     dev_batches = sum(1 for _ in dev_dataset)
     if not dev_batches:
@@ -390,7 +403,8 @@ def _train_locked(config, start_over, callbacks, strategy, chief, chief_run, run
         print(
             f"training {type(model).__name__} ({model.count_params():,} parameters) for steps "
             f"{start_step}..{train_options.train_steps} on {replicas} replica(s), "
-            f"{train_options.batch_tokens} tokens per replica and side",
+            f"{train_options.batch_tokens} tokens per replica and side"
+            + (f", {train_options.accumulate_steps} batches per update" if train_options.accumulate_steps > 1 else ""),
             file=sys.stderr,
         )
         single_process = worker_info()[2] == 1
@@ -410,6 +424,7 @@ def _train_locked(config, start_over, callbacks, strategy, chief, chief_run, run
                         callbacks=[preemption.StopOnSignal(stop_request)] + callback_list,
                         verbose=2 if os.environ.get("CI") else 1,
                     ),
+                    accumulate_steps=train_options.accumulate_steps,
                 )
             except preemption.Preempted as stop:
                 step = int(keras.ops.convert_to_numpy(model.optimizer.iterations))

@@ -1,0 +1,168 @@
+"""Two optimizer updates of a small Transformer, each from K=3 batches of different sizes
+accumulated by `train.py`'s optimizer, beside two updates from single batches that hold the same
+pairs (the K batches' union), and beside Keras's own `gradient_accumulation_steps` (the mean of the
+K batches' per-token means). Prints JSON.
+
+    python tests/training/accumulation_step.py [--devices=N]
+
+One device by default; with N > 1 the same global batches are split over N replicas: under
+TensorFlow by `MirroredStrategy` over N logical CPU devices, under JAX (KERAS_BACKEND=jax, with
+XLA_FLAGS=--xla_force_host_platform_device_count=N) by `training.distribution`'s DataParallel.
+Run as a script (the devices must be set up before the backend initialises them):
+tests/training/test_accumulation.py.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+ACCUMULATE = 3
+UPDATES = 2
+SMALL = dict(num_layers=1, hidden_dim=16, num_heads=2, intermediate_dim=32, dropout=0.0)
+VOCABULARY = 30
+
+
+def batches(rng):
+    """`UPDATES * ACCUMULATE` batches of 4 pairs with their own lengths and numbers of target tokens
+    (from 1 to 9 per pair, so that the mean of per-batch means weighs tokens unequally), and the
+    `UPDATES` union batches, each padded to its longest pair."""
+    from data.special_ids import BOS_ID, PAD_ID
+
+    micro = []
+    for index in range(UPDATES * ACCUMULATE):
+        length = 4 + 2 * (index % ACCUMULATE)  # 4, 6, 8: three bucket lengths
+        source = rng.integers(4, VOCABULARY, size=(4, 5 + index % 2)).astype("int32")
+        target = rng.integers(4, VOCABULARY, size=(4, length)).astype("int32")
+        target[:, 0] = BOS_ID
+        labels = rng.integers(4, VOCABULARY, size=(4, length)).astype("int32")
+        for row in range(4):
+            real = 1 + (index * 4 + row) % length
+            labels[row, real:] = PAD_ID
+            target[row, real:] = PAD_ID
+        micro.append(((source, target), labels))
+    unions = []
+    for update in range(UPDATES):
+        group = micro[update * ACCUMULATE : (update + 1) * ACCUMULATE]
+        unions.append(tuple(_stack([part(batch) for batch in group]) for part in _PARTS))
+        unions[-1] = ((unions[-1][0], unions[-1][1]), unions[-1][2])
+    return micro, unions
+
+
+_PARTS = (lambda b: b[0][0], lambda b: b[0][1], lambda b: b[1])
+
+
+def _stack(arrays):
+    import numpy as np
+
+    width = max(a.shape[1] for a in arrays)
+    return np.concatenate([np.pad(a, ((0, 0), (0, width - a.shape[1]))) for a in arrays])
+
+
+def dataset(elements):
+    import tensorflow as tf
+
+    data = None
+    for element in elements:
+        one = tf.data.Dataset.from_tensors(element)
+        data = one if data is None else data.concatenate(one)
+    return data
+
+
+def train(initial, elements, strategy, accumulate_steps=1, keras_accumulation=None):
+    import contextlib
+
+    import keras
+    import numpy as np
+
+    from models.learning_rate_schedule import transformer_optimizer
+    from models.transformer import Transformer
+    from training.losses import GlobalTokenLabelSmoothedCrossEntropy
+    from training.model_building import count_update_tokens
+    from training.optimizers import FusedAdam
+
+    with strategy.scope() if strategy is not None else contextlib.nullcontext():
+        model = Transformer(VOCABULARY, **SMALL)
+        model.build()
+        model.set_weights(initial)
+        # epsilon 1: an update about proportional to the gradient, so that a gradient that is rounding
+        # noise (the key projection's bias) stays noise instead of becoming a step of the learning rate.
+        options = dict(hidden_dim=SMALL["hidden_dim"], warmup_steps=2, scale=4.0, epsilon=1.0)
+        if keras_accumulation:
+            optimizer = transformer_optimizer(**options, gradient_accumulation_steps=keras_accumulation)
+        else:
+            optimizer = transformer_optimizer(**options, optimizer_class=FusedAdam, accumulate_steps=accumulate_steps)
+        # XLA under JAX: op by op, a step over sharded arrays dispatches slowly.
+        jit_compile = keras.backend.backend() == "jax"
+        model.compile(optimizer=optimizer, loss=GlobalTokenLabelSmoothedCrossEntropy(), jit_compile=jit_compile)
+        model.optimizer.build(model.trainable_variables)
+        if accumulate_steps > 1:
+            count_update_tokens(model)
+    history = model.fit(dataset(elements), epochs=1, verbose=0, shuffle=False)
+    return {
+        "weights": [np.asarray(keras.ops.convert_to_numpy(w)) for w in model.get_weights()],
+        "iterations": int(keras.ops.convert_to_numpy(model.optimizer.iterations)),
+        "loss": float(history.history["loss"][-1]),
+    }
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--devices", type=int, default=1)
+    devices = parser.parse_args().devices
+    import keras
+
+    strategy = None
+    if keras.backend.backend() == "tensorflow":
+        from training.distribution import split_cpu
+
+        if devices > 1:
+            split_cpu(devices)
+        import tensorflow as tf
+
+        names = [d.name for d in tf.config.list_logical_devices("CPU")]
+        strategy = tf.distribute.MirroredStrategy(names) if devices > 1 else tf.distribute.OneDeviceStrategy(names[0])
+        replicas = strategy.num_replicas_in_sync
+    else:
+        from training.distribution import make_strategy, num_replicas
+
+        make_strategy("auto")
+        replicas = num_replicas(None)
+    import numpy as np
+
+    from models.transformer import Transformer
+
+    keras.utils.set_random_seed(0)
+    reference = Transformer(VOCABULARY, **SMALL)
+    reference.build()
+    initial = reference.get_weights()
+    micro, unions = batches(np.random.default_rng(0))
+    accumulated = train(initial, micro, strategy, accumulate_steps=ACCUMULATE)
+    union = train(initial, unions, strategy)
+    # Keras's accumulation does not run under MirroredStrategy (its conditional update synchronises
+    # the replicas from the replica context, which tf.distribute refuses).
+    keras_mean = None
+    if replicas == 1 or keras.backend.backend() == "jax":
+        keras_mean = train(initial, micro, strategy, keras_accumulation=ACCUMULATE)
+
+    def largest(first, second):
+        return max(float(np.max(np.abs(a - b))) for a, b in zip(first, second))
+
+    json.dump(
+        {
+            "backend": keras.backend.backend(),
+            "replicas": replicas,
+            "iterations": [accumulated["iterations"], union["iterations"]],
+            "largest_update": largest(union["weights"], initial),
+            "accumulated_minus_union": largest(accumulated["weights"], union["weights"]),
+            "keras_mean_minus_union": keras_mean and largest(keras_mean["weights"], union["weights"]),
+            "losses": [accumulated["loss"], union["loss"]],
+        },
+        sys.stdout,
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,197 @@
+"""Gradient accumulation (`--accumulate_steps`): K batches give the update of one batch holding
+their pairs, on one device, mirrored over two logical CPUs and under JAX on one and two host
+devices; the optimizer's contract; a run with accumulation checkpoints on update boundaries and
+resumes from them exactly."""
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+
+from tests.conftest import REPO_ROOT, tiny_run_config
+from training.optimizers import FusedAdam, batch_tokens
+from training.preemption import at_update_boundary
+
+SCRIPT = os.path.join(REPO_ROOT, "tests", "training", "accumulation_step.py")
+
+
+def _run_script(backend, devices):
+    env = dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="2", KERAS_BACKEND=backend)
+    if backend == "jax":
+        env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
+    completed = subprocess.run(
+        [sys.executable, SCRIPT, f"--devices={devices}"],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize(
+    "backend, devices",
+    [
+        ("tensorflow", 1),
+        pytest.param("tensorflow", 2, marks=pytest.mark.slow),
+        pytest.param("jax", 1, marks=pytest.mark.slow),
+        pytest.param("jax", 2, marks=pytest.mark.slow),
+    ],
+    ids=["tf-one-device", "tf-mirrored-two-cpus", "jax-one-device", "jax-two-host-devices"],
+)
+def test_k_accumulated_batches_give_the_update_of_one_batch_of_their_pairs(backend, devices):
+    results = _run_script(backend, devices)
+    print(results)
+    assert results["backend"] == backend and results["replicas"] == devices
+    assert results["iterations"] == [2, 2]  # Six batches made two updates, as the two unions did.
+    assert results["largest_update"] > 1e-2
+    assert results["accumulated_minus_union"] < 1e-6 + 1e-5 * results["largest_update"]
+    # The check has teeth: Keras's accumulation (the mean of per-batch means, its schedule stepped per
+    # batch) ends elsewhere. It does not run under MirroredStrategy, hence None there.
+    if results["keras_mean_minus_union"] is not None:
+        assert results["keras_mean_minus_union"] > 100 * max(results["accumulated_minus_union"], 1e-7)
+
+
+def _variables():
+    return [keras.Variable(np.ones((3,), "float32")), keras.Variable(np.zeros((2, 2), "float32"))]
+
+
+def test_the_optimizer_applies_one_update_per_k_batches_weighted_by_their_tokens():
+    variables = _variables()
+    optimizer = FusedAdam(learning_rate=0.1, accumulate_steps=3, epsilon=1.0)
+    reference = FusedAdam(learning_rate=0.1, epsilon=1.0)
+    reference_variables = _variables()
+    gradients = [[np.full(v.shape, value, "float32") for v in variables] for value in (1.0, -2.0, 4.0)]
+    tokens = [10.0, 30.0, 60.0]
+    for step, (grads, count) in enumerate(zip(gradients, tokens)):
+        with batch_tokens(count):
+            optimizer.apply(grads, variables)
+        expected = 0 if step < 2 else 1
+        assert int(keras.ops.convert_to_numpy(optimizer.iterations)) == expected
+        assert int(keras.ops.convert_to_numpy(optimizer.accumulated_batches)) == (step + 1) % 3
+        assert at_update_boundary(optimizer) == (step == 2)
+    # (10 * 1 - 30 * 2 + 60 * 4) / 100 = 1.9, not the mean of the three, 1.0.
+    reference.apply([np.full(v.shape, 1.9, "float32") for v in reference_variables], reference_variables)
+    for ours, theirs in zip(variables, reference_variables):
+        np.testing.assert_allclose(keras.ops.convert_to_numpy(ours), keras.ops.convert_to_numpy(theirs), atol=1e-7)
+    assert float(keras.ops.convert_to_numpy(optimizer.accumulated_tokens)) == 0.0
+    assert all(not np.any(keras.ops.convert_to_numpy(s)) for s in optimizer._gradient_sums)
+
+
+def test_the_optimizer_refuses_bad_input_with_one_clear_error():
+    with pytest.raises(ValueError, match="accumulate_steps must be a positive int, received 0"):
+        FusedAdam(accumulate_steps=0)
+    with pytest.raises(ValueError, match="accumulate_steps or gradient_accumulation_steps, not both"):
+        FusedAdam(accumulate_steps=2, gradient_accumulation_steps=2)
+    variables = _variables()
+    optimizer = FusedAdam(accumulate_steps=2)
+    with pytest.raises(ValueError, match="apply the gradients inside `training.optimizers.batch_tokens"):
+        optimizer.apply([np.ones(v.shape, "float32") for v in variables], variables)
+
+
+def test_accumulate_steps_round_trips_through_the_config():
+    restored = keras.optimizers.deserialize(keras.optimizers.serialize(FusedAdam(accumulate_steps=4)))
+    assert isinstance(restored, FusedAdam) and restored.accumulate_steps == 4
+    assert FusedAdam().accumulate_steps == 1
+
+
+def test_without_accumulation_the_optimizer_state_is_unchanged():
+    # Checkpoints of runs without accumulation keep their layout: Adam's variables and no others.
+    variables = _variables()
+    plain, keras_adam = FusedAdam(), keras.optimizers.Adam()
+    plain.build(variables)
+    keras_adam.build(variables)
+    shapes = [[tuple(v.shape) for v in o.variables] for o in (plain, keras_adam)]
+    assert shapes[0] == shapes[1] and len(shapes[0]) == 2 + 2 * len(variables)  # step, rate, m, v
+
+
+class _StateAtStart(keras.callbacks.Callback):
+    def on_train_begin(self, logs=None):
+        self.weights = [np.array(keras.ops.convert_to_numpy(w)) for w in self.model.weights]
+        self.optimizer_state = [np.array(keras.ops.convert_to_numpy(v)) for v in self.model.optimizer.variables]
+
+
+@pytest.mark.slow
+def test_a_run_with_accumulation_checkpoints_on_updates_and_resumes_exactly(sample_corpus, tmp_path):
+    """4 updates of 2 batches, a checkpoint every 2 updates; then the run is cut back to its first
+    checkpoint and resumed: it starts from that checkpoint's weights and whole optimizer state (empty
+    accumulators, step 2) and ends at update 4 with its checkpoint there."""
+    from data.tokenizer import Tokenizer
+    from training import checkpoints
+    from training.model_building import build_model
+    from training.trainer import train
+
+    corpus = sample_corpus
+    corpus_cache = os.path.dirname(corpus.root)
+    model_dir = tmp_path / "accumulated"
+    options = dict(
+        train_steps=4, checkpoint_every=2, eval_every=4, eval_sentences=0, accumulate_steps=2, batch_tokens=512
+    )
+    config = tiny_run_config(model_dir, corpus_cache, **options)
+    # No dropout: the hand-applied batches below draw no masks, so the weights can match exactly.
+    config = dataclasses.replace(config, model=dict(config.model, dropout=0.0))
+    first = train(config)
+    assert first["step"] == 4
+    checkpoint_dir = str(model_dir / "checkpoints")
+    assert [step for step, _ in checkpoints.list_checkpoints(checkpoint_dir)] == [2, 4]
+    tokenizer = Tokenizer.from_file(str(model_dir / "spm.model"))
+    saved = build_model(config.model, tokenizer.vocabulary_size, config.train)
+    saved.load_weights(checkpoints.checkpoint_path(checkpoint_dir, 2))
+    assert int(keras.ops.convert_to_numpy(saved.optimizer.iterations)) == 2
+    assert at_update_boundary(saved.optimizer)
+    assert float(keras.ops.convert_to_numpy(saved.optimizer.accumulated_tokens)) == 0.0
+
+    os.remove(checkpoints.checkpoint_path(checkpoint_dir, 4))
+    os.remove(model_dir / "model.keras")
+    state = _StateAtStart()
+    resumed = train(config, callbacks=[state])
+    assert resumed["resumed_from"] == 2 and resumed["step"] == 4
+    for value, expected in zip(state.weights + state.optimizer_state, saved.weights + saved.optimizer.variables):
+        assert np.array_equal(value, keras.ops.convert_to_numpy(expected))
+    assert [step for step, _ in checkpoints.list_checkpoints(checkpoint_dir)] == [2, 4]
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--accumulate_steps=0"], "flag --accumulate_steps=0: 0 is not a positive integer"),
+        (["--accumulate_steps=two"], "flag --accumulate_steps=two: invalid literal for int()"),
+        (
+            ["--accumulate_steps=4", "--mixed_precision=fp16"],
+            "--accumulate_steps=4 does not combine with --mixed_precision=fp16",
+        ),
+    ],
+)
+def test_bad_accumulation_flags_are_refused_before_training(flags, message, tmp_path):
+    env = dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="2")
+    completed = subprocess.run(
+        [sys.executable, os.path.join(REPO_ROOT, "train.py"), f"--model_dir={tmp_path / 'run'}", *flags],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert completed.returncode != 0
+    assert message in completed.stderr, completed.stderr[-2000:]
+    assert "Traceback" not in completed.stderr
+    assert not os.path.exists(tmp_path / "run")
+
+
+def test_the_trainer_refuses_bad_accumulation_settings(tmp_path):
+    from training.trainer import train
+
+    for overrides, message in (
+        (dict(accumulate_steps=0), "accumulate_steps must be a positive int, received 0"),
+        (dict(accumulate_steps=2, mixed_precision="fp16"), "does not combine with mixed_precision='fp16'"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            train(tiny_run_config(tmp_path / "run", "unused", **overrides))
+        assert not os.path.exists(tmp_path / "run")
