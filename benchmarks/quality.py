@@ -510,6 +510,12 @@ def train_torch(model, batches, steps, run_config):
         step_tokens.append(float(tokens))
         if not math.isfinite(loss.item()):
             raise QualityError(f"the torch baseline's loss became {loss.item()} at step {step + 1}")
+        if (step + 1) % 100 == 0 or step + 1 == steps:
+            elapsed = time.perf_counter() - started
+            print(
+                f"torch step {step + 1}/{steps}: loss {loss.item():.4f}, {tokens / elapsed:.0f} target tokens/s",
+                file=sys.stderr,
+            )
     seconds = time.perf_counter() - started
     return dict(
         steps=steps,
@@ -812,4 +818,8 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, REPO_ROOT)
+    from data import quiet_logs
+
+    quiet_logs.quiet_tool_output()  # As the tools: no TensorFlow start-up lines or retracing warnings.
     main()
