@@ -118,6 +118,7 @@ def test_beam_search_finds_the_exhaustive_best(quality):
         assert math.isfinite(max(score for score, _ in scored))
 
 
+@pytest.mark.slow  # Two trainings and eight decoding passes: 5.5 minutes on two cores shared with other jobs.
 def test_whole_run_prints_one_row_per_system_source_and_search(quality, corpus, tmp_path, capsys):
     output_dir = tmp_path / "quality"
     arguments = [
