@@ -24,3 +24,9 @@ def test_chinese_near_match_scores_with_the_zh_tokenizer():
     assert chinese["bleu"] == pytest.approx(100 * (0.8 * 0.5 * (1 / 3) * 0.25) ** 0.25, abs=0.01)
     assert "|tok:zh|" in chinese["bleu_signature"]
     assert chinese["chrf"] == thirteen_a["chrf"]
+
+
+def test_length_ratio_is_hypothesis_over_reference_words():
+    scores = scoring.score(["das ist gut", "ja"], ["das ist sehr gut", "ja doch nein"])
+    assert scores["length_ratio"] == pytest.approx(4 / 7)
+    assert "ratio = 0.571" in scores["bleu_text"]

@@ -1,0 +1,159 @@
+"""benchmarks/quality.py: the PyTorch baseline's loss, greedy and beam search checked by hand, and a
+whole run (both systems trained a few steps, every test source scored) read back from its table."""
+
+import itertools
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+
+# On a machine shared with other jobs, OpenMP threads that spin while waiting make PyTorch's small
+# operations many times slower; waiting passively keeps the test's time bounded (set before import).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+import torch  # noqa: E402
+
+from data.special_ids import BOS_ID, EOS_ID, PAD_ID  # noqa: E402
+
+SMALL_MODEL = dict(num_layers=2, hidden_dim=16, num_heads=2, intermediate_dim=32, dropout=0.0)
+
+
+@pytest.fixture
+def quality(benchmark_script):
+    module, _ = benchmark_script("quality")
+    return module
+
+
+def _model(quality, vocabulary_size, normalize_first=False, seed=0):
+    torch.manual_seed(seed)
+    model = quality.torch_transformer(vocabulary_size, {**SMALL_MODEL, "normalize_first": normalize_first})
+    return model.eval()
+
+
+def _log_probs(model, source, target):
+    """log P of every token of `target` (a list) given `source` ([1, length] int64), forced."""
+    decoder_input = torch.tensor([[BOS_ID] + target[:-1]])
+    with torch.no_grad():
+        memory, padding = model.encode(source)
+        logits = model.decode(decoder_input, memory, padding)[0]
+    return torch.log_softmax(logits, -1)[torch.arange(len(target)), torch.tensor(target)].numpy()
+
+
+def test_loss_is_label_smoothed_cross_entropy_per_non_pad_token(quality):
+    vocabulary, smoothing = 11, 0.1
+    model = _model(quality, vocabulary)
+    rng = np.random.default_rng(0)
+    source = torch.from_numpy(rng.integers(4, vocabulary, size=(3, 6)))
+    target = rng.integers(4, vocabulary, size=(3, 5))
+    target[0, 3:] = PAD_ID
+    target[2, 1:] = PAD_ID
+    target_input = torch.from_numpy(np.concatenate([np.full((3, 1), BOS_ID), target[:, :-1]], axis=1))
+    target_input[target_input == EOS_ID] = PAD_ID
+    logits = model(source, target_input)
+    loss, tokens = quality.label_smoothed_loss(logits, torch.from_numpy(target), smoothing)
+
+    logits = logits.detach().double().numpy()
+    log_softmax = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    smoothed = np.full(logits.shape, smoothing / vocabulary) + (1 - smoothing) * np.eye(vocabulary)[target]
+    per_token = -(smoothed * log_softmax).sum(-1)
+    mask = target != PAD_ID
+    assert int(tokens) == mask.sum() == 9
+    assert abs(loss.item() - per_token[mask].sum() / mask.sum()) < 1e-5
+
+
+def test_noam_rate_is_the_projects_schedule(quality):
+    from models.learning_rate_schedule import TransformerSchedule
+
+    schedule = TransformerSchedule(hidden_dim=128, warmup_steps=30, scale=2.0)
+    for iteration in (0, 10, 29, 30, 100):
+        assert abs(quality.noam_rate(iteration, 128, 30, 2.0) - float(schedule(iteration))) < 1e-7
+
+
+@pytest.mark.parametrize("normalize_first", [False, True])
+def test_greedy_returns_the_argmax_path_alone_and_in_a_batch(quality, normalize_first):
+    vocabulary, extra = 12, 6
+    model = _model(quality, vocabulary, normalize_first, seed=3)
+    rows = [[5, 7, 9, EOS_ID], [6, EOS_ID], [4, 8, 10, 11, 5, EOS_ID]]
+    batch = torch.full((3, 6), PAD_ID, dtype=torch.long)
+    for index, row in enumerate(rows):
+        batch[index, : len(row)] = torch.tensor(row)
+    together = quality.greedy_search(model, batch, extra)
+    for row, output in zip(rows, together):
+        source = torch.tensor([row])
+        assert quality.greedy_search(model, source, extra) == [output]
+        ended = len(output) < len(row) + extra
+        forced = output + [EOS_ID] if ended else output
+        assert len(forced) <= len(row) + extra
+        decoder_input = torch.tensor([[BOS_ID] + forced[:-1]])
+        with torch.no_grad():
+            memory, padding = model.encode(source)
+            logits = model.decode(decoder_input, memory, padding)[0]
+        assert logits.argmax(-1).tolist() == forced
+        assert EOS_ID not in output
+
+
+def test_beam_search_finds_the_exhaustive_best(quality):
+    """With a beam wider than every prefix, the search returns the best complete hypothesis by
+    log P / length_penalty, found by scoring every one (EOS-ended, or cut at the maximum length)."""
+    vocabulary, extra, alpha = 6, 1, 0.6
+    model = _model(quality, vocabulary, seed=5)
+    for row in ([4, EOS_ID],):
+        source = torch.tensor([row])
+        max_length = len(row) + extra
+        others = [token for token in range(vocabulary) if token != EOS_ID]
+        hypotheses = [
+            list(prefix) + [EOS_ID] for n in range(max_length) for prefix in itertools.product(others, repeat=n)
+        ]
+        hypotheses += [list(prefix) for prefix in itertools.product(others, repeat=max_length)]
+        scored = [
+            (_log_probs(model, source, hypothesis).sum() / quality.length_penalty(len(hypothesis), alpha), hypothesis)
+            for hypothesis in hypotheses
+        ]
+        best = max(scored, key=lambda item: item[0])[1]
+        found = quality.beam_search(
+            model, source, beam_size=len(others) ** max_length, alpha=alpha, max_extra_length=extra
+        )
+        assert found == [best[:-1] if best[-1] == EOS_ID else best]
+        assert math.isfinite(max(score for score, _ in scored))
+
+
+@pytest.mark.slow  # Two trainings and eight decoding passes: 5.5 minutes on two cores shared with other jobs.
+def test_whole_run_prints_one_row_per_system_source_and_search(quality, corpus, tmp_path, capsys):
+    output_dir = tmp_path / "quality"
+    arguments = [
+        f"--cache_dir={os.path.dirname(corpus.root)}",
+        f"--output_dir={output_dir}",
+        "--steps=20",
+        "--batch_tokens=1024",
+        "--warmup_steps=10",
+        "--vocab_size=2000",
+        "--max_length=64",
+        "--normalize_first=pre",
+        "--sentences=6",
+        "--max_extra_length=3",
+    ]
+    rows = quality.main(arguments)
+    sources = ["test"] + [f"test.{source}" for source in sorted(corpus.test_by_source)]
+    expected = [
+        (system, "pre-norm", source, search)
+        for system in ("project", "torch")
+        for search in ("greedy", "beam 4")
+        for source in sources
+    ]
+    assert [(row["system"], row["norm"], row["source"], row["search"]) for row in rows] == expected
+    for row in rows:
+        # The per-source files partition the test split: its row is their first 6 sentences each.
+        assert row["sentences"] == (6 * (len(sources) - 1) if row["source"] == "test" else 6)
+        assert 0.0 <= row["bleu"] <= 100.0 and 0.0 <= row["chrf"] <= 100.0
+        assert row["length_ratio"] >= 0.0 and "|tok:13a|" in row["bleu_signature"]
+        assert row["train_seconds"] > 0 and row["target_tokens_per_second"] > 0
+        assert math.isfinite(row["final_loss"])
+    # Both systems read the same target tokens at every step: the same batches (the script checks it too).
+    training = json.loads((output_dir / "quality.json").read_text())["training"]
+    project, baseline = training["project pre-norm"], training["torch pre-norm"]
+    assert len(project["step_tokens"]) == 20 and project["step_tokens"] == baseline["step_tokens"]
+    printed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
+    assert printed[0] == quality.TABLE_HEADER
+    assert len(printed) == 1 + len(expected)
+    assert (output_dir / "project-pre-norm" / "model.keras").exists()
