@@ -54,6 +54,9 @@ flags.DEFINE_integer(
     "evaluate.py --average_last does.",
     lower_bound=0,
 )
+flags.DEFINE_enum(
+    "quantize", None, ["int8"], "int8: the matmul weights as int8 (weight-only; README, Serving); default float."
+)
 flags.DEFINE_list(
     "length_buckets",
     ["16", "32", "64"],
@@ -90,6 +93,7 @@ def main(argv):
             min_length_ratio=FLAGS.min_length_ratio,
             length_buckets=[int(value) for value in FLAGS.length_buckets],
             average_last=FLAGS.average_last,
+            quantize=FLAGS.quantize,
         )
     except ExportError as error:
         raise SystemExit(f"export: error: {error}") from None
