@@ -83,6 +83,27 @@ def test_ops_stay_within_the_allow_list(exported, quantized):
     assert set(unknown_to_tensorflow) <= SENTENCEPIECE_OPS, set(unknown_to_tensorflow) - SENTENCEPIECE_OPS
 
 
+def test_saved_model_cli_runs_it_with_the_session_loader_tensorflow_serving_uses(quantized):
+    command = [
+        sys.executable,
+        "-c",
+        "import sys, tensorflow_text; from tensorflow.python.tools import saved_model_cli; "
+        "sys.argv[0] = 'saved_model_cli'; saved_model_cli.main()",
+        "run",
+        "--dir",
+        quantized,
+        "--tag_set",
+        "serve",
+        "--signature_def",
+        "serving_default",
+        "--input_exprs",
+        'inputs=["Open the file."]',
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd="/")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Result for output key translations:" in result.stdout
+
+
 def test_fresh_process_translates_like_the_float_export(exported, quantized, tiny_run):
     sources, _ = test_sets.read_tsv_pairs(tiny_run[1]["corpus"]["test"])
     sentences = sources[:COMPARED_SENTENCES] + ["", "Click " * 60]
@@ -99,7 +120,12 @@ def test_fresh_process_translates_like_the_float_export(exported, quantized, tin
         f"int8 == float32 on {same.sum()} of {len(same)} sentences; |score difference| "
         f"median {np.median(score_difference):.4f}, max {score_difference.max():.4f}"
     )
-    assert same.mean() >= 0.8
+    # Rounding the weights moves the logits by about 1% (tests/models/test_int8_weights.py), which
+    # flips the beam's choice only between near-tied hypotheses: the sample-corpus run agreed on
+    # 102 of 102, a demo-size run (the tiny preset, 1500 steps on deb-en-de) on 1617 of 1934 test
+    # sentences (84%) with the same BLEU (14.57 int8, 14.43 float32). 70% leaves room for a run
+    # between the two, and fails an int8 path that translates differently.
+    assert same.mean() >= 0.7
     # Where the translations are the same, so are their scores, up to the weights' rounding.
     assert np.median(score_difference[same]) < 0.02
 
