@@ -38,6 +38,7 @@ SAVED_MODEL_FLAGS = (
     "max_extra_length",
     "min_length_ratio",
     "length_buckets",
+    "quantize",
 )
 CT2_FLAGS = ("ct2_quantization",)
 # The exit status of a refused CTranslate2 conversion or a flag of the other format.
@@ -93,6 +94,9 @@ flags.DEFINE_float(
 )
 run_dir.define_checkpoint_flag()
 flags.declare_key_flag("checkpoint")  # listed by --helpshort as this module's own
+flags.DEFINE_enum(
+    "quantize", None, ["int8"], "int8: the matmul weights as int8 (weight-only; README, Serving); default float."
+)
 flags.DEFINE_list(
     "length_buckets",
     ["16", "32", "64"],
@@ -166,6 +170,7 @@ def main(argv):
             min_length_ratio=FLAGS.min_length_ratio,
             length_buckets=[int(value) for value in FLAGS.length_buckets],
             checkpoint=FLAGS.checkpoint,
+            quantize=FLAGS.quantize,
         )
     except ExportError as error:
         raise SystemExit(f"export: error: {error}") from None

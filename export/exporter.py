@@ -5,7 +5,7 @@ Layout (what `tensorflow_model_server --model_base_path=export_dir` watches):
     export_dir/
       <version>/                      an integer; the server loads the highest
         saved_model.pb                signatures serving_default (text) and translate_ids (token ids)
-        variables/                    the Transformer's weights
+        variables/                    the Transformer's weights (int8 matmul weights with --quantize=int8)
         assets/spm.model              the SentencePiece model
         assets.extra/
           tf_serving_warmup_requests  PredictionLog TFRecord replayed by the server before traffic
@@ -41,6 +41,8 @@ from training.run_dir import DEFAULT_CHECKPOINT, ModelDirError, RunDir
 EXPORT_CONFIG_FILE = "export_config.json"
 SAVED_MODEL_FILES = ("saved_model.pb", "saved_model.pbtxt")
 TEMPORARY_PREFIX = ".tmp-"
+# `export_model(quantize=...)`: None keeps the float weights.
+QUANTIZE_MODES = (None, "int8")
 # `tempfile.mkdtemp(prefix=".tmp-<version>-")`: the prefix, then 8 of [a-z0-9_].
 _TEMPORARY_NAME = re.compile(r"\.tmp-\d+-[a-z0-9_]+")
 
@@ -209,6 +211,7 @@ def export_model(
     min_length_ratio=DEFAULT_SEARCH.min_length_ratio,
     length_buckets=DEFAULT_LENGTH_BUCKETS,
     checkpoint=DEFAULT_CHECKPOINT,
+    quantize=None,
 ):
     """Exports `model_dir` to `export_dir/<version>/` and returns that path.
 
@@ -220,6 +223,8 @@ def export_model(
         max_input_length: source tokens kept per sentence, EOS included; longer inputs are cut.
         length_buckets: source lengths with one traced search each (`export.serving_module`).
         checkpoint: the weights exported: "best", "last" or "average:N" (`training.run_dir.parse_checkpoint`).
+        quantize: None (float weights), or "int8": the matmul weights as int8
+            (`models.int8_weights`), the same signatures and search.
 
     Raises:
         ExportError: before any model is loaded, a model_dir without the files the export needs, an
@@ -231,6 +236,8 @@ def export_model(
         version = next_version(export_dir)
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise ValueError(f"version must be a positive int, received {version!r}")
+    if quantize not in QUANTIZE_MODES:
+        raise ValueError(f"quantize must be one of {QUANTIZE_MODES}, received {quantize!r}")
     check_export_dir(export_dir, version)
     chosen = check_model_dir(model_dir, checkpoint)
     try:
@@ -241,6 +248,11 @@ def export_model(
         print(f"removed {os.path.join(export_dir, name)}, left by an export that did not finish", file=sys.stderr)
     final_path = os.path.join(export_dir, str(version))
     model, tokenizer, run_config = load_trained(model_dir, checkpoint)
+    if quantize is not None:
+        try:
+            model.quantize(quantize)
+        except ValueError as error:  # Keras refuses int8 for a model computing in float16.
+            raise ExportError(f"--quantize={quantize}: {error}") from error
     module = ServingModule(
         model,
         tokenizer,
@@ -270,6 +282,7 @@ def export_model(
             "length_buckets": list(module.length_buckets),
             "checkpoint": str(chosen.choice),
             "checkpoint_steps": list(chosen.steps),
+            "quantize": quantize,
             "tensorflow": tf.__version__,
             "keras": keras.__version__,
         }

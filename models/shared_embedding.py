@@ -12,6 +12,7 @@ import math
 import keras
 from keras import ops
 
+from models import int8_weights
 from models.fast_paths.bit_mask_dropout import Dropout
 from models.fast_paths.tied_projection import tied_projection
 from models.position_encoding import SinusoidalPositionEncoding
@@ -40,6 +41,10 @@ class SharedEmbedding(keras.layers.Layer):
     `[batch, length, vocabulary_size]` float32. The product runs in the compute dtype (bfloat16 or
     float16 under mixed precision, where it is the largest matmul of the model) and is cast to
     float32 before any softmax.
+
+    `quantize("int8")` (inference only, `models.int8_weights`) replaces the matrix with an int8
+    `embeddings` and a float32 `embeddings_scale` `[vocabulary_size]`, one scale per token: the
+    lookup divides a row by its token's scale, the projection each logit by its token's scale.
     """
 
     def __init__(self, vocabulary_size, hidden_dim=512, dropout=0.1, embeddings_initializer=None, **kwargs):
@@ -80,16 +85,53 @@ class SharedEmbedding(keras.layers.Layer):
         # Gather float32 rows, then cast: the gradient is a float32 scatter-add into the table, not
         # a bfloat16 one (slower on a GPU, and inexact accumulation).
         embedded = ops.cast(ops.take(self.embeddings, token_ids, axis=0), self.compute_dtype)
+        if self.quantized:
+            scale = ops.take(self.embeddings_scale, token_ids, axis=0)[..., None]  # [batch, length, 1]
+            embedded = embedded / ops.cast(scale, self.compute_dtype)
         embedded = embedded * ops.cast(self.scale, self.compute_dtype)
         embedded = embedded + self.position_encoding(embedded, start_position=start_position)[None]
         return self.dropout_layer(embedded, training=training)
 
     def logits(self, hidden_states):
         """Pre-softmax projection with the shared matrix; returns float32 logits."""
+        if self.quantized:
+            return ops.cast(
+                int8_weights.dequantized_matmul(
+                    hidden_states, self.embeddings, self.embeddings_scale, transpose=True, dtype=self.compute_dtype
+                ),
+                "float32",
+            )
         kernel = ops.cast(self.embeddings, self.compute_dtype)
         if keras.backend.backend() == "tensorflow":
             return ops.cast(tied_projection(hidden_states, kernel), "float32")
         return ops.cast(ops.matmul(hidden_states, ops.transpose(kernel)), "float32")
+
+    @property
+    def quantized(self):
+        """Whether `quantize("int8")` has made the matrix int8."""
+        return self.built and keras.backend.standardize_dtype(self.embeddings.dtype) == "int8"
+
+    def quantize(self, mode=None, type_check=True, config=None):
+        """Makes the matrix int8 with one scale per token (class docstring); for inference only.
+
+        Raises:
+            ValueError: a mode other than "int8", or a matrix already quantized.
+        """
+        if mode != "int8":
+            raise ValueError(f"{self.name}: only int8 quantization is implemented, received mode={mode!r}")
+        if self.quantized:
+            raise ValueError(f"{self.name}: the embedding matrix is already int8")
+        quantized, scale = int8_weights.quantize_channels(self.embeddings, channel_axis=0)
+        shape = tuple(self.embeddings.shape)
+        del self.embeddings
+        self.embeddings = self.add_weight(
+            name="embeddings", shape=shape, initializer="zeros", dtype="int8", trainable=False, autocast=False
+        )
+        self.embeddings_scale = self.add_weight(
+            name="embeddings_scale", shape=shape[:1], initializer="ones", trainable=False, autocast=False
+        )
+        self.embeddings.assign(quantized)
+        self.embeddings_scale.assign(scale)
 
     def compute_output_shape(self, token_ids_shape):
         return tuple(token_ids_shape) + (self.hidden_dim,)

@@ -9,6 +9,7 @@ P_drop. Defaults are the base model of Table 3.
 import keras
 from keras import ops
 
+from models.fast_paths.fused_dense import Dense
 from models.layer_stack import LAYER_DEFAULTS, pop_layer_options
 from models.shared_embedding import SharedEmbedding
 from models.special_ids import PAD_ID
@@ -42,6 +43,8 @@ class Transformer(keras.Model):
         float32 logits `[batch, target_length, vocabulary_size]`.
 
     Decoding goes through `encode`, `initial_cache` and `decode` (one step or a whole prefix).
+
+    `quantize("int8")` makes the matmul weights int8, in place, for inference (`models.int8_weights`).
     """
 
     def __init__(self, vocabulary_size, num_layers=6, *, pad_id=PAD_ID, **kwargs):
@@ -163,6 +166,22 @@ class Transformer(keras.Model):
         if return_attention_scores:
             results += (outputs[-1],)
         return results[0] if len(results) == 1 else results
+
+    def quantize(self, mode=None, config=None, **kwargs):
+        """Int8 weights for inference (`models.int8_weights`): every attention and feed-forward
+        projection through Keras's `Dense.quantize`, and the shared embedding matrix.
+
+        Raises:
+            ValueError: a mode other than "int8" (Keras refuses a model already quantized, or one
+                computing in float16).
+        """
+        if mode != "int8":
+            raise ValueError(f"Transformer.quantize supports mode='int8' only, received mode={mode!r}")
+        if self.embedding.quantized:
+            raise ValueError("the Transformer's weights are already int8")
+        # The project's Dense is a subclass, which Keras quantizes only with type_check=False.
+        super().quantize(mode, config=config, filters=lambda layer: isinstance(layer, Dense), type_check=False)
+        self.embedding.quantize(mode)
 
     def call(self, inputs, training=None):
         if not isinstance(inputs, (tuple, list)) or len(inputs) != 2:

@@ -17,11 +17,15 @@ layer is one `keras.ops.custom_gradient` over inputs, kernel and bias:
 
 LoRA and quantized layers, layers without a bias, and other backends use Keras's `Dense` (under
 XLA the bias and activation fuse anyway; the matmul bias gradient was not tried under XLA on a
-GPU). Weights, arguments and config are Keras's. benchmarks/README.md has the measurements.
+GPU), except that an int8 layer (`quantize("int8")`, inference only) multiplies by its int8 kernel
+as `models.int8_weights` does, not by Keras's int8 x int8 product. Weights, arguments and config
+are Keras's. benchmarks/README.md has the measurements.
 """
 
 import keras
 from keras import ops
+
+from models import int8_weights
 
 
 @keras.saving.register_keras_serializable(package="transformer")
@@ -36,6 +40,16 @@ class Dense(keras.layers.Dense):
             inputs, ops.cast(self.kernel, self.compute_dtype), ops.cast(self.bias, self.compute_dtype), relu
         )
         return outputs if relu or self.activation is None else self.activation(outputs)
+
+    def quantized_call(self, inputs, training=None):
+        """An int8 layer's call: `models.int8_weights.dequantized_matmul` (weight-only int8), then
+        the bias and the activation; other modes are Keras's."""
+        if self.quantization_mode != "int8":
+            return super().quantized_call(inputs, training=training)
+        outputs = int8_weights.dequantized_matmul(inputs, self.kernel, self.kernel_scale, dtype=self.compute_dtype)
+        if self.bias is not None:
+            outputs = outputs + ops.cast(self.bias, self.compute_dtype)
+        return outputs if self.activation is None else self.activation(outputs)
 
     @property
     def plain(self):

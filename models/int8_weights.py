@@ -1,0 +1,72 @@
+"""Int8 weights for inference: the matmul weights stored as int8, one float scale per output channel.
+
+`Transformer.quantize("int8")` quantizes, in place and for inference only:
+
+- every projection of the attention and feed-forward layers (`models.fast_paths.fused_dense.Dense`,
+  through Keras's own `Dense.quantize`: an int8 `kernel` `[in, out]` and a float `kernel_scale`
+  `[out]`);
+- the shared embedding matrix (`SharedEmbedding.quantize`: an int8 `embeddings` `[vocabulary,
+  d_model]` and a float `embeddings_scale` `[vocabulary]`), whose per-row scales serve both the
+  lookup (a row) and the pre-softmax projection (an output channel).
+
+Symmetric absolute-maximum quantization, Keras's convention (`keras.quantizers.abs_max_quantize`):
+`q = round(w * scale)` with `scale = 127 / max |w|` over the channel, so `w ~ q / scale`. Biases,
+layer norms and the attention over the cache stay in float.
+
+Weight-only: the product is `(x @ q) / scale`, the int8 weights cast to `PRODUCT_DTYPE` inside the
+matmul, and the inputs are not quantized. Keras's own int8 `Dense` call quantizes every input row
+to int8 and multiplies int8 by int8 into int32; TensorFlow's CPU kernel for that product
+(`BatchMatMulV3`, Eigen, no VNNI) runs slower than its float32 matmul, so that path would make the
+int8 model slower than the float one (benchmarks/README.md).
+"""
+
+import keras
+from keras import ops
+
+# The dtype the int8 weights are cast to for the product (exact: every int8 value is a bfloat16).
+# bfloat16 halves the bytes the cast writes and the matmul reads beside float32, and CPUs with
+# AVX512-BF16 or AMX multiply it natively; the inputs are rounded to bfloat16 for the product and
+# the result is cast back to the layer's compute dtype before the scale.
+PRODUCT_DTYPE = "bfloat16"
+# Keras's int8 range: symmetric, -128 unused.
+INT8_RANGE = (-127, 127)
+
+
+def quantize_channels(weights, channel_axis):
+    """`(int8 weights, float32 scale)` of a float matrix, one scale per index of `channel_axis`.
+
+    Args:
+        weights: a float `[rows, columns]` matrix.
+        channel_axis: 1 for one scale per column (a Dense kernel's output channels), 0 for one per
+            row (the embedding's tokens).
+
+    Returns:
+        int8 weights of the same shape, and the scale (`[columns]` or `[rows]`), with
+        `weights ~ quantized / scale` along `channel_axis`.
+    """
+    reduced = 1 - channel_axis
+    quantized, scale = keras.quantizers.abs_max_quantize(weights, reduced, INT8_RANGE, "int8", to_numpy=True)
+    return quantized, ops.squeeze(scale, axis=reduced)
+
+
+def dequantized_matmul(inputs, quantized, scale, transpose=False, dtype="float32"):
+    """`inputs @ (quantized / scale)`, the int8 weights dequantized inside the product.
+
+    Args:
+        inputs: float `[..., in]`.
+        quantized: int8 `[in, out]`, or `[out, in]` with `transpose=True` (the embedding matrix as
+            the pre-softmax projection).
+        scale: float `[out]`, as `quantize_channels` returns it.
+        dtype: the dtype of the result (the layer's compute dtype).
+
+    Returns:
+        `[..., out]` in `dtype`.
+    """
+    width = quantized.shape[1 if transpose else 0]
+    units = quantized.shape[0 if transpose else 1]
+    rows = ops.cast(ops.reshape(inputs, (-1, width)), PRODUCT_DTYPE)  # [positions, in]
+    kernel = ops.cast(quantized, PRODUCT_DTYPE)
+    if transpose:
+        kernel = ops.transpose(kernel)
+    outputs = ops.cast(ops.matmul(rows, kernel), dtype) / ops.cast(scale, dtype)
+    return ops.reshape(outputs, tuple(ops.shape(inputs)[:-1]) + (units,))
