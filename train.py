@@ -25,6 +25,7 @@ from models.presets import MODEL_OPTIONS, PRESETS, model_config
 from training import init_from
 from training.config import BEST_METRICS, DataConfig, RunConfig, TrainConfig, evaluation_refusal
 from training.distribution import DISTRIBUTIONS
+from training.recipes import RECIPES, apply_recipe
 from training.run_dir import RunDir, describe_score
 
 FLAGS = flags.FLAGS
@@ -70,6 +71,13 @@ flags.DEFINE_integer(
 )
 # Model.
 flags.DEFINE_enum("preset", "base", sorted(PRESETS), "Model size: the paper's base or big, or tiny for CPUs.")
+flags.DEFINE_enum(
+    "recipe",
+    None,
+    sorted(RECIPES),
+    "Defaults for the flags not given: small_data is the tiny pre-norm model and schedule for small corpora "
+    "and short CPU runs (make demo's); none: the paper's settings.",
+)
 flags.DEFINE_integer("num_layers", None, "Override: layers per stack (N).", lower_bound=1)
 flags.DEFINE_integer("hidden_dim", None, "Override: d_model.", lower_bound=2)
 flags.DEFINE_integer("num_heads", None, "Override: attention heads (h).", lower_bound=1)
@@ -457,6 +465,14 @@ def main(argv):
     quiet_logs.quiet_tool_output()
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+    if FLAGS.recipe and FLAGS.init_from:
+        raise app.UsageError(
+            f"--recipe={FLAGS.recipe} does not combine with --init_from: a fine-tuned run keeps its parent's model "
+            "and vocabulary; give the training flags themselves"
+        )
+    if FLAGS.recipe:
+        applied = apply_recipe(FLAGS, FLAGS.recipe)
+        print(f"recipe {FLAGS.recipe}: {' '.join(applied) or 'every flag given on the command line'}", file=sys.stderr)
     config = config_from_flags()
     from data.corpus_cache import CorpusError  # TensorFlow/JAX imports: after the flag checks.
     from data.deb_packages import DebPackageError
