@@ -243,6 +243,7 @@ def evaluate_project(model_dir, test_sources, args, beam_size):
         output = os.path.join(model_dir, f"{test_set.name}.beam{beam_size}.hyp")
         config = evaluator.EvalConfig(
             model_dir=model_dir,
+            checkpoint="last",  # The run's one checkpoint: it decodes no dev sentence, so it keeps no best.
             split=test_set.name if test_set.src is None else "test",
             src=test_set.src,
             ref=test_set.ref,

@@ -13,10 +13,15 @@ from absl import app, flags
 from training import run_dir
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("model_dir", None, "A model directory written by train.py.", required=True)
-run_dir.define_checkpoint_flag("average:5")
-flags.declare_key_flag("checkpoint")  # listed by --helpshort as this module's own
-flags.DEFINE_string("output", None, "Where to write the model (default: MODEL_DIR/averaged.keras).")
+
+
+def define_flags():
+    """The command's flags: defined when it runs, not on import, so `write_chosen` can be imported
+    beside another tool's flags (train.py's `--model_dir`)."""
+    flags.DEFINE_string("model_dir", None, "A model directory written by train.py.", required=True)
+    run_dir.define_checkpoint_flag("average:5")
+    flags.declare_key_flag("checkpoint")  # listed by --helpshort as this module's own
+    flags.DEFINE_string("output", None, "Where to write the model (default: MODEL_DIR/averaged.keras).")
 
 
 def write_chosen(model_dir, checkpoint, output):
@@ -44,4 +49,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    define_flags()
     app.run(main)

@@ -159,6 +159,8 @@ class BestCheckpoint(keras.callbacks.Callback):
         score = logs.get(self.LOG_KEYS[self.metric])
         if not self.enabled or score is None or not math.isfinite(score):
             return
+        if not math.isfinite(logs.get("loss", 0.0)):
+            return  # Weights gone to NaN: the run stops with nothing kept from this state.
         step = _step(self.model)
         scores = {"dev_loss": logs.get("val_loss"), "dev_bleu": logs.get("val_bleu")}
         scores = {key: float(value) for key, value in scores.items() if value is not None}

@@ -292,14 +292,19 @@ def test_varied_greedy_outputs_of_a_copy_trained_model_equal_the_projects(
     assert equal >= 0.99 * len(sources)
 
 
-def test_int8_conversion_stores_smaller_weights_and_translates(converted, tiny_run, tmp_path):
+def test_int8_conversion_stores_smaller_weights_and_translates(converted, tiny_run, corpus, tmp_path):
     ct2_dir = ctranslate2_export.convert_run(tiny_run[0], str(tmp_path / "int8"), quantization="int8")
     with open(os.path.join(ct2_dir, "export_config.json"), encoding="utf-8") as handle:
         assert json.load(handle)["export"]["quantization"] == "int8"
     float_size = os.path.getsize(os.path.join(converted[0], "model.bin"))
     assert os.path.getsize(os.path.join(ct2_dir, "model.bin")) < 0.6 * float_size
-    results = _ct2_translate(ct2_dir, ["Open the file.", "Click OK."], beam_size=4, compute_type="int8")
-    assert all(pieces for _, _, pieces in results)
+    # An undertrained model may end a translation at once (an empty output): int8 is checked against
+    # float32, not against non-empty outputs.
+    sentences = [source for source, _ in _read_pairs(corpus, 50)]
+    int8 = _ct2_translate(ct2_dir, sentences, beam_size=4, compute_type="int8")
+    float32 = _ct2_translate(converted[0], sentences, beam_size=4)
+    assert len(int8) == len(sentences) and all(np.isfinite(score) for _, score, _ in int8)
+    assert sum(a[0] == b[0] for a, b in zip(int8, float32)) >= 0.7 * len(sentences)
 
 
 def test_refusals_name_the_reason_and_write_nothing(tiny_run, tmp_path):

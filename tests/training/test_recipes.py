@@ -36,7 +36,10 @@ def test_a_recipe_sets_the_flags_not_given_and_leaves_the_given_ones():
 def test_the_recipe_flag_is_refused_with_a_parent_run_and_names_an_unknown_recipe(tiny_run, tmp_path):
     env = dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="2")
     for argv, message in (
-        (["--recipe=small_data", f"--init_from={tiny_run[0]}"], "--recipe=small_data does not combine with --init_from"),
+        (
+            ["--recipe=small_data", f"--init_from={tiny_run[0]}"],
+            "--recipe=small_data does not combine with --init_from",
+        ),
         (["--recipe=large"], "flag --recipe=large: value should be one of <small_data>"),
     ):
         completed = subprocess.run(
