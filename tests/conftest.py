@@ -234,3 +234,24 @@ def tiny_run(corpus, tmp_path_factory):
 
     model_dir, summary = once_per_session(tmp_path_factory, "tiny_run", build)
     return model_dir, summary
+
+
+def assert_train_refuses(model_dir, argv, message):
+    """Runs train.py with `argv` and checks it is refused with `message` on stderr, no traceback,
+    and nothing written at `model_dir`."""
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="2")
+    completed = subprocess.run(
+        [sys.executable, os.path.join(REPO_ROOT, "train.py"), f"--model_dir={model_dir}", *argv],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert completed.returncode != 0
+    assert message in completed.stderr, completed.stderr[-2000:]
+    assert "Traceback" not in completed.stderr
+    assert not os.path.exists(model_dir)

@@ -13,7 +13,7 @@ import keras
 import numpy as np
 import pytest
 
-from tests.conftest import REPO_ROOT, tiny_run_config
+from tests.conftest import REPO_ROOT, assert_train_refuses, tiny_run_config
 from training.optimizers import FusedAdam, batch_tokens
 from training.preemption import at_update_boundary
 
@@ -170,19 +170,7 @@ def test_a_run_with_accumulation_checkpoints_on_updates_and_resumes_exactly(samp
     ],
 )
 def test_bad_accumulation_flags_are_refused_before_training(flags, message, tmp_path):
-    env = dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="2")
-    completed = subprocess.run(
-        [sys.executable, os.path.join(REPO_ROOT, "train.py"), f"--model_dir={tmp_path / 'run'}", *flags],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert completed.returncode != 0
-    assert message in completed.stderr, completed.stderr[-2000:]
-    assert "Traceback" not in completed.stderr
-    assert not os.path.exists(tmp_path / "run")
+    assert_train_refuses(tmp_path / "run", flags, message)
 
 
 def test_the_trainer_refuses_bad_accumulation_settings(tmp_path):
