@@ -146,22 +146,58 @@ def build_ours(args):
 
 
 def build_keras_hub(args):
+    import numpy as np
+    from keras import ops
+
+    from data.special_ids import BOS_ID, PAD_ID
+
+    source_length = source_batch(args).shape[1]
+    prompt_length = args.output_length + 1  # BOS + the generated tokens
+    sizes = dict(
+        num_layers=args.num_layers,
+        hidden_dim=args.hidden_dim,
+        intermediate_dim=args.intermediate_dim,
+        num_heads=args.num_heads,
+    )
+    generate = keras_hub_search(args.vocab, sizes, args.beam, source_length, prompt_length)
+    prompt = np.full((args.batch, prompt_length), PAD_ID, dtype="int32")
+    prompt[:, 0] = BOS_ID
+    prompt, start = ops.convert_to_tensor(prompt), ops.convert_to_tensor(1, "int32")
+    return lambda source_ids: generate(source_ids, prompt, start)
+
+
+def keras_hub_search(vocab, sizes, beam, max_source_length, max_prompt_length):
+    """keras-hub's random-weight encoder-decoder and `BeamSampler`, compiled, as the module docstring
+    describes: `generate(source_ids, prompt, start)`.
+
+    Args:
+        vocab: vocabulary size.
+        sizes: `num_layers`, `hidden_dim`, `intermediate_dim` and `num_heads`.
+        beam: the sampler's beams.
+        max_source_length, max_prompt_length: the longest source and prompt the position embeddings
+            take.
+
+    `generate` takes source ids int32 `[batch, source_length]` (tokens, EOS, PAD), a prompt int32
+    `[batch, prompt_length]` and a scalar int32 tensor `start`: the prompt's positions before `start`
+    are kept (the last of them is the first decoder input), the `prompt_length - start` after it are
+    generated, with no stop token. It returns the prompt with them filled in, `[batch, prompt_length]`.
+    One trace per shape of the source and the prompt; `start` is an input, so it needs none.
+    """
     import keras_hub
     from keras import ops
 
     from data.special_ids import BOS_ID, PAD_ID
     from training.translator import compile_search
 
-    source_length = source_batch(args).shape[1]
-    prompt_length = args.output_length + 1  # BOS + the generated tokens
-    head_dim = args.hidden_dim // args.num_heads
-    embedding = keras_hub.layers.ReversibleEmbedding(args.vocab, args.hidden_dim, tie_weights=True)
-    encoder_positions = keras_hub.layers.PositionEmbedding(source_length)
-    decoder_positions = keras_hub.layers.PositionEmbedding(prompt_length)
-    layer_options = dict(intermediate_dim=args.intermediate_dim, num_heads=args.num_heads, dropout=0.0)
-    encoder_layers = [keras_hub.layers.TransformerEncoder(**layer_options) for _ in range(args.num_layers)]
-    decoder_layers = [keras_hub.layers.TransformerDecoder(**layer_options) for _ in range(args.num_layers)]
-    sampler = keras_hub.samplers.BeamSampler(num_beams=args.beam)
+    num_layers, hidden_dim, num_heads = sizes["num_layers"], sizes["hidden_dim"], sizes["num_heads"]
+    head_dim = hidden_dim // num_heads
+    embedding = keras_hub.layers.ReversibleEmbedding(vocab, hidden_dim, tie_weights=True)
+    encoder_positions = keras_hub.layers.PositionEmbedding(max_source_length)
+    decoder_positions = keras_hub.layers.PositionEmbedding(max_prompt_length)
+    layer_options = dict(intermediate_dim=sizes["intermediate_dim"], num_heads=num_heads, dropout=0.0)
+    encoder_layers = [keras_hub.layers.TransformerEncoder(**layer_options) for _ in range(num_layers)]
+    decoder_layers = [keras_hub.layers.TransformerDecoder(**layer_options) for _ in range(num_layers)]
+    sampler = keras_hub.samplers.BeamSampler(num_beams=beam)
 
     def encode(source_ids):
         padding_mask = ops.not_equal(source_ids, PAD_ID)
@@ -191,16 +227,14 @@ def build_keras_hub(args):
         logits = embedding(x, reverse=True)
         return logits, x, ops.stack(self_caches, axis=1), ops.stack(cross_caches, axis=1)
 
-    def generate(source_ids):
+    def generate(source_ids, prompt, start):
         encoder_output, encoder_mask = encode(source_ids)
-        batch = ops.shape(source_ids)[0]
-        prompt = ops.concatenate(
-            [ops.full((batch, 1), BOS_ID, "int32"), ops.full((batch, prompt_length - 1), PAD_ID, "int32")], axis=1
-        )
-        prompt_mask = ops.arange(prompt_length)[None, :] < 1
+        batch, prompt_length = ops.shape(prompt)
+        source_length = ops.shape(source_ids)[1]
+        prompt_mask = ops.arange(prompt_length)[None, :] < start
         prompt_mask = ops.broadcast_to(prompt_mask, (batch, prompt_length))
-        self_cache = ops.zeros((batch, args.num_layers, 2, prompt_length, args.num_heads, head_dim))
-        cross_cache = ops.zeros((batch, args.num_layers, 2, source_length, args.num_heads, head_dim))
+        self_cache = ops.zeros((batch, num_layers, 2, prompt_length, num_heads, head_dim))
+        cross_cache = ops.zeros((batch, num_layers, 2, source_length, num_heads, head_dim))
         # Seed both caches with one pass over the prompt, as `BartSeq2SeqLM._build_cache` does.
         _, hidden, self_cache, cross_cache = decode_with_cache(
             prompt, encoder_output, encoder_mask, self_cache, 0, cross_cache, 0
@@ -223,22 +257,22 @@ def build_keras_hub(args):
             next=next_fn,
             prompt=prompt,
             cache=(self_cache, encoder_output, encoder_mask, cross_cache),
-            index=1,
+            index=start,
             mask=prompt_mask,
             stop_token_ids=None,
             hidden_states=hidden,
         )
 
     # Build every layer eagerly once, outside the compiled function.
-    sample = ops.convert_to_tensor(source_batch(args)[:1])
+    sample = ops.full((1, max_source_length), BOS_ID, "int32")
     encoder_output, encoder_mask = encode(sample)
     decode_with_cache(
-        ops.full((1, prompt_length), BOS_ID, "int32"),
+        ops.full((1, max_prompt_length), BOS_ID, "int32"),
         encoder_output,
         encoder_mask,
-        ops.zeros((1, args.num_layers, 2, prompt_length, args.num_heads, head_dim)),
+        ops.zeros((1, num_layers, 2, max_prompt_length, num_heads, head_dim)),
         0,
-        ops.zeros((1, args.num_layers, 2, source_length, args.num_heads, head_dim)),
+        ops.zeros((1, num_layers, 2, max_source_length, num_heads, head_dim)),
         0,
     )
     layers = [embedding, encoder_positions, decoder_positions, *encoder_layers, *decoder_layers]
