@@ -75,7 +75,7 @@ REPO_ROOT = os.path.dirname(BENCHMARKS)
 sys.path.insert(0, REPO_ROOT)
 sys.path.insert(0, BENCHMARKS)
 
-from export_latency import read_sentences  # noqa: E402 (after the path)
+from export_latency import percentile, read_sentences  # noqa: E402 (after the path)
 
 from models.presets import PRESETS  # noqa: E402
 from models.search_config import DEFAULT_SEARCH, EXPORT_MAX_INPUT_LENGTH  # noqa: E402
@@ -176,9 +176,9 @@ def check_args(parser, args):
         run = RunDir(args.model_dir)
         try:
             run.check_loadable(args.checkpoint)
+            preset = ((run.read_config() or {}).get("train") or {}).get("preset")
         except ModelDirError as error:
             parser.error(f"--model_dir: {error}")
-        preset = ((run.read_config() or {}).get("train") or {}).get("preset")
         if preset is None:
             parser.error(
                 f"--model_dir={args.model_dir} has no {CONFIG_FILE} naming its preset: expected a train.py run"
@@ -194,7 +194,7 @@ def check_args(parser, args):
     if any(size != args.run_preset for size in args.sizes) and not os.path.isfile(args.vocabulary):
         parser.error(
             f"--vocabulary={args.vocabulary}: no such file; the random-weight models need a SentencePiece model "
-            "(python -m data.prepare --corpus=deb-en-de builds the corpus, train.py its vocabulary)"
+            "(`make demo` has train.py write this one into the corpus cache; any run's spm.model will do)"
         )
 
 
@@ -298,9 +298,10 @@ def round_up(value, multiple=8):
     return -(-value // multiple) * multiple
 
 
-def keras_hub_system(size, vocabulary_size, processor, sentences, args):
-    """keras-hub's sampler on ids: a source padded to a multiple of 8, a prompt of a multiple of 8
-    positions whose last `n + 1` (the call's largest) are generated after a BOS."""
+def keras_hub_system(model_config, processor, sentences, args):
+    """keras-hub's sampler on ids, at the sizes of `model_config` (the run's): a source padded to a
+    multiple of 8, a prompt of a multiple of 8 positions whose last `n + 1` (the call's largest) are
+    generated after a BOS."""
     import keras
     import numpy as np
     from beam_search_speed import keras_hub_search
@@ -308,7 +309,8 @@ def keras_hub_system(size, vocabulary_size, processor, sentences, args):
     from data.special_ids import BOS_ID, PAD_ID
 
     longest = max(source_tokens(processor, sentences))
-    sizes = {key: PRESETS[size][key] for key in ("num_layers", "hidden_dim", "intermediate_dim", "num_heads")}
+    sizes = {key: model_config[key] for key in ("num_layers", "hidden_dim", "intermediate_dim", "num_heads")}
+    vocabulary_size = processor.get_piece_size()
     generate = keras_hub_search(vocabulary_size, sizes, args.beam_size, round_up(longest), round_up(longest + 2))
 
     def prepare(call):
@@ -352,14 +354,12 @@ def write_random_run(size, vocabulary_path, directory):
     return run.path
 
 
-def build_systems(size, run_path, checkpoint, output_length, sentences, scratch, args):
-    """`({name: System}, {name: seconds to export or convert})` for `args.systems`."""
-    import sentencepiece
-
+def build_systems(size, run_path, checkpoint, output_length, processor, sentences, scratch, args):
+    """`({name: System}, {name: seconds to export or convert})` for `args.systems`, of the run
+    `run_path` whose SentencePiece model `processor` holds."""
     from export.ctranslate2_export import convert_run
     from export.exporter import export_model
 
-    processor = sentencepiece.SentencePieceProcessor(model_file=RunDir(run_path).vocabulary_path)
     systems, seconds = {}, {}
     for name in args.systems:
         start = time.perf_counter()
@@ -382,7 +382,7 @@ def build_systems(size, run_path, checkpoint, output_length, sentences, scratch,
             path = convert_run(run_path, target, quantization=name.split("_")[1], checkpoint=checkpoint)
             systems[name] = ctranslate2_system(path, processor, output_length, args)
         else:
-            systems[name] = keras_hub_system(size, processor.get_piece_size(), processor, sentences, args)
+            systems[name] = keras_hub_system(RunDir(run_path).read_config()["model"], processor, sentences, args)
         seconds[name] = round(time.perf_counter() - start, 1)
         print(f"{size}: {LABELS[name]} ready in {seconds[name]} s", file=sys.stderr, flush=True)
     return systems, seconds
@@ -396,12 +396,6 @@ def mode_calls(sentences, processor, batch):
         "single": [[sentence] for sentence in sentences],
         "batch": [ordered[offset : offset + batch] for offset in range(0, len(ordered), batch)],
     }
-
-
-def percentile(values, q):
-    import numpy as np
-
-    return float(np.percentile(np.array(values), q))
 
 
 def measure(systems, calls, repeats):
@@ -532,8 +526,9 @@ def main(argv=None):
             processor = sentencepiece.SentencePieceProcessor(model_file=RunDir(run_path).vocabulary_path)
             sentences = read_sentences(args.sentences, args.count)
             checkpoint, output_length = (args.checkpoint, FREE) if trained else ("last", FORCED)
+            exports = os.path.join(scratch, f"{size}-exports")
             systems, ready_seconds = build_systems(
-                size, run_path, checkpoint, output_length, sentences, os.path.join(scratch, f"{size}-exports"), args
+                size, run_path, checkpoint, output_length, processor, sentences, exports, args
             )
             calls = mode_calls(sentences, processor, args.batch)
             results, prepared = measure(systems, calls, args.repeats)
