@@ -14,6 +14,7 @@ def _flag_values(argv):
     for name in ("vocab_size", "max_length", "batch_tokens", "warmup_steps"):
         flags.DEFINE_integer(name, 1, "", flag_values=values)
     flags.DEFINE_float("learning_rate_scale", 1.0, "", flag_values=values)
+    flags.DEFINE_float("dropout", None, "", flag_values=values)
     values(["train.py", *argv])
     return values
 
@@ -26,6 +27,7 @@ def test_a_recipe_sets_the_flags_not_given_and_leaves_the_given_ones():
     for name in set(recipe) - {"warmup_steps", "preset"}:
         assert values[name].value == recipe[name], name
     assert "--normalize_first" in applied and "--learning_rate_scale=2.0" in applied
+    assert "--dropout=0.0" in applied
     assert not any(item.startswith(("--warmup_steps", "--preset")) for item in applied)
 
 
