@@ -98,24 +98,65 @@ def test_beam_search_finds_the_exhaustive_best(quality):
     log P / length_penalty, found by scoring every one (EOS-ended, or cut at the maximum length)."""
     vocabulary, extra, alpha = 6, 1, 0.6
     model = _model(quality, vocabulary, seed=5)
-    for row in ([4, EOS_ID],):
-        source = torch.tensor([row])
-        max_length = len(row) + extra
-        others = [token for token in range(vocabulary) if token != EOS_ID]
-        hypotheses = [
-            list(prefix) + [EOS_ID] for n in range(max_length) for prefix in itertools.product(others, repeat=n)
-        ]
-        hypotheses += [list(prefix) for prefix in itertools.product(others, repeat=max_length)]
-        scored = [
-            (_log_probs(model, source, hypothesis).sum() / quality.length_penalty(len(hypothesis), alpha), hypothesis)
-            for hypothesis in hypotheses
-        ]
-        best = max(scored, key=lambda item: item[0])[1]
-        found = quality.beam_search(
-            model, source, beam_size=len(others) ** max_length, alpha=alpha, max_extra_length=extra
-        )
-        assert found == [best[:-1] if best[-1] == EOS_ID else best]
-        assert math.isfinite(max(score for score, _ in scored))
+    source = torch.tensor([[4, EOS_ID]])
+    width = (vocabulary - 1) ** (source.shape[1] + extra)
+    found = quality.beam_search(model, source, beam_size=width, alpha=alpha, max_extra_length=extra)
+    assert found == [_exhaustive_best(quality, model, source, extra, alpha)]
+
+
+def _exhaustive_best(quality, model, source, extra, alpha, min_length=0):
+    """The best hypothesis by log P / length_penalty over every EOS-ended one of at least
+    `min_length` tokens (EOS included) and every one cut at the maximum length; EOS dropped."""
+    vocabulary = model.embedding.num_embeddings
+    max_length = source.shape[1] + extra
+    others = [token for token in range(vocabulary) if token != EOS_ID]
+    hypotheses = [
+        list(prefix) + [EOS_ID]
+        for n in range(max(min_length - 1, 0), max_length)
+        for prefix in itertools.product(others, repeat=n)
+    ]
+    hypotheses += [list(prefix) for prefix in itertools.product(others, repeat=max_length)]
+    scored = [
+        (_log_probs(model, source, hypothesis).sum() / quality.length_penalty(len(hypothesis), alpha), hypothesis)
+        for hypothesis in hypotheses
+    ]
+    best = max(scored, key=lambda item: item[0])[1]
+    return best[:-1] if best[-1] == EOS_ID else best
+
+
+def test_a_minimum_length_bars_eos_until_it_is_reached(quality):
+    """floor(n * ratio) output tokens at least (EOS counted, n the source tokens with EOS): beam
+    search returns the exhaustive best among the hypotheses that long, greedy the argmax path with
+    EOS barred before it; on some of these models the unconstrained searches end shorter."""
+    vocabulary, extra, alpha, ratio = 6, 1, 0.6, 1.0
+    source = torch.tensor([[4, EOS_ID]])
+    min_length = math.floor(source.shape[1] * ratio)
+    width = (vocabulary - 1) ** (source.shape[1] + extra)
+    changed = 0
+    for seed in range(8):
+        model = _model(quality, vocabulary, seed=seed)
+        best = _exhaustive_best(quality, model, source, extra, alpha, min_length)
+        found = quality.beam_search(model, source, width, alpha, extra, min_length_ratio=ratio)
+        assert found == [best] and len(best) + 1 >= min_length
+        free = quality.beam_search(model, source, width, alpha, extra)
+        assert free == [_exhaustive_best(quality, model, source, extra, alpha)]
+        changed += free != found
+
+        # Greedy, one token at a time by hand: the argmax, EOS barred while the output with it would
+        # be shorter than the minimum (the search drops PAD tokens a random model may pick).
+        path = [BOS_ID]
+        with torch.no_grad():
+            memory, padding = model.encode(source)
+            while len(path) <= source.shape[1] + extra and path[-1] != EOS_ID:
+                logits = model.decode(torch.tensor([path]), memory, padding)[0, -1]
+                if len(path) < min_length:
+                    logits[EOS_ID] = -math.inf
+                path.append(int(logits.argmax()))
+        expected = [token for token in path[1:] if token not in (EOS_ID, PAD_ID)]
+        (greedy,) = quality.greedy_search(model, source, extra, min_length_ratio=ratio)
+        assert greedy == expected
+        changed += quality.greedy_search(model, source, extra) != [greedy]
+    assert changed > 0
 
 
 @pytest.mark.slow  # Two trainings and eight decoding passes: 5.5 minutes on two cores shared with other jobs.
