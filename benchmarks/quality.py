@@ -700,9 +700,7 @@ def translate_torch(model, tokenizer, sentences, beam_size, args):
         if beam_size == 1:
             found = greedy_search(model, source, args.max_extra_length, args.min_length_ratio)
         else:
-            found = beam_search(
-                model, source, beam_size, args.alpha, args.max_extra_length, args.min_length_ratio
-            )
+            found = beam_search(model, source, beam_size, args.alpha, args.max_extra_length, args.min_length_ratio)
         for index, tokens in zip(indices, found):
             outputs[index] = tokens
     width = max([len(row) for row in outputs] + [1])
