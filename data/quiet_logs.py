@@ -116,8 +116,9 @@ def quiet_tool_output():
     global _installed
     from absl import flags
 
-    verbosity = flags.FLAGS["verbosity"]
-    if (verbosity.present and verbosity.value >= 0) or _installed is not None:
+    # absl defines --verbosity with its logging module; a script parsing its own arguments may not.
+    verbosity = flags.FLAGS["verbosity"] if "verbosity" in flags.FLAGS else None
+    if (verbosity is not None and verbosity.present and verbosity.value >= 0) or _installed is not None:
         return
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     logging.getLogger("tensorflow").addFilter(_DropRetracing())

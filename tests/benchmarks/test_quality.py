@@ -198,3 +198,24 @@ def test_whole_run_prints_one_row_per_system_source_and_search(quality, corpus, 
     assert printed[0] == quality.TABLE_HEADER
     assert len(printed) == 1 + len(expected)
     assert (output_dir / "project-pre-norm" / "model.keras").exists()
+
+
+@pytest.mark.parametrize(
+    "flag, message",
+    [
+        ("--steps=0", "--steps=0 must be at least 1"),
+        ("--min_length_ratio=-0.5", "--min_length_ratio=-0.5 must be at least 0"),
+        ("--systems=project,fairseq", "--systems='project,fairseq': expected a comma-separated list"),
+    ],
+)
+def test_the_script_refuses_a_bad_flag_with_one_line(benchmark_script, flag, message):
+    """Run as a script (its `__main__` quiets TensorFlow's logs, as the tools do), a bad value is
+    one line on stderr and exit status 2, before anything is built or trained."""
+    import subprocess
+    import sys
+
+    _, path = benchmark_script("quality")
+    completed = subprocess.run([sys.executable, path, flag], capture_output=True, text=True, timeout=120)
+    assert completed.returncode == 2, completed.stderr[-2000:]
+    (line,) = completed.stderr.strip().splitlines()
+    assert line.startswith("quality.py: error: ") and message in line
