@@ -91,3 +91,28 @@ def run_fresh_python(code, *args, project=False, env=None, timeout=300):
     if result.returncode != 0:
         raise AssertionError(f"subprocess failed ({result.returncode}):\n{result.stderr[-4000:]}")
     return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def saved_model_cli_run(export_dir, inputs):
+    """`saved_model_cli run` on `serving_default` with `inputs` (a Python list expression of
+    strings); returns its stdout after checking it exits 0. saved_model_cli loads through a TF1
+    Session, as TensorFlow Serving's C++ loader does, and needs the SentencePiece ops registered,
+    hence tensorflow_text imported first (see the README)."""
+    command = [
+        sys.executable,
+        "-c",
+        "import sys, tensorflow_text; from tensorflow.python.tools import saved_model_cli; "
+        "sys.argv[0] = 'saved_model_cli'; saved_model_cli.main()",
+        "run",
+        "--dir",
+        export_dir,
+        "--tag_set",
+        "serve",
+        "--signature_def",
+        "serving_default",
+        "--input_exprs",
+        f"inputs={inputs}",
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd="/")
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout

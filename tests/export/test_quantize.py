@@ -12,7 +12,7 @@ import tensorflow as tf
 
 from evaluation import test_sets
 from tests.conftest import REPO_ROOT
-from tests.export.conftest import EXPORT_SETTINGS, run_fresh_python
+from tests.export.conftest import EXPORT_SETTINGS, run_fresh_python, saved_model_cli_run
 from tests.export.test_fresh_process import SERVE_IN_FRESH_PROCESS
 from tests.export.test_saved_model_ops import (
     FORBIDDEN_OPS,
@@ -84,24 +84,7 @@ def test_ops_stay_within_the_allow_list(exported, quantized):
 
 
 def test_saved_model_cli_runs_it_with_the_session_loader_tensorflow_serving_uses(quantized):
-    command = [
-        sys.executable,
-        "-c",
-        "import sys, tensorflow_text; from tensorflow.python.tools import saved_model_cli; "
-        "sys.argv[0] = 'saved_model_cli'; saved_model_cli.main()",
-        "run",
-        "--dir",
-        quantized,
-        "--tag_set",
-        "serve",
-        "--signature_def",
-        "serving_default",
-        "--input_exprs",
-        'inputs=["Open the file."]',
-    ]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd="/")
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "Result for output key translations:" in result.stdout
+    assert "Result for output key translations:" in saved_model_cli_run(quantized, '["Open the file."]')
 
 
 def test_fresh_process_translates_like_the_float_export(exported, quantized, tiny_run):

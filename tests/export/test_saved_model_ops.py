@@ -8,7 +8,7 @@ import sys
 import pytest
 from tensorflow.core.protobuf import saved_model_pb2
 
-from tests.export.conftest import run_fresh_python
+from tests.export.conftest import run_fresh_python, saved_model_cli_run
 
 # tensorflow-text ops that TensorFlow Serving links in (since its 2.2 release).
 SENTENCEPIECE_OPS = {"SentencepieceOp", "SentencepieceTokenizeOp", "SentencepieceDetokenizeOp"}
@@ -75,24 +75,6 @@ def test_saved_model_cli_show_lists_both_signatures(exported):
 
 
 def test_saved_model_cli_run_with_the_session_loader_tensorflow_serving_uses(exported):
-    # saved_model_cli loads through a TF1 Session (like TensorFlow Serving's C++ loader); it needs
-    # the SentencePiece ops registered, hence tensorflow_text imported first (see the README).
-    command = [
-        sys.executable,
-        "-c",
-        "import sys, tensorflow_text; from tensorflow.python.tools import saved_model_cli; "
-        "sys.argv[0] = 'saved_model_cli'; saved_model_cli.main()",
-        "run",
-        "--dir",
-        exported[1],
-        "--tag_set",
-        "serve",
-        "--signature_def",
-        "serving_default",
-        "--input_exprs",
-        'inputs=["Open the file.", ""]',
-    ]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd="/")
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "Result for output key translations:" in result.stdout
-    assert "Result for output key scores:" in result.stdout
+    stdout = saved_model_cli_run(exported[1], '["Open the file.", ""]')
+    assert "Result for output key translations:" in stdout
+    assert "Result for output key scores:" in stdout
