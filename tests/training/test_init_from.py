@@ -129,6 +129,10 @@ def test_fine_tuning_on_a_domain_lowers_its_dev_loss(tiny_run, corpus, tmp_path)
         f"ding dev ({len(dev_pairs)} pairs): loss {parent_loss:.3f} -> {child_loss:.3f}, "
         f"greedy BLEU {parent_bleu:.2f} -> {child_bleu:.2f}"
     )
+    # The loss, not BLEU: this parent's greedy output is empty for (nearly) every ding sentence, before
+    # and after, so BLEU is about 0 on both sides and its rise cannot be asserted. BLEU rising on the
+    # domain from a parent that translates is measured in benchmarks/README.md ("Fine-tuning the
+    # recipe's model on a domain").
     assert child_loss < parent_loss - 0.15
 
     # The same command again resumes the fine-tuning from its own checkpoint, parent record kept.
