@@ -236,21 +236,32 @@ def tiny_run(corpus, tmp_path_factory):
     return model_dir, summary
 
 
-def assert_train_refuses(model_dir, argv, message):
-    """Runs train.py with `argv` and checks it is refused with `message` on stderr, no traceback,
-    and nothing written at `model_dir`."""
+# A few updates of a small model, one device, no dev BLEU: for runs of train.py that test its flags.
+QUICK_TRAIN_FLAGS = (
+    "--max_length=64",
+    "--batch_tokens=1024",
+    "--train_steps=10",
+    "--checkpoint_every=10",
+    "--eval_every=10",
+    "--eval_sentences=0",
+    "--distribution=one_device",
+)
+TOOL_ENV = dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="2", KERAS_BACKEND="tensorflow", CI="1")
+
+
+def run_train_py(model_dir, *flags, timeout=600):
+    """`python train.py --model_dir=model_dir *flags` in a new process (the CompletedProcess)."""
     import subprocess
     import sys
 
-    env = dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="2")
-    completed = subprocess.run(
-        [sys.executable, os.path.join(REPO_ROOT, "train.py"), f"--model_dir={model_dir}", *argv],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    command = [sys.executable, os.path.join(REPO_ROOT, "train.py"), f"--model_dir={model_dir}", *flags]
+    return subprocess.run(command, cwd=REPO_ROOT, env=TOOL_ENV, capture_output=True, text=True, timeout=timeout)
+
+
+def assert_train_refuses(model_dir, argv, message):
+    """Runs train.py with `argv` and checks it is refused with `message` on stderr, no traceback,
+    and nothing written at `model_dir`."""
+    completed = run_train_py(model_dir, *argv, timeout=120)
     assert completed.returncode != 0
     assert message in completed.stderr, completed.stderr[-2000:]
     assert "Traceback" not in completed.stderr

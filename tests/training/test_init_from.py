@@ -4,8 +4,6 @@ import dataclasses
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import keras
 import numpy as np
@@ -13,9 +11,7 @@ import pytest
 import sacrebleu
 
 from data import corpus_mix, parallel_files
-from tests.conftest import DEB_CACHE, REPO_ROOT, TINY_MODEL, tiny_run_config
-
-ENV = dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="2", KERAS_BACKEND="tensorflow", CI="1")
+from tests.conftest import DEB_CACHE, QUICK_TRAIN_FLAGS, TINY_MODEL, run_train_py, tiny_run_config
 
 
 class _StateAtStart(keras.callbacks.Callback):
@@ -205,22 +201,9 @@ def test_a_constant_schedule_keeps_one_learning_rate():
 
 
 def _train_py(model_dir, corpus, *flags):
-    command = [
-        sys.executable,
-        os.path.join(REPO_ROOT, "train.py"),
-        f"--model_dir={model_dir}",
-        f"--cache_dir={os.path.dirname(corpus.root)}",
-        f"--deb_dir={DEB_CACHE}",
-        "--max_length=64",
-        "--batch_tokens=1024",
-        "--train_steps=10",
-        "--checkpoint_every=10",
-        "--eval_every=10",
-        "--eval_sentences=0",
-        "--distribution=one_device",
-        *flags,
-    ]
-    return subprocess.run(command, cwd=REPO_ROOT, env=ENV, capture_output=True, text=True, timeout=600)
+    return run_train_py(
+        model_dir, f"--cache_dir={os.path.dirname(corpus.root)}", f"--deb_dir={DEB_CACHE}", *QUICK_TRAIN_FLAGS, *flags
+    )
 
 
 def _broken_parents(tiny_run, tmp_path):

@@ -10,28 +10,12 @@ import sys
 import pytest
 
 from data import corpus_mix, parallel_files
-from tests.conftest import DEB_CACHE, REPO_ROOT, TINY_MODEL, tiny_run_config
-
-ENV = dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="2", KERAS_BACKEND="tensorflow", CI="1")
+from tests.conftest import DEB_CACHE, QUICK_TRAIN_FLAGS, REPO_ROOT, TINY_MODEL, TOOL_ENV, run_train_py, tiny_run_config
 
 
 def _train_py(model_dir, *flags):
-    command = [
-        sys.executable,
-        os.path.join(REPO_ROOT, "train.py"),
-        f"--model_dir={model_dir}",
-        "--preset=tiny",
-        *(f"--{key}={value}" for key, value in TINY_MODEL.items()),
-        "--max_length=64",
-        "--batch_tokens=1024",
-        "--train_steps=10",
-        "--checkpoint_every=10",
-        "--eval_every=10",
-        "--eval_sentences=0",
-        "--distribution=one_device",
-        *flags,
-    ]
-    return subprocess.run(command, cwd=REPO_ROOT, env=ENV, capture_output=True, text=True, timeout=600)
+    model_flags = (f"--{key}={value}" for key, value in TINY_MODEL.items())
+    return run_train_py(model_dir, "--preset=tiny", *model_flags, *QUICK_TRAIN_FLAGS, *flags)
 
 
 def _source_files(corpus, tmp_path):
@@ -170,7 +154,12 @@ def test_the_vocabulary_command_for_several_workers_builds_the_same_weighted_cor
     command = prepare_command(data, 500)
     assert f"--train_tsv={paths['libreoffice-help']}:3,{paths['ding']}:1" in command
     completed = subprocess.run(
-        [sys.executable, *shlex.split(command)[1:]], cwd=REPO_ROOT, env=ENV, capture_output=True, text=True, timeout=300
+        [sys.executable, *shlex.split(command)[1:]],
+        cwd=REPO_ROOT,
+        env=TOOL_ENV,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert completed.returncode == 0, completed.stderr[-2000:]
     assert os.stat(built.manifest).st_ino == manifest  # Found in the cache, not rebuilt.
