@@ -173,6 +173,7 @@ def test_whole_run_prints_one_row_per_system_source_and_search(quality, corpus, 
         "--normalize_first=pre",
         "--sentences=6",
         "--max_extra_length=3",
+        "--torch_beam",
     ]
     rows = quality.main(arguments)
     sources = ["test"] + [f"test.{source}" for source in sorted(corpus.test_by_source)]
