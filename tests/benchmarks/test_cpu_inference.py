@@ -92,10 +92,15 @@ def test_every_system_and_mode_is_measured_at_matching_output_lengths(tmp_path):
         (["--sizes=tiny,huge"], "--sizes=tiny,huge: expected presets among"),
         (["--model_dir={tmp_path}"], "holds no model: it has no model.keras"),
         (["--systems=saved_model_float32,onnx"], "--systems=saved_model_float32,onnx: expected some of"),
+        (["--sentences={tmp_path}/missing.txt"], "/missing.txt: no such file (a text file, or a TSV"),
     ],
 )
 def test_bad_input_is_refused_with_what_was_expected(tmp_path, arguments, message):
-    finished = _run(*[argument.format(tmp_path=tmp_path) for argument in arguments], timeout=120)
+    # A sentences file of its own: the default one lives in the corpus cache, absent on a clean clone.
+    sentences = tmp_path / "sentences.txt"
+    sentences.write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
+    arguments = [f"--sentences={sentences}", *(argument.format(tmp_path=tmp_path) for argument in arguments)]
+    finished = _run(*arguments, timeout=120)
     assert finished.returncode == 2
     assert message in finished.stderr
     assert "Traceback" not in finished.stderr
