@@ -25,8 +25,9 @@ project's `evaluation.scoring` on the same references.
 Printed: one table, per system (project / torch, post-norm / pre-norm), test source and search:
 sacreBLEU and chrF on detokenized text, sacreBLEU's length ratio (hypothesis / reference words),
 training time (the optimizer steps with their input pipeline; the project's dev-loss pass left out)
-and target (non-pad) tokens per second; the signatures below it. `quality.json` in `--output_dir`
-holds every number, signature and setting.
+and target (non-pad) tokens per second, and the mean training loss over the run (each step's loss
+weighted by its sentences, as Keras's `fit` reports it); the signatures below it. `quality.json` in `--output_dir`
+holds every number, signature and setting, rewritten after every search is scored.
 
     python benchmarks/quality.py --cache_dir=cache/corpora                  # the default setting
     python benchmarks/quality.py --setting=long                            # a longer run by hand
@@ -55,15 +56,31 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Both search with the length penalty and minimum length chosen on the dev split for the demo
 # (benchmarks/README.md, "The demo's recipe"); `--alpha=0.6 --min_length_ratio=0` is the paper's.
 SEARCH = dict(alpha=1.0, min_length_ratio=0.8)
+# Without dropout, as the `small_data` recipe: in runs this short the tiny model underfits, and
+# dropout only slowed it (benchmarks/README.md, "The demo's recipe").
 SETTINGS = {
     # Four trainings (two systems, post- and pre-norm) and their decoding; the baseline decodes
     # greedily only (what the targets compare): its beam search has no key/value cache and took
     # more than 13 minutes on the test split for one model on two cores.
     "default": dict(
-        steps=1000, batch_tokens=4096, warmup_steps=300, learning_rate_scale=1.0, torch_beam=False, **SEARCH
+        steps=1000,
+        batch_tokens=4096,
+        warmup_steps=300,
+        learning_rate_scale=1.0,
+        dropout=0.0,
+        torch_beam=False,
+        **SEARCH,
     ),
     # For a run by hand (a few hours on two cores).
-    "long": dict(steps=4000, batch_tokens=4096, warmup_steps=400, learning_rate_scale=2.0, torch_beam=True, **SEARCH),
+    "long": dict(
+        steps=4000,
+        batch_tokens=4096,
+        warmup_steps=400,
+        learning_rate_scale=2.0,
+        dropout=0.0,
+        torch_beam=True,
+        **SEARCH,
+    ),
 }
 SYSTEMS = ("project", "torch")
 NORMS = {"post": False, "pre": True, "false": False, "true": True}
@@ -81,6 +98,7 @@ def parse_args(argv=None):
     parser.add_argument("--warmup_steps", type=int, help="learning-rate warm-up steps (default: the setting's)")
     parser.add_argument("--learning_rate_scale", type=float, help="factor on the schedule (default: the setting's)")
     parser.add_argument("--label_smoothing", type=float, default=0.1)
+    parser.add_argument("--dropout", type=float, help="train.py's --dropout, for both systems (default: the setting's)")
     parser.add_argument(
         "--normalize_first",
         default="post,pre",
@@ -144,6 +162,8 @@ def _check_args(args):
             raise QualityError(f"--{name}={getattr(args, name)} must be at least 1")
     if args.sentences < 0 or args.max_extra_length < 0:
         raise QualityError("--sentences and --max_extra_length must be at least 0")
+    if not 0 <= args.dropout < 1:
+        raise QualityError(f"--dropout={args.dropout} must be in [0, 1)")
     if not args.min_length_ratio >= 0:
         raise QualityError(f"--min_length_ratio={args.min_length_ratio} must be at least 0")
     return systems, list(dict.fromkeys(NORMS[name] for name in norms)), list(dict.fromkeys(beams))
@@ -171,6 +191,7 @@ def train_flags(args, model_dir, normalize_first):
         f"--warmup_steps={args.warmup_steps}",
         f"--learning_rate_scale={args.learning_rate_scale}",
         f"--label_smoothing={args.label_smoothing}",
+        f"--dropout={args.dropout}",
         "--normalize_first" if normalize_first else "--nonormalize_first",
         f"--checkpoint_every={args.steps}",
         f"--eval_every={args.steps}",
@@ -247,7 +268,8 @@ def train_project(args, model_dir, normalize_first):
         seconds=clock.seconds,
         target_tokens=clock.tokens,
         target_tokens_per_second=clock.tokens / max(clock.seconds, 1e-9),
-        final_loss=losses[-1] if losses else None,
+        # Keras's epoch loss: the mean of the steps' losses weighted by their sentences.
+        mean_train_loss=losses[-1] if losses else None,
         step_tokens=clock.step_tokens,
     )
     return config, record
@@ -515,6 +537,7 @@ def train_torch(model, batches, steps, run_config):
     )
     model.train()
     tokens, loss, step_tokens = 0, None, []
+    weighted_loss, sentences = 0.0, 0  # The mean loss as Keras's fit reports it: weighted by sentences.
     started = time.perf_counter()
     for step in range(steps):
         (source, target_input), target_output = next(batches)
@@ -529,6 +552,8 @@ def train_torch(model, batches, steps, run_config):
         schedule.step()
         tokens += int(count)
         step_tokens.append(float(tokens))
+        weighted_loss += loss.item() * source.shape[0]
+        sentences += source.shape[0]
         if not math.isfinite(loss.item()):
             raise QualityError(f"the torch baseline's loss became {loss.item()} at step {step + 1}")
         if (step + 1) % 100 == 0 or step + 1 == steps:
@@ -543,7 +568,7 @@ def train_torch(model, batches, steps, run_config):
         seconds=seconds,
         target_tokens=float(tokens),
         target_tokens_per_second=tokens / max(seconds, 1e-9),
-        final_loss=loss.item() if loss is not None else None,
+        mean_train_loss=weighted_loss / sentences if sentences else None,
         step_tokens=step_tokens,
     )
 
@@ -743,7 +768,7 @@ def score_rows(system, normalize_first, beam_size, translations, record, target_
                 chrf_signature=scores["chrf_signature"],
                 train_seconds=record["seconds"],
                 target_tokens_per_second=record["target_tokens_per_second"],
-                final_loss=record["final_loss"],
+                mean_train_loss=record["mean_train_loss"],
             )
         )
     return rows
@@ -751,7 +776,7 @@ def score_rows(system, normalize_first, beam_size, translations, record, target_
 
 TABLE_HEADER = (
     "| system | norm | test source | search | sentences | BLEU | chrF | length ratio | train s | target tokens/s "
-    "| final train loss |"
+    "| mean train loss |"
 )
 
 
@@ -759,7 +784,7 @@ def table(rows):
     """The markdown table of `rows`, then the distinct signatures."""
     lines = [TABLE_HEADER, "|" + "---|" * (TABLE_HEADER.count("|") - 1)]
     for row in rows:
-        loss = "" if row["final_loss"] is None else f"{row['final_loss']:.3f}"
+        loss = "" if row["mean_train_loss"] is None else f"{row['mean_train_loss']:.3f}"
         lines.append(
             f"| {row['system']} | {row['norm']} | {row['source']} | {row['search']} | {row['sentences']} "
             f"| {row['bleu']:.2f} | {row['chrf']:.1f} | {row['length_ratio']:.3f} | {row['train_seconds']:.0f} "
@@ -780,6 +805,15 @@ def run(args):
 
     threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     rows, records = [], {}
+
+    def save():
+        """Writes quality.json with what is measured so far: a run stopped later keeps it."""
+        summary = dict(settings=dict(vars(args)), threads=threads, training=records, rows=rows)
+        path = os.path.join(args.output_dir, "quality.json")
+        with open(path + ".tmp", "w", encoding="utf-8") as handle:
+            json.dump(summary, handle, indent=2)
+        os.replace(path + ".tmp", path)
+
     for normalize_first in norms:
         model_dir = os.path.join(args.output_dir, f"project-{norm_name(normalize_first)}")
         config = project_config(train_flags(args, model_dir, normalize_first))
@@ -800,6 +834,7 @@ def run(args):
                     record,
                     target_language,
                 )
+                save()
         if "torch" in systems:
             import torch
 
@@ -842,11 +877,8 @@ def run(args):
                 rows += score_rows(
                     "torch", normalize_first, beam_size, with_whole_test(translations, combine), record, target_language
                 )
-    summary = dict(
-        settings={key: value for key, value in vars(args).items()}, threads=threads, training=records, rows=rows
-    )
-    with open(os.path.join(args.output_dir, "quality.json"), "w", encoding="utf-8") as handle:
-        json.dump(summary, handle, indent=2)
+                save()
+    save()
     return rows
 
 
