@@ -19,8 +19,9 @@ summed over non-pad tokens and divided by their number) and steps, on as many th
 uses. It decodes with its own batched greedy search and beam search (length penalty
 ((5 + length) / 6) ** alpha, length counting EOS; at most source length + `--max_extra_length` output
 tokens and at least floor(source length * `--min_length_ratio`), counted as the project counts them;
-no key/value cache: each step recomputes the decoder over the prefix), and is scored by the
-project's `evaluation.scoring` on the same references.
+incremental: each step runs the decoder on the new position only, over every layer's cached
+self-attention keys and values of the prefix and cross-attention ones of the source), and is scored
+by the project's `evaluation.scoring` on the same references.
 
 Printed: one table, per system (project / torch, post-norm / pre-norm), test source and search:
 sacreBLEU and chrF on detokenized text, sacreBLEU's length ratio (hypothesis / reference words),
@@ -60,8 +61,8 @@ SEARCH = dict(alpha=1.0, min_length_ratio=0.8)
 # dropout only slowed it (benchmarks/README.md, "The demo's recipe").
 SETTINGS = {
     # Four trainings (two systems, post- and pre-norm) and their decoding; the baseline decodes
-    # greedily only (what the targets compare): its beam search has no key/value cache and took
-    # more than 13 minutes on the test split for one model on two cores.
+    # greedily only (what the targets compare): its beam search, then without a key/value cache,
+    # took more than 13 minutes on the test split for one model on two cores.
     "default": dict(
         steps=1000,
         batch_tokens=4096,
@@ -359,6 +360,40 @@ def with_whole_test(translations, combine):
 # The PyTorch baseline.
 
 
+@dataclasses.dataclass(frozen=True)
+class DecoderState:
+    """What `TorchTransformer.decode_step` keeps of the outputs decoded so far, one row per output.
+
+    `length`: the tokens fed so far (BOS included), the position of the next one. `target_padding`
+    [rows, length]: True at the fed PAD tokens (keys the self-attention leaves out, as `decode`'s
+    `tgt_key_padding_mask`). `self_keys`, `self_values`: per decoder layer, its self-attention's
+    projected keys and values of the fed positions, [rows, heads, length, head_dim].
+    `memory_keys`, `memory_values`: per decoder layer, its cross-attention's projected keys and
+    values of the encoder output, [rows, heads, source, head_dim]; `source_padding` [rows, source].
+    """
+
+    length: int
+    target_padding: object
+    self_keys: tuple
+    self_values: tuple
+    memory_keys: tuple
+    memory_values: tuple
+    source_padding: object
+
+    def reorder(self, rows):
+        """The state of the outputs `rows` (an int64 tensor of row indices, repeats allowed)."""
+        pick = lambda tensors: tuple(tensor.index_select(0, rows) for tensor in tensors)
+        return DecoderState(
+            length=self.length,
+            target_padding=self.target_padding.index_select(0, rows),
+            self_keys=pick(self.self_keys),
+            self_values=pick(self.self_values),
+            memory_keys=pick(self.memory_keys),
+            memory_values=pick(self.memory_values),
+            source_padding=self.source_padding.index_select(0, rows),
+        )
+
+
 def sinusoidal_positions(length, hidden_dim):
     """`[length, hidden_dim]` float32: sin on even dimensions, cos on odd ones (the paper's 3.5)."""
     import numpy as np
@@ -374,9 +409,58 @@ def sinusoidal_positions(length, hidden_dim):
 def torch_transformer(vocabulary_size, model_config, max_positions=1024):
     """The baseline `torch.nn.Module` for a project model config (see the module docstring)."""
     import torch
+    import torch.nn.functional as functional
     from torch import nn
 
     from data.special_ids import PAD_ID
+
+    def heads(attention, inputs, part):
+        """`inputs` [rows, length, d_model] through the query (part 0), key (1) or value (2)
+        in-projection of `attention` (an `nn.MultiheadAttention`), split into its heads:
+        [rows, heads, length, head_dim]."""
+        weight = attention.in_proj_weight.chunk(3)[part]
+        bias = None if attention.in_proj_bias is None else attention.in_proj_bias.chunk(3)[part]
+        rows, length, _ = inputs.shape
+        projected = functional.linear(inputs, weight, bias)
+        return projected.view(rows, length, attention.num_heads, attention.head_dim).transpose(1, 2)
+
+    def attend(attention, query, keys, values, key_padding):
+        """`attention`'s output [rows, 1, d_model] for the one position `query` [rows, 1, d_model]
+        over projected `keys` and `values` ([rows, heads, length, head_dim]; the keys True in
+        `key_padding` [rows, length] left out), as its forward computes it (attention dropout in
+        training, no bias_k or zero attention, as built here)."""
+        dropout = attention.dropout if attention.training else 0.0
+        mixed = functional.scaled_dot_product_attention(
+            heads(attention, query, 0), keys, values, attn_mask=~key_padding[:, None, None, :], dropout_p=dropout
+        )
+        return attention.out_proj(mixed.transpose(1, 2).reshape(query.shape))
+
+    def layer_step(layer, x, past_keys, past_values, target_padding, memory_keys, memory_values, source_padding):
+        """`nn.TransformerDecoderLayer.forward` for the last position alone, `x` [rows, 1, d_model]:
+        `(its output, the self-attention's keys and values with that position's)`."""
+
+        def self_block(inputs):
+            keys = torch.cat([past_keys, heads(layer.self_attn, inputs, 1)], 2)
+            values = torch.cat([past_values, heads(layer.self_attn, inputs, 2)], 2)
+            return layer.dropout1(attend(layer.self_attn, inputs, keys, values, target_padding)), keys, values
+
+        def cross_block(inputs):
+            return layer.dropout2(attend(layer.multihead_attn, inputs, memory_keys, memory_values, source_padding))
+
+        def feed_forward(inputs):
+            return layer.dropout3(layer.linear2(layer.dropout(layer.activation(layer.linear1(inputs)))))
+
+        if layer.norm_first:
+            attended, keys, values = self_block(layer.norm1(x))
+            x = x + attended
+            x = x + cross_block(layer.norm2(x))
+            x = x + feed_forward(layer.norm3(x))
+        else:
+            attended, keys, values = self_block(x)
+            x = layer.norm1(x + attended)
+            x = layer.norm2(x + cross_block(x))
+            x = layer.norm3(x + feed_forward(x))
+        return x, keys, values
 
     class TorchTransformer(nn.Module):
         """`nn.Transformer` with a shared, scaled embedding tied to the output and sinusoidal positions."""
@@ -440,6 +524,53 @@ def torch_transformer(vocabulary_size, model_config, max_positions=1024):
                 tgt_is_causal=True,
             )
             return hidden @ self.embedding.weight.T
+
+        def start_decoding(self, memory, source_padding):
+            """The `DecoderState` of outputs with no token fed yet, for `decode_step`: each decoder
+            layer's cross-attention keys and values of `memory` projected once, no self-attention ones."""
+            layers = self.transformer.decoder.layers
+            rows = memory.shape[0]
+            empty = [memory.new_zeros(rows, layer.self_attn.num_heads, 0, layer.self_attn.head_dim) for layer in layers]
+            return DecoderState(
+                length=0,
+                target_padding=source_padding.new_zeros(rows, 0),
+                self_keys=tuple(empty),
+                self_values=tuple(empty),
+                memory_keys=tuple(heads(layer.multihead_attn, memory, 1) for layer in layers),
+                memory_values=tuple(heads(layer.multihead_attn, memory, 2) for layer in layers),
+                source_padding=source_padding,
+            )
+
+        def decode_step(self, token_ids, state):
+            """`(logits [rows, vocabulary] of the token after `token_ids` [rows], the state with them)`:
+            `decode`'s last-position logits for the outputs `state` holds followed by `token_ids`,
+            computed for that position alone (embedded at position `state.length`)."""
+            x = self.dropout(self.embedding(token_ids[:, None]) * self.scale + self.positions[state.length])
+            target_padding = torch.cat([state.target_padding, (token_ids == PAD_ID)[:, None]], 1)
+            self_keys, self_values = [], []
+            for index, layer in enumerate(self.transformer.decoder.layers):
+                x, keys, values = layer_step(
+                    layer,
+                    x,
+                    state.self_keys[index],
+                    state.self_values[index],
+                    target_padding,
+                    state.memory_keys[index],
+                    state.memory_values[index],
+                    state.source_padding,
+                )
+                self_keys.append(keys)
+                self_values.append(values)
+            if self.transformer.decoder.norm is not None:
+                x = self.transformer.decoder.norm(x)
+            state = dataclasses.replace(
+                state,
+                length=state.length + 1,
+                target_padding=target_padding,
+                self_keys=tuple(self_keys),
+                self_values=tuple(self_values),
+            )
+            return (x @ self.embedding.weight.T)[:, 0], state
 
         def forward(self, source_ids, target_input_ids):
             memory, source_padding = self.encode(source_ids)
@@ -609,10 +740,38 @@ def no_early_eos(scores, length, min_lengths):
     return scores
 
 
-def greedy_search(model, source_ids, max_extra_length, min_length_ratio=0.0):
+class NextLogits:
+    """The logits of the token after each of a search's outputs ([rows, steps] int64, BOS first),
+    one call a step: by `TorchTransformer.decode_step` on the state of the outputs so far
+    (`incremental`), or by `decode` over the whole outputs (the reference it must equal)."""
+
+    def __init__(self, model, memory, source_padding, incremental=True):
+        self.model, self.memory, self.source_padding = model, memory, source_padding
+        self.state = model.start_decoding(memory, source_padding) if incremental else None
+
+    def __call__(self, output):
+        if self.state is None:
+            return self.model.decode(output, self.memory, self.source_padding)[:, -1]
+        if self.state.length != output.shape[1] - 1:
+            raise ValueError(
+                f"the state holds {self.state.length} tokens, the outputs {output.shape[1] - 1} before the last"
+            )
+        logits, self.state = self.model.decode_step(output[:, -1], self.state)
+        return logits
+
+    def reorder(self, rows):
+        """Makes the state that of the outputs `rows` (int64 row indices), as `output[rows]`."""
+        if self.state is None:
+            self.memory, self.source_padding = self.memory[rows], self.source_padding[rows]
+        else:
+            self.state = self.state.reorder(rows)
+
+
+def greedy_search(model, source_ids, max_extra_length, min_length_ratio=0.0, incremental=True):
     """Batched greedy decoding: int64 `[batch, source]` (tokens + EOS, PAD-padded) -> token lists,
     EOS excluded. A sentence of n source tokens (EOS included) gets at most n + max_extra_length
-    output tokens and at least floor(n * min_length_ratio) (EOS included)."""
+    output tokens and at least floor(n * min_length_ratio) (EOS included). `incremental=False`
+    recomputes the decoder over the whole output at every step (the reference; see `NextLogits`)."""
     import torch
 
     from data.special_ids import BOS_ID, EOS_ID, PAD_ID
@@ -621,11 +780,12 @@ def greedy_search(model, source_ids, max_extra_length, min_length_ratio=0.0):
         memory, source_padding = model.encode(source_ids)
         max_lengths = (~source_padding).sum(1) + max_extra_length  # [batch]
         min_lengths = min_output_lengths(source_padding, min_length_ratio)
+        next_logits = NextLogits(model, memory, source_padding, incremental)
         batch = source_ids.shape[0]
         output = torch.full((batch, 1), BOS_ID, dtype=torch.long)
         done = torch.zeros(batch, dtype=torch.bool)
         for step in range(int(max_lengths.max())):
-            logits = no_early_eos(model.decode(output, memory, source_padding)[:, -1], step + 1, min_lengths)
+            logits = no_early_eos(next_logits(output), step + 1, min_lengths)
             token = torch.where(done, PAD_ID, logits.argmax(-1))
             output = torch.cat([output, token[:, None]], dim=1)
             done |= (token == EOS_ID) | (step + 1 >= max_lengths)
@@ -638,7 +798,7 @@ def greedy_search(model, source_ids, max_extra_length, min_length_ratio=0.0):
     return rows
 
 
-def beam_search(model, source_ids, beam_size, alpha, max_extra_length, min_length_ratio=0.0):
+def beam_search(model, source_ids, beam_size, alpha, max_extra_length, min_length_ratio=0.0, incremental=True):
     """Batched beam search: the `beam_size` best alive hypotheses are extended each step (the top
     2 x beam candidates, so that EOS ones never starve them); a candidate ending in EOS joins the
     sentence's finished set scored log P / length_penalty(length with EOS). At a sentence's maximum
@@ -646,7 +806,7 @@ def beam_search(model, source_ids, beam_size, alpha, max_extra_length, min_lengt
     (`min_length_ratio`, as in `greedy_search`) EOS is not a candidate. A sentence stops when it has
     `beam_size` finished hypotheses and no alive one can still beat the worst of them (its log P
     only falls, and the penalty grows at most to that of the maximum length). Returns the best
-    finished hypothesis per sentence, EOS excluded."""
+    finished hypothesis per sentence, EOS excluded. `incremental=False`: as `greedy_search`'s."""
     import torch
 
     from data.special_ids import BOS_ID, EOS_ID
@@ -656,8 +816,9 @@ def beam_search(model, source_ids, beam_size, alpha, max_extra_length, min_lengt
         batch = source_ids.shape[0]
         max_lengths = ((~source_padding).sum(1) + max_extra_length).tolist()
         min_lengths = min_output_lengths(source_padding, min_length_ratio).repeat_interleave(beam_size)
-        memory = memory.repeat_interleave(beam_size, 0)
-        source_padding = source_padding.repeat_interleave(beam_size, 0)
+        next_logits = NextLogits(
+            model, memory.repeat_interleave(beam_size, 0), source_padding.repeat_interleave(beam_size, 0), incremental
+        )
         output = torch.full((batch * beam_size, 1), BOS_ID, dtype=torch.long)
         scores = torch.full((batch, beam_size), -math.inf)
         scores[:, 0] = 0.0  # One hypothesis to start from.
@@ -665,7 +826,7 @@ def beam_search(model, source_ids, beam_size, alpha, max_extra_length, min_lengt
         done = [False] * batch
         for step in range(max(max_lengths)):
             length = step + 1
-            log_probs = torch.log_softmax(model.decode(output, memory, source_padding)[:, -1].float(), -1)
+            log_probs = torch.log_softmax(next_logits(output).float(), -1)
             log_probs = no_early_eos(log_probs, length, min_lengths)
             vocabulary = log_probs.shape[-1]
             candidates = (scores[:, :, None] + log_probs.view(batch, beam_size, -1)).view(batch, -1)
@@ -688,6 +849,7 @@ def beam_search(model, source_ids, beam_size, alpha, max_extra_length, min_lengt
             alive_tokens = top_tokens.gather(1, order)
             rows = (torch.arange(batch)[:, None] * beam_size + alive_beams).reshape(-1)
             output = torch.cat([output[rows], alive_tokens.reshape(-1, 1)], dim=1)
+            next_logits.reorder(rows)
             scores = alive_scores
             for sentence in range(batch):
                 if done[sentence]:

@@ -93,6 +93,60 @@ def test_greedy_returns_the_argmax_path_alone_and_in_a_batch(quality, normalize_
         assert EOS_ID not in output
 
 
+def _padded(rows, width):
+    batch = torch.full((len(rows), width), PAD_ID, dtype=torch.long)
+    for index, row in enumerate(rows):
+        batch[index, : len(row)] = torch.tensor(row)
+    return batch
+
+
+@pytest.mark.parametrize("normalize_first", [False, True])
+def test_decode_step_gives_the_full_decodes_last_logits_at_every_step(quality, normalize_first):
+    """Fed one token a step, `decode_step` gives the logits `decode` gives at the last position of
+    the whole output so far, with PAD sources and PAD outputs (left out as keys by both), and after
+    the state's rows are reordered (and repeated) as a beam search does."""
+    vocabulary, length = 13, 9
+    model = _model(quality, vocabulary, normalize_first, seed=7)
+    source = _padded([[5, 7, 9, 4, 6, EOS_ID], [6, EOS_ID], [4, 8, 10, 11, EOS_ID]], 6)
+    rng = np.random.default_rng(1)
+    target = torch.from_numpy(rng.integers(3, vocabulary, size=(3, length)))
+    target[:, 0] = BOS_ID
+    target[0, 4] = PAD_ID  # A PAD among tokens, as a beam search may choose.
+    target[1, 3] = EOS_ID
+    target[1, 4:] = PAD_ID  # A finished greedy output.
+    reorder_at, rows = 5, torch.tensor([2, 0, 0])
+    with torch.no_grad():
+        memory, padding = model.encode(source)
+        state = model.start_decoding(memory, padding)
+        for step in range(length):
+            if step == reorder_at:
+                state = state.reorder(rows)
+                target, memory, padding = target[rows], memory[rows], padding[rows]
+            logits, state = model.decode_step(target[:, step], state)
+            full = model.decode(target[:, : step + 1], memory, padding)[:, -1]
+            assert state.length == step + 1
+            assert logits.shape == full.shape == (3, vocabulary)
+            assert torch.allclose(logits, full, atol=1e-5, rtol=0), (step, (logits - full).abs().max())
+
+
+@pytest.mark.parametrize("normalize_first", [False, True])
+def test_the_searches_find_what_they_find_without_the_cache(quality, normalize_first):
+    """Greedy and beam search on the incremental state return the tokens they return when every
+    step recomputes the decoder over the whole outputs (`incremental=False`), with and without a
+    minimum length."""
+    vocabulary, extra = 20, 5
+    model = _model(quality, vocabulary, normalize_first, seed=11)
+    rng = np.random.default_rng(2)
+    rows = [list(rng.integers(4, vocabulary, size=n)) + [EOS_ID] for n in (6, 1, 3, 4, 2)]
+    source = _padded(rows, 7)
+    for ratio in (0.0, 1.0):
+        reference = quality.greedy_search(model, source, extra, ratio, incremental=False)
+        assert quality.greedy_search(model, source, extra, ratio) == reference
+        for beam_size in (2, 4):
+            reference = quality.beam_search(model, source, beam_size, 0.6, extra, ratio, incremental=False)
+            assert quality.beam_search(model, source, beam_size, 0.6, extra, ratio) == reference
+
+
 def test_beam_search_finds_the_exhaustive_best(quality):
     """With a beam wider than every prefix, the search returns the best complete hypothesis by
     log P / length_penalty, found by scoring every one (EOS-ended, or cut at the maximum length)."""
