@@ -35,7 +35,9 @@ tokens + EOS (`FORCED`):
 - keras-hub: no stop token, n + 1 tokens generated (the batch's largest for a batch).
 
 So in batches CTranslate2 and keras-hub produce every sentence at the batch's longest length, while
-the SavedModels stop each at its own: their mean output tokens show it. A trained `--model_dir`
+the SavedModels stop each at its own: their mean output tokens show it. `--equal_lengths` takes sentences of one
+SentencePiece length only (the file's median), so that in batches too every system decodes the
+same tokens and the ratios compare like with like. A trained `--model_dir`
 ends its translations itself (`FREE`): the exports' default search (no minimum, at most n + 50
 tokens), CTranslate2 up to the batch's largest n + 50; keras-hub, whose weights are random, as above.
 
@@ -135,6 +137,12 @@ def parse_args(argv=None):
     )
     parser.add_argument("--sentences", default=DEFAULT_SENTENCES, help="Text or TSV file (first column).")
     parser.add_argument("--count", type=int, default=64, help="Sentences used (default: 64).")
+    parser.add_argument(
+        "--equal_lengths",
+        action="store_true",
+        help="Only sentences of one SentencePiece length (the file's median, or the nearest with --count of "
+        "them), so that every system decodes every sentence of a batch to its own length.",
+    )
     parser.add_argument("--batch", type=int, default=32, help="Sentences per call in the batch mode (default: 32).")
     parser.add_argument("--repeats", type=int, default=3, help="Timed passes per configuration (default: 3).")
     parser.add_argument("--beam_size", type=int, default=DEFAULT_SEARCH.beam_size)
@@ -388,6 +396,30 @@ def build_systems(size, run_path, checkpoint, output_length, processor, sentence
     return systems, seconds
 
 
+def equal_length_sentences(path, processor, count):
+    """The first `count` sentences of `path` (first column) of one SentencePiece length: the median
+    length of all its sentences when `count` have it, else the nearest length that `count` have.
+
+    Raises:
+        SystemExit: no length has `count` sentences (the message says how many the file has).
+    """
+    with open(path, encoding="utf-8") as handle:
+        sentences = [line.rstrip("\n").split("\t")[0] for line in handle if line.strip()]
+    by_length = collections.defaultdict(list)
+    for sentence, length in zip(sentences, source_tokens(processor, sentences)):
+        by_length[length].append(sentence)
+    median = sorted(source_tokens(processor, sentences))[len(sentences) // 2] if sentences else 0
+    lengths = sorted(
+        (length for length, group in by_length.items() if len(group) >= count), key=lambda n: abs(n - median)
+    )
+    if not lengths:
+        raise SystemExit(
+            f"cpu_inference.py: --equal_lengths: no SentencePiece length has --count={count} of the "
+            f"{len(sentences)} sentences of {path}; lower --count"
+        )
+    return by_length[lengths[0]][:count]
+
+
 def mode_calls(sentences, processor, batch):
     """{mode: [sentences of each call]}: one by one, and batches of `batch` in order of length."""
     lengths = source_tokens(processor, sentences)
@@ -524,7 +556,11 @@ def main(argv=None):
                 args.model_dir if trained else write_random_run(size, args.vocabulary, os.path.join(scratch, size))
             )
             processor = sentencepiece.SentencePieceProcessor(model_file=RunDir(run_path).vocabulary_path)
-            sentences = read_sentences(args.sentences, args.count)
+            sentences = (
+                equal_length_sentences(args.sentences, processor, args.count)
+                if args.equal_lengths
+                else read_sentences(args.sentences, args.count)
+            )
             checkpoint, output_length = (args.checkpoint, FREE) if trained else ("last", FORCED)
             exports = os.path.join(scratch, f"{size}-exports")
             systems, ready_seconds = build_systems(

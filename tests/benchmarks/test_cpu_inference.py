@@ -104,3 +104,23 @@ def test_bad_input_is_refused_with_what_was_expected(tmp_path, arguments, messag
     assert finished.returncode == 2
     assert message in finished.stderr
     assert "Traceback" not in finished.stderr
+
+
+def test_equal_lengths_takes_sentences_of_the_median_length_or_the_nearest_with_enough(tmp_path):
+    sys.path.insert(0, os.path.dirname(SCRIPT))
+    import cpu_inference
+
+    vocabulary = train_sentencepiece(SAMPLE_TSV, str(tmp_path / "spm"), vocab_size=400)
+    processor = sentencepiece.SentencePieceProcessor(model_file=vocabulary)
+    # The first sentence three times, then the others once: only its length has three sentences.
+    lines = [SENTENCES[0]] * 3 + SENTENCES[1:]
+    lengths = cpu_inference.source_tokens(processor, lines)
+    assert lengths.count(lengths[0]) == 3, lengths  # The sample's sentences differ in length.
+    path = tmp_path / "sentences.tsv"
+    path.write_text("".join(f"{line}\tignored\n" for line in lines), encoding="utf-8")
+
+    median = sorted(lengths)[len(lengths) // 2]
+    assert cpu_inference.equal_length_sentences(str(path), processor, 1) == [lines[lengths.index(median)]]
+    assert cpu_inference.equal_length_sentences(str(path), processor, 3) == [SENTENCES[0]] * 3
+    with pytest.raises(SystemExit, match="no SentencePiece length has --count=4 of the 6 sentences"):
+        cpu_inference.equal_length_sentences(str(path), processor, 4)
