@@ -936,6 +936,32 @@ def score_rows(system, normalize_first, beam_size, translations, record, target_
     return rows
 
 
+def paired_bootstrap(project_hypotheses, torch_hypotheses, references, target_language, samples=1000):
+    """The project's BLEU and chrF minus the baseline's on the same sentences, with sacreBLEU's
+    paired bootstrap p-values (`samples` resamples, sacreBLEU's fixed seed): the chance of a
+    difference this large if both systems were equally good. Keys: `project_minus_torch_bleu`,
+    `p_bleu`, `project_minus_torch_chrf`, `p_chrf`."""
+    import sacrebleu
+    from sacrebleu.significance import PairedTest
+
+    from evaluation import scoring
+
+    metrics = {"bleu": sacrebleu.BLEU(tokenize=scoring.bleu_tokenizer(target_language)), "chrf": sacrebleu.CHRF()}
+    test = PairedTest(
+        [("torch", torch_hypotheses), ("project", project_hypotheses)],
+        {name.upper(): metric for name, metric in metrics.items()},
+        [references],
+        test_type="bs",
+        n_samples=samples,
+    )
+    _, results = test()
+    found = {}
+    for name, (baseline, project) in zip(metrics, (results[key] for key in results if key != "System")):
+        found[f"project_minus_torch_{name}"] = project.score - baseline.score
+        found[f"p_{name}"] = project.p_value
+    return found
+
+
 TABLE_HEADER = (
     "| system | norm | test source | search | sentences | BLEU | chrF | length ratio | train s | target tokens/s "
     "| mean train loss |"
@@ -953,6 +979,18 @@ def table(rows):
             f"| {row['target_tokens_per_second']:.0f} | {loss} |"
         )
     lines.append("")
+    for row in rows:
+        if "p_bleu" in row:
+            lines.append(
+                f"project - torch, {row['norm']}, {row['search']}, {row['source']}: "
+                f"BLEU {row['project_minus_torch_bleu']:+.2f} (p = {row['p_bleu']:.3f}), "
+                f"chrF {row['project_minus_torch_chrf']:+.2f} (p = {row['p_chrf']:.3f})"
+            )
+    if any("p_bleu" in row for row in rows):
+        lines += [
+            "(sacreBLEU's paired bootstrap, 1000 resamples: p is the chance of such a difference between equals)",
+            "",
+        ]
     lines += [f"BLEU signature: {value}" for value in dict.fromkeys(row["bleu_signature"] for row in rows)]
     lines += [f"chrF signature: {value}" for value in dict.fromkeys(row["chrf_signature"] for row in rows)]
     return "\n".join(lines)
@@ -967,6 +1005,7 @@ def run(args):
 
     threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     rows, records = [], {}
+    project_translations = {}  # (normalize_first, beam size) -> {source: (hypotheses, references)}
 
     def save():
         """Writes quality.json with what is measured so far: a run stopped later keeps it."""
@@ -987,15 +1026,9 @@ def run(args):
             config, record = train_project(args, model_dir, normalize_first)
             records[f"project {norm_name(normalize_first)}"] = record
             for beam_size in beams:
-                translations = evaluate_project(model_dir, sources, args, beam_size)
-                rows += score_rows(
-                    "project",
-                    normalize_first,
-                    beam_size,
-                    with_whole_test(translations, combine),
-                    record,
-                    target_language,
-                )
+                translations = with_whole_test(evaluate_project(model_dir, sources, args, beam_size), combine)
+                project_translations[normalize_first, beam_size] = translations
+                rows += score_rows("project", normalize_first, beam_size, translations, record, target_language)
                 save()
         if "torch" in systems:
             import torch
@@ -1036,9 +1069,18 @@ def run(args):
                     )
                     for test_set in sources
                 }
-                rows += score_rows(
-                    "torch", normalize_first, beam_size, with_whole_test(translations, combine), record, target_language
-                )
+                translations = with_whole_test(translations, combine)
+                torch_rows = score_rows("torch", normalize_first, beam_size, translations, record, target_language)
+                if (normalize_first, beam_size) in project_translations:
+                    for row in torch_rows:
+                        row.update(
+                            paired_bootstrap(
+                                project_translations[normalize_first, beam_size][row["source"]][0],
+                                *translations[row["source"]],
+                                target_language,
+                            )
+                        )
+                rows += torch_rows
                 save()
     save()
     return rows

@@ -213,6 +213,27 @@ def test_a_minimum_length_bars_eos_until_it_is_reached(quality):
     assert changed > 0
 
 
+def test_paired_bootstrap_tells_a_better_system_from_an_equal_one(quality):
+    references = [
+        line.split("\t")[2].strip()
+        for line in open(os.path.join(os.path.dirname(__file__), "..", "fixtures", "deb_en_de_sample.tsv"))
+    ][:200]
+    reversed_words = [" ".join(reference.split()[::-1]) for reference in references]
+    better = quality.paired_bootstrap(references, reversed_words, references, "de", samples=200)
+    assert better["project_minus_torch_bleu"] > 10 and better["p_bleu"] < 0.05
+    assert better["project_minus_torch_chrf"] > 0 and better["p_chrf"] < 0.05
+    # Equally good: each garbles a different tenth of the sentences.
+    garbled = [
+        [
+            words if index % 10 == offset else reference
+            for index, (reference, words) in enumerate(zip(references, reversed_words))
+        ]
+        for offset in (0, 5)
+    ]
+    equal = quality.paired_bootstrap(*garbled, references, "de", samples=200)
+    assert abs(equal["project_minus_torch_bleu"]) < 5 and equal["p_bleu"] > 0.05 and equal["p_chrf"] > 0.05
+
+
 @pytest.mark.slow  # Two trainings and eight decoding passes: 5.5 minutes on two cores shared with other jobs.
 def test_whole_run_prints_one_row_per_system_source_and_search(quality, corpus, tmp_path, capsys):
     output_dir = tmp_path / "quality"
@@ -252,7 +273,14 @@ def test_whole_run_prints_one_row_per_system_source_and_search(quality, corpus, 
     # One definition of the mean training loss (Keras's: steps weighted by sentences) on the same
     # batches from the same initialisation scheme: close, where a sum or a last value would not be.
     assert abs(project["mean_train_loss"] - baseline["mean_train_loss"]) < 0.1 * baseline["mean_train_loss"]
-    printed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
+    compared = [row for row in rows if "p_bleu" in row]  # Each torch row, against the project's same search.
+    assert [(row["system"], row["search"]) for row in compared] == [("torch", "greedy")] * len(sources) + [
+        ("torch", "beam 4")
+    ] * len(sources)
+    assert all(0 <= row["p_bleu"] <= 1 and 0 <= row["p_chrf"] <= 1 for row in compared)
+    out = capsys.readouterr().out
+    assert "project - torch, pre-norm, greedy, test: BLEU" in out
+    printed = [line for line in out.splitlines() if line.startswith("| ")]
     assert printed[0] == quality.TABLE_HEADER
     assert len(printed) == 1 + len(expected)
     assert (output_dir / "project-pre-norm" / "model.keras").exists()
