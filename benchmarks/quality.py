@@ -27,8 +27,11 @@ Printed: one table, per system (project / torch, post-norm / pre-norm), test sou
 sacreBLEU and chrF on detokenized text, sacreBLEU's length ratio (hypothesis / reference words),
 training time (the optimizer steps with their input pipeline; the project's dev-loss pass left out)
 and target (non-pad) tokens per second, and the mean training loss over the run (each step's loss
-weighted by its sentences, as Keras's `fit` reports it); the signatures below it. `quality.json` in `--output_dir`
-holds every number, signature and setting, rewritten after every search is scored.
+weighted by its sentences, as Keras's `fit` reports it). Below it, for every source and search both
+systems ran, the project's BLEU and chrF minus the baseline's with sacreBLEU's paired-bootstrap
+p-values, then the signatures. `quality.json` in `--output_dir` holds every number, signature and
+setting, rewritten after every search is scored; the translations are in `--output_dir`'s
+`project-<norm>/` and `torch-<norm>/` (`<source>.beam<k>.hyp`).
 
     python benchmarks/quality.py --cache_dir=cache/corpora                  # the default setting
     python benchmarks/quality.py --setting=long                            # a longer run by hand
@@ -1069,6 +1072,12 @@ def run(args):
                     )
                     for test_set in sources
                 }
+                # Beside the project's own .hyp files (evaluate.py writes them in its run directory).
+                torch_dir = os.path.join(args.output_dir, f"torch-{norm_name(normalize_first)}")
+                os.makedirs(torch_dir, exist_ok=True)
+                for name, (hypotheses, _) in translations.items():
+                    with open(os.path.join(torch_dir, f"{name}.beam{beam_size}.hyp"), "w", encoding="utf-8") as handle:
+                        handle.writelines(line + "\n" for line in hypotheses)
                 translations = with_whole_test(translations, combine)
                 torch_rows = score_rows("torch", normalize_first, beam_size, translations, record, target_language)
                 if (normalize_first, beam_size) in project_translations:

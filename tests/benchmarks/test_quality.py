@@ -284,6 +284,9 @@ def test_whole_run_prints_one_row_per_system_source_and_search(quality, corpus, 
     assert printed[0] == quality.TABLE_HEADER
     assert len(printed) == 1 + len(expected)
     assert (output_dir / "project-pre-norm" / "model.keras").exists()
+    for source in sources[1:]:  # The baseline's translations, beside the project's.
+        hypotheses = (output_dir / "torch-pre-norm" / f"{source}.beam4.hyp").read_text(encoding="utf-8")
+        assert len(hypotheses.splitlines()) == 6
 
 
 @pytest.mark.parametrize(
