@@ -35,6 +35,7 @@ import tensorflow as tf
 from data.special_ids import EOS_ID, PAD_ID
 from models.search_config import DEFAULT_SEARCH, EXPORT_MAX_INPUT_LENGTH
 from models.translation import score_ids, translate_ids
+from training.in_place_cache import traced_in_place
 
 # The SentencePiece-length buckets used when none are given (clipped to max_input_length, which
 # is always the last one). benchmarks/export_latency.py measured them against a single bucket.
@@ -127,7 +128,7 @@ class ServingModule(tf.Module):
             reduce_retracing=False,
         )
         self.search = tf.function(
-            self._search,
+            traced_in_place(self._search),
             input_signature=[tf.TensorSpec([None, None], tf.int32, name="source_ids")],
             jit_compile=False,
             reduce_retracing=False,

@@ -16,11 +16,57 @@ head-major, so that a decoding step's attention is two batched matmuls over the 
   sentence's beams on consecutive rows): the rows that share a sentence are attended together,
   one read of its keys and values for all of them (`rows_per_cache_row`, `MultiHeadAttention._attend_shared`).
 
+How a buffer is allocated and written is a `BufferOps`: by default `keras.ops.zeros` and
+`keras.ops.scatter_update`, which XLA runs in place. A TensorFlow graph without XLA copies the whole
+buffer at every `TensorScatterUpdate` (the loop still holds its input); a caller tracing a search
+into such a graph (`training/in_place_cache.py`) sets other primitives for the trace with
+`using_buffer_ops`, since `models/` itself holds no TensorFlow code.
+
 The attention's math (projections, softmax) is in `models/multi_head_attention.py`; this module
 only says where keys and values lie in the buffers.
 """
 
+import contextlib
+from collections.abc import Callable
+from typing import NamedTuple
+
 from keras import ops
+
+
+class BufferOps(NamedTuple):
+    """How cache buffers are made and written.
+
+    Attributes:
+        allocate: `(shape, dtype) -> buffer`, a zero buffer of that shape (a fresh one at every
+            run: `write_rows` may write into it).
+        write_rows: `(buffer, coordinates, rows) -> buffer`: `buffer` `[batch, heads,
+            cache_length, head_dim]` with `rows` (`[n, head_dim]`) written at `coordinates`, a
+            triple of int32 `[n]` tensors (batch row, head, position), no two rows at the same
+            place. It may write into `buffer` itself when nothing reads `buffer` afterwards.
+    """
+
+    allocate: Callable
+    write_rows: Callable
+
+
+def _scatter_rows(buffer, coordinates, rows):
+    return ops.scatter_update(buffer, ops.stack(coordinates, axis=-1), rows)
+
+
+KERAS_BUFFER_OPS = BufferOps(allocate=lambda shape, dtype: ops.zeros(shape, dtype=dtype), write_rows=_scatter_rows)
+_buffer_ops = KERAS_BUFFER_OPS
+
+
+@contextlib.contextmanager
+def using_buffer_ops(buffer_ops):
+    """Makes `empty_cache` and `write_cache` use `buffer_ops` inside the `with` block (while a
+    search is traced: what the trace records stays after the block)."""
+    global _buffer_ops
+    previous, _buffer_ops = _buffer_ops, buffer_ops
+    try:
+        yield
+    finally:
+        _buffer_ops = previous
 
 
 def concrete_int(value):
@@ -36,7 +82,7 @@ def concrete_int(value):
 def empty_cache(batch_size, num_heads, cache_length, head_dim, dtype):
     """A zero self-attention cache: `(keys, values)`, each `[batch_size, num_heads, cache_length, head_dim]`."""
     shape = (batch_size, num_heads, cache_length, head_dim)
-    return ops.zeros(shape, dtype=dtype), ops.zeros(shape, dtype=dtype)
+    return _buffer_ops.allocate(shape, dtype), _buffer_ops.allocate(shape, dtype)
 
 
 def check_cache(cache, num_heads, head_dim, name):
@@ -76,10 +122,9 @@ def write_cache(cache, new_keys, new_values, cache_index, name):
     `(r % n) * cache_length / n + cache_index` onwards. ValueError (naming layer `name`) when the
     positions do not fit in a slot.
 
-    A scatter of those positions only: XLA updates the buffer in place; TensorFlow's
-    TensorScatterUpdate (a plain TF op, allowed in the SavedModel for TensorFlow Serving, unlike
-    the XlaDynamicUpdateSlice of ops.slice_update) copies a buffer that the loop still holds,
-    which costs what a select over the whole buffer did.
+    A scatter of those positions only, through the current `BufferOps` (the module docstring):
+    `ops.scatter_update` is TensorScatterUpdate under TensorFlow, a plain TF op allowed in the
+    SavedModel for TensorFlow Serving, unlike the XlaDynamicUpdateSlice of `ops.slice_update`.
     """
     keys, values = cache
     start = concrete_int(cache_index)
@@ -117,9 +162,9 @@ def write_cache(cache, new_keys, new_values, cache_index, name):
         + ops.arange(shape[2], dtype="int32")[None, None, :]
         + ops.cast(cache_index, "int32"),
     )
-    indices = ops.reshape(ops.stack([ops.broadcast_to(c, shape) for c in coordinates], axis=-1), (-1, 3))
+    coordinates = tuple(ops.reshape(ops.broadcast_to(c, shape), (-1,)) for c in coordinates)
 
     def write(buffer, new):
-        return ops.scatter_update(buffer, indices, ops.reshape(ops.cast(new, buffer.dtype), (-1, head_dim)))
+        return _buffer_ops.write_rows(buffer, coordinates, ops.reshape(ops.cast(new, buffer.dtype), (-1, head_dim)))
 
     return write(keys, new_keys), write(values, new_values)

@@ -21,7 +21,8 @@ def compile_search(function, variables=(), any_shape=False):
     """`function(*arrays)` compiled for the current backend, reading `variables` at every call.
 
     TensorFlow: a `tf.function` without XLA (on CPUs a compilation per shape costs more than it
-    saves); it reads the variables' current values when it runs. JAX: `jax.jit` of a stateless
+    saves), its decoding caches written in place (`training.in_place_cache`); it reads the
+    variables' current values when it runs. JAX: `jax.jit` of a stateless
     version of `function` that takes the variables' values as an argument (the way Keras's JAX
     trainer calls a model). Jitting `function` itself would capture the variables' values at trace
     time as constants, so a model trained or reloaded after the first call would keep translating
@@ -37,7 +38,9 @@ def compile_search(function, variables=(), any_shape=False):
     if backend == "tensorflow":
         import tensorflow as tf
 
-        return tf.function(function, jit_compile=False, reduce_retracing=any_shape)
+        from training.in_place_cache import traced_in_place
+
+        return tf.function(traced_in_place(function), jit_compile=False, reduce_retracing=any_shape)
     if backend == "jax":
         import jax
 
