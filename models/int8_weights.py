@@ -13,12 +13,16 @@ Symmetric absolute-maximum quantization, Keras's convention (`keras.quantizers.a
 `q = round(w * scale)` with `scale = 127 / max |w|` over the channel, so `w ~ q / scale`. Biases,
 layer norms and the attention over the cache stay in float.
 
-Weight-only: the product is `(x @ q) / scale`, the int8 weights cast to `PRODUCT_DTYPE` inside the
-matmul, and the inputs are not quantized. Keras's own int8 `Dense` call quantizes every input row
+Weight-only: the product is `(x @ q) / scale`, the int8 weights cast to `PRODUCT_DTYPE` for the
+matmul, and the inputs are not quantized. A search casts each matrix once for all its decoding
+steps (`products_cast_once`, which `models.translation.translate_ids` enters): cast at every step,
+the cast of a `[512, 2048]` matrix costs about what the product of 128 rows with it does. Keras's own int8 `Dense` call quantizes every input row
 to int8 and multiplies int8 by int8 into int32; TensorFlow's CPU kernel for that product
 (`BatchMatMulV3`, Eigen, no VNNI) runs slower than its float32 matmul, so that path would make the
 int8 model slower than the float one (benchmarks/README.md).
 """
+
+import contextlib
 
 import keras
 from keras import ops
@@ -30,6 +34,9 @@ from keras import ops
 PRODUCT_DTYPE = "bfloat16"
 # Keras's int8 range: symmetric, -128 unused.
 INT8_RANGE = (-127, 127)
+
+# While `products_cast_once` is active: `id(int8 variable) -> the variable cast to PRODUCT_DTYPE`.
+_cast_matrices = None
 
 
 def quantize_channels(weights, channel_axis):
@@ -65,8 +72,38 @@ def dequantized_matmul(inputs, quantized, scale, transpose=False, dtype="float32
     width = quantized.shape[1 if transpose else 0]
     units = quantized.shape[0 if transpose else 1]
     rows = ops.cast(ops.reshape(inputs, (-1, width)), PRODUCT_DTYPE)  # [positions, in]
-    kernel = ops.cast(quantized, PRODUCT_DTYPE)
-    if transpose:
-        kernel = ops.transpose(kernel)
-    outputs = ops.cast(ops.matmul(rows, kernel), dtype) / ops.cast(scale, dtype)
+    outputs = ops.cast(ops.matmul(rows, _product_matrix(quantized, transpose)), dtype) / ops.cast(scale, dtype)
     return ops.reshape(outputs, tuple(ops.shape(inputs)[:-1]) + (units,))
+
+
+def _product_matrix(quantized, transpose):
+    """`quantized` cast to PRODUCT_DTYPE (and transposed): the cast made by `products_cast_once`
+    while one is active, else a cast here."""
+    matrix = _cast_matrices.get(id(quantized)) if _cast_matrices is not None else None
+    if matrix is None:
+        matrix = ops.cast(quantized, PRODUCT_DTYPE)
+    return ops.transpose(matrix) if transpose else matrix
+
+
+@contextlib.contextmanager
+def products_cast_once(variables):
+    """Casts the int8 ones among `variables` to PRODUCT_DTYPE here, once, and makes every product
+    inside the block use those casts.
+
+    A search enters it before its decoding loop (`models.translation.translate_ids`), so that the
+    loop's steps share the casts instead of casting every matrix at every step. A float model has
+    no int8 variable and nothing changes. A block inside another one uses the outer casts.
+    """
+    global _cast_matrices
+    if _cast_matrices is not None:
+        yield
+        return
+    _cast_matrices = {
+        id(variable): ops.cast(variable, PRODUCT_DTYPE)
+        for variable in variables
+        if keras.backend.standardize_dtype(variable.dtype) == "int8"
+    }
+    try:
+        yield
+    finally:
+        _cast_matrices = None

@@ -6,6 +6,7 @@ graph for the SavedModel. The model is seen by the search only through `next_log
 
 from keras import ops
 
+from models import int8_weights
 from models.beam_search import beam_search, greedy_search, sampling_search
 from models.search_config import DEFAULT_SEARCH
 from models.special_ids import BOS_ID, EOS_ID
@@ -65,71 +66,77 @@ def translate_ids(
                 f"received source_ids of shape {source_ids.shape}"
             )
         max_decode_length = int(source_length) + int(max_extra_length)
-    encoder_output, padding_mask = model.encode(source_ids, training=False)
-    batch_size = ops.shape(source_ids)[0]
-    source_lengths = ops.sum(ops.cast(padding_mask, "int32"), axis=1)  # [batch]
-    # Hypotheses are rows b * beam + k (beam k of sentence b); the caches stay one row per sentence,
-    # never reordered. Encoder keys/values: projected once, read by the sentence's beams together
-    # (`MultiHeadAttention._attend_shared`). Self-attention keys/values: `beam` slots of
-    # `max_decode_length` positions per sentence; the hypothesis in slot k writes position t of slot
-    # k at step t, and reads each earlier position in the slot of its ancestor there, recorded in
-    # `ancestry` (`[batch * beam, max_decode_length]`, the only state reordered with the beams).
-    # No step copies the caches: a reordering gather of every cache per step is a large share of a
-    # beam search's memory traffic on a GPU.
-    cache = model.initial_cache(encoder_output, beam_size * max_decode_length)
-    padding_mask = ops.repeat(padding_mask, beam_size, axis=0)
-    cross_caches = cache["cross"]
-    positions = ops.arange(max_decode_length, dtype="int32")
-    slots = ops.arange(beam_size, dtype="int32")
-    own_slot = ops.mod(ops.arange(batch_size * beam_size, dtype="int32"), beam_size)  # [batch * beam]
+    # An int8 model's matrices are cast for their products once here, not at every decoding step.
+    with int8_weights.products_cast_once(model.weights):
+        encoder_output, padding_mask = model.encode(source_ids, training=False)
+        batch_size = ops.shape(source_ids)[0]
+        source_lengths = ops.sum(ops.cast(padding_mask, "int32"), axis=1)  # [batch]
+        # Hypotheses are rows b * beam + k (beam k of sentence b); the caches stay one row per sentence,
+        # never reordered. Encoder keys/values: projected once, read by the sentence's beams together
+        # (`MultiHeadAttention._attend_shared`). Self-attention keys/values: `beam` slots of
+        # `max_decode_length` positions per sentence; the hypothesis in slot k writes position t of slot
+        # k at step t, and reads each earlier position in the slot of its ancestor there, recorded in
+        # `ancestry` (`[batch * beam, max_decode_length]`, the only state reordered with the beams).
+        # No step copies the caches: a reordering gather of every cache per step is a large share of a
+        # beam search's memory traffic on a GPU.
+        cache = model.initial_cache(encoder_output, beam_size * max_decode_length)
+        padding_mask = ops.repeat(padding_mask, beam_size, axis=0)
+        cross_caches = cache["cross"]
+        positions = ops.arange(max_decode_length, dtype="int32")
+        slots = ops.arange(beam_size, dtype="int32")
+        own_slot = ops.mod(ops.arange(batch_size * beam_size, dtype="int32"), beam_size)  # [batch * beam]
 
-    def next_logits_fn(ids, step, state):
-        mask = None  # One slot per sentence (greedy): the decoder's causal mask.
-        if beam_size > 1:
-            ancestry = ops.where(positions[None, :] == step, own_slot[:, None], state["ancestry"])
-            # [batch * beam, beam, L]: slot k, position p holds an ancestor's (or its own) keys.
-            visible = ops.logical_and(positions[None, None, :] <= step, ancestry[:, None, :] == slots[None, :, None])
-            mask = ops.reshape(visible, (-1, 1, beam_size * max_decode_length))
-            state = {**state, "ancestry": ancestry}
-        logits, new_cache = model.decode(
-            ops.expand_dims(ids, 1),
-            encoder_padding_mask=padding_mask,
-            cache={"self": state["self"], "cross": cross_caches},
-            cache_index=step,
-            self_attention_mask=mask,
+        def next_logits_fn(ids, step, state):
+            mask = None  # One slot per sentence (greedy): the decoder's causal mask.
+            if beam_size > 1:
+                ancestry = ops.where(positions[None, :] == step, own_slot[:, None], state["ancestry"])
+                # [batch * beam, beam, L]: slot k, position p holds an ancestor's (or its own) keys.
+                visible = ops.logical_and(
+                    positions[None, None, :] <= step, ancestry[:, None, :] == slots[None, :, None]
+                )
+                mask = ops.reshape(visible, (-1, 1, beam_size * max_decode_length))
+                state = {**state, "ancestry": ancestry}
+            logits, new_cache = model.decode(
+                ops.expand_dims(ids, 1),
+                encoder_padding_mask=padding_mask,
+                cache={"self": state["self"], "cross": cross_caches},
+                cache_index=step,
+                self_attention_mask=mask,
+            )
+            return logits[:, 0, :], {**state, "self": new_cache["self"]}  # [batch * beam, vocab]
+
+        def reorder_state(state, parent_rows):
+            return {"self": state["self"], "ancestry": ops.take(state["ancestry"], parent_rows, axis=0)}
+
+        options = dict(
+            max_decode_length=max_decode_length,
+            max_lengths=source_lengths + int(max_extra_length),
+            alpha=alpha,
+            eos_id=eos_id,
+            pad_id=model.pad_id,
         )
-        return logits[:, 0, :], {**state, "self": new_cache["self"]}  # [batch * beam, vocab]
-
-    def reorder_state(state, parent_rows):
-        return {"self": state["self"], "ancestry": ops.take(state["ancestry"], parent_rows, axis=0)}
-
-    options = dict(
-        max_decode_length=max_decode_length,
-        max_lengths=source_lengths + int(max_extra_length),
-        alpha=alpha,
-        eos_id=eos_id,
-        pad_id=model.pad_id,
-    )
-    if min_length_ratio:
-        options["min_lengths"] = ops.cast(ops.floor(ops.cast(source_lengths, "float32") * min_length_ratio), "int32")
-    initial_ids = ops.full((batch_size,), bos_id, dtype="int32")
-    if sampler is not None:
-        return sampling_search(next_logits_fn, initial_ids, {"self": cache["self"]}, sampler=sampler, **options)
-    if beam_size == 1:  # One slot per sentence, nothing to reorder and no ancestry to keep.
-        return greedy_search(next_logits_fn, initial_ids, {"self": cache["self"]}, **options)
-    initial_state = {
-        "self": cache["self"],
-        "ancestry": ops.zeros((batch_size * beam_size, max_decode_length), dtype="int32"),
-    }
-    return beam_search(
-        next_logits_fn,
-        initial_ids,
-        initial_state,
-        beam_size=beam_size,
-        num_return=num_return,
-        reorder_state=reorder_state,
-        **options,
-    )
+        if min_length_ratio:
+            options["min_lengths"] = ops.cast(
+                ops.floor(ops.cast(source_lengths, "float32") * min_length_ratio), "int32"
+            )
+        initial_ids = ops.full((batch_size,), bos_id, dtype="int32")
+        if sampler is not None:
+            return sampling_search(next_logits_fn, initial_ids, {"self": cache["self"]}, sampler=sampler, **options)
+        if beam_size == 1:  # One slot per sentence, nothing to reorder and no ancestry to keep.
+            return greedy_search(next_logits_fn, initial_ids, {"self": cache["self"]}, **options)
+        initial_state = {
+            "self": cache["self"],
+            "ancestry": ops.zeros((batch_size * beam_size, max_decode_length), dtype="int32"),
+        }
+        return beam_search(
+            next_logits_fn,
+            initial_ids,
+            initial_state,
+            beam_size=beam_size,
+            num_return=num_return,
+            reorder_state=reorder_state,
+            **options,
+        )
 
 
 def score_ids(model, source_ids, target_ids, *, bos_id=BOS_ID):

@@ -83,6 +83,26 @@ def test_ops_stay_within_the_allow_list(exported, quantized):
     assert set(unknown_to_tensorflow) <= SENTENCEPIECE_OPS, set(unknown_to_tensorflow) - SENTENCEPIECE_OPS
 
 
+def test_the_decoding_loops_cast_no_int8_matrix(quantized):
+    """The matrices are cast to the product dtype once per search, before its loop: inside a
+    decoding loop only the embedding rows of the step's tokens are."""
+    from tensorflow.core.framework import types_pb2
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    saved_model = saved_model_pb2.SavedModel()
+    with open(os.path.join(quantized, "saved_model.pb"), "rb") as handle:
+        saved_model.ParseFromString(handle.read())
+    int8_casts = {}
+    for function in saved_model.meta_graphs[0].graph_def.library.function:
+        int8_casts[function.signature.name] = sum(
+            1 for node in function.node_def if node.op == "Cast" and node.attr["SrcT"].type == types_pb2.DT_INT8
+        )
+    loops = {name: count for name, count in int8_casts.items() if "while_body" in name}
+    print(f"int8 casts per decoding loop: {loops}; elsewhere: {sum(int8_casts.values()) - sum(loops.values())}")
+    assert loops and set(loops.values()) == {1}
+    assert sum(int8_casts.values()) > sum(loops.values())
+
+
 def test_saved_model_cli_runs_it_with_the_session_loader_tensorflow_serving_uses(quantized):
     assert "Result for output key translations:" in saved_model_cli_run(quantized, '["Open the file."]')
 

@@ -1,11 +1,14 @@
 """Int8 weights: the quantizer's bound, the dequantized product against NumPy, and a quantized
 Transformer's variables and logits beside the float model's."""
 
+import contextlib
+
 import keras
 import numpy as np
 import pytest
 
 from models import int8_weights
+from models.special_ids import PAD_ID
 from models.transformer import Transformer
 from tests.conftest import TINY_MODEL
 
@@ -76,3 +79,27 @@ def test_quantize_refuses_other_modes_and_a_second_quantization():
     model.quantize("int8")
     with pytest.raises(ValueError, match="already"):
         model.quantize("int8")
+
+
+def test_a_search_casts_each_int8_matrix_once_and_translates_as_with_a_cast_per_product(monkeypatch):
+    from models.translation import translate_ids
+
+    model = _model()
+    model.quantize("int8")
+    int8_variables = [v for v in model.weights if keras.backend.standardize_dtype(v.dtype) == "int8"]
+    with int8_weights.products_cast_once(model.weights):
+        casts = dict(int8_weights._cast_matrices)
+        assert sorted(casts) == sorted(id(v) for v in int8_variables)
+        # Every product reads the block's cast of its matrix, also inside a nested block.
+        with int8_weights.products_cast_once(model.weights):
+            for variable in int8_variables:
+                assert int8_weights._product_matrix(variable, transpose=False) is casts[id(variable)]
+    assert int8_weights._cast_matrices is None
+
+    source = np.random.default_rng(3).integers(4, 50, size=(3, 6)).astype("int32")
+    source[2, 3:] = PAD_ID
+    once = translate_ids(model, source, beam_size=3, num_return=3, max_extra_length=5)
+    monkeypatch.setattr(int8_weights, "products_cast_once", lambda variables: contextlib.nullcontext())
+    every_product = translate_ids(model, source, beam_size=3, num_return=3, max_extra_length=5)
+    for got, want in zip(once, every_product):
+        np.testing.assert_array_equal(keras.ops.convert_to_numpy(got), keras.ops.convert_to_numpy(want))
