@@ -13,13 +13,14 @@ Symmetric absolute-maximum quantization, Keras's convention (`keras.quantizers.a
 `q = round(w * scale)` with `scale = 127 / max |w|` over the channel, so `w ~ q / scale`. Biases,
 layer norms and the attention over the cache stay in float.
 
-Weight-only: the product is `(x @ q) / scale`, the int8 weights cast to `PRODUCT_DTYPE` for the
-matmul, and the inputs are not quantized. A search casts each matrix once for all its decoding
-steps (`products_cast_once`, which `models.translation.translate_ids` enters): cast at every step,
-the cast of a `[512, 2048]` matrix costs about what the product of 128 rows with it does. Keras's own int8 `Dense` call quantizes every input row
-to int8 and multiplies int8 by int8 into int32; TensorFlow's CPU kernel for that product
-(`BatchMatMulV3`, Eigen, no VNNI) runs slower than its float32 matmul, so that path would make the
-int8 model slower than the float one (benchmarks/README.md).
+Weight-only: the product is `x @ (q / scale)`, the int8 weights dequantized to `PRODUCT_DTYPE`
+for the matmul, and the inputs are not quantized. A search dequantizes each matrix once for all
+its decoding steps (`products_cast_once`, which `models.translation.translate_ids` enters): done at
+every step, the cast of a `[512, 2048]` matrix costs about what the product of 128 rows with it
+does. Keras's own int8 `Dense` call quantizes every input row to int8 and multiplies int8 by int8
+into int32; TensorFlow's CPU kernel for that product (`BatchMatMulV3`, Eigen, no VNNI) runs slower
+than its float32 matmul, so that path would make the int8 model slower than the float one
+(benchmarks/README.md).
 """
 
 import contextlib
@@ -27,15 +28,19 @@ import contextlib
 import keras
 from keras import ops
 
-# The dtype the int8 weights are cast to for the product (exact: every int8 value is a bfloat16).
-# bfloat16 halves the bytes the cast writes and the matmul reads beside float32, and CPUs with
-# AVX512-BF16 or AMX multiply it natively; the inputs are rounded to bfloat16 for the product and
-# the result is cast back to the layer's compute dtype before the scale.
+# The dtype the int8 weights are dequantized to for the product. bfloat16 halves the bytes the
+# matmul reads beside float32, and CPUs with AVX512-BF16 or AMX multiply it natively; the inputs
+# are rounded to bfloat16 for the product and the result is cast back to the layer's compute dtype.
 PRODUCT_DTYPE = "bfloat16"
 # Keras's int8 range: symmetric, -128 unused.
 INT8_RANGE = (-127, 127)
 
-# While `products_cast_once` is active: `id(int8 variable) -> the variable cast to PRODUCT_DTYPE`.
+# The int8 matrices by the name of their scale variable, and whether their products use them
+# transposed: a Dense kernel `[in, out]` with one `kernel_scale` per output column (Keras's int8
+# `Dense`); the shared embedding `[vocabulary, d_model]` with one `embeddings_scale` per row, used
+# transposed as the pre-softmax projection (`models.shared_embedding`).
+SCALE_LAYOUTS = {"kernel_scale": False, "embeddings_scale": True}
+# While `products_cast_once` is active: `id(int8 variable) -> its product_matrix`.
 _cast_matrices = None
 
 
@@ -57,7 +62,7 @@ def quantize_channels(weights, channel_axis):
 
 
 def dequantized_matmul(inputs, quantized, scale, transpose=False, dtype="float32"):
-    """`inputs @ (quantized / scale)`, the int8 weights dequantized inside the product.
+    """`inputs @ (quantized / scale)`: the int8 weights dequantized to PRODUCT_DTYPE for the product.
 
     Args:
         inputs: float `[..., in]`.
@@ -72,37 +77,50 @@ def dequantized_matmul(inputs, quantized, scale, transpose=False, dtype="float32
     width = quantized.shape[1 if transpose else 0]
     units = quantized.shape[0 if transpose else 1]
     rows = ops.cast(ops.reshape(inputs, (-1, width)), PRODUCT_DTYPE)  # [positions, in]
-    outputs = ops.cast(ops.matmul(rows, _product_matrix(quantized, transpose)), dtype) / ops.cast(scale, dtype)
+    outputs = ops.cast(ops.matmul(rows, product_matrix_of(quantized, scale, transpose)), dtype)
     return ops.reshape(outputs, tuple(ops.shape(inputs)[:-1]) + (units,))
 
 
-def _product_matrix(quantized, transpose):
-    """`quantized` cast to PRODUCT_DTYPE (and transposed): the cast made by `products_cast_once`
-    while one is active, else a cast here."""
+def product_matrix_of(quantized, scale, transpose=False):
+    """`product_matrix(quantized, scale, transpose)`: the one `products_cast_once` made, inside its
+    block, else made here."""
     matrix = _cast_matrices.get(id(quantized)) if _cast_matrices is not None else None
-    if matrix is None:
-        matrix = ops.cast(quantized, PRODUCT_DTYPE)
-    return ops.transpose(matrix) if transpose else matrix
+    return product_matrix(quantized, scale, transpose) if matrix is None else matrix
+
+
+def product_matrix(quantized, scale, transpose=False):
+    """`quantized / scale` in PRODUCT_DTYPE, `[in, out]` for `inputs @ matrix` (`quantized` taken
+    as `dequantized_matmul` takes it). The quotient is rounded to bfloat16's 8 significant bits,
+    finer than the int8 step it carries (at best 1 part in 127)."""
+    if transpose:
+        return ops.cast(
+            ops.transpose(ops.cast(quantized, "float32") / ops.cast(scale, "float32")[:, None]), PRODUCT_DTYPE
+        )
+    return ops.cast(ops.cast(quantized, "float32") / ops.cast(scale, "float32")[None, :], PRODUCT_DTYPE)
 
 
 @contextlib.contextmanager
 def products_cast_once(variables):
-    """Casts the int8 ones among `variables` to PRODUCT_DTYPE here, once, and makes every product
-    inside the block use those casts.
+    """Makes the product matrices of the int8 ones among `variables` here, once
+    (`product_matrix`), and every product inside the block use them.
 
     A search enters it before its decoding loop (`models.translation.translate_ids`), so that the
-    loop's steps share the casts instead of casting every matrix at every step. A float model has
-    no int8 variable and nothing changes. A block inside another one uses the outer casts.
+    loop's steps share the matrices instead of dequantizing every matrix at every step. An int8
+    matrix is found with its scale by name (`SCALE_LAYOUTS`). A float model has no int8 variable
+    and nothing changes. A block inside another one uses the outer one's matrices.
     """
     global _cast_matrices
     if _cast_matrices is not None:
         yield
         return
-    _cast_matrices = {
-        id(variable): ops.cast(variable, PRODUCT_DTYPE)
-        for variable in variables
-        if keras.backend.standardize_dtype(variable.dtype) == "int8"
-    }
+    by_path = {variable.path: variable for variable in variables}
+    matrices = {}
+    for path, variable in by_path.items():
+        suffix = path.rsplit("/", 1)[-1]
+        quantized = by_path.get(path[: -len("_scale")]) if suffix in SCALE_LAYOUTS else None
+        if quantized is not None and keras.backend.standardize_dtype(quantized.dtype) == "int8":
+            matrices[id(quantized)] = product_matrix(quantized, variable, transpose=SCALE_LAYOUTS[suffix])
+    _cast_matrices = matrices
     try:
         yield
     finally:

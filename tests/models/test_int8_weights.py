@@ -88,17 +88,26 @@ def test_a_search_casts_each_int8_matrix_once_and_translates_as_with_a_cast_per_
     model.quantize("int8")
     int8_variables = [v for v in model.weights if keras.backend.standardize_dtype(v.dtype) == "int8"]
     with int8_weights.products_cast_once(model.weights):
-        casts = dict(int8_weights._cast_matrices)
-        assert sorted(casts) == sorted(id(v) for v in int8_variables)
-        # Every product reads the block's cast of its matrix, also inside a nested block.
-        with int8_weights.products_cast_once(model.weights):
-            for variable in int8_variables:
-                assert int8_weights._product_matrix(variable, transpose=False) is casts[id(variable)]
+        matrices = dict(int8_weights._cast_matrices)
+        assert sorted(matrices) == sorted(id(v) for v in int8_variables)
+        # Each in the layout of its products: [in, out] kernels, the embedding transposed.
+        for variable in int8_variables:
+            rows, columns = variable.shape
+            transposed = variable.path.endswith("/embeddings")
+            assert tuple(matrices[id(variable)].shape) == ((columns, rows) if transposed else (rows, columns))
+        with int8_weights.products_cast_once(model.weights):  # A nested block keeps the outer matrices.
+            assert int8_weights._cast_matrices is not None and int8_weights._cast_matrices.keys() == matrices.keys()
     assert int8_weights._cast_matrices is None
 
     source = np.random.default_rng(3).integers(4, 50, size=(3, 6)).astype("int32")
     source[2, 3:] = PAD_ID
+    made = []
+    product_matrix = int8_weights.product_matrix
+    monkeypatch.setattr(
+        int8_weights, "product_matrix", lambda *args, **kw: made.append(1) or product_matrix(*args, **kw)
+    )
     once = translate_ids(model, source, beam_size=3, num_return=3, max_extra_length=5)
+    assert len(made) == len(int8_variables)  # Each matrix dequantized once, before the search.
     monkeypatch.setattr(int8_weights, "products_cast_once", lambda variables: contextlib.nullcontext())
     every_product = translate_ids(model, source, beam_size=3, num_return=3, max_extra_length=5)
     for got, want in zip(once, every_product):
