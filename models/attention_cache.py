@@ -27,6 +27,7 @@ only says where keys and values lie in the buffers.
 """
 
 import contextlib
+import threading
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -54,19 +55,24 @@ def _scatter_rows(buffer, coordinates, rows):
 
 
 KERAS_BUFFER_OPS = BufferOps(allocate=lambda shape, dtype: ops.zeros(shape, dtype=dtype), write_rows=_scatter_rows)
-_buffer_ops = KERAS_BUFFER_OPS
+_state = threading.local()  # `buffer_ops`: what `using_buffer_ops` set in this thread.
+
+
+def current_buffer_ops():
+    """The `BufferOps` that `empty_cache` and `write_cache` use now, in this thread."""
+    return getattr(_state, "buffer_ops", KERAS_BUFFER_OPS)
 
 
 @contextlib.contextmanager
 def using_buffer_ops(buffer_ops):
-    """Makes `empty_cache` and `write_cache` use `buffer_ops` inside the `with` block (while a
-    search is traced: what the trace records stays after the block)."""
-    global _buffer_ops
-    previous, _buffer_ops = _buffer_ops, buffer_ops
+    """Makes `empty_cache` and `write_cache` use `buffer_ops` inside the `with` block, in this
+    thread (while a search is traced: what the trace records stays after the block)."""
+    previous = current_buffer_ops()
+    _state.buffer_ops = buffer_ops
     try:
         yield
     finally:
-        _buffer_ops = previous
+        _state.buffer_ops = previous
 
 
 def concrete_int(value):
@@ -82,7 +88,8 @@ def concrete_int(value):
 def empty_cache(batch_size, num_heads, cache_length, head_dim, dtype):
     """A zero self-attention cache: `(keys, values)`, each `[batch_size, num_heads, cache_length, head_dim]`."""
     shape = (batch_size, num_heads, cache_length, head_dim)
-    return _buffer_ops.allocate(shape, dtype), _buffer_ops.allocate(shape, dtype)
+    buffer_ops = current_buffer_ops()
+    return buffer_ops.allocate(shape, dtype), buffer_ops.allocate(shape, dtype)
 
 
 def check_cache(cache, num_heads, head_dim, name):
@@ -164,7 +171,9 @@ def write_cache(cache, new_keys, new_values, cache_index, name):
     )
     coordinates = tuple(ops.reshape(ops.broadcast_to(c, shape), (-1,)) for c in coordinates)
 
+    write_rows = current_buffer_ops().write_rows
+
     def write(buffer, new):
-        return _buffer_ops.write_rows(buffer, coordinates, ops.reshape(ops.cast(new, buffer.dtype), (-1, head_dim)))
+        return write_rows(buffer, coordinates, ops.reshape(ops.cast(new, buffer.dtype), (-1, head_dim)))
 
     return write(keys, new_keys), write(values, new_values)

@@ -24,6 +24,7 @@ than its float32 matmul, so that path would make the int8 model slower than the 
 """
 
 import contextlib
+import threading
 
 import keras
 from keras import ops
@@ -40,8 +41,15 @@ INT8_RANGE = (-127, 127)
 # `Dense`); the shared embedding `[vocabulary, d_model]` with one `embeddings_scale` per row, used
 # transposed as the pre-softmax projection (`models.shared_embedding`).
 SCALE_LAYOUTS = {"kernel_scale": False, "embeddings_scale": True}
-# While `products_cast_once` is active: `id(int8 variable) -> its product_matrix`.
-_cast_matrices = None
+# `matrices`: while `products_cast_once` is active in this thread, `id(int8 variable) -> its
+# product_matrix`.
+_state = threading.local()
+
+
+def block_matrices():
+    """`id(int8 variable) -> product matrix` of the `products_cast_once` block active in this
+    thread, or None outside one."""
+    return getattr(_state, "matrices", None)
 
 
 def quantize_channels(weights, channel_axis):
@@ -84,7 +92,8 @@ def dequantized_matmul(inputs, quantized, scale, transpose=False, dtype="float32
 def product_matrix_of(quantized, scale, transpose=False):
     """`product_matrix(quantized, scale, transpose)`: the one `products_cast_once` made, inside its
     block, else made here."""
-    matrix = _cast_matrices.get(id(quantized)) if _cast_matrices is not None else None
+    matrices = block_matrices()
+    matrix = matrices.get(id(quantized)) if matrices is not None else None
     return product_matrix(quantized, scale, transpose) if matrix is None else matrix
 
 
@@ -109,8 +118,7 @@ def products_cast_once(variables):
     matrix is found with its scale by name (`SCALE_LAYOUTS`). A float model has no int8 variable
     and nothing changes. A block inside another one uses the outer one's matrices.
     """
-    global _cast_matrices
-    if _cast_matrices is not None:
+    if block_matrices() is not None:
         yield
         return
     by_path = {variable.path: variable for variable in variables}
@@ -120,8 +128,8 @@ def products_cast_once(variables):
         quantized = by_path.get(path[: -len("_scale")]) if suffix in SCALE_LAYOUTS else None
         if quantized is not None and keras.backend.standardize_dtype(quantized.dtype) == "int8":
             matrices[id(quantized)] = product_matrix(quantized, variable, transpose=SCALE_LAYOUTS[suffix])
-    _cast_matrices = matrices
+    _state.matrices = matrices
     try:
         yield
     finally:
-        _cast_matrices = None
+        _state.matrices = None

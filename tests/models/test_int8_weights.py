@@ -88,7 +88,7 @@ def test_a_search_casts_each_int8_matrix_once_and_translates_as_with_a_cast_per_
     model.quantize("int8")
     int8_variables = [v for v in model.weights if keras.backend.standardize_dtype(v.dtype) == "int8"]
     with int8_weights.products_cast_once(model.weights):
-        matrices = dict(int8_weights._cast_matrices)
+        matrices = dict(int8_weights.block_matrices())
         assert sorted(matrices) == sorted(id(v) for v in int8_variables)
         # Each in the layout of its products: [in, out] kernels, the embedding transposed.
         for variable in int8_variables:
@@ -96,8 +96,8 @@ def test_a_search_casts_each_int8_matrix_once_and_translates_as_with_a_cast_per_
             transposed = variable.path.endswith("/embeddings")
             assert tuple(matrices[id(variable)].shape) == ((columns, rows) if transposed else (rows, columns))
         with int8_weights.products_cast_once(model.weights):  # A nested block keeps the outer matrices.
-            assert int8_weights._cast_matrices is not None and int8_weights._cast_matrices.keys() == matrices.keys()
-    assert int8_weights._cast_matrices is None
+            assert int8_weights.block_matrices().keys() == matrices.keys()
+    assert int8_weights.block_matrices() is None
 
     source = np.random.default_rng(3).integers(4, 50, size=(3, 6)).astype("int32")
     source[2, 3:] = PAD_ID

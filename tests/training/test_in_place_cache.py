@@ -76,10 +76,19 @@ def test_the_in_place_graph_writes_without_copying_scatters(model):
 def test_the_buffer_ops_are_set_for_the_trace_only(model):
     _, in_place = _searches(model, beam_size=2)
     in_place(_source(0))
-    assert attention_cache._buffer_ops is attention_cache.KERAS_BUFFER_OPS
+    assert attention_cache.current_buffer_ops() is attention_cache.KERAS_BUFFER_OPS
     with attention_cache.using_buffer_ops(IN_PLACE):
-        assert attention_cache._buffer_ops is IN_PLACE
-    assert attention_cache._buffer_ops is attention_cache.KERAS_BUFFER_OPS
+        assert attention_cache.current_buffer_ops() is IN_PLACE
+    assert attention_cache.current_buffer_ops() is attention_cache.KERAS_BUFFER_OPS
+
+
+def test_the_buffer_ops_are_set_per_thread():
+    seen = []
+    with attention_cache.using_buffer_ops(IN_PLACE):
+        thread = threading.Thread(target=lambda: seen.append(attention_cache.current_buffer_ops()))
+        thread.start()
+        thread.join()
+    assert seen == [attention_cache.KERAS_BUFFER_OPS]
 
 
 def test_repeated_and_concurrent_runs_do_not_share_buffers(model):
