@@ -67,7 +67,7 @@ def translate_ids(
             )
         max_decode_length = int(source_length) + int(max_extra_length)
     # An int8 model's matrices are cast for their products once here, not at every decoding step.
-    with int8_weights.products_cast_once(model.weights):
+    with int8_weights.products_cast_once(model.variables):
         encoder_output, padding_mask = model.encode(source_ids, training=False)
         batch_size = ops.shape(source_ids)[0]
         source_lengths = ops.sum(ops.cast(padding_mask, "int32"), axis=1)  # [batch]
