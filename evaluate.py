@@ -92,11 +92,14 @@ def main(argv):
     errors = (evaluator.EvaluationError, evaluator.ModelDirError, evaluator.ExportDirError, TestSetError)
     try:
         conflict = FLAGS.export_dir and _export_conflict(FLAGS.export_dir)
+        search_note = FLAGS.model_dir and search_flags.apply_run_search(FLAGS, FLAGS.model_dir)
     except errors as error:
         conflict = str(error)
     if conflict:
         print(f"evaluate.py: error: {conflict}", file=sys.stderr)
         return 2
+    if search_note:
+        print(search_note, file=sys.stderr)
 
     config = evaluator.EvalConfig(
         model_dir=FLAGS.model_dir,

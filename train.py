@@ -25,7 +25,7 @@ from models.presets import MODEL_OPTIONS, PRESETS, model_config
 from training import init_from
 from training.config import BEST_METRICS, DataConfig, RunConfig, TrainConfig, evaluation_refusal
 from training.distribution import DISTRIBUTIONS
-from training.recipes import RECIPES, apply_recipe
+from training.recipes import RECIPES, apply_recipe, search_record
 from training.run_dir import RunDir, describe_score
 
 FLAGS = flags.FLAGS
@@ -458,7 +458,9 @@ def config_from_flags():
         init_checkpoint=FLAGS.init_checkpoint,
         accumulate_steps=FLAGS.accumulate_steps,
     )
-    return RunConfig(model_dir=FLAGS.model_dir, model=model, data=data, train=train)
+    search = search_record(FLAGS.recipe) if FLAGS.recipe else None
+    record = {"search": search} if search else {}
+    return RunConfig(model_dir=FLAGS.model_dir, model=model, data=data, train=train, record=record)
 
 
 def main(argv):

@@ -221,6 +221,10 @@ def run(write):
         conflict = export_conflict()
         if conflict:
             raise InputError(conflict)
+    else:
+        search_note = search_flags.apply_run_search(FLAGS, FLAGS.model_dir)
+        if search_note:
+            print(search_note, file=sys.stderr)
     # At a terminal each line is translated alone: a batch of one, not one line padded to a full batch.
     interactive = FLAGS.input == "-" and not FLAGS.src and sys.stdin.isatty()
     translator = load_translator(

@@ -51,6 +51,28 @@ def define_model_and_search_flags():
     )
 
 
+def apply_run_search(flag_values, model_dir):
+    """Sets each search flag the command line left out to the value the run at `model_dir`
+    records (config.json "search": its recipe's search, chosen on the dev split); returns a line
+    for stderr that names them, or None when there was none to set.
+
+    Raises:
+        ModelDirError: config.json is not JSON or its "search" is not valid (the file named).
+    """
+    run = run_dir.RunDir(model_dir)
+    config = run.read_config() or {}
+    settings = run_dir.search_settings(config.get("search"), run.config_path)
+    applied = []
+    for name, value in settings.items():
+        if not flag_values[name].present:
+            flag_values[name].value = value
+            applied.append(f"--{name}={value:g}")
+    if not applied:
+        return None
+    chosen_for = config["search"].get("chosen_for", "recorded by train.py")
+    return f"search of {model_dir} ({chosen_for}): {' '.join(applied)}; a flag on the command line overrides it"
+
+
 def export_dir_refusal(export_dir, given):
     """The error for flags (`given`, e.g. ["--beam_size"]) that apply to --model_dir only, given
     with --export_dir: it names the export's built-in settings."""

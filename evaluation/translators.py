@@ -28,10 +28,10 @@ def load_translator(
     *,
     kind=None,
     batch_size=32,
-    beam_size=DEFAULT_SEARCH.beam_size,
-    alpha=DEFAULT_SEARCH.alpha,
-    max_extra_length=DEFAULT_SEARCH.max_extra_length,
-    min_length_ratio=DEFAULT_SEARCH.min_length_ratio,
+    beam_size=None,
+    alpha=None,
+    max_extra_length=None,
+    min_length_ratio=None,
     max_input_length=None,
     checkpoint=None,
     sampling=None,
@@ -45,7 +45,8 @@ def load_translator(
             decides by its contents (a run has config.json or model.keras).
         batch_size: sentences per search call.
         beam_size, alpha, max_extra_length, min_length_ratio: a run's default search (an export
-            has its own).
+            has its own); each one left None is the run's recorded one (config.json "search", a
+            recipe's search chosen on the dev split), else the paper's (`DEFAULT_SEARCH`).
         max_input_length: a run's source tokens kept per sentence, EOS included (default: the
             run's `max_length`).
         checkpoint: a run's weights: "best", "last" or "average:N" (`training.run_dir.parse_checkpoint`);
@@ -65,14 +66,20 @@ def load_translator(
     if kind == "run" or (kind is None and is_run_dir(path)):
         from training.translator import Translator
 
-        model, tokenizer, run_config = RunDir(path).load_model(checkpoint or DEFAULT_CHECKPOINT, quiet=quiet)
+        run = RunDir(path)
+        given = dict(
+            beam_size=beam_size, alpha=alpha, max_extra_length=max_extra_length, min_length_ratio=min_length_ratio
+        )
+        recorded = run.recorded_search()
+        search = {
+            name: value if value is not None else recorded.get(name, getattr(DEFAULT_SEARCH, name))
+            for name, value in given.items()
+        }
+        model, tokenizer, run_config = run.load_model(checkpoint or DEFAULT_CHECKPOINT, quiet=quiet)
         return Translator(
             model,
             tokenizer,
-            beam_size=beam_size,
-            alpha=alpha,
-            max_extra_length=max_extra_length,
-            min_length_ratio=min_length_ratio,
+            **search,
             batch_size=batch_size,
             max_input_length=max_input_length or (run_config or {}).get("data", {}).get("max_length"),
             sampling=sampling,

@@ -22,6 +22,7 @@ from absl import app, flags
 from absl import logging as absl_logging
 
 from data import quiet_logs
+from evaluation import search_flags
 from models.search_config import DEFAULT_SEARCH, EXPORT_MAX_INPUT_LENGTH
 from training import run_dir
 
@@ -158,6 +159,12 @@ def main(argv):
         return
     from export.exporter import ExportError, export_model  # After flag parsing: TensorFlow is slow to import.
 
+    try:
+        search_note = search_flags.apply_run_search(FLAGS, FLAGS.model_dir)
+    except run_dir.ModelDirError as error:
+        raise SystemExit(f"export: error: {error}") from None
+    if search_note:
+        print(search_note, file=sys.stderr)
     try:
         path = export_model(
             FLAGS.model_dir,

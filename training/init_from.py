@@ -21,7 +21,15 @@ import os
 import shutil
 import zipfile
 
-from training.run_dir import BEST_RECORD_FILE, BEST_WEIGHTS_FILE, CONFIG_FILE, ModelDirError, RunDir, read_json
+from training.run_dir import (
+    BEST_RECORD_FILE,
+    BEST_WEIGHTS_FILE,
+    CONFIG_FILE,
+    ModelDirError,
+    RunDir,
+    read_json,
+    search_settings,
+)
 
 # Model options that shape the weights or what they compute; the others (the dropout rates) may change.
 ARCHITECTURE_KEYS = (
@@ -144,6 +152,7 @@ class ParentWeights:
     step: int | None
     vocabulary_path: str
     values: list
+    search: dict | None = None  # The parent's recorded search (config.json "search"), which the run keeps.
 
     def record(self):
         """What config.json records of the parent."""
@@ -187,8 +196,27 @@ def load_parent(path, choice, model, vocab_size):
         ) from error
     values = [keras.ops.convert_to_numpy(weight) for weight in parent.weights]
     return ParentWeights(
-        os.path.abspath(path), choice, os.path.abspath(weights_path), step, run.vocabulary_path, values
+        os.path.abspath(path),
+        choice,
+        os.path.abspath(weights_path),
+        step,
+        run.vocabulary_path,
+        values,
+        search=_inherited_search(parent_config, run),
     )
+
+
+def _inherited_search(parent_config, run):
+    """The parent's recorded search, as the fine-tuned run records it, or None."""
+    record = parent_config.get("search")
+    try:
+        search_settings(record, run.config_path)
+    except ModelDirError as error:
+        raise InitFromError(f"{_flag(run.path)}: {error}") from error
+    if record is None:
+        return None
+    chosen_for = record.get("chosen_for", "the parent")
+    return {**record, "chosen_for": f"{chosen_for}, kept from the parent run {os.path.abspath(run.path)}"}
 
 
 def copy_vocabulary(parent, target):

@@ -23,6 +23,22 @@ RECIPES = {
     ),
 }
 
+# The search a recipe's runs translate with, chosen on the dev split for its models and recorded in
+# the run's config.json ("search"): evaluate.py, translate.py, the export and `load_translator`
+# take it as the default of the flags the command line leaves out.
+RECIPE_SEARCH = {
+    # A short run's model prefers short outputs: the paper's alpha 0.6 leaves beam 4's output about
+    # 15% short on dev; alpha 1.0 with at least 0.8 output tokens per source token was best there.
+    "small_data": dict(alpha=1.0, min_length_ratio=0.8),
+}
+
+
+def search_record(name):
+    """What config.json records of recipe `name`'s search, or None if it has none."""
+    if name not in RECIPE_SEARCH:
+        return None
+    return {**RECIPE_SEARCH[name], "chosen_for": f"recipe {name}"}
+
 
 def apply_recipe(flag_values, name):
     """Sets each of recipe `name`'s flags that the command line did not give; returns the

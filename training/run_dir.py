@@ -67,6 +67,41 @@ def read_json(path, error_class):
             raise error_class(f"{path} is not valid JSON: {error}") from error
 
 
+# The search settings a run may record in config.json ("search"), each with its type and least value.
+RECORDED_SEARCH = {
+    "beam_size": (int, 1),
+    "alpha": (float, 0.0),
+    "max_extra_length": (int, 1),
+    "min_length_ratio": (float, 0.0),
+}
+
+
+def search_settings(record, where):
+    """The search settings of a config.json "search" record as `{name: value}` ({} for None);
+    its "chosen_for" says where they came from and is not a setting.
+
+    Raises:
+        ModelDirError: a record that is not an object, an unknown name, or a value of the wrong
+            type or below its least value (`where`, the file, and the name given).
+    """
+    if record is None:
+        return {}
+    if not isinstance(record, dict):
+        raise ModelDirError(f'{where}: "search" must be an object of search settings, found {record!r}')
+    settings = {}
+    for name, value in record.items():
+        if name == "chosen_for":
+            continue
+        if name not in RECORDED_SEARCH:
+            raise ModelDirError(f'{where}: "search" has {name!r}, which is not one of {", ".join(RECORDED_SEARCH)}')
+        kind, least = RECORDED_SEARCH[name]
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not number or (kind is int and not isinstance(value, int)) or value < least:
+            raise ModelDirError(f'{where}: "search" has {name}={value!r}; it must be {kind.__name__} >= {least}')
+        settings[name] = kind(value)
+    return settings
+
+
 @dataclasses.dataclass(frozen=True)
 class CheckpointChoice:
     """A parsed `--checkpoint`: `kind` "best", "last" or "average" (of the newest `count`)."""
@@ -289,6 +324,14 @@ class RunDir:
             ModelDirError: config.json is not JSON.
         """
         return read_json(self.config_path, ModelDirError)
+
+    def recorded_search(self):
+        """The search settings config.json records (`search_settings`), {} when it has none.
+
+        Raises:
+            ModelDirError: config.json is not JSON, or its "search" is not valid.
+        """
+        return search_settings((self.read_config() or {}).get("search"), self.config_path)
 
     def previous_config(self):
         """config.json as a dict, or None if there is none or it is not JSON (the config check names that)."""

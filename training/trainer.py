@@ -226,15 +226,21 @@ def _parent_weights(config, run, start_over):
 
 
 def _record(config, mix, parent, previous):
-    """`config` with what this start found: the training mix and the parent of a fine-tuning (a
-    resumed fine-tuning keeps the parent its first start recorded)."""
+    """`config` with what this start found: the training mix, the parent of a fine-tuning (a
+    resumed fine-tuning keeps the parent its first start recorded) and the search to translate
+    with (the recipe's, else the parent's, else what an earlier start recorded)."""
     record = dict(config.record)
+    previous = previous or {}
     if mix is not None:
         record["training_corpora"] = corpus_mix.describe(mix)
     if parent is not None:
         record["init_from"] = parent.record()
-    elif (previous or {}).get("init_from"):
+    elif previous.get("init_from"):
         record["init_from"] = previous["init_from"]
+    if "search" not in record:
+        search = parent.search if parent is not None else previous.get("search")
+        if search is not None:
+            record["search"] = search
     return dataclasses.replace(config, record=record)
 
 

@@ -318,15 +318,25 @@ def test_a_parent_that_cannot_start_the_run_is_one_clear_error_and_nothing_is_wr
 
 
 def test_dropout_may_change_and_the_parents_model_flags_are_taken(tiny_run, corpus, tmp_path):
-    """The child names no model flag but a dropout rate: it trains the parent's architecture."""
+    """The child names no model flag but a dropout rate: it trains the parent's architecture, and
+    keeps the search its parent recorded."""
+    parent = tmp_path / "parent"
+    shutil.copytree(tiny_run[0], parent)
+    with open(parent / "config.json") as handle:
+        parent_config = json.load(handle)
+    parent_config["search"] = {"alpha": 1.0, "min_length_ratio": 0.8, "chosen_for": "recipe small_data"}
+    (parent / "config.json").write_text(json.dumps(parent_config))
     model_dir = tmp_path / "child"
-    completed = _train_py(model_dir, corpus, f"--init_from={tiny_run[0]}", "--dropout=0.3")
+    completed = _train_py(model_dir, corpus, f"--init_from={parent}", "--dropout=0.3")
     assert completed.returncode == 0, completed.stderr[-3000:]
-    assert f"fine-tuning from {os.path.abspath(tiny_run[0])}/checkpoints/best.weights.h5 (step 200), the best" in (
-        completed.stderr
-    )
+    assert f"fine-tuning from {parent}/checkpoints/best.weights.h5 (step 200), the best" in completed.stderr
     with open(model_dir / "config.json") as handle:
         recorded = json.load(handle)
     assert recorded["model"] == dict(TINY_MODEL, dropout=0.3)
     assert recorded["data"]["vocab_size"] == 2000 and recorded["train"]["preset"] == "tiny"
     assert recorded["init_from"]["step"] == 200
+    assert recorded["search"] == {
+        "alpha": 1.0,
+        "min_length_ratio": 0.8,
+        "chosen_for": f"recipe small_data, kept from the parent run {parent}",
+    }

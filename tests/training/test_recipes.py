@@ -1,9 +1,18 @@
 """train.py --recipe: a named set of flag defaults that the command line overrides."""
 
+import dataclasses
+import json
+import os
+import types
+
+import pytest
 from absl import flags
 
-from tests.conftest import assert_train_refuses
-from training.recipes import RECIPES, apply_recipe
+from tests.conftest import DEB_CACHE, QUICK_TRAIN_FLAGS, assert_train_refuses, run_train_py
+from training.config import DataConfig, RunConfig, TrainConfig
+from training.recipes import RECIPE_SEARCH, RECIPES, apply_recipe, search_record
+from training.run_dir import ModelDirError, search_settings
+from training.trainer import _record
 
 
 def _flag_values(argv):
@@ -40,3 +49,50 @@ def test_the_recipe_flag_is_refused_with_a_parent_run_and_names_an_unknown_recip
         (["--recipe=large"], "flag --recipe=large: value should be one of <small_data>"),
     ):
         assert_train_refuses(tmp_path / "run", argv, message)
+
+
+def test_a_recipe_records_its_search_and_a_later_start_keeps_it(corpus, tmp_path):
+    """train.py --recipe=small_data writes the recipe's search into config.json; a resumed run
+    without --recipe keeps what the first start recorded, a fine-tuning its parent's."""
+    assert search_record("small_data") == dict(RECIPE_SEARCH["small_data"], chosen_for="recipe small_data")
+    assert search_settings(search_record("small_data"), "config.json") == {"alpha": 1.0, "min_length_ratio": 0.8}
+    model_dir = tmp_path / "run"
+    completed = run_train_py(
+        model_dir,
+        "--recipe=small_data",
+        "--vocab_size=2000",
+        f"--cache_dir={os.path.dirname(corpus.root)}",
+        f"--deb_dir={DEB_CACHE}",
+        *QUICK_TRAIN_FLAGS,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    with open(model_dir / "config.json") as handle:
+        assert json.load(handle)["search"] == {"alpha": 1.0, "min_length_ratio": 0.8, "chosen_for": "recipe small_data"}
+
+    config = RunConfig(model_dir=str(model_dir), model={}, data=DataConfig(), train=TrainConfig())
+    earlier = {"search": {"alpha": 0.9}}
+    parent = types.SimpleNamespace(search={"alpha": 1.2}, record=lambda: {"model_dir": "parent"})
+    assert _record(config, None, None, earlier).record == {"search": {"alpha": 0.9}}
+    assert _record(config, None, parent, earlier).record == {
+        "init_from": {"model_dir": "parent"},
+        "search": {"alpha": 1.2},
+    }
+    own = dataclasses.replace(config, record={"search": {"alpha": 1.0}})
+    assert _record(own, None, None, earlier).record == {"search": {"alpha": 1.0}}
+    assert _record(config, None, None, None).record == {}
+
+
+@pytest.mark.parametrize(
+    "record, message",
+    [
+        ({"alpha": -0.5}, '"search" has alpha=-0.5; it must be float >= 0.0'),
+        ({"max_extra_length": 0}, '"search" has max_extra_length=0; it must be int >= 1'),
+        ({"beam_size": True}, '"search" has beam_size=True; it must be int >= 1'),
+        ({"temperature": 1.0}, "\"search\" has 'temperature', which is not one of beam_size, alpha, max_extra_length"),
+        ("alpha=1.0", "\"search\" must be an object of search settings, found 'alpha=1.0'"),
+    ],
+)
+def test_a_recorded_search_that_is_not_valid_names_the_file_and_setting(record, message):
+    with pytest.raises(ModelDirError) as raised:
+        search_settings(record, "runs/x/config.json")
+    assert str(raised.value).startswith(f"runs/x/config.json: {message}")

@@ -1,0 +1,104 @@
+"""A run's recorded search (config.json "search", written by train.py for a recipe): the default
+of evaluate.py, translate.py, the export and `load_translator` for the search flags not given."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+from absl import flags
+
+from evaluation import search_flags
+from evaluation.saved_model_translator import SavedModelTranslator
+from evaluation.translators import load_translator
+from tests.conftest import REPO_ROOT, TOOL_ENV
+
+RECORDED = {"alpha": 1.0, "min_length_ratio": 0.8, "chosen_for": "recipe small_data"}
+SENTENCES = ["Open the file.", "Click OK to close the dialog.", "Select the cells that you want to delete."]
+
+
+def _with_search(tiny_run, directory, search):
+    """A copy of the shared tiny run whose config.json records `search`."""
+    shutil.copytree(tiny_run[0], directory)
+    path = os.path.join(directory, "config.json")
+    with open(path) as handle:
+        config = json.load(handle)
+    config["search"] = search
+    with open(path, "w") as handle:
+        json.dump(config, handle)
+    return str(directory)
+
+
+def _tool(*argv):
+    return subprocess.run(
+        [sys.executable, *argv], cwd=REPO_ROOT, env=TOOL_ENV, capture_output=True, text=True, timeout=300
+    )
+
+
+def _search_flag_values(argv):
+    values = flags.FlagValues()
+    flags.DEFINE_integer("beam_size", 4, "", flag_values=values)
+    flags.DEFINE_float("alpha", 0.6, "", flag_values=values)
+    flags.DEFINE_integer("max_extra_length", 50, "", flag_values=values)
+    flags.DEFINE_float("min_length_ratio", 0.0, "", flag_values=values)
+    values(["tool", *argv])
+    return values
+
+
+def test_the_recorded_search_sets_the_flags_not_given_and_says_so(tiny_run, tmp_path):
+    run = _with_search(tiny_run, tmp_path / "run", RECORDED)
+    values = _search_flag_values([])
+    note = search_flags.apply_run_search(values, run)
+    assert (values.alpha, values.min_length_ratio, values.beam_size, values.max_extra_length) == (1.0, 0.8, 4, 50)
+    assert note == (
+        f"search of {run} (recipe small_data): --alpha=1 --min_length_ratio=0.8; a flag on the command line overrides it"
+    )
+
+    values = _search_flag_values(["--alpha=0.6"])
+    note = search_flags.apply_run_search(values, run)
+    assert (values.alpha, values.min_length_ratio) == (0.6, 0.8)
+    assert "--min_length_ratio=0.8" in note and "--alpha" not in note
+
+    values = _search_flag_values(["--alpha=0.5", "--min_length_ratio=0"])
+    assert search_flags.apply_run_search(values, run) is None
+    assert (values.alpha, values.min_length_ratio) == (0.5, 0.0)
+    assert search_flags.apply_run_search(_search_flag_values([]), tiny_run[0]) is None  # Records none.
+
+
+def test_load_translator_searches_as_the_run_records_unless_told_otherwise(tiny_run, tmp_path):
+    run = _with_search(tiny_run, tmp_path / "run", RECORDED)
+    recorded = load_translator(run, quiet=True)
+    assert recorded.search_settings == (4, 1.0, 50, 0.8)
+    assert load_translator(run, alpha=0.6, quiet=True).search_settings == (4, 0.6, 50, 0.8)
+    assert load_translator(tiny_run[0], quiet=True).search_settings == (4, 0.6, 50, 0.0)
+    explicit = load_translator(tiny_run[0], alpha=1.0, min_length_ratio=0.8, quiet=True)
+    assert recorded.translate(SENTENCES)[0] == explicit.translate(SENTENCES)[0]
+
+
+def test_the_export_builds_in_the_runs_search(tiny_run, tmp_path):
+    run = _with_search(tiny_run, tmp_path / "run", RECORDED)
+    completed = _tool("-m", "export", f"--model_dir={run}", f"--export_dir={tmp_path / 'export'}", "--alpha=0.9")
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert f"search of {run} (recipe small_data): --min_length_ratio=0.8;" in completed.stderr
+    settings = SavedModelTranslator(str(tmp_path / "export")).settings
+    assert (settings["alpha"], settings["min_length_ratio"], settings["beam_size"]) == (0.9, 0.8, 4)
+
+
+@pytest.mark.parametrize(
+    "search, message",
+    [
+        ({"alpha": -1.0}, '"search" has alpha=-1.0; it must be float >= 0.0'),
+        ({"beam_size": 2.5}, '"search" has beam_size=2.5; it must be int >= 1'),
+        ({"alpha": "1.0"}, "\"search\" has alpha='1.0'; it must be float >= 0.0"),
+        ({"length_penalty": 1.0}, "\"search\" has 'length_penalty', which is not one of beam_size, alpha, "),
+        ([1.0, 0.8], '"search" must be an object of search settings, found [1.0, 0.8]'),
+    ],
+)
+def test_a_bad_recorded_search_is_one_clear_error_naming_the_file(tiny_run, tmp_path, search, message):
+    run = _with_search(tiny_run, tmp_path / "run", search)
+    completed = _tool("translate.py", f"--model_dir={run}", f"--input={os.devnull}")
+    assert completed.returncode == 2
+    assert f"translate.py: error: {os.path.join(run, 'config.json')}: {message}" in completed.stderr
+    assert "Traceback" not in completed.stderr
