@@ -6,6 +6,11 @@ from absl import flags
 from models.search_config import DEFAULT_SEARCH
 from training import run_dir
 
+# Said of --model_dir in the tools' help: where the search flags' defaults may come from.
+RECORDED_SEARCH_HELP = (
+    " A search flag not given takes the run's recorded search (config.json \"search\", e.g. its recipe's), if any."
+)
+
 # Flags that configure the search and input length of --model_dir; an export has them built in.
 SEARCH_FLAGS = ("beam_size", "alpha", "max_extra_length", "min_length_ratio", "max_input_length")
 
@@ -14,7 +19,9 @@ def define_model_and_search_flags():
     """Defines --model_dir, --export_dir, the search flags, --batch_size and --checkpoint, and
     the rule that exactly one of --model_dir and --export_dir is given."""
     flags.DEFINE_string(
-        "model_dir", None, "A training run's directory (model.keras, spm.model, config.json, checkpoints/)."
+        "model_dir",
+        None,
+        "A training run's directory (model.keras, spm.model, config.json, checkpoints/)." + RECORDED_SEARCH_HELP,
     )
     flags.DEFINE_string(
         "export_dir", None, "A SavedModel written by `python -m export` (or its base directory of versions)."

@@ -53,7 +53,10 @@ flags.DEFINE_enum(
     "directory at --export_dir, with the SentencePiece model beside it.",
 )
 flags.DEFINE_string(
-    "model_dir", None, "Directory written by train.py (checkpoints/, model.keras, spm.model, config.json)."
+    "model_dir",
+    None,
+    "Directory written by train.py (checkpoints/, model.keras, spm.model, config.json)."
+    + search_flags.RECORDED_SEARCH_HELP,
 )
 flags.DEFINE_string(
     "export_dir",
