@@ -96,7 +96,7 @@ def search_settings(record, where):
             raise ModelDirError(f'{where}: "search" has {name!r}, which is not one of {", ".join(RECORDED_SEARCH)}')
         kind, least = RECORDED_SEARCH[name]
         number = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if not number or (kind is int and not isinstance(value, int)) or value < least:
+        if not number or (kind is int and not isinstance(value, int)) or not value >= least:
             raise ModelDirError(f'{where}: "search" has {name}={value!r}; it must be {kind.__name__} >= {least}')
         settings[name] = kind(value)
     return settings

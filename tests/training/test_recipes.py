@@ -86,6 +86,7 @@ def test_a_recipe_records_its_search_and_a_later_start_keeps_it(corpus, tmp_path
     "record, message",
     [
         ({"alpha": -0.5}, '"search" has alpha=-0.5; it must be float >= 0.0'),
+        ({"min_length_ratio": float("nan")}, '"search" has min_length_ratio=nan; it must be float >= 0.0'),
         ({"max_extra_length": 0}, '"search" has max_extra_length=0; it must be int >= 1'),
         ({"beam_size": True}, '"search" has beam_size=True; it must be int >= 1'),
         ({"temperature": 1.0}, "\"search\" has 'temperature', which is not one of beam_size, alpha, max_extra_length"),
