@@ -16,7 +16,7 @@ import sys
 from absl import app, flags
 from sacrebleu.metrics.bleu import BLEU
 
-from data import quiet_logs
+from common import quiet_logs
 from evaluation import search_flags
 from evaluation.search_flags import SEARCH_FLAGS
 

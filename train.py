@@ -20,7 +20,8 @@ import sys
 
 from absl import app, flags
 
-from data import builtin_corpora, corpus_mix, deb_packages, quiet_logs, user_corpus
+from common import quiet_logs
+from data import builtin_corpora, corpus_mix, deb_packages, user_corpus
 from models.presets import MODEL_OPTIONS, PRESETS, model_config
 from training import init_from
 from training.config import BEST_METRICS, DataConfig, RunConfig, TrainConfig, evaluation_refusal

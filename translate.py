@@ -21,7 +21,7 @@ import sys
 
 from absl import app, flags
 
-from data import quiet_logs
+from common import quiet_logs
 from evaluation import search_flags
 from evaluation.search_flags import SEARCH_FLAGS
 
@@ -123,7 +123,7 @@ def windows(lines, size):
 
 def translation_lines(translator, numbers, sentences, first_index, name, limit):
     """The output lines for one window of input lines."""
-    from training.translator import Sampling
+    from inference.translator import Sampling
 
     sampling = None
     if FLAGS.sampling_topk is not None:
@@ -265,7 +265,7 @@ def main(argv):
     del argv
     quiet_logs.quiet_tool_output()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from evaluation.saved_model_translator import ExportDirError
+    from inference.saved_model_translator import ExportDirError
     from training.run_dir import ModelDirError
 
     output = sys.stdout if FLAGS.output == "-" else None

@@ -79,8 +79,8 @@ def translate(model, source_rows, order, batch_size, search_options):
     import numpy as np
 
     from data.special_ids import EOS_ID
+    from inference.translator import LENGTH_MULTIPLE, compile_search
     from models.translation import translate_ids
-    from training.translator import LENGTH_MULTIPLE, compile_search
 
     search = compile_search(lambda source: translate_ids(model, source, **search_options), model.variables)
     outputs, scores = [None] * len(source_rows), [None] * len(source_rows)
@@ -134,8 +134,8 @@ def main(argv=None):
 
     from data.special_ids import BOS_ID, EOS_ID
     from evaluation import evaluator
+    from inference.translator import Translator
     from training.run_dir import RunDir
-    from training.translator import Translator
 
     tf.get_logger().setLevel("ERROR")  # one search compiled per padded length is expected here
     if args.split.startswith("test"):

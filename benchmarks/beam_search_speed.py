@@ -6,7 +6,7 @@ same number of decoder steps over the same shapes:
 
 - `ours`: `models.translation.translate_ids` (encoder once, decoder one position per step over a
   preallocated key/value cache, `models.beam_search.beam_search` with its alive/finished sets and
-  length penalty), compiled the way `training.translator.Translator` compiles it (`tf.function`
+  length penalty), compiled the way `inference.translator.Translator` compiles it (`tf.function`
   without XLA on TensorFlow, `jax.jit` on JAX). Equal lengths: `max_decode_length =
   --output_length` caps every hypothesis (a hypothesis reaching it is finished there), and the
   model is wrapped so that `decode` adds a -1e9 bias to the EOS logit, hence no hypothesis ends
@@ -117,9 +117,9 @@ class NoEosModel:
 
 
 def build_ours(args):
+    from inference.translator import compile_search
     from models.transformer import Transformer
     from models.translation import translate_ids
-    from training.translator import compile_search
 
     model = Transformer(
         args.vocab,
@@ -187,7 +187,7 @@ def keras_hub_search(vocab, sizes, beam, max_source_length, max_prompt_length):
     from keras import ops
 
     from data.special_ids import BOS_ID, PAD_ID
-    from training.translator import compile_search
+    from inference.translator import compile_search
 
     num_layers, hidden_dim, num_heads = sizes["num_layers"], sizes["hidden_dim"], sizes["num_heads"]
     head_dim = hidden_dim // num_heads

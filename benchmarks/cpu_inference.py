@@ -15,7 +15,7 @@ the size of its run, random weights of the preset's shape and `--vocabulary` oth
   token ids in, token ids out (tokenization is not timed), compiled with `tf.function`.
 
 Two modes: one sentence per call (`single`) and batches of `--batch` sentences (`batch`; the
-sentences sorted by length first, as `training.translator.Translator` and a batching server
+sentences sorted by length first, as `inference.translator.Translator` and a batching server
 group them). Reported per system, size and mode: sentences/s (sentences over the summed call
 times), the p50 and p95 latency of one call, and the mean output length in tokens, EOS not counted
 (SavedModels: what their `translate_ids` signature returns for the same tokens, untimed, the same

@@ -4,7 +4,7 @@ Measures, on the same sentences and search settings:
 
 - `export`: the SavedModel's `serving_default` signature (loaded with `tf.saved_model.load`), one
   sentence per call (latency p50/p95) and batches of `--batch` sentences (sentences / s);
-- `python_path`: `training.translator.Translator` (what evaluate.py runs: tokenize in Python,
+- `python_path`: `inference.translator.Translator` (what evaluate.py runs: tokenize in Python,
   sort by length, pad to multiples of 8, `translate_ids` under `tf.function`, detokenize), with
   `batch_size=1` for the latency and `batch_size=--batch` for the throughput.
 
@@ -97,8 +97,8 @@ def main(argv=None):
     import tensorflow as tf
 
     from export.exporter import export_model
+    from inference.translator import Translator
     from training.run_dir import RunDir
-    from training.translator import Translator
 
     sentences = read_sentences(args.sentences, args.count)
     search = dict(beam_size=args.beam_size, alpha=args.alpha, max_extra_length=args.max_extra_length)

@@ -876,7 +876,7 @@ def beam_search(model, source_ids, beam_size, alpha, max_extra_length, min_lengt
 
 def translate_torch(model, tokenizer, sentences, beam_size, args):
     """Detokenized translations of `sentences`, in order, by `greedy_search` or `beam_search`;
-    inputs cut to `--max_length` tokens (EOS included) as `training.translator.Translator` cuts them,
+    inputs cut to `--max_length` tokens (EOS included) as `inference.translator.Translator` cuts them,
     sentences without tokens translated to ""."""
     import numpy as np
     import torch
@@ -1110,7 +1110,7 @@ def main(argv=None):
 
 if __name__ == "__main__":
     sys.path.insert(0, REPO_ROOT)
-    from data import quiet_logs
+    from common import quiet_logs
 
     quiet_logs.quiet_tool_output()  # As the tools: no TensorFlow start-up lines or retracing warnings.
     main()

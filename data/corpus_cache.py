@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterable
 
 from absl import logging
 
+from common.write_errors import WriteError, default_mode, writing
 from data import cleaning, parallel_files
-from data.write_errors import WriteError, default_mode, writing
 
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = 1

@@ -18,10 +18,11 @@ import time
 
 from absl import app, flags
 
-from data import cleaning, deb_packages, parallel_files, quiet_logs, user_corpus
+from common import quiet_logs
+from common.write_errors import WriteError
+from data import cleaning, deb_packages, parallel_files, user_corpus
 from data.builtin_corpora import prepare_corpus
 from data.corpus_cache import CorpusError, CorpusPaths
-from data.write_errors import WriteError
 
 FLAGS = flags.FLAGS
 

@@ -21,8 +21,8 @@ import sentencepiece
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from common.write_errors import WriteError, default_mode, writing
 from data.special_ids import BOS_ID, EOS_ID, PAD_ID, UNK_ID
-from data.write_errors import WriteError, default_mode, writing
 
 DEFAULT_VOCAB_SIZE = 8000
 _SPECIAL_PIECES = {PAD_ID: "<pad>", BOS_ID: "<s>", EOS_ID: "</s>", UNK_ID: "<unk>"}

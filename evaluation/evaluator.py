@@ -11,7 +11,7 @@ import os
 import sys
 
 from evaluation import scoring, test_sets
-from evaluation.saved_model_translator import ExportDirError, read_export_config, resolve_saved_model
+from inference.saved_model_translator import ExportDirError, read_export_config, resolve_saved_model
 from models.search_config import DEFAULT_SEARCH
 from training.run_dir import DEFAULT_CHECKPOINT, ModelDirError, RunDir
 

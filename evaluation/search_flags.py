@@ -83,7 +83,7 @@ def apply_run_search(flag_values, model_dir):
 def export_dir_refusal(export_dir, given):
     """The error for flags (`given`, e.g. ["--beam_size"]) that apply to --model_dir only, given
     with --export_dir: it names the export's built-in settings."""
-    from evaluation.saved_model_translator import describe_search_settings
+    from inference.saved_model_translator import describe_search_settings
 
     return (
         f"{', '.join(given)} cannot be used with --export_dir: the export has its weights, search and input "

@@ -7,8 +7,8 @@
     lists, list_scores = translator.translate(["Open the file."], beam_size=4, n_best=4)
     pair_scores = translator.score(["Open the file."], ["Öffnen Sie die Datei."])
 
-Both kinds of translator (`training.translator.Translator` for a run directory,
-`evaluation.saved_model_translator.SavedModelTranslator` for an export) have the same `translate`
+Both kinds of translator (`inference.translator.Translator` for a run directory,
+`inference.saved_model_translator.SavedModelTranslator` for an export) have the same `translate`
 and `score`; an export has its search built in and cannot sample.
 """
 
@@ -51,11 +51,11 @@ def load_translator(
             run's `max_length`).
         checkpoint: a run's weights: "best", "last" or "average:N" (`training.run_dir.parse_checkpoint`);
             None: `training.run_dir.DEFAULT_CHECKPOINT`. An export has its weights built in.
-        sampling: a `training.translator.Sampling` to draw translations by default (runs only).
+        sampling: a `inference.translator.Sampling` to draw translations by default (runs only).
         quiet: load a run without printing what was loaded.
 
     Raises:
-        ModelDirError, evaluation.saved_model_translator.ExportDirError: a path that holds neither
+        ModelDirError, inference.saved_model_translator.ExportDirError: a path that holds neither
             a loadable run nor a loadable export (the message names it).
     """
     if kind not in (None, "run", "export"):
@@ -64,7 +64,7 @@ def load_translator(
         what = {"run": "--model_dir", "export": "--export_dir"}.get(kind, "a run directory or an export")
         raise ModelDirError(f"{path!r} is not a directory ({what})")
     if kind == "run" or (kind is None and is_run_dir(path)):
-        from training.translator import Translator
+        from inference.translator import Translator
 
         run = RunDir(path)
         given = dict(
@@ -84,7 +84,7 @@ def load_translator(
             max_input_length=max_input_length or (run_config or {}).get("data", {}).get("max_length"),
             sampling=sampling,
         )
-    from evaluation.saved_model_translator import SavedModelTranslator
+    from inference.saved_model_translator import SavedModelTranslator
 
     if checkpoint is not None or sampling is not None:
         raise ModelDirError(

@@ -21,7 +21,7 @@ import sys
 from absl import app, flags
 from absl import logging as absl_logging
 
-from data import quiet_logs
+from common import quiet_logs
 from evaluation import search_flags
 from models.search_config import DEFAULT_SEARCH, EXPORT_MAX_INPUT_LENGTH
 from training import run_dir

@@ -10,7 +10,7 @@
          a core `While` loop over a cache of bucket + max_extra_length positions)
       -> SentencePiece detokenize -> translations string [batch], scores float32 [batch]
 
-Input policy (the same as `training.translator.Translator` with `max_input_length`):
+Input policy (the same as `inference.translator.Translator` with `max_input_length`):
 
 - A sentence with more than `max_input_length - 1` SentencePiece tokens is cut to its first
   `max_input_length - 1` tokens and EOS is appended: `max_input_length` counts the EOS.
@@ -33,9 +33,9 @@ one-by-one calls).
 import tensorflow as tf
 
 from data.special_ids import EOS_ID, PAD_ID
+from inference.in_place_cache import traced_in_place
 from models.search_config import DEFAULT_SEARCH, EXPORT_MAX_INPUT_LENGTH
 from models.translation import score_ids, translate_ids
-from training.in_place_cache import traced_in_place
 
 # The SentencePiece-length buckets used when none are given (clipped to max_input_length, which
 # is always the last one). benchmarks/export_latency.py measured them against a single bucket.

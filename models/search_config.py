@@ -1,7 +1,7 @@
 """The search settings every tool decodes with: the paper's section 6.1 (beam 4, length penalty
 alpha 0.6, at most input length + 50 output tokens), and how many source tokens are kept.
 
-Translation in Python (`training.translator`, evaluate.py), the dev BLEU of training, the attention
+Translation in Python (`inference.translator`, evaluate.py), the dev BLEU of training, the attention
 plots and the export take their defaults, and their flags' defaults, from `DEFAULT_SEARCH`.
 """
 

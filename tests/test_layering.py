@@ -1,15 +1,16 @@
-"""Imports point one way: `data`, `models` -> `training` -> `evaluation` -> `export` (DESIGN.md).
+"""Imports point one way: `common` -> `data`, `models` -> `inference` -> `training` -> `evaluation`
+-> `export` (docs/design.md, "Layers").
 
-Every module under the five packages is parsed (imports at module level and inside functions); an
+Every module under these packages is parsed (imports at module level and inside functions); an
 import of a higher layer, or between `data` and `models`, fails the test with its file and line.
 """
 
 import ast
 import os
 
-from tests.conftest import REPO_ROOT
+from tests.helpers import REPO_ROOT
 
-RANKS = {"data": 0, "models": 0, "training": 1, "evaluation": 2, "export": 3}
+RANKS = {"common": 0, "data": 1, "models": 1, "inference": 2, "training": 3, "evaluation": 4, "export": 5}
 
 
 def _imported_modules(tree):
@@ -24,7 +25,7 @@ def _imported_modules(tree):
 
 def _imports_across_packages():
     """`(path, line, importing package, imported module, imported package)` for every import of
-    one of the five packages from another."""
+    one of the packages from another."""
     found = []
     for package in RANKS:
         for root, _, files in os.walk(os.path.join(REPO_ROOT, package)):
@@ -54,3 +55,12 @@ def test_imports_point_one_way():
 def test_the_check_sees_imports_inside_functions():
     tree = ast.parse("import os\n\ndef f():\n    from evaluation.scoring import bleu\n    import export.exporter\n")
     assert list(_imported_modules(tree)) == [(1, "os"), (4, "evaluation.scoring"), (5, "export.exporter")]
+
+
+def test_every_product_package_has_a_layer():
+    packages = {
+        name
+        for name in os.listdir(REPO_ROOT)
+        if os.path.isfile(os.path.join(REPO_ROOT, name, "__init__.py")) and name not in ("tests", "benchmarks")
+    }
+    assert packages == set(RANKS), f"packages without a layer: {sorted(packages - set(RANKS))}"

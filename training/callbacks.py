@@ -60,7 +60,7 @@ class DevBleu(keras.callbacks.Callback):
     `val_bleu` (the last epoch is always evaluated).
 
     Args:
-        translator_factory: `model -> training.translator.Translator` (its beam size is the
+        translator_factory: `model -> inference.translator.Translator` (its beam size is the
             search's: 1 is greedy); called once, lazily.
         sources, references: the dev subset, as lists of strings.
         every_epochs: evaluation period in epochs.

@@ -18,7 +18,7 @@ import h5py
 import keras
 import numpy as np
 
-from data.write_errors import WriteError, default_mode
+from common.write_errors import WriteError, default_mode
 
 _CHECKPOINT = re.compile(r"^ckpt-(\d+)\.weights\.h5$")
 

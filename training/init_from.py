@@ -21,13 +21,13 @@ import os
 import shutil
 import zipfile
 
+from common.json_files import read_json
 from training.run_dir import (
     BEST_RECORD_FILE,
     BEST_WEIGHTS_FILE,
     CONFIG_FILE,
     ModelDirError,
     RunDir,
-    read_json,
     search_settings,
 )
 

@@ -27,6 +27,8 @@ import shutil
 import sys
 import zipfile
 
+from common.json_files import read_json
+
 CONFIG_FILE = "config.json"
 VOCABULARY_FILE = "spm.model"
 MODEL_FILE = "model.keras"
@@ -53,18 +55,6 @@ RUN_ENTRIES = (CHECKPOINT_DIR, LOG_DIR, WORKERS_DIR, MODEL_FILE, VOCABULARY_FILE
 
 class ModelDirError(RuntimeError):
     """A model_dir that does not hold what a tool needs, or cannot be used as asked (names the path)."""
-
-
-def read_json(path, error_class):
-    """The JSON file at `path` as a dict, or None if there is none; `error_class` names a file that
-    is not JSON."""
-    if not os.path.exists(path):
-        return None
-    with open(path, encoding="utf-8") as handle:
-        try:
-            return json.load(handle)
-        except ValueError as error:
-            raise error_class(f"{path} is not valid JSON: {error}") from error
 
 
 # The search settings a run may record in config.json ("search"), each with its type and least value.

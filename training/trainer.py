@@ -25,6 +25,7 @@ import tensorflow as tf
 
 from data import corpora, corpus_mix, pipeline
 from data.tokenizer import Tokenizer, train_sentencepiece
+from inference.translator import Translator
 from training import callbacks as training_callbacks
 from training import checkpoints, init_from, model_building, preemption
 from training import config as run_config
@@ -36,7 +37,6 @@ from training.distribution import (
     worker_info,
 )
 from training.run_dir import MODEL_FILE, ModelDirError, RunDir, describe_score
-from training.translator import Translator
 
 
 class TrainingError(RuntimeError):

@@ -5,7 +5,7 @@ import socket
 import pytest
 
 from data import builtin_corpora, corpus_cache, deb_packages
-from tests.data.conftest import english_by_split
+from tests.data.helpers import english_by_split
 
 
 def test_unknown_corpus():

@@ -3,7 +3,7 @@ import os
 import pytest
 
 from data import builtin_corpora, corpus_cache, parallel_files, user_corpus
-from tests.data.conftest import make_pairs, write_parallel
+from tests.data.helpers import make_pairs, write_parallel
 
 
 def test_prepare_is_idempotent_and_rebuilds_a_corrupt_cache(tmp_path):

@@ -9,7 +9,7 @@ import pytest
 
 from data import corpus_mix, parallel_files, pipeline, user_corpus
 from data.corpus_cache import CorpusError
-from tests.data.conftest import make_pairs
+from tests.data.helpers import make_pairs
 
 
 def _drawn_shares(dataset, tokenizer, markers, pairs):

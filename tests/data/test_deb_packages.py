@@ -13,7 +13,7 @@ import threading
 import pytest
 
 from data import builtin_corpora, deb_packages
-from tests.conftest import DEB_CACHE, REPO_ROOT
+from tests.helpers import DEB_CACHE, REPO_ROOT
 
 
 def _tar_xz(files: dict[str, bytes]) -> bytes:

@@ -1,7 +1,7 @@
 import os
 
 from data import libreoffice_help
-from tests.data.conftest import FIXTURES
+from tests.data.helpers import FIXTURES
 
 HELP = os.path.join(FIXTURES, "libreoffice_help")
 

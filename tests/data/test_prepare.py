@@ -4,8 +4,8 @@ import sys
 
 import pytest
 
-from tests.conftest import REPO_ROOT
-from tests.data.conftest import make_pairs, write_parallel
+from tests.data.helpers import make_pairs, write_parallel
+from tests.helpers import REPO_ROOT
 
 
 def test_command_line_user_corpus(tmp_path):

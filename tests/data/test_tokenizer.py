@@ -177,7 +177,7 @@ def test_a_vocabulary_that_cannot_be_written_is_a_write_error_and_leaves_no_file
     import resource
     import signal
 
-    from data.write_errors import WriteError
+    from common.write_errors import WriteError
 
     prefix = tmp_path / "limited"
     previous_handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)

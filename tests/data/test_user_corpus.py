@@ -3,7 +3,7 @@ import os
 import pytest
 
 from data import corpus_cache, parallel_files, user_corpus
-from tests.data.conftest import english_by_split, make_pairs, write_parallel
+from tests.data.helpers import english_by_split, make_pairs, write_parallel
 
 
 def test_user_corpus_splits_are_disjoint_by_source_sentence(tmp_path):

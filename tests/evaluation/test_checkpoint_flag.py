@@ -11,7 +11,7 @@ import keras
 import numpy as np
 import pytest
 
-from tests.conftest import REPO_ROOT, STARTUP_NOISE
+from tests.helpers import REPO_ROOT, STARTUP_NOISE
 
 ENVIRONMENT = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO_ROOT)
 

@@ -12,8 +12,8 @@ import pytest
 import sacrebleu
 
 from evaluation import evaluator, test_sets
-from evaluation.saved_model_translator import ExportDirError, SavedModelTranslator
-from tests.conftest import REPO_ROOT, STARTUP_NOISE
+from inference.saved_model_translator import ExportDirError, SavedModelTranslator
+from tests.helpers import REPO_ROOT, STARTUP_NOISE
 from training.run_dir import ModelDirError, RunDir
 
 BLEU_SIGNATURE = re.compile(r"^signature: nrefs:1\|case:mixed\|eff:no\|tok:13a\|smooth:exp\|version:\S+$", re.M)

@@ -11,9 +11,9 @@ import pytest
 from absl import flags
 
 from evaluation import search_flags
-from evaluation.saved_model_translator import SavedModelTranslator
 from evaluation.translators import load_translator
-from tests.conftest import REPO_ROOT, TOOL_ENV
+from inference.saved_model_translator import SavedModelTranslator
+from tests.helpers import REPO_ROOT, TOOL_ENV
 
 RECORDED = {"alpha": 1.0, "min_length_ratio": 0.8, "chosen_for": "recipe small_data"}
 SENTENCES = ["Open the file.", "Click OK to close the dialog.", "Select the cells that you want to delete."]

@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from tests.conftest import REPO_ROOT, STARTUP_NOISE
-from training.translator import Sampling, Translator
+from inference.translator import Sampling, Translator
+from tests.helpers import REPO_ROOT, STARTUP_NOISE
 
 SENTENCES = [
     "Open the file.",

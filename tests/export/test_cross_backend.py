@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.export.conftest import run_fresh_python
+from tests.export.helpers import run_fresh_python
 
 pytestmark = pytest.mark.full
 

@@ -16,11 +16,11 @@ import sentencepiece
 
 from data.special_ids import BOS_ID, EOS_ID, PAD_ID
 from export import ctranslate2_export
+from inference.translator import Translator
 from models.learning_rate_schedule import transformer_optimizer
 from models.losses import LabelSmoothedCrossEntropy
 from models.transformer import Transformer
-from tests.conftest import REPO_ROOT, STARTUP_NOISE, TINY_MODEL
-from training.translator import Translator
+from tests.helpers import REPO_ROOT, STARTUP_NOISE, TINY_MODEL
 
 # Sentences compared: the test split, then the dev split, up to this many.
 SENTENCES = 300

@@ -13,8 +13,8 @@ import pytest
 import tensorflow as tf
 
 from export import exporter, warmup
-from tests.conftest import REPO_ROOT, STARTUP_NOISE
-from tests.export.conftest import EXPORT_SETTINGS
+from tests.export.helpers import EXPORT_SETTINGS
+from tests.helpers import REPO_ROOT, STARTUP_NOISE
 
 
 def test_layout_is_what_tensorflow_serving_watches(exported):

@@ -1,35 +1,21 @@
 """The export reloaded in a process that imports only tensorflow and tensorflow_text translates like
-the Python path of evaluate.py (training.translator.Translator) with the same search settings."""
+the Python path of evaluate.py (inference.translator.Translator) with the same search settings."""
 
 import json
 
 import numpy as np
 import pytest
 
-from tests.export.conftest import EXPORT_SETTINGS, SENTENCES, run_fresh_python
+from tests.export.helpers import EXPORT_SETTINGS, SENTENCES, SERVE_IN_FRESH_PROCESS, run_fresh_python
 
 pytestmark = pytest.mark.full
-
-SERVE_IN_FRESH_PROCESS = """
-import json, sys
-import tensorflow as tf
-import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
-served = tf.saved_model.load(sys.argv[1]).signatures["serving_default"]
-outputs = served(inputs=tf.constant(json.loads(sys.argv[2])))
-project = sorted(m for m in sys.modules if m.split(".")[0] in ("models", "data", "export", "evaluation", "training"))
-print(json.dumps({
-    "translations": [t.decode("utf-8") for t in outputs["translations"].numpy()],
-    "scores": outputs["scores"].numpy().tolist(),
-    "project_modules": project,
-}))
-"""
 
 
 def test_fresh_process_matches_the_python_translator(exported):
     import keras
 
     from data.tokenizer import Tokenizer
-    from training.translator import Translator
+    from inference.translator import Translator
 
     model_dir, path = exported
     sentences = SENTENCES + ["", "Click " * 60]

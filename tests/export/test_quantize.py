@@ -11,15 +11,17 @@ import pytest
 import tensorflow as tf
 
 from evaluation import test_sets
-from tests.conftest import REPO_ROOT
-from tests.export.conftest import EXPORT_SETTINGS, run_fresh_python, saved_model_cli_run
-from tests.export.test_fresh_process import SERVE_IN_FRESH_PROCESS
-from tests.export.test_saved_model_ops import (
+from tests.export.helpers import (
+    EXPORT_SETTINGS,
     FORBIDDEN_OPS,
     REGISTERED_WITHOUT_TF_TEXT,
     SENTENCEPIECE_OPS,
+    SERVE_IN_FRESH_PROCESS,
+    run_fresh_python,
+    saved_model_cli_run,
     saved_model_ops,
 )
+from tests.helpers import REPO_ROOT
 
 # Test-split sentences translated by both exports.
 COMPARED_SENTENCES = 100
@@ -29,7 +31,7 @@ COMPARED_SENTENCES = 100
 def quantized(tiny_run, tmp_path_factory):
     """The version path of the tiny run exported with EXPORT_SETTINGS and --quantize=int8."""
     from export.exporter import export_model
-    from tests.conftest import once_per_session
+    from tests.helpers import once_per_session
 
     model_dir, _ = tiny_run
     build = lambda directory: export_model(

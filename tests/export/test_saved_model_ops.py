@@ -6,42 +6,15 @@ import subprocess
 import sys
 
 import pytest
-from tensorflow.core.protobuf import saved_model_pb2
 
-from tests.export.conftest import run_fresh_python, saved_model_cli_run
-
-# tensorflow-text ops that TensorFlow Serving links in (since its 2.2 release).
-SENTENCEPIECE_OPS = {"SentencepieceOp", "SentencepieceTokenizeOp", "SentencepieceDetokenizeOp"}
-# Registered by TensorFlow itself but not allowed: Python callbacks, and XLA compilation.
-FORBIDDEN_OPS = {"PyFunc", "PyFuncStateless", "EagerPyFunc", "XlaLaunch", "_XlaCompile", "_XlaRun"}
-
-REGISTERED_WITHOUT_TF_TEXT = """
-import json, sys
-import tensorflow as tf
-from tensorflow.python.framework import op_def_registry
-assert "tensorflow_text" not in sys.modules
-names = json.loads(sys.argv[1])
-print(json.dumps(sorted(n for n in names if op_def_registry.get(n) is None)))
-"""
-
-
-def saved_model_ops(path):
-    """Every op type of the graph and of its function library, and the functions' XLA attributes."""
-    saved_model = saved_model_pb2.SavedModel()
-    with open(os.path.join(path, "saved_model.pb"), "rb") as handle:
-        saved_model.ParseFromString(handle.read())
-    op_types, jit_functions = set(), []
-    for meta_graph in saved_model.meta_graphs:
-        graph = meta_graph.graph_def
-        op_types.update(node.op for node in graph.node)
-        for function in graph.library.function:
-            op_types.update(node.op for node in function.node_def)
-            if function.attr["_XlaMustCompile"].b:
-                jit_functions.append(function.signature.name)
-            for node in function.node_def:
-                if node.attr["_XlaMustCompile"].b:
-                    jit_functions.append(f"{function.signature.name}/{node.name}")
-    return op_types, jit_functions
+from tests.export.helpers import (
+    FORBIDDEN_OPS,
+    REGISTERED_WITHOUT_TF_TEXT,
+    SENTENCEPIECE_OPS,
+    run_fresh_python,
+    saved_model_cli_run,
+    saved_model_ops,
+)
 
 
 @pytest.mark.full

@@ -6,7 +6,7 @@ import tensorflow as tf
 
 from data.special_ids import EOS_ID, PAD_ID
 from export.serving_module import resolve_buckets
-from tests.export.conftest import EXPORT_SETTINGS, SENTENCES
+from tests.export.helpers import EXPORT_SETTINGS, SENTENCES
 
 
 def serve(signature, sentences):
@@ -103,7 +103,7 @@ def test_translate_ids_signature_matches_the_text_signature(served, tiny_run):
 
 
 def test_n_best_signature_is_the_beam_best_first_led_by_serving_default(served, tiny_model_and_tokenizer):
-    from training.translator import Translator
+    from inference.translator import Translator
 
     loaded, serving, _ = served
     sentences = SENTENCES[:4] + [""]
@@ -126,7 +126,7 @@ def test_n_best_signature_is_the_beam_best_first_led_by_serving_default(served, 
 
 
 def test_score_signature_is_forced_decoding(served, tiny_model_and_tokenizer):
-    from training.translator import Translator
+    from inference.translator import Translator
 
     loaded, _, _ = served
     sources = ["Open the file.", "", "Click OK to save your changes."]
@@ -157,7 +157,7 @@ def test_the_searching_signatures_share_one_traced_search(exported):
 
 def test_min_length_ratio_is_built_into_the_graph(tiny_model_and_tokenizer, tiny_run):
     from export.serving_module import ServingModule
-    from tests.evaluation.conftest import EosBiasModel
+    from tests.helpers import EosBiasModel
 
     model, tokenizer = tiny_model_and_tokenizer
     forced_end = EosBiasModel(model, 1e9)  # EOS first: empty translations unless a minimum bars it.

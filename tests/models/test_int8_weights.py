@@ -10,7 +10,7 @@ import pytest
 from models import int8_weights
 from models.special_ids import PAD_ID
 from models.transformer import Transformer
-from tests.conftest import TINY_MODEL
+from tests.helpers import TINY_MODEL
 
 
 def test_quantize_channels_is_symmetric_per_channel_within_half_a_step():

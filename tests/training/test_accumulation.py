@@ -13,7 +13,7 @@ import keras
 import numpy as np
 import pytest
 
-from tests.conftest import REPO_ROOT, assert_train_refuses, tiny_run_config
+from tests.helpers import REPO_ROOT, assert_train_refuses, tiny_run_config
 from training.optimizers import FusedAdam, batch_tokens
 from training.preemption import at_update_boundary
 

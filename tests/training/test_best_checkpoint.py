@@ -12,7 +12,7 @@ import keras
 import numpy as np
 import pytest
 
-from tests.conftest import REPO_ROOT, tiny_run_config
+from tests.helpers import REPO_ROOT, tiny_run_config
 
 ENV = dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="2", KERAS_BACKEND="tensorflow", CI="1")
 

@@ -8,7 +8,7 @@ import keras
 import numpy as np
 import pytest
 
-from tests.conftest import DEB_CACHE, REPO_ROOT, TINY_MODEL
+from tests.helpers import DEB_CACHE, REPO_ROOT, TINY_MODEL
 
 ENV = dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="2", KERAS_BACKEND="tensorflow")
 

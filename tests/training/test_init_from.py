@@ -11,7 +11,7 @@ import pytest
 import sacrebleu
 
 from data import corpus_mix, parallel_files
-from tests.conftest import DEB_CACHE, QUICK_TRAIN_FLAGS, TINY_MODEL, run_train_py, tiny_run_config
+from tests.helpers import DEB_CACHE, QUICK_TRAIN_FLAGS, TINY_MODEL, run_train_py, tiny_run_config
 
 
 class _StateAtStart(keras.callbacks.Callback):
@@ -42,9 +42,9 @@ def _dev_scores(model_dir, dev_tsv, pairs, chrf=False):
     """`(dev loss, greedy dev BLEU)` of a run's model.keras on the domain's dev pairs (and chrF
     last with `chrf`)."""
     from data import pipeline
+    from inference.translator import Translator
     from models.losses import LabelSmoothedCrossEntropy
     from training.run_dir import RunDir
-    from training.translator import Translator
 
     model, tokenizer, _ = RunDir(model_dir).load_model(checkpoint="last", quiet=True)
     model.compile(loss=LabelSmoothedCrossEntropy())

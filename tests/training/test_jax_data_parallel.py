@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from data import pipeline
-from tests.conftest import REPO_ROOT
+from tests.helpers import REPO_ROOT
 
 MAX_LENGTH = 32
 PER_REPLICA_TOKENS = (

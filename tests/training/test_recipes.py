@@ -8,7 +8,7 @@ import types
 import pytest
 from absl import flags
 
-from tests.conftest import DEB_CACHE, QUICK_TRAIN_FLAGS, assert_train_refuses, run_train_py
+from tests.helpers import DEB_CACHE, QUICK_TRAIN_FLAGS, assert_train_refuses, run_train_py
 from training.config import DataConfig, RunConfig, TrainConfig
 from training.recipes import RECIPE_SEARCH, RECIPES, apply_recipe, search_record
 from training.run_dir import ModelDirError, search_settings

@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from tests.conftest import tiny_run_config
+from tests.helpers import tiny_run_config
 
 
 def _config_with(config, **data_changes):
@@ -264,7 +264,7 @@ def test_several_workers_are_told_the_command_that_builds_their_vocabulary(corpu
     import sys
 
     from data.corpora import resolve_corpus
-    from tests.conftest import REPO_ROOT
+    from tests.helpers import REPO_ROOT
     from training.trainer import TrainingError, resolve_tokenizer
 
     config = _user_run(tmp_path, corpus, _corpus_pairs(corpus, 300, longest=60))
@@ -331,7 +331,7 @@ def test_one_writer_per_run_directory_and_a_killed_holder_leaves_no_lock(tmp_pat
     import sys
     import textwrap
 
-    from tests.conftest import REPO_ROOT
+    from tests.helpers import REPO_ROOT
     from training.run_dir import ModelDirError, RunDir
 
     run = RunDir(str(tmp_path / "run"))

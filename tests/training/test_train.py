@@ -17,7 +17,7 @@ import keras
 import numpy as np
 import pytest
 
-from tests.conftest import DEB_CACHE, REPO_ROOT, STARTUP_NOISE, TINY_MODEL, tiny_run_config
+from tests.helpers import DEB_CACHE, REPO_ROOT, STARTUP_NOISE, TINY_MODEL, tiny_run_config
 
 ENV = dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="2", KERAS_BACKEND="tensorflow", CI="1")
 

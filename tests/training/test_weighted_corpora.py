@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from data import corpus_mix, parallel_files
-from tests.conftest import DEB_CACHE, QUICK_TRAIN_FLAGS, REPO_ROOT, TINY_MODEL, TOOL_ENV, run_train_py, tiny_run_config
+from tests.helpers import DEB_CACHE, QUICK_TRAIN_FLAGS, REPO_ROOT, TINY_MODEL, TOOL_ENV, run_train_py, tiny_run_config
 
 
 def _train_py(model_dir, *flags):

@@ -7,9 +7,9 @@ import sys
 
 import tensorflow as tf
 
+from common.json_files import read_json
 from data.tokenizer import Tokenizer
-from training.batching import translate_in_order
-from training.run_dir import read_json
+from inference.batching import translate_in_order
 
 SIGNATURE = "serving_default"
 # What `export.exporter` writes beside the graph.
@@ -164,7 +164,7 @@ class SavedModelTranslator:
 
     def score(self, sources, targets, progress=False):
         """Forced decoding through the export's `score` signature: a `PairScore` per pair."""
-        from training.translator import PairScore
+        from inference.translator import PairScore
 
         sources, targets = list(sources), list(targets)
         if len(sources) != len(targets):

@@ -1,4 +1,4 @@
-"""`training.in_place_cache`: the search written with in-place cache writes equals the plain one,
+"""`inference.in_place_cache`: the search written with in-place cache writes equals the plain one,
 its graph holds no copying scatter, and runs of one traced search do not share buffers."""
 
 import threading
@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from inference.in_place_cache import IN_PLACE, traced_in_place
 from models import attention_cache
 from models.special_ids import PAD_ID
 from models.transformer import Transformer
 from models.translation import translate_ids
-from training.in_place_cache import IN_PLACE, traced_in_place
 
 VOCAB = 40
 SMALL = dict(num_layers=2, hidden_dim=32, num_heads=4, intermediate_dim=64, dropout=0.0)

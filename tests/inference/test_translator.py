@@ -1,4 +1,4 @@
-"""`training.translator.Translator`: order restored around length sorting, batch independence,
+"""`inference.translator.Translator`: order restored around length sorting, batch independence,
 empty, token-less and over-long lines, and (under JAX) weights read at call time, not baked in at trace time."""
 
 import os
@@ -8,8 +8,8 @@ import textwrap
 
 import pytest
 
-from tests.conftest import REPO_ROOT
-from training.translator import Translator
+from inference.translator import Translator
+from tests.helpers import REPO_ROOT
 
 SENTENCES = [
     "Print",
@@ -70,7 +70,7 @@ JAX_SCRIPT = textwrap.dedent(
     import keras
     import numpy as np
     from data.tokenizer import Tokenizer
-    from training.translator import Translator
+    from inference.translator import Translator
     from models.transformer import Transformer
 
     tokenizer = Tokenizer.from_file(sys.argv[1])
@@ -188,7 +188,7 @@ def test_forced_decoding_of_the_search_output_gives_the_search_score(tiny_model)
 
 
 def test_sampling_is_reproducible_and_follows_the_sentence(tiny_model):
-    from training.translator import Sampling
+    from inference.translator import Sampling
 
     model, tokenizer, _, _ = tiny_model
     translator = Translator(model, tokenizer, max_extra_length=8, batch_size=3)

@@ -5,8 +5,8 @@ import os
 import subprocess
 import sys
 
-from data.quiet_logs import is_noise
-from tests.conftest import REPO_ROOT
+from common.quiet_logs import is_noise
+from tests.helpers import REPO_ROOT
 
 NOISE = [
     b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",
@@ -28,7 +28,7 @@ KEPT = [
 PROGRAM = r"""
 import os, sys, time
 from absl import app, flags
-from data import quiet_logs
+from common import quiet_logs
 
 def main(argv):
     quiet_logs.quiet_tool_output()

@@ -10,9 +10,9 @@ import keras
 import numpy as np
 
 from data.special_ids import EOS_ID, PAD_ID
+from inference.batching import translate_in_order
 from models.search_config import DEFAULT_SEARCH
 from models.translation import translate_ids
-from training.batching import translate_in_order
 
 LENGTH_MULTIPLE = 8
 
@@ -21,7 +21,7 @@ def compile_search(function, variables=(), any_shape=False):
     """`function(*arrays)` compiled for the current backend, reading `variables` at every call.
 
     TensorFlow: a `tf.function` without XLA (on CPUs a compilation per shape costs more than it
-    saves), its decoding caches written in place (`training.in_place_cache`); it reads the
+    saves), its decoding caches written in place (`inference.in_place_cache`); it reads the
     variables' current values when it runs. JAX: `jax.jit` of a stateless
     version of `function` that takes the variables' values as an argument (the way Keras's JAX
     trainer calls a model). Jitting `function` itself would capture the variables' values at trace
@@ -38,7 +38,7 @@ def compile_search(function, variables=(), any_shape=False):
     if backend == "tensorflow":
         import tensorflow as tf
 
-        from training.in_place_cache import traced_in_place
+        from inference.in_place_cache import traced_in_place
 
         return tf.function(traced_in_place(function), jit_compile=False, reduce_retracing=any_shape)
     if backend == "jax":

@@ -1,0 +1,16 @@
+"""Reading the project's JSON records (a run's config.json and best.json, an export's settings)."""
+
+import json
+import os
+
+
+def read_json(path, error_class):
+    """The JSON file at `path` as a dict, or None if there is none; `error_class` names a file that
+    is not JSON."""
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as handle:
+        try:
+            return json.load(handle)
+        except ValueError as error:
+            raise error_class(f"{path} is not valid JSON: {error}") from error

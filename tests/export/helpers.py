@@ -1,0 +1,121 @@
+"""What the export tests share: the export settings and sentences, runs of fresh Python processes and
+of saved_model_cli, and the ops a SavedModel must and must not hold."""
+
+import json
+import os
+import subprocess
+import sys
+
+from tensorflow.core.protobuf import saved_model_pb2
+
+from tests.helpers import REPO_ROOT
+
+# Small enough that the 256-sentence one-by-one check stays within seconds; two buckets below
+# max_input_length so that sentences alone and in a batch take different branches.
+EXPORT_SETTINGS = dict(beam_size=4, alpha=0.6, max_input_length=48, max_extra_length=12, length_buckets=(8, 16))
+
+SENTENCES = [
+    "Open the file.",
+    "Click OK to save your changes.",
+    "The selected cells are copied to the clipboard.",
+    "Choose Format - Cells and click the Numbers tab to change the number format of the selected cells.",
+    "Select the text that you want to print.",
+    "Help",
+    "If you do not want to print the comments, select the option None in the Comments list box.",
+]
+
+
+def run_fresh_python(code, *args, project=False, env=None, timeout=300):
+    """Runs `code` in a new interpreter and returns the JSON object it prints last.
+
+    With `project=False` the interpreter is isolated (`-I`, started in `/`): the repository is not
+    importable, so the code sees only installed packages. With `project=True` the repository is on
+    PYTHONPATH (for code that builds models under another Keras backend).
+    """
+    environment = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **(env or {}))
+    environment.pop("PYTHONPATH", None)
+    command = [sys.executable, "-I", "-c", code]
+    if project:
+        environment["PYTHONPATH"] = REPO_ROOT
+        command = [sys.executable, "-c", code]
+    result = subprocess.run(
+        command + [str(arg) for arg in args], cwd="/", env=environment, capture_output=True, text=True, timeout=timeout
+    )
+    if result.returncode != 0:
+        raise AssertionError(f"subprocess failed ({result.returncode}):\n{result.stderr[-4000:]}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def saved_model_cli_run(export_dir, inputs):
+    """`saved_model_cli run` on `serving_default` with `inputs` (a Python list expression of
+    strings); returns its stdout after checking it exits 0. saved_model_cli loads through a TF1
+    Session, as TensorFlow Serving's C++ loader does, and needs the SentencePiece ops registered,
+    hence tensorflow_text imported first (see the README)."""
+    command = [
+        sys.executable,
+        "-c",
+        "import sys, tensorflow_text; from tensorflow.python.tools import saved_model_cli; "
+        "sys.argv[0] = 'saved_model_cli'; saved_model_cli.main()",
+        "run",
+        "--dir",
+        export_dir,
+        "--tag_set",
+        "serve",
+        "--signature_def",
+        "serving_default",
+        "--input_exprs",
+        f"inputs={inputs}",
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd="/")
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
+
+
+# tensorflow-text ops that TensorFlow Serving links in (since its 2.2 release).
+SENTENCEPIECE_OPS = {"SentencepieceOp", "SentencepieceTokenizeOp", "SentencepieceDetokenizeOp"}
+# Registered by TensorFlow itself but not allowed: Python callbacks, and XLA compilation.
+FORBIDDEN_OPS = {"PyFunc", "PyFuncStateless", "EagerPyFunc", "XlaLaunch", "_XlaCompile", "_XlaRun"}
+
+REGISTERED_WITHOUT_TF_TEXT = """
+import json, sys
+import tensorflow as tf
+from tensorflow.python.framework import op_def_registry
+assert "tensorflow_text" not in sys.modules
+names = json.loads(sys.argv[1])
+print(json.dumps(sorted(n for n in names if op_def_registry.get(n) is None)))
+"""
+
+
+def saved_model_ops(path):
+    """Every op type of the graph and of its function library, and the functions' XLA attributes."""
+    saved_model = saved_model_pb2.SavedModel()
+    with open(os.path.join(path, "saved_model.pb"), "rb") as handle:
+        saved_model.ParseFromString(handle.read())
+    op_types, jit_functions = set(), []
+    for meta_graph in saved_model.meta_graphs:
+        graph = meta_graph.graph_def
+        op_types.update(node.op for node in graph.node)
+        for function in graph.library.function:
+            op_types.update(node.op for node in function.node_def)
+            if function.attr["_XlaMustCompile"].b:
+                jit_functions.append(function.signature.name)
+            for node in function.node_def:
+                if node.attr["_XlaMustCompile"].b:
+                    jit_functions.append(f"{function.signature.name}/{node.name}")
+    return op_types, jit_functions
+
+
+# Loads a SavedModel in an isolated interpreter and serves sentences: what TensorFlow Serving sees.
+SERVE_IN_FRESH_PROCESS = """
+import json, sys
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
+served = tf.saved_model.load(sys.argv[1]).signatures["serving_default"]
+outputs = served(inputs=tf.constant(json.loads(sys.argv[2])))
+project = sorted(m for m in sys.modules if m.split(".")[0] in ("common", "models", "data", "inference", "export", "evaluation", "training"))
+print(json.dumps({
+    "translations": [t.decode("utf-8") for t in outputs["translations"].numpy()],
+    "scores": outputs["scores"].numpy().tolist(),
+    "project_modules": project,
+}))
+"""

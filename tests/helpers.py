@@ -1,0 +1,156 @@
+"""What the tests share besides fixtures: the repository's paths, the tiny model's sizes, the runs of
+the tools in new processes, and builders of the corpus and run configs that conftest.py's session
+fixtures use. Tests import these from here, never from a conftest.py."""
+
+import fcntl
+import json
+import os
+import subprocess
+import sys
+
+import keras
+
+from data.special_ids import EOS_ID
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Downloaded .deb files persist here between runs (the directory is git-ignored); CI starts empty.
+DEB_CACHE = os.environ.get("TRANSFORMER_TEST_DEB_DIR", os.path.join(REPO_ROOT, "cache", "test-debs"))
+
+# The model the shared run trains: small enough for a minute on two cores.
+TINY_MODEL = dict(num_layers=2, hidden_dim=64, num_heads=4, intermediate_dim=256, dropout=0.1)
+
+# The fast tier's corpus: `source<TAB>english<TAB>german` lines sampled from the deb-en-de sources
+# by tests/fixtures/make_deb_en_de_sample.py.
+SAMPLE_TSV = os.path.join(REPO_ROOT, "tests", "fixtures", "deb_en_de_sample.tsv")
+
+
+# What TensorFlow and Keras print on their own that a tool's stderr must not show
+# (data/quiet_logs.py; the tools' tests check their output for these).
+STARTUP_NOISE = (
+    "absl::InitializeLog",
+    "oneDNN custom operations",
+    "cuda drivers",
+    "cuInit",
+    "cpu_feature_guard",
+    "shuffle=True",
+    "triggered tf.function retracing",
+)
+
+
+def once_per_session(tmp_path_factory, name, build):
+    """`build(directory)`'s JSON result, built once per test session in `directory`.
+
+    `make test` runs the tests in two pytest-xdist worker processes, each with its own session
+    fixtures. What is costly to build (the corpus, the shared training run, the export) is built
+    by the first worker that asks, under a file lock, into their common temporary directory; the
+    other waits for it and reads the result back. Without xdist this is a plain call.
+    """
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # Shared by the workers of this run (and only this run).
+    directory, result_path = root / name, root / f"{name}.json"
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # Released when the file closes, also on an error.
+        if result_path.exists():
+            return json.loads(result_path.read_text())
+        directory.mkdir(exist_ok=True)
+        result_path.write_text(json.dumps(build(str(directory))))
+        return json.loads(result_path.read_text())  # The same types for the builder as for the others.
+
+
+def build_sample_corpus(cache_dir):
+    """SAMPLE_TSV built as the corpus "deb-en-de" in `cache_dir`, by the same cleaning, hash split and
+    per-source test files as the real one; `builtin_corpora.prepare_corpus` then finds it cached."""
+    from data import builtin_corpora, corpus_cache
+
+    sources = {}
+    with open(SAMPLE_TSV, encoding="utf-8") as handle:
+        for line in handle:
+            source, english, german = line.rstrip("\n").split("\t")
+            sources.setdefault(source, []).append((english, german))
+    extra = {
+        "packages": [],
+        "credits": {source: builtin_corpora.CREDITS[source] for source in sources},
+        "sample": SAMPLE_TSV,
+    }
+    build = lambda tmp_dir: corpus_cache.write_corpus(tmp_dir, "deb-en-de", ("en", "de"), sources, extra=extra)
+    return corpus_cache.build_atomically(cache_dir, "deb-en-de", build)
+
+
+def tiny_run_config(model_dir, corpus_cache_dir, **train_overrides):
+    """A RunConfig for a tiny model on the cached deb-en-de corpus (2k vocabulary)."""
+    from training.config import DataConfig, RunConfig, TrainConfig
+
+    train = dict(
+        preset="tiny",
+        train_steps=200,
+        batch_tokens=2048,
+        warmup_steps=100,
+        learning_rate_scale=2.0,
+        distribution="one_device",
+        checkpoint_every=100,
+        keep_checkpoints=3,
+        eval_every=200,
+        eval_sentences=32,
+        seed=1234,
+    )
+    train.update(train_overrides)
+    data = DataConfig(corpus="deb-en-de", cache_dir=corpus_cache_dir, deb_dir=DEB_CACHE, vocab_size=2000, max_length=64)
+    return RunConfig(model_dir=str(model_dir), model=dict(TINY_MODEL), data=data, train=TrainConfig(**train))
+
+
+QUICK_TRAIN_FLAGS = (
+    "--max_length=64",
+    "--batch_tokens=1024",
+    "--train_steps=10",
+    "--checkpoint_every=10",
+    "--eval_every=10",
+    "--eval_sentences=0",
+    "--distribution=one_device",
+)
+TOOL_ENV = dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="2", KERAS_BACKEND="tensorflow", CI="1")
+
+
+def run_train_py(model_dir, *flags, timeout=600):
+    """`python train.py --model_dir=model_dir *flags` in a new process (the CompletedProcess)."""
+    command = [sys.executable, os.path.join(REPO_ROOT, "train.py"), f"--model_dir={model_dir}", *flags]
+    return subprocess.run(command, cwd=REPO_ROOT, env=TOOL_ENV, capture_output=True, text=True, timeout=timeout)
+
+
+def assert_train_refuses(model_dir, argv, message):
+    """Runs train.py with `argv` and checks it is refused with `message` on stderr, no traceback,
+    and nothing written at `model_dir`."""
+    completed = run_train_py(model_dir, *argv, timeout=120)
+    assert completed.returncode != 0
+    assert message in completed.stderr, completed.stderr[-2000:]
+    assert "Traceback" not in completed.stderr
+    assert not os.path.exists(model_dir)
+
+
+class EosBiasModel:
+    """A `Transformer` seen through `translate_ids`'s interface (encode, initial_cache, decode,
+    pad_id, variables) with `bias` added to the EOS logit of every decoding step: +1e9 forces EOS
+    first, -1e9 forbids it so every hypothesis runs to its maximum length."""
+
+    def __init__(self, model, bias):
+        self.model = model
+        self.pad_id = model.pad_id
+        self.variables = model.variables
+        values = [0.0] * model.vocabulary_size
+        values[EOS_ID] = bias
+        self.bias = keras.ops.convert_to_tensor(values, "float32")
+
+    def encode(self, *args, **kwargs):
+        return self.model.encode(*args, **kwargs)
+
+    def initial_cache(self, *args, **kwargs):
+        return self.model.initial_cache(*args, **kwargs)
+
+    def decode(self, *args, **kwargs):
+        outputs = self.model.decode(*args, **kwargs)
+        if isinstance(outputs, tuple):
+            return (outputs[0] + self.bias,) + tuple(outputs[1:])
+        return outputs + self.bias
+
+    def __call__(self, inputs, training=False):
+        return self.model(inputs, training=training) + self.bias
