@@ -17,6 +17,7 @@ from absl import app, flags
 from sacrebleu.metrics.bleu import BLEU
 
 from common import quiet_logs
+from common.errors import UserError
 from evaluation import search_flags
 from evaluation.search_flags import SEARCH_FLAGS
 
@@ -87,13 +88,11 @@ def main(argv):
     quiet_logs.quiet_tool_output()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from evaluation import evaluator
-    from evaluation.test_sets import TestSetError
 
-    errors = (evaluator.EvaluationError, evaluator.ModelDirError, evaluator.ExportDirError, TestSetError)
     try:
         conflict = FLAGS.export_dir and _export_conflict(FLAGS.export_dir)
         search_note = FLAGS.model_dir and search_flags.apply_run_search(FLAGS, FLAGS.model_dir)
-    except errors as error:
+    except UserError as error:
         conflict = str(error)
     if conflict:
         print(f"evaluate.py: error: {conflict}", file=sys.stderr)
@@ -129,7 +128,7 @@ def main(argv):
     )
     try:
         evaluator.evaluate(config)
-    except errors as error:
+    except UserError as error:
         print(f"evaluate.py: error: {error}", file=sys.stderr)
         return 2
     return 0

@@ -21,6 +21,7 @@ import sys
 from absl import app, flags
 
 from common import quiet_logs
+from common.errors import UserError
 from data import builtin_corpora, corpus_mix, deb_packages, user_corpus
 from models.presets import MODEL_OPTIONS, PRESETS, model_config
 from training import init_from
@@ -407,7 +408,7 @@ def config_from_flags():
             preset, model, vocab_size = _inherited_model()
         else:
             model = model_config(FLAGS.preset, **_model_overrides())
-    except (ValueError, init_from.InitFromError) as error:
+    except UserError as error:
         raise app.UsageError(str(error)) from None
     if model["hidden_dim"] % model["num_heads"] or model["hidden_dim"] % 2:
         raise app.UsageError(
@@ -477,19 +478,15 @@ def main(argv):
         applied = apply_recipe(FLAGS, FLAGS.recipe)
         print(f"recipe {FLAGS.recipe}: {' '.join(applied) or 'every flag given on the command line'}", file=sys.stderr)
     config = config_from_flags()
-    from data.corpus_cache import CorpusError  # TensorFlow/JAX imports: after the flag checks.
-    from data.deb_packages import DebPackageError
-    from data.parallel_files import ParallelDataError
-    from training import checkpoints
-    from training.config import ConfigMismatchError
-    from training.trainer import TrainingError, TrainingInterrupted, train
+    from training import checkpoints  # TensorFlow/JAX imports: after the flag checks.
+    from training.trainer import TrainingInterrupted, train
 
     try:
         summary = train(config, start_over=FLAGS.start_over)
     except TrainingInterrupted as stop:
         print(f"train.py: {stop}", file=sys.stderr)
         raise SystemExit(stop.exit_status) from None
-    except (TrainingError, ConfigMismatchError, CorpusError, DebPackageError, ParallelDataError) as error:
+    except UserError as error:
         print(f"train.py: error: {error}", file=sys.stderr)
         quiet_logs.restore_stderr()
         checkpoints.exit_after_failed_write(1)

@@ -22,6 +22,8 @@ import sys
 from absl import app, flags
 
 from common import quiet_logs
+from common.errors import UserError
+from common.write_errors import WriteError
 from evaluation import search_flags
 from evaluation.search_flags import SEARCH_FLAGS
 
@@ -57,7 +59,7 @@ flags.DEFINE_float("sampling_temperature", 1.0, "Sampling: logits are divided by
 flags.DEFINE_integer("seed", 0, "Sampling: the seed; with the line number it fixes each line's sample.")
 
 
-class InputError(ValueError):
+class InputError(UserError, ValueError):
     """Bad input, named by file and line."""
 
 
@@ -89,7 +91,10 @@ def _check_modes(values):
 def read_lines(path, name):
     """Yields `(line_number, text)` of a file ('-': stdin) read as bytes: the line ending is
     dropped, and invalid UTF-8 is replaced by U+FFFD and reported on stderr with its line number."""
-    handle = sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115 (closed below)
+    try:
+        handle = sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115 (closed below)
+    except OSError as error:
+        raise InputError(f"--{name}={path}: cannot read: {error.strerror}") from None
     try:
         for number, raw in enumerate(iter(handle.readline, b""), start=1):
             raw = raw[:-1] if raw.endswith(b"\n") else raw
@@ -265,9 +270,6 @@ def main(argv):
     del argv
     quiet_logs.quiet_tool_output()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from inference.saved_model_translator import ExportDirError
-    from training.run_dir import ModelDirError
-
     output = sys.stdout if FLAGS.output == "-" else None
     try:
         if output is None:
@@ -277,15 +279,20 @@ def main(argv):
                 raise InputError(f"--output={FLAGS.output}: cannot write: {error.strerror}") from error
 
         def write(line):
-            output.write(line + "\n")
-            if output is sys.stdout:
-                output.flush()  # A reader (or a person at a terminal) sees each line at once.
+            try:
+                output.write(line + "\n")
+                if output is sys.stdout:
+                    output.flush()  # A reader (or a person at a terminal) sees each line at once.
+            except BrokenPipeError:
+                raise
+            except OSError as error:
+                raise WriteError(FLAGS.output, error) from None
 
         run(write)
         output.flush()
-    except (InputError, ModelDirError, ExportDirError, ValueError, OSError) as error:
-        if isinstance(error, BrokenPipeError):
-            return _broken_pipe()
+    except BrokenPipeError:
+        return _broken_pipe()
+    except UserError as error:
         print(f"translate.py: error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:

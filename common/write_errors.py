@@ -8,6 +8,8 @@ traceback whose OSError (raised by `write()`) often names no file at all.
 import contextlib
 import os
 
+from common.errors import UserError
+
 
 def default_mode(directory=False):
     """The mode `open`/`os.makedirs` would give a new file (directory): 0o666 (0o777) less the umask.
@@ -17,7 +19,7 @@ def default_mode(directory=False):
     return (0o777 if directory else 0o666) & ~umask
 
 
-class WriteError(RuntimeError):
+class WriteError(UserError, RuntimeError):
     """A file could not be written; the message names the path and the reason. Nothing was left
     in its place."""
 

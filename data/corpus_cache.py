@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 
 from absl import logging
 
+from common.errors import UserError
 from common.write_errors import WriteError, default_mode, writing
 from data import cleaning, parallel_files
 
@@ -24,7 +25,7 @@ MANIFEST = "manifest.json"
 MANIFEST_FORMAT = 1
 
 
-class CorpusError(RuntimeError):
+class CorpusError(UserError, RuntimeError):
     """A corpus that cannot be built or a cache entry that is not a complete corpus."""
 
 

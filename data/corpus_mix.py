@@ -21,10 +21,11 @@ import dataclasses
 import math
 import os
 
+from common.errors import UserError
 from data.corpus_cache import CorpusError
 
 
-class WeightsError(ValueError):
+class WeightsError(UserError, ValueError):
     """A weighted spec that cannot be read; the message names the flag, its value and the entry."""
 
 

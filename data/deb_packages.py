@@ -28,6 +28,8 @@ from collections.abc import Callable, Iterator, Mapping
 
 from absl import logging
 
+from common.errors import UserError
+
 _AR_MAGIC = b"!<arch>\n"
 _AR_HEADER_SIZE = 60
 
@@ -45,7 +47,7 @@ DOWNLOAD_TIMEOUT_SECONDS = 60.0
 _CHUNK_BYTES = 1 << 20
 
 
-class DebPackageError(RuntimeError):
+class DebPackageError(UserError, RuntimeError):
     """A package that cannot be fetched or a `.deb` file that cannot be read."""
 
 

@@ -11,6 +11,8 @@ import re
 import struct
 from collections.abc import Iterator
 
+from common.errors import UserError
+
 LIBREOFFICE_RESOURCE_DIR = "usr/lib/libreoffice/program/resource"
 
 _MAGIC_LITTLE = 0x950412DE
@@ -21,7 +23,7 @@ _MAGIC_BIG = 0xDE120495
 _ACCELERATOR = re.compile(r"~|(?<![_\w])_(?=\w)|(?<=[^\W_])_(?=[^\W_])")
 
 
-class CatalogError(ValueError):
+class CatalogError(UserError, ValueError):
     """A `.mo` file that cannot be parsed."""
 
 

@@ -9,8 +9,10 @@ import dataclasses
 import os
 from collections.abc import Iterator
 
+from common.errors import UserError
 
-class ParallelDataError(ValueError):
+
+class ParallelDataError(UserError, ValueError):
     """Malformed parallel text; the message names the file and line."""
 
 

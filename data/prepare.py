@@ -19,10 +19,10 @@ import time
 from absl import app, flags
 
 from common import quiet_logs
-from common.write_errors import WriteError
-from data import cleaning, deb_packages, parallel_files, user_corpus
+from common.errors import UserError
+from data import cleaning, deb_packages, user_corpus
 from data.builtin_corpora import prepare_corpus
-from data.corpus_cache import CorpusError, CorpusPaths
+from data.corpus_cache import CorpusPaths
 
 FLAGS = flags.FLAGS
 
@@ -80,7 +80,7 @@ def _prepare() -> CorpusPaths:
         languages, files = user_corpus.user_files(
             {name: FLAGS[name].value for name in USER_CORPUS_FLAGS}, "--corpus=user"
         )
-    except user_corpus.UserFilesError as error:
+    except UserError as error:
         raise app.UsageError(str(error)) from None
     return user_corpus.prepare_user_corpus(
         FLAGS.name, FLAGS.cache_dir, languages, files["train"], files["dev"], files["test"], rebuild=FLAGS.rebuild
@@ -93,7 +93,7 @@ def main(argv):
     start = time.monotonic()
     try:
         paths = _prepare()
-    except (parallel_files.ParallelDataError, CorpusError, deb_packages.DebPackageError, WriteError, OSError) as e:
+    except UserError as e:
         raise SystemExit(f"data.prepare: error: {e}") from None
     manifest = paths.load_manifest()
     print(f"{manifest['corpus']}: {manifest['splits']} in {paths.root} ({time.monotonic() - start:.1f} s)")
@@ -112,7 +112,7 @@ def main(argv):
                 vocab_size=FLAGS.vocab_size,
                 model_type=FLAGS.model_type,
             )
-        except (tokenizer.TokenizerError, WriteError) as e:
+        except UserError as e:
             raise SystemExit(f"data.prepare: error: {e}") from None
         print(f"SentencePiece model: {model}")
 

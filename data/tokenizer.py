@@ -21,6 +21,7 @@ import sentencepiece
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from common.errors import UserError
 from common.write_errors import WriteError, default_mode, writing
 from data.special_ids import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
@@ -28,7 +29,7 @@ DEFAULT_VOCAB_SIZE = 8000
 _SPECIAL_PIECES = {PAD_ID: "<pad>", BOS_ID: "<s>", EOS_ID: "</s>", UNK_ID: "<unk>"}
 
 
-class TokenizerError(ValueError):
+class TokenizerError(UserError, ValueError):
     """SentencePiece cannot train a model on this input: no sentences, or a vocab_size outside the
     range the input allows. The message names the value, the input and the bound."""
 

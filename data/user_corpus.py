@@ -8,6 +8,7 @@ whole (normalised only), so that scores on them compare with published ones.
 import dataclasses
 import os
 
+from common.errors import UserError
 from data import cleaning, corpus_cache, corpus_mix, parallel_files
 from data.corpus_cache import CorpusError, CorpusPaths
 
@@ -16,7 +17,7 @@ FILE_KINDS = ("src", "tgt", "tsv")
 FILE_FLAGS = tuple(f"{split}_{kind}" for split in cleaning.SPLITS for kind in FILE_KINDS)
 
 
-class UserFilesError(ValueError):
+class UserFilesError(UserError, ValueError):
     """Flags that do not describe a user corpus; the message names them."""
 
 

@@ -10,13 +10,14 @@ import dataclasses
 import os
 import sys
 
+from common.errors import UserError
 from evaluation import scoring, test_sets
 from inference.saved_model_translator import ExportDirError, read_export_config, resolve_saved_model
 from models.search_config import DEFAULT_SEARCH
 from training.run_dir import DEFAULT_CHECKPOINT, ModelDirError, RunDir
 
 
-class EvaluationError(RuntimeError):
+class EvaluationError(UserError, RuntimeError):
     """Evaluation cannot run as asked (the message names the flag, file or directory)."""
 
 

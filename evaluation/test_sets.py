@@ -3,10 +3,11 @@
 import codecs
 import os
 
+from common.errors import UserError
 from data import cleaning
 
 
-class TestSetError(ValueError):
+class TestSetError(UserError, ValueError):
     """A test set that cannot be read as line-aligned sources and references (names the file)."""
 
 

@@ -22,6 +22,7 @@ from absl import app, flags
 from absl import logging as absl_logging
 
 from common import quiet_logs
+from common.errors import UserError
 from evaluation import search_flags
 from models.search_config import DEFAULT_SEARCH, EXPORT_MAX_INPUT_LENGTH
 from training import run_dir
@@ -133,13 +134,12 @@ def format_refusal(export_format, present):
 
 def _convert_ctranslate2():
     from export.ctranslate2_export import convert_run
-    from export.exporter import ExportError
 
     try:
         return convert_run(
             FLAGS.model_dir, FLAGS.export_dir, quantization=FLAGS.ct2_quantization, checkpoint=FLAGS.checkpoint
         )
-    except ExportError as error:
+    except UserError as error:
         print(f"export: error: {error}", file=sys.stderr)
         raise SystemExit(REFUSED_STATUS) from None
 
@@ -160,11 +160,11 @@ def main(argv):
     if FLAGS.format == "ctranslate2":
         print(_convert_ctranslate2(), file=sys.stdout)
         return
-    from export.exporter import ExportError, export_model  # After flag parsing: TensorFlow is slow to import.
+    from export.exporter import export_model  # After flag parsing: TensorFlow is slow to import.
 
     try:
         search_note = search_flags.apply_run_search(FLAGS, FLAGS.model_dir)
-    except run_dir.ModelDirError as error:
+    except UserError as error:
         raise SystemExit(f"export: error: {error}") from None
     if search_note:
         print(search_note, file=sys.stderr)
@@ -182,7 +182,7 @@ def main(argv):
             checkpoint=FLAGS.checkpoint,
             quantize=FLAGS.quantize,
         )
-    except ExportError as error:
+    except UserError as error:
         raise SystemExit(f"export: error: {error}") from None
     print(path, file=sys.stdout)
 

@@ -31,6 +31,7 @@ import keras
 import tensorflow as tf
 
 import models.transformer  # Also registers the Keras classes that model.keras names.
+from common.errors import UserError
 from export import warmup
 from export.serving_module import DEFAULT_LENGTH_BUCKETS, ServingModule
 from models.search_config import DEFAULT_SEARCH, EXPORT_MAX_INPUT_LENGTH
@@ -47,7 +48,7 @@ QUANTIZE_MODES = (None, "int8")
 _TEMPORARY_NAME = re.compile(r"\.tmp-\d+-[a-z0-9_]+")
 
 
-class ExportError(ValueError):
+class ExportError(UserError, ValueError):
     """A model_dir, export_dir or version the export cannot use (the message names the flag and path)."""
 
 

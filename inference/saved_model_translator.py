@@ -7,6 +7,7 @@ import sys
 
 import tensorflow as tf
 
+from common.errors import UserError
 from common.json_files import read_json
 from data.tokenizer import Tokenizer
 from inference.batching import translate_in_order
@@ -19,7 +20,7 @@ VOCABULARY = os.path.join("assets", "spm.model")
 SEARCH_SETTINGS = ("beam_size", "alpha", "max_extra_length", "min_length_ratio", "max_input_length")
 
 
-class ExportDirError(RuntimeError):
+class ExportDirError(UserError, RuntimeError):
     """An export_dir without a loadable SavedModel (the message names the path)."""
 
 

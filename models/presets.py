@@ -5,6 +5,8 @@ The vocabulary size is not part of a preset: it comes from the tokenizer.
 
 import copy
 
+from common.errors import UserError
+
 PRESETS = {
     # Table 3, "base": N=6, d_model=512, d_ff=2048, h=8, P_drop=0.1 (~63M parameters with a 37k vocabulary).
     "base": dict(num_layers=6, hidden_dim=512, intermediate_dim=2048, num_heads=8, dropout=0.1),
@@ -27,6 +29,10 @@ MODEL_OPTIONS = (
 )
 
 
+class PresetError(UserError, ValueError):
+    """An unknown preset or model option (names it and lists the known ones)."""
+
+
 def model_config(preset, **overrides):
     """A fresh dict of `Transformer` arguments: the preset's, then `overrides` not None on top.
 
@@ -34,10 +40,10 @@ def model_config(preset, **overrides):
         ValueError: unknown preset name or an override that is not a model option.
     """
     if preset not in PRESETS:
-        raise ValueError(f"Unknown preset {preset!r}; expected one of {sorted(PRESETS)}")
+        raise PresetError(f"Unknown preset {preset!r}; expected one of {sorted(PRESETS)}")
     unknown = sorted(set(overrides) - set(MODEL_OPTIONS))
     if unknown:
-        raise ValueError(f"Unknown model option(s) {unknown}; expected some of {list(MODEL_OPTIONS)}")
+        raise PresetError(f"Unknown model option(s) {unknown}; expected some of {list(MODEL_OPTIONS)}")
     config = copy.deepcopy(PRESETS[preset])
     config.update({key: value for key, value in overrides.items() if value is not None})
     return config

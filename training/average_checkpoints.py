@@ -10,6 +10,7 @@ import os
 
 from absl import app, flags
 
+from common.errors import UserError
 from training import run_dir
 
 FLAGS = flags.FLAGS
@@ -38,12 +39,10 @@ def write_chosen(model_dir, checkpoint, output):
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-    from training.run_dir import ModelDirError
-
     output = FLAGS.output or os.path.join(FLAGS.model_dir, "averaged.keras")
     try:
         chosen = write_chosen(FLAGS.model_dir, FLAGS.checkpoint, output)
-    except ModelDirError as error:
+    except UserError as error:
         raise SystemExit(f"average_checkpoints: error: {error}") from None
     print(f"wrote {chosen.describe()} to {output}")
 

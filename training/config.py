@@ -8,6 +8,7 @@ import dataclasses
 import json
 import os
 
+from common.errors import UserError
 from training.run_dir import CONFIG_FILE
 
 
@@ -119,7 +120,7 @@ def evaluation_refusal(train, distribution=None):
     return None
 
 
-class ConfigMismatchError(ValueError):
+class ConfigMismatchError(UserError, ValueError):
     """model_dir holds a run with another model or data configuration."""
 
 

@@ -21,6 +21,7 @@ import os
 import shutil
 import zipfile
 
+from common.errors import UserError
 from common.json_files import read_json
 from training.run_dir import (
     BEST_RECORD_FILE,
@@ -43,7 +44,7 @@ ARCHITECTURE_KEYS = (
 CHOICES = ("auto", "best", "last")
 
 
-class InitFromError(ValueError):
+class InitFromError(UserError, ValueError):
     """A parent run that cannot start a new one; the message names --init_from and the file."""
 
 

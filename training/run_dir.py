@@ -27,6 +27,7 @@ import shutil
 import sys
 import zipfile
 
+from common.errors import UserError
 from common.json_files import read_json
 
 CONFIG_FILE = "config.json"
@@ -53,7 +54,7 @@ CHECKPOINT_HELP = (
 RUN_ENTRIES = (CHECKPOINT_DIR, LOG_DIR, WORKERS_DIR, MODEL_FILE, VOCABULARY_FILE, TRAINING_LOG, CONFIG_FILE)
 
 
-class ModelDirError(RuntimeError):
+class ModelDirError(UserError, RuntimeError):
     """A model_dir that does not hold what a tool needs, or cannot be used as asked (names the path)."""
 
 

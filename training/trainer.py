@@ -23,6 +23,7 @@ import sys
 import keras
 import tensorflow as tf
 
+from common.errors import UserError
 from data import corpora, corpus_mix, pipeline
 from data.tokenizer import Tokenizer, train_sentencepiece
 from inference.translator import Translator
@@ -39,7 +40,7 @@ from training.distribution import (
 from training.run_dir import MODEL_FILE, ModelDirError, RunDir, describe_score
 
 
-class TrainingError(RuntimeError):
+class TrainingError(UserError, RuntimeError):
     """Training stopped for a reason the user must act on (the message says which)."""
 
 

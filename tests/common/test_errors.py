@@ -1,0 +1,57 @@
+"""Every error a user's input can cause derives from `UserError`, the one class the tools catch."""
+
+import ast
+import importlib
+import os
+
+from common.errors import UserError
+from tests.helpers import REPO_ROOT
+
+PACKAGES = ("common", "data", "models", "inference", "training", "evaluation", "export")
+# Not user errors: control flow inside one module, never raised to a tool.
+INTERNAL = {"data.deb_packages._TruncatedDownload"}
+
+
+def _error_classes():
+    """`module.Class` for every class named `...Error` in the product packages."""
+    found = []
+    for package in PACKAGES:
+        for root, _, files in os.walk(os.path.join(REPO_ROOT, package)):
+            for name in sorted(files):
+                if not name.endswith(".py"):
+                    continue
+                path = os.path.join(root, name)
+                module = os.path.relpath(path, REPO_ROOT)[: -len(".py")].replace(os.sep, ".")
+                with open(path, encoding="utf-8") as handle:
+                    tree = ast.parse(handle.read())
+                found += [f"{module}.{node.name}" for node in tree.body if isinstance(node, ast.ClassDef)]
+    return [name for name in found if name.endswith("Error")]
+
+
+def test_every_error_class_of_the_product_is_a_user_error():
+    classes = _error_classes()
+    assert len(classes) >= 20, classes
+    not_user_errors = []
+    for name in classes:
+        module, class_name = name.rsplit(".", 1)
+        error_class = getattr(importlib.import_module(module), class_name)
+        if name not in INTERNAL and not issubclass(error_class, UserError):
+            not_user_errors.append(name)
+    assert not_user_errors == []
+
+
+def test_entry_points_catch_user_error_not_a_list_of_classes():
+    """A tool that catches ValueError or OSError around its work would print a bug as a one-line user
+    error (a handler that turns one OSError into a `UserError` at its source is fine)."""
+    for script in ("train.py", "evaluate.py", "translate.py", "export/__main__.py", "data/prepare.py"):
+        with open(os.path.join(REPO_ROOT, script), encoding="utf-8") as handle:
+            tree = ast.parse(handle.read())
+        main = next(node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == "main")
+        caught = {
+            ast.unparse(handler.type)
+            for node in main.body
+            if isinstance(node, ast.Try)
+            for handler in node.handlers
+        }
+        assert "UserError" in caught, (script, caught)
+        assert not caught & {"ValueError", "OSError", "RuntimeError", "Exception"}, (script, caught)
