@@ -91,8 +91,9 @@ def source_batch(args):
 
 
 class NoEosModel:
-    """A `Transformer` seen through `translate_ids`'s interface, whose EOS logit is pushed down by
-    1e9 so that every hypothesis runs to the maximum length."""
+    """A `Transformer` seen through `translate_ids`'s interface (`encode`, `initial_cache`, `decode`,
+    `pad_id`, `variables`), whose EOS logit is pushed down by 1e9 so that every hypothesis runs to
+    the maximum length."""
 
     def __init__(self, model):
         import keras
@@ -104,6 +105,10 @@ class NoEosModel:
         bias = [0.0] * model.vocabulary_size
         bias[EOS_ID] = -1e9
         self.bias = keras.ops.convert_to_tensor(bias, "float32")
+
+    @property
+    def variables(self):
+        return self.model.variables
 
     def encode(self, *args, **kwargs):
         return self.model.encode(*args, **kwargs)

@@ -286,7 +286,7 @@ def compiled_keras_candidate(args, name):
         steps_per_execution=args.steps_per_execution,
     )
     if name != "keras_hub" and args.accumulate_steps > 1:
-        from training.model_building import count_update_tokens
+        from training.optimizers import count_update_tokens
 
         count_update_tokens(model)  # As train.py: each batch's token count reaches the optimizer.
     return model

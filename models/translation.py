@@ -30,7 +30,9 @@ def translate_ids(
     """Beam search (section 6.1: beam 4, alpha 0.6, at most input length + 50 tokens).
 
     Args:
-        model: a `models.transformer.Transformer`.
+        model: a `models.transformer.Transformer`, or an object with the parts of it the search
+            reads: `encode`, `initial_cache`, `decode` (with the Transformer's signatures),
+            `pad_id`, and `variables` (where int8 matrices are found, `int8_weights.products_cast_once`).
         source_ids: int `[batch, source_length]`, each row tokens + EOS, padded with the model's
             pad id. Padding does not change a sentence's translation.
         beam_size: hypotheses kept per sentence. 1 is greedy decoding, the argmax at every step

@@ -11,9 +11,8 @@ from data.special_ids import BOS_ID
 from models.learning_rate_schedule import transformer_optimizer
 from models.metrics import MaskedAccuracy, TargetTokenCount
 from models.transformer import Transformer
-from training import optimizers
 from training.losses import GlobalTokenLabelSmoothedCrossEntropy
-from training.optimizers import FusedAdam
+from training.optimizers import FusedAdam, count_update_tokens
 
 # --mixed_precision -> the Keras dtype policy.
 POLICIES = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
@@ -46,23 +45,6 @@ def build_model(model_config, vocabulary_size, train):
     if train.accumulate_steps > 1:
         count_update_tokens(model)
     return model
-
-
-def count_update_tokens(model):
-    """Lets the accumulating `FusedAdam` weight each batch's gradients by the batch's non-pad target
-    tokens (over all replicas, as the loss counts them): the model's `train_step` (Keras's, for the
-    backend in use) is wrapped on this instance to run inside `training.optimizers.batch_tokens`.
-    The model's class, and so what `model.save` writes, is unchanged."""
-    loss = model.loss
-    train_step = model.train_step
-
-    def counting_train_step(*args):
-        _, targets, _ = keras.utils.unpack_x_y_sample_weight(args[-1])  # args: (data,) or (state, data) under JAX
-        weights = keras.ops.cast(keras.ops.not_equal(targets, loss.pad_id), "float32")
-        with optimizers.batch_tokens(loss.token_count(weights)):
-            return train_step(*args)
-
-    model.train_step = counting_train_step
 
 
 def build_metrics_before_fit(model, strategy):

@@ -23,8 +23,8 @@ their number: the update one batch holding the K batches' pairs would give. Kera
 batch's tokens more than a long one's, and steps its learning-rate schedule per batch. Each batch's
 loss is already normalised by its own (global) token count n_i, so its gradient times n_i is the
 gradient of its token sum; those are accumulated, with the n_i, and the K-th batch applies
-sum_i n_i g_i / sum_i n_i. The count reaches the optimizer through `batch_tokens` (the train step of
-`training.model_building` sets it). `iterations`, and with it the schedule and Adam's bias
+sum_i n_i g_i / sum_i n_i. The count reaches the optimizer through `batch_tokens` (the train step that
+`count_update_tokens` wraps sets it). `iterations`, and with it the schedule and Adam's bias
 correction, counts updates; `accumulated_batches` the batches since the last one.
 
 Importing this module does not import TensorFlow (the benchmarks import it under JAX). A
@@ -54,6 +54,24 @@ def batch_tokens(count):
         yield
     finally:
         _pending.tokens = previous
+
+
+def count_update_tokens(model):
+    """Lets the accumulating `FusedAdam` weight each batch's gradients by the batch's non-pad target
+    tokens (over all replicas, as the loss counts them): the model's `train_step` (Keras's, for the
+    backend in use) is wrapped on this instance to run inside `batch_tokens`. The model's class, and
+    so what `model.save` writes, is unchanged. `model.loss` needs `pad_id` and `token_count(weights)`
+    (`models.losses.LabelSmoothedCrossEntropy`)."""
+    loss = model.loss
+    train_step = model.train_step
+
+    def counting_train_step(*args):
+        _, targets, _ = keras.utils.unpack_x_y_sample_weight(args[-1])  # args: (data,) or (state, data) under JAX
+        weights = ops.cast(ops.not_equal(targets, loss.pad_id), "float32")
+        with batch_tokens(loss.token_count(weights)):
+            return train_step(*args)
+
+    model.train_step = counting_train_step
 
 
 @keras.saving.register_keras_serializable(package="transformer")

@@ -1,9 +1,16 @@
-"""Smoke test of benchmarks/train_throughput.py: flags and synthetic batches (no timing, no model)."""
+"""benchmarks/train_throughput.py: flags, synthetic batches, the interleaved summary, and a whole run of
+its JAX path at tiny sizes without TensorFlow (no timing checked)."""
+
+import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
 from data.special_ids import BOS_ID, EOS_ID, PAD_ID
+from tests import no_tensorflow
 
 
 def test_flags_and_sizes(benchmark_script):
@@ -56,3 +63,32 @@ def test_interleaved_summary_takes_medians_over_every_burst(benchmark_script):
     assert summary["bursts"] == 3 and summary["ratio_median"] == 1.5 and summary["ratio_at_least_1_5"] == 2
     assert summary["ours_median"] == 300.0 and summary["keras_hub_median"] == 200.0
     assert bench.interleaved_summary([dict(name="interleaved", error="worker failed")]) == {}
+
+
+def test_jax_path_runs_without_tensorflow(benchmark_script, tmp_path, capsys):
+    """The whole script under JAX at tiny sizes, in a process where TensorFlow cannot be imported (a
+    GPU machine has JAX and Keras only): ours with gradient accumulation (train.py's token counting)
+    and a profile, which benchmarks/jax_trace_summary.py then reads."""
+    bench, script = benchmark_script("train_throughput")
+    site, output, profiles = tmp_path / "site", tmp_path / "result.json", tmp_path / "profiles"
+    sizes = "num_layers=1,hidden_dim=16,intermediate_dim=32,num_heads=2"
+    arguments = ["--backend=jax", "--preset=tiny", f"--sizes={sizes}", "--vocab=50", "--batch=2", "--length=4"]
+    arguments += ["--steps=2", "--warmup=1", "--accumulate_steps=2", "--anchor=none"]
+    arguments += [f"--profile_dir={profiles}", f"--json={output}"]
+    env = no_tensorflow.environment(site, dict(os.environ, KERAS_BACKEND="jax"))
+    finished = subprocess.run(
+        [sys.executable, script, *arguments], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    (result,) = json.loads(output.read_text())["results"]
+    assert "error" not in result, result.get("error")
+    assert result["name"] == "ours" and result["backend"] == "jax" and result["accumulate_steps"] == 2
+    assert np.isfinite(result["final_loss"]) and result["target_tokens_per_second"] > 0
+    assert no_tensorflow.refused_by_project(site) == []
+    started = no_tensorflow.started(site)  # The script, then its worker: both without TensorFlow.
+    assert len(started) == 2 and started[0].startswith(script) and started[1].endswith("--worker ours"), started
+
+    summary, _ = benchmark_script("jax_trace_summary")
+    summary.main([str(profiles / "ours"), "--steps=3", "--top=3"])
+    printed = capsys.readouterr().out
+    assert f"trace: {profiles / 'ours'}" in printed and "busy time per step (ms), 3 step(s) traced:" in printed
