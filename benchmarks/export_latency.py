@@ -14,7 +14,7 @@ NumPy / Python strings, so the clock covers the whole request. With `--export_di
 is exported first into a temporary directory with the given settings (`--length_buckets` picks the
 buckets; `--length_buckets=` with nothing gives the single fixed cache of max_input_length).
 
-Example (the numbers in the README were measured like this on the 2-core CPU machine):
+Example (the numbers in benchmarks/README.md were measured like this on the 2-core CPU machine):
 
     python benchmarks/export_latency.py --model_dir=runs/tiny --sentences=cache/corpora/deb-en-de/test.tsv \
         --count=64 --batch=32

@@ -5,7 +5,7 @@
 
 writes `exports/transformer/<next version>/` (see export/exporter.py for the layout). Serve it with
 `docker run -p 8501:8501 -v "$PWD/exports/transformer:/models/transformer" -e MODEL_NAME=transformer
-tensorflow/serving` (README, "Serving").
+tensorflow/serving` (docs/serving.md).
 
     python -m export --format=ctranslate2 --model_dir=runs/base --export_dir=exports/base-ct2 [--ct2_quantization=int8]
 
@@ -100,7 +100,7 @@ flags.DEFINE_float(
 run_dir.define_checkpoint_flag()
 flags.declare_key_flag("checkpoint")  # listed by --helpshort as this module's own
 flags.DEFINE_enum(
-    "quantize", None, ["int8"], "int8: the matmul weights as int8 (weight-only; README, Serving); default float."
+    "quantize", None, ["int8"], "int8: the matmul weights as int8 (weight-only; docs/serving.md); default float."
 )
 flags.DEFINE_list(
     "length_buckets",

@@ -19,7 +19,7 @@ head-major, so that a decoding step's attention is two batched matmuls over the 
 How a buffer is allocated and written is a `BufferOps`: by default `keras.ops.zeros` and
 `keras.ops.scatter_update`, which XLA runs in place. A TensorFlow graph without XLA copies the whole
 buffer at every `TensorScatterUpdate` (the loop still holds its input); a caller tracing a search
-into such a graph (`training/in_place_cache.py`) sets other primitives for the trace with
+into such a graph (`inference/in_place_cache.py`) sets other primitives for the trace with
 `using_buffer_ops`, since `models/` itself holds no TensorFlow code.
 
 The attention's math (projections, softmax) is in `models/multi_head_attention.py`; this module

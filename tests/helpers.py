@@ -25,7 +25,7 @@ SAMPLE_TSV = os.path.join(REPO_ROOT, "tests", "fixtures", "deb_en_de_sample.tsv"
 
 
 # What TensorFlow and Keras print on their own that a tool's stderr must not show
-# (data/quiet_logs.py; the tools' tests check their output for these).
+# (common/quiet_logs.py; the tools' tests check their output for these).
 STARTUP_NOISE = (
     "absl::InitializeLog",
     "oneDNN custom operations",

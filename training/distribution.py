@@ -8,6 +8,8 @@ does not depend on how a global batch is split across replicas.
 import json
 import os
 
+from common.errors import UserError
+
 # Keras is imported where used: train.py checks its flags, DISTRIBUTIONS among them, before any
 # framework loads.
 DISTRIBUTIONS = ("auto", "one_device", "mirrored", "multi_worker")
@@ -22,6 +24,10 @@ def split_cpu(num_devices):
     tf.config.set_logical_device_configuration(cpus[0], [tf.config.LogicalDeviceConfiguration()] * num_devices)
 
 
+class DistributionError(UserError, ValueError):
+    """A distribution the flags, the environment (TF_CONFIG, KERAS_BACKEND) or the devices cannot give."""
+
+
 def worker_info():
     """`(task_type, task_index, num_workers)` from the TF_CONFIG environment variable."""
     raw = os.environ.get("TF_CONFIG")
@@ -33,7 +39,7 @@ def worker_info():
         workers = config["cluster"]["worker"]
         return task["type"], int(task["index"]), len(workers)
     except (ValueError, KeyError, TypeError) as error:
-        raise ValueError(
+        raise DistributionError(
             f"TF_CONFIG must be JSON with cluster.worker (a list of host:port) and task.type/index, "
             f"received {raw!r} ({error})"
         ) from error
@@ -54,7 +60,7 @@ def make_strategy(distribution, cpu_replicas=0):
             over them (for machines without GPUs); 0 uses the visible GPUs.
     """
     if distribution not in DISTRIBUTIONS:
-        raise ValueError(f"Unknown distribution {distribution!r}; expected one of {DISTRIBUTIONS}")
+        raise DistributionError(f"Unknown distribution {distribution!r}; expected one of {DISTRIBUTIONS}")
     import keras
 
     backend = keras.backend.backend()
@@ -62,12 +68,16 @@ def make_strategy(distribution, cpu_replicas=0):
         set_jax_distribution(distribution)
         return None
     if backend != "tensorflow":
-        raise ValueError(f"train.py supports the tensorflow and jax backends, received KERAS_BACKEND={backend!r}")
+        raise DistributionError(
+            f"train.py supports the tensorflow and jax backends, received KERAS_BACKEND={backend!r}"
+        )
     import tensorflow as tf
 
     if distribution == "multi_worker":
         if not os.environ.get("TF_CONFIG"):
-            raise ValueError("--distribution=multi_worker needs the TF_CONFIG environment variable (see README)")
+            raise DistributionError(
+                "--distribution=multi_worker needs the TF_CONFIG environment variable (docs/training.md, 'Several GPUs, several machines, JAX')"
+            )
         worker_info()  # Validates it.
         return tf.distribute.MultiWorkerMirroredStrategy()
     if cpu_replicas:
@@ -76,7 +86,9 @@ def make_strategy(distribution, cpu_replicas=0):
     if distribution == "mirrored":
         devices = None if not cpu_replicas else [d.name for d in tf.config.list_logical_devices("CPU")]
         if devices is None and len(gpus) < 1:
-            raise ValueError("--distribution=mirrored found no GPU; pass --cpu_replicas=N to mirror over CPU devices")
+            raise DistributionError(
+                "--distribution=mirrored found no GPU; pass --cpu_replicas=N to mirror over CPU devices"
+            )
         return tf.distribute.MirroredStrategy(devices=devices)
     if distribution == "auto" and len(gpus) > 1:
         return tf.distribute.MirroredStrategy()
@@ -90,7 +102,7 @@ def set_jax_distribution(distribution):
     import keras
 
     if distribution == "multi_worker":
-        raise ValueError("--distribution=multi_worker uses tf.distribute: run it with the tensorflow backend")
+        raise DistributionError("--distribution=multi_worker uses tf.distribute: run it with the tensorflow backend")
     if distribution in ("auto", "mirrored") and len(jax.devices()) > 1:
         keras.distribution.set_distribution(keras.distribution.DataParallel(devices=jax.devices()))
 

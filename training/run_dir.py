@@ -42,7 +42,7 @@ BEST_WEIGHTS_FILE = "best.weights.h5"  # In CHECKPOINT_DIR; its name is not a ro
 BEST_RECORD_FILE = "best.json"
 
 # The tools' `--checkpoint` (evaluate.py, translate.py, `python -m export`,
-# `training.average_checkpoints`): README, "Getting the best model", argues the default.
+# `training.average_checkpoints`): docs/training.md, "The best checkpoint", argues the default.
 DEFAULT_CHECKPOINT = "best"
 CHECKPOINT_HELP = (
     "Which weights of --model_dir to load: best (the checkpoint of the best dev evaluation, "

@@ -31,6 +31,7 @@ from training import callbacks as training_callbacks
 from training import checkpoints, init_from, model_building, preemption
 from training import config as run_config
 from training.distribution import (
+    DistributionError,
     is_chief,
     make_strategy,
     num_replicas,
@@ -178,7 +179,7 @@ def train(config, start_over=False, callbacks=()):
     # Devices first: splitting the CPU must happen before TensorFlow initialises them.
     try:
         strategy = make_strategy(train_options.distribution, train_options.cpu_replicas)
-    except ValueError as error:
+    except DistributionError as error:
         raise TrainingError(str(error)) from error
     chief = is_chief()
     _, task_index, _ = worker_info()

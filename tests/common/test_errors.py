@@ -48,10 +48,7 @@ def test_entry_points_catch_user_error_not_a_list_of_classes():
             tree = ast.parse(handle.read())
         main = next(node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == "main")
         caught = {
-            ast.unparse(handler.type)
-            for node in main.body
-            if isinstance(node, ast.Try)
-            for handler in node.handlers
+            ast.unparse(handler.type) for node in main.body if isinstance(node, ast.Try) for handler in node.handlers
         }
         assert "UserError" in caught, (script, caught)
         assert not caught & {"ValueError", "OSError", "RuntimeError", "Exception"}, (script, caught)

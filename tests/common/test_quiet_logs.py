@@ -1,4 +1,4 @@
-"""data/quiet_logs.py: TensorFlow's start-up lines dropped from a tool's stderr, everything else
+"""common/quiet_logs.py: TensorFlow's start-up lines dropped from a tool's stderr, everything else
 kept, and nothing filtered under --verbosity=0; checked in fresh processes with real descriptors."""
 
 import os

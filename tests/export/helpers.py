@@ -50,7 +50,7 @@ def saved_model_cli_run(export_dir, inputs):
     """`saved_model_cli run` on `serving_default` with `inputs` (a Python list expression of
     strings); returns its stdout after checking it exits 0. saved_model_cli loads through a TF1
     Session, as TensorFlow Serving's C++ loader does, and needs the SentencePiece ops registered,
-    hence tensorflow_text imported first (see the README)."""
+    hence tensorflow_text imported first (docs/serving.md, "Serving it")."""
     command = [
         sys.executable,
         "-c",
