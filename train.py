@@ -22,11 +22,19 @@ from absl import app, flags
 
 from common import quiet_logs
 from common.errors import UserError
-from data import builtin_corpora, corpus_mix, deb_packages, user_corpus
-from models.presets import MODEL_OPTIONS, PRESETS, model_config
+from data import builtin_corpora, corpus_mix, user_corpus
+from models.presets import MODEL_OPTIONS, model_config
 from training import init_from
-from training.config import BEST_METRICS, DataConfig, RunConfig, TrainConfig, evaluation_refusal
-from training.distribution import DISTRIBUTIONS
+from training.config import (
+    DataConfig,
+    RunConfig,
+    TrainConfig,
+    eval_sentences_from_flag,
+    evaluation_refusal,
+    flag_default,
+    flag_fields,
+    from_flag,
+)
 from training.recipes import RECIPES, apply_recipe, search_record
 from training.run_dir import RunDir, describe_score
 
@@ -36,20 +44,7 @@ flags.DEFINE_string(
     "model_dir", None, "Directory for the config, vocabulary, checkpoints, logs and model.keras.", required=True
 )
 flags.DEFINE_boolean("start_over", False, "Delete the run in --model_dir (checkpoints, logs, model) and start again.")
-# Data.
-flags.DEFINE_enum("corpus", "deb-en-de", ["deb-en-de", "tatoeba-en-es", "files"], "Training corpus.")
-flags.DEFINE_string("cache_dir", "cache/corpora", "Where corpora are built and cached.")
-flags.DEFINE_string("deb_dir", None, "Directory of already-downloaded .deb files for deb-en-de.")
-flags.DEFINE_enum(
-    "deb_source",
-    "auto",
-    list(deb_packages.DEB_SOURCES),
-    "How missing deb-en-de .deb files are fetched: apt, mirror (--deb_mirror over HTTPS), or auto "
-    "(apt where apt-get is installed, else mirror).",
-)
-flags.DEFINE_string("deb_mirror", deb_packages.DEFAULT_MIRROR, "Root URL of the Debian mirror for --deb_source=mirror.")
-flags.DEFINE_string("direction", None, "Translation direction, e.g. en-de or de-en (default: the corpus's).")
-flags.DEFINE_string("languages", None, "With --corpus=files: source-target language codes of the files, e.g. en-fr.")
+# Data: the user files, and weights, which DataConfig holds translated (`_files`, `_train_weights`).
 for split in ("train", "dev", "test"):
     flags.DEFINE_string(f"{split}_src", None, f"With --corpus=files: {split} source sentences, one per line.")
     flags.DEFINE_string(f"{split}_tgt", None, f"With --corpus=files: {split} target sentences, line-aligned.")
@@ -67,12 +62,7 @@ flags.DEFINE_string(
     "With a built-in corpus: sample its sources in proportion to weights, SOURCE:WEIGHT,... "
     "(deb-en-de: libreoffice-help, libreoffice-ui, ding); sources not named weigh 1.",
 )
-flags.DEFINE_integer("vocab_size", 8000, "SentencePiece vocabulary size (shared by both languages).", lower_bound=100)
-flags.DEFINE_integer(
-    "max_length", 128, "Longest sequence in tokens (with BOS/EOS); longer pairs are dropped and counted.", lower_bound=8
-)
-# Model.
-flags.DEFINE_enum("preset", "base", sorted(PRESETS), "Model size: the paper's base or big, or tiny for CPUs.")
+# Model: the preset is TrainConfig's; these override its values.
 flags.DEFINE_enum(
     "recipe",
     None,
@@ -92,111 +82,31 @@ flags.DEFINE_float(
     "activation_dropout", None, "Dropout after the ReLU (not in the paper).", lower_bound=0.0, upper_bound=0.99
 )
 flags.DEFINE_boolean("normalize_first", None, "Pre-norm residual blocks instead of the paper's post-norm.")
-# Optimisation.
-flags.DEFINE_integer(
-    "train_steps",
-    100000,
-    "Total optimizer updates (the paper: 100k for base, 300k for big); each takes --accumulate_steps batches.",
-    lower_bound=1,
-)
-flags.DEFINE_integer(
-    "batch_tokens", 4096, "Padded tokens per batch per replica and side (the paper: ~25k per step).", lower_bound=8
-)
-flags.DEFINE_integer(
-    "accumulate_steps",
-    1,
-    "Batches per optimizer update (gradient accumulation): the update is the one a batch of all K batches' "
-    "pairs would give, its loss normalised by their target tokens together. K times --batch_tokens per "
-    "replica and update, e.g. the paper's ~25k target tokens on one device. Steps (--train_steps, "
-    "--warmup_steps, --checkpoint_every, --eval_every) count updates.",
-    lower_bound=1,
-)
-flags.DEFINE_integer("warmup_steps", 4000, "Learning-rate warm-up updates (equation 3).", lower_bound=1)
-flags.DEFINE_float("learning_rate_scale", 1.0, "Factor on the whole learning-rate schedule (> 0).", lower_bound=0.0)
-flags.DEFINE_enum(
-    "learning_rate_schedule",
-    "noam",
-    ["noam", "constant"],
-    "noam: equation (3), warm-up then inverse square root; constant: --learning_rate throughout (fine-tuning).",
-)
-flags.DEFINE_float("learning_rate", None, "With --learning_rate_schedule=constant: the learning rate (> 0).")
-flags.DEFINE_float("label_smoothing", 0.1, "epsilon_ls.", lower_bound=0.0, upper_bound=0.99)
-flags.DEFINE_enum("distribution", "auto", list(DISTRIBUTIONS), "auto: all GPUs mirrored if several, else one device.")
-flags.DEFINE_integer(
-    "cpu_replicas", 0, "With --distribution=mirrored and no GPU: mirror over this many CPU devices.", lower_bound=0
-)
-flags.DEFINE_enum(
-    "mixed_precision", "none", ["none", "bf16", "fp16"], "Mixed precision policy (fp16 adds loss scaling)."
-)
-flags.DEFINE_boolean("jit_compile", None, "Compile the train step with XLA (default: on GPUs, not on CPUs).")
-flags.DEFINE_integer(
-    "steps_per_execution",
-    1,
-    "Batches run per call into the compiled step; the host reads the "
-    "logs once per call (fewer round-trips on GPUs). Must divide --checkpoint_every.",
-    lower_bound=1,
-)
-flags.DEFINE_boolean(
-    "cache_tokenized",
-    False,
-    "Keep the tokenized training pairs in memory after the first pass "
-    "(later passes skip reading and tokenizing; pairs are shuffled instead of lines).",
-)
-# Fine-tuning.
-flags.DEFINE_string(
-    "init_from",
-    None,
-    "Start from this run directory's weights and vocabulary (its architecture and --vocab_size are "
-    "kept); the optimizer and the step start afresh.",
-)
-flags.DEFINE_enum(
-    "init_checkpoint",
-    "auto",
-    list(init_from.CHOICES),
-    "With --init_from: its best checkpoint, its last weights (newest checkpoint, else model.keras), "
-    "or auto: best where it has one, else last.",
-)
-# Checkpoints and evaluation.
-flags.DEFINE_integer(
-    "checkpoint_every", 1000, "Updates between checkpoints (also the Keras epoch length).", lower_bound=1
-)
-flags.DEFINE_integer(
-    "keep_checkpoints", 5, "Checkpoints kept (the paper averages the last 5 for base, 20 for big).", lower_bound=1
-)
-flags.DEFINE_integer(
-    "eval_every", 5000, "Updates between dev loss and dev BLEU; a multiple of --checkpoint_every.", lower_bound=1
-)
-flags.DEFINE_string(
-    "eval_sentences",
-    "200",
-    "Dev sentences decoded for BLEU at each evaluation: a number (0: none, dev loss only) or all (the whole dev split).",
-)
-flags.DEFINE_integer(
-    "eval_beam_size", 1, "Beam size of the dev BLEU's search (1: greedy, the quickest).", lower_bound=1
-)
-flags.DEFINE_enum(
-    "best_metric",
-    "bleu",
-    list(BEST_METRICS),
-    "What ranks the dev evaluations for the best checkpoint (checkpoints/best.weights.h5): dev BLEU "
-    "(higher is better) or dev loss (lower is better).",
-)
-flags.DEFINE_integer(
-    "early_stopping",
-    0,
-    "End training after this many dev evaluations in a row without an improvement of --best_metric above "
-    "--early_stopping_min_delta, and write model.keras from the best checkpoint (0: never).",
-    lower_bound=0,
-)
-flags.DEFINE_float(
-    "early_stopping_min_delta",
-    0.0,
-    "The improvement (BLEU points, or loss) an evaluation must exceed to count for --early_stopping.",
-    lower_bound=0.0,
-)
-flags.DEFINE_integer(
-    "seed", 1234, "Seed for initialisation, dropout and data order.", lower_bound=0, upper_bound=2**32 - 1
-)
+
+_DEFINE = {
+    "boolean": flags.DEFINE_boolean,
+    "enum": flags.DEFINE_enum,
+    "float": flags.DEFINE_float,
+    "integer": flags.DEFINE_integer,
+    "string": flags.DEFINE_string,
+}
+
+
+def _define_config_flags(config_class):
+    """Defines `--<field>` for each field of `config_class` with a flag of its own: its default, help
+    and bounds are the field's (training/config.py says why they live there)."""
+    for field, flag in flag_fields(config_class):
+        _DEFINE[flag.kind](field.name, flag_default(field, flag), help=flag.help, **flag.arguments)
+
+
+def _config_values(config_class):
+    """The values of `config_class`'s fields that have a flag of their own, from the flags."""
+    return {field.name: from_flag(flag, FLAGS[field.name].value) for field, flag in flag_fields(config_class)}
+
+
+# Data, optimisation, fine-tuning, checkpoints and evaluation.
+_define_config_flags(DataConfig)
+_define_config_flags(TrainConfig)
 
 
 @flags.multi_flags_validator(["train_steps", "checkpoint_every", "eval_every", "steps_per_execution"], message="")
@@ -315,11 +225,6 @@ def _check_devices(values):
     return True
 
 
-def _eval_sentences(value):
-    """--eval_sentences as the config holds it: an int, or None for the whole dev split."""
-    return None if value.strip().lower() == "all" else int(value)
-
-
 @flags.validator("eval_sentences", message="--eval_sentences must be a number of sentences (0 or more) or all")
 def _check_eval_sentences(value):
     return value.strip().lower() == "all" or value.strip().isdigit()
@@ -343,7 +248,7 @@ def _check_evaluations(values):
         return True  # Its own validator names it.
     train = TrainConfig(
         **{name: values[name] for name in values if name != "eval_sentences"},
-        eval_sentences=_eval_sentences(values["eval_sentences"]),
+        eval_sentences=eval_sentences_from_flag(values["eval_sentences"]),
     )
     refusal = evaluation_refusal(train)
     if refusal:
@@ -381,23 +286,16 @@ def _inherited_model():
     top; a preset, architecture flag or --vocab_size that differs from the parent's is refused."""
     parent = init_from.read_parent(FLAGS.init_from)
     preset = parent.get("train", {}).get("preset", FLAGS.preset)
-    given = _model_overrides()
-    model = dict(
-        parent["model"], **{key: value for key, value in given.items() if key not in init_from.ARCHITECTURE_KEYS}
-    )
-    differences = [
-        (key, parent["model"].get(key), value)
-        for key, value in given.items()
-        if key in init_from.ARCHITECTURE_KEYS and value != parent["model"].get(key)
-    ]
     vocab_size = parent.get("data", {}).get("vocab_size", FLAGS.vocab_size)
-    if FLAGS["vocab_size"].present and FLAGS.vocab_size != vocab_size:
-        differences.append(("vocab_size", vocab_size, FLAGS.vocab_size))
+    requested = dict(parent["model"], **_model_overrides())
+    differences = init_from.architecture_differences(
+        parent, requested, FLAGS.vocab_size if FLAGS["vocab_size"].present else vocab_size
+    )
     if FLAGS["preset"].present and FLAGS.preset != preset:
         differences.insert(0, ("preset", preset, FLAGS.preset))
     if differences:
         raise app.UsageError(init_from.describe_differences(FLAGS.init_from, differences))
-    return preset, model, vocab_size
+    return preset, requested, vocab_size
 
 
 def config_from_flags():
@@ -415,50 +313,26 @@ def config_from_flags():
             f"--hidden_dim={model['hidden_dim']} must be even and divisible by --num_heads={model['num_heads']}"
         )
     data = DataConfig(
-        corpus=FLAGS.corpus,
-        cache_dir=os.path.abspath(FLAGS.cache_dir),
-        deb_dir=FLAGS.deb_dir and os.path.abspath(FLAGS.deb_dir),
-        deb_source=FLAGS.deb_source,
-        deb_mirror=FLAGS.deb_mirror,
-        languages=FLAGS.languages,
-        direction=FLAGS.direction,
-        train_files=_files("train"),
-        train_weights=_train_weights(),
-        source_weights=dict(corpus_mix.parse_weights("--source_weights", FLAGS.source_weights))
-        if FLAGS.source_weights
-        else {},
-        dev_files=_files("dev"),
-        test_files=_files("test"),
-        vocab_size=vocab_size,
-        max_length=FLAGS.max_length,
+        **{
+            **_config_values(DataConfig),
+            "cache_dir": os.path.abspath(FLAGS.cache_dir),
+            "deb_dir": FLAGS.deb_dir and os.path.abspath(FLAGS.deb_dir),
+            "train_files": _files("train"),
+            "train_weights": _train_weights(),
+            "source_weights": dict(corpus_mix.parse_weights("--source_weights", FLAGS.source_weights))
+            if FLAGS.source_weights
+            else {},
+            "dev_files": _files("dev"),
+            "test_files": _files("test"),
+            "vocab_size": vocab_size,
+        }
     )
     train = TrainConfig(
-        preset=preset,
-        train_steps=FLAGS.train_steps,
-        batch_tokens=FLAGS.batch_tokens,
-        warmup_steps=FLAGS.warmup_steps,
-        learning_rate_scale=FLAGS.learning_rate_scale,
-        label_smoothing=FLAGS.label_smoothing,
-        distribution=FLAGS.distribution,
-        cpu_replicas=FLAGS.cpu_replicas,
-        mixed_precision=FLAGS.mixed_precision,
-        checkpoint_every=FLAGS.checkpoint_every,
-        keep_checkpoints=FLAGS.keep_checkpoints,
-        eval_every=FLAGS.eval_every,
-        eval_sentences=_eval_sentences(FLAGS.eval_sentences),
-        eval_beam_size=FLAGS.eval_beam_size,
-        best_metric=FLAGS.best_metric,
-        early_stopping=FLAGS.early_stopping,
-        early_stopping_min_delta=FLAGS.early_stopping_min_delta,
-        seed=FLAGS.seed,
-        jit_compile=FLAGS.jit_compile,
-        steps_per_execution=FLAGS.steps_per_execution,
-        cache_tokenized=FLAGS.cache_tokenized,
-        learning_rate_schedule=FLAGS.learning_rate_schedule,
-        learning_rate=FLAGS.learning_rate,
-        init_from=FLAGS.init_from and os.path.abspath(FLAGS.init_from),
-        init_checkpoint=FLAGS.init_checkpoint,
-        accumulate_steps=FLAGS.accumulate_steps,
+        **{
+            **_config_values(TrainConfig),
+            "preset": preset,
+            "init_from": FLAGS.init_from and os.path.abspath(FLAGS.init_from),
+        }
     )
     search = search_record(FLAGS.recipe) if FLAGS.recipe else None
     record = {"search": search} if search else {}

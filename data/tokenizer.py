@@ -24,8 +24,8 @@ import tensorflow_text as tf_text
 from common.errors import UserError
 from common.write_errors import WriteError, default_mode, writing
 from data.special_ids import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from data.vocabulary_size import DEFAULT_VOCAB_SIZE
 
-DEFAULT_VOCAB_SIZE = 8000
 _SPECIAL_PIECES = {PAD_ID: "<pad>", BOS_ID: "<s>", EOS_ID: "</s>", UNK_ID: "<unk>"}
 
 
@@ -160,8 +160,8 @@ def train_sentencepiece(
             is a sentence unless it ends in `.tsv` or `.txt`: such a str is taken for a path, and a
             missing file raises.
         model_prefix: output path without extension; `.model` and `.vocab` are written.
-        vocab_size: number of pieces, special and byte pieces included (8000 fits ~70k pairs; the
-            paper used 37000 for 4.5M pairs).
+        vocab_size: number of pieces, special and byte pieces included (default
+            `data.vocabulary_size.DEFAULT_VOCAB_SIZE`, which says what it fits).
         model_type: "bpe" (the paper's byte-pair encoding) or "unigram".
         character_coverage: share of characters covered by single-character pieces; the rest
             fall back to bytes.

@@ -1,7 +1,20 @@
-"""The resolved configuration of a training run, written as JSON into model_dir.
+"""The resolved configuration of a training run, written as JSON into model_dir, and the one place
+each of its defaults is written.
 
 `model` and `data` decide what a checkpoint means: a run on an existing model_dir must match them
 (or be told to start over). `train` may change between runs (e.g. more steps).
+
+Each field of `DataConfig` and `TrainConfig` that a train.py flag sets one to one is declared with
+`option(default, help, kind, ...)`: its default, its help text and its flag's validation (absl's
+`DEFINE_<kind>`, bounds, enum values) sit together in the field, and train.py defines the flag
+`--<field name>` from them (`flag_fields`, `flag_default`, `from_flag`). So a default is written
+once, here: the flag's default is the dataclass's, and a config built in code (tests, the library)
+gets the same values as a run given no flags. The defaults live with the dataclasses rather than
+with the flags because the library must not read flags (STYLE.md), while the entry script can read
+dataclass metadata; constants other modules also need (the vocabulary size, the Debian mirror, the
+choices of a distribution or a preset) are imported from the module that owns them. Fields a flag
+reaches through a translation (the user files and their weights, a fine-tuning's inherited preset
+and vocabulary size) keep plain defaults, and their flags stay written out in train.py.
 """
 
 import dataclasses
@@ -9,55 +22,222 @@ import json
 import os
 
 from common.errors import UserError
+from data import deb_packages
+from data.vocabulary_size import DEFAULT_VOCAB_SIZE, MIN_VOCAB_SIZE
+from models.presets import PRESETS
+from training.distribution import DISTRIBUTIONS
+from training.init_from import CHOICES as INIT_CHECKPOINTS
 from training.run_dir import CONFIG_FILE
+
+BEST_METRICS = ("bleu", "loss")
+CORPORA = ("deb-en-de", "tatoeba-en-es", "files")
+MIXED_PRECISION = ("none", "bf16", "fp16")
+LEARNING_RATE_SCHEDULES = ("noam", "constant")
+
+
+@dataclasses.dataclass(frozen=True)
+class Flag:
+    """How train.py defines the flag of a config field: absl's `DEFINE_<kind>` with `help` and
+    `arguments` (lower_bound, upper_bound, enum_values); `to_config` turns the flag's value into
+    the field's, `to_flag` the field's default into the flag's (both identity when None)."""
+
+    kind: str
+    help: str
+    arguments: dict
+    to_config: object = None
+    to_flag: object = None
+
+
+def option(default, help_text, kind, to_config=None, to_flag=None, **arguments):
+    """A config field with a flag of its own: see the module docstring."""
+    return dataclasses.field(default=default, metadata={"flag": Flag(kind, help_text, arguments, to_config, to_flag)})
+
+
+def flag_fields(config_class):
+    """`[(field, Flag)]` of the fields of `config_class` that have a flag of their own."""
+    return [(field, field.metadata["flag"]) for field in dataclasses.fields(config_class) if "flag" in field.metadata]
+
+
+def flag_default(field, flag):
+    """The flag's default: the field's, in the flag's form."""
+    return flag.to_flag(field.default) if flag.to_flag else field.default
+
+
+def from_flag(flag, value):
+    """The field's value for the flag's `value`."""
+    return flag.to_config(value) if flag.to_config else value
+
+
+def eval_sentences_from_flag(value):
+    """--eval_sentences as the config holds it: an int, or None for the whole dev split."""
+    return None if value.strip().lower() == "all" else int(value)
+
+
+def eval_sentences_to_flag(value):
+    return "all" if value is None else str(value)
 
 
 @dataclasses.dataclass(frozen=True)
 class DataConfig:
-    corpus: str = "deb-en-de"
-    cache_dir: str = "cache/corpora"
-    deb_dir: str | None = None
-    deb_source: str = "auto"  # How missing .deb files are fetched: "auto", "apt" or "mirror".
-    deb_mirror: str | None = None  # The Debian mirror for "mirror"; None: data.deb_packages.DEFAULT_MIRROR.
-    languages: str | None = None  # "en-de" for user files; built-in corpora know theirs.
-    direction: str | None = None  # e.g. "de-en"; default the corpus's own (en-xx).
+    corpus: str = option("deb-en-de", "Training corpus.", "enum", enum_values=list(CORPORA))
+    cache_dir: str = option("cache/corpora", "Where corpora are built and cached.", "string")
+    deb_dir: str | None = option(None, "Directory of already-downloaded .deb files for deb-en-de.", "string")
+    deb_source: str = option(
+        "auto",
+        "How missing deb-en-de .deb files are fetched: apt, mirror (--deb_mirror over HTTPS), or auto "
+        "(apt where apt-get is installed, else mirror).",
+        "enum",
+        enum_values=list(deb_packages.DEB_SOURCES),
+    )
+    deb_mirror: str = option(
+        deb_packages.DEFAULT_MIRROR, "Root URL of the Debian mirror for --deb_source=mirror.", "string"
+    )
+    languages: str | None = option(
+        None, "With --corpus=files: source-target language codes of the files, e.g. en-fr.", "string"
+    )  # Built-in corpora know theirs.
+    direction: str | None = option(
+        None, "Translation direction, e.g. en-de or de-en (default: the corpus's).", "string"
+    )
     train_files: tuple = ()  # User corpus: (tsv,) or (src, tgt); with train_weights, several TSVs.
     train_weights: tuple = ()  # A weight per training TSV of a weighted mix (data.corpus_mix).
     source_weights: dict = dataclasses.field(default_factory=dict)  # {source: weight} of a built-in corpus.
     dev_files: tuple = ()
     test_files: tuple = ()
-    vocab_size: int = 8000
-    max_length: int = 128
+    vocab_size: int = option(
+        DEFAULT_VOCAB_SIZE,
+        "SentencePiece vocabulary size (shared by both languages).",
+        "integer",
+        lower_bound=MIN_VOCAB_SIZE,
+    )
+    max_length: int = option(
+        128,
+        "Longest sequence in tokens (with BOS/EOS); longer pairs are dropped and counted.",
+        "integer",
+        lower_bound=8,
+    )
 
 
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
-    preset: str = "base"
-    train_steps: int = 100000
-    batch_tokens: int = 4096
-    warmup_steps: int = 4000
-    learning_rate_scale: float = 1.0
-    label_smoothing: float = 0.1
-    distribution: str = "auto"
-    cpu_replicas: int = 0
-    mixed_precision: str = "none"
-    checkpoint_every: int = 1000
-    keep_checkpoints: int = 5
-    eval_every: int = 5000
-    eval_sentences: int | None = 200  # Dev sentences decoded for BLEU; None: the whole dev split; 0: none.
-    eval_beam_size: int = 1  # The dev BLEU's search: 1 is greedy.
-    best_metric: str = "bleu"  # What ranks the dev evaluations for the best checkpoint: "bleu" or "loss".
-    early_stopping: int = 0  # Evaluations without an improvement that end the run; 0: never.
-    early_stopping_min_delta: float = 0.0  # The improvement that resets that count must exceed this.
-    seed: int = 1234
-    jit_compile: bool | None = None  # None: XLA on GPUs, not on CPUs.
-    steps_per_execution: int = 1  # Train steps per compiled call; divides checkpoint_every.
-    cache_tokenized: bool = False  # Tokenized training pairs kept in memory after the first pass.
-    learning_rate_schedule: str = "noam"  # "noam": equation (3); "constant": `learning_rate` throughout.
-    learning_rate: float | None = None  # The rate of the "constant" schedule.
-    init_from: str | None = None  # A run directory whose weights and vocabulary a new run starts from.
-    init_checkpoint: str = "auto"  # Which of its weights: "auto", "best" or "last" (training.init_from).
-    accumulate_steps: int = 1  # Batches per optimizer update; steps (train, checkpoint, eval) count updates.
+    preset: str = option(
+        "base", "Model size: the paper's base or big, or tiny for CPUs.", "enum", enum_values=sorted(PRESETS)
+    )
+    train_steps: int = option(
+        100000,
+        "Total optimizer updates (the paper: 100k for base, 300k for big); each takes --accumulate_steps batches.",
+        "integer",
+        lower_bound=1,
+    )
+    batch_tokens: int = option(
+        4096, "Padded tokens per batch per replica and side (the paper: ~25k per step).", "integer", lower_bound=8
+    )
+    warmup_steps: int = option(4000, "Learning-rate warm-up updates (equation 3).", "integer", lower_bound=1)
+    learning_rate_scale: float = option(
+        1.0, "Factor on the whole learning-rate schedule (> 0).", "float", lower_bound=0.0
+    )
+    label_smoothing: float = option(0.1, "epsilon_ls.", "float", lower_bound=0.0, upper_bound=0.99)
+    distribution: str = option(
+        "auto",
+        "auto: all GPUs mirrored if several, else one device.",
+        "enum",
+        enum_values=list(DISTRIBUTIONS),
+    )
+    cpu_replicas: int = option(
+        0, "With --distribution=mirrored and no GPU: mirror over this many CPU devices.", "integer", lower_bound=0
+    )
+    mixed_precision: str = option(
+        "none", "Mixed precision policy (fp16 adds loss scaling).", "enum", enum_values=list(MIXED_PRECISION)
+    )
+    checkpoint_every: int = option(
+        1000, "Updates between checkpoints (also the Keras epoch length).", "integer", lower_bound=1
+    )
+    keep_checkpoints: int = option(
+        5, "Checkpoints kept (the paper averages the last 5 for base, 20 for big).", "integer", lower_bound=1
+    )
+    eval_every: int = option(
+        5000, "Updates between dev loss and dev BLEU; a multiple of --checkpoint_every.", "integer", lower_bound=1
+    )
+    eval_sentences: int | None = option(  # None: the whole dev split; 0: none.
+        200,
+        "Dev sentences decoded for BLEU at each evaluation: a number (0: none, dev loss only) or all (the whole "
+        "dev split).",
+        "string",
+        to_config=eval_sentences_from_flag,
+        to_flag=eval_sentences_to_flag,
+    )
+    eval_beam_size: int = option(
+        1, "Beam size of the dev BLEU's search (1: greedy, the quickest).", "integer", lower_bound=1
+    )
+    best_metric: str = option(
+        "bleu",
+        "What ranks the dev evaluations for the best checkpoint (checkpoints/best.weights.h5): dev BLEU "
+        "(higher is better) or dev loss (lower is better).",
+        "enum",
+        enum_values=list(BEST_METRICS),
+    )
+    early_stopping: int = option(
+        0,
+        "End training after this many dev evaluations in a row without an improvement of --best_metric above "
+        "--early_stopping_min_delta, and write model.keras from the best checkpoint (0: never).",
+        "integer",
+        lower_bound=0,
+    )
+    early_stopping_min_delta: float = option(
+        0.0,
+        "The improvement (BLEU points, or loss) an evaluation must exceed to count for --early_stopping.",
+        "float",
+        lower_bound=0.0,
+    )
+    seed: int = option(
+        1234, "Seed for initialisation, dropout and data order.", "integer", lower_bound=0, upper_bound=2**32 - 1
+    )
+    jit_compile: bool | None = option(
+        None, "Compile the train step with XLA (default: on GPUs, not on CPUs).", "boolean"
+    )
+    steps_per_execution: int = option(
+        1,
+        "Batches run per call into the compiled step; the host reads the "
+        "logs once per call (fewer round-trips on GPUs). Must divide --checkpoint_every.",
+        "integer",
+        lower_bound=1,
+    )
+    cache_tokenized: bool = option(
+        False,
+        "Keep the tokenized training pairs in memory after the first pass "
+        "(later passes skip reading and tokenizing; pairs are shuffled instead of lines).",
+        "boolean",
+    )
+    learning_rate_schedule: str = option(
+        "noam",
+        "noam: equation (3), warm-up then inverse square root; constant: --learning_rate throughout (fine-tuning).",
+        "enum",
+        enum_values=list(LEARNING_RATE_SCHEDULES),
+    )
+    learning_rate: float | None = option(
+        None, "With --learning_rate_schedule=constant: the learning rate (> 0).", "float"
+    )
+    init_from: str | None = option(
+        None,
+        "Start from this run directory's weights and vocabulary (its architecture and --vocab_size are "
+        "kept); the optimizer and the step start afresh.",
+        "string",
+    )
+    init_checkpoint: str = option(
+        "auto",
+        "With --init_from: its best checkpoint, its last weights (newest checkpoint, else model.keras), "
+        "or auto: best where it has one, else last.",
+        "enum",
+        enum_values=list(INIT_CHECKPOINTS),
+    )
+    accumulate_steps: int = option(
+        1,
+        "Batches per optimizer update (gradient accumulation): the update is the one a batch of all K batches' "
+        "pairs would give, its loss normalised by their target tokens together. K times --batch_tokens per "
+        "replica and update, e.g. the paper's ~25k target tokens on one device. Steps (--train_steps, "
+        "--warmup_steps, --checkpoint_every, --eval_every) count updates.",
+        "integer",
+        lower_bound=1,
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,9 +259,6 @@ class RunConfig:
             "train": dataclasses.asdict(self.train),
             **self.record,
         }
-
-
-BEST_METRICS = ("bleu", "loss")
 
 
 def evaluation_refusal(train, distribution=None):
