@@ -192,13 +192,13 @@ def train(config, start_over=False, callbacks=()):
         lock = run.lock()  # Each worker of a multi-worker run locks its own directory.
     except ModelDirError as error:
         raise TrainingError(str(error)) from error
-    built = {}
+    start = _Start(config, start_over, strategy, chief, chief_run, run, parent)
     try:
         with lock:
             try:
-                return _train_locked(config, start_over, callbacks, strategy, chief, chief_run, run, built, parent)
+                return _train_locked(start, callbacks)
             except (checkpoints.WriteError, OSError) as error:
-                raise TrainingError(_write_failure(error, built.get("model"), run)) from None
+                raise TrainingError(_write_failure(error, start.model, run)) from None
     except BaseException:
         if created:
             run.remove_if_unused()  # A run refused before it wrote anything (bad data) leaves no directory.
@@ -258,196 +258,276 @@ def _write_failure(error, model, run):
     )
 
 
-def _train_locked(config, start_over, callbacks, strategy, chief, chief_run, run, built, parent):
-    """`train` once the run directory is locked; puts the model into `built` once it exists."""
-    train_options, data = config.train, config.data
-    previous = chief_run.previous_config() if not start_over else None
-    if chief:
+@dataclasses.dataclass
+class _Start:
+    """One start of a run as `train`'s steps pass it on: what `train` settled before it locked the
+    run directory, then what each step adds (`_inputs`: the corpus and tokenizer; `_model`: the
+    model and the step it starts at)."""
+
+    config: run_config.RunConfig  # With what this start found recorded, once `_inputs` has run.
+    start_over: bool
+    strategy: object  # A tf.distribute strategy, or None (one device, or JAX's DataParallel).
+    chief: bool
+    chief_run: RunDir
+    run: RunDir  # The chief's run directory, or this worker's own.
+    parent: object  # The `init_from.ParentWeights` of a fine-tuning's first start, or None.
+    corpus: object = None  # A `corpora` corpus: its train and dev files.
+    reverse: bool = False  # Whether the corpus's pairs are read target-first.
+    mix: list | None = None  # The sources of a weighted training mix, or None.
+    tokenizer: Tokenizer | None = None
+    model: keras.Model | None = None
+    start_step: int = 0
+
+    @property
+    def options(self):
+        return self.config.train
+
+    @property
+    def epochs(self):
+        """Keras epochs of the whole run: each `checkpoint_every` updates long."""
+        return self.options.train_steps // self.options.checkpoint_every
+
+    @property
+    def eval_epochs(self):
+        """Epochs between dev evaluations."""
+        return max(1, self.options.eval_every // self.options.checkpoint_every)
+
+
+@dataclasses.dataclass
+class _Callbacks:
+    """The Keras callbacks of a fit, the two whose results the summary reports, and whether the
+    best checkpoint's record says an earlier start already stopped early."""
+
+    all: list
+    bleu: training_callbacks.DevBleu
+    best: training_callbacks.BestCheckpoint
+    stopped_before: bool
+
+
+def _train_locked(start, callbacks):
+    """`train` once the run directory is locked, step by step; returns the summary."""
+    _inputs(start)
+    _model(start)
+    train_dataset_from, dev_dataset = _datasets(start)
+    fit_callbacks = _callbacks(start, callbacks)
+    history = _fit(start, train_dataset_from, dev_dataset, fit_callbacks)
+    return _final_model(start, fit_callbacks, history)
+
+
+def _inputs(start):
+    """Prepares the run directory, resolves the corpus and its training mix, checks the config
+    against the run's and records what it found, and loads the tokenizer."""
+    options, data = start.options, start.config.data
+    previous = start.chief_run.previous_config() if not start.start_over else None
+    if start.chief:
         try:
-            chief_run.prepare(start_over, train_options.mixed_precision)
+            start.chief_run.prepare(start.start_over, options.mixed_precision)
         except ModelDirError as error:
             raise TrainingError(str(error)) from error
-
-    keras.utils.set_random_seed(train_options.seed)  # Before any tokenizer is traced (see data/tokenizer.py).
-    keras.config.set_dtype_policy(model_building.POLICIES[train_options.mixed_precision])
+    keras.utils.set_random_seed(options.seed)  # Before any tokenizer is traced (see data/tokenizer.py).
+    keras.config.set_dtype_policy(model_building.POLICIES[options.mixed_precision])
     try:
-        corpus, reverse = corpora.resolve_corpus(data)
-        corpora.check_dev_split(corpus, data)
+        start.corpus, start.reverse = corpora.resolve_corpus(data)
+        corpora.check_dev_split(start.corpus, data)
     except corpora.CorpusChoiceError as error:
         raise TrainingError(str(error)) from error
     try:
-        mix = corpora.training_mix(corpus, data)
+        start.mix = corpora.training_mix(start.corpus, data)
     except corpora.CorpusError as error:
         raise TrainingError(str(error)) from error
-    if chief:
+    if start.chief:
         # After the corpus (an unset direction means its own), before anything is written into model_dir.
-        run_config.check(config, default_direction="-".join(corpus.languages))
-    if mix is not None:
-        corpora.print_mix(mix)
-    config = _record(config, mix, parent, previous)
-    tokenizer = resolve_tokenizer(
-        run.path, corpus, data, may_train=train_options.distribution != "multi_worker", parent=parent
+        run_config.check(start.config, default_direction="-".join(start.corpus.languages))
+    if start.mix is not None:
+        corpora.print_mix(start.mix)
+    start.config = _record(start.config, start.mix, start.parent, previous)
+    start.tokenizer = resolve_tokenizer(
+        start.run.path,
+        start.corpus,
+        data,
+        may_train=options.distribution != "multi_worker",
+        parent=start.parent,
     )
 
+
+def _model(start):
+    """Builds the model under the strategy, then restores the newest checkpoint (resume) or the
+    parent's weights (fine-tuning), and writes config.json once the run is known to start."""
+    strategy = start.strategy
     scope = strategy.scope() if strategy is not None else contextlib.nullcontext()
     with scope:
-        model = model_building.build_model(config.model, tokenizer.vocabulary_size, train_options)
-    built["model"] = model
+        model = model_building.build_model(start.config.model, start.tokenizer.vocabulary_size, start.options)
+    start.model = model
     if strategy is not None and num_replicas(strategy) > 1:
         model_building.build_metrics_before_fit(model, strategy)
     if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) and worker_info()[2] > 1:
         reduce_logs_across_workers(model)
-    restored = run.latest_checkpoint()
-    start_step = 0
-    steps_per_epoch = train_options.checkpoint_every
+    restored = start.run.latest_checkpoint()
     if restored is not None:
         model.load_weights(restored[1])
-        start_step = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
-        _check_resume_step(restored[0], start_step, restored[1])
-        print(f"resuming from {restored[1]} at step {start_step}", file=sys.stderr)
-    elif parent is not None:
-        try:
-            init_from.assign(model, parent)
-        except init_from.InitFromError as error:
-            raise TrainingError(str(error)) from error
-        step = "" if parent.step is None else f" (step {parent.step})"
+        start.start_step = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
+        _check_resume_step(restored[0], start.start_step, restored[1])
+        print(f"resuming from {restored[1]} at step {start.start_step}", file=sys.stderr)
+    elif start.parent is not None:
+        _assign_parent(model, start.parent)
+    if start.chief:
+        run_config.write(start.config)  # Once the run is known to start or resume (a refused resume keeps the old one).
+    if start.start_step >= start.epochs * start.options.checkpoint_every:
         print(
-            f"fine-tuning from {parent.path}{step}, the {parent.choice} weights of {parent.model_dir}, with its "
-            "vocabulary; the optimizer starts afresh at step 0",
+            f"{start.config.model_dir} has already trained {start.start_step} of {start.options.train_steps} steps",
             file=sys.stderr,
         )
-    if chief:
-        run_config.write(config)  # Once the run is known to start or resume (a refused resume keeps the old one).
 
-    epochs = train_options.train_steps // steps_per_epoch
-    if start_step >= epochs * steps_per_epoch:
-        print(
-            f"{config.model_dir} has already trained {start_step} of {train_options.train_steps} steps", file=sys.stderr
-        )
-    dataset_options = dict(
-        batch_tokens=train_options.batch_tokens,
-        max_length=data.max_length,
-        seed=train_options.seed + start_step,
-        reverse=reverse,
+
+def _assign_parent(model, parent):
+    """Sets `model`'s weights to the parent run's (`init_from.ParentWeights`)."""
+    try:
+        init_from.assign(model, parent)
+    except init_from.InitFromError as error:
+        raise TrainingError(str(error)) from error
+    step = "" if parent.step is None else f" (step {parent.step})"
+    print(
+        f"fine-tuning from {parent.path}{step}, the {parent.choice} weights of {parent.model_dir}, with its "
+        "vocabulary; the optimizer starts afresh at step 0",
+        file=sys.stderr,
     )
-    replicas = num_replicas(strategy)
+
+
+def _datasets(start):
+    """`(train_dataset_from, dev_dataset)`: a function from the step a fit starts at to its
+    training stream, and the dev set (its length known, so Keras validates without reading past it)."""
+    options, data, corpus, tokenizer = start.options, start.config.data, start.corpus, start.tokenizer
+    dataset_options = dict(batch_tokens=options.batch_tokens, max_length=data.max_length, reverse=start.reverse)
+    strategy, replicas = start.strategy, num_replicas(start.strategy)
 
     def train_dataset_from(step):
         """The training stream of a fit starting at `step`, shuffled with a seed derived from it."""
-        options = dict(
-            repeat=True,
-            cache_tokenized=train_options.cache_tokenized,
-            **{**dataset_options, "seed": train_options.seed + step},
-        )
+        stream = dict(repeat=True, cache_tokenized=options.cache_tokenized, seed=options.seed + step, **dataset_options)
         files = corpus.train
-        if mix is not None:
-            files, options["weights"] = [source.path for source in mix], [source.weight for source in mix]
+        if start.mix is not None:
+            files, stream["weights"] = [source.path for source in start.mix], [source.weight for source in start.mix]
         if strategy is not None and replicas > 1:
             return strategy.distribute_datasets_from_function(
-                pipeline.make_distributed_dataset_fn(files, tokenizer, **options)
+                pipeline.make_distributed_dataset_fn(files, tokenizer, **stream)
             )
         if replicas > 1:  # JAX's DataParallel: one global batch, split over the devices by Keras.
-            options["plan"] = pipeline.data_parallel_plan(train_options.batch_tokens, data.max_length, replicas)
-        return pipeline.make_dataset(files, tokenizer, **options)
+            stream["plan"] = pipeline.data_parallel_plan(options.batch_tokens, data.max_length, replicas)
+        return pipeline.make_dataset(files, tokenizer, **stream)
 
-    dev_dataset = pipeline.make_dataset(
-        corpus.dev, tokenizer, shuffle=False, **{**dataset_options, "seed": train_options.seed}
-    )
+    dev_dataset = pipeline.make_dataset(corpus.dev, tokenizer, shuffle=False, seed=options.seed, **dataset_options)
     if strategy is None and replicas > 1:
         dev_dataset = pipeline.pad_batch_rows(dev_dataset, replicas)
-    # A known length lets Keras run validation without reading past the end (and warning about it).
     dev_batches = sum(1 for _ in dev_dataset)
     if not dev_batches:
         raise TrainingError(
             f"no dev pair of {corpus.dev} fits --max_length={data.max_length} tokens (see the count above); "
             "raise --max_length"
         )
-    dev_dataset = dev_dataset.apply(tf.data.experimental.assert_cardinality(dev_batches))
-    eval_epochs = max(1, train_options.eval_every // steps_per_epoch)
-    dev_sources, dev_references = training_callbacks.read_pairs(corpus.dev, train_options.eval_sentences, reverse)
+    return train_dataset_from, dev_dataset.apply(tf.data.experimental.assert_cardinality(dev_batches))
 
-    checkpoint_callback = training_callbacks.CheckpointEvery(run.checkpoint_dir, train_options.keep_checkpoints)
-    bleu_callback = training_callbacks.DevBleu(
+
+def _callbacks(start, extra):
+    """The run's Keras callbacks, then `extra` (the caller's)."""
+    options, chief, chief_run = start.options, start.chief, start.chief_run
+    dev_sources, dev_references = training_callbacks.read_pairs(start.corpus.dev, options.eval_sentences, start.reverse)
+    tokenizer, max_length = start.tokenizer, start.config.data.max_length
+    bleu = training_callbacks.DevBleu(
         lambda trained: Translator(
-            trained, tokenizer, beam_size=train_options.eval_beam_size, batch_size=32, max_input_length=data.max_length
+            trained, tokenizer, beam_size=options.eval_beam_size, batch_size=32, max_input_length=max_length
         ),
         dev_sources if chief else [],
         dev_references,
-        eval_epochs,
+        start.eval_epochs,
     )
-    best_callback = training_callbacks.BestCheckpoint(
+    best = training_callbacks.BestCheckpoint(
         chief_run,
-        train_options.best_metric,
-        patience=train_options.early_stopping,
-        min_delta=train_options.early_stopping_min_delta,
+        options.best_metric,
+        patience=options.early_stopping,
+        min_delta=options.early_stopping_min_delta,
         enabled=chief,
     )
     # The checkpoint before the dev BLEU, which takes minutes on a large model: a kill during it
     # keeps the epoch. The best checkpoint after the dev BLEU, which it ranks.
-    callback_list = [
+    keras_callbacks = [
         training_callbacks.TrainingStats(),
-        checkpoint_callback,
-        bleu_callback,
-        best_callback,
+        training_callbacks.CheckpointEvery(start.run.checkpoint_dir, options.keep_checkpoints),
+        bleu,
+        best,
         keras.callbacks.TerminateOnNaN(),
     ]
     if chief:
-        callback_list += [
+        keras_callbacks += [
             training_callbacks.TrainingLog(chief_run.training_log),
             keras.callbacks.TensorBoard(chief_run.log_dir, update_freq="epoch"),
         ]
+    return _Callbacks(keras_callbacks + list(extra), bleu, best, best.already_stopped())
 
-    callback_list += list(callbacks)
-    history = {}
-    stopped_before = best_callback.already_stopped()
-    if stopped_before:
+
+def _fit(start, train_dataset_from, dev_dataset, fit_callbacks):
+    """Trains from `start.start_step` to the last step, unless the run is done or stopped early
+    before; returns the fits' history. A signal writes a checkpoint and raises TrainingInterrupted."""
+    options, model = start.options, start.model
+    if fit_callbacks.stopped_before:
+        record = fit_callbacks.best.record
         print(
-            f"{config.model_dir} stopped early at step {best_callback.record['stopped_at']} after "
-            f"{best_callback.record['evaluations_without_improvement']} evaluations without improvement "
-            f"(--early_stopping={train_options.early_stopping}); raise --early_stopping to train on",
+            f"{start.config.model_dir} stopped early at step {record['stopped_at']} after "
+            f"{record['evaluations_without_improvement']} evaluations without improvement "
+            f"(--early_stopping={options.early_stopping}); raise --early_stopping to train on",
             file=sys.stderr,
         )
-    elif start_step < epochs * steps_per_epoch:
-        print(
-            f"training {type(model).__name__} ({model.count_params():,} parameters) for steps "
-            f"{start_step}..{train_options.train_steps} on {replicas} replica(s), "
-            f"{train_options.batch_tokens} tokens per replica and side"
-            + (f", {train_options.accumulate_steps} batches per update" if train_options.accumulate_steps > 1 else ""),
-            file=sys.stderr,
+        return {}
+    if start.start_step >= start.epochs * options.checkpoint_every:
+        return {}
+    print(_training_plan(start), file=sys.stderr)
+    with preemption.stop_on_signals(enabled=worker_info()[2] == 1) as stop_request:
+        fit_callbacks.bleu.stop_request = stop_request
+        fit_options = dict(
+            shuffle=False,  # The stream is shuffled by tf.data.
+            validation_data=dev_dataset,
+            validation_freq=_validation_epochs(start.eval_epochs, start.epochs),
+            callbacks=[preemption.StopOnSignal(stop_request)] + fit_callbacks.all,
+            verbose=2 if os.environ.get("CI") else 1,
         )
-        single_process = worker_info()[2] == 1
-        with preemption.stop_on_signals(enabled=single_process) as stop_request:
-            bleu_callback.stop_request = stop_request
-            try:
-                history = _fit_epochs(
-                    model,
-                    train_dataset_from,
-                    start_step,
-                    steps_per_epoch,
-                    epochs,
-                    dict(
-                        shuffle=False,  # The stream is shuffled by tf.data.
-                        validation_data=dev_dataset,
-                        validation_freq=_validation_epochs(eval_epochs, epochs),
-                        callbacks=[preemption.StopOnSignal(stop_request)] + callback_list,
-                        verbose=2 if os.environ.get("CI") else 1,
-                    ),
-                    accumulate_steps=train_options.accumulate_steps,
-                )
-            except preemption.Preempted as stop:
-                step = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
-                path = None
-                if chief:
-                    path = checkpoints.save_checkpoint(model, run.checkpoint_dir, step, train_options.keep_checkpoints)
-                raise TrainingInterrupted(stop.signal_number, step, path) from None
-            except StopIteration as error:
-                # The training stream repeats forever unless a pass over the data keeps no pair.
-                raise TrainingError(
-                    f"the training data ran out: no pair of {corpus.train} fits --max_length={data.max_length} "
-                    "tokens (see the count above); raise --max_length"
-                ) from error
-    losses = history.get("loss", [])
-    if any(not math.isfinite(loss) for loss in losses):
+        try:
+            history = _fit_epochs(
+                model,
+                train_dataset_from,
+                start.start_step,
+                options.checkpoint_every,
+                start.epochs,
+                fit_options,
+                accumulate_steps=options.accumulate_steps,
+            )
+        except preemption.Preempted as stop:
+            step = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
+            path = None
+            if start.chief:
+                path = checkpoints.save_checkpoint(model, start.run.checkpoint_dir, step, options.keep_checkpoints)
+            raise TrainingInterrupted(stop.signal_number, step, path) from None
+        except StopIteration as error:
+            # The training stream repeats forever unless a pass over the data keeps no pair.
+            raise TrainingError(
+                f"the training data ran out: no pair of {start.corpus.train} fits "
+                f"--max_length={start.config.data.max_length} tokens (see the count above); raise --max_length"
+            ) from error
+    _check_finite(history, start.run)
+    return history
+
+
+def _training_plan(start):
+    """The line that announces a fit: the model, the steps, the replicas and the batches."""
+    options, model = start.options, start.model
+    return (
+        f"training {type(model).__name__} ({model.count_params():,} parameters) for steps "
+        f"{start.start_step}..{options.train_steps} on {num_replicas(start.strategy)} replica(s), "
+        f"{options.batch_tokens} tokens per replica and side"
+        + (f", {options.accumulate_steps} batches per update" if options.accumulate_steps > 1 else "")
+    )
+
+
+def _check_finite(history, run):
+    """Refuses a history whose training loss became NaN or infinite (TerminateOnNaN stopped the fit)."""
+    if any(not math.isfinite(loss) for loss in history.get("loss", [])):
         last = run.latest_checkpoint()
         raise TrainingError(
             "the training loss became NaN or infinite; training stopped and no checkpoint was written from "
@@ -455,29 +535,32 @@ def _train_locked(config, start_over, callbacks, strategy, chief, chief_run, run
             "raise --warmup_steps, or use --mixed_precision=bf16 instead of fp16."
         )
 
+
+def _final_model(start, fit_callbacks, history):
+    """Writes model.keras (from the best checkpoint when the run stopped early); returns the summary."""
+    model, best = start.model, fit_callbacks.best
     final_step = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
-    stopped_at = best_callback.stopped_at or (best_callback.record["stopped_at"] if stopped_before else None)
-    if chief and stopped_at is not None:
-        record = best_callback.record
-        model.load_weights(chief_run.best_weights_path)
+    stopped_at = best.stopped_at or (best.record["stopped_at"] if fit_callbacks.stopped_before else None)
+    if start.chief and stopped_at is not None:
+        record = best.record
+        model.load_weights(start.chief_run.best_weights_path)
         print(
             f"early stopping at step {stopped_at}: {record['evaluations_without_improvement']} evaluations without "
-            f"an improvement of dev {record['metric']} above {train_options.early_stopping_min_delta:g}; "
+            f"an improvement of dev {record['metric']} above {start.options.early_stopping_min_delta:g}; "
             f"{MODEL_FILE} holds the best checkpoint, of step {record['step']} ({describe_score(record)})",
             file=sys.stderr,
         )
-    model_path = run.model_path
-    checkpoints.check_room(model_path, checkpoints.expected_bytes(model, run.checkpoint_dir))
+    model_path = start.run.model_path
+    checkpoints.check_room(model_path, checkpoints.expected_bytes(model, start.run.checkpoint_dir))
     checkpoints.write_atomically(model_path, lambda temporary: model.save(temporary))
-    summary = {
+    return {
         "model_path": model_path,
         "step": final_step,
-        "resumed_from": start_step,
+        "resumed_from": start.start_step,
         "history": {key: [float(v) for v in values] for key, values in history.items()},
-        "dev_bleu": bleu_callback.last_bleu,
-        "dev_bleu_sentences": len(bleu_callback.sources),
-        "best": best_callback.record,
+        "dev_bleu": fit_callbacks.bleu.last_bleu,
+        "dev_bleu_sentences": len(fit_callbacks.bleu.sources),
+        "best": best.record,
         "stopped_early_at": stopped_at,
-        "corpus": dataclasses.asdict(corpus),
+        "corpus": dataclasses.asdict(start.corpus),
     }
-    return summary
