@@ -68,11 +68,9 @@ MATMUL_OPS = (
 def op_time_by_type(xspace_path, steps):
     """{op type: ms per step}, {op name:type: ms per step}, {TF function: ms per step} and the op
     events `(start_ps, end_ps, op name:type)` from an xplane."""
-    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+    from common import compat
 
-    space = xplane_pb2.XSpace()
-    with open(xspace_path, "rb") as file:
-        space.ParseFromString(file.read())
+    space = compat.read_profile(xspace_path)
     by_type, by_name, functions = collections.Counter(), collections.Counter(), collections.Counter()
     events = []
     for plane in space.planes:

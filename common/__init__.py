@@ -1,2 +1,3 @@
 """What every layer uses: the user-error base class, file writes that fail with one clear error,
-JSON reading, and quieting TensorFlow's start-up logs. Imports nothing else of the project."""
+JSON reading, quieting TensorFlow's start-up logs, and every use of private Keras/TensorFlow API
+(`compat.py`). Imports nothing else of the project."""

@@ -6,11 +6,12 @@ decoding step then copies every layer's key and value cache, `[batch, heads, bea
 head_dim]` each, to write one position per hypothesis. `IN_PLACE` writes the rows into the buffer
 itself instead (`InplaceUpdate` on a flattened view) and allocates each buffer fresh at every run
 (`Empty`, a stateful op that the graph optimizer never folds into a shared constant), both core
-TensorFlow ops that TensorFlow Serving runs.
+TensorFlow ops that TensorFlow Serving runs, used for behaviour their documentation does not state
+(`common.compat.write_rows_in_place`, `common.compat.fresh_buffer`).
 
 Writing into the buffer is safe because in the search nothing reads a cache after the step that
 replaces it: every read of step t's caches feeds step t's logits, and step t + 1's writes depend on
-the tokens chosen from them. It must equal the plain scatter: tests/training/test_in_place_cache.py
+the tokens chosen from them. It must equal the plain scatter: tests/inference/test_in_place_cache.py
 checks translations and scores against it.
 """
 
@@ -18,11 +19,8 @@ import functools
 
 import tensorflow as tf
 
+from common import compat
 from models import attention_cache
-
-
-def _allocate(shape, dtype):
-    return tf.raw_ops.Empty(shape=tf.stack(shape), dtype=tf.as_dtype(dtype), init=True)
 
 
 def _write_rows(buffer, coordinates, rows):
@@ -31,11 +29,11 @@ def _write_rows(buffer, coordinates, rows):
     row, head, position = coordinates
     flat_index = (row * shape[1] + head) * shape[2] + position  # [n] rows of [batch * heads * length, head_dim]
     flat = tf.reshape(buffer, [-1, shape[3]])
-    written = tf.raw_ops.InplaceUpdate(x=flat, i=flat_index, v=rows)
+    written = compat.write_rows_in_place(flat, flat_index, rows)
     return tf.reshape(written, shape)
 
 
-IN_PLACE = attention_cache.BufferOps(allocate=_allocate, write_rows=_write_rows)
+IN_PLACE = attention_cache.BufferOps(allocate=compat.fresh_buffer, write_rows=_write_rows)
 
 
 def traced_in_place(function):

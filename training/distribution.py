@@ -128,9 +128,10 @@ def reduce_logs_across_workers(model):
     """
     import tensorflow as tf
 
+    from common import compat
+
     def as_vectors(logs):
         return {name: tf.reshape(value, [1]) if value.shape.rank == 0 else value for name, value in logs.items()}
 
-    train_step, test_step = model.train_step, model.test_step
-    model.train_step = lambda data: as_vectors(train_step(data))
-    model.test_step = lambda data: as_vectors(test_step(data))
+    for step_name in ("train_step", "test_step"):
+        compat.wrap_step(model, step_name, lambda step: lambda data: as_vectors(step(data)))

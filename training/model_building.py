@@ -7,6 +7,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from common import compat
 from data.special_ids import BOS_ID
 from models.learning_rate_schedule import transformer_optimizer
 from models.metrics import MaskedAccuracy, TargetTokenCount
@@ -51,12 +52,12 @@ def build_metrics_before_fit(model, strategy):
     """Builds the compiled loss and metrics on a dummy batch, then turns off Keras's own pre-fit
     build. Under tf.distribute, Keras 3.15 builds them from the first batch averaged over replicas
     (`strategy.reduce("MEAN", ...)`), which fails when replicas hold bucketed batches of different
-    shapes, as they do with `distribute_datasets_from_function`. Private Keras API (keras is pinned).
+    shapes, as they do with `distribute_datasets_from_function`. Private Keras API (`common.compat`).
     """
     dummy = np.full((1, 8), BOS_ID, dtype="int32")
     with strategy.scope():
-        model._symbolic_build(data_batch=((dummy, dummy), dummy))
-    model._maybe_symbolic_build = lambda iterator=None, data_batch=None: None
+        compat.build_compiled_metrics(model, ((dummy, dummy), dummy))
+    compat.skip_build_before_fit(model)
 
 
 def resolve_jit(jit_compile):

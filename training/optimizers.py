@@ -11,7 +11,7 @@ one `ResourceApplyAdam` per variable, whose kernel computes, as Keras's Adam doe
     m += (g - m) (1 - beta_1);  v += (g^2 - v) (1 - beta_2)
     variable -= lr sqrt(1 - beta_2^t) / (1 - beta_1^t) m / (sqrt(v) + epsilon)
 
-with t = iterations + 1, on the same moment variables (`_momentums`, `_velocities`), so checkpoints
+with t = iterations + 1, on the same moment variables (`common.compat.adam_moments`), so checkpoints
 are interchangeable with Keras's Adam. Sparse gradients, `amsgrad` and other backends use Keras's
 update. Under `tf.distribute` the update runs inside `Strategy.extended.update`, where the variables'
 handles are the replica's own copies.
@@ -39,6 +39,8 @@ import threading
 import keras
 from keras import ops
 
+from common import compat
+
 # The current batch's target-token count, per thread: tf.distribute's MirroredStrategy may trace
 # each replica's step in its own thread.
 _pending = threading.local()
@@ -63,15 +65,17 @@ def count_update_tokens(model):
     so what `model.save` writes, is unchanged. `model.loss` needs `pad_id` and `token_count(weights)`
     (`models.losses.LabelSmoothedCrossEntropy`)."""
     loss = model.loss
-    train_step = model.train_step
 
-    def counting_train_step(*args):
-        _, targets, _ = keras.utils.unpack_x_y_sample_weight(args[-1])  # args: (data,) or (state, data) under JAX
-        weights = ops.cast(ops.not_equal(targets, loss.pad_id), "float32")
-        with batch_tokens(loss.token_count(weights)):
-            return train_step(*args)
+    def counting(train_step):
+        def counting_train_step(*args):
+            _, targets, _ = keras.utils.unpack_x_y_sample_weight(args[-1])  # args: (data,) or (state, data) under JAX
+            weights = ops.cast(ops.not_equal(targets, loss.pad_id), "float32")
+            with batch_tokens(loss.token_count(weights)):
+                return train_step(*args)
 
-    model.train_step = counting_train_step
+        return counting_train_step
+
+    compat.wrap_step(model, "train_step", counting)
 
 
 @keras.saving.register_keras_serializable(package="transformer")
@@ -110,14 +114,14 @@ class FusedAdam(keras.optimizers.Adam):
                 "gradients inside `training.optimizers.batch_tokens(count)`"
             )
         if trainable_variables is None:
-            trainable_variables = self._trainable_variables
+            trainable_variables = compat.optimizer_built_variables(self)
         trainable_variables = list(trainable_variables)
         if not self.built:
             self.build(trainable_variables)
         tokens = ops.cast(tokens, "float32")
         pairs = [(g, v) for g, v in zip(grads, trainable_variables) if g is not None]
         variables = [v for _, v in pairs]
-        sums = [self._gradient_sums[self._get_variable_index(v)] for v in variables]
+        sums = [self._gradient_sums[compat.optimizer_variable_index(self, v)] for v in variables]
         weighted = [ops.cast(g, s.dtype) * ops.cast(tokens, s.dtype) for (g, _), s in zip(pairs, sums)]
         if keras.backend.backend() == "jax":
             return self._select_update(variables, sums, weighted, tokens)
@@ -135,7 +139,7 @@ class FusedAdam(keras.optimizers.Adam):
 
         import tensorflow as tf
 
-        if tf.distribute.in_cross_replica_context() or tf.__internal__.distribute.strategy_supports_no_merge_call():
+        if tf.distribute.in_cross_replica_context() or compat.strategy_supports_no_merge_call():
             ops.cond(self._is_update(), lambda: update(weighted, tokens), lambda: accumulate(weighted, tokens))
             return
 
@@ -187,9 +191,7 @@ class FusedAdam(keras.optimizers.Adam):
             for variable, value in zip(variables, values):
                 distribution.extended.update(variable.value, lambda v, x: v.assign(x), args=(value,), group=False)
 
-        tf.__internal__.distribute.interim.maybe_merge_call(
-            assign_in_cross_replica_context, tf.distribute.get_strategy(), values
-        )
+        compat.maybe_merge_call(assign_in_cross_replica_context, tf.distribute.get_strategy(), values)
 
     def get_config(self):
         config = super().get_config()
@@ -205,8 +207,7 @@ class FusedAdam(keras.optimizers.Adam):
             return super().update_step(gradient, variable, learning_rate)
         target = variable.value if isinstance(variable, keras.Variable) else variable
         dtype = target.dtype
-        index = self._get_variable_index(variable)
-        m, v = self._momentums[index].value, self._velocities[index].value
+        m, v = (moment.value for moment in compat.adam_moments(self, variable))
         local_step = tf.cast(self.iterations + 1, dtype)
         beta_1 = tf.cast(self.beta_1, dtype)
         beta_2 = tf.cast(self.beta_2, dtype)
