@@ -131,7 +131,7 @@ def strategy_supports_no_merge_call():
     which Keras's and TensorFlow's own optimizers use for this question. Public API offers no way to
     ask it.
     """
-    import tensorflow as tf
+    import tensorflow as tf  # On use: models/ and the JAX paths import this module.
 
     return tf.__internal__.distribute.strategy_supports_no_merge_call()
 
@@ -146,7 +146,7 @@ def maybe_merge_call(function, strategy, *args):
     merge call is internal to tf.distribute (`strategy_supports_no_merge_call`); the public
     `ReplicaContext.merge_call` alone would synchronise where the strategy does not need it.
     """
-    import tensorflow as tf
+    import tensorflow as tf  # On use: models/ and the JAX paths import this module.
 
     return tf.__internal__.distribute.interim.maybe_merge_call(function, strategy, *args)
 
@@ -160,7 +160,7 @@ def fresh_buffer(shape, dtype):
     never turns into a constant (tensorflow 2.21.0). The public `tf.zeros` of a static shape is
     folded into one constant that every run shares, and `write_rows_in_place` would write into it.
     """
-    import tensorflow as tf
+    import tensorflow as tf  # On use: models/ and the JAX paths import this module.
 
     return tf.raw_ops.Empty(shape=tf.stack(shape), dtype=tf.as_dtype(dtype), init=True)
 
@@ -175,7 +175,7 @@ def write_rows_in_place(buffer, indices, rows):
     `tf.tensor_scatter_nd_update` copies the whole buffer whenever it is still referenced, as a
     search loop's cache always is.
     """
-    import tensorflow as tf
+    import tensorflow as tf  # On use: models/ and the JAX paths import this module.
 
     return tf.raw_ops.InplaceUpdate(x=buffer, i=indices, v=rows)
 
@@ -189,7 +189,7 @@ def read_profile(path):
     TensorFlow's public profiler API writes profiles but offers no reader; the TensorBoard profile
     plugin that reads them is not among the project's packages.
     """
-    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2  # On use: see the TensorFlow imports above.
 
     space = xplane_pb2.XSpace()
     with open(path, "rb") as file:

@@ -17,6 +17,8 @@ import re
 import sys
 import threading
 
+from absl import flags
+
 # absl's C++ log prefix: severity letter, MMDD, time, thread id, file:line].
 _ABSL_LINE = re.compile(rb"^[IWEF]\d{4} [\d:.]+ +\d+ [^ \]]+:\d+\] ")
 _DROPPED_LEVELS = (b"I", b"W")
@@ -114,7 +116,6 @@ def quiet_tool_output():
     was given at INFO (0) or above; call it at the start of a tool's `main`, after absl parsed the
     flags and before TensorFlow is imported. Idempotent."""
     global _installed
-    from absl import flags
 
     # absl defines --verbosity with its logging module; a script parsing its own arguments may not.
     verbosity = flags.FLAGS["verbosity"] if "verbosity" in flags.FLAGS else None

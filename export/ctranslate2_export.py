@@ -42,7 +42,9 @@ import re
 import shutil
 import sys
 
+import keras
 import numpy as np
+import sentencepiece
 
 from data.special_ids import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from export import exporter
@@ -64,7 +66,7 @@ class ConversionError(exporter.ExportError):
 
 
 def _import_ctranslate2():
-    try:
+    try:  # An optional package (requirements-dev.txt): a clear error where it is missing.
         import ctranslate2
         import ctranslate2.converters  # noqa: F401
         import ctranslate2.specs  # noqa: F401
@@ -81,7 +83,6 @@ def _array(variable):
 
 def position_table(hidden_dim, length=MAX_POSITIONS):
     """`[length, hidden_dim]` float32: the model's own sinusoidal encoding of positions 0 .. length - 1."""
-    import keras
 
     return np.asarray(keras.ops.convert_to_numpy(sinusoidal_position_encoding(length, hidden_dim)), dtype=np.float32)
 
@@ -169,7 +170,7 @@ def build_spec(model, pieces):
         ConversionError: `check_convertible`'s refusals.
     """
     _import_ctranslate2()
-    from ctranslate2.specs import common_spec, transformer_spec
+    from ctranslate2.specs import common_spec, transformer_spec  # Optional: checked by the line above.
 
     check_convertible(model, pieces)
     options = dict(pre_norm=bool(model.normalize_first), activation=common_spec.Activation.RELU)
@@ -207,7 +208,6 @@ def build_spec(model, pieces):
 
 def sentencepiece_pieces(vocabulary_path):
     """The pieces of the SentencePiece model at `vocabulary_path`, in id order."""
-    import sentencepiece
 
     processor = sentencepiece.SentencePieceProcessor(model_file=vocabulary_path)
     return [processor.id_to_piece(index) for index in range(processor.get_piece_size())]

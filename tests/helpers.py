@@ -16,6 +16,21 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Downloaded .deb files persist here between runs (the directory is git-ignored); CI starts empty.
 DEB_CACHE = os.environ.get("TRANSFORMER_TEST_DEB_DIR", os.path.join(REPO_ROOT, "cache", "test-debs"))
 
+# The product's packages by layer: a package imports only those of lower rank (tests/test_layering.py;
+# docs/design.md, "Layers"), and the entry scripts sit on top.
+LAYERS = {"common": 0, "data": 1, "models": 1, "inference": 2, "training": 3, "evaluation": 4, "export": 5}
+ENTRY_SCRIPTS = ("train.py", "evaluate.py", "translate.py")
+
+
+def product_files():
+    """The repository-relative paths of every product module: the packages of LAYERS and the entry scripts."""
+    paths = list(ENTRY_SCRIPTS)
+    for package in LAYERS:
+        for root, _, files in os.walk(os.path.join(REPO_ROOT, package)):
+            paths += [os.path.relpath(os.path.join(root, name), REPO_ROOT) for name in files if name.endswith(".py")]
+    return sorted(path.replace(os.sep, "/") for path in paths)
+
+
 # The model the shared run trains: small enough for a minute on two cores.
 TINY_MODEL = dict(num_layers=2, hidden_dim=64, num_heads=4, intermediate_dim=256, dropout=0.1)
 

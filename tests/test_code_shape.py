@@ -1,7 +1,7 @@
 """No product function over `MAX_LINES` lines (its `def` to its last line, docstring included):
 a longer one is a sequence of steps that wants names of its own.
 
-The product is the packages of tests/test_layering.py and the entry scripts. `ALLOWED` lists the
+The product is the packages of tests/helpers.py LAYERS and the entry scripts. `ALLOWED` lists the
 functions not split yet, each with why; an entry that no longer exceeds the limit fails the test
 too, so the list only shrinks.
 """
@@ -9,11 +9,9 @@ too, so the list only shrinks.
 import ast
 import os
 
-from tests.helpers import REPO_ROOT
-from tests.test_layering import RANKS
+from tests.helpers import REPO_ROOT, product_files
 
 MAX_LINES = 80
-ENTRY_SCRIPTS = ("train.py", "evaluate.py", "translate.py")
 
 _SEARCH_WORK = "changed concurrently by the search-settings work (SearchConfig); split after it lands"
 _NOT_YET = "not split yet (issue 34: one named function per stage)"
@@ -30,14 +28,6 @@ ALLOWED = {
 }
 
 
-def _product_files():
-    paths = list(ENTRY_SCRIPTS)
-    for package in RANKS:
-        for root, _, files in os.walk(os.path.join(REPO_ROOT, package)):
-            paths += [os.path.relpath(os.path.join(root, name), REPO_ROOT) for name in files if name.endswith(".py")]
-    return sorted(path.replace(os.sep, "/") for path in paths)
-
-
 def _functions(tree, prefix=""):
     """`(qualified name, line, length in lines)` of every function in `tree`, nested ones as `outer.inner`."""
     for node in ast.iter_child_nodes(tree):
@@ -50,7 +40,7 @@ def _functions(tree, prefix=""):
 def _lengths():
     """`{path::name: (line, length)}` for every product function."""
     found = {}
-    for path in _product_files():
+    for path in product_files():
         with open(os.path.join(REPO_ROOT, path), encoding="utf-8") as handle:
             tree = ast.parse(handle.read(), filename=path)
         for name, line, length in _functions(tree):
@@ -76,3 +66,47 @@ def test_the_allow_list_holds_only_functions_still_over_the_limit():
 def test_the_check_measures_nested_functions_and_methods():
     tree = ast.parse("def f():\n    def g():\n        pass\n    return g\n\nclass C:\n    def m(self):\n        pass\n")
     assert list(_functions(tree)) == [("f", 1, 4), ("f.g", 2, 2), ("C.m", 7, 2)]
+
+
+def _unexplained_local_imports(source):
+    """`(line, statement)` of each import inside a function that states no reason: imports belong at
+    the top of the module unless a comment on the import, on the line above it, or on the first import
+    of its run of consecutive imports says why (a backend-only module, a tool's start-up time, an
+    optional package)."""
+    lines = source.splitlines()
+    tree = ast.parse(source)
+    module_level = {id(node) for node in tree.body}
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.Import, ast.ImportFrom)) or id(node) in module_level:
+            continue
+        first = node.lineno  # The first import of its run of imports (isort's groups: blank lines between).
+        while first >= 2 and (
+            lines[first - 2].lstrip().startswith(("import ", "from ")) or not lines[first - 2].strip()
+        ):
+            first -= 1
+        while not lines[first - 1].strip():
+            first += 1
+        candidates = [lines[node.lineno - 1], lines[first - 1]] + ([lines[first - 2]] if first >= 2 else [])
+        if not any("#" in line for line in candidates):
+            found.append((node.lineno, lines[node.lineno - 1].strip()))
+    return found
+
+
+def test_imports_inside_functions_say_why():
+    unexplained = []
+    for path in product_files():
+        with open(os.path.join(REPO_ROOT, path), encoding="utf-8") as handle:
+            source = handle.read()
+        unexplained += [f"{path}:{line}: {statement}" for line, statement in _unexplained_local_imports(source)]
+    assert unexplained == [], "imports inside functions without a reason:\n" + "\n".join(unexplained)
+
+
+def test_the_import_check_reads_reasons_above_and_beside():
+    source = (
+        "import os\n\n"
+        "def a():\n    import json\n\n"
+        "def b():\n    # JAX backend only.\n    import jax\n    import jax.numpy\n\n"
+        "def c():\n    import keras  # after the flag checks\n"
+    )
+    assert _unexplained_local_imports(source) == [(4, "import json")]

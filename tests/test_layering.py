@@ -8,9 +8,9 @@ import of a higher layer, or between `data` and `models`, fails the test with it
 import ast
 import os
 
-from tests.helpers import REPO_ROOT
+from tests.helpers import LAYERS, REPO_ROOT
 
-RANKS = {"common": 0, "data": 1, "models": 1, "inference": 2, "training": 3, "evaluation": 4, "export": 5}
+RANKS = LAYERS
 
 
 def _imported_modules(tree):

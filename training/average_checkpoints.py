@@ -12,6 +12,7 @@ from absl import app, flags
 
 from common.errors import UserError
 from training import run_dir
+from training.run_dir import RunDir
 
 FLAGS = flags.FLAGS
 
@@ -28,8 +29,8 @@ def define_flags():
 def write_chosen(model_dir, checkpoint, output):
     """Writes the weights `checkpoint` names in `model_dir` (the rule of `RunDir.load_model`, as
     `evaluate.py --checkpoint`) to `output`; returns the `training.run_dir.ChosenWeights`."""
+    # Loads Keras: after the flags are parsed.
     from training import checkpoints
-    from training.run_dir import RunDir
 
     model, chosen = RunDir(model_dir).chosen_model(checkpoint)
     checkpoints.write_atomically(output, lambda temporary: model.save(temporary))

@@ -7,9 +7,11 @@ file, which is ignored and cleaned up. `latest_checkpoint` returns the newest on
 """
 
 import contextlib
+import errno
 import glob
 import os
 import re
+import resource
 import shutil
 import sys
 import tempfile
@@ -148,8 +150,6 @@ def check_room(path, size):
     """Raises WriteError (ENOSPC or EFBIG) when `size` bytes cannot be written to `path`: less free
     space on its filesystem, or a smaller file-size limit (RLIMIT_FSIZE). Checked before a write
     whose failure inside h5py would leave HDF5 objects that crash the interpreter when freed."""
-    import errno
-    import resource
 
     directory = os.path.dirname(os.path.abspath(path))
     while not os.path.isdir(directory) and os.path.dirname(directory) != directory:

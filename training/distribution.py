@@ -8,6 +8,7 @@ does not depend on how a global batch is split across replicas.
 import json
 import os
 
+from common import compat
 from common.errors import UserError
 
 # Keras is imported where used: train.py checks its flags, DISTRIBUTIONS among them, before any
@@ -18,6 +19,7 @@ DISTRIBUTIONS = ("auto", "one_device", "mirrored", "multi_worker")
 def split_cpu(num_devices):
     """Splits the host CPU into `num_devices` logical devices (before TensorFlow initialises them),
     so `MirroredStrategy` can run replicas on a machine without GPUs (tests, demonstrations)."""
+    # TensorFlow backend only: the JAX path never imports it.
     import tensorflow as tf
 
     cpus = tf.config.list_physical_devices("CPU")
@@ -61,6 +63,7 @@ def make_strategy(distribution, cpu_replicas=0):
     """
     if distribution not in DISTRIBUTIONS:
         raise DistributionError(f"Unknown distribution {distribution!r}; expected one of {DISTRIBUTIONS}")
+    # Loads the backend: train.py imports this module before its flag checks.
     import keras
 
     backend = keras.backend.backend()
@@ -71,6 +74,7 @@ def make_strategy(distribution, cpu_replicas=0):
         raise DistributionError(
             f"train.py supports the tensorflow and jax backends, received KERAS_BACKEND={backend!r}"
         )
+    # TensorFlow backend only: the JAX path never imports it.
     import tensorflow as tf
 
     if distribution == "multi_worker":
@@ -98,6 +102,7 @@ def make_strategy(distribution, cpu_replicas=0):
 
 def set_jax_distribution(distribution):
     """Data parallelism over all local JAX devices for "auto"/"mirrored" when there are several."""
+    # JAX backend only.
     import jax
     import keras
 
@@ -110,6 +115,7 @@ def set_jax_distribution(distribution):
 def num_replicas(strategy):
     if strategy is not None:
         return strategy.num_replicas_in_sync
+    # Loads the backend: train.py imports this module before its flag checks.
     import keras
 
     distribution = keras.distribution.distribution()
@@ -126,9 +132,8 @@ def reduce_logs_across_workers(model):
     one-element vector: the reduction over axis 0 then averages the replicas' values into a scalar,
     the same mean. The model's class, and so what `model.save` writes, is unchanged.
     """
+    # TensorFlow backend only: the JAX path never imports it.
     import tensorflow as tf
-
-    from common import compat
 
     def as_vectors(logs):
         return {name: tf.reshape(value, [1]) if value.shape.rank == 0 else value for name, value in logs.items()}

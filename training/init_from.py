@@ -133,7 +133,7 @@ def choose_weights(path, choice):
 
 def _saved_step(model_path):
     """The optimizer step a `model.keras` was saved at, or None when it holds no optimizer state."""
-    import h5py
+    import h5py  # NumPy and HDF5 on use, not at the tools' start.
 
     try:
         with zipfile.ZipFile(model_path) as archive, archive.open("model.weights.h5") as weights:
@@ -168,6 +168,7 @@ def load_parent(path, choice, model, vocab_size):
         InitFromError: a parent without a model or vocabulary, another architecture or vocabulary
             size (each difference named), or weights that do not load (the file named).
     """
+    # Loads Keras and TensorFlow: train.py's flag validators import this module.
     import keras
 
     from data.tokenizer import Tokenizer
@@ -222,6 +223,7 @@ def _inherited_search(parent_config, run):
 
 def copy_vocabulary(parent, target):
     """Copies the parent's spm.model to `target` (atomically)."""
+    # Loads Keras: train.py's flag validators import this module.
     from training import checkpoints
 
     checkpoints.write_atomically(target, lambda temporary: shutil.copyfile(parent.vocabulary_path, temporary))

@@ -20,6 +20,7 @@ class GlobalTokenLabelSmoothedCrossEntropy(LabelSmoothedCrossEntropy):
         count = super().token_count(weights)
         if keras.backend.backend() != "tensorflow":
             return count
+        # TensorFlow backend only: the JAX path never imports it.
         import tensorflow as tf
 
         context = tf.distribute.get_replica_context()

@@ -66,6 +66,7 @@ def resolve_jit(jit_compile):
     if jit_compile is not None:
         return jit_compile
     if keras.backend.backend() == "jax":
+        # JAX backend only.
         import jax
 
         return jax.default_backend() != "cpu"

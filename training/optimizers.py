@@ -137,6 +137,7 @@ class FusedAdam(keras.optimizers.Adam):
             self.accumulated_tokens.assign_add(tokens)
             self.accumulated_batches.assign_add(1)
 
+        # TensorFlow backend only: the JAX path never imports it.
         import tensorflow as tf
 
         if tf.distribute.in_cross_replica_context() or compat.strategy_supports_no_merge_call():
@@ -185,6 +186,7 @@ class FusedAdam(keras.optimizers.Adam):
             for variable, value in zip(variables, values):
                 variable.assign(value)
             return
+        # TensorFlow backend only: the JAX path never imports it.
         import tensorflow as tf
 
         def assign_in_cross_replica_context(distribution, values):
@@ -201,6 +203,7 @@ class FusedAdam(keras.optimizers.Adam):
     def update_step(self, gradient, variable, learning_rate):
         if keras.backend.backend() != "tensorflow" or self.amsgrad:
             return super().update_step(gradient, variable, learning_rate)
+        # TensorFlow backend only: the JAX path never imports it.
         import tensorflow as tf
 
         if isinstance(gradient, tf.IndexedSlices):

@@ -21,11 +21,16 @@ no such thing.
 """
 
 import dataclasses
+import fcntl
 import json
 import os
 import shutil
+import socket
 import sys
+import time
 import zipfile
+
+from absl import flags
 
 from common.errors import UserError
 from common.json_files import read_json
@@ -126,7 +131,6 @@ def parse_checkpoint(value, flag="--checkpoint"):
 
 def define_checkpoint_flag(default=DEFAULT_CHECKPOINT, help_text=CHECKPOINT_HELP):
     """Defines the tools' `--checkpoint` flag (absl), its value checked by `parse_checkpoint`."""
-    from absl import flags
 
     flags.DEFINE_string("checkpoint", default, help_text)
 
@@ -232,9 +236,6 @@ class RunDir:
         Raises:
             ModelDirError: another process holds the lock (the message names its pid and host).
         """
-        import fcntl
-        import socket
-        import time
 
         os.makedirs(self.path, exist_ok=True)
         handle = open(self.file(LOCK_FILE), "a+", encoding="utf-8")  # noqa: SIM115 (the caller closes it)
@@ -269,12 +270,14 @@ class RunDir:
 
     def checkpoints(self):
         """`[(step, path)]` of the complete checkpoints, oldest first."""
+        # Loads Keras: the tools import this module before their flag checks.
         from training import checkpoints
 
         return checkpoints.list_checkpoints(self.checkpoint_dir)
 
     def latest_checkpoint(self):
         """`(step, path)` of the newest checkpoint that opens, or None."""
+        # Loads Keras: the tools import this module before their flag checks.
         from training import checkpoints
 
         return checkpoints.latest_checkpoint(self.checkpoint_dir)
@@ -292,6 +295,7 @@ class RunDir:
         """Writes the best record, and first (when given) its weights with `write_weights(path)`;
         each file atomically, so a kill leaves the previous pair or the new weights with the
         previous record (whose step the next evaluation's record replaces)."""
+        # Loads Keras: the tools import this module before their flag checks.
         from training import checkpoints
 
         if write_weights is not None:
@@ -384,6 +388,7 @@ class RunDir:
     # Loading what training wrote.
 
     def load_tokenizer(self):
+        # Loads TensorFlow: the tools import this module before their flag checks.
         from data.tokenizer import Tokenizer
 
         if not os.path.exists(self.vocabulary_path):
@@ -480,6 +485,7 @@ class RunDir:
             ModelDirError: a missing directory, vocabulary, model or checkpoint, a choice the run
                 cannot give, or a file that cannot be read (names the path).
         """
+        # Loads Keras: the tools import this module before their flag checks.
         import keras
 
         import models.transformer  # noqa: F401  (registers the Keras classes that model.keras names)
@@ -515,6 +521,7 @@ class RunDir:
 
     def _model_from(self, chosen, flag, vocabulary_size, run_config):
         """The model of `chosen` (weights files) once `check_loadable` has passed."""
+        # Loads Keras: the tools import this module before their flag checks.
         from models.transformer import Transformer
         from training import checkpoints
 
@@ -535,7 +542,7 @@ class RunDir:
 def _check_checkpoint(path, context):
     """Opens the checkpoint `path` as HDF5, so that a truncated or corrupt file (a run killed while
     writing it, a full disk) is reported by name: h5py's own message does not name the file."""
-    import h5py
+    import h5py  # NumPy and HDF5 on use, not at the tools' start.
 
     try:
         with h5py.File(path, "r"):

@@ -5,9 +5,8 @@ import importlib
 import os
 
 from common.errors import UserError
-from tests.helpers import REPO_ROOT
+from tests.helpers import LAYERS, REPO_ROOT
 
-PACKAGES = ("common", "data", "models", "inference", "training", "evaluation", "export")
 # Not user errors: control flow inside one module, never raised to a tool.
 INTERNAL = {"data.deb_packages._TruncatedDownload"}
 
@@ -15,7 +14,7 @@ INTERNAL = {"data.deb_packages._TruncatedDownload"}
 def _error_classes():
     """`module.Class` for every class named `...Error` in the product packages."""
     found = []
-    for package in PACKAGES:
+    for package in LAYERS:
         for root, _, files in os.walk(os.path.join(REPO_ROOT, package)):
             for name in sorted(files):
                 if not name.endswith(".py"):
