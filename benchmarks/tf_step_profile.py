@@ -31,8 +31,8 @@ sys.path.insert(0, BENCHMARKS)
 
 import train_throughput  # noqa: E402 (after the path)
 
+# The CPU benchmark's sizes (train_throughput.py's CPU rows); smaller ones only for smoke tests.
 SIZES = "num_layers=3,hidden_dim=256,intermediate_dim=1024,num_heads=4"
-GEMM_SHAPES = ((2048, 256, 256), (2048, 256, 1024), (2048, 1024, 256), (2048, 256, 8000), (2048, 8000, 256))
 
 
 def parse_args(argv=None):
@@ -46,6 +46,13 @@ def parse_args(argv=None):
     parser.add_argument("--steps", type=int, default=3, help="traced steps (default 3)")
     parser.add_argument("--top", type=int, default=20, help="op types printed (default 20)")
     parser.add_argument("--ops", type=int, default=0, help="also print the N heaviest single ops, by name (default 0)")
+    parser.add_argument("--sizes", default=SIZES, help=f"model sizes, as train_throughput.py --sizes (default {SIZES})")
+    parser.add_argument("--vocab", type=int, default=8000, help="vocabulary size (default 8000)")
+    parser.add_argument("--batch", type=int, default=64, help="sentences per batch (default 64)")
+    parser.add_argument("--length", type=int, default=32, help="tokens per sentence (default 32)")
+    parser.add_argument(
+        "--repeats", type=int, default=None, help="timed calls per measurement (default: 15 for --gemm, 20 for --adam)"
+    )
     args = parser.parse_args(argv)
     if not (args.profile or args.gemm or args.adam):
         parser.error("give at least one of --profile, --gemm, --adam")
@@ -125,10 +132,25 @@ def matmul_free_wall(events, steps):
     return total, by_type, by_scope
 
 
-def cpu_benchmark_args():
-    """`train_throughput.py`'s arguments at the CPU benchmark's sizes."""
+def cpu_benchmark_args(args):
+    """`train_throughput.py`'s arguments at the sizes of `args` (by default the CPU benchmark's)."""
     return train_throughput.parse_args(
-        ["--backend", "tensorflow", "--sizes", SIZES, "--vocab", "8000", "--batch", "64", "--length", "32"]
+        ["--backend", "tensorflow", "--sizes", args.sizes, "--vocab", str(args.vocab)]
+        + ["--batch", str(args.batch), "--length", str(args.length)]
+    )
+
+
+def gemm_shapes(args):
+    """The step's matmul shapes `(m, k, n)`: the attention and feed-forward projections and the
+    vocabulary projection, over every token of a batch."""
+    sizes = train_throughput.model_sizes(cpu_benchmark_args(args))
+    tokens, hidden, inner = args.batch * args.length, sizes["hidden_dim"], sizes["intermediate_dim"]
+    return (
+        (tokens, hidden, hidden),
+        (tokens, hidden, inner),
+        (tokens, inner, hidden),
+        (tokens, hidden, args.vocab),
+        (tokens, args.vocab, hidden),
     )
 
 
@@ -136,7 +158,7 @@ def profile(args):
     import keras
     import tensorflow as tf
 
-    bench_args = cpu_benchmark_args()
+    bench_args = cpu_benchmark_args(args)
     if args.mixed_precision:
         keras.mixed_precision.set_global_policy("mixed_bfloat16")
     keras.utils.set_random_seed(0)
@@ -174,14 +196,14 @@ def profile(args):
             print(f"{milliseconds:9.1f}  {name}")
 
 
-def gemm(matmuls_per_call=20, calls=15):
+def gemm(shapes, matmuls_per_call=20, calls=15):
     """GFLOP/s of `tf.matmul` at the step's shapes: `matmuls_per_call` products of distinct operands in
     one traced function (so no call overhead and nothing for Grappler to merge), median of `calls`."""
     import numpy as np
     import tensorflow as tf
 
     for dtype in (tf.float32, tf.bfloat16):
-        for m, k, n in GEMM_SHAPES:
+        for m, k, n in shapes:
             lefts = [tf.cast(tf.random.normal([m, k]), dtype) for _ in range(matmuls_per_call)]
             right = tf.cast(tf.random.normal([k, n]), dtype)
 
@@ -201,12 +223,11 @@ def gemm(matmuls_per_call=20, calls=15):
             )
 
 
-def adam(rounds=6, repeats=20):
+def adam(bench_args, rounds=6, repeats=20):
     import keras
     import numpy as np
     import tensorflow as tf
 
-    bench_args = cpu_benchmark_args()
     sizes = train_throughput.model_sizes(bench_args)  # also puts the repository on the path
     from models.transformer import Transformer
     from training.optimizers import FusedAdam
@@ -241,9 +262,9 @@ def adam(rounds=6, repeats=20):
 def main(argv=None):
     args = parse_args(argv)
     if args.gemm:
-        gemm()
+        gemm(gemm_shapes(args), calls=args.repeats or 15)
     if args.adam:
-        adam()
+        adam(cpu_benchmark_args(args), repeats=args.repeats or 20)
     if args.profile:
         profile(args)
 

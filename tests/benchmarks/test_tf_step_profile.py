@@ -26,3 +26,19 @@ def test_matmul_free_wall_counts_only_time_no_matmul_covers(benchmark_script):
             "forward embedding": 2.5,
         }
     )
+
+
+def test_profile_gemm_and_adam_run_at_tiny_sizes(benchmark_script, capsys):
+    profile, _ = benchmark_script("tf_step_profile")
+    tiny = ["--sizes", "num_layers=1,hidden_dim=32,intermediate_dim=64,num_heads=2", "--vocab", "48"]
+    profile.main(
+        ["--profile", "--gemm", "--adam", "--steps", "2", "--repeats", "2", "--batch", "4", "--length", "8", *tiny]
+    )
+    out = capsys.readouterr().out
+    assert "ours, float32, TF graph: ms per step" in out
+    assert "ops per step" in out and "ms per step with no matmul running" in out
+    # The step's five matmul shapes over its 32 tokens (hidden 32, inner 64, vocabulary 48), both dtypes.
+    for dtype in ("float32", "bfloat16"):
+        for shape in ("[32,32]x[32,32]", "[32,32]x[32,64]", "[32,64]x[64,32]", "[32,32]x[32,48]", "[32,48]x[48,32]"):
+            assert f"{dtype:9} {shape}" in out, (dtype, shape)
+    assert "keras Adam ms per update:" in out and "FusedAdam  ms per update:" in out
