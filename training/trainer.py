@@ -27,6 +27,7 @@ from common.errors import UserError
 from data import corpora, corpus_mix, pipeline
 from data.tokenizer import Tokenizer, train_sentencepiece
 from inference.translator import Translator
+from models.search_config import SearchConfig
 from training import callbacks as training_callbacks
 from training import checkpoints, init_from, model_building, preemption
 from training import config as run_config
@@ -369,7 +370,7 @@ def _train_locked(config, start_over, callbacks, strategy, chief, chief_run, run
     checkpoint_callback = training_callbacks.CheckpointEvery(run.checkpoint_dir, train_options.keep_checkpoints)
     bleu_callback = training_callbacks.DevBleu(
         lambda trained: Translator(
-            trained, tokenizer, beam_size=train_options.eval_beam_size, batch_size=32, max_input_length=data.max_length
+            trained, tokenizer, SearchConfig(beam_size=train_options.eval_beam_size, max_input_length=data.max_length)
         ),
         dev_sources if chief else [],
         dev_references,
