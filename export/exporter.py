@@ -205,7 +205,7 @@ def _export_settings(module, version, chosen, quantize):
     """The "export" section of export_config.json: the search built in, and how it was made."""
     return {
         "version": version,
-        **dataclasses.asdict(module.search),
+        **dataclasses.asdict(module.search_config),
         "length_buckets": list(module.length_buckets),
         "checkpoint": str(chosen.choice),
         "checkpoint_steps": list(chosen.steps),

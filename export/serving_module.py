@@ -71,7 +71,7 @@ class ServingModule(tf.Module):
         search: the `SearchConfig` built into the graph (default
             `models.search_config.DEFAULT_SEARCH`); its `max_input_length` is the source tokens
             kept per sentence, EOS included (see the module docstring), None meaning
-            `EXPORT_MAX_INPUT_LENGTH`.
+            `EXPORT_MAX_INPUT_LENGTH`; kept as `search_config` (`search` is the traced search).
         length_buckets: source lengths with one traced search each (see the module docstring).
         **settings: `SearchConfig` settings by name (`beam_size=2`), each replacing `search`'s.
 
@@ -103,7 +103,7 @@ class ServingModule(tf.Module):
         search = search.override(**settings)
         if search.max_input_length is None:
             search = search.override(max_input_length=EXPORT_MAX_INPUT_LENGTH)
-        self.search = search
+        self.search_config = search
         self.model = model
         # The backend's tf.Variables themselves, tracked beside the Keras wrappers: without them
         # the SavedModel loads with tf.saved_model.load but not with the session-based loader of
@@ -236,7 +236,7 @@ class ServingModule(tf.Module):
                 padded = tf.pad(source_ids, [[0, 0], [0, bucket - length]], constant_values=PAD_ID)
                 padded = tf.ensure_shape(padded, [None, bucket])
                 ids, scores = translate_ids(
-                    self.model, padded, **self.search.search_arguments(), num_return=self.beam_size
+                    self.model, padded, **self.search_config.search_arguments(), num_return=self.beam_size
                 )
                 ids = tf.pad(ids, [[0, 0], [0, 0], [0, self.output_length - (bucket + self.max_extra_length)]])
                 return tf.ensure_shape(ids, [None, self.beam_size, self.output_length]), scores
