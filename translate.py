@@ -236,16 +236,12 @@ def run(write):
         FLAGS.model_dir or FLAGS.export_dir,
         kind="run" if FLAGS.model_dir else "export",
         batch_size=1 if interactive else FLAGS.batch_size,
-        beam_size=FLAGS.beam_size,
-        alpha=FLAGS.alpha,
-        max_extra_length=FLAGS.max_extra_length,
-        min_length_ratio=FLAGS.min_length_ratio,
-        max_input_length=FLAGS.max_input_length,
+        search=search_flags.search_from_flags(FLAGS),
         checkpoint=FLAGS.checkpoint if FLAGS.model_dir else None,
         quiet=True,
     )
     if FLAGS.export_dir and FLAGS.n_best is not None:
-        beam = translator.settings.get("beam_size")
+        beam = translator.search.beam_size if translator.search else None
         if beam is not None and FLAGS.n_best > beam:
             raise InputError(f"--n_best={FLAGS.n_best} is larger than the export's beam_size={beam}")
     limit = translator.max_input_length

@@ -284,6 +284,7 @@ def train_project(args, model_dir, normalize_first):
 def evaluate_project(model_dir, test_sources, args, beam_size):
     """`{name: (hypotheses, references)}`: each test source translated by `evaluation.evaluator`."""
     from evaluation import evaluator
+    from models.search_config import SearchConfig
 
     results = {}
     for test_set in test_sources:
@@ -295,10 +296,12 @@ def evaluate_project(model_dir, test_sources, args, beam_size):
             src=test_set.src,
             ref=test_set.ref,
             cache_dir=args.cache_dir,
-            beam_size=beam_size,
-            alpha=args.alpha,
-            max_extra_length=args.max_extra_length,
-            min_length_ratio=args.min_length_ratio,
+            search=SearchConfig(
+                beam_size=beam_size,
+                alpha=args.alpha,
+                max_extra_length=args.max_extra_length,
+                min_length_ratio=args.min_length_ratio,
+            ),
             batch_size=args.batch_size,
             output=output,
             progress=False,

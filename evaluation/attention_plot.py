@@ -123,12 +123,11 @@ def plot_attention(
     tokenizer,
     sources,
     output_dir,
-    beam_size=DEFAULT_SEARCH.beam_size,
-    alpha=DEFAULT_SEARCH.alpha,
-    max_extra_length=DEFAULT_SEARCH.max_extra_length,
+    search=DEFAULT_SEARCH,
 ):
-    """Translates each of `sources` alone (beam search, eagerly) and writes its attention as
-    `attention-<n>.png` in `output_dir`; returns the paths.
+    """Translates each of `sources` alone (eagerly, with `search`, a `SearchConfig`, as the
+    translator does) and writes its attention as `attention-<n>.png` in `output_dir`; returns the
+    paths. The input is not cut to `search.max_input_length`: the plot shows the whole sentence.
 
     Raises:
         ValueError: an empty sentence (nothing to attend to).
@@ -141,9 +140,7 @@ def plot_attention(
         ids, _ = translate_ids(
             model,
             keras.ops.convert_to_tensor(np.asarray([source_ids], "int32")),
-            beam_size=beam_size,
-            alpha=alpha,
-            max_extra_length=max_extra_length,
+            **search.search_arguments(),
         )
         ids = keras.ops.convert_to_numpy(ids)[0, 0]
         weights, source_pieces, target_pieces = attention_matrix(model, tokenizer, source, ids)

@@ -13,7 +13,7 @@ import sys
 from common.errors import UserError
 from evaluation import scoring, test_sets
 from inference.saved_model_translator import ExportDirError, read_export_config, resolve_saved_model
-from models.search_config import DEFAULT_SEARCH
+from models.search_config import DEFAULT_SEARCH, SearchConfig
 from training.run_dir import DEFAULT_CHECKPOINT, ModelDirError, RunDir
 
 
@@ -26,9 +26,9 @@ class EvalConfig:
     """What to evaluate and how; one of `model_dir` / `export_dir`, and `src` or a corpus split.
 
     `corpus`, `cache_dir`, `deb_dir` and `direction` default (None) to the run's own config.json
-    data section (or the export's copy of it). `max_input_length` None: the run's `max_length`.
-    `beam_size`, `alpha`, `max_extra_length`, `min_length_ratio` and `max_input_length` apply to `model_dir` only (an
-    export has its own built in). `bleu_tokenize` None: sacreBLEU's tokenizer for the target
+    data section (or the export's copy of it). `search`, a `SearchConfig` (its `max_input_length`
+    None: the run's `max_length`), applies to `model_dir` only (an export has its own built in): the
+    test set and the `plot_attention` sentences are translated with it. `bleu_tokenize` None: sacreBLEU's tokenizer for the target
     language (`scoring.bleu_tokenizer`: "zh" for Chinese, else "13a"). `plot_only`: draw the
     `plot_attention` heatmaps without translating a test set. `checkpoint`: "best", "last" or
     "average:N" (`training.run_dir.parse_checkpoint`; None: `DEFAULT_CHECKPOINT`), for `model_dir` only.
@@ -43,13 +43,9 @@ class EvalConfig:
     direction: str | None = None
     src: str | None = None
     ref: str | None = None
-    beam_size: int = DEFAULT_SEARCH.beam_size
-    alpha: float = DEFAULT_SEARCH.alpha
-    max_extra_length: int = DEFAULT_SEARCH.max_extra_length
-    min_length_ratio: float = DEFAULT_SEARCH.min_length_ratio
+    search: SearchConfig = DEFAULT_SEARCH
     batch_size: int = 32
     checkpoint: str | None = None
-    max_input_length: int | None = DEFAULT_SEARCH.max_input_length
     output: str | None = None
     plot_attention: tuple = ()
     plot_dir: str = "attention"
@@ -166,7 +162,7 @@ def evaluate(config, out=sys.stdout):
         if not config.plot_attention:
             raise EvaluationError("plot_only needs --plot_attention sentences")
         model, tokenizer, _ = RunDir(config.model_dir).load_model(config.checkpoint or DEFAULT_CHECKPOINT)
-        return {"attention_plots": _plot(config, model, tokenizer, out)}
+        return {"attention_plots": _plot(config, model, tokenizer, out, config.search)}
     if config.output:
         check_output(config.output)
     run_config = _run_config(config)
@@ -180,46 +176,16 @@ def evaluate(config, out=sys.stdout):
         config.model_dir or config.export_dir,
         kind="run" if config.model_dir else "export",
         batch_size=config.batch_size,
-        beam_size=config.beam_size,
-        alpha=config.alpha,
-        max_extra_length=config.max_extra_length,
-        min_length_ratio=config.min_length_ratio,
-        max_input_length=config.max_input_length,
+        search=config.search,
         checkpoint=config.checkpoint,
     )
-    max_input_length = translator.max_input_length
-    if config.model_dir:
-        if config.plot_attention:
-            _check_plot_sentences(config, translator.tokenizer)
-        limit = "--max_input_length" if config.max_input_length else "the run's max_length"
-        max_extra_length = config.max_extra_length
-    else:
-        limit = "the export's max_input_length"
-        max_extra_length = translator.settings.get("max_extra_length")
+    if config.model_dir and config.plot_attention:
+        _check_plot_sentences(config, translator.tokenizer)
     hypotheses, _ = translator.translate(sources, progress=config.progress)
-
     result["truncated_lines"] = [index + 1 for index in translator.truncated_indices]
-    if result["truncated_lines"]:
-        lines = result["truncated_lines"]
-        outputs = (
-            f" and translated up to {max_input_length + max_extra_length} output tokens" if max_extra_length else ""
-        )
-        print(
-            f"{len(lines)} of {len(sources)} source lines are longer than the maximum input length of "
-            f"{max_input_length} tokens ({limit}, EOS included); each was cut to it{outputs}: {_lines(lines)}",
-            file=out,
-        )
-
+    _report_truncated(config, translator, len(sources), out)
     if config.output:
-        try:
-            with open(config.output, "w", encoding="utf-8") as handle:
-                for hypothesis in hypotheses:
-                    handle.write(hypothesis.replace("\n", " ") + "\n")
-        except OSError as error:
-            raise EvaluationError(
-                f"--output={config.output}: cannot write the translations: {error.strerror}"
-            ) from error
-        print(f"wrote {len(hypotheses)} translations to {config.output}", file=sys.stderr)
+        _write_translations(config.output, hypotheses)
 
     result["empty_lines"] = [index + 1 for index in translator.empty_indices]
     if result["empty_lines"]:
@@ -239,9 +205,39 @@ def evaluate(config, out=sys.stdout):
         print(f"signature: {scores['chrf_signature']}", file=out)
 
     if config.plot_attention:
-        result["attention_plots"] = _plot(config, translator.model, translator.tokenizer, out)
+        result["attention_plots"] = _plot(config, translator.model, translator.tokenizer, out, translator.search)
     out.flush()
     return result
+
+
+def _report_truncated(config, translator, count, out):
+    """Prints which of the `count` source lines the translator cut to its maximum input length."""
+    lines = [index + 1 for index in translator.truncated_indices]
+    if not lines:
+        return
+    if config.model_dir:
+        limit = "--max_input_length" if config.search.max_input_length else "the run's max_length"
+    else:
+        limit = "the export's max_input_length"
+    max_input_length = translator.max_input_length
+    max_extra_length = translator.search.max_extra_length if translator.search else None
+    outputs = f" and translated up to {max_input_length + max_extra_length} output tokens" if max_extra_length else ""
+    print(
+        f"{len(lines)} of {count} source lines are longer than the maximum input length of "
+        f"{max_input_length} tokens ({limit}, EOS included); each was cut to it{outputs}: {_lines(lines)}",
+        file=out,
+    )
+
+
+def _write_translations(path, hypotheses):
+    """Writes one translation per line to `path` (--output)."""
+    try:
+        with open(path, "w", encoding="utf-8") as handle:
+            for hypothesis in hypotheses:
+                handle.write(hypothesis.replace("\n", " ") + "\n")
+    except OSError as error:
+        raise EvaluationError(f"--output={path}: cannot write the translations: {error.strerror}") from error
+    print(f"wrote {len(hypotheses)} translations to {path}", file=sys.stderr)
 
 
 def _check_plot_sentences(config, tokenizer):
@@ -252,8 +248,9 @@ def _check_plot_sentences(config, tokenizer):
             )
 
 
-def _plot(config, model, tokenizer, out):
-    """Draws the `plot_attention` heatmaps; returns their paths."""
+def _plot(config, model, tokenizer, out, search):
+    """Draws the `plot_attention` heatmaps, translating with `search` (the translator's, so a
+    sentence of the test set is plotted as it is scored); returns their paths."""
     from evaluation.attention_plot import plot_attention
 
     _check_plot_sentences(config, tokenizer)
@@ -262,9 +259,7 @@ def _plot(config, model, tokenizer, out):
         tokenizer,
         list(config.plot_attention),
         config.plot_dir,
-        beam_size=config.beam_size,
-        alpha=config.alpha,
-        max_extra_length=config.max_extra_length,
+        search,
     )
     print(f"wrote {len(paths)} attention heatmap(s) to {config.plot_dir}", file=out)
     out.flush()

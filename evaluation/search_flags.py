@@ -1,9 +1,14 @@
-"""The flags evaluate.py and translate.py share: the model (a run or an export), the search and
-the batching, with the paper's defaults from `models.search_config.DEFAULT_SEARCH`."""
+"""The search flags of evaluate.py, translate.py and `python -m export` (`define_search_flags`), and
+the flags evaluate.py and translate.py share: the model (a run or an export) and the batching.
+
+The flags' defaults are `models.search_config.DEFAULT_SEARCH`'s; their values are checked by
+`models.search_config.check_setting` as they are parsed, and become one `SearchConfig`
+(`search_from_flags`), after `apply_run_search` has filled those not given from the run's record.
+"""
 
 from absl import flags
 
-from models.search_config import DEFAULT_SEARCH
+from models.search_config import DEFAULT_SEARCH, EXPORT_MAX_INPUT_LENGTH, SETTING_BOUNDS, SearchConfig, check_setting
 from training import run_dir
 
 # Said of --model_dir in the tools' help: where the search flags' defaults may come from.
@@ -13,6 +18,68 @@ RECORDED_SEARCH_HELP = (
 
 # Flags that configure the search and input length of --model_dir; an export has them built in.
 SEARCH_FLAGS = ("beam_size", "alpha", "max_extra_length", "min_length_ratio", "max_input_length")
+
+# Each search flag's help: for the tools that translate with a run (evaluate.py, translate.py), and
+# for the export, whose graph has the search built in.
+_HELP = {
+    "beam_size": (
+        "Beam size (section 6.1: 4); 1 is greedy decoding.",
+        "Beam size baked into the graph (1: greedy decoding).",
+    ),
+    "alpha": ("Length-penalty exponent (section 6.1: 0.6).", "Length-penalty exponent."),
+    "max_extra_length": (
+        "Output tokens allowed beyond the input length (section 6.1: 50).",
+        "A sentence of n source tokens gets at most n + this many output tokens.",
+    ),
+    "min_length_ratio": (
+        "At least floor(n * this) output tokens for n source tokens (EOS barred before); 0: no minimum.",
+        "A sentence of n source tokens gets at least floor(n * this) output tokens (EOS barred before); 0: no minimum.",
+    ),
+    "max_input_length": (
+        "Source tokens kept, EOS included (default: the run's max_length); longer lines are cut and reported.",
+        "SentencePiece tokens kept per input sentence, EOS included; longer inputs keep their first "
+        "max_input_length - 1 tokens.",
+    ),
+}
+
+
+def _setting_parser(name):
+    """An absl parser of search setting `name` that checks it with `check_setting`; its lower
+    bound only words the flag's help ("a positive integer")."""
+    kind, least = SETTING_BOUNDS[name]
+    base = flags.IntegerParser if kind is int else flags.FloatParser
+
+    class SettingParser(base):
+        def parse(self, argument):
+            return check_setting(name, self.convert(argument))
+
+    return SettingParser(lower_bound=least)
+
+
+def define_search_flags(export=False, flag_values=flags.FLAGS):
+    """Defines --beam_size, --alpha, --max_extra_length, --min_length_ratio and --max_input_length.
+
+    Args:
+        export: the export's help texts (the search is built into the graph) and its default
+            --max_input_length (`EXPORT_MAX_INPUT_LENGTH`, a graph needs a bound); else those of
+            the tools that translate with a run (default: the run's max_length).
+        flag_values: where to define them (the tools': `absl.flags.FLAGS`).
+    """
+    defaults = dict(vars(DEFAULT_SEARCH), max_input_length=EXPORT_MAX_INPUT_LENGTH if export else None)
+    for name in SEARCH_FLAGS:
+        flags.DEFINE(
+            _setting_parser(name),
+            name,
+            defaults[name],
+            _HELP[name][export],
+            flag_values=flag_values,
+            serializer=flags.ArgumentSerializer(),
+        )
+
+
+def search_from_flags(flag_values):
+    """The `SearchConfig` the search flags of `flag_values` (parsed) set."""
+    return SearchConfig(**{name: flag_values[name].value for name in SEARCH_FLAGS})
 
 
 def define_model_and_search_flags():
@@ -26,29 +93,8 @@ def define_model_and_search_flags():
     flags.DEFINE_string(
         "export_dir", None, "A SavedModel written by `python -m export` (or its base directory of versions)."
     )
-    flags.DEFINE_integer(
-        "beam_size", DEFAULT_SEARCH.beam_size, "Beam size (section 6.1: 4); 1 is greedy decoding.", lower_bound=1
-    )
-    flags.DEFINE_float("alpha", DEFAULT_SEARCH.alpha, "Length-penalty exponent (section 6.1: 0.6).", lower_bound=0.0)
-    flags.DEFINE_integer(
-        "max_extra_length",
-        DEFAULT_SEARCH.max_extra_length,
-        "Output tokens allowed beyond the input length (section 6.1: 50).",
-        lower_bound=1,
-    )
-    flags.DEFINE_float(
-        "min_length_ratio",
-        DEFAULT_SEARCH.min_length_ratio,
-        "At least floor(n * this) output tokens for n source tokens (EOS barred before); 0: no minimum.",
-        lower_bound=0.0,
-    )
+    define_search_flags()
     flags.DEFINE_integer("batch_size", 32, "Sentences per search call.", lower_bound=1)
-    flags.DEFINE_integer(
-        "max_input_length",
-        DEFAULT_SEARCH.max_input_length,
-        "Source tokens kept, EOS included (default: the run's max_length); longer lines are cut and reported.",
-        lower_bound=2,
-    )
     run_dir.define_checkpoint_flag()
     flags.declare_key_flag("checkpoint")  # listed by --helpshort as this module's own
     flags.register_multi_flags_validator(

@@ -1,15 +1,18 @@
 """The Python API for translating: one call that opens a training run or an export.
 
     from evaluation.translators import load_translator
+    from models.search_config import SearchConfig
 
     translator = load_translator("runs/demo")                    # or "runs/demo/export"
     texts, scores = translator.translate(["Open the file."])
     lists, list_scores = translator.translate(["Open the file."], beam_size=4, n_best=4)
+    greedy = load_translator("runs/demo", search=SearchConfig(beam_size=1))
     pair_scores = translator.score(["Open the file."], ["Öffnen Sie die Datei."])
 
 Both kinds of translator (`inference.translator.Translator` for a run directory,
-`inference.saved_model_translator.SavedModelTranslator` for an export) have the same `translate`
-and `score`; an export has its search built in and cannot sample.
+`inference.saved_model_translator.SavedModelTranslator` for an export) are an
+`inference.protocol.TextTranslator`: the same `translate` and `score`; an export has its search
+built in and cannot sample.
 """
 
 import os
@@ -28,6 +31,7 @@ def load_translator(
     *,
     kind=None,
     batch_size=32,
+    search=None,
     beam_size=None,
     alpha=None,
     max_extra_length=None,
@@ -44,11 +48,12 @@ def load_translator(
         kind: "run" or "export" to say which `path` is (errors then name what it lacks); None
             decides by its contents (a run has config.json or model.keras).
         batch_size: sentences per search call.
-        beam_size, alpha, max_extra_length, min_length_ratio: a run's default search (an export
-            has its own); each one left None is the run's recorded one (config.json "search", a
-            recipe's search chosen on the dev split), else the paper's (`DEFAULT_SEARCH`).
-        max_input_length: a run's source tokens kept per sentence, EOS included (default: the
-            run's `max_length`).
+        search: a run's default `SearchConfig` (an export has its own), e.g. built from the tools'
+            flags (`evaluation.search_flags.search_from_flags`). None: the run's recorded search
+            (config.json "search", a recipe's search chosen on the dev split), else the paper's
+            (`DEFAULT_SEARCH`). Its `max_input_length` None is the run's `max_length`.
+        beam_size, alpha, max_extra_length, min_length_ratio, max_input_length: single settings
+            that replace `search`'s (or the recorded one's) where not None.
         checkpoint: a run's weights: "best", "last" or "average:N" (`training.run_dir.parse_checkpoint`);
             None: `training.run_dir.DEFAULT_CHECKPOINT`. An export has its weights built in.
         sampling: a `inference.translator.Sampling` to draw translations by default (runs only).
@@ -67,23 +72,19 @@ def load_translator(
         from inference.translator import Translator
 
         run = RunDir(path)
-        given = dict(
-            beam_size=beam_size, alpha=alpha, max_extra_length=max_extra_length, min_length_ratio=min_length_ratio
+        if search is None:
+            search = DEFAULT_SEARCH.override(**run.recorded_search())
+        search = search.override(
+            beam_size=beam_size,
+            alpha=alpha,
+            max_extra_length=max_extra_length,
+            min_length_ratio=min_length_ratio,
+            max_input_length=max_input_length,
         )
-        recorded = run.recorded_search()
-        search = {
-            name: value if value is not None else recorded.get(name, getattr(DEFAULT_SEARCH, name))
-            for name, value in given.items()
-        }
         model, tokenizer, run_config = run.load_model(checkpoint or DEFAULT_CHECKPOINT, quiet=quiet)
-        return Translator(
-            model,
-            tokenizer,
-            **search,
-            batch_size=batch_size,
-            max_input_length=max_input_length or (run_config or {}).get("data", {}).get("max_length"),
-            sampling=sampling,
-        )
+        if search.max_input_length is None:
+            search = search.override(max_input_length=(run_config or {}).get("data", {}).get("max_length"))
+        return Translator(model, tokenizer, search, batch_size=batch_size, sampling=sampling)
     from inference.saved_model_translator import SavedModelTranslator
 
     if checkpoint is not None or sampling is not None:

@@ -24,7 +24,6 @@ from absl import logging as absl_logging
 from common import quiet_logs
 from common.errors import UserError
 from evaluation import search_flags
-from models.search_config import DEFAULT_SEARCH, EXPORT_MAX_INPUT_LENGTH
 from training import run_dir
 
 FLAGS = flags.FLAGS
@@ -74,29 +73,8 @@ flags.DEFINE_string(
 flags.DEFINE_integer(
     "version", None, "Version directory to write (a positive integer); default the next one.", lower_bound=1
 )
-flags.DEFINE_integer(
-    "beam_size", DEFAULT_SEARCH.beam_size, "Beam size baked into the graph (1: greedy decoding).", lower_bound=1
-)
-flags.DEFINE_float("alpha", DEFAULT_SEARCH.alpha, "Length-penalty exponent.", lower_bound=0.0)
-flags.DEFINE_integer(
-    "max_input_length",
-    EXPORT_MAX_INPUT_LENGTH,
-    "SentencePiece tokens kept per input sentence, EOS included; longer inputs keep their first "
-    "max_input_length - 1 tokens.",
-    lower_bound=2,
-)
-flags.DEFINE_integer(
-    "max_extra_length",
-    DEFAULT_SEARCH.max_extra_length,
-    "A sentence of n source tokens gets at most n + this many output tokens.",
-    lower_bound=1,
-)
-flags.DEFINE_float(
-    "min_length_ratio",
-    DEFAULT_SEARCH.min_length_ratio,
-    "A sentence of n source tokens gets at least floor(n * this) output tokens (EOS barred before); 0: no minimum.",
-    lower_bound=0.0,
-)
+search_flags.define_search_flags(export=True)
+flags.adopt_module_key_flags(search_flags)  # listed by --help as this tool's own
 run_dir.define_checkpoint_flag()
 flags.declare_key_flag("checkpoint")  # listed by --helpshort as this module's own
 flags.DEFINE_enum(
@@ -173,11 +151,7 @@ def main(argv):
             FLAGS.model_dir,
             FLAGS.export_dir,
             version=FLAGS.version,
-            beam_size=FLAGS.beam_size,
-            alpha=FLAGS.alpha,
-            max_input_length=FLAGS.max_input_length,
-            max_extra_length=FLAGS.max_extra_length,
-            min_length_ratio=FLAGS.min_length_ratio,
+            search=search_flags.search_from_flags(FLAGS),
             length_buckets=[int(value) for value in FLAGS.length_buckets],
             checkpoint=FLAGS.checkpoint,
             quantize=FLAGS.quantize,

@@ -19,6 +19,7 @@ export, and the next export into the same export_dir removes it. The version dir
 mode `os.makedirs` would give (0o777 less the umask), so a server running as another user can read it.
 """
 
+import dataclasses
 import fcntl
 import json
 import os
@@ -34,7 +35,7 @@ import models.transformer  # Also registers the Keras classes that model.keras n
 from common.errors import UserError
 from export import warmup
 from export.serving_module import DEFAULT_LENGTH_BUCKETS, ServingModule
-from models.search_config import DEFAULT_SEARCH, EXPORT_MAX_INPUT_LENGTH
+from models.search_config import DEFAULT_SEARCH
 from training import checkpoints
 from training.run_dir import CONFIG_FILE as RUN_CONFIG_FILE
 from training.run_dir import DEFAULT_CHECKPOINT, ModelDirError, RunDir
@@ -200,19 +201,30 @@ def write_saved_model(module, path):
     tf.saved_model.save(module, path, signatures=module.signatures())
 
 
+def _export_settings(module, version, chosen, quantize):
+    """The "export" section of export_config.json: the search built in, and how it was made."""
+    return {
+        "version": version,
+        **dataclasses.asdict(module.search_config),
+        "length_buckets": list(module.length_buckets),
+        "checkpoint": str(chosen.choice),
+        "checkpoint_steps": list(chosen.steps),
+        "quantize": quantize,
+        "tensorflow": tf.__version__,
+        "keras": keras.__version__,
+    }
+
+
 def export_model(
     model_dir,
     export_dir,
     *,
     version=None,
-    beam_size=DEFAULT_SEARCH.beam_size,
-    alpha=DEFAULT_SEARCH.alpha,
-    max_input_length=EXPORT_MAX_INPUT_LENGTH,
-    max_extra_length=DEFAULT_SEARCH.max_extra_length,
-    min_length_ratio=DEFAULT_SEARCH.min_length_ratio,
+    search=DEFAULT_SEARCH,
     length_buckets=DEFAULT_LENGTH_BUCKETS,
     checkpoint=DEFAULT_CHECKPOINT,
     quantize=None,
+    **settings,
 ):
     """Exports `model_dir` to `export_dir/<version>/` and returns that path.
 
@@ -220,14 +232,17 @@ def export_model(
         model_dir: a directory written by train.py (model.keras, spm.model, config.json).
         export_dir: the model base path TensorFlow Serving watches; created if missing.
         version: positive int; default `next_version(export_dir)`.
-        beam_size, alpha, max_extra_length, min_length_ratio: the search baked into the graph.
-        max_input_length: source tokens kept per sentence, EOS included; longer inputs are cut.
+        search: the `SearchConfig` baked into the graph; its `max_input_length` is the source
+            tokens kept per sentence, EOS included (longer inputs are cut), None meaning
+            `EXPORT_MAX_INPUT_LENGTH`.
         length_buckets: source lengths with one traced search each (`export.serving_module`).
         checkpoint: the weights exported: "best", "last" or "average:N" (`training.run_dir.parse_checkpoint`).
         quantize: None (float weights), or "int8": the matmul weights as int8
             (`models.int8_weights`), the same signatures and search.
+        **settings: `SearchConfig` settings by name (`beam_size=2`), each replacing `search`'s.
 
     Raises:
+        SearchConfigError: a search setting out of range.
         ExportError: before any model is loaded, a model_dir without the files the export needs, an
             export_dir that is a file or a SavedModel version directory, or an existing
             `export_dir/<version>` (versions are never overwritten); after, a write that failed
@@ -239,6 +254,7 @@ def export_model(
         raise ValueError(f"version must be a positive int, received {version!r}")
     if quantize not in QUANTIZE_MODES:
         raise ValueError(f"quantize must be one of {QUANTIZE_MODES}, received {quantize!r}")
+    search = search.override(**settings)
     check_export_dir(export_dir, version)
     chosen = check_model_dir(model_dir, checkpoint)
     try:
@@ -258,11 +274,7 @@ def export_model(
         model,
         tokenizer,
         RunDir(model_dir).vocabulary_path,
-        beam_size=beam_size,
-        alpha=alpha,
-        max_input_length=max_input_length,
-        max_extra_length=max_extra_length,
-        min_length_ratio=min_length_ratio,
+        search,
         length_buckets=length_buckets,
     )
     temporary, lock = locked_temporary_directory(export_dir, f"{TEMPORARY_PREFIX}{version}-")
@@ -273,20 +285,7 @@ def export_model(
         batches = warmup.warmup_batches(tokenizer, module.length_buckets)
         model_name = os.path.basename(os.path.normpath(export_dir))
         warmup.write_warmup_requests(os.path.join(extra, warmup.WARMUP_FILE), batches, model_name)
-        settings = {
-            "version": version,
-            "beam_size": module.beam_size,
-            "alpha": module.alpha,
-            "max_input_length": module.max_input_length,
-            "max_extra_length": module.max_extra_length,
-            "min_length_ratio": module.min_length_ratio,
-            "length_buckets": list(module.length_buckets),
-            "checkpoint": str(chosen.choice),
-            "checkpoint_steps": list(chosen.steps),
-            "quantize": quantize,
-            "tensorflow": tf.__version__,
-            "keras": keras.__version__,
-        }
+        settings = _export_settings(module, version, chosen, quantize)
         with open(os.path.join(extra, EXPORT_CONFIG_FILE), "w", encoding="utf-8") as handle:
             json.dump({"export": settings, **run_config}, handle, indent=2, sort_keys=True)
             handle.write("\n")

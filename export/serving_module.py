@@ -68,10 +68,12 @@ class ServingModule(tf.Module):
         model: a `models.transformer.Transformer` (built, weights loaded).
         tokenizer: the `data.tokenizer.Tokenizer` of the model's vocabulary.
         vocabulary_path: path of the `.model` file; saved as the SavedModel asset `spm.model`.
-        beam_size, alpha, max_extra_length, min_length_ratio: the search (default
-            `models.search_config.DEFAULT_SEARCH`).
-        max_input_length: source tokens kept per sentence, EOS included (see the module docstring).
+        search: the `SearchConfig` built into the graph (default
+            `models.search_config.DEFAULT_SEARCH`); its `max_input_length` is the source tokens
+            kept per sentence, EOS included (see the module docstring), None meaning
+            `EXPORT_MAX_INPUT_LENGTH`; kept as `search_config` (`search` is the traced search).
         length_buckets: source lengths with one traced search each (see the module docstring).
+        **settings: `SearchConfig` settings by name (`beam_size=2`), each replacing `search`'s.
 
     Functions (all `tf.function(jit_compile=False)` with an input signature; the three that
     search call one traced search, so the graph holds one `While` loop per bucket):
@@ -91,20 +93,17 @@ class ServingModule(tf.Module):
         model,
         tokenizer,
         vocabulary_path,
+        search=DEFAULT_SEARCH,
         *,
-        beam_size=DEFAULT_SEARCH.beam_size,
-        alpha=DEFAULT_SEARCH.alpha,
-        max_input_length=EXPORT_MAX_INPUT_LENGTH,
-        max_extra_length=DEFAULT_SEARCH.max_extra_length,
-        min_length_ratio=DEFAULT_SEARCH.min_length_ratio,
         length_buckets=DEFAULT_LENGTH_BUCKETS,
         name=None,
+        **settings,
     ):
         super().__init__(name=name)
-        if beam_size < 1:
-            raise ValueError(f"beam_size must be >= 1, received {beam_size}")
-        if max_extra_length < 1:
-            raise ValueError(f"max_extra_length must be >= 1, received {max_extra_length}")
+        search = search.override(**settings)
+        if search.max_input_length is None:
+            search = search.override(max_input_length=EXPORT_MAX_INPUT_LENGTH)
+        self.search_config = search
         self.model = model
         # The backend's tf.Variables themselves, tracked beside the Keras wrappers: without them
         # the SavedModel loads with tf.saved_model.load but not with the session-based loader of
@@ -112,13 +111,9 @@ class ServingModule(tf.Module):
         self.model_variables = [variable.value for variable in model.variables]
         self.tokenizer = tokenizer
         self.vocabulary = tf.saved_model.Asset(vocabulary_path)
-        self.beam_size = int(beam_size)
-        self.alpha = float(alpha)
-        self.max_input_length = int(max_input_length)
-        self.max_extra_length = int(max_extra_length)
-        if not min_length_ratio >= 0:
-            raise ValueError(f"min_length_ratio must be >= 0, received {min_length_ratio}")
-        self.min_length_ratio = float(min_length_ratio)
+        self.beam_size = search.beam_size
+        self.max_input_length = search.max_input_length
+        self.max_extra_length = search.max_extra_length
         self.length_buckets = resolve_buckets(tuple(length_buckets), self.max_input_length)
         self.output_length = self.max_input_length + self.max_extra_length
         self.serve = tf.function(
@@ -241,13 +236,7 @@ class ServingModule(tf.Module):
                 padded = tf.pad(source_ids, [[0, 0], [0, bucket - length]], constant_values=PAD_ID)
                 padded = tf.ensure_shape(padded, [None, bucket])
                 ids, scores = translate_ids(
-                    self.model,
-                    padded,
-                    beam_size=self.beam_size,
-                    alpha=self.alpha,
-                    max_extra_length=self.max_extra_length,
-                    min_length_ratio=self.min_length_ratio,
-                    num_return=self.beam_size,
+                    self.model, padded, **self.search_config.search_arguments(), num_return=self.beam_size
                 )
                 ids = tf.pad(ids, [[0, 0], [0, 0], [0, self.output_length - (bucket + self.max_extra_length)]])
                 return tf.ensure_shape(ids, [None, self.beam_size, self.output_length]), scores

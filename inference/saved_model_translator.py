@@ -11,6 +11,8 @@ from common.errors import UserError
 from common.json_files import read_json
 from data.tokenizer import Tokenizer
 from inference.batching import translate_in_order
+from inference.protocol import PairScore, TextTranslator
+from models.search_config import SearchConfig, SearchConfigError
 
 SIGNATURE = "serving_default"
 # What `export.exporter` writes beside the graph.
@@ -59,7 +61,7 @@ def describe_search_settings(export_dir):
     return f"{', '.join(known)} (from {os.path.join(path, EXPORT_CONFIG)})"
 
 
-class SavedModelTranslator:
+class SavedModelTranslator(TextTranslator):
     """Calls an exported model's `serving_default` signature in batches of `batch_size`.
 
     Sentences are sorted by length before batching (the graph pads a batch to its longest
@@ -69,7 +71,8 @@ class SavedModelTranslator:
     When the export holds its vocabulary (`assets/spm.model`) and its settings
     (`assets.extra/export_config.json`), as `export/` writes them, `translate` also records which
     inputs had no tokens (`empty_indices`) and which were longer than the export's
-    `max_input_length` and so were cut by the graph (`truncated_indices`), as `Translator` does.
+    `max_input_length` and so were cut by the graph (`truncated_indices`), as `Translator` does,
+    and `search` is the `SearchConfig` built into the graph (None when the export records none).
     """
 
     def __init__(self, export_dir, batch_size=32):
@@ -90,6 +93,7 @@ class SavedModelTranslator:
         self.batch_size = batch_size
         self.settings = (read_export_config(self.path) or {}).get("export", {})
         self.max_input_length = self.settings.get("max_input_length")
+        self.search = _recorded_search(self.settings, self.path)
         vocabulary = os.path.join(self.path, VOCABULARY)
         self.tokenizer = Tokenizer.from_file(vocabulary) if os.path.exists(vocabulary) else None
         self.truncated_indices = []
@@ -165,8 +169,6 @@ class SavedModelTranslator:
 
     def score(self, sources, targets, progress=False):
         """Forced decoding through the export's `score` signature: a `PairScore` per pair."""
-        from inference.translator import PairScore
-
         sources, targets = list(sources), list(targets)
         if len(sources) != len(targets):
             raise ValueError(f"score needs one target per source: {len(sources)} sources, {len(targets)} targets")
@@ -190,3 +192,14 @@ class SavedModelTranslator:
         if progress and sources:
             print(file=sys.stderr)
         return results
+
+
+def _recorded_search(settings, path):
+    """The `SearchConfig` of an export's settings, or None when it records no search."""
+    recorded = {name: settings[name] for name in SEARCH_SETTINGS if name in settings}
+    if not recorded:
+        return None
+    try:
+        return SearchConfig(**recorded)
+    except SearchConfigError as error:
+        raise ExportDirError(f"{os.path.join(path, EXPORT_CONFIG)}: {error}") from error

@@ -4,17 +4,19 @@ fixed shapes, beam search (compiled once per shape), detokenize, restore the inp
 
 import math
 import sys
-from typing import NamedTuple
 
 import keras
 import numpy as np
 
 from data.special_ids import EOS_ID, PAD_ID
 from inference.batching import translate_in_order
+from inference.protocol import PairScore, Sampling, TextTranslator
 from models.search_config import DEFAULT_SEARCH
 from models.translation import translate_ids
 
 LENGTH_MULTIPLE = 8
+
+__all__ = ["PairScore", "Sampling", "Translator", "compile_search"]
 
 
 def compile_search(function, variables=(), any_shape=False):
@@ -55,55 +57,22 @@ def compile_search(function, variables=(), any_shape=False):
     return function
 
 
-class Sampling(NamedTuple):
-    """Decoding by sampling instead of search (`models.sampling.token_sampler`).
-
-    Attributes:
-        top_k: draw among the `top_k` most likely tokens; 0 for the whole vocabulary.
-        temperature: > 0; the logits are divided by it before the softmax.
-        seed: with the sentence's position (or the `keys` given to `translate`), fixes its draws.
-    """
-
-    top_k: int = 0
-    temperature: float = 1.0
-    seed: int = 0
-
-
-class PairScore(NamedTuple):
-    """The model's forced-decoding score of a target given a source (`Translator.score`).
-
-    Attributes:
-        log_prob: the sum of the target tokens' log-probabilities, EOS included.
-        tokens: how many target tokens that is (SentencePiece pieces + EOS).
-    """
-
-    log_prob: float
-    tokens: int
-
-    @property
-    def average(self):
-        """The per-token mean log-probability."""
-        return self.log_prob / self.tokens
-
-    @property
-    def perplexity(self):
-        return math.exp(-self.average)
-
-
-class Translator:
+class Translator(TextTranslator):
     """Translates sentences with `models.translation.translate_ids`, and scores given translations.
 
     Args:
         model: a trained `Transformer`.
         tokenizer: a `data.tokenizer.Tokenizer`.
-        beam_size, alpha, max_extra_length, min_length_ratio: the default search (default
-            `models.search_config.DEFAULT_SEARCH`); `translate` can override them per call.
+        search: the default `SearchConfig` (default `models.search_config.DEFAULT_SEARCH`);
+            `translate` can override its settings per call. Its `max_input_length` is the source
+            tokens (EOS included) kept per sentence: longer inputs are cut to it and the input
+            position of each is recorded in `truncated_indices` (and counted in `truncated`); None
+            keeps everything.
         batch_size: sentences per search call. Batches are padded to `batch_size` rows and to a
             multiple of 8 source tokens, so the search is compiled for a handful of shapes.
-        max_input_length: source tokens (EOS included) kept per sentence; longer inputs are cut to
-            it and the input position of each is recorded in `truncated_indices` (and counted in
-            `truncated`). None keeps everything.
         sampling: a `Sampling` to draw translations instead of searching by default.
+        **settings: `SearchConfig` settings by name (`beam_size=2, max_input_length=64`), each
+            replacing `search`'s.
 
     Sentences with no tokens (empty, blank, or only characters that the vocabulary's
     normalization drops, such as U+200B ZERO WIDTH SPACE) translate to "" with score 0.0, without
@@ -111,35 +80,28 @@ class Translator:
     sentence's translation does not depend on the other sentences of its batch: the search masks
     the source padding and limits every sentence to its own length + `max_extra_length` output
     tokens, and a sample depends on the seed and the sentence's key only.
+
+    Raises:
+        SearchConfigError: a search setting out of range.
     """
 
-    def __init__(
-        self,
-        model,
-        tokenizer,
-        *,
-        beam_size=DEFAULT_SEARCH.beam_size,
-        alpha=DEFAULT_SEARCH.alpha,
-        max_extra_length=DEFAULT_SEARCH.max_extra_length,
-        min_length_ratio=DEFAULT_SEARCH.min_length_ratio,
-        batch_size=32,
-        max_input_length=DEFAULT_SEARCH.max_input_length,
-        sampling=None,
-    ):
+    def __init__(self, model, tokenizer, search=DEFAULT_SEARCH, *, batch_size=32, sampling=None, **settings):
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, received {batch_size}")
-        if max_input_length is not None and max_input_length < 2:
-            raise ValueError(f"max_input_length must be None or >= 2 (a token and EOS), received {max_input_length}")
         self.model = model
         self.tokenizer = tokenizer
         self.batch_size = batch_size
-        self.max_input_length = max_input_length
-        self.search_settings = _check_search(beam_size, alpha, max_extra_length, min_length_ratio)
+        self.search = search.override(**settings)
         self.sampling = sampling
         self.truncated_indices = []
         self.empty_indices = []
         self._searches = {}
         self._scorer = None
+
+    @property
+    def max_input_length(self):
+        """Source tokens kept per sentence, EOS included (`search.max_input_length`); None: all."""
+        return self.search.max_input_length
 
     @property
     def truncated(self):
@@ -159,13 +121,13 @@ class Translator:
                     self.truncated_indices.append(index)
         return rows
 
-    def _search_function(self, beam_size, alpha, max_extra_length, min_length_ratio, n_best, sampling):
+    def _search_function(self, search, n_best, sampling):
         """The compiled `(source_ids, keys) -> (ids, scores)` for these settings (kept for reuse)."""
-        settings = (beam_size, alpha, max_extra_length, min_length_ratio, n_best, sampling)
+        settings = (search, n_best, sampling)
         if settings not in self._searches:
             model = self.model
 
-            def search(source_ids, keys):
+            def search_ids(source_ids, keys):
                 sampler = None
                 if sampling is not None:
                     from models.sampling import sentence_keys, token_sampler
@@ -173,18 +135,9 @@ class Translator:
                     sampler = token_sampler(
                         sentence_keys(sampling.seed, keys), top_k=sampling.top_k, temperature=sampling.temperature
                     )
-                return translate_ids(
-                    model,
-                    source_ids,
-                    beam_size=beam_size,
-                    alpha=alpha,
-                    max_extra_length=max_extra_length,
-                    min_length_ratio=min_length_ratio,
-                    num_return=n_best,
-                    sampler=sampler,
-                )
+                return translate_ids(model, source_ids, **search.search_arguments(), num_return=n_best, sampler=sampler)
 
-            self._searches[settings] = compile_search(search, model.variables)
+            self._searches[settings] = compile_search(search_ids, model.variables)
         return self._searches[settings]
 
     def translate(
@@ -207,8 +160,8 @@ class Translator:
             progress: print a line on stderr counting the sentences done.
             n_best: None for the best translation of each sentence (a string and a float); an int
                 K in `[1, beam_size]` for the K best, best first (a list of K strings and K floats).
-            beam_size, alpha, max_extra_length, min_length_ratio: this call's search (default: the
-                translator's).
+            beam_size, alpha, max_extra_length, min_length_ratio: this call's search where not
+                None (default: the translator's `search`).
             sampling: a `Sampling` (default: the translator's) to draw one translation per sentence.
             keys: ints, one per sentence, that fix a sample's draws (default: the positions in
                 `sentences`; a caller translating a stream in pieces passes line numbers).
@@ -216,21 +169,20 @@ class Translator:
         Scores are log-probabilities divided by the length penalty, as the search ranks them.
         `truncated_indices` is reset to the positions (in `sentences`) of the inputs cut to
         `max_input_length`, `empty_indices` to those of the inputs with no tokens.
+
+        Raises:
+            SearchConfigError: a search setting out of range.
         """
-        defaults = self.search_settings
-        beam_size, alpha, max_extra_length, min_length_ratio = _check_search(
-            *(
-                default if value is None else value
-                for default, value in zip(defaults, (beam_size, alpha, max_extra_length, min_length_ratio))
-            )
+        search = self.search.override(
+            beam_size=beam_size, alpha=alpha, max_extra_length=max_extra_length, min_length_ratio=min_length_ratio
         )
         sampling = self.sampling if sampling is None else sampling
         if sampling is not None:
             if n_best not in (None, 1):
                 raise ValueError(f"sampling draws one translation per sentence; n_best must be 1, received {n_best}")
-            beam_size = 1
-        if n_best is not None and not 1 <= n_best <= beam_size:
-            raise ValueError(f"n_best must be in [1, beam_size={beam_size}], received {n_best}")
+            search = search.override(beam_size=1)
+        if n_best is not None and not 1 <= n_best <= search.beam_size:
+            raise ValueError(f"n_best must be in [1, beam_size={search.beam_size}], received {n_best}")
         sentences = list(sentences)
         keys = list(range(len(sentences))) if keys is None else [int(key) for key in keys]
         if len(keys) != len(sentences):
@@ -241,13 +193,13 @@ class Translator:
         # is sorted by length so that each batch pads little.
         self.empty_indices = [index for index, row in enumerate(rows) if len(row) == 1]
         order = sorted((i for i, row in enumerate(rows) if len(row) > 1), key=lambda i: len(rows[i]))
-        search = self._search_function(beam_size, alpha, max_extra_length, min_length_ratio, n_best or 1, sampling)
+        compiled = self._search_function(search, n_best or 1, sampling)
 
         def translate_batch(indices):
             source = self._pad([rows[i] for i in indices])
             batch_keys = np.zeros((self.batch_size,), "int64")
             batch_keys[: len(indices)] = [keys[i] for i in indices]
-            ids, batch_scores = search(keras.ops.convert_to_tensor(source), keras.ops.convert_to_tensor(batch_keys))
+            ids, batch_scores = compiled(keras.ops.convert_to_tensor(source), keras.ops.convert_to_tensor(batch_keys))
             ids = keras.ops.convert_to_numpy(ids)[: len(indices)]
             batch_scores = keras.ops.convert_to_numpy(batch_scores)[: len(indices)]
             if n_best is None:
@@ -304,15 +256,3 @@ class Translator:
         if progress and order:
             print(file=sys.stderr)
         return results
-
-
-def _check_search(beam_size, alpha, max_extra_length, min_length_ratio):
-    if not isinstance(beam_size, int) or beam_size < 1:
-        raise ValueError(f"beam_size must be an int >= 1, received {beam_size!r}")
-    if not alpha >= 0:
-        raise ValueError(f"alpha must be >= 0, received {alpha!r}")
-    if not isinstance(max_extra_length, int) or max_extra_length < 1:
-        raise ValueError(f"max_extra_length must be an int >= 1, received {max_extra_length!r}")
-    if not min_length_ratio >= 0:
-        raise ValueError(f"min_length_ratio must be >= 0, received {min_length_ratio!r}")
-    return beam_size, float(alpha), max_extra_length, float(min_length_ratio)

@@ -91,7 +91,7 @@ class DevBleu(keras.callbacks.Callback):
         self.last_bleu = bleu.score
         if logs is not None:
             logs["val_bleu"] = float(bleu.score)
-        beam = self.translator.search_settings[0]
+        beam = self.translator.search.beam_size
         search = "greedy" if beam == 1 else f"beam {beam}"
         print(f"\nstep {_step(self.model)}: dev BLEU {bleu.score:.2f} on {len(self.sources)} sentences ({search})")
 

@@ -34,6 +34,7 @@ from absl import flags
 
 from common.errors import UserError
 from common.json_files import read_json
+from models.search_config import SETTING_BOUNDS, SearchConfigError, check_setting
 
 CONFIG_FILE = "config.json"
 VOCABULARY_FILE = "spm.model"
@@ -63,13 +64,8 @@ class ModelDirError(UserError, RuntimeError):
     """A model_dir that does not hold what a tool needs, or cannot be used as asked (names the path)."""
 
 
-# The search settings a run may record in config.json ("search"), each with its type and least value.
-RECORDED_SEARCH = {
-    "beam_size": (int, 1),
-    "alpha": (float, 0.0),
-    "max_extra_length": (int, 1),
-    "min_length_ratio": (float, 0.0),
-}
+# The search settings a run may record in config.json ("search"); `SearchConfig` checks them.
+RECORDED_SEARCH = ("beam_size", "alpha", "max_extra_length", "min_length_ratio")
 
 
 def search_settings(record, where):
@@ -90,11 +86,13 @@ def search_settings(record, where):
             continue
         if name not in RECORDED_SEARCH:
             raise ModelDirError(f'{where}: "search" has {name!r}, which is not one of {", ".join(RECORDED_SEARCH)}')
-        kind, least = RECORDED_SEARCH[name]
-        number = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if not number or (kind is int and not isinstance(value, int)) or not value >= least:
-            raise ModelDirError(f'{where}: "search" has {name}={value!r}; it must be {kind.__name__} >= {least}')
-        settings[name] = kind(value)
+        try:
+            settings[name] = check_setting(name, value)
+        except SearchConfigError:
+            kind, least = SETTING_BOUNDS[name]
+            raise ModelDirError(
+                f'{where}: "search" has {name}={value!r}; it must be {kind.__name__} >= {least}'
+            ) from None
     return settings
 
 

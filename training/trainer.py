@@ -27,6 +27,7 @@ from common.errors import UserError
 from data import corpora, corpus_mix, pipeline
 from data.tokenizer import Tokenizer, train_sentencepiece
 from inference.translator import Translator
+from models.search_config import SearchConfig
 from training import callbacks as training_callbacks
 from training import checkpoints, init_from, model_building, preemption
 from training import config as run_config
@@ -433,7 +434,10 @@ def _callbacks(start, extra):
     tokenizer, max_length = start.tokenizer, start.config.data.max_length
     bleu = training_callbacks.DevBleu(
         lambda trained: Translator(
-            trained, tokenizer, beam_size=options.eval_beam_size, batch_size=32, max_input_length=max_length
+            trained,
+            tokenizer,
+            SearchConfig(beam_size=options.eval_beam_size, max_input_length=max_length),
+            batch_size=32,
         ),
         dev_sources if chief else [],
         dev_references,

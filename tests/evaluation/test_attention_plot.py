@@ -1,11 +1,15 @@
 """`evaluation.attention_plot`: labels drawn without missing-glyph boxes (SentencePiece's word marker,
 letters outside ASCII), with the font found here and with Pillow's built-in one."""
 
+import dataclasses
+import io
+
 import numpy as np
 import pytest
 from PIL import Image, ImageFont
 
-from evaluation import attention_plot
+from evaluation import attention_plot, evaluator
+from models.search_config import SearchConfig
 
 PIECES = ["\u2581Öffnen", "\u2581Sie", "\u2581die", "\u2581Datei", "."]
 
@@ -39,3 +43,36 @@ def test_draw_heatmap_writes_a_png_of_the_matrix_size(tmp_path):
     path = attention_plot.draw_heatmap(weights, PIECES, PIECES, str(tmp_path / "a.png"), title="Öffnen Sie die Datei.")
     with Image.open(path) as image:
         assert image.width > len(PIECES) * attention_plot.CELL and image.height > len(PIECES) * attention_plot.CELL
+
+
+def test_the_plotted_translation_is_the_scored_one(tiny_run, tmp_path, monkeypatch):
+    """The plot searches as the evaluator's translator does, min_length_ratio included (a recipe's
+    run records one): the plotted output is the scored translation of the sentence."""
+    model_dir, _ = tiny_run
+    sentence = "Open the file."
+    src, output = tmp_path / "src.en", tmp_path / "out.de"
+    src.write_text(sentence + "\n", encoding="utf-8")
+    plotted = []
+    draw = attention_plot.attention_matrix
+
+    def recording(model, tokenizer, source, translation_ids):
+        plotted.append(tokenizer.detokenize(np.asarray([translation_ids])).numpy()[0].decode("utf-8"))
+        return draw(model, tokenizer, source, translation_ids)
+
+    monkeypatch.setattr(attention_plot, "attention_matrix", recording)
+    config = evaluator.EvalConfig(
+        model_dir=model_dir,
+        src=str(src),
+        output=str(output),
+        plot_attention=(sentence,),
+        plot_dir=str(tmp_path / "plots"),
+        search=SearchConfig(beam_size=2, alpha=1.0, min_length_ratio=2.0),
+        progress=False,
+    )
+    evaluator.evaluate(config, out=io.StringIO())
+    scored = output.read_text(encoding="utf-8").rstrip("\n")
+    unconstrained = evaluator.evaluate(
+        dataclasses.replace(config, search=SearchConfig(beam_size=2, alpha=1.0), plot_attention=()), out=io.StringIO()
+    )
+    assert unconstrained["sentences"] == 1 and output.read_text(encoding="utf-8").rstrip("\n") != scored
+    assert plotted == [scored]

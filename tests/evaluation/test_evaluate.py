@@ -13,6 +13,7 @@ import sacrebleu
 
 from evaluation import evaluator, test_sets
 from inference.saved_model_translator import ExportDirError, SavedModelTranslator
+from models.search_config import SearchConfig
 from tests.helpers import REPO_ROOT, STARTUP_NOISE
 from training.run_dir import ModelDirError, RunDir
 
@@ -158,7 +159,7 @@ def test_export_dir_evaluates_like_the_model_dir(tiny_run, tiny_export, tmp_path
             src=str(src),
             ref=str(ref),
             output=str(tmp_path / "b"),
-            max_input_length=16,
+            search=SearchConfig(max_input_length=16),
             progress=False,
         ),
         out=direct_out,

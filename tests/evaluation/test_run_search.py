@@ -1,6 +1,7 @@
 """A run's recorded search (config.json "search", written by train.py for a recipe): the default
 of evaluate.py, translate.py, the export and `load_translator` for the search flags not given."""
 
+import dataclasses
 import json
 import os
 import shutil
@@ -13,7 +14,9 @@ from absl import flags
 from evaluation import search_flags
 from evaluation.translators import load_translator
 from inference.saved_model_translator import SavedModelTranslator
+from models.search_config import SearchConfig
 from tests.helpers import REPO_ROOT, TOOL_ENV
+from training.run_dir import RunDir
 
 RECORDED = {"alpha": 1.0, "min_length_ratio": 0.8, "chosen_for": "recipe small_data"}
 SENTENCES = ["Open the file.", "Click OK to close the dialog.", "Select the cells that you want to delete."]
@@ -39,12 +42,14 @@ def _tool(*argv):
 
 def _search_flag_values(argv):
     values = flags.FlagValues()
-    flags.DEFINE_integer("beam_size", 4, "", flag_values=values)
-    flags.DEFINE_float("alpha", 0.6, "", flag_values=values)
-    flags.DEFINE_integer("max_extra_length", 50, "", flag_values=values)
-    flags.DEFINE_float("min_length_ratio", 0.0, "", flag_values=values)
+    search_flags.define_search_flags(flag_values=values)
     values(["tool", *argv])
     return values
+
+
+def _settings(translator):
+    search = translator.search
+    return (search.beam_size, search.alpha, search.max_extra_length, search.min_length_ratio)
 
 
 def test_the_recorded_search_sets_the_flags_not_given_and_says_so(tiny_run, tmp_path):
@@ -70,11 +75,24 @@ def test_the_recorded_search_sets_the_flags_not_given_and_says_so(tiny_run, tmp_
 def test_load_translator_searches_as_the_run_records_unless_told_otherwise(tiny_run, tmp_path):
     run = _with_search(tiny_run, tmp_path / "run", RECORDED)
     recorded = load_translator(run, quiet=True)
-    assert recorded.search_settings == (4, 1.0, 50, 0.8)
-    assert load_translator(run, alpha=0.6, quiet=True).search_settings == (4, 0.6, 50, 0.8)
-    assert load_translator(tiny_run[0], quiet=True).search_settings == (4, 0.6, 50, 0.0)
+    assert _settings(recorded) == (4, 1.0, 50, 0.8)
+    assert _settings(load_translator(run, alpha=0.6, quiet=True)) == (4, 0.6, 50, 0.8)
+    assert _settings(load_translator(tiny_run[0], quiet=True)) == (4, 0.6, 50, 0.0)
     explicit = load_translator(tiny_run[0], alpha=1.0, min_length_ratio=0.8, quiet=True)
     assert recorded.translate(SENTENCES)[0] == explicit.translate(SENTENCES)[0]
+
+
+def test_flags_then_record_then_default_make_one_search_config(tiny_run, tmp_path):
+    run = _with_search(tiny_run, tmp_path / "run", RECORDED)
+    values = _search_flag_values(["--beam_size=2", "--alpha=0.9"])
+    search_flags.apply_run_search(values, run)
+    search = search_flags.search_from_flags(values)
+    # --alpha given beats the record's 1.0; min_length_ratio is the record's; the rest the defaults.
+    assert search == SearchConfig(beam_size=2, alpha=0.9, min_length_ratio=0.8)
+    translator = load_translator(run, search=search, quiet=True)
+    max_length = RunDir(run).read_config()["data"]["max_length"]
+    assert translator.search == dataclasses.replace(search, max_input_length=max_length)
+    assert load_translator(run, search=search, beam_size=3, quiet=True).search.beam_size == 3
 
 
 def test_the_export_builds_in_the_runs_search(tiny_run, tmp_path):

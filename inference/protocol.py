@@ -1,0 +1,96 @@
+"""What every translator offers, over a Keras model (`inference.translator.Translator`) or over a
+SavedModel (`inference.saved_model_translator.SavedModelTranslator`): `translate` (best or n-best,
+or a sample), `score` (forced decoding), the search it translates with, and which inputs were cut
+or had no tokens. Both classes derive from `TextTranslator`; tests/inference checks their
+signatures against it."""
+
+import math
+from typing import NamedTuple, Protocol
+
+from models.search_config import SearchConfig
+
+
+class Sampling(NamedTuple):
+    """Decoding by sampling instead of search (`models.sampling.token_sampler`).
+
+    Attributes:
+        top_k: draw among the `top_k` most likely tokens; 0 for the whole vocabulary.
+        temperature: > 0; the logits are divided by it before the softmax.
+        seed: with the sentence's position (or the `keys` given to `translate`), fixes its draws.
+    """
+
+    top_k: int = 0
+    temperature: float = 1.0
+    seed: int = 0
+
+
+class PairScore(NamedTuple):
+    """The model's forced-decoding score of a target given a source (`TextTranslator.score`).
+
+    Attributes:
+        log_prob: the sum of the target tokens' log-probabilities, EOS included.
+        tokens: how many target tokens that is (SentencePiece pieces + EOS).
+    """
+
+    log_prob: float
+    tokens: int
+
+    @property
+    def average(self):
+        """The per-token mean log-probability."""
+        return self.log_prob / self.tokens
+
+    @property
+    def perplexity(self):
+        return math.exp(-self.average)
+
+
+class TextTranslator(Protocol):
+    """Sentences in, translations out, in input order.
+
+    Attributes:
+        search: the `SearchConfig` `translate` searches with (None where an export records none).
+        max_input_length: source tokens kept per sentence, EOS included (None: no limit, or unknown).
+        truncated_indices: positions, in the last call's input, of the sentences cut to
+            `max_input_length`.
+        empty_indices: positions, in the last `translate`'s input, of the sentences with no tokens
+            (translated to "" with score 0.0).
+    """
+
+    search: SearchConfig | None
+    max_input_length: int | None
+    truncated_indices: list
+    empty_indices: list
+
+    def translate(
+        self,
+        sentences,
+        progress=False,
+        *,
+        n_best=None,
+        beam_size=None,
+        alpha=None,
+        max_extra_length=None,
+        min_length_ratio=None,
+        sampling=None,
+        keys=None,
+    ):
+        """Returns `(translations, scores)` in the order of `sentences`.
+
+        Args:
+            sentences: strings.
+            progress: print a line on stderr counting the sentences done.
+            n_best: None for the best translation of each sentence (a string and a float); an int
+                K in `[1, beam_size]` for the K best, best first (a list of K strings and K floats).
+            beam_size, alpha, max_extra_length, min_length_ratio: this call's search where not
+                None (default: `search`'s).
+            sampling: a `Sampling` to draw one translation per sentence.
+            keys: ints, one per sentence, that fix a sample's draws (default: the positions).
+
+        Scores are log-probabilities divided by the length penalty, as the search ranks them.
+        """
+        ...
+
+    def score(self, sources, targets, progress=False):
+        """Forced decoding: a `PairScore` per `(source, target)` pair, in input order."""
+        ...
