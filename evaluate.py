@@ -87,7 +87,7 @@ def main(argv):
     del argv
     quiet_logs.quiet_tool_output()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from evaluation import evaluator
+    from evaluation import evaluator  # Loads TensorFlow: after the flag checks.
 
     try:
         conflict = FLAGS.export_dir and _export_conflict(FLAGS.export_dir)

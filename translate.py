@@ -26,6 +26,7 @@ from common.errors import UserError
 from common.write_errors import WriteError
 from evaluation import search_flags
 from evaluation.search_flags import SEARCH_FLAGS
+from inference.protocol import Sampling
 
 FLAGS = flags.FLAGS
 EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 2, 130, 141
@@ -128,8 +129,6 @@ def windows(lines, size):
 
 def translation_lines(translator, numbers, sentences, first_index, name, limit):
     """The output lines for one window of input lines."""
-    from inference.translator import Sampling
-
     sampling = None
     if FLAGS.sampling_topk is not None:
         sampling = Sampling(top_k=FLAGS.sampling_topk, temperature=FLAGS.sampling_temperature, seed=FLAGS.seed)
@@ -220,7 +219,7 @@ def export_conflict():
 
 def run(write):
     """Translates (or scores) the input, calling `write(line)` for every output line."""
-    from evaluation.translators import load_translator
+    from evaluation.translators import load_translator  # Loads Keras: after the flag checks.
 
     if FLAGS.export_dir:
         conflict = export_conflict()

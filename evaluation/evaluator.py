@@ -12,6 +12,8 @@ import sys
 
 from common.errors import UserError
 from evaluation import scoring, test_sets
+from evaluation.attention_plot import plot_attention
+from evaluation.translators import load_translator
 from inference.saved_model_translator import ExportDirError, read_export_config, resolve_saved_model
 from models.search_config import DEFAULT_SEARCH, SearchConfig
 from training.run_dir import DEFAULT_CHECKPOINT, ModelDirError, RunDir
@@ -170,8 +172,6 @@ def evaluate(config, out=sys.stdout):
     print(f"evaluating on {len(sources)} sentences of {description}", file=sys.stderr)
 
     result = {"sentences": len(sources), "output": config.output}
-    from evaluation.translators import load_translator
-
     translator = load_translator(
         config.model_dir or config.export_dir,
         kind="run" if config.model_dir else "export",
@@ -251,8 +251,6 @@ def _check_plot_sentences(config, tokenizer):
 def _plot(config, model, tokenizer, out, search):
     """Draws the `plot_attention` heatmaps, translating with `search` (the translator's, so a
     sentence of the test set is plotted as it is scored); returns their paths."""
-    from evaluation.attention_plot import plot_attention
-
     _check_plot_sentences(config, tokenizer)
     paths = plot_attention(
         model,

@@ -129,6 +129,7 @@ def apply_run_search(flag_values, model_dir):
 def export_dir_refusal(export_dir, given):
     """The error for flags (`given`, e.g. ["--beam_size"]) that apply to --model_dir only, given
     with --export_dir: it names the export's built-in settings."""
+    # Loads TensorFlow: the tools define their flags from this module before they parse them.
     from inference.saved_model_translator import describe_search_settings
 
     return (

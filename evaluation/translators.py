@@ -17,6 +17,7 @@ built in and cannot sample.
 
 import os
 
+from inference.translator import Translator
 from models.search_config import DEFAULT_SEARCH
 from training.run_dir import CONFIG_FILE, DEFAULT_CHECKPOINT, MODEL_FILE, ModelDirError, RunDir
 
@@ -69,8 +70,6 @@ def load_translator(
         what = {"run": "--model_dir", "export": "--export_dir"}.get(kind, "a run directory or an export")
         raise ModelDirError(f"{path!r} is not a directory ({what})")
     if kind == "run" or (kind is None and is_run_dir(path)):
-        from inference.translator import Translator
-
         run = RunDir(path)
         if search is None:
             search = DEFAULT_SEARCH.override(**run.recorded_search())
@@ -85,6 +84,7 @@ def load_translator(
         if search.max_input_length is None:
             search = search.override(max_input_length=(run_config or {}).get("data", {}).get("max_length"))
         return Translator(model, tokenizer, search, batch_size=batch_size, sampling=sampling)
+    # TensorFlow, for an export only: a run loads under JAX on a machine without TensorFlow.
     from inference.saved_model_translator import SavedModelTranslator
 
     if checkpoint is not None or sampling is not None:

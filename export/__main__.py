@@ -111,7 +111,7 @@ def format_refusal(export_format, present):
 
 
 def _convert_ctranslate2():
-    from export.ctranslate2_export import convert_run
+    from export.ctranslate2_export import convert_run  # Loads TensorFlow: after the flag checks.
 
     try:
         return convert_run(

@@ -11,8 +11,9 @@ import numpy as np
 from data.special_ids import EOS_ID, PAD_ID
 from inference.batching import translate_in_order
 from inference.protocol import PairScore, Sampling, TextTranslator
+from models.sampling import sentence_keys, token_sampler
 from models.search_config import DEFAULT_SEARCH
-from models.translation import translate_ids
+from models.translation import score_ids, translate_ids
 
 LENGTH_MULTIPLE = 8
 
@@ -37,13 +38,13 @@ def compile_search(function, variables=(), any_shape=False):
             lengths and is traced per shape; a plain forward pass does not).
     """
     backend = keras.backend.backend()
-    if backend == "tensorflow":
+    if backend == "tensorflow":  # Each backend imports only its own library.
         import tensorflow as tf
 
         from inference.in_place_cache import traced_in_place
 
         return tf.function(traced_in_place(function), jit_compile=False, reduce_retracing=any_shape)
-    if backend == "jax":
+    if backend == "jax":  # Each backend imports only its own library.
         import jax
 
         variables = list(variables)
@@ -130,8 +131,6 @@ class Translator(TextTranslator):
             def search_ids(source_ids, keys):
                 sampler = None
                 if sampling is not None:
-                    from models.sampling import sentence_keys, token_sampler
-
                     sampler = token_sampler(
                         sentence_keys(sampling.seed, keys), top_k=sampling.top_k, temperature=sampling.temperature
                     )
@@ -234,8 +233,6 @@ class Translator(TextTranslator):
         source_rows = self.encode(sources)
         target_rows = [list(row) + [EOS_ID] for row in self.tokenizer.tokenize(targets).to_list()] if targets else []
         if self._scorer is None:
-            from models.translation import score_ids
-
             self._scorer = compile_search(
                 lambda source, target: score_ids(self.model, source, target), self.model.variables, any_shape=True
             )
