@@ -338,109 +338,45 @@ def _search(
     positions = ops.arange(max_decode_length + 1, dtype="int32")  # [L + 1]
     # Row offset of every sentence, for gathers on the flattened [batch * beams] axis.
     sentence_index = ops.arange(ops.shape(initial_ids)[0], dtype="int32")[:, None]  # [batch, 1]
-
-    if max_lengths is None:
-        max_lengths = ops.full_like(initial_ids, max_decode_length)
-    else:
-        max_lengths = ops.clip(ops.cast(max_lengths, "int32"), 1, max_decode_length)
-    if min_lengths is not None:
-        # A hypothesis at its max length may still end with EOS.
-        min_lengths = ops.minimum(ops.cast(min_lengths, "int32"), max_lengths)
-    # No continuation scores above alive_log_prob / this (see `sentence_done`).
+    max_lengths, min_lengths = _length_limits(initial_ids, max_lengths, min_lengths, max_decode_length)
+    # No continuation scores above alive_log_prob / this (see `_sentence_done`).
     max_length_penalty = length_penalty(max_lengths, alpha)  # [batch]
-
-    tiled_ids = ops.tile(initial_ids[:, None], [1, beam_size])  # [batch, beam]
-    alive_seq = ops.where(positions == 0, tiled_ids[:, :, None], pad_id)  # [batch, beam, L + 1]
-    # One live beam per sentence at step 0, so the beams do not all extend the same prefix.
-    first_beam_only = ops.cast(ops.where(ops.arange(beam_size) == 0, 0.0, _LARGE_NEGATIVE), _SCORE_DTYPE)
-    alive_log_probs = ops.zeros_like(tiled_ids, _SCORE_DTYPE) + first_beam_only  # [batch, beam]
-    finished_seq = ops.full_like(alive_seq, pad_id)  # [batch, beam, L + 1]
-    # An empty finished slot scores _LARGE_NEGATIVE: any real hypothesis replaces it.
-    finished_scores = ops.full_like(alive_log_probs, _LARGE_NEGATIVE)  # [batch, beam]
-
-    def gather_beams(x, beam_indices):
-        """x `[batch, beams, ...]`, beam_indices `[batch, n]` -> `[batch, n, ...]`."""
-        num_beams = ops.shape(x)[1]
-        rows = ops.reshape(sentence_index * num_beams + beam_indices, [-1])
-        gathered = ops.take(ops.reshape(x, (-1,) + tuple(x.shape[2:])), rows, axis=0)
-        return ops.reshape(gathered, (-1, ops.shape(beam_indices)[1]) + tuple(x.shape[2:]))
-
-    def sentence_done(alive_log_probs, finished_scores):
-        """[batch] bool: the sentence's finished set can no longer change."""
-        best_alive = ops.max(alive_log_probs, axis=1)
-        # For alpha >= 0, lp grows with the length and a log-probability only falls when tokens
-        # are added, so an alive hypothesis can end with at best best_alive / lp(max length).
-        best_possible = best_alive / max_length_penalty
-        # Stays _LARGE_NEGATIVE until beam_size hypotheses have finished, so the n-best is exact.
-        worst_finished = ops.min(finished_scores, axis=1)
-        no_alive = best_alive <= _DEAD_THRESHOLD
-        return ops.logical_or(no_alive, best_possible < worst_finished)
+    alive_seq, alive_log_probs, finished_seq, finished_scores = _initial_hypotheses(
+        initial_ids, positions, beam_size, pad_id
+    )
 
     def cond(step, alive_seq, alive_log_probs, finished_seq, finished_scores, state):
         return ops.logical_and(
             step < max_decode_length,
-            ops.logical_not(ops.all(sentence_done(alive_log_probs, finished_scores))),
+            ops.logical_not(ops.all(_sentence_done(alive_log_probs, finished_scores, max_length_penalty))),
         )
 
     def body(step, alive_seq, alive_log_probs, finished_seq, finished_scores, state):
         ids = ops.reshape(ops.take(alive_seq, step, axis=2), [-1])  # [batch * beam]
         logits, state = next_logits_fn(ids, step, state)
         logits = ops.cast(logits, _SCORE_DTYPE)  # [batch * beam, vocab]
-        choice_logits = logits
-        if min_lengths is not None:
-            # EOS is out of the choice below the minimum; the normaliser below stays the model's.
-            too_short = ops.repeat(step + 1 < min_lengths, beam_size, axis=0)[:, None]  # [batch * beam, 1]
-            is_eos = (ops.arange(ops.shape(logits)[-1]) == eos_id)[None, :]
-            choice_logits = ops.where(ops.logical_and(too_short, is_eos), _LARGE_NEGATIVE, logits)
-
-        # Candidates: the best one-token extensions over (beam x vocab) of every sentence. Each is
-        # among its own hypothesis's `num_candidates` best tokens, so those are taken per row first
-        # (on the logits: the log-softmax shifts a row by a constant) and only they are normalised
-        # and compared across the beams; no [batch, beam * vocab] tensor of log-probabilities is
-        # built. Ties go to the lower (beam, token), as in one top_k over the flattened scores.
-        per_row = min(num_candidates, logits.shape[-1] or num_candidates)  # a vocabulary may be tiny
-        if sampler is None:
-            row_logits, row_tokens = ops.top_k(choice_logits, per_row)  # [batch * beam, per_row]
-        else:
-            row_tokens = sampler(choice_logits, step)[:, None]  # [batch, 1]
-            row_logits = ops.take_along_axis(logits, row_tokens, axis=1)
-        row_log_probs = row_logits - ops.logsumexp(logits, axis=-1, keepdims=True)
-        extended = alive_log_probs[:, :, None] + ops.reshape(row_log_probs, [-1, beam_size, per_row])
-        flat = ops.reshape(extended, [-1, beam_size * per_row])  # [batch, beam * per_row]
-        cand_log_probs, cand_index = ops.top_k(flat, num_candidates)  # [batch, candidates]
-        cand_beam = ops.floor_divide(cand_index, per_row)
-        cand_token = ops.take_along_axis(ops.reshape(row_tokens, [-1, beam_size * per_row]), cand_index, axis=1)
-        cand_seq = gather_beams(alive_seq, cand_beam)  # [batch, candidates, L + 1]
+        cand_log_probs, cand_beam, cand_token = _best_extensions(
+            logits,
+            step,
+            alive_log_probs,
+            min_lengths,
+            beam_size=beam_size,
+            num_candidates=num_candidates,
+            eos_id=eos_id,
+            sampler=sampler,
+        )
+        cand_seq = _gather_beams(alive_seq, cand_beam, sentence_index)  # [batch, candidates, L + 1]
         cand_seq = ops.where(positions == step + 1, cand_token[:, :, None], cand_seq)
 
         length = step + 1
-        at_max_length = (length >= max_lengths)[:, None]  # [batch, 1]
-        # Extensions of a dead hypothesis (only picked when fewer than `num_candidates` real ones
-        # exist) or by a token with -inf logits are not hypotheses.
-        real = cand_log_probs > _DEAD_THRESHOLD
-        ended = ops.logical_and(ops.logical_or(cand_token == eos_id, at_max_length), real)
-
-        # Finished set: the best `beam_size` of the old finished and the ended candidates.
-        cand_scores = ops.where(ended, cand_log_probs / length_penalty(length, alpha), _LARGE_NEGATIVE)
-        pooled_seq = ops.concatenate([finished_seq, cand_seq], axis=1)
-        pooled_scores = ops.concatenate([finished_scores, cand_scores], axis=1)
-        # Once a sentence is done, every later candidate scores below its worst finished
-        # hypothesis (see `sentence_done`), so its finished set no longer changes while the rest of
-        # the batch goes on.
-        finished_scores, chosen = ops.top_k(pooled_scores, beam_size)
-        finished_seq = gather_beams(pooled_seq, chosen)
-
-        # Alive set: the best `beam_size` candidates that did not end.
-        cand_alive = ops.where(ops.logical_or(ended, ops.logical_not(real)), _LARGE_NEGATIVE, cand_log_probs)
-        alive_log_probs, chosen = ops.top_k(cand_alive, beam_size)  # [batch, beam]
-        alive_seq = gather_beams(cand_seq, chosen)
-        parent_beam = ops.take_along_axis(cand_beam, chosen, axis=1)  # [batch, beam]
-        if beam_size > 1:  # With one hypothesis per sentence the parent is always itself.
-            parent_rows = ops.reshape(sentence_index * beam_size + parent_beam, [-1])
-            if reorder_state is None:
-                state = keras.tree.map_structure(lambda x: ops.take(x, parent_rows, axis=0), state)
-            else:
-                state = reorder_state(state, parent_rows)
+        ended, real = _ended_candidates(cand_log_probs, cand_token, length, max_lengths, eos_id)
+        finished_seq, finished_scores = _keep_best_finished(
+            finished_seq, finished_scores, cand_seq, cand_log_probs, ended, length, alpha, beam_size, sentence_index
+        )
+        alive_seq, alive_log_probs, parent_beam = _keep_best_alive(
+            cand_seq, cand_log_probs, cand_beam, ended, real, beam_size, sentence_index
+        )
+        state = _follow_parents(state, parent_beam, sentence_index, beam_size, reorder_state)
         return step + 1, alive_seq, alive_log_probs, finished_seq, finished_scores, state
 
     step = ops.convert_to_tensor(0, dtype="int32")
@@ -450,3 +386,132 @@ def _search(
         (step, alive_seq, alive_log_probs, finished_seq, finished_scores, initial_state),
     )
     return SearchResult(ids=finished_seq[:, :num_return, 1:], scores=finished_scores[:, :num_return])
+
+
+def _length_limits(initial_ids, max_lengths, min_lengths, max_decode_length):
+    """The lengths every step compares with: `max_lengths` int32 `[batch]` clipped to
+    `[1, max_decode_length]` (`max_decode_length` for all when None), `min_lengths` capped at them
+    (None stays None)."""
+    if max_lengths is None:
+        max_lengths = ops.full_like(initial_ids, max_decode_length)
+    else:
+        max_lengths = ops.clip(ops.cast(max_lengths, "int32"), 1, max_decode_length)
+    if min_lengths is not None:
+        # A hypothesis at its max length may still end with EOS.
+        min_lengths = ops.minimum(ops.cast(min_lengths, "int32"), max_lengths)
+    return max_lengths, min_lengths
+
+
+def _initial_hypotheses(initial_ids, positions, beam_size, pad_id):
+    """The loop's starting sets: `alive_seq` `[batch, beam, L + 1]` (the initial id, then `pad_id`)
+    with `alive_log_probs` `[batch, beam]`, and an empty finished set, `finished_seq` and
+    `finished_scores` of the same shapes."""
+    tiled_ids = ops.tile(initial_ids[:, None], [1, beam_size])  # [batch, beam]
+    alive_seq = ops.where(positions == 0, tiled_ids[:, :, None], pad_id)  # [batch, beam, L + 1]
+    # One live beam per sentence at step 0, so the beams do not all extend the same prefix.
+    first_beam_only = ops.cast(ops.where(ops.arange(beam_size) == 0, 0.0, _LARGE_NEGATIVE), _SCORE_DTYPE)
+    alive_log_probs = ops.zeros_like(tiled_ids, _SCORE_DTYPE) + first_beam_only  # [batch, beam]
+    finished_seq = ops.full_like(alive_seq, pad_id)  # [batch, beam, L + 1]
+    # An empty finished slot scores _LARGE_NEGATIVE: any real hypothesis replaces it.
+    finished_scores = ops.full_like(alive_log_probs, _LARGE_NEGATIVE)  # [batch, beam]
+    return alive_seq, alive_log_probs, finished_seq, finished_scores
+
+
+def _gather_beams(x, beam_indices, sentence_index):
+    """x `[batch, beams, ...]`, beam_indices `[batch, n]` -> `[batch, n, ...]`; `sentence_index` is
+    `arange(batch)[:, None]`, the sentence of every row."""
+    num_beams = ops.shape(x)[1]
+    rows = ops.reshape(sentence_index * num_beams + beam_indices, [-1])
+    gathered = ops.take(ops.reshape(x, (-1,) + tuple(x.shape[2:])), rows, axis=0)
+    return ops.reshape(gathered, (-1, ops.shape(beam_indices)[1]) + tuple(x.shape[2:]))
+
+
+def _sentence_done(alive_log_probs, finished_scores, max_length_penalty):
+    """[batch] bool: the sentence's finished set can no longer change."""
+    best_alive = ops.max(alive_log_probs, axis=1)
+    # For alpha >= 0, lp grows with the length and a log-probability only falls when tokens
+    # are added, so an alive hypothesis can end with at best best_alive / lp(max length).
+    best_possible = best_alive / max_length_penalty
+    # Stays _LARGE_NEGATIVE until beam_size hypotheses have finished, so the n-best is exact.
+    worst_finished = ops.min(finished_scores, axis=1)
+    no_alive = best_alive <= _DEAD_THRESHOLD
+    return ops.logical_or(no_alive, best_possible < worst_finished)
+
+
+def _best_extensions(logits, step, alive_log_probs, min_lengths, *, beam_size, num_candidates, eos_id, sampler):
+    """The `num_candidates` best one-token extensions of every sentence's alive hypotheses (with
+    `sampler`, the drawn token): `cand_log_probs` float32, `cand_beam` (the hypothesis extended) and
+    `cand_token`, each `[batch, candidates]`, from float32 `logits` `[batch * beam, vocab]`."""
+    choice_logits = logits
+    if min_lengths is not None:
+        # EOS is out of the choice below the minimum; the normaliser below stays the model's.
+        too_short = ops.repeat(step + 1 < min_lengths, beam_size, axis=0)[:, None]  # [batch * beam, 1]
+        is_eos = (ops.arange(ops.shape(logits)[-1]) == eos_id)[None, :]
+        choice_logits = ops.where(ops.logical_and(too_short, is_eos), _LARGE_NEGATIVE, logits)
+
+    # Candidates: the best one-token extensions over (beam x vocab) of every sentence. Each is
+    # among its own hypothesis's `num_candidates` best tokens, so those are taken per row first
+    # (on the logits: the log-softmax shifts a row by a constant) and only they are normalised
+    # and compared across the beams; no [batch, beam * vocab] tensor of log-probabilities is
+    # built. Ties go to the lower (beam, token), as in one top_k over the flattened scores.
+    per_row = min(num_candidates, logits.shape[-1] or num_candidates)  # a vocabulary may be tiny
+    if sampler is None:
+        row_logits, row_tokens = ops.top_k(choice_logits, per_row)  # [batch * beam, per_row]
+    else:
+        row_tokens = sampler(choice_logits, step)[:, None]  # [batch, 1]
+        row_logits = ops.take_along_axis(logits, row_tokens, axis=1)
+    row_log_probs = row_logits - ops.logsumexp(logits, axis=-1, keepdims=True)
+    extended = alive_log_probs[:, :, None] + ops.reshape(row_log_probs, [-1, beam_size, per_row])
+    flat = ops.reshape(extended, [-1, beam_size * per_row])  # [batch, beam * per_row]
+    cand_log_probs, cand_index = ops.top_k(flat, num_candidates)  # [batch, candidates]
+    cand_beam = ops.floor_divide(cand_index, per_row)
+    cand_token = ops.take_along_axis(ops.reshape(row_tokens, [-1, beam_size * per_row]), cand_index, axis=1)
+    return cand_log_probs, cand_beam, cand_token
+
+
+def _ended_candidates(cand_log_probs, cand_token, length, max_lengths, eos_id):
+    """`ended` (by EOS or at the sentence's max length) and `real` (a hypothesis at all), each bool
+    `[batch, candidates]`."""
+    at_max_length = (length >= max_lengths)[:, None]  # [batch, 1]
+    # Extensions of a dead hypothesis (only picked when fewer than `num_candidates` real ones
+    # exist) or by a token with -inf logits are not hypotheses.
+    real = cand_log_probs > _DEAD_THRESHOLD
+    ended = ops.logical_and(ops.logical_or(cand_token == eos_id, at_max_length), real)
+    return ended, real
+
+
+def _keep_best_finished(
+    finished_seq, finished_scores, cand_seq, cand_log_probs, ended, length, alpha, beam_size, sentence_index
+):
+    """The new finished set: the best `beam_size` of the old finished and the ended candidates, by
+    length-penalised score."""
+    cand_scores = ops.where(ended, cand_log_probs / length_penalty(length, alpha), _LARGE_NEGATIVE)
+    pooled_seq = ops.concatenate([finished_seq, cand_seq], axis=1)
+    pooled_scores = ops.concatenate([finished_scores, cand_scores], axis=1)
+    # Once a sentence is done, every later candidate scores below its worst finished
+    # hypothesis (see `_sentence_done`), so its finished set no longer changes while the rest of
+    # the batch goes on.
+    finished_scores, chosen = ops.top_k(pooled_scores, beam_size)
+    finished_seq = _gather_beams(pooled_seq, chosen, sentence_index)
+    return finished_seq, finished_scores
+
+
+def _keep_best_alive(cand_seq, cand_log_probs, cand_beam, ended, real, beam_size, sentence_index):
+    """The new alive set: the best `beam_size` candidates that did not end, by log-probability;
+    returns `alive_seq`, `alive_log_probs` and `parent_beam` `[batch, beam]`, the beam each extends."""
+    cand_alive = ops.where(ops.logical_or(ended, ops.logical_not(real)), _LARGE_NEGATIVE, cand_log_probs)
+    alive_log_probs, chosen = ops.top_k(cand_alive, beam_size)  # [batch, beam]
+    alive_seq = _gather_beams(cand_seq, chosen, sentence_index)
+    parent_beam = ops.take_along_axis(cand_beam, chosen, axis=1)  # [batch, beam]
+    return alive_seq, alive_log_probs, parent_beam
+
+
+def _follow_parents(state, parent_beam, sentence_index, beam_size, reorder_state):
+    """The state of the new alive hypotheses: each takes its parent's rows (gathered along axis 0,
+    or by `reorder_state`)."""
+    if beam_size == 1:  # With one hypothesis per sentence the parent is always itself.
+        return state
+    parent_rows = ops.reshape(sentence_index * beam_size + parent_beam, [-1])
+    if reorder_state is None:
+        return keras.tree.map_structure(lambda x: ops.take(x, parent_rows, axis=0), state)
+    return reorder_state(state, parent_rows)
