@@ -56,71 +56,19 @@ def translate_ids(
         `SearchResult(ids [batch, num_return, max_decode_length], scores [batch, num_return])`,
         ids ending with EOS (or cut at the length limit) and padded after it.
     """
-    if sampler is not None and (beam_size != 1 or num_return != 1):
-        raise ValueError(
-            f"sampling draws one hypothesis: it needs beam_size=1 and num_return=1, received {beam_size}, {num_return}"
-        )
-    if max_decode_length is None:
-        source_length = source_ids.shape[1]
-        if source_length is None:
-            raise ValueError(
-                "translate_ids needs a static source length or an explicit max_decode_length, "
-                f"received source_ids of shape {source_ids.shape}"
-            )
-        max_decode_length = int(source_length) + int(max_extra_length)
+    max_decode_length = _decode_length(source_ids, max_decode_length, max_extra_length, sampler, beam_size, num_return)
     # An int8 model's matrices are cast for their products once here, not at every decoding step.
     with int8_weights.products_cast_once(model.variables):
         encoder_output, padding_mask = model.encode(source_ids, training=False)
         batch_size = ops.shape(source_ids)[0]
         source_lengths = ops.sum(ops.cast(padding_mask, "int32"), axis=1)  # [batch]
-        # Hypotheses are rows b * beam + k (beam k of sentence b); the caches stay one row per sentence,
-        # never reordered. Encoder keys/values: projected once, read by the sentence's beams together
-        # (`MultiHeadAttention._attend_shared`). Self-attention keys/values: `beam` slots of
-        # `max_decode_length` positions per sentence; the hypothesis in slot k writes position t of slot
-        # k at step t, and reads each earlier position in the slot of its ancestor there, recorded in
-        # `ancestry` (`[batch * beam, max_decode_length]`, the only state reordered with the beams).
-        # No step copies the caches: a reordering gather of every cache per step is a large share of a
-        # beam search's memory traffic on a GPU.
         cache = model.initial_cache(encoder_output, beam_size * max_decode_length)
-        padding_mask = ops.repeat(padding_mask, beam_size, axis=0)
-        cross_caches = cache["cross"]
-        positions = ops.arange(max_decode_length, dtype="int32")
-        slots = ops.arange(beam_size, dtype="int32")
-        own_slot = ops.mod(ops.arange(batch_size * beam_size, dtype="int32"), beam_size)  # [batch * beam]
-
-        def next_logits_fn(ids, step, state):
-            mask = None  # One slot per sentence (greedy): the decoder's causal mask.
-            if beam_size > 1:
-                ancestry = ops.where(positions[None, :] == step, own_slot[:, None], state["ancestry"])
-                # [batch * beam, beam, L]: slot k, position p holds an ancestor's (or its own) keys.
-                visible = ops.logical_and(
-                    positions[None, None, :] <= step, ancestry[:, None, :] == slots[None, :, None]
-                )
-                mask = ops.reshape(visible, (-1, 1, beam_size * max_decode_length))
-                state = {**state, "ancestry": ancestry}
-            logits, new_cache = model.decode(
-                ops.expand_dims(ids, 1),
-                encoder_padding_mask=padding_mask,
-                cache={"self": state["self"], "cross": cross_caches},
-                cache_index=step,
-                self_attention_mask=mask,
-            )
-            return logits[:, 0, :], {**state, "self": new_cache["self"]}  # [batch * beam, vocab]
-
-        def reorder_state(state, parent_rows):
-            return {"self": state["self"], "ancestry": ops.take(state["ancestry"], parent_rows, axis=0)}
-
-        options = dict(
-            max_decode_length=max_decode_length,
-            max_lengths=source_lengths + int(max_extra_length),
-            alpha=alpha,
-            eos_id=eos_id,
-            pad_id=model.pad_id,
+        next_logits_fn = _shared_slot_decoding(
+            model, cache["cross"], ops.repeat(padding_mask, beam_size, axis=0), batch_size, beam_size, max_decode_length
         )
-        if min_length_ratio:
-            options["min_lengths"] = ops.cast(
-                ops.floor(ops.cast(source_lengths, "float32") * min_length_ratio), "int32"
-            )
+        options = _search_options(
+            model, source_lengths, max_decode_length, max_extra_length, min_length_ratio, alpha, eos_id
+        )
         initial_ids = ops.full((batch_size,), bos_id, dtype="int32")
         if sampler is not None:
             return sampling_search(next_logits_fn, initial_ids, {"self": cache["self"]}, sampler=sampler, **options)
@@ -136,9 +84,85 @@ def translate_ids(
             initial_state,
             beam_size=beam_size,
             num_return=num_return,
-            reorder_state=reorder_state,
+            reorder_state=_reorder_ancestry,
             **options,
         )
+
+
+def _decode_length(source_ids, max_decode_length, max_extra_length, sampler, beam_size, num_return):
+    """`max_decode_length`, by default the static padded source length + `max_extra_length`; raises
+    ValueError on settings `translate_ids` cannot search with."""
+    if sampler is not None and (beam_size != 1 or num_return != 1):
+        raise ValueError(
+            f"sampling draws one hypothesis: it needs beam_size=1 and num_return=1, received {beam_size}, {num_return}"
+        )
+    if max_decode_length is None:
+        source_length = source_ids.shape[1]
+        if source_length is None:
+            raise ValueError(
+                "translate_ids needs a static source length or an explicit max_decode_length, "
+                f"received source_ids of shape {source_ids.shape}"
+            )
+        max_decode_length = int(source_length) + int(max_extra_length)
+    return max_decode_length
+
+
+def _shared_slot_decoding(model, cross_caches, padding_mask, batch_size, beam_size, max_decode_length):
+    """The search's `next_logits_fn(ids, step, state)` over caches that are never reordered.
+
+    Hypotheses are rows b * beam + k (beam k of sentence b); the caches stay one row per sentence,
+    never reordered. Encoder keys/values (`cross_caches`): projected once, read by the sentence's
+    beams together (`MultiHeadAttention._attend_shared`). Self-attention keys/values: `beam` slots of
+    `max_decode_length` positions per sentence; the hypothesis in slot k writes position t of slot
+    k at step t, and reads each earlier position in the slot of its ancestor there, recorded in
+    `state["ancestry"]` (`[batch * beam, max_decode_length]`, the only state reordered with the
+    beams, by `_reorder_ancestry`). No step copies the caches: a reordering gather of every cache per
+    step is a large share of a beam search's memory traffic on a GPU. `padding_mask` is the
+    encoder's, repeated to `[batch * beam, source_length]`.
+    """
+    positions = ops.arange(max_decode_length, dtype="int32")
+    slots = ops.arange(beam_size, dtype="int32")
+    own_slot = ops.mod(ops.arange(batch_size * beam_size, dtype="int32"), beam_size)  # [batch * beam]
+
+    def next_logits_fn(ids, step, state):
+        mask = None  # One slot per sentence (greedy): the decoder's causal mask.
+        if beam_size > 1:
+            ancestry = ops.where(positions[None, :] == step, own_slot[:, None], state["ancestry"])
+            # [batch * beam, beam, L]: slot k, position p holds an ancestor's (or its own) keys.
+            visible = ops.logical_and(positions[None, None, :] <= step, ancestry[:, None, :] == slots[None, :, None])
+            mask = ops.reshape(visible, (-1, 1, beam_size * max_decode_length))
+            state = {**state, "ancestry": ancestry}
+        logits, new_cache = model.decode(
+            ops.expand_dims(ids, 1),
+            encoder_padding_mask=padding_mask,
+            cache={"self": state["self"], "cross": cross_caches},
+            cache_index=step,
+            self_attention_mask=mask,
+        )
+        return logits[:, 0, :], {**state, "self": new_cache["self"]}  # [batch * beam, vocab]
+
+    return next_logits_fn
+
+
+def _reorder_ancestry(state, parent_rows):
+    """The search's `reorder_state`: only the ancestry follows the reselected hypotheses, the self
+    caches stay in place (see `_shared_slot_decoding`)."""
+    return {"self": state["self"], "ancestry": ops.take(state["ancestry"], parent_rows, axis=0)}
+
+
+def _search_options(model, source_lengths, max_decode_length, max_extra_length, min_length_ratio, alpha, eos_id):
+    """The keyword arguments every search takes: the length limits of each sentence from its source
+    length, the length penalty, EOS and the model's pad id."""
+    options = dict(
+        max_decode_length=max_decode_length,
+        max_lengths=source_lengths + int(max_extra_length),
+        alpha=alpha,
+        eos_id=eos_id,
+        pad_id=model.pad_id,
+    )
+    if min_length_ratio:
+        options["min_lengths"] = ops.cast(ops.floor(ops.cast(source_lengths, "float32") * min_length_ratio), "int32")
+    return options
 
 
 def score_ids(model, source_ids, target_ids, *, bos_id=BOS_ID):
