@@ -384,6 +384,24 @@ def make_dataset(
         tokenizer.ensure_resource()
     plan = plan or bucket_plan(batch_tokens, max_length)
     probabilities = None if weights is None else _mix_probabilities(paths, weights, repeat)
+    _check_plan(plan, max_length)
+    reader = _ShardReader(tokenizer, reverse, max_length, _pairs_per_batch(plan), num_shards, shard_index)
+    if weights is None:
+        batches = _one_corpus_batches(reader, paths, shuffle=shuffle, seed=seed, cache_tokenized=cache_tokenized)
+    else:
+        batches = _mixed_corpus_batches(
+            reader, paths, probabilities, shuffle=shuffle, seed=seed, cache_tokenized=cache_tokenized
+        )
+    batches = _with_end_of_data(batches, repeat=repeat, mixed=weights is not None)
+    batches = _bucketed(batches, plan).map(lambda s, ti, to: ((s, ti), to))
+    if shuffle:
+        batches = batches.shuffle(128, seed=seed + 1, reshuffle_each_iteration=True)
+    return batches.prefetch(tf.data.AUTOTUNE)
+
+
+def _check_plan(plan: BucketPlan, max_length: int) -> None:
+    """Raises ValueError unless `plan` ends at `max_length` with increasing lengths and one batch
+    size >= 1 for each: the bucketing relies on both."""
     if plan.lengths[-1] != max_length:
         raise ValueError(f"The bucket plan ends at {plan.lengths[-1]}, max_length is {max_length}.")
     increasing = all(a < b for a, b in zip(plan.lengths, plan.lengths[1:]))
@@ -392,59 +410,88 @@ def make_dataset(
             f"The bucket plan needs increasing lengths and one batch size >= 1 for each, got lengths "
             f"{plan.lengths} and batch sizes {plan.batch_sizes}."
         )
-    pairs_per_batch = _pairs_per_batch(plan)
 
-    def lines_of(files):
+
+@dataclasses.dataclass(frozen=True)
+class _ShardReader:
+    """How this input pipeline reads TSV files: its shard of their lines (every `num_shards`-th from
+    `shard_index`), tokenized into `_short_pair_batches` of `pairs_per_batch`."""
+
+    tokenizer: object
+    reverse: bool
+    max_length: int
+    pairs_per_batch: int
+    num_shards: int
+    shard_index: int
+
+    def lines(self, files: Sequence[str]) -> tf.data.Dataset:
+        """This pipeline's shard of the lines of `files`, read one file after the other."""
         lines = tf.data.TextLineDataset(files)
-        return lines.shard(num_shards, shard_index) if num_shards > 1 else lines
+        return lines.shard(self.num_shards, self.shard_index) if self.num_shards > 1 else lines
 
-    def label_of(files):
-        return f"{','.join(files)} shard {shard_index}/{num_shards}"
+    def short_pair_batches(self, lines: tf.data.Dataset, files: Sequence[str]) -> tf.data.Dataset:
+        """`_short_pair_batches` of `lines`, read from `files` (named in the over-length report)."""
+        label = f"{','.join(files)} shard {self.shard_index}/{self.num_shards}"
+        return _short_pair_batches(lines, self.tokenizer, self.reverse, self.max_length, label, self.pairs_per_batch)
 
-    if weights is None:
-        lines = lines_of(paths)
-        if shuffle and not cache_tokenized:
-            lines = lines.shuffle(_SHUFFLE_BUFFER, seed=seed, reshuffle_each_iteration=True)
-        batches = _short_pair_batches(lines, tokenizer, reverse, max_length, label_of(paths), pairs_per_batch)
-        if cache_tokenized:
-            batches = _pair_batches(_cached_pairs(batches, shuffle, seed), pairs_per_batch)
-    else:
-        if cache_tokenized:
-            # Each corpus's pairs are cached on their own and repeat on their own; the mix draws pairs.
-            streams = [
-                _cached_pairs(
-                    _short_pair_batches(
-                        lines_of([path]), tokenizer, reverse, max_length, label_of([path]), pairs_per_batch
-                    ),
-                    shuffle,
-                    seed + 2 + index,
-                ).repeat()
-                for index, path in enumerate(paths)
-            ]
-            batches = _pair_batches(
-                tf.data.Dataset.sample_from_datasets(streams, probabilities, seed=seed), pairs_per_batch
-            )
-        else:
-            # The mix draws lines, before tokenizing: an endless stream, so the over-length count,
-            # printed at the end of a pass, is not printed.
-            streams = []
-            for index, path in enumerate(paths):
-                lines = lines_of([path])
-                if shuffle:
-                    lines = lines.shuffle(_SHUFFLE_BUFFER, seed=seed + 2 + index, reshuffle_each_iteration=True)
-                streams.append(lines.repeat())
-            lines = tf.data.Dataset.sample_from_datasets(streams, probabilities, seed=seed)
-            batches = _short_pair_batches(lines, tokenizer, reverse, max_length, label_of(paths), pairs_per_batch)
+
+def _one_corpus_batches(
+    reader: _ShardReader, paths: Sequence[str], *, shuffle: bool, seed: int, cache_tokenized: bool
+) -> tf.data.Dataset:
+    """Without weights: ragged pair batches of `paths` read one after the other as one corpus, its
+    lines shuffled before tokenizing (with `cache_tokenized`, its pairs after the cache)."""
+    lines = reader.lines(paths)
+    if shuffle and not cache_tokenized:
+        lines = lines.shuffle(_SHUFFLE_BUFFER, seed=seed, reshuffle_each_iteration=True)
+    batches = reader.short_pair_batches(lines, paths)
+    if cache_tokenized:
+        batches = _pair_batches(_cached_pairs(batches, shuffle, seed), reader.pairs_per_batch)
+    return batches
+
+
+def _mixed_corpus_batches(
+    reader: _ShardReader,
+    paths: Sequence[str],
+    probabilities: Sequence[float],
+    *,
+    shuffle: bool,
+    seed: int,
+    cache_tokenized: bool,
+) -> tf.data.Dataset:
+    """With weights: ragged pair batches drawn from the corpora `paths` with `probabilities`, each
+    corpus shuffled (with its own seed) and repeated on its own: an endless stream."""
+    if cache_tokenized:
+        # Each corpus's pairs are cached on their own and repeat on their own; the mix draws pairs.
+        streams = [
+            _cached_pairs(reader.short_pair_batches(reader.lines([path]), [path]), shuffle, seed + 2 + index).repeat()
+            for index, path in enumerate(paths)
+        ]
+        return _pair_batches(
+            tf.data.Dataset.sample_from_datasets(streams, probabilities, seed=seed), reader.pairs_per_batch
+        )
+    # The mix draws lines, before tokenizing: an endless stream, so the over-length count,
+    # printed at the end of a pass, is not printed.
+    streams = []
+    for index, path in enumerate(paths):
+        lines = reader.lines([path])
+        if shuffle:
+            lines = lines.shuffle(_SHUFFLE_BUFFER, seed=seed + 2 + index, reshuffle_each_iteration=True)
+        streams.append(lines.repeat())
+    lines = tf.data.Dataset.sample_from_datasets(streams, probabilities, seed=seed)
+    return reader.short_pair_batches(lines, paths)
+
+
+def _with_end_of_data(batches: tf.data.Dataset, *, repeat: bool, mixed: bool) -> tf.data.Dataset:
+    """Ragged pair batches -> `(source, target_input, target_output, is_end)` for `_bucketed`: one
+    pass ending with a flush (`is_end` True), or, with `repeat`, repeated forever (a mix is endless
+    already: each of its corpora repeats on its own)."""
     batches = batches.map(lambda s, ti, to: (s, ti, to, False))
     if not repeat:  # the end: the pairs still waiting for their batch to fill leave in partial batches
         flush = tf.data.Dataset.from_tensors((_no_pairs(), _no_pairs(), _no_pairs(), True))
         batches = batches.concatenate(flush)
-    elif weights is None:  # a mix is endless already: each of its corpora repeats on its own
+    elif not mixed:
         batches = batches.repeat()
-    batches = _bucketed(batches, plan).map(lambda s, ti, to: ((s, ti), to))
-    if shuffle:
-        batches = batches.shuffle(128, seed=seed + 1, reshuffle_each_iteration=True)
-    return batches.prefetch(tf.data.AUTOTUNE)
+    return batches
 
 
 def data_parallel_plan(batch_tokens: int, max_length: int, replicas: int) -> BucketPlan:
