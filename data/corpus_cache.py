@@ -134,8 +134,45 @@ def write_corpus(
     and must come first in `sources`, so that the pairs of the others equal to theirs are dropped.
     `per_source_test_files` writes `test.<source>.tsv` for each source.
     """
-    splitters = splitters or {}
     kept_whole = tuple(kept_whole)
+    by_split, test_by_source, source_stats = _clean_and_split(sources, splitters or {}, kept_whole)
+    files = {f"{split}.tsv": pairs for split, pairs in by_split.items()}
+    if per_source_test_files:
+        for source, pairs in test_by_source.items():
+            files[f"test.{source}.tsv"] = pairs
+    file_info = {}
+    for file_name, pairs in files.items():
+        path = os.path.join(out_dir, file_name)
+        with writing(path):
+            lines = parallel_files.write_tsv(path, pairs)
+        file_info[file_name] = _file_info(path, lines)
+    if attributions is not None:
+        file_info["attribution.tsv"] = _write_attribution(out_dir, by_split, attributions)
+    manifest = {
+        "format": MANIFEST_FORMAT,
+        "corpus": name,
+        "languages": list(languages),
+        "columns": [f"{languages[0]} (source)", f"{languages[1]} (target)"],
+        "splits": {split: len(pairs) for split, pairs in by_split.items()},
+        "total_pairs": sum(len(pairs) for pairs in by_split.values()),
+        "sources": source_stats,
+        "cleaning": _cleaning_rules(kept_whole),
+        "files": file_info,
+        **(extra or {}),
+    }
+    path = os.path.join(out_dir, MANIFEST)
+    with writing(path), open(path, "w", encoding="utf-8") as f:
+        json.dump(manifest, f, indent=2, ensure_ascii=False)
+        f.write("\n")
+    return manifest
+
+
+def _clean_and_split(
+    sources: dict[str, Iterable[tuple[str, str]]], splitters: dict[str, Callable[[str], str]], kept_whole: tuple
+) -> tuple[dict, dict, dict]:
+    """Reads `sources` in order, cleans each (only normalises those in `kept_whole`) and assigns every
+    kept pair to its split; returns `by_split` (split -> pairs), `test_by_source` (source -> its test
+    pairs) and `source_stats` (source -> the manifest's cleaning counts and split sizes)."""
     seen: set = set()
     reserved: set = set()
     by_split = {split: [] for split in cleaning.SPLITS}
@@ -158,67 +195,47 @@ def write_corpus(
         source_stats[source] = {**stats.as_dict(), "splits": counts}
         if source in kept_whole:
             source_stats[source]["cleaning"] = "normalised only, every pair kept"
-    files = {}
-    for split, pairs in by_split.items():
-        files[f"{split}.tsv"] = pairs
-    if per_source_test_files:
-        for source, pairs in test_by_source.items():
-            files[f"test.{source}.tsv"] = pairs
-    file_info = {}
-    for file_name, pairs in files.items():
-        path = os.path.join(out_dir, file_name)
-        with writing(path):
-            lines = parallel_files.write_tsv(path, pairs)
-        file_info[file_name] = {"lines": lines, "bytes": os.path.getsize(path), "sha256": sha256_file(path)}
-    if attributions is not None:
-        path = os.path.join(out_dir, "attribution.tsv")
-        kept = [
-            (en, xx, attributions[(en, xx)])
-            for split in by_split.values()
-            for en, xx in split
-            if (en, xx) in attributions
-        ]
-        with writing(path), open(path, "w", encoding="utf-8") as f:
-            f.writelines(f"{en}\t{xx}\t{credit}\n" for en, xx, credit in kept)
-        file_info["attribution.tsv"] = {
-            "lines": len(kept),
-            "bytes": os.path.getsize(path),
-            "sha256": sha256_file(path),
-        }
-    manifest = {
-        "format": MANIFEST_FORMAT,
-        "corpus": name,
-        "languages": list(languages),
-        "columns": [f"{languages[0]} (source)", f"{languages[1]} (target)"],
-        "splits": {split: len(pairs) for split, pairs in by_split.items()},
-        "total_pairs": sum(len(pairs) for pairs in by_split.values()),
-        "sources": source_stats,
-        "cleaning": {
-            "normalisation": "NFC, invisible characters removed, whitespace collapsed",
-            "max_length_ratio": cleaning.MAX_LENGTH_RATIO,
-            "split": f"sha256(english) mod 1000: <{cleaning.TEST_PER_MILLE} test, "
-            f"<{cleaning.TEST_PER_MILLE + cleaning.DEV_PER_MILLE} dev, else train",
-            **(
-                {
-                    "kept_whole": {
-                        "sources": list(kept_whole),
-                        "rule": "normalised only: every pair read is kept (no identical, length_ratio or "
-                        "duplicate drops); pairs of the other sources equal to one of theirs are dropped "
-                        "(in_evaluation_files)",
-                    }
-                }
-                if kept_whole
-                else {}
-            ),
-        },
-        "files": file_info,
-        **(extra or {}),
-    }
-    path = os.path.join(out_dir, MANIFEST)
+    return by_split, test_by_source, source_stats
+
+
+def _file_info(path: str, lines: int) -> dict:
+    """The manifest's record of a written file: its lines, bytes and SHA-256, checked by `check_corpus`."""
+    return {"lines": lines, "bytes": os.path.getsize(path), "sha256": sha256_file(path)}
+
+
+def _write_attribution(out_dir: str, by_split: dict, attributions: dict) -> dict:
+    """Writes `attribution.tsv` (english, foreign, credit) for the kept pairs that have a credit in
+    `attributions`, in split order; returns its `_file_info`."""
+    path = os.path.join(out_dir, "attribution.tsv")
+    kept = [
+        (en, xx, attributions[(en, xx)]) for split in by_split.values() for en, xx in split if (en, xx) in attributions
+    ]
     with writing(path), open(path, "w", encoding="utf-8") as f:
-        json.dump(manifest, f, indent=2, ensure_ascii=False)
-        f.write("\n")
-    return manifest
+        f.writelines(f"{en}\t{xx}\t{credit}\n" for en, xx, credit in kept)
+    return _file_info(path, len(kept))
+
+
+def _cleaning_rules(kept_whole: tuple) -> dict:
+    """The manifest's `cleaning` entry: the rules every source went through, and those of the
+    sources in `kept_whole` when there are any."""
+    return {
+        "normalisation": "NFC, invisible characters removed, whitespace collapsed",
+        "max_length_ratio": cleaning.MAX_LENGTH_RATIO,
+        "split": f"sha256(english) mod 1000: <{cleaning.TEST_PER_MILLE} test, "
+        f"<{cleaning.TEST_PER_MILLE + cleaning.DEV_PER_MILLE} dev, else train",
+        **(
+            {
+                "kept_whole": {
+                    "sources": list(kept_whole),
+                    "rule": "normalised only: every pair read is kept (no identical, length_ratio or "
+                    "duplicate drops); pairs of the other sources equal to one of theirs are dropped "
+                    "(in_evaluation_files)",
+                }
+            }
+            if kept_whole
+            else {}
+        ),
+    }
 
 
 def _install(tmp_dir: str, root: str) -> None:
