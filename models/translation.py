@@ -22,7 +22,6 @@ def translate_ids(
     min_length_ratio=0.0,
     num_return=1,
     max_decode_length=None,
-    return_attention=False,
     sampler=None,
     bos_id=BOS_ID,
     eos_id=EOS_ID,
