@@ -172,27 +172,31 @@ def test_tiny_model_lowers_the_dev_loss_on_the_real_corpus(tiny_run):
     assert summary["step"] == 200
 
 
-# float16 arithmetic is emulated on a CPU, ten times slower than float32: the fp16 run is as small as
-# two epochs with a dev evaluation allow.
-FP16_MODEL = dict(num_layers=1, hidden_dim=32, num_heads=2, intermediate_dim=64, dropout=0.1)
+# For in-process runs that compare two settings: a model, vocabulary and batch as small as a few
+# epochs with a dev evaluation allow.
+SMALL_MODEL = dict(num_layers=1, hidden_dim=32, num_heads=2, intermediate_dim=64, dropout=0.1)
+
+
+def _small_config(model_dir, corpus, **train_overrides):
+    config = tiny_run_config(model_dir, os.path.dirname(corpus.root), batch_tokens=512, **train_overrides)
+    return dataclasses.replace(config, model=dict(SMALL_MODEL), data=dataclasses.replace(config.data, vocab_size=500))
 
 
 @pytest.mark.slow
 def test_fp16_training_stays_finite(sample_corpus, tmp_path):
     from training.trainer import train
 
-    config = tiny_run_config(
-        tmp_path / "fp16",
-        os.path.dirname(sample_corpus.root),
-        train_steps=4,
-        checkpoint_every=2,
-        eval_every=4,
-        eval_sentences=2,
-        batch_tokens=512,
-        mixed_precision="fp16",
-    )
+    # float16 arithmetic is emulated on a CPU, ten times slower than float32: four steps.
     summary = train(
-        dataclasses.replace(config, model=dict(FP16_MODEL), data=dataclasses.replace(config.data, vocab_size=500))
+        _small_config(
+            tmp_path / "fp16",
+            sample_corpus,
+            train_steps=4,
+            checkpoint_every=2,
+            eval_every=4,
+            eval_sentences=2,
+            mixed_precision="fp16",
+        )
     )
     losses = summary["history"]["loss"]
     assert len(losses) == 2 and all(np.isfinite(losses))
@@ -204,18 +208,17 @@ def test_fp16_training_stays_finite(sample_corpus, tmp_path):
 def test_steps_per_execution_changes_only_how_often_the_host_looks(sample_corpus, tmp_path):
     from training.trainer import train
 
-    corpus_cache = os.path.dirname(sample_corpus.root)
-    options = dict(train_steps=20, checkpoint_every=10, eval_every=20, eval_sentences=0)
-    one = train(tiny_run_config(tmp_path / "one", corpus_cache, **options))
-    five = train(tiny_run_config(tmp_path / "five", corpus_cache, steps_per_execution=5, **options))
-    assert one["step"] == five["step"] == 20
+    options = dict(train_steps=10, checkpoint_every=5, eval_every=10, eval_sentences=0)
+    one = train(_small_config(tmp_path / "one", sample_corpus, **options))
+    five = train(_small_config(tmp_path / "five", sample_corpus, steps_per_execution=5, **options))
+    assert one["step"] == five["step"] == 10
     assert sorted(os.listdir(tmp_path / "five" / "checkpoints")) == sorted(os.listdir(tmp_path / "one" / "checkpoints"))
     np.testing.assert_allclose(five["history"]["loss"], one["history"]["loss"], rtol=1e-5)
     weights = [keras.saving.load_model(run["model_path"], compile=False).get_weights() for run in (one, five)]
     for a, b in zip(*weights):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
-    with pytest.raises(ValueError, match="checkpoint_every=10 must be a multiple of steps_per_execution=3"):
-        train(tiny_run_config(tmp_path / "three", corpus_cache, steps_per_execution=3, **options))
+    with pytest.raises(ValueError, match="checkpoint_every=5 must be a multiple of steps_per_execution=3"):
+        train(_small_config(tmp_path / "three", sample_corpus, steps_per_execution=3, **options))
 
 
 def test_another_configuration_on_an_existing_model_dir_is_refused(tmp_path):
