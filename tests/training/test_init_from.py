@@ -226,17 +226,31 @@ def _broken_parents(tiny_run, tmp_path):
     "parent, flags, message",
     [
         ("missing", [], "--init_from={missing}: no such directory"),
-        ("empty", [], "--init_from={empty}: {empty} holds no model (no model.keras, no checkpoints/ckpt-*.weights.h5"),
-        ("corrupt", [], "--init_from={corrupt}: {corrupt}/model.keras cannot be loaded"),
-        (
+        # The others start TensorFlow and read the parent before they refuse: seconds each.
+        pytest.param(
+            "empty",
+            [],
+            "--init_from={empty}: {empty} holds no model (no model.keras, no checkpoints/ckpt-*.weights.h5",
+            marks=pytest.mark.slow,
+        ),
+        pytest.param(
+            "corrupt", [], "--init_from={corrupt}: {corrupt}/model.keras cannot be loaded", marks=pytest.mark.slow
+        ),
+        pytest.param(
             "good",
             ["--hidden_dim=128", "--num_layers=3"],
             "--init_from={good} fine-tunes the parent's model as it is: --num_layers=3 differs from its 2; "
             "--hidden_dim=128 differs from its 64",
+            marks=pytest.mark.slow,
         ),
-        ("good", ["--vocab_size=4000"], "--vocab_size=4000 differs from its 2000"),
-        ("good", ["--preset=base"], "--preset=base differs from its tiny"),
-        ("no_best", ["--init_checkpoint=best"], "--init_checkpoint=best: {no_best} has no best checkpoint"),
+        pytest.param("good", ["--vocab_size=4000"], "--vocab_size=4000 differs from its 2000", marks=pytest.mark.slow),
+        pytest.param("good", ["--preset=base"], "--preset=base differs from its tiny", marks=pytest.mark.slow),
+        pytest.param(
+            "no_best",
+            ["--init_checkpoint=best"],
+            "--init_checkpoint=best: {no_best} has no best checkpoint",
+            marks=pytest.mark.slow,
+        ),
     ],
 )
 def test_a_parent_that_cannot_start_the_run_is_one_clear_error_and_nothing_is_written(
@@ -251,6 +265,7 @@ def test_a_parent_that_cannot_start_the_run_is_one_clear_error_and_nothing_is_wr
     assert not model_dir.exists()
 
 
+@pytest.mark.slow  # A train.py run.
 def test_dropout_may_change_and_the_parents_model_flags_are_taken(tiny_run, corpus, tmp_path):
     """The child names no model flag but a dropout rate: it trains the parent's architecture, and
     keeps the search its parent recorded."""
