@@ -73,7 +73,11 @@ def test_fused_adam_update_equals_keras_adams_to_rounding():
     assert _largest_difference(keras_state, fused_state) < 1e-6
 
 
-@pytest.mark.parametrize("jit_compile", [False, True], ids=["graph", "xla"])
+@pytest.mark.parametrize(
+    "jit_compile",
+    [False, pytest.param(True, marks=pytest.mark.slow)],
+    ids=["graph", "xla"],  # XLA compiles: slow.
+)
 def test_fused_adam_trains_like_keras_adam(jit_compile):
     # One step from the same weights: both see the same gradients, so the weights agree to rounding.
     # (Over several steps they drift apart wherever a gradient is rounding noise, which Adam scales

@@ -51,6 +51,7 @@ def test_the_recipe_flag_is_refused_with_a_parent_run_and_names_an_unknown_recip
         assert_train_refuses(tmp_path / "run", argv, message)
 
 
+@pytest.mark.slow  # A train.py run.
 def test_a_recipe_records_its_search_and_a_later_start_keeps_it(corpus, tmp_path):
     """train.py --recipe=small_data writes the recipe's search into config.json; a resumed run
     without --recipe keeps what the first start recorded, a fine-tuning its parent's."""

@@ -1,6 +1,8 @@
-"""train.py end to end on the real corpus: resuming after SIGKILL, NaN handling, flags, bad input."""
+"""train.py end to end: resuming after SIGKILL, signals, a full disk, NaN handling, flags, bad input.
+Runs whose behaviour does not depend on the corpus's contents train on the sample corpus."""
 
 import csv
+import dataclasses
 import functools
 import glob
 import hashlib
@@ -65,12 +67,12 @@ class _StateAtStart(keras.callbacks.Callback):
 
 @pytest.mark.slow
 @pytest.mark.full
-def test_a_run_killed_mid_training_resumes_from_its_checkpoint(tiny_run, deb_en_de, tmp_path):
+def test_a_run_killed_mid_training_resumes_from_its_checkpoint(sample_corpus, tmp_path):
     from training import checkpoints
     from training.model_building import build_model
     from training.trainer import train
 
-    corpus = deb_en_de[0]
+    corpus = sample_corpus
     model_dir = str(tmp_path / "killed")
     command = _train_command(model_dir, corpus, "--train_steps=90", "--checkpoint_every=30", "--eval_every=90")
     log = open(tmp_path / "first.log", "w")
@@ -170,19 +172,29 @@ def test_tiny_model_lowers_the_dev_loss_on_the_real_corpus(tiny_run):
     assert summary["step"] == 200
 
 
+# For in-process runs that compare two settings: a model, vocabulary and batch as small as a few
+# epochs with a dev evaluation allow.
+SMALL_MODEL = dict(num_layers=1, hidden_dim=32, num_heads=2, intermediate_dim=64, dropout=0.1)
+
+
+def _small_config(model_dir, corpus, **train_overrides):
+    config = tiny_run_config(model_dir, os.path.dirname(corpus.root), batch_tokens=512, **train_overrides)
+    return dataclasses.replace(config, model=dict(SMALL_MODEL), data=dataclasses.replace(config.data, vocab_size=500))
+
+
 @pytest.mark.slow
-def test_fp16_training_stays_finite(corpus, tiny_run, tmp_path):
+def test_fp16_training_stays_finite(sample_corpus, tmp_path):
     from training.trainer import train
 
-    corpus_cache = os.path.dirname(corpus.root)
+    # float16 arithmetic is emulated on a CPU, ten times slower than float32: four steps.
     summary = train(
-        tiny_run_config(
+        _small_config(
             tmp_path / "fp16",
-            corpus_cache,
-            train_steps=20,
-            checkpoint_every=10,
-            eval_every=20,
-            eval_sentences=4,
+            sample_corpus,
+            train_steps=4,
+            checkpoint_every=2,
+            eval_every=4,
+            eval_sentences=2,
             mixed_precision="fp16",
         )
     )
@@ -193,21 +205,20 @@ def test_fp16_training_stays_finite(corpus, tiny_run, tmp_path):
 
 
 @pytest.mark.slow
-def test_steps_per_execution_changes_only_how_often_the_host_looks(corpus, tmp_path):
+def test_steps_per_execution_changes_only_how_often_the_host_looks(sample_corpus, tmp_path):
     from training.trainer import train
 
-    corpus_cache = os.path.dirname(corpus.root)
-    options = dict(train_steps=20, checkpoint_every=10, eval_every=20, eval_sentences=0)
-    one = train(tiny_run_config(tmp_path / "one", corpus_cache, **options))
-    five = train(tiny_run_config(tmp_path / "five", corpus_cache, steps_per_execution=5, **options))
-    assert one["step"] == five["step"] == 20
+    options = dict(train_steps=10, checkpoint_every=5, eval_every=10, eval_sentences=0)
+    one = train(_small_config(tmp_path / "one", sample_corpus, **options))
+    five = train(_small_config(tmp_path / "five", sample_corpus, steps_per_execution=5, **options))
+    assert one["step"] == five["step"] == 10
     assert sorted(os.listdir(tmp_path / "five" / "checkpoints")) == sorted(os.listdir(tmp_path / "one" / "checkpoints"))
     np.testing.assert_allclose(five["history"]["loss"], one["history"]["loss"], rtol=1e-5)
     weights = [keras.saving.load_model(run["model_path"], compile=False).get_weights() for run in (one, five)]
     for a, b in zip(*weights):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
-    with pytest.raises(ValueError, match="checkpoint_every=10 must be a multiple of steps_per_execution=3"):
-        train(tiny_run_config(tmp_path / "three", corpus_cache, steps_per_execution=3, **options))
+    with pytest.raises(ValueError, match="checkpoint_every=5 must be a multiple of steps_per_execution=3"):
+        train(_small_config(tmp_path / "three", sample_corpus, steps_per_execution=3, **options))
 
 
 def test_another_configuration_on_an_existing_model_dir_is_refused(tmp_path):
@@ -290,20 +301,46 @@ def _wait_for(path, process, timeout=600):
     assert os.path.exists(path), f"{path} never appeared"
 
 
+def _stop_mid_epoch(process, checkpoint_dir, after_step, stop_signal, log_path):
+    """Waits for the checkpoint at `after_step` + 30, sends `stop_signal` a second later (mid-epoch)
+    and checks the exit: 128 + the signal within a minute, a checkpoint at the step reached and one
+    line naming it, no traceback or startup noise. Returns that checkpoint's `(step, path)`."""
+    from training import checkpoints
+
+    try:
+        _wait_for(checkpoints.checkpoint_path(checkpoint_dir, after_step + 30), process)
+        time.sleep(1.0)
+        process.send_signal(stop_signal)
+        started = time.monotonic()
+        code = process.wait(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    output = log_path.read_text()
+    assert code == 128 + stop_signal, output[-3000:]
+    assert time.monotonic() - started < 60
+    assert not [noise for noise in STARTUP_NOISE if noise in output], output[-3000:]
+    assert "Traceback" not in output
+    stopped_at, path = checkpoints.latest_checkpoint(checkpoint_dir)
+    assert (
+        f"{signal.Signals(stop_signal).name} at step {stopped_at}: stopped after that step and wrote {path}" in output
+    )
+    assert after_step + 30 < stopped_at < 360
+    return stopped_at, path
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT])
-def test_a_signal_writes_a_checkpoint_at_the_current_step_and_the_rerun_resumes(
-    corpus, tiny_run, tmp_path, stop_signal
-):
-    """SIGTERM (a scheduler's notice) or Ctrl-C mid-epoch: a checkpoint at the step reached, exit
-    128 + the signal; meanwhile a second train.py on the directory is refused by the lock and the
-    newest checkpoint loads; the rerun resumes there and ends on the epoch boundaries."""
+def test_a_signal_writes_a_checkpoint_at_the_current_step_and_the_rerun_resumes(sample_corpus, tmp_path):
+    """SIGTERM (a scheduler's notice) mid-epoch: a checkpoint at the step reached, exit 143;
+    meanwhile a second train.py on the directory is refused by the lock and the newest checkpoint
+    loads. The rerun resumes there, and Ctrl-C (SIGINT) stops it the same way with exit 130; the
+    third run resumes from that step and ends on the epoch boundaries."""
     from training import checkpoints
     from training.run_dir import RunDir
 
     model_dir = str(tmp_path / "stopped")
     checkpoint_dir = os.path.join(model_dir, "checkpoints")
-    command = _train_command(model_dir, corpus, "--train_steps=300", "--checkpoint_every=30", "--eval_every=300")
+    command = _train_command(model_dir, sample_corpus, "--train_steps=360", "--checkpoint_every=30", "--eval_every=360")
     with open(tmp_path / "first.log", "w") as log:
         process = subprocess.Popen(command, cwd=REPO_ROOT, env=ENV, stdout=log, stderr=subprocess.STDOUT)
         try:
@@ -313,34 +350,31 @@ def test_a_signal_writes_a_checkpoint_at_the_current_step_and_the_rerun_resumes(
             assert f"is being trained by another train.py (pid {process.pid} on host" in second.stderr
             model, _, _ = RunDir(model_dir).load_model("last", quiet=True)  # A complete checkpoint.
             assert model.count_params() > 0
-            # Just after a checkpoint, so that the signal comes mid-epoch.
             newest = checkpoints.latest_checkpoint(checkpoint_dir)[0]
-            _wait_for(checkpoints.checkpoint_path(checkpoint_dir, newest + 30), process)
-            time.sleep(1.0)
-            process.send_signal(stop_signal)
-            started = time.monotonic()
-            code = process.wait(timeout=120)
-        finally:
-            if process.poll() is None:
-                process.kill()
-    output = (tmp_path / "first.log").read_text()
-    assert code == 128 + stop_signal, output[-3000:]
-    assert not [noise for noise in STARTUP_NOISE if noise in output], output[-3000:]
-    assert time.monotonic() - started < 60
-    assert "Traceback" not in output
-    stopped_at, path = checkpoints.latest_checkpoint(os.path.join(model_dir, "checkpoints"))
-    assert (
-        f"{signal.Signals(stop_signal).name} at step {stopped_at}: stopped after that step and wrote {path}" in output
-    )
-    assert newest + 30 < stopped_at < 300 and not os.path.exists(os.path.join(model_dir, "model.keras"))
+        except BaseException:
+            process.kill()
+            raise
+        stopped_at, path = _stop_mid_epoch(process, checkpoint_dir, newest, signal.SIGTERM, tmp_path / "first.log")
+    assert not os.path.exists(os.path.join(model_dir, "model.keras"))
+
+    with open(tmp_path / "second.log", "w") as log:
+        process = subprocess.Popen(command, cwd=REPO_ROOT, env=ENV, stdout=log, stderr=subprocess.STDOUT)
+        # The resumed run's first epoch ends on the next boundary; the signal comes in the one after.
+        boundary = 30 * (stopped_at // 30)
+        interrupted_at, interrupted = _stop_mid_epoch(
+            process, checkpoint_dir, boundary, signal.SIGINT, tmp_path / "second.log"
+        )
+    assert f"resuming from {path} at step {stopped_at}" in (tmp_path / "second.log").read_text()
 
     rerun = _run(command)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
-    assert f"resuming from {path} at step {stopped_at}" in rerun.stderr
+    assert f"resuming from {interrupted} at step {interrupted_at}" in rerun.stderr
     steps = [step for step, _ in checkpoints.list_checkpoints(checkpoint_dir)]
-    # After the signal's step, checkpoints are back on the epoch boundaries, up to exactly 300.
-    assert [step for step in steps if step > stopped_at] == list(range(30 * (stopped_at // 30 + 1), 301, 30))[-5:]
-    assert "trained to step 300" in rerun.stdout
+    # After the signal's step, checkpoints are back on the epoch boundaries, up to exactly 360.
+    assert [step for step in steps if step > interrupted_at] == list(range(30 * (interrupted_at // 30 + 1), 361, 30))[
+        -5:
+    ]
+    assert "trained to step 360" in rerun.stdout
 
 
 def test_the_deb_source_and_mirror_flags_reach_the_package_fetch(tmp_path):
@@ -380,9 +414,7 @@ def test_the_deb_source_and_mirror_flags_reach_the_package_fetch(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_checkpoint_that_cannot_be_written_stops_with_one_clear_error_and_the_rerun_trains(
-    corpus, tiny_run, tmp_path
-):
+def test_a_checkpoint_that_cannot_be_written_stops_with_one_clear_error_and_the_rerun_trains(sample_corpus, tmp_path):
     """Under a 1.5 MB file-size limit (SIGXFSZ ignored, so writes fail with EFBIG) the tiny model's
     checkpoint does not fit: one error naming the path, the step and what a rerun resumes from, exit
     1, no traceback or crash, no temporary file; the same command without the limit then trains."""
@@ -393,7 +425,9 @@ def test_a_checkpoint_that_cannot_be_written_stops_with_one_clear_error_and_the_
         resource.setrlimit(resource.RLIMIT_FSIZE, (1_500_000, 1_500_000))
 
     model_dir = tmp_path / "limited"
-    command = _train_command(str(model_dir), corpus, "--train_steps=20", "--checkpoint_every=10", "--eval_every=20")
+    command = _train_command(
+        str(model_dir), sample_corpus, "--train_steps=20", "--checkpoint_every=10", "--eval_every=20"
+    )
     limited = subprocess.run(
         command, cwd=REPO_ROOT, env=ENV, capture_output=True, text=True, timeout=600, preexec_fn=limit_file_size
     )
@@ -416,13 +450,15 @@ def _mount_namespace_command():
 
 
 @pytest.mark.slow
-def test_a_full_disk_stops_with_one_clear_error_and_the_run_resumes_once_there_is_room(corpus, tmp_path):
+def test_a_full_disk_stops_with_one_clear_error_and_the_run_resumes_once_there_is_room(sample_corpus, tmp_path):
     """The run directory on a tmpfs that holds two checkpoints but not the third: the third
     fails with one line naming the file, the step and the newest good checkpoint (exit 1, no
     traceback or crash, no temporary file); after the tmpfs grows, the same command resumes from
     step 20 and trains to the end."""
     probe = tmp_path / "probe"
-    sized = _run(_train_command(str(probe), corpus, "--train_steps=10", "--checkpoint_every=10", "--eval_every=10"))
+    sized = _run(
+        _train_command(str(probe), sample_corpus, "--train_steps=10", "--checkpoint_every=10", "--eval_every=10")
+    )
     assert sized.returncode == 0, sized.stderr[-3000:]
     checkpoint_bytes = os.path.getsize(glob.glob(str(probe / "checkpoints" / "ckpt-*.weights.h5"))[0])
     other_bytes = sum(
@@ -437,7 +473,7 @@ def test_a_full_disk_stops_with_one_clear_error_and_the_run_resumes_once_there_i
     mount_point.mkdir()
     model_dir = mount_point / "run"
     command = " ".join(
-        _train_command(str(model_dir), corpus, "--train_steps=40", "--checkpoint_every=10", "--eval_every=40")
+        _train_command(str(model_dir), sample_corpus, "--train_steps=40", "--checkpoint_every=10", "--eval_every=40")
     )
     script = f"""
         mount -t tmpfs -o size={size_kib}k tmpfs {mount_point} || exit 99
