@@ -54,8 +54,6 @@ import os
 import sys
 import time
 
-from common.errors import UserError
-
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Named settings; a flag given on the command line wins over its setting's value.
@@ -92,7 +90,7 @@ SYSTEMS = ("project", "torch")
 NORMS = {"post": False, "pre": True, "false": False, "true": True}
 
 
-class QualityError(UserError, ValueError):
+class QualityError(ValueError):
     """The benchmark cannot run as asked (the message names the flag or file)."""
 
 

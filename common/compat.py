@@ -22,6 +22,8 @@ Keras's Adam). The two raw ops here are used for behaviour their documentation d
 between runs.
 """
 
+import contextlib
+
 # The versions each entry below was checked against.
 CHECKED = {"keras": "3.15.1", "tensorflow": "2.21.0"}
 
@@ -149,6 +151,29 @@ def maybe_merge_call(function, strategy, *args):
     import tensorflow as tf  # On use: models/ and the JAX paths import this module.
 
     return tf.__internal__.distribute.interim.maybe_merge_call(function, strategy, *args)
+
+
+@_entry("keras")
+@contextlib.contextmanager
+def one_garbage_collection():
+    """A block in which `gc.collect()` does nothing; one full collection runs when it ends.
+
+    Relies on Keras's `Layer.__delattr__` calling `gc.collect()` each time it deletes a variable
+    attribute, as `Dense.quantize` does for every float kernel it replaces (keras 3.15.1): a full
+    collection walks every Python object of the process, so quantizing a model costs one walk per
+    layer, tens of seconds in a process holding TensorFlow graphs and loaded models. The public
+    `Model.quantize` has no option to skip it, and `gc.disable()` does not stop an explicit
+    `gc.collect()`. Not thread-safe: another thread's `gc.collect()` in the block does nothing too.
+    """
+    import gc
+
+    collect = gc.collect
+    gc.collect = lambda generation=2: 0
+    try:
+        yield
+    finally:
+        gc.collect = collect
+        collect()
 
 
 @_entry("tensorflow")

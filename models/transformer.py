@@ -9,6 +9,7 @@ P_drop. Defaults are the base model of Table 3.
 import keras
 from keras import ops
 
+from common import compat
 from models.fast_paths.fused_dense import Dense
 from models.layer_stack import LAYER_DEFAULTS, pop_layer_options
 from models.shared_embedding import SharedEmbedding
@@ -179,9 +180,11 @@ class Transformer(keras.Model):
             raise ValueError(f"Transformer.quantize supports mode='int8' only, received mode={mode!r}")
         if self.embedding.quantized:
             raise ValueError("the Transformer's weights are already int8")
-        # The project's Dense is a subclass, which Keras quantizes only with type_check=False.
-        super().quantize(mode, config=config, filters=lambda layer: isinstance(layer, Dense), type_check=False)
-        self.embedding.quantize(mode)
+        # The project's Dense is a subclass, which Keras quantizes only with type_check=False. Keras
+        # collects garbage after each kernel it replaces: once for the whole model is enough.
+        with compat.one_garbage_collection():
+            super().quantize(mode, config=config, filters=lambda layer: isinstance(layer, Dense), type_check=False)
+            self.embedding.quantize(mode)
 
     def call(self, inputs, training=None):
         if not isinstance(inputs, (tuple, list)) or len(inputs) != 2:

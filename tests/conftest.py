@@ -169,12 +169,16 @@ def eos_bias_model():
     return EosBiasModel
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def tiny_export(tiny_run, tmp_path_factory):
-    """An export of the shared tiny run (max_input_length 16, one length bucket): its base
-    directory, as --export_dir takes it."""
+    """An export of the shared tiny run (max_input_length 16, one length bucket), written once per
+    session: its base directory, as --export_dir takes it."""
     exporter = pytest.importorskip("export.exporter")
     model_dir, _ = tiny_run
-    export_dir = tmp_path_factory.mktemp("tiny_export") / "export"
-    exporter.export_model(model_dir, str(export_dir), max_input_length=16, length_buckets=())
-    return str(export_dir)
+
+    def build(directory):
+        export_dir = os.path.join(directory, "export")
+        exporter.export_model(model_dir, export_dir, max_input_length=16, length_buckets=())
+        return export_dir
+
+    return once_per_session(tmp_path_factory, "tiny_export", build)

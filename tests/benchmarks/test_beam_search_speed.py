@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from data.special_ids import EOS_ID, PAD_ID
 from tests import no_tensorflow
@@ -28,6 +29,7 @@ def test_ours_runs_every_hypothesis_to_the_output_length(benchmark_script):
     assert not np.isin(output, [EOS_ID, PAD_ID]).any(), output
 
 
+@pytest.mark.full  # a fresh process under JAX
 def test_jax_path_runs_without_tensorflow(benchmark_script, tmp_path):
     """Both candidates compiled with `jax.jit`, in a process where TensorFlow cannot be imported (a
     GPU machine has JAX and Keras only)."""

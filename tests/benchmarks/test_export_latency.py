@@ -3,7 +3,10 @@ the SavedModel and the Python path over two sentences (no timing checked)."""
 
 import json
 
+import pytest
 
+
+@pytest.mark.slow  # an export of the shared run
 def test_times_the_export_and_the_python_path(benchmark_script, tiny_run, capsys):
     bench, _ = benchmark_script("export_latency")
     model_dir, _ = tiny_run

@@ -65,6 +65,7 @@ def test_interleaved_summary_takes_medians_over_every_burst(benchmark_script):
     assert bench.interleaved_summary([dict(name="interleaved", error="worker failed")]) == {}
 
 
+@pytest.mark.full  # fresh processes under JAX
 def test_jax_path_runs_without_tensorflow(benchmark_script, tmp_path, capsys):
     """The whole script under JAX at tiny sizes, in a process where TensorFlow cannot be imported (a
     GPU machine has JAX and Keras only): ours with gradient accumulation (train.py's token counting)

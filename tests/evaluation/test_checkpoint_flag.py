@@ -64,6 +64,7 @@ def test_each_choice_loads_its_own_weights(best_at_100):
         np.testing.assert_allclose(m, (a.astype("float64") + b) / 2, rtol=0, atol=1e-6)
 
 
+@pytest.mark.slow  # four runs of the model
 def test_evaluate_and_translate_say_what_they_loaded_and_refuse_what_the_run_lacks(best_at_100, tmp_path):
     run = best_at_100
     src = tmp_path / "src.en"
@@ -100,6 +101,7 @@ def test_evaluate_and_translate_say_what_they_loaded_and_refuse_what_the_run_lac
             assert refused.stdout == ""
 
 
+@pytest.mark.slow  # a run of the averaging tool
 def test_export_records_the_choice_and_the_averaging_tool_shares_it(best_at_100, tmp_path):
     from export import exporter
 

@@ -11,6 +11,7 @@ import sys
 import pytest
 import sacrebleu
 
+from common.errors import UserError
 from evaluation import evaluator, test_sets
 from inference.saved_model_translator import ExportDirError, SavedModelTranslator
 from models.search_config import SearchConfig
@@ -98,16 +99,6 @@ def test_plot_attention_alone_draws_without_translating_a_test_set(tiny_run, tmp
     assert (tmp_path / "attention-1.png").stat().st_size > 1000
 
 
-def test_source_and_reference_with_different_line_counts_fail_clearly(tiny_run, tmp_path):
-    model_dir, _ = tiny_run
-    src, ref = tmp_path / "src.en", tmp_path / "ref.de"
-    src.write_text("a\nb\nc\n", encoding="utf-8")
-    ref.write_text("a\nb\n", encoding="utf-8")
-    completed = run_evaluate(f"--model_dir={model_dir}", f"--src={src}", f"--ref={ref}")
-    assert completed.returncode == 2
-    assert f"--src {src} has 3 lines but --ref {ref} has 2" in completed.stderr
-
-
 def test_model_dir_without_a_model_fails_clearly(tiny_run, tmp_path):
     empty = tmp_path / "empty_run"
     empty.mkdir()
@@ -134,6 +125,7 @@ def test_per_source_split_resolves_from_the_run_config(tiny_run):
     assert target_language == "de"
 
 
+@pytest.mark.slow  # an export
 def test_export_dir_evaluates_like_the_model_dir(tiny_run, tiny_export, tmp_path):
     model_dir, _ = tiny_run
     src, ref = tmp_path / "src.en", tmp_path / "ref.de"
@@ -181,6 +173,7 @@ def test_export_dir_evaluates_like_the_model_dir(tiny_run, tiny_export, tmp_path
         assert "2 empty source line(s) translated to empty lines" in printed and "lines 2, 5" in printed
 
 
+@pytest.mark.slow  # an export
 def test_search_flags_with_export_dir_are_refused_naming_the_exports_values(tiny_export, tmp_path):
     src = tmp_path / "src.en"
     src.write_text("Open the file.\n", encoding="utf-8")
@@ -196,46 +189,63 @@ def test_search_flags_with_export_dir_are_refused_naming_the_exports_values(tiny
     )
 
 
-def write_source(tmp_path, text="Open the file.\n"):
-    src = tmp_path / "src.en"
+def write_source(tmp_path, text="Open the file.\n", name="src.en"):
+    src = tmp_path / name
     src.write_text(text, encoding="utf-8")
     return str(src)
 
 
+# evaluate.py's flags as EvalConfig fields, and the start of the error.
 CLEAN_ERRORS = {
-    "unknown_corpus": (lambda tmp_path: ["--corpus=nonexistent"], "--corpus=nonexistent: Unknown corpus 'nonexistent'"),
+    "unknown_corpus": (
+        lambda tmp_path: dict(corpus="nonexistent"),
+        "--corpus=nonexistent: Unknown corpus 'nonexistent'",
+    ),
     "unknown_direction": (
-        lambda tmp_path: ["--direction=xx-yy"],
+        lambda tmp_path: dict(direction="xx-yy"),
         "--direction=xx-yy: Direction 'xx-yy' does not match",
     ),
     "blank_plot_sentence": (
-        lambda tmp_path: [f"--src={write_source(tmp_path)}", "--plot_attention= "],
+        lambda tmp_path: dict(src=write_source(tmp_path), plot_attention=(" ",)),
         "--plot_attention sentence 1 (' ') is empty",
     ),
     "output_is_a_directory": (
-        lambda tmp_path: [f"--src={write_source(tmp_path)}", f"--output={tmp_path}"],
+        lambda tmp_path: dict(src=write_source(tmp_path), output=str(tmp_path)),
         "--output={tmp_path} is a directory",
     ),
     "output_under_a_file": (
-        lambda tmp_path: [f"--src={write_source(tmp_path)}", f"--output={write_source(tmp_path)}/hyp.de"],
+        lambda tmp_path: dict(src=write_source(tmp_path), output=f"{write_source(tmp_path)}/hyp.de"),
         "--output={tmp_path}/src.en/hyp.de: cannot create its directory {tmp_path}/src.en",
     ),
     "empty_source_file": (
-        lambda tmp_path: [f"--src={write_source(tmp_path, '')}", f"--ref={write_source(tmp_path, '')}"],
+        lambda tmp_path: dict(src=write_source(tmp_path, ""), ref=write_source(tmp_path, "", "ref.de")),
         "--src {tmp_path}/src.en is empty",
+    ),
+    "different_line_counts": (
+        lambda tmp_path: dict(src=write_source(tmp_path, "a\nb\nc\n"), ref=write_source(tmp_path, "a\nb\n", "ref.de")),
+        "--src {tmp_path}/src.en has 3 lines but --ref {tmp_path}/ref.de has 2",
     ),
 }
 
 
 @pytest.mark.parametrize("case", sorted(CLEAN_ERRORS))
-def test_bad_input_fails_cleanly_before_translating(tiny_run, tmp_path, case):
+def test_bad_input_fails_cleanly_before_translating(tiny_run, tmp_path, capsys, case):
     model_dir, _ = tiny_run
-    flags, expected = CLEAN_ERRORS[case]
-    completed = run_evaluate(f"--model_dir={model_dir}", *flags(tmp_path))
+    fields, expected = CLEAN_ERRORS[case]
+    with pytest.raises(UserError) as refused:
+        evaluator.evaluate(evaluator.EvalConfig(model_dir=model_dir, progress=False, **fields(tmp_path)))
+    assert str(refused.value).startswith(expected.format(tmp_path=tmp_path)), str(refused.value)
+    assert "evaluating on" not in capsys.readouterr().err
+
+
+def test_bad_input_is_one_line_and_status_2_from_evaluate_py(tiny_run, tmp_path):
+    """The wiring of the refusals above: evaluate.py prints the error as its last line."""
+    model_dir, _ = tiny_run
+    completed = run_evaluate(f"--model_dir={model_dir}", f"--src={write_source(tmp_path)}", f"--output={tmp_path}")
     assert completed.returncode == 2, completed.stderr[-4000:]
     assert "Traceback" not in completed.stderr and "evaluating on" not in completed.stderr, completed.stderr[-4000:]
     message = completed.stderr.strip().splitlines()[-1]
-    assert message.startswith("evaluate.py: error: " + expected.format(tmp_path=tmp_path)), message
+    assert message.startswith(f"evaluate.py: error: --output={tmp_path} is a directory"), message
 
 
 def test_a_truncated_checkpoint_is_named_when_averaging(tiny_run, tmp_path):

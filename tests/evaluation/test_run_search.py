@@ -1,5 +1,6 @@
 """A run's recorded search (config.json "search", written by train.py for a recipe): the default
-of evaluate.py, translate.py, the export and `load_translator` for the search flags not given."""
+of evaluate.py, translate.py, the export and `load_translator` for the search flags not given. The
+export command's use of it is checked with its other wiring in tests/export/test_exporter.py."""
 
 import dataclasses
 import json
@@ -11,9 +12,9 @@ import sys
 import pytest
 from absl import flags
 
+from common.errors import UserError
 from evaluation import search_flags
 from evaluation.translators import load_translator
-from inference.saved_model_translator import SavedModelTranslator
 from models.search_config import SearchConfig
 from tests.helpers import REPO_ROOT, TOOL_ENV
 from training.run_dir import RunDir
@@ -95,15 +96,6 @@ def test_flags_then_record_then_default_make_one_search_config(tiny_run, tmp_pat
     assert load_translator(run, search=search, beam_size=3, quiet=True).search.beam_size == 3
 
 
-def test_the_export_builds_in_the_runs_search(tiny_run, tmp_path):
-    run = _with_search(tiny_run, tmp_path / "run", RECORDED)
-    completed = _tool("-m", "export", f"--model_dir={run}", f"--export_dir={tmp_path / 'export'}", "--alpha=0.9")
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    assert f"search of {run} (recipe small_data): --min_length_ratio=0.8;" in completed.stderr
-    settings = SavedModelTranslator(str(tmp_path / "export")).settings
-    assert (settings["alpha"], settings["min_length_ratio"], settings["beam_size"]) == (0.9, 0.8, 4)
-
-
 @pytest.mark.parametrize(
     "search, message",
     [
@@ -116,7 +108,17 @@ def test_the_export_builds_in_the_runs_search(tiny_run, tmp_path):
 )
 def test_a_bad_recorded_search_is_one_clear_error_naming_the_file(tiny_run, tmp_path, search, message):
     run = _with_search(tiny_run, tmp_path / "run", search)
+    with pytest.raises(UserError) as refused:
+        search_flags.apply_run_search(_search_flag_values([]), run)
+    assert str(refused.value).startswith(f"{os.path.join(run, 'config.json')}: {message}")
+
+
+def test_translate_py_refuses_a_bad_recorded_search_in_one_line(tiny_run, tmp_path):
+    """The tools' wiring of the refusals above (evaluate.py and the export call the same
+    `apply_run_search`): status 2, the message, no traceback."""
+    run = _with_search(tiny_run, tmp_path / "run", {"alpha": -1.0})
     completed = _tool("translate.py", f"--model_dir={run}", f"--input={os.devnull}")
     assert completed.returncode == 2
+    message = '"search" has alpha=-1.0; it must be float >= 0.0'
     assert f"translate.py: error: {os.path.join(run, 'config.json')}: {message}" in completed.stderr
     assert "Traceback" not in completed.stderr

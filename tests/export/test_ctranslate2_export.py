@@ -355,6 +355,7 @@ def _run_export(*arguments):
     )
 
 
+@pytest.mark.slow  # a conversion in a fresh process
 def test_command_converts_quietly(tiny_run, tmp_path):
     output = tmp_path / "exports" / "tiny-ct2"
     start = time.monotonic()

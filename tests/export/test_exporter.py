@@ -185,7 +185,14 @@ def test_command_errors_are_one_line_naming_the_flag(exported, tmp_path):
 
 @pytest.mark.full  # a whole export in a fresh process
 def test_command_writes_a_readable_version_quietly_and_removes_a_killed_exports_leftover(exported, tmp_path):
-    model_dir, _ = exported
+    """Also the run's recorded search (config.json "search") as the default of the search flags not
+    given, said on stderr (tests/evaluation/test_run_search.py)."""
+    model_dir = _copy_run(exported[0], tmp_path / "run", ["spm.model", "config.json", "model.keras", "checkpoints"])
+    with open(os.path.join(model_dir, "config.json"), encoding="utf-8") as handle:
+        config = json.load(handle)
+    config["search"] = {"alpha": 1.0, "min_length_ratio": 0.8, "chosen_for": "recipe small_data"}
+    with open(os.path.join(model_dir, "config.json"), "w", encoding="utf-8") as handle:
+        json.dump(config, handle)
     export_dir = tmp_path / "exports"
     leftover = export_dir / ".tmp-1-k1ll3d_x"
     os.makedirs(leftover)
@@ -200,6 +207,7 @@ def test_command_writes_a_readable_version_quietly_and_removes_a_killed_exports_
             f"--model_dir={model_dir}",
             f"--export_dir={export_dir}",
             "--beam_size=2",
+            "--alpha=0.9",
             "--max_input_length=16",
             "--max_extra_length=4",
             "--length_buckets=8",
@@ -214,6 +222,10 @@ def test_command_writes_a_readable_version_quietly_and_removes_a_killed_exports_
     assert result.stdout.strip() == str(export_dir / "1")
     assert sorted(os.listdir(export_dir)) == ["1"]
     assert f"removed {leftover}" in result.stderr
+    assert f"search of {model_dir} (recipe small_data): --min_length_ratio=0.8;" in result.stderr
+    with open(export_dir / "1" / "assets.extra" / "export_config.json", encoding="utf-8") as handle:
+        settings = json.load(handle)["export"]
+    assert (settings["alpha"], settings["min_length_ratio"], settings["beam_size"]) == (0.9, 0.8, 2)
     for noise in STARTUP_NOISE + ("Writing fingerprint", "Assets written"):
         assert noise not in result.stderr, result.stderr[-4000:]
     os.makedirs(tmp_path / "probe")

@@ -52,6 +52,7 @@ def _matmul_weights(path):
     }
 
 
+@pytest.mark.slow  # an int8 export of its own
 def test_matmul_weights_are_int8_and_the_settings_record_it(exported, quantized):
     floats, int8s = _matmul_weights(exported[1]), _matmul_weights(quantized)
     assert floats and sorted(floats) == sorted(int8s)
@@ -73,10 +74,13 @@ def test_matmul_weights_are_int8_and_the_settings_record_it(exported, quantized)
     )
 
 
+@pytest.mark.full  # a fresh process
 def test_ops_stay_within_the_allow_list(exported, quantized):
     op_types, jit_functions = saved_model_ops(quantized)
     float_op_types, _ = saved_model_ops(exported[1])
     print(f"ops beyond the float32 export's: {sorted(op_types - float_op_types)}")
+    # Every op of the float32 export too: the saved_model_cli run below loads them all.
+    assert sorted(float_op_types - op_types) == []
     assert {"While", "Case", "SentencepieceTokenizeOp", "SentencepieceDetokenizeOp"} <= op_types
     assert jit_functions == []
     assert sorted(op_types & FORBIDDEN_OPS) == []
@@ -85,6 +89,7 @@ def test_ops_stay_within_the_allow_list(exported, quantized):
     assert set(unknown_to_tensorflow) <= SENTENCEPIECE_OPS, set(unknown_to_tensorflow) - SENTENCEPIECE_OPS
 
 
+@pytest.mark.slow  # an int8 export of its own
 def test_the_decoding_loops_cast_no_int8_matrix(quantized):
     """The matrices are cast to the product dtype once per search, before its loop: inside a
     decoding loop only the embedding rows of the step's tokens are."""
@@ -105,14 +110,26 @@ def test_the_decoding_loops_cast_no_int8_matrix(quantized):
     assert sum(int8_casts.values()) > sum(loops.values())
 
 
+@pytest.mark.full  # saved_model_cli in a fresh process
 def test_saved_model_cli_runs_it_with_the_session_loader_tensorflow_serving_uses(quantized):
-    assert "Result for output key translations:" in saved_model_cli_run(quantized, '["Open the file."]')
+    """The one saved_model_cli run of the tests: the int8 export holds every op type of the float32
+    one (test_ops_stay_within_the_allow_list), so this load covers both."""
+    stdout = saved_model_cli_run(quantized, '["Open the file.", ""]')
+    assert "Result for output key translations:" in stdout
+    assert "Result for output key scores:" in stdout
 
 
-def test_fresh_process_translates_like_the_float_export(exported, quantized, tiny_run):
+@pytest.mark.full  # a fresh process
+def test_fresh_process_translates_like_the_float_export(served, quantized, tiny_run):
     sources, _ = test_sets.read_tsv_pairs(tiny_run[1]["corpus"]["test"])
     sentences = sources[:COMPARED_SENTENCES] + ["", "Click " * 60]
-    float_served = run_fresh_python(SERVE_IN_FRESH_PROCESS, exported[1], json.dumps(sentences))
+    # The float32 export served in this process: tests/export/test_fresh_process.py shows a fresh
+    # process serves it the same way.
+    float_outputs = served[1](inputs=tf.constant(sentences))
+    float_served = {
+        "translations": [text.decode("utf-8") for text in float_outputs["translations"].numpy()],
+        "scores": float_outputs["scores"].numpy().tolist(),
+    }
     int8_served = run_fresh_python(SERVE_IN_FRESH_PROCESS, quantized, json.dumps(sentences))
     assert int8_served["project_modules"] == []
     translations = int8_served["translations"]
