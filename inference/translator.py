@@ -152,21 +152,10 @@ class Translator(TextTranslator):
         sampling=None,
         keys=None,
     ):
-        """Translates `sentences`; returns `(translations, scores)` in their order.
+        """`TextTranslator.translate`: returns `(translations, scores)` in the order of `sentences`.
 
-        Args:
-            sentences: strings.
-            progress: print a line on stderr counting the sentences done.
-            n_best: None for the best translation of each sentence (a string and a float); an int
-                K in `[1, beam_size]` for the K best, best first (a list of K strings and K floats).
-            beam_size, alpha, max_extra_length, min_length_ratio: this call's search where not
-                None (default: the translator's `search`).
-            sampling: a `Sampling` (default: the translator's) to draw one translation per sentence.
-            keys: ints, one per sentence, that fix a sample's draws (default: the positions in
-                `sentences`; a caller translating a stream in pieces passes line numbers).
-
-        Scores are log-probabilities divided by the length penalty, as the search ranks them.
-        `truncated_indices` is reset to the positions (in `sentences`) of the inputs cut to
+        Here `sampling` defaults to the translator's own, and a caller translating a stream in
+        pieces passes line numbers as `keys`. `truncated_indices` is reset to the positions (in `sentences`) of the inputs cut to
         `max_input_length`, `empty_indices` to those of the inputs with no tokens.
 
         Raises:
