@@ -8,7 +8,7 @@ import of a higher layer, or between `data` and `models`, fails the test with it
 import ast
 import os
 
-from tests.helpers import LAYERS, REPO_ROOT
+from tests.helpers import LAYERS, REPO_ROOT, product_files
 
 RANKS = LAYERS
 
@@ -27,19 +27,16 @@ def _imports_across_packages():
     """`(path, line, importing package, imported module, imported package)` for every import of
     one of the packages from another."""
     found = []
-    for package in RANKS:
-        for root, _, files in os.walk(os.path.join(REPO_ROOT, package)):
-            for name in sorted(files):
-                if not name.endswith(".py"):
-                    continue
-                path = os.path.join(root, name)
-                with open(path, encoding="utf-8") as handle:
-                    tree = ast.parse(handle.read(), filename=path)
-                relative = os.path.relpath(path, REPO_ROOT).replace(os.sep, "/")
-                for line, module in _imported_modules(tree):
-                    imported = module.split(".")[0]
-                    if imported in RANKS and imported != package:
-                        found.append((relative, line, package, module, imported))
+    for relative in product_files():
+        package = relative.split("/")[0]
+        if package not in RANKS:
+            continue  # An entry script: the top layer, free to import any package.
+        with open(os.path.join(REPO_ROOT, relative), encoding="utf-8") as handle:
+            tree = ast.parse(handle.read(), filename=relative)
+        for line, module in _imported_modules(tree):
+            imported = module.split(".")[0]
+            if imported in RANKS and imported != package:
+                found.append((relative, line, package, module, imported))
     return found
 
 

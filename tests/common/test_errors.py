@@ -5,7 +5,7 @@ import importlib
 import os
 
 from common.errors import UserError
-from tests.helpers import LAYERS, REPO_ROOT
+from tests.helpers import LAYERS, REPO_ROOT, product_files
 
 # Not user errors: control flow inside one module, never raised to a tool.
 INTERNAL = {"data.deb_packages._TruncatedDownload"}
@@ -14,16 +14,13 @@ INTERNAL = {"data.deb_packages._TruncatedDownload"}
 def _error_classes():
     """`module.Class` for every class named `...Error` in the product packages."""
     found = []
-    for package in LAYERS:
-        for root, _, files in os.walk(os.path.join(REPO_ROOT, package)):
-            for name in sorted(files):
-                if not name.endswith(".py"):
-                    continue
-                path = os.path.join(root, name)
-                module = os.path.relpath(path, REPO_ROOT)[: -len(".py")].replace(os.sep, ".")
-                with open(path, encoding="utf-8") as handle:
-                    tree = ast.parse(handle.read())
-                found += [f"{module}.{node.name}" for node in tree.body if isinstance(node, ast.ClassDef)]
+    for path in product_files():
+        if path.split("/")[0] not in LAYERS:
+            continue  # An entry script: its classes are the tool's own.
+        with open(os.path.join(REPO_ROOT, path), encoding="utf-8") as handle:
+            tree = ast.parse(handle.read())
+        module = path[: -len(".py")].replace("/", ".")
+        found += [f"{module}.{node.name}" for node in tree.body if isinstance(node, ast.ClassDef)]
     return [name for name in found if name.endswith("Error")]
 
 
