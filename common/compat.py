@@ -23,6 +23,7 @@ between runs.
 """
 
 import contextlib
+import gc
 
 # The versions each entry below was checked against.
 CHECKED = {"keras": "3.15.1", "tensorflow": "2.21.0"}
@@ -165,7 +166,6 @@ def one_garbage_collection():
     `Model.quantize` has no option to skip it, and `gc.disable()` does not stop an explicit
     `gc.collect()`. Not thread-safe: another thread's `gc.collect()` in the block does nothing too.
     """
-    import gc
 
     collect = gc.collect
     gc.collect = lambda generation=2: 0

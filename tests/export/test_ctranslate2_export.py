@@ -271,11 +271,13 @@ def _copy_trained_run(directory, tokenizer, vocabulary_path, corpus, normalize_f
     return model, _save_run(directory, model, vocabulary_path, model_config)
 
 
-@pytest.mark.slow  # trains two models for a minute or two each
-@pytest.mark.parametrize("normalize_first", [False, True], ids=["post-norm", "pre-norm"])
+@pytest.mark.slow  # trains a model for a minute
 def test_varied_greedy_outputs_of_a_copy_trained_model_equal_the_projects(
-    normalize_first, tiny_run, tiny_model_and_tokenizer, corpus, tmp_path
+    tiny_run, tiny_model_and_tokenizer, corpus, tmp_path
 ):
+    """Post-norm, the paper's layout; pre-norm's conversion is compared position by position on
+    random weights by test_a_pre_norm_model_converts_and_matches."""
+    normalize_first = False
     _, tokenizer = tiny_model_and_tokenizer
     vocabulary_path = os.path.join(tiny_run[0], "spm.model")
     model, run = _copy_trained_run(tmp_path / "copy", tokenizer, vocabulary_path, corpus, normalize_first)
