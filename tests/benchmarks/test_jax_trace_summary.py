@@ -49,7 +49,7 @@ def test_busy_time_and_top_device_events_per_step(benchmark_script, tmp_path, ca
         "       5.00  /host:CPU | python",
         "       4.25  /device:GPU:0 | Stream #13",
     ]
-    # The device stream only, its 8.5 ms over 2 steps; the two loop fusions grouped as one name.
+    # The device stream only (the hand-made events above, halved over the 2 steps); the two loop fusions grouped as one name.
     assert lines[4:] == [
         "",
         "/device:GPU:0 | Stream #13: top 2 by time per step (ms, calls per step, share)",
