@@ -7,6 +7,7 @@
     python translate.py --model_dir=runs/demo --score < pairs.tsv             # source<TAB>target lines
     python translate.py --model_dir=runs/demo --score --src=doc.en --tgt=doc.de
     python translate.py --model_dir=runs/de-en --sampling_topk=0 --seed=1 < mono.de   # back-translation
+    python translate.py --model_dir=runs/de-en --sampling_topp=0.9 --seed=1 < mono.de # nucleus sampling
 
 Piped input is read in windows of --window lines, sorted by length and batched; at a terminal every
 line is answered as soon as it is entered. Only translations (or scores) go to stdout; what went
@@ -56,6 +57,12 @@ flags.DEFINE_integer(
     "Sample translations instead of searching, among the K most likely tokens at each step (0: all).",
     lower_bound=0,
 )
+flags.DEFINE_float(
+    "sampling_topp",
+    None,
+    "Sample translations instead of searching, within the nucleus at each step: the most likely tokens whose "
+    "probability reaches P, in (0, 1]. With --sampling_topk, among those K tokens (top-k, then top-p).",
+)
 flags.DEFINE_float("sampling_temperature", 1.0, "Sampling: logits are divided by this (> 0).")
 flags.DEFINE_integer("seed", 0, "Sampling: the seed; with the line number it fixes each line's sample.")
 
@@ -65,7 +72,8 @@ class InputError(UserError, ValueError):
 
 
 @flags.multi_flags_validator(
-    ["n_best", "beam_size", "score", "sampling_topk", "sampling_temperature", "src", "tgt", "input"], message=""
+    ["n_best", "beam_size", "score", "sampling_topk", "sampling_topp", "sampling_temperature", "src", "tgt", "input"],
+    message="",
 )
 def _check_modes(values):
     if values["n_best"] is not None and values["n_best"] > values["beam_size"]:
@@ -73,13 +81,17 @@ def _check_modes(values):
             f"--n_best={values['n_best']} is larger than --beam_size={values['beam_size']}: the search keeps "
             "beam_size hypotheses per line"
         )
-    sampling = values["sampling_topk"] is not None
+    sampling = values["sampling_topk"] is not None or values["sampling_topp"] is not None
+    if values["sampling_topp"] is not None and not 0 < values["sampling_topp"] <= 1:
+        raise flags.ValidationError(f"--sampling_topp must be in (0, 1], received {values['sampling_topp']}")
     if sampling and values["n_best"] not in (None, 1):
         raise flags.ValidationError("--n_best needs a beam search; sampling draws one translation per line")
     if not values["sampling_temperature"] > 0:
         raise flags.ValidationError(f"--sampling_temperature must be > 0, received {values['sampling_temperature']}")
     if values["score"] and (sampling or values["n_best"] is not None):
-        raise flags.ValidationError("--score scores given translations; it takes no --n_best or --sampling_topk")
+        raise flags.ValidationError(
+            "--score scores given translations; it takes no --n_best, --sampling_topk or --sampling_topp"
+        )
     if bool(values["src"]) != bool(values["tgt"]):
         raise flags.ValidationError("--src and --tgt go together (or neither: TSV lines on --input)")
     if values["src"] and not values["score"]:
@@ -130,8 +142,13 @@ def windows(lines, size):
 def translation_lines(translator, numbers, sentences, first_index, name, limit):
     """The output lines for one window of input lines."""
     sampling = None
-    if FLAGS.sampling_topk is not None:
-        sampling = Sampling(top_k=FLAGS.sampling_topk, temperature=FLAGS.sampling_temperature, seed=FLAGS.seed)
+    if FLAGS.sampling_topk is not None or FLAGS.sampling_topp is not None:
+        sampling = Sampling(
+            top_k=FLAGS.sampling_topk or 0,
+            temperature=FLAGS.sampling_temperature,
+            seed=FLAGS.seed,
+            top_p=1.0 if FLAGS.sampling_topp is None else FLAGS.sampling_topp,
+        )
     texts, scores = translator.translate(
         sentences,
         n_best=FLAGS.n_best,
@@ -212,8 +229,7 @@ def input_name(path):
 def export_conflict():
     """The error for search or sampling flags given with --export_dir, or None."""
     given = [f"--{name}" for name in SEARCH_FLAGS + ("checkpoint",) if FLAGS[name].present]
-    if FLAGS.sampling_topk is not None:
-        given.append("--sampling_topk")
+    given += [f"--{name}" for name in ("sampling_topk", "sampling_topp") if FLAGS[name].value is not None]
     return search_flags.export_dir_refusal(FLAGS.export_dir, given) if given else None
 
 
@@ -307,6 +323,16 @@ def _broken_pipe():
     return EXIT_BROKEN_PIPE
 
 
+def parse_flags(argv):
+    """absl's flag parsing, ending with the exit status of bad input (2), not absl's 1, where a flag
+    or a combination of flags is refused."""
+    try:
+        return FLAGS(argv)
+    except flags.Error as error:
+        print(f"translate.py: error: {error}\nPass --helpshort or --helpfull to see help on flags.", file=sys.stderr)
+        sys.exit(EXIT_BAD_INPUT)
+
+
 if __name__ == "__main__":
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    app.run(main)
+    app.run(main, flags_parser=parse_flags)

@@ -17,11 +17,14 @@ class Sampling(NamedTuple):
         top_k: draw among the `top_k` most likely tokens; 0 for the whole vocabulary.
         temperature: > 0; the logits are divided by it before the softmax.
         seed: with the sentence's position (or the `keys` given to `translate`), fixes its draws.
+        top_p: in (0, 1]: then draw within the nucleus, the most likely tokens (of those `top_k`
+            keeps) whose probability mass reaches `top_p`; 1 for no nucleus.
     """
 
     top_k: int = 0
     temperature: float = 1.0
     seed: int = 0
+    top_p: float = 1.0
 
 
 class PairScore(NamedTuple):

@@ -132,7 +132,10 @@ class Translator(TextTranslator):
                 sampler = None
                 if sampling is not None:
                     sampler = token_sampler(
-                        sentence_keys(sampling.seed, keys), top_k=sampling.top_k, temperature=sampling.temperature
+                        sentence_keys(sampling.seed, keys),
+                        top_k=sampling.top_k,
+                        temperature=sampling.temperature,
+                        top_p=sampling.top_p,
                     )
                 return translate_ids(model, source_ids, **search.search_arguments(), num_return=n_best, sampler=sampler)
 

@@ -2,7 +2,9 @@
 
 Sampling (for back-translation, Edunov et al., 2018, "Understanding Back-Translation at Scale")
 draws each token from the model's distribution, sharpened or flattened by a temperature and
-optionally restricted to the `top_k` most likely tokens. The randomness is a counter-based hash of
+optionally restricted to the `top_k` most likely tokens, then to the nucleus of the `top_p` most
+probable mass (Holtzman et al., 2020, "The Curious Case of Neural Text Degeneration"; top-k before
+top-p, as fairseq and Hugging Face combine them). The randomness is a counter-based hash of
 (seed, sentence key, step, token), written with `keras.ops` integer ops: no random state to carry
 through a `while_loop` or a `jax.jit`, the same draws eagerly, in a `tf.function` and under JAX,
 and a sentence's sample depends on its own key only, not on the batch it is translated in.
@@ -15,6 +17,9 @@ from keras import ops
 _STEP_MULTIPLIER = 0x9E3779B9
 _TOKEN_MULTIPLIER = 0x85EBCA6B
 _SEED_MULTIPLIER = 0xC2B2AE35
+# A token outside the nucleus: a finite float32 far below any logit plus Gumbel noise (which lies
+# within about (-3, 18) for 24-bit uniforms), so it is never drawn.
+_OUTSIDE_NUCLEUS = -1e30
 
 
 def _uint32(value):
@@ -51,31 +56,61 @@ def uniform(keys, step, tokens):
     return (high + 0.5) / float(1 << 24)
 
 
-def token_sampler(keys, top_k=0, temperature=1.0):
+def token_sampler(keys, top_k=0, temperature=1.0, top_p=1.0):
     """`(logits [rows, vocab], step) -> tokens int32 [rows]`: one draw per row from
     softmax(logits / temperature), restricted to the `top_k` largest logits (0: the whole
-    vocabulary), by the Gumbel-max trick over the hashed uniforms of `uniform`.
+    vocabulary) and then to their nucleus of mass `top_p`, by the Gumbel-max trick over the hashed
+    uniforms of `uniform`.
+
+    A token's noise depends on the token, not on its rank, so a restriction only takes tokens out:
+    where the unrestricted draw is among the tokens kept, the restricted draw is the same token, and
+    `top_p=1` draws exactly as no `top_p`.
 
     Args:
         keys: uint32 `[rows]`, from `sentence_keys` (one row per sentence and hypothesis).
         top_k: int >= 0.
         temperature: float > 0; below 1 sharpens the distribution, above 1 flattens it.
+        top_p: float in (0, 1]: the most likely tokens are kept, in order, while the probability
+            of those before them (after top-k and temperature, renormalised) is below `top_p`
+            (fairseq's `--sampling-topp`); the most likely token is always kept; 1 keeps all.
     """
     if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 0:
         raise ValueError(f"top_k must be an int >= 0 (0: the whole vocabulary), received {top_k!r}")
     if not temperature > 0:
         raise ValueError(f"temperature must be > 0, received {temperature!r}")
+    if isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not 0 < top_p <= 1:
+        raise ValueError(f"top_p must be a number in (0, 1] (1: no nucleus), received {top_p!r}")
 
     def sample(logits, step):
         logits = ops.cast(logits, "float32")
-        vocabulary_size = logits.shape[-1]
-        if top_k and (vocabulary_size is None or top_k < vocabulary_size):
-            values, tokens = ops.top_k(logits, top_k)
-        else:
-            values = logits
-            tokens = ops.broadcast_to(ops.arange(ops.shape(logits)[-1], dtype="int32")[None, :], ops.shape(logits))
+        values, tokens = _most_likely(logits, top_k, sorted_all=top_p < 1)
+        scaled = values / temperature
+        if top_p < 1:
+            scaled = _nucleus(scaled, top_p)
         gumbel = -ops.log(-ops.log(uniform(keys, step, tokens)))
-        choice = ops.argmax(values / temperature + gumbel, axis=-1)
+        choice = ops.argmax(scaled + gumbel, axis=-1)
         return ops.cast(ops.take_along_axis(tokens, ops.cast(choice[:, None], "int32"), axis=1)[:, 0], "int32")
 
     return sample
+
+
+def _most_likely(logits, top_k, sorted_all):
+    """`(values, tokens)`, each `[rows, n]`: the `top_k` largest logits and their tokens, largest
+    first (0: every token, sorted only if `sorted_all`, else in vocabulary order)."""
+    vocabulary_size = logits.shape[-1]
+    if top_k and (vocabulary_size is None or top_k < vocabulary_size):
+        return ops.top_k(logits, top_k)
+    if sorted_all:
+        return ops.top_k(logits, vocabulary_size if vocabulary_size is not None else ops.shape(logits)[-1])
+    tokens = ops.broadcast_to(ops.arange(ops.shape(logits)[-1], dtype="int32")[None, :], ops.shape(logits))
+    return logits, tokens
+
+
+def _nucleus(scaled, top_p):
+    """`scaled` `[rows, n]` (sorted, largest first) with every token outside the nucleus set to
+    `_OUTSIDE_NUCLEUS`: a token is kept while the probability of the tokens before it is below
+    `top_p`."""
+    probabilities = ops.softmax(scaled, axis=-1)
+    mass = ops.cumsum(probabilities, axis=-1)
+    mass_before = ops.concatenate([ops.zeros_like(mass[:, :1]), mass[:, :-1]], axis=-1)
+    return ops.where(mass_before < top_p, scaled, _OUTSIDE_NUCLEUS)

@@ -138,14 +138,14 @@ def test_sampling_is_reproducible_per_line_whatever_the_window(tiny_run, python_
     read in windows of 2 gives the Python translator's samples of all lines at once. That the
     samples follow the seed and the key, not the batch, is tests/inference/test_translator.py's."""
     model_dir, _ = tiny_run
-    sample = ["--sampling_topk=0", "--sampling_temperature=1.0", *SEARCH]
+    sample = ["--sampling_topp=0.9", "--sampling_temperature=1.0", *SEARCH]
     _, first, stderr = translate(
         f"--model_dir={model_dir}", "--seed=7", "--window=2", *sample, stdin=lines_of(SENTENCES)
     )
-    expected, _ = python_translator.translate(SENTENCES, sampling=Sampling(seed=7))
+    expected, _ = python_translator.translate(SENTENCES, sampling=Sampling(seed=7, top_p=0.9))
     assert first.split("\n")[:-1] == expected, stderr
     # Not the default seed's samples: the run read --seed.
-    assert expected != python_translator.translate(SENTENCES, sampling=Sampling(seed=0))[0]
+    assert expected != python_translator.translate(SENTENCES, sampling=Sampling(seed=0, top_p=0.9))[0]
 
 
 @pytest.mark.parametrize(
@@ -156,11 +156,12 @@ def test_sampling_is_reproducible_per_line_whatever_the_window(tiny_run, python_
         (["--score", "--n_best=2"], "--score scores given translations"),
         (["--src=a.en"], "--src and --tgt go together"),
         (["--sampling_topk=1", "--sampling_temperature=0"], "--sampling_temperature must be > 0"),
+        (["--sampling_topp=1.5"], "--sampling_topp must be in (0, 1], received 1.5"),
     ],
 )
 def test_bad_flags_are_refused(tiny_run, flags, message):
     code, stdout, stderr = translate(f"--model_dir={tiny_run[0]}", *flags)
-    assert code != 0 and message in stderr and stdout == ""
+    assert code == 2 and message in stderr and stdout == ""
 
 
 @pytest.mark.slow  # an export of its own
@@ -170,6 +171,8 @@ def test_export_translates_and_refuses_what_it_cannot_do(tiny_export, tiny_run):
     assert [line.split(" ||| ")[0] for line in stdout.split("\n")[:-1]] == ["0", "0", "1", "1"]
     code, _, stderr = translate(f"--export_dir={tiny_export}", "--sampling_topk=0", stdin=b"Print\n")
     assert code == 2 and "--sampling_topk cannot be used with --export_dir" in stderr
+    code, _, stderr = translate(f"--export_dir={tiny_export}", "--sampling_topp=0.9", stdin=b"Print\n")
+    assert code == 2 and "--sampling_topp cannot be used with --export_dir" in stderr
     code, _, stderr = translate(f"--export_dir={tiny_export}", "--beam_size=2", stdin=b"Print\n")
     assert code == 2 and "--beam_size cannot be used with --export_dir" in stderr
 

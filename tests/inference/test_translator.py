@@ -203,6 +203,8 @@ def test_sampling_is_reproducible_and_follows_the_sentence(tiny_model):
     assert reversed_texts[::-1] == first
     greedy, _ = translator.translate(SENTENCES, beam_size=1)
     assert translator.translate(SENTENCES, sampling=Sampling(top_k=1, seed=5))[0] == greedy
+    # A nucleus this small holds the most likely token alone.
+    assert translator.translate(SENTENCES, sampling=Sampling(top_p=1e-6, seed=5))[0] == greedy
     with pytest.raises(ValueError, match="n_best must be 1"):
         translator.translate(SENTENCES, n_best=2, sampling=Sampling())
 

@@ -1,6 +1,6 @@
 """Tests for models/sampling.py and `beam_search.sampling_search`, on both backends: the hash
-against a Python reference, the draws' frequencies against the distribution, top-k and temperature,
-reproducibility under a seed, and the search's scores."""
+against a Python reference, the draws' frequencies against the distribution, top-k, top-p and
+temperature, reproducibility under a seed, and the search's scores."""
 
 import math
 
@@ -78,10 +78,48 @@ def test_top_k_restricts_and_renormalises():
     np.testing.assert_array_equal(draw(np.log(PROBABILITIES), top_k=5), draw(np.log(PROBABILITIES), top_k=0))
 
 
-def test_same_seed_same_draws_other_seed_other_draws():
-    first = draw(np.log(PROBABILITIES), seed=1, rows=2000)
-    np.testing.assert_array_equal(first, draw(np.log(PROBABILITIES), seed=1, rows=2000))
-    assert np.mean(first != draw(np.log(PROBABILITIES), seed=2, rows=2000)) > 0.3
+@pytest.mark.parametrize(
+    "options, kept",
+    [
+        # Sorted: 0.5, 0.25, 0.15, 0.05, 0.05; a token is kept while the mass before it is below top_p.
+        ({"top_p": 0.4}, {1}),
+        ({"top_p": 0.7}, {1, 2}),
+        ({"top_p": 0.8}, {1, 2, 3}),
+        # Top-k first, renormalised (2/3, 1/3): top-p 0.6 then keeps the first token alone.
+        ({"top_k": 2, "top_p": 0.6}, {1}),
+        # Top-p on the tempered distribution (0.35, 0.24, 0.19, 0.11, 0.11 at temperature 2).
+        ({"top_p": 0.6, "temperature": 2.0}, {1, 2, 3}),
+    ],
+)
+def test_top_p_draws_within_the_nucleus_renormalised(options, kept):
+    tokens = draw(np.log(PROBABILITIES), rows=6000, **options)
+    assert set(tokens.tolist()) == kept
+    nucleus = sorted(kept)
+    tempered = PROBABILITIES[nucleus] ** (1 / options.get("temperature", 1.0))
+    # 6000 draws: a binomial standard deviation of at most 0.0065; allow 4 of them.
+    np.testing.assert_allclose(
+        np.bincount(tokens, minlength=5)[nucleus] / len(tokens), tempered / tempered.sum(), atol=0.026
+    )
+    expected = draw(np.log(PROBABILITIES), rows=6000, **{k: v for k, v in options.items() if k != "top_p"})
+    # A token's noise does not depend on its rank: where the unrestricted draw is in the nucleus,
+    # the nucleus draw is that token.
+    inside = np.isin(expected, nucleus)
+    np.testing.assert_array_equal(tokens[inside], expected[inside])
+
+
+def test_top_p_one_draws_as_no_top_p():
+    logits = np.log(PROBABILITIES)
+    np.testing.assert_array_equal(draw(logits, seed=3, rows=500, top_p=1.0), draw(logits, seed=3, rows=500))
+    np.testing.assert_array_equal(
+        draw(logits, rows=500, top_k=3, top_p=1.0, temperature=0.7), draw(logits, rows=500, top_k=3, temperature=0.7)
+    )
+
+
+@pytest.mark.parametrize("options", [{}, {"top_p": 0.8}])
+def test_same_seed_same_draws_other_seed_other_draws(options):
+    first = draw(np.log(PROBABILITIES), seed=1, rows=2000, **options)
+    np.testing.assert_array_equal(first, draw(np.log(PROBABILITIES), seed=1, rows=2000, **options))
+    assert np.mean(first != draw(np.log(PROBABILITIES), seed=2, rows=2000, **options)) > 0.3
 
 
 def test_a_sentence_draws_by_its_key_not_its_row():
@@ -92,7 +130,16 @@ def test_a_sentence_draws_by_its_key_not_its_row():
     np.testing.assert_array_equal(forward, backward[::-1])
 
 
-@pytest.mark.parametrize("options, message", [({"top_k": -1}, "top_k"), ({"temperature": 0.0}, "temperature")])
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"top_k": -1}, "top_k"),
+        ({"temperature": 0.0}, "temperature"),
+        ({"top_p": 0.0}, "top_p must be a number in"),
+        ({"top_p": 1.5}, "top_p must be a number in"),
+        ({"top_p": float("nan")}, "top_p"),
+    ],
+)
 def test_bad_options_raise(options, message):
     with pytest.raises(ValueError, match=message):
         token_sampler(sentence_keys(0, ops.arange(2)), **options)
@@ -119,14 +166,14 @@ def next_logits_fn(ids, step, state):
     return ops.take(ops.convert_to_tensor(BIGRAM), ids, axis=0), state
 
 
-def sample_sentences(seed, rows=64, top_k=0, temperature=1.0, alpha=0.6):
+def sample_sentences(seed, rows=64, top_k=0, temperature=1.0, alpha=0.6, top_p=1.0):
     keys = sentence_keys(seed, ops.arange(rows))
     return sampling_search(
         next_logits_fn,
         ops.full((rows,), BOS_ID, "int32"),
         {},
         max_decode_length=12,
-        sampler=token_sampler(keys, top_k=top_k, temperature=temperature),
+        sampler=token_sampler(keys, top_k=top_k, temperature=temperature, top_p=top_p),
         alpha=alpha,
     )
 
@@ -170,19 +217,24 @@ def test_top_one_sampling_is_greedy():
     np.testing.assert_allclose(ops.convert_to_numpy(sampled.scores), ops.convert_to_numpy(greedy.scores), rtol=1e-6)
 
 
+TRACED_OPTIONS = [{}, {"top_k": 3, "top_p": 0.7}]
+
+
 @pytest.mark.skipif(keras.backend.backend() != "jax", reason="jax.jit runs under the JAX backend only")
-def test_jax_jit_equals_eager():
+@pytest.mark.parametrize("options", TRACED_OPTIONS)
+def test_jax_jit_equals_eager(options):
     import jax
 
-    eager = ops.convert_to_numpy(sample_sentences(seed=5).ids)
-    jitted = jax.jit(lambda: sample_sentences(seed=5).ids)()
+    eager = ops.convert_to_numpy(sample_sentences(seed=5, **options).ids)
+    jitted = jax.jit(lambda: sample_sentences(seed=5, **options).ids)()
     np.testing.assert_array_equal(np.asarray(jitted), eager)
 
 
 @pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="tf.function runs under TensorFlow only")
-def test_tf_function_equals_eager():
+@pytest.mark.parametrize("options", TRACED_OPTIONS)
+def test_tf_function_equals_eager(options):
     import tensorflow as tf
 
-    eager = ops.convert_to_numpy(sample_sentences(seed=5).ids)
-    traced = tf.function(lambda: sample_sentences(seed=5).ids)()
+    eager = ops.convert_to_numpy(sample_sentences(seed=5, **options).ids)
+    traced = tf.function(lambda: sample_sentences(seed=5, **options).ids)()
     np.testing.assert_array_equal(traced.numpy(), eager)
