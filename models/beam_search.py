@@ -26,6 +26,11 @@ Conventions (the exact policy, relied on by the tests):
 - With `min_lengths`, EOS cannot end a hypothesis shorter than its sentence's minimum (EOS is taken
   out of the choice, as fairseq's `--min-len` and OpenNMT's `min_length` do); scores stay the model's
   own log-probabilities, not renormalised over the other tokens.
+- With `prefix_ids` (a target prefix, fairseq's `prefix_tokens`), the first tokens of a sentence are
+  its prefix's: at each of those steps every other token is out of the choice, so one hypothesis
+  extends the prefix, and the search goes on from it as from BOS. Scores and lengths count the
+  whole output, the forced tokens with their model log-probabilities included. A sentence without a
+  prefix (its row all `pad_id`) is searched exactly as without `prefix_ids`.
 
 The search knows the model only through `next_logits_fn(ids, step, state) -> (logits, state)`. It is
 written with `keras.ops` only, with fixed shapes (a preallocated id buffer and a `while_loop` whose
@@ -97,6 +102,7 @@ def beam_search(
     pad_id=PAD_ID,
     num_return=1,
     reorder_state=None,
+    prefix_ids=None,
 ):
     """Finds the `num_return` best translations of every sentence by beam search.
 
@@ -142,6 +148,9 @@ def beam_search(
             along axis 0. A state that is not one row per hypothesis (`models/translation.py`:
             caches whose slots the beams of a sentence share, read through each hypothesis's
             ancestry) reorders only its per-hypothesis part.
+        prefix_ids: optional int `[batch, prefix_length]`, static `prefix_length`: the tokens each
+            sentence's output starts with, forced, then `pad_id` (a row of `pad_id` alone: no
+            prefix). A prefix longer than its sentence's max length is cut there.
 
     Returns:
         A `SearchResult(ids, scores)`, unpackable as a tuple: `ids` int32
@@ -154,8 +163,8 @@ def beam_search(
         ValueError: if an argument is out of range or `initial_ids` / `max_lengths` / `min_lengths` is
             not rank 1.
     """
-    initial_ids, max_lengths, min_lengths = _validate(
-        beam_size, max_decode_length, alpha, num_return, initial_ids, max_lengths, min_lengths
+    initial_ids, max_lengths, min_lengths, prefix_ids = _validate(
+        beam_size, max_decode_length, alpha, num_return, initial_ids, max_lengths, min_lengths, prefix_ids
     )
     return _search(
         next_logits_fn,
@@ -171,6 +180,7 @@ def beam_search(
         pad_id=pad_id,
         num_return=int(num_return),
         reorder_state=reorder_state,
+        prefix_ids=prefix_ids,
     )
 
 
@@ -185,6 +195,7 @@ def greedy_search(
     alpha=DEFAULT_SEARCH.alpha,
     eos_id=EOS_ID,
     pad_id=PAD_ID,
+    prefix_ids=None,
 ):
     """Greedy decoding: at every step take the most likely token, stop at EOS or max length.
 
@@ -206,6 +217,7 @@ def greedy_search(
             that they compare with `beam_search` scores.
         eos_id: int, the token that ends a hypothesis.
         pad_id: int, written after the end of every hypothesis.
+        prefix_ids: optional int `[batch, prefix_length]`, as in `beam_search`: forced first tokens.
 
     Returns:
         A `SearchResult` as from `beam_search` with `num_return=1`: `ids` int32
@@ -226,6 +238,7 @@ def greedy_search(
         alpha=alpha,
         eos_id=eos_id,
         pad_id=pad_id,
+        prefix_ids=prefix_ids,
     )
 
 
@@ -241,6 +254,7 @@ def sampling_search(
     alpha=DEFAULT_SEARCH.alpha,
     eos_id=EOS_ID,
     pad_id=PAD_ID,
+    prefix_ids=None,
 ):
     """Decoding by sampling: every step draws the next token with `sampler` (see
     `models.sampling.token_sampler`) instead of taking the argmax; otherwise `greedy_search`.
@@ -250,13 +264,14 @@ def sampling_search(
             sentence; None takes the argmax (`greedy_search`).
         The others: as in `greedy_search`. The returned scores are the model's own
         log-probabilities of the drawn tokens (not those of the tempered or top-k distribution),
-        divided by the length penalty, so that they compare with the searches' scores.
+        divided by the length penalty, so that they compare with the searches' scores. A forced
+        prefix token replaces the draw at its step.
 
     Returns:
         A `SearchResult` as from `greedy_search`.
     """
-    initial_ids, max_lengths, min_lengths = _validate(
-        1, max_decode_length, alpha, 1, initial_ids, max_lengths, min_lengths
+    initial_ids, max_lengths, min_lengths, prefix_ids = _validate(
+        1, max_decode_length, alpha, 1, initial_ids, max_lengths, min_lengths, prefix_ids
     )
     return _search(
         next_logits_fn,
@@ -272,11 +287,13 @@ def sampling_search(
         pad_id=pad_id,
         num_return=1,
         sampler=sampler,
+        prefix_ids=prefix_ids,
     )
 
 
-def _validate(beam_size, max_decode_length, alpha, num_return, initial_ids, max_lengths, min_lengths):
-    """Raises ValueError on a bad argument; returns `initial_ids, max_lengths, min_lengths` as tensors."""
+def _validate(beam_size, max_decode_length, alpha, num_return, initial_ids, max_lengths, min_lengths, prefix_ids):
+    """Raises ValueError on a bad argument; returns `initial_ids, max_lengths, min_lengths, prefix_ids`
+    as tensors (None stays None)."""
 
     def is_int(value):  # Python or NumPy integer scalar, not a tensor
         return isinstance(value, numbers.Integral) and not isinstance(value, bool)
@@ -311,7 +328,14 @@ def _validate(beam_size, max_decode_length, alpha, num_return, initial_ids, max_
                 raise ValueError(
                     f"`{name}` must be None or have rank 1, shape [batch]. Received: shape {tuple(lengths[name].shape)}"
                 )
-    return initial_ids, lengths["max_lengths"], lengths["min_lengths"]
+    if prefix_ids is not None:
+        prefix_ids = ops.convert_to_tensor(prefix_ids)
+        if len(prefix_ids.shape) != 2 or prefix_ids.shape[1] is None:
+            raise ValueError(
+                "`prefix_ids` must be None or have rank 2, shape [batch, prefix_length] with a static "
+                f"prefix_length. Received: shape {tuple(prefix_ids.shape)}"
+            )
+    return initial_ids, lengths["max_lengths"], lengths["min_lengths"], prefix_ids
 
 
 def _search(
@@ -330,10 +354,13 @@ def _search(
     min_lengths=None,
     reorder_state=None,
     sampler=None,
+    prefix_ids=None,
 ):
     """The alive/finished search; `num_candidates` extensions per sentence and step, or with
-    `sampler` (`(logits, step) -> tokens [rows]`, one hypothesis per sentence) the drawn token."""
+    `sampler` (`(logits, step) -> tokens [rows]`, one hypothesis per sentence) the drawn token;
+    `prefix_ids` forces the first tokens."""
     initial_ids = ops.cast(initial_ids, "int32")
+    forced_columns = None if prefix_ids is None else _forced_columns(prefix_ids, max_decode_length, pad_id)
     # Buffer position 0 holds the initial id, position t + 1 the token produced at step t.
     positions = ops.arange(max_decode_length + 1, dtype="int32")  # [L + 1]
     # Row offset of every sentence, for gathers on the flattened [batch * beams] axis.
@@ -355,14 +382,17 @@ def _search(
         ids = ops.reshape(ops.take(alive_seq, step, axis=2), [-1])  # [batch * beam]
         logits, state = next_logits_fn(ids, step, state)
         logits = ops.cast(logits, _SCORE_DTYPE)  # [batch * beam, vocab]
+        forced = None if forced_columns is None else ops.take(forced_columns, step, axis=1)  # [batch]
         cand_log_probs, cand_beam, cand_token = _best_extensions(
             logits,
             step,
             alive_log_probs,
             min_lengths,
+            forced,
             beam_size=beam_size,
             num_candidates=num_candidates,
             eos_id=eos_id,
+            pad_id=pad_id,
             sampler=sampler,
         )
         cand_seq = _gather_beams(alive_seq, cand_beam, sentence_index)  # [batch, candidates, L + 1]
@@ -402,6 +432,17 @@ def _length_limits(initial_ids, max_lengths, min_lengths, max_decode_length):
     return max_lengths, min_lengths
 
 
+def _forced_columns(prefix_ids, max_decode_length, pad_id):
+    """int32 `[batch, max_decode_length]`: the token forced at each step, `pad_id` where none is
+    (`prefix_ids` cut or padded with `pad_id` to the length of the search)."""
+    prefix_ids = ops.cast(prefix_ids, "int32")
+    prefix_length = prefix_ids.shape[1]
+    if prefix_length >= max_decode_length:
+        return prefix_ids[:, :max_decode_length]
+    padding = ops.full((ops.shape(prefix_ids)[0], max_decode_length - prefix_length), pad_id, dtype="int32")
+    return ops.concatenate([prefix_ids, padding], axis=1)
+
+
 def _initial_hypotheses(initial_ids, positions, beam_size, pad_id):
     """The loop's starting sets: `alive_seq` `[batch, beam, L + 1]` (the initial id, then `pad_id`)
     with `alive_log_probs` `[batch, beam]`, and an empty finished set, `finished_seq` and
@@ -438,16 +479,26 @@ def _sentence_done(alive_log_probs, finished_scores, max_length_penalty):
     return ops.logical_or(no_alive, best_possible < worst_finished)
 
 
-def _best_extensions(logits, step, alive_log_probs, min_lengths, *, beam_size, num_candidates, eos_id, sampler):
+def _best_extensions(
+    logits, step, alive_log_probs, min_lengths, forced, *, beam_size, num_candidates, eos_id, pad_id, sampler
+):
     """The `num_candidates` best one-token extensions of every sentence's alive hypotheses (with
     `sampler`, the drawn token): `cand_log_probs` float32, `cand_beam` (the hypothesis extended) and
-    `cand_token`, each `[batch, candidates]`, from float32 `logits` `[batch * beam, vocab]`."""
+    `cand_token`, each `[batch, candidates]`, from float32 `logits` `[batch * beam, vocab]`;
+    `forced` int32 `[batch]` (or None) is the token each sentence must take at this step, `pad_id`
+    where it is free."""
     choice_logits = logits
     if min_lengths is not None:
         # EOS is out of the choice below the minimum; the normaliser below stays the model's.
         too_short = ops.repeat(step + 1 < min_lengths, beam_size, axis=0)[:, None]  # [batch * beam, 1]
         is_eos = (ops.arange(ops.shape(logits)[-1]) == eos_id)[None, :]
         choice_logits = ops.where(ops.logical_and(too_short, is_eos), _LARGE_NEGATIVE, logits)
+    if forced is not None:
+        forced = ops.repeat(forced, beam_size, axis=0)  # [batch * beam]
+        is_forced = ops.arange(ops.shape(logits)[-1], dtype="int32")[None, :] == forced[:, None]
+        # The forced token keeps its logit even where a minimum length bars it (a forced EOS).
+        only_forced = ops.where(is_forced, logits, _LARGE_NEGATIVE)
+        choice_logits = ops.where((forced != pad_id)[:, None], only_forced, choice_logits)
 
     # Candidates: the best one-token extensions over (beam x vocab) of every sentence. Each is
     # among its own hypothesis's `num_candidates` best tokens, so those are taken per row first
@@ -458,7 +509,12 @@ def _best_extensions(logits, step, alive_log_probs, min_lengths, *, beam_size, n
     if sampler is None:
         row_logits, row_tokens = ops.top_k(choice_logits, per_row)  # [batch * beam, per_row]
     else:
-        row_tokens = sampler(choice_logits, step)[:, None]  # [batch, 1]
+        row_tokens = sampler(choice_logits, step)  # [batch]
+        if forced is not None:
+            # The draw is replaced, not only steered by the masked logits: an extreme temperature
+            # could otherwise lose the forced token to the noise.
+            row_tokens = ops.where(forced != pad_id, forced, row_tokens)
+        row_tokens = row_tokens[:, None]  # [batch, 1]
         row_logits = ops.take_along_axis(logits, row_tokens, axis=1)
     row_log_probs = row_logits - ops.logsumexp(logits, axis=-1, keepdims=True)
     extended = alive_log_probs[:, :, None] + ops.reshape(row_log_probs, [-1, beam_size, per_row])

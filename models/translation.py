@@ -23,6 +23,7 @@ def translate_ids(
     num_return=1,
     max_decode_length=None,
     sampler=None,
+    prefix_ids=None,
     bos_id=BOS_ID,
     eos_id=EOS_ID,
 ):
@@ -48,6 +49,10 @@ def translate_ids(
             (`models.sampling.token_sampler`) instead of searching; needs `beam_size=1`.
         max_decode_length: the overall cap and each hypothesis's slot of the self caches; default the padded source length +
             `max_extra_length` (must then be static).
+        prefix_ids: int `[batch, prefix_length]` (static length), each row the tokens its output
+            starts with (forced, then searched on), padded with the model's pad id; a row of pad
+            ids alone searches as without `prefix_ids`. A prefix longer than its sentence's
+            maximum output length is cut there: callers check.
         bos_id: the tokenizer's beginning-of-sentence id, the first decoder input.
         eos_id: the tokenizer's end-of-sentence id, which ends a hypothesis.
 
@@ -68,6 +73,8 @@ def translate_ids(
         options = _search_options(
             model, source_lengths, max_decode_length, max_extra_length, min_length_ratio, alpha, eos_id
         )
+        if prefix_ids is not None:
+            options["prefix_ids"] = prefix_ids
         initial_ids = ops.full((batch_size,), bos_id, dtype="int32")
         if sampler is not None:
             return sampling_search(next_logits_fn, initial_ids, {"self": cache["self"]}, sampler=sampler, **options)

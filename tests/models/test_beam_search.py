@@ -148,10 +148,11 @@ def padded(tokens, length):
     return list(tokens) + [PAD_ID] * (length - len(tokens))
 
 
-def numpy_greedy(table, source, max_length, max_decode_length, alpha, min_length=1):
-    """The plain argmax loop (over the tokens other than EOS below `min_length`)."""
-    prefix = []
-    for _ in range(max_length):
+def numpy_greedy(table, source, max_length, max_decode_length, alpha, min_length=1, forced=()):
+    """The plain argmax loop (over the tokens other than EOS below `min_length`), from the `forced`
+    first tokens."""
+    prefix = list(forced)
+    for _ in range(max_length - len(prefix)):
         log_probs = table.log_probs(source, prefix)
         if len(prefix) + 1 < min_length:
             log_probs[EOS_ID] = -np.inf
@@ -261,6 +262,55 @@ def test_greedy_search_equals_numpy_argmax_loop():
         np.testing.assert_allclose(scores[source, 0], expected_score, atol=1e-5)
 
 
+# Target prefixes of 0 to 3 tokens for 4 sentences with max lengths 5, 4, 5, 3; the last prefix
+# fills its sentence's max length.
+PREFIXES = [(A,), (), (B, A), (A, B, B)]
+PREFIX_MAX_LENGTHS = np.array([5, 4, 5, 3], np.int32)
+
+
+def prefix_rows(prefixes, width=3):
+    """int32 `[len(prefixes), width]`: each prefix, then PAD."""
+    return np.array([padded(prefix, width) for prefix in prefixes], np.int32)
+
+
+def test_prefixes_are_forced_then_beam_searched_as_the_plain_reference():
+    table = PrefixTable.random(num_sources=4, max_decode_length=5, seed=41)
+    kwargs = dict(beam_size=3, num_return=3, alpha=0.6, max_lengths=PREFIX_MAX_LENGTHS)
+    ids, scores = run_beam(table, [0, 1, 2, 3], 5, prefix_ids=prefix_rows(PREFIXES), **kwargs)
+    for source, prefix in enumerate(PREFIXES):
+        reference = numpy_beam_search(table, source, PREFIX_MAX_LENGTHS[source], 3, 0.6, forced=prefix)
+        real = [(score, tokens) for score, tokens in reference if score > -20.0]
+        np.testing.assert_array_equal(ids[source, : len(real)], [padded(t, 5) for _, t in real])
+        # The scores are the whole output's, the forced tokens' log-probabilities included.
+        np.testing.assert_allclose(scores[source, : len(real)], [s for s, _ in real], atol=1e-4)
+        for rank in range(len(real)):
+            assert tuple(ids[source, rank, : len(prefix)]) == prefix
+            np.testing.assert_allclose(scores[source, rank], table.score(source, ids[source, rank], 0.6), atol=1e-4)
+    # A prefix that fills its sentence's max length is the whole (one) hypothesis.
+    np.testing.assert_array_equal(ids[3, 0], padded((A, B, B), 5))
+    assert np.all(scores[3, 1:] < -1e29)
+
+
+@pytest.mark.parametrize("search", ["beam", "greedy"])
+def test_sentences_without_a_prefix_are_searched_bit_for_bit_as_without_prefixes(search):
+    table = PrefixTable.random(num_sources=4, max_decode_length=5, seed=42)
+    run = run_greedy if search == "greedy" else lambda *a, **k: run_beam(*a, beam_size=3, num_return=3, **k)
+    kwargs = dict(alpha=0.6, max_lengths=PREFIX_MAX_LENGTHS)
+    plain_ids, plain_scores = run(table, [0, 1, 2, 3], 5, **kwargs)
+    for prefixes in ([()] * 4, PREFIXES):
+        ids, scores = run(table, [0, 1, 2, 3], 5, prefix_ids=prefix_rows(prefixes), **kwargs)
+        free = [source for source, prefix in enumerate(prefixes) if not prefix]
+        np.testing.assert_array_equal(ids[free], plain_ids[free])
+        np.testing.assert_array_equal(scores[free], plain_scores[free])
+    if search == "greedy":
+        for source, prefix in enumerate(PREFIXES):
+            expected_ids, expected_score = numpy_greedy(
+                table, source, PREFIX_MAX_LENGTHS[source], 5, 0.6, forced=prefix
+            )
+            np.testing.assert_array_equal(ids[source, 0], expected_ids)
+            np.testing.assert_allclose(scores[source, 0], expected_score, atol=1e-5)
+
+
 # Script 3: greedy takes A (.5) over EOS (.45), then A, then EOS: ln.5+ln.5+ln.9=-1.492.
 # beam_search(beam_size=1) looks at the 2 best tokens: EOS (ln.45=-0.799) finishes, A stays alive;
 # after "AA" (-1.386 < -0.799) nothing alive can win, so it returns the better-scoring "EOS".
@@ -344,18 +394,21 @@ def test_wide_beam_equals_exhaustive_search(alpha):
         np.testing.assert_allclose(scores[source], expected_scores[:12], atol=1e-5)
 
 
-def numpy_beam_search(table, source, max_length, beam_size, alpha, min_length=1):
+def numpy_beam_search(table, source, max_length, beam_size, alpha, min_length=1, forced=()):
     """The module's alive/finished search written out plainly, run to `max_length` without the
     early stop: `[(score, tokens)]` of the finished set, best first.
 
     Every step extends the alive hypotheses by every token, keeps the `2 * beam_size` best by
     log-probability (ties to the lower (beam, token), as the module's top_k does), sends those that
     end (EOS, or at `max_length`) to the finished set by length-penalised score and the others, by
-    log-probability, to the alive set. EOS is no candidate below `min_length`.
+    log-probability, to the alive set. EOS is no candidate below `min_length`. The search starts
+    from the one hypothesis `forced` (tokens without EOS, at most `max_length`), which is finished
+    if it has `max_length` tokens.
     """
-    alive = [((), 0.0)]
-    finished = []
-    for length in range(1, max_length + 1):
+    forced_log_prob = sum(table.log_probs(source, list(forced[:t]))[forced[t]] for t in range(len(forced)))
+    alive = [(tuple(forced), forced_log_prob)]
+    finished = [(forced_log_prob / lp(max_length, alpha), tuple(forced))] if len(forced) == max_length else []
+    for length in range(len(forced) + 1, max_length + 1):
         candidates = []
         for prefix, log_prob in alive:
             log_probs = table.log_probs(source, list(prefix))
@@ -714,7 +767,7 @@ def test_jax_jit_equals_eager():
 
     table = PrefixTable.random(num_sources=3, max_decode_length=5, seed=2)
 
-    def search(sources, max_lengths):
+    def search(sources, max_lengths, prefix_ids):
         fn, initial_state = table.decoder(sources, 3)
         bos = ops.full_like(sources, BOS_ID)
         return beam_search(
@@ -725,14 +778,16 @@ def test_jax_jit_equals_eager():
             max_decode_length=5,
             max_lengths=max_lengths,
             num_return=2,
+            prefix_ids=prefix_ids,
         )
 
     sources = np.array([0, 1, 2], np.int32)
     max_lengths = np.array([5, 3, 4], np.int32)
-    eager_ids, eager_scores = search(sources, max_lengths)
-    jit_ids, jit_scores = jax.jit(search)(sources, max_lengths)
-    np.testing.assert_array_equal(np.asarray(jit_ids), np.asarray(eager_ids))
-    np.testing.assert_allclose(np.asarray(jit_scores), np.asarray(eager_scores), atol=1e-6)
+    for prefix_ids in (None, prefix_rows([(A, B), (), (B,)], width=2)):
+        eager_ids, eager_scores = search(sources, max_lengths, prefix_ids)
+        jit_ids, jit_scores = jax.jit(search)(sources, max_lengths, prefix_ids)
+        np.testing.assert_array_equal(np.asarray(jit_ids), np.asarray(eager_ids))
+        np.testing.assert_allclose(np.asarray(jit_scores), np.asarray(eager_scores), atol=1e-6)
 
 
 @pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="TensorFlow backend only")
@@ -797,6 +852,7 @@ def _call(**overrides):
         (dict(initial_ids=np.int32(BOS_ID)), r"initial_ids.*rank 1.*Received: shape \(\)"),
         (dict(max_lengths=np.array([[3]])), r"max_lengths.*rank 1.*Received: shape \(1, 1\)"),
         (dict(min_lengths=np.array([[3]])), r"min_lengths.*rank 1.*Received: shape \(1, 1\)"),
+        (dict(prefix_ids=np.array([A])), r"prefix_ids.*rank 2.*Received: shape \(1,\)"),
     ],
 )
 def test_bad_arguments_raise(overrides, message):

@@ -166,7 +166,7 @@ def next_logits_fn(ids, step, state):
     return ops.take(ops.convert_to_tensor(BIGRAM), ids, axis=0), state
 
 
-def sample_sentences(seed, rows=64, top_k=0, temperature=1.0, alpha=0.6, top_p=1.0):
+def sample_sentences(seed, rows=64, top_k=0, temperature=1.0, alpha=0.6, top_p=1.0, prefix_ids=None):
     keys = sentence_keys(seed, ops.arange(rows))
     return sampling_search(
         next_logits_fn,
@@ -175,6 +175,7 @@ def sample_sentences(seed, rows=64, top_k=0, temperature=1.0, alpha=0.6, top_p=1
         max_decode_length=12,
         sampler=token_sampler(keys, top_k=top_k, temperature=temperature, top_p=top_p),
         alpha=alpha,
+        prefix_ids=prefix_ids,
     )
 
 
@@ -208,6 +209,23 @@ def test_sampling_search_is_reproducible():
     first = ops.convert_to_numpy(sample_sentences(seed=9).ids)
     np.testing.assert_array_equal(first, ops.convert_to_numpy(sample_sentences(seed=9).ids))
     assert not np.array_equal(first, ops.convert_to_numpy(sample_sentences(seed=10).ids))
+
+
+def test_a_prefix_is_forced_before_the_draws_and_scored():
+    # Even rows: the prefix 4 5 4, tokens the distribution would rarely draw in a row; odd rows: none.
+    prefix_ids = np.zeros((16, 3), "int32") + PAD_ID
+    prefix_ids[::2] = [4, 5, 4]
+    plain_ids, plain_scores = (ops.convert_to_numpy(x) for x in sample_sentences(seed=4, rows=16))
+    ids, scores = (ops.convert_to_numpy(x) for x in sample_sentences(seed=4, rows=16, prefix_ids=prefix_ids))
+    assert np.all(ids[::2, 0, :3] == [4, 5, 4])
+    for row, score in zip(ids[::2, 0], scores[::2, 0]):
+        assert math.isclose(score, rescore(row, 0.6), rel_tol=1e-5, abs_tol=1e-5)
+    np.testing.assert_array_equal(ids[1::2], plain_ids[1::2])
+    np.testing.assert_array_equal(scores[1::2], plain_scores[1::2])
+    # Even where the temperature flattens the masked logits to the level of the noise, the forced
+    # tokens are taken.
+    hot = ops.convert_to_numpy(sample_sentences(seed=4, rows=16, temperature=1e30, prefix_ids=prefix_ids).ids)
+    assert np.all(hot[::2, 0, :3] == [4, 5, 4])
 
 
 def test_top_one_sampling_is_greedy():
