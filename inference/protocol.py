@@ -7,7 +7,22 @@ signatures against it."""
 import math
 from typing import NamedTuple, Protocol
 
+from common.errors import UserError
 from models.search_config import SearchConfig
+
+
+class PrefixError(UserError, ValueError):
+    """A target prefix that cannot be forced; the message names its position in the input.
+
+    Attributes:
+        reason: what is wrong with it, without its position.
+        index: the position of its sentence in `translate`'s input (None: every prefix).
+    """
+
+    def __init__(self, reason, index=None):
+        super().__init__(reason if index is None else f"prefixes[{index}]: {reason}")
+        self.reason = reason
+        self.index = index
 
 
 class Sampling(NamedTuple):
@@ -77,6 +92,7 @@ class TextTranslator(Protocol):
         min_length_ratio=None,
         sampling=None,
         keys=None,
+        prefixes=None,
     ):
         """Returns `(translations, scores)` in the order of `sentences`.
 
@@ -89,8 +105,15 @@ class TextTranslator(Protocol):
                 None (default: `search`'s).
             sampling: a `Sampling` to draw one translation per sentence.
             keys: ints, one per sentence, that fix a sample's draws (default: the positions).
+            prefixes: target prefixes, one string (or None) per sentence: each translation (each
+                of the n best, each sample) starts with its prefix's SentencePiece pieces, forced,
+                and goes on as the search chooses; "" or None: no prefix, today's search exactly.
 
-        Scores are log-probabilities divided by the length penalty, as the search ranks them.
+        Scores are log-probabilities divided by the length penalty, as the search ranks them; with
+        a prefix they count the whole translation, the forced pieces included.
+
+        Raises:
+            PrefixError: a prefix of more pieces than its sentence's maximum output length.
         """
         ...
 

@@ -11,7 +11,7 @@ from common.errors import UserError
 from common.json_files import read_json
 from data.tokenizer import Tokenizer
 from inference.batching import translate_in_order
-from inference.protocol import PairScore, TextTranslator
+from inference.protocol import PairScore, PrefixError, TextTranslator
 from models.search_config import SearchConfig, SearchConfigError
 
 SIGNATURE = "serving_default"
@@ -128,19 +128,22 @@ class SavedModelTranslator(TextTranslator):
         min_length_ratio=None,
         sampling=None,
         keys=None,
+        prefixes=None,
     ):
         """Returns `(translations, scores)` in the order of `sentences`, as `Translator.translate`
         does (with `n_best`: lists of the K best, from the `n_best` signature).
 
         The search settings are the export's: `beam_size`, `alpha`, `max_extra_length` and
         `min_length_ratio` may be
-        given only with the values it was exported with, and sampling is refused (it needs the
-        run directory). Resets `truncated_indices` and `empty_indices` (left empty without the
+        given only with the values it was exported with, and sampling and target prefixes are
+        refused (they need the run directory: `PrefixError` for a prefix). Resets `truncated_indices` and `empty_indices` (left empty without the
         export's vocabulary).
         """
         del keys  # Searches do not draw; keys only matter to sampling.
         if sampling is not None:
             raise ValueError("sampling needs a run directory (--model_dir): an export has its search built in")
+        if prefixes is not None and any(prefixes):
+            raise PrefixError("target prefixes need a run directory (--model_dir): an export's graph forces none")
         self._check_settings(
             beam_size=beam_size, alpha=alpha, max_extra_length=max_extra_length, min_length_ratio=min_length_ratio
         )

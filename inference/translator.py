@@ -10,14 +10,14 @@ import numpy as np
 
 from data.special_ids import EOS_ID, PAD_ID
 from inference.batching import translate_in_order
-from inference.protocol import PairScore, Sampling, TextTranslator
+from inference.protocol import PairScore, PrefixError, Sampling, TextTranslator
 from models.sampling import sentence_keys, token_sampler
 from models.search_config import DEFAULT_SEARCH
 from models.translation import score_ids, translate_ids
 
 LENGTH_MULTIPLE = 8
 
-__all__ = ["PairScore", "Sampling", "Translator", "compile_search"]
+__all__ = ["PairScore", "PrefixError", "Sampling", "Translator", "compile_search"]
 
 
 def compile_search(function, variables=(), any_shape=False):
@@ -123,12 +123,13 @@ class Translator(TextTranslator):
         return rows
 
     def _search_function(self, search, n_best, sampling):
-        """The compiled `(source_ids, keys) -> (ids, scores)` for these settings (kept for reuse)."""
+        """The compiled `(source_ids, keys[, prefix_ids]) -> (ids, scores)` for these settings (kept
+        for reuse); without `prefix_ids` it is the search without prefixes."""
         settings = (search, n_best, sampling)
         if settings not in self._searches:
             model = self.model
 
-            def search_ids(source_ids, keys):
+            def search_ids(source_ids, keys, *prefix_ids):
                 sampler = None
                 if sampling is not None:
                     sampler = token_sampler(
@@ -137,7 +138,14 @@ class Translator(TextTranslator):
                         temperature=sampling.temperature,
                         top_p=sampling.top_p,
                     )
-                return translate_ids(model, source_ids, **search.search_arguments(), num_return=n_best, sampler=sampler)
+                return translate_ids(
+                    model,
+                    source_ids,
+                    **search.search_arguments(),
+                    num_return=n_best,
+                    sampler=sampler,
+                    prefix_ids=prefix_ids[0] if prefix_ids else None,
+                )
 
             self._searches[settings] = compile_search(search_ids, model.variables)
         return self._searches[settings]
@@ -154,15 +162,19 @@ class Translator(TextTranslator):
         min_length_ratio=None,
         sampling=None,
         keys=None,
+        prefixes=None,
     ):
         """`TextTranslator.translate`: returns `(translations, scores)` in the order of `sentences`.
 
         Here `sampling` defaults to the translator's own, and a caller translating a stream in
         pieces passes line numbers as `keys`. `truncated_indices` is reset to the positions (in `sentences`) of the inputs cut to
-        `max_input_length`, `empty_indices` to those of the inputs with no tokens.
+        `max_input_length`, `empty_indices` to those of the inputs with no tokens (and no prefix).
+        A batch in which no sentence has a prefix runs the search without prefixes.
 
         Raises:
             SearchConfigError: a search setting out of range.
+            PrefixError: a prefix of more SentencePiece pieces than its sentence's maximum output
+                length (its source tokens, EOS included, + `max_extra_length`), before any search.
         """
         search = self.search.override(
             beam_size=beam_size, alpha=alpha, max_extra_length=max_extra_length, min_length_ratio=min_length_ratio
@@ -180,17 +192,21 @@ class Translator(TextTranslator):
             raise ValueError(f"keys must have one int per sentence: {len(keys)} keys for {len(sentences)} sentences")
         self.truncated_indices = []
         rows = self.encode(sentences)
-        # Input without tokens (EOS alone) translates to empty output without a search; the rest
-        # is sorted by length so that each batch pads little.
-        self.empty_indices = [index for index, row in enumerate(rows) if len(row) == 1]
-        order = sorted((i for i, row in enumerate(rows) if len(row) > 1), key=lambda i: len(rows[i]))
+        prefix_rows = self._prefix_rows(prefixes, rows, search.max_extra_length)
+        # Input without tokens (EOS alone) and without a prefix translates to empty output without
+        # a search; the rest is sorted by length so that each batch pads little.
+        self.empty_indices = [index for index, row in enumerate(rows) if len(row) == 1 and not prefix_rows[index]]
+        empty = set(self.empty_indices)
+        order = sorted((i for i in range(len(rows)) if i not in empty), key=lambda i: len(rows[i]))
         compiled = self._search_function(search, n_best or 1, sampling)
 
         def translate_batch(indices):
-            source = self._pad([rows[i] for i in indices])
             batch_keys = np.zeros((self.batch_size,), "int64")
             batch_keys[: len(indices)] = [keys[i] for i in indices]
-            ids, batch_scores = compiled(keras.ops.convert_to_tensor(source), keras.ops.convert_to_tensor(batch_keys))
+            arrays = [self._pad([rows[i] for i in indices]), batch_keys]
+            if any(prefix_rows[i] for i in indices):
+                arrays.append(self._pad_prefixes([prefix_rows[i] for i in indices]))
+            ids, batch_scores = compiled(*(keras.ops.convert_to_tensor(array) for array in arrays))
             ids = keras.ops.convert_to_numpy(ids)[: len(indices)]
             batch_scores = keras.ops.convert_to_numpy(batch_scores)[: len(indices)]
             if n_best is None:
@@ -199,6 +215,39 @@ class Translator(TextTranslator):
             return texts.reshape((len(indices), n_best)), batch_scores[:, :n_best]
 
         return translate_in_order(len(sentences), order, self.batch_size, translate_batch, progress, n_best)
+
+    def _prefix_rows(self, prefixes, rows, max_extra_length):
+        """The token ids of each sentence's target prefix (`[]` for None or "", and for all without
+        `prefixes`); `rows` are the sentences' source ids.
+
+        Raises:
+            PrefixError: a prefix longer than its sentence's maximum output length.
+        """
+        if prefixes is None:
+            return [[] for _ in rows]
+        prefixes = ["" if prefix is None else prefix for prefix in prefixes]
+        if len(prefixes) != len(rows):
+            raise ValueError(
+                f"prefixes must have one string (or None) per sentence: {len(prefixes)} for {len(rows)} sentences"
+            )
+        prefix_rows = self.tokenizer.tokenize(prefixes).to_list() if prefixes else []
+        for index, (prefix, row) in enumerate(zip(prefix_rows, rows)):
+            limit = len(row) + max_extra_length
+            if len(prefix) > limit:
+                raise PrefixError(
+                    f"the target prefix has {len(prefix)} SentencePiece pieces, more than the maximum output length "
+                    f"of {limit} tokens ({len(row)} source tokens, EOS included, + max_extra_length={max_extra_length})",
+                    index,
+                )
+        return prefix_rows
+
+    def _pad_prefixes(self, prefix_rows):
+        """int32 `[batch_size, multiple of 8]`: the prefixes, then PAD; filler rows are PAD alone."""
+        length = LENGTH_MULTIPLE * max(1, math.ceil(max(len(row) for row in prefix_rows) / LENGTH_MULTIPLE))
+        padded = np.full((self.batch_size, length), PAD_ID, dtype="int32")
+        for index, row in enumerate(prefix_rows):
+            padded[index, : len(row)] = row
+        return padded
 
     def _pad(self, rows):
         """int32 `[batch_size, multiple of 8]`: `rows` padded with PAD; filler rows are EOS alone."""

@@ -6,9 +6,14 @@ import subprocess
 import sys
 import textwrap
 
+import keras
+import numpy as np
 import pytest
 
-from inference.translator import Translator
+from common.errors import UserError
+from data.special_ids import EOS_ID
+from inference.translator import PrefixError, Translator
+from models.translation import score_ids, translate_ids
 from tests.helpers import REPO_ROOT
 
 SENTENCES = [
@@ -202,9 +207,8 @@ def test_sampling_is_reproducible_and_follows_the_sentence(tiny_model):
     )
     assert reversed_texts[::-1] == first
     greedy, _ = translator.translate(SENTENCES, beam_size=1)
-    assert translator.translate(SENTENCES, sampling=Sampling(top_k=1, seed=5))[0] == greedy
-    # A nucleus this small holds the most likely token alone.
-    assert translator.translate(SENTENCES, sampling=Sampling(top_p=1e-6, seed=5))[0] == greedy
+    # Top-k 2, then a nucleus this small: the most likely token alone.
+    assert translator.translate(SENTENCES, sampling=Sampling(top_k=2, top_p=1e-6, seed=5))[0] == greedy
     with pytest.raises(ValueError, match="n_best must be 1"):
         translator.translate(SENTENCES, n_best=2, sampling=Sampling())
 
@@ -222,3 +226,62 @@ def test_min_length_ratio_bars_an_early_end(tiny_model, eos_bias_model):
     assert Translator(eos_bias_model(model, 1e9), tokenizer, min_length_ratio=0.5).translate(SENTENCES)[0] == texts
     with pytest.raises(ValueError, match="min_length_ratio must be >= 0"):
         translator.translate(SENTENCES, min_length_ratio=-1.0)
+
+
+def test_prefixes_start_the_translations_and_no_prefix_changes_nothing(tiny_model):
+    model, tokenizer, _, _ = tiny_model
+    sentences = SENTENCES + [""]
+    translator = Translator(model, tokenizer, beam_size=4, max_extra_length=6, batch_size=8)
+    plain, plain_scores = translator.translate(sentences, n_best=4)
+    assert translator.empty_indices == [5]
+    for no_prefixes in ([""] * len(sentences), [None] * len(sentences)):
+        assert translator.translate(sentences, n_best=4, prefixes=no_prefixes) == (plain, plain_scores)
+    # An empty source with a prefix is searched too.
+    prefixes = ["Drucken", "", "Öffnen Sie", "", "", "Leer"]
+    texts, scores = translator.translate(sentences, n_best=4, prefixes=prefixes)
+    assert translator.empty_indices == []
+    for index, prefix in enumerate(prefixes):
+        if prefix:
+            assert all(text.startswith(prefix) for text in texts[index]), texts[index]
+            assert scores[index] == sorted(scores[index], reverse=True)
+        else:  # Searched in a batch with prefixes: bit for bit the search without them.
+            assert texts[index] == plain[index] and scores[index] == plain_scores[index]
+
+
+def test_a_forced_prefix_scores_as_the_scoring_path_gives_it(tiny_model):
+    """The search's score of the forced tokens (alpha 0) is the model's log-probability of them,
+    as `score` (translate.py --score) computes it: a prefix of the target's pieces and EOS, forced,
+    is the whole hypothesis. A prefix of the pieces alone is continued, and the score of each of the
+    n best is `score_ids` of the whole output, forced part included."""
+    model, tokenizer, _, _ = tiny_model
+    sources, targets = ["Open the file.", "Print"], ["Öffnen Sie die Datei.", "Drucken"]
+    translator = Translator(model, tokenizer, batch_size=2)
+    source = keras.ops.convert_to_tensor(translator._pad(translator.encode(sources)))
+    pieces = tokenizer.tokenize(targets).to_list()
+    whole = translator._pad_prefixes([row + [EOS_ID] for row in pieces])
+    _, scores = translate_ids(model, source, beam_size=4, alpha=0.0, max_extra_length=8, prefix_ids=whole)
+    expected = [result.log_prob for result in translator.score(sources, targets)]
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(scores)[:, 0], expected, atol=1e-4)
+
+    prefix = translator._pad_prefixes([row[:2] for row in pieces])
+    ids, scores = translate_ids(
+        model, source, beam_size=4, alpha=0.0, max_extra_length=8, num_return=4, prefix_ids=prefix
+    )
+    ids, scores = keras.ops.convert_to_numpy(ids), keras.ops.convert_to_numpy(scores)
+    for rank in range(4):
+        np.testing.assert_array_equal(ids[:, rank, :2], [row[:2] for row in pieces])
+        log_probs, _ = score_ids(model, source, ids[:, rank])
+        np.testing.assert_allclose(keras.ops.convert_to_numpy(log_probs), scores[:, rank], atol=1e-4)
+
+
+def test_a_prefix_longer_than_the_maximum_output_is_refused_before_any_search(tiny_model):
+    model, tokenizer, _, _ = tiny_model
+    translator = Translator(model, tokenizer, max_extra_length=2, batch_size=2)
+    source_tokens = len(tokenizer.tokenize(["Print"]).to_list()[0]) + 1
+    too_long = " ".join(["Drucken"] * (source_tokens + 3))
+    with pytest.raises(PrefixError, match=r"prefixes\[1\]: the target prefix has \d+ SentencePiece pieces") as caught:
+        translator.translate(["Open the file.", "Print"], prefixes=["", too_long])
+    assert isinstance(caught.value, UserError) and caught.value.index == 1
+    assert f"maximum output length of {source_tokens + 2} tokens" in str(caught.value)
+    with pytest.raises(ValueError, match="one string"):
+        translator.translate(["Print"], prefixes=["", ""])
