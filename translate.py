@@ -8,6 +8,7 @@
     python translate.py --model_dir=runs/demo --score --src=doc.en --tgt=doc.de
     python translate.py --model_dir=runs/de-en --sampling_topk=0 --seed=1 < mono.de   # back-translation
     python translate.py --model_dir=runs/de-en --sampling_topp=0.9 --seed=1 < mono.de # nucleus sampling
+    python translate.py --model_dir=runs/demo --prefix < pairs.tsv            # source<TAB>target prefix lines
 
 Piped input is read in windows of --window lines, sorted by length and batched; at a terminal every
 line is answered as soon as it is entered. Only translations (or scores) go to stdout; what went
@@ -27,7 +28,7 @@ from common.errors import UserError
 from common.write_errors import WriteError
 from evaluation import search_flags
 from evaluation.search_flags import SEARCH_FLAGS
-from inference.protocol import Sampling
+from inference.protocol import PrefixError, Sampling
 
 FLAGS = flags.FLAGS
 EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 2, 130, 141
@@ -48,6 +49,13 @@ flags.DEFINE_boolean(
     False,
     "Score given translations instead of translating: read `source<TAB>target` lines (or --src/--tgt) and "
     "print `log_prob<TAB>per_token<TAB>perplexity<TAB>tokens` per pair.",
+)
+flags.DEFINE_boolean(
+    "prefix",
+    False,
+    "Read `source<TAB>target prefix` lines: each translation (each of --n_best, each sample) starts with its "
+    "prefix's SentencePiece pieces, forced, and goes on as the search chooses; scores count the whole "
+    "translation. An empty prefix: the search without one.",
 )
 flags.DEFINE_string("src", None, "--score: the sources, one per line (with --tgt, instead of TSV input).")
 flags.DEFINE_string("tgt", None, "--score: the targets, line-aligned with --src.")
@@ -72,7 +80,8 @@ class InputError(UserError, ValueError):
 
 
 @flags.multi_flags_validator(
-    ["n_best", "beam_size", "score", "sampling_topk", "sampling_topp", "sampling_temperature", "src", "tgt", "input"],
+    ["n_best", "beam_size", "score", "prefix", "sampling_topk", "sampling_topp", "sampling_temperature"]
+    + ["src", "tgt", "input", "export_dir"],
     message="",
 )
 def _check_modes(values):
@@ -91,6 +100,12 @@ def _check_modes(values):
     if values["score"] and (sampling or values["n_best"] is not None):
         raise flags.ValidationError(
             "--score scores given translations; it takes no --n_best, --sampling_topk or --sampling_topp"
+        )
+    if values["score"] and values["prefix"]:
+        raise flags.ValidationError("--score scores given translations; --prefix is for translating")
+    if values["prefix"] and values["export_dir"]:
+        raise flags.ValidationError(
+            "--prefix cannot be used with --export_dir: the export's graph forces no target prefix; use --model_dir"
         )
     if bool(values["src"]) != bool(values["tgt"]):
         raise flags.ValidationError("--src and --tgt go together (or neither: TSV lines on --input)")
@@ -139,8 +154,9 @@ def windows(lines, size):
         yield window
 
 
-def translation_lines(translator, numbers, sentences, first_index, name, limit):
-    """The output lines for one window of input lines."""
+def translation_lines(translator, numbers, sentences, first_index, name, limit, prefixes=None):
+    """The output lines for one window of input lines (with `prefixes`, their target prefixes);
+    InputError for a prefix the search cannot force, before any line of the window is translated."""
     sampling = None
     if FLAGS.sampling_topk is not None or FLAGS.sampling_topp is not None:
         sampling = Sampling(
@@ -149,12 +165,16 @@ def translation_lines(translator, numbers, sentences, first_index, name, limit):
             seed=FLAGS.seed,
             top_p=1.0 if FLAGS.sampling_topp is None else FLAGS.sampling_topp,
         )
-    texts, scores = translator.translate(
-        sentences,
-        n_best=FLAGS.n_best,
-        sampling=sampling,
-        keys=range(first_index, first_index + len(sentences)),
-    )
+    try:
+        texts, scores = translator.translate(
+            sentences,
+            n_best=FLAGS.n_best,
+            sampling=sampling,
+            keys=range(first_index, first_index + len(sentences)),
+            prefixes=prefixes,
+        )
+    except PrefixError as error:
+        raise InputError(f"{name} line {numbers[error.index]}: {error.reason}") from None
     report_truncated(translator, numbers, name, limit)
     output = []
     for offset, (text, score) in enumerate(zip(texts, scores)):
@@ -180,12 +200,13 @@ def report_truncated(translator, numbers, name, limit):
         )
 
 
-def score_pairs(numbers_and_lines, name):
-    """`(numbers, sources, targets)` of TSV lines; InputError for a line without a tab."""
+def split_pairs(numbers_and_lines, name, second="target"):
+    """`(numbers, sources, seconds)` of TSV lines (`second`: what follows the tab, for the
+    message); InputError for a line without a tab."""
     numbers, sources, targets = [], [], []
     for number, line in numbers_and_lines:
         if "\t" not in line:
-            raise InputError(f"{name} line {number}: no tab between the source and the target: {line[:80]!r}")
+            raise InputError(f"{name} line {number}: no tab between the source and the {second}: {line[:80]!r}")
         source, target = line.split("\t", 1)
         numbers.append(number)
         sources.append(source)
@@ -198,7 +219,7 @@ def scored_pairs(window_size):
     if not FLAGS.src:
         name = input_name(FLAGS.input)
         for window in windows(read_lines(FLAGS.input, name), window_size):
-            yield score_pairs(window, name)
+            yield split_pairs(window, name)
         return
     for window in windows(
         aligned_pairs(read_lines(FLAGS.src, FLAGS.src), read_lines(FLAGS.tgt, FLAGS.tgt)), window_size
@@ -271,8 +292,11 @@ def run(write):
     lines = read_lines(FLAGS.input, name)
     first_index = 0
     for window in windows(lines, 1 if interactive else FLAGS.window):
-        numbers = [number for number, _ in window]
-        for line in translation_lines(translator, numbers, [text for _, text in window], first_index, name, limit):
+        if FLAGS.prefix:
+            numbers, sentences, prefixes = split_pairs(window, name, "target prefix")
+        else:
+            numbers, sentences, prefixes = [number for number, _ in window], [text for _, text in window], None
+        for line in translation_lines(translator, numbers, sentences, first_index, name, limit, prefixes):
             write(line)
         first_index += len(window)
 

@@ -148,6 +148,34 @@ def test_sampling_is_reproducible_per_line_whatever_the_window(tiny_run, python_
     assert expected != python_translator.translate(SENTENCES, sampling=Sampling(seed=0, top_p=0.9))[0]
 
 
+@pytest.mark.slow  # two runs of the model
+def test_prefix_lines_start_their_translations_and_bad_ones_are_refused(tiny_run, tmp_path, python_translator):
+    """A window of prefixed lines is translated as the Python translator does; the next window,
+    which holds a prefix longer than its line's maximum output length, is refused whole. A line
+    without a tab is refused with its file and line, and an export with --prefix at once."""
+    model_dir, _ = tiny_run
+    sources, prefixes = ["Open the file.", "Print", "Close"], ["Öffnen Sie", "", "Schließen"]
+    tsv = "".join(f"{s}\t{p}\n" for s, p in zip(sources, prefixes)) + "Print\tDrucken\n"
+    tsv += "Print\t" + " ".join(["Datei"] * 40) + "\n"
+    code, stdout, stderr = translate(
+        f"--model_dir={model_dir}", "--prefix", "--with_scores", "--window=3", *SEARCH, stdin=tsv.encode()
+    )
+    assert code == 2 and "<stdin> line 5: the target prefix has 40 SentencePiece pieces" in stderr, stderr
+    assert "Traceback" not in stderr
+    expected, expected_scores = python_translator.translate(sources, prefixes=prefixes)
+    assert all(text.startswith(prefix) for text, prefix in zip(expected, prefixes))
+    rows = [line.rsplit(" ||| ", 1) for line in stdout.split("\n")[:-1]]
+    assert [row[0] for row in rows] == expected
+    assert all(abs(float(row[1]) - score) < 1e-4 for row, score in zip(rows, expected_scores))
+    source = tmp_path / "pairs.tsv"
+    source.write_text("Print\tDrucken\nno tab here\n", encoding="utf-8")
+    code, stdout, stderr = translate(f"--model_dir={model_dir}", "--prefix", f"--input={source}", *SEARCH)
+    assert code == 2 and f"{source} line 2: no tab between the source and the target prefix" in stderr
+    assert stdout == ""
+    code, _, stderr = translate(f"--export_dir={tmp_path}", "--prefix")  # refused as the flags are read
+    assert code == 2 and "--prefix cannot be used with --export_dir" in stderr
+
+
 @pytest.mark.parametrize(
     "flags, message",
     [
@@ -157,6 +185,7 @@ def test_sampling_is_reproducible_per_line_whatever_the_window(tiny_run, python_
         (["--src=a.en"], "--src and --tgt go together"),
         (["--sampling_topk=1", "--sampling_temperature=0"], "--sampling_temperature must be > 0"),
         (["--sampling_topp=1.5"], "--sampling_topp must be in (0, 1], received 1.5"),
+        (["--score", "--prefix"], "--prefix is for translating"),
     ],
 )
 def test_bad_flags_are_refused(tiny_run, flags, message):
@@ -169,10 +198,10 @@ def test_export_translates_and_refuses_what_it_cannot_do(tiny_export, tiny_run):
     code, stdout, stderr = translate(f"--export_dir={tiny_export}", "--n_best=2", stdin=lines_of(SENTENCES[:2]))
     assert code == 0, stderr
     assert [line.split(" ||| ")[0] for line in stdout.split("\n")[:-1]] == ["0", "0", "1", "1"]
-    code, _, stderr = translate(f"--export_dir={tiny_export}", "--sampling_topk=0", stdin=b"Print\n")
-    assert code == 2 and "--sampling_topk cannot be used with --export_dir" in stderr
-    code, _, stderr = translate(f"--export_dir={tiny_export}", "--sampling_topp=0.9", stdin=b"Print\n")
-    assert code == 2 and "--sampling_topp cannot be used with --export_dir" in stderr
+    code, _, stderr = translate(
+        f"--export_dir={tiny_export}", "--sampling_topk=0", "--sampling_topp=0.9", stdin=b"Print\n"
+    )
+    assert code == 2 and "--sampling_topk, --sampling_topp cannot be used with --export_dir" in stderr
     code, _, stderr = translate(f"--export_dir={tiny_export}", "--beam_size=2", stdin=b"Print\n")
     assert code == 2 and "--beam_size cannot be used with --export_dir" in stderr
 
