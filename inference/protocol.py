@@ -107,7 +107,7 @@ class TextTranslator(Protocol):
             keys: ints, one per sentence, that fix a sample's draws (default: the positions).
             prefixes: target prefixes, one string (or None) per sentence: each translation (each
                 of the n best, each sample) starts with its prefix's SentencePiece pieces, forced,
-                and goes on as the search chooses; "" or None: no prefix, today's search exactly.
+                and goes on as the search chooses; "" or None: no prefix, exactly the search without one.
 
         Scores are log-probabilities divided by the length penalty, as the search ranks them; with
         a prefix they count the whole translation, the forced pieces included.

@@ -136,8 +136,8 @@ class SavedModelTranslator(TextTranslator):
         The search settings are the export's: `beam_size`, `alpha`, `max_extra_length` and
         `min_length_ratio` may be
         given only with the values it was exported with, and sampling and target prefixes are
-        refused (they need the run directory: `PrefixError` for a prefix). Resets `truncated_indices` and `empty_indices` (left empty without the
-        export's vocabulary).
+        refused (they need the run directory; `PrefixError` for a prefix). Resets
+        `truncated_indices` and `empty_indices` (left empty without the export's vocabulary).
         """
         del keys  # Searches do not draw; keys only matter to sampling.
         if sampling is not None:
