@@ -29,6 +29,7 @@ from training.config import (
     DataConfig,
     RunConfig,
     TrainConfig,
+    ema_refusal,
     eval_sentences_from_flag,
     evaluation_refusal,
     flag_default,
@@ -199,6 +200,14 @@ def _check_init_from(values):
 )
 def _check_learning_rate_scale(value):
     return value > 0
+
+
+@flags.validator("ema_decay", message="")
+def _check_ema_decay(value):
+    refusal = ema_refusal(TrainConfig(ema_decay=value))
+    if refusal:
+        raise flags.ValidationError(refusal)
+    return True
 
 
 @flags.multi_flags_validator(["batch_tokens", "max_length"], message="")

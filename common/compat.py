@@ -122,6 +122,25 @@ def adam_moments(optimizer, variable):
     return optimizer._momentums[index], optimizer._velocities[index]
 
 
+@_entry("keras")
+def moving_averages(optimizer):
+    """`[(variable, average)]`: each trainable variable `optimizer` was built with, beside the
+    exponential moving average of it that the optimizer keeps (`use_ema=True`); [] when it keeps
+    none. A `LossScaleOptimizer` answers for its inner optimizer.
+
+    Relies on `BaseOptimizer._model_variables_moving_average`, the averages `build` creates when
+    `use_ema` is set, in the order of the built variables (keras 3.15.1). Public API holds them only
+    among `optimizer.variables`, where matching them to the model's by name or shape is ambiguous,
+    and brings them into the model only through `finalize_variable_values`, which overwrites the
+    live weights.
+    """
+    inner = getattr(optimizer, "inner_optimizer", optimizer)
+    if not getattr(inner, "use_ema", False) or not inner.built:
+        return []
+    pairs = zip(optimizer_built_variables(inner), inner._model_variables_moving_average)
+    return [(variable, average) for variable, average in pairs if average is not None]
+
+
 # TensorFlow 2.21.0: TensorFlow is imported inside each function.
 
 

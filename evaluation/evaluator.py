@@ -32,8 +32,8 @@ class EvalConfig:
     None: the run's `max_length`), applies to `model_dir` only (an export has its own built in): the
     test set and the `plot_attention` sentences are translated with it. `bleu_tokenize` None: sacreBLEU's tokenizer for the target
     language (`scoring.bleu_tokenizer`: "zh" for Chinese, else "13a"). `plot_only`: draw the
-    `plot_attention` heatmaps without translating a test set. `checkpoint`: "best", "last" or
-    "average:N" (`training.run_dir.parse_checkpoint`; None: `DEFAULT_CHECKPOINT`), for `model_dir` only.
+    `plot_attention` heatmaps without translating a test set. `checkpoint`: "best", "last",
+    "average:N" or "ema" (`training.run_dir.parse_checkpoint`; None: `DEFAULT_CHECKPOINT`), for `model_dir` only.
     """
 
     model_dir: str | None = None

@@ -56,7 +56,7 @@ def load_translator(
             (`DEFAULT_SEARCH`). Its `max_input_length` None is the run's `max_length`.
         beam_size, alpha, max_extra_length, min_length_ratio, max_input_length: single settings
             that replace `search`'s (or the recorded one's) where not None.
-        checkpoint: a run's weights: "best", "last" or "average:N" (`training.run_dir.parse_checkpoint`);
+        checkpoint: a run's weights: "best", "last", "average:N" or "ema" (`training.run_dir.parse_checkpoint`);
             None: `training.run_dir.DEFAULT_CHECKPOINT`. An export has its weights built in.
         sampling: a `inference.translator.Sampling` to draw translations by default (runs only).
         quiet: load a run without printing what was loaded.

@@ -255,7 +255,8 @@ def convert_run(model_dir, output_dir, *, quantization="float32", checkpoint=exp
         model_dir: a directory written by train.py.
         output_dir: the CTranslate2 model directory to create (must not exist).
         quantization: the weight type, one of `QUANTIZATIONS`.
-        checkpoint: the weights converted: "best", "last" or "average:N" (`training.run_dir.parse_checkpoint`).
+        checkpoint: the weights converted: "best", "last", "average:N" or "ema"
+            (`training.run_dir.parse_checkpoint`).
 
     Raises:
         ConversionError, exporter.ExportError: the reason, naming the flag or file, before anything

@@ -74,7 +74,7 @@ def check_model_dir(model_dir, checkpoint=DEFAULT_CHECKPOINT):
 
     Args:
         model_dir: a directory written by train.py.
-        checkpoint: the weights to export: "best", "last" or "average:N"
+        checkpoint: the weights to export: "best", "last", "average:N" or "ema"
             (`training.run_dir.parse_checkpoint`).
     """
     try:
@@ -115,7 +115,7 @@ def load_trained(model_dir, checkpoint=DEFAULT_CHECKPOINT):
     """`(model, tokenizer, run_config dict)` of a model_dir written by train.py.
 
     Args:
-        checkpoint: "best", "last" or "average:N" (`training.run_dir.RunDir.load_model`, as
+        checkpoint: "best", "last", "average:N" or "ema" (`training.run_dir.RunDir.load_model`, as
             `evaluate.py --checkpoint`).
 
     Raises:
@@ -236,7 +236,8 @@ def export_model(
             tokens kept per sentence, EOS included (longer inputs are cut), None meaning
             `EXPORT_MAX_INPUT_LENGTH`.
         length_buckets: source lengths with one traced search each (`export.serving_module`).
-        checkpoint: the weights exported: "best", "last" or "average:N" (`training.run_dir.parse_checkpoint`).
+        checkpoint: the weights exported: "best", "last", "average:N" or "ema"
+            (`training.run_dir.parse_checkpoint`).
         quantize: None (float weights), or "int8": the matmul weights as int8
             (`models.int8_weights`), the same signatures and search.
         **settings: `SearchConfig` settings by name (`beam_size=2`), each replacing `search`'s.

@@ -2,6 +2,7 @@
 the tools in new processes, and builders of the corpus and run configs that conftest.py's session
 fixtures use. Tests import these from here, never from a conftest.py."""
 
+import dataclasses
 import fcntl
 import json
 import os
@@ -112,6 +113,18 @@ def tiny_run_config(model_dir, corpus_cache_dir, **train_overrides):
     train.update(train_overrides)
     data = DataConfig(corpus="deb-en-de", cache_dir=corpus_cache_dir, deb_dir=DEB_CACHE, vocab_size=2000, max_length=64)
     return RunConfig(model_dir=str(model_dir), model=dict(TINY_MODEL), data=data, train=TrainConfig(**train))
+
+
+# For in-process runs that compare two settings: a model, vocabulary and batch as small as a few
+# epochs with a dev evaluation allow.
+SMALL_MODEL = dict(num_layers=1, hidden_dim=32, num_heads=2, intermediate_dim=64, dropout=0.1)
+
+
+def small_run_config(model_dir, corpus, **train_overrides):
+    """`tiny_run_config` with SMALL_MODEL, a 500-piece vocabulary and 512-token batches, on the
+    built corpus `corpus` (a CorpusPaths, e.g. the sample_corpus fixture)."""
+    config = tiny_run_config(model_dir, os.path.dirname(corpus.root), batch_tokens=512, **train_overrides)
+    return dataclasses.replace(config, model=dict(SMALL_MODEL), data=dataclasses.replace(config.data, vocab_size=500))
 
 
 QUICK_TRAIN_FLAGS = (

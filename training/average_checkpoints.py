@@ -4,6 +4,7 @@
     python -m training.average_checkpoints --model_dir=runs/base --output=runs/base/averaged.keras
     python -m training.average_checkpoints --model_dir=runs/big --checkpoint=average:20
     python -m training.average_checkpoints --model_dir=runs/base --checkpoint=best --output=best.keras
+    python -m training.average_checkpoints --model_dir=runs/base --checkpoint=ema --output=ema.keras
 """
 
 import os

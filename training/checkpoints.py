@@ -4,6 +4,12 @@ A checkpoint is `ckpt-<step>.weights.h5` (model and optimizer variables, Keras's
 Each is written to a temporary file in the same directory, flushed, and renamed into place, so a
 process killed mid-write leaves the previous checkpoints untouched and at worst a stray temporary
 file, which is ignored and cleaned up. `latest_checkpoint` returns the newest one that opens.
+
+A run trained with a moving average of the weights (`--ema_decay`; the averages are optimizer
+variables, `training.optimizers`) has them in every checkpoint, which a resume restores; each
+checkpoint also writes them as the model's weights to `ema-<step>.weights.h5` (the checkpoint's
+format, the live weights replaced by their averages), atomically, after the checkpoint, and the
+older one is then deleted: one is kept, the newest. `latest_ema` finds it.
 """
 
 import contextlib
@@ -20,23 +26,33 @@ import h5py
 import keras
 import numpy as np
 
+from common import compat
 from common.write_errors import WriteError, default_mode
 
 _CHECKPOINT = re.compile(r"^ckpt-(\d+)\.weights\.h5$")
+_EMA = re.compile(r"^ema-(\d+)\.weights\.h5$")
 
 
 def checkpoint_path(directory, step):
     return os.path.join(directory, f"ckpt-{step:09d}.weights.h5")
 
 
-def list_checkpoints(directory):
-    """`[(step, path)]` of the complete checkpoints in `directory`, oldest first."""
+def ema_path(directory, step):
+    return os.path.join(directory, f"ema-{step:09d}.weights.h5")
+
+
+def _list(directory, pattern):
     found = []
-    for path in glob.glob(os.path.join(directory, "ckpt-*.weights.h5")):
-        match = _CHECKPOINT.match(os.path.basename(path))
+    for path in glob.glob(os.path.join(directory, "*.weights.h5")):
+        match = pattern.match(os.path.basename(path))
         if match:
             found.append((int(match.group(1)), path))
     return sorted(found)
+
+
+def list_checkpoints(directory):
+    """`[(step, path)]` of the complete checkpoints in `directory`, oldest first."""
+    return _list(directory, _CHECKPOINT)
 
 
 def _readable(path):
@@ -50,6 +66,14 @@ def _readable(path):
 def latest_checkpoint(directory):
     """`(step, path)` of the newest checkpoint that opens, or None."""
     for step, path in reversed(list_checkpoints(directory)):
+        if _readable(path):
+            return step, path
+    return None
+
+
+def latest_ema(directory):
+    """`(step, path)` of the newest moving-average weights file that opens, or None."""
+    for step, path in reversed(_list(directory, _EMA)):
         if _readable(path):
             return step, path
     return None
@@ -168,15 +192,38 @@ def check_room(path, size):
 
 
 def save_checkpoint(model, directory, step, keep):
-    """Writes `ckpt-<step>` atomically and deletes all but the newest `keep` checkpoints."""
+    """Writes `ckpt-<step>` atomically and deletes all but the newest `keep` checkpoints; with a
+    moving average of the weights, then writes `ema-<step>` and deletes the older one."""
     path = checkpoint_path(directory, step)
-    check_room(path, expected_bytes(model, directory))
+    size = expected_bytes(model, directory)
+    check_room(path, size)
     write_atomically(path, lambda temporary: model.save_weights(temporary))
+    averages = compat.moving_averages(model.optimizer)
+    if averages:
+        _save_averages(model, averages, ema_path(directory, step), size)
     for _, old in list_checkpoints(directory)[:-keep]:
         os.remove(old)
     for stray in glob.glob(os.path.join(directory, ".tmp-*")):
         os.remove(stray)
     return path
+
+
+def _save_averages(model, averages, path, size):
+    """Writes `model`'s weights with the moving `averages` (`[(variable, average)]`) in place of the
+    trainable variables to `path` atomically, then deletes the other moving-average files; the
+    variables are given back their values, bit for bit, however the write ends."""
+    check_room(path, size)
+    live = [np.copy(keras.ops.convert_to_numpy(variable)) for variable, _ in averages]
+    try:
+        for variable, average in averages:
+            variable.assign(keras.ops.convert_to_numpy(average))
+        write_atomically(path, lambda temporary: model.save_weights(temporary))
+    finally:
+        for (variable, _), value in zip(averages, live):
+            variable.assign(value)
+    for _, old in _list(os.path.dirname(path), _EMA):
+        if old != path:
+            os.remove(old)
 
 
 def average_checkpoints(model, paths):

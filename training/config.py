@@ -238,6 +238,13 @@ class TrainConfig:
         "integer",
         lower_bound=1,
     )
+    ema_decay: float | None = option(
+        None,
+        "Keep an exponential moving average of the weights, ema = D * ema + (1 - D) * weights after each update, "
+        "with this decay D in (0, 1), e.g. 0.9999 (fairseq's --ema-decay): written with each checkpoint "
+        "(checkpoints/ema-<step>.weights.h5) and loaded by the tools' --checkpoint=ema. Default: none kept.",
+        "float",
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -295,6 +302,18 @@ def evaluation_refusal(train, distribution=None):
             "and every worker must stop at the same step)"
         )
     return None
+
+
+def ema_refusal(train):
+    """Why `train.ema_decay` (a TrainConfig's) cannot be a moving average's decay, in words naming
+    the flag, or None (None: no average kept). Checked before anything is written."""
+    decay = train.ema_decay
+    if decay is None or (isinstance(decay, (int, float)) and 0 < decay < 1):
+        return None
+    return (
+        f"--ema_decay={decay} must lie strictly between 0 and 1 (the weight of the old average in each update, "
+        "e.g. 0.9999); leave it out to keep no average"
+    )
 
 
 class ConfigMismatchError(UserError, ValueError):

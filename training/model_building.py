@@ -1,7 +1,7 @@
 """The compiled Transformer that `model.fit` trains: the paper's optimizer (Adam with the warm-up
 schedule, through the fused kernel), the label-smoothed loss normalised by the global number of
 target tokens, the dtype policy of --mixed_precision, XLA where it pays, and gradient accumulation
-over --accumulate_steps batches."""
+over --accumulate_steps batches, with a moving average of the weights under --ema_decay."""
 
 import keras
 import numpy as np
@@ -32,6 +32,7 @@ def build_model(model_config, vocabulary_size, train):
         optimizer_class=FusedAdam,
         constant_learning_rate=constant,
         accumulate_steps=train.accumulate_steps,
+        **_moving_average(train.ema_decay),
     )
     if train.mixed_precision == "fp16":
         optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
@@ -46,6 +47,12 @@ def build_model(model_config, vocabulary_size, train):
     if train.accumulate_steps > 1:
         count_update_tokens(model)
     return model
+
+
+def _moving_average(ema_decay):
+    """The optimizer's arguments for `--ema_decay` (None: no average): Keras's own moving average
+    (`training.optimizers` says why)."""
+    return {} if ema_decay is None else dict(use_ema=True, ema_momentum=ema_decay)
 
 
 def build_metrics_before_fit(model, strategy):

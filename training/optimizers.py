@@ -27,6 +27,20 @@ sum_i n_i g_i / sum_i n_i. The count reaches the optimizer through `batch_tokens
 `count_update_tokens` wraps sets it). `iterations`, and with it the schedule and Adam's bias
 correction, counts updates; `accumulated_batches` the batches since the last one.
 
+An exponential moving average of the weights (train.py's `--ema_decay` D: fairseq's `--ema-decay`,
+Marian's `--exponential-smoothing`, OpenNMT-tf's `moving_average_decay`) is Keras's own
+(`use_ema=True, ema_momentum=D`): the first update copies the weights, each later one sets
+ema_t = D ema_{t-1} + (1 - D) w_t. Keras's rather than the project's own, because its averages are
+optimizer variables, so every checkpoint holds them and a resume restores them exactly, and they
+are updated inside `apply`, in the compiled step on every backend and under tf.distribute: once per
+update here, since accumulating batches do not reach Keras's `apply` (TensorFlow) or have the
+optimizer's variables restored after it (JAX, `_select_update`), as fp16's skipped steps do not
+reach it either. A callback would see batches (of K per update, of `steps_per_execution` per call),
+not updates. What Keras does with the averages at the end of `fit` is turned off
+(`finalize_variable_values`, which would overwrite the weights with them): training goes on from,
+and `model.keras` holds, the live weights; `training.checkpoints` writes the averages beside each
+checkpoint.
+
 Importing this module does not import TensorFlow (the benchmarks import it under JAX). A
 `model.keras` written by `train.py` names this optimizer (and `training.losses`' loss) in its
 compile config: load it with `compile=False`, as `evaluate.py` and `export/` do, or import
@@ -81,7 +95,8 @@ def count_update_tokens(model):
 @keras.saving.register_keras_serializable(package="transformer")
 class FusedAdam(keras.optimizers.Adam):
     """`keras.optimizers.Adam` whose TensorFlow update is one fused kernel per variable, with
-    token-weighted gradient accumulation over `accumulate_steps` batches (1: none)."""
+    token-weighted gradient accumulation over `accumulate_steps` batches (1: none) and, with
+    `use_ema=True`, Keras's moving average of the weights kept beside them, never swapped in."""
 
     def __init__(self, *args, accumulate_steps=1, **kwargs):
         if not isinstance(accumulate_steps, int) or accumulate_steps < 1:
@@ -194,6 +209,10 @@ class FusedAdam(keras.optimizers.Adam):
                 distribution.extended.update(variable.value, lambda v, x: v.assign(x), args=(value,), group=False)
 
         compat.maybe_merge_call(assign_in_cross_replica_context, tf.distribute.get_strategy(), values)
+
+    def finalize_variable_values(self, var_list):
+        """Leaves the live weights in the model at the end of `fit` (Keras would overwrite them
+        with the moving averages, see the module docstring)."""
 
     def get_config(self):
         config = super().get_config()

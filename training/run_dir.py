@@ -7,7 +7,8 @@ model_dir/
     checkpoints/         ckpt-<step>.weights.h5 (`training.checkpoints`: their format and atomic writes),
                          the newest --keep_checkpoints of them, and best.weights.h5 with best.json (the
                          dev evaluation with the best score, its step and the early-stopping patience
-                         used), which the rotation never removes
+                         used), which the rotation never removes; with --ema_decay, ema-<step>.weights.h5
+                         (the moving average of the weights at the newest checkpoint's step)
     logs/                TensorBoard
     training_log.csv     one row per epoch (checkpoint), appended across restarts
     workers/<index>/     a multi-worker run's other workers' own run directories
@@ -15,9 +16,9 @@ model_dir/
 
 Training prepares it (`RunDir.prepare`: `--start_over`, the leftovers of a start that never
 trained); evaluation, translation, export and checkpoint averaging load from it what their one flag
-`--checkpoint=best|last|average:N` names (`parse_checkpoint`, `RunDir.load_model`): the best
-checkpoint, the newest one, or the mean of the newest N, refused with what the run has when it has
-no such thing.
+`--checkpoint=best|last|average:N|ema` names (`parse_checkpoint`, `RunDir.load_model`): the best
+checkpoint, the newest one, the mean of the newest N, or the moving average of the weights, refused
+with what the run has when it has no such thing.
 """
 
 import dataclasses
@@ -52,8 +53,9 @@ BEST_RECORD_FILE = "best.json"
 DEFAULT_CHECKPOINT = "best"
 CHECKPOINT_HELP = (
     "Which weights of --model_dir to load: best (the checkpoint of the best dev evaluation, "
-    "train.py --best_metric), last (the newest checkpoint; model.keras where no checkpoint is kept) or "
-    "average:N (the mean of the newest N checkpoints, section 6.1 of the paper)."
+    "train.py --best_metric), last (the newest checkpoint; model.keras where no checkpoint is kept), "
+    "average:N (the mean of the newest N checkpoints, section 6.1 of the paper) or ema (the exponential moving "
+    "average of the weights at the newest checkpoint, of a run trained with train.py --ema_decay)."
 )
 
 # Everything train.py writes, in the order --start_over deletes it.
@@ -98,7 +100,7 @@ def search_settings(record, where):
 
 @dataclasses.dataclass(frozen=True)
 class CheckpointChoice:
-    """A parsed `--checkpoint`: `kind` "best", "last" or "average" (of the newest `count`)."""
+    """A parsed `--checkpoint`: `kind` "best", "last", "ema" or "average" (of the newest `count`)."""
 
     kind: str
     count: int = 0
@@ -108,7 +110,7 @@ class CheckpointChoice:
 
 
 def parse_checkpoint(value, flag="--checkpoint"):
-    """The `CheckpointChoice` that `value` ("best", "last", "average:N" or a `CheckpointChoice`) names.
+    """The `CheckpointChoice` that `value` ("best", "last", "ema", "average:N" or a `CheckpointChoice`) names.
 
     Raises:
         ModelDirError: a malformed value (the message names `flag` and the values it takes).
@@ -116,13 +118,13 @@ def parse_checkpoint(value, flag="--checkpoint"):
     if isinstance(value, CheckpointChoice):
         return value
     text = str(value).strip()
-    if text in ("best", "last"):
+    if text in ("best", "last", "ema"):
         return CheckpointChoice(text)
     kind, colon, count = text.partition(":")
     if kind == "average" and colon and count.isdigit() and int(count) >= 1:
         return CheckpointChoice("average", int(count))
     raise ModelDirError(
-        f"{flag}={value!r} is not a checkpoint choice: expected best, last or average:N with N a positive "
+        f"{flag}={value!r} is not a checkpoint choice: expected best, last, ema or average:N with N a positive "
         "integer (e.g. average:5)"
     )
 
@@ -158,6 +160,8 @@ class ChosenWeights:
     def describe(self):
         if self.choice.kind == "best":
             return f"the best checkpoint, of step {self.steps[0]} ({describe_score(self.record)})"
+        if self.choice.kind == "ema":
+            return f"the moving average of the weights, of step {self.steps[0]}"
         if self.choice.kind == "average":
             return f"the mean of {len(self.steps)} checkpoint(s), of steps {', '.join(map(str, self.steps))}"
         if self.paths:
@@ -280,6 +284,13 @@ class RunDir:
 
         return checkpoints.latest_checkpoint(self.checkpoint_dir)
 
+    def latest_ema(self):
+        """`(step, path)` of the newest moving average of the weights (`--ema_decay`) that opens, or None."""
+        # Loads Keras: the tools import this module before their flag checks.
+        from training import checkpoints
+
+        return checkpoints.latest_ema(self.checkpoint_dir)
+
     def read_best(self):
         """The best record (best.json: `step`, `metric`, `score`, `dev_loss`, `dev_bleu`,
         `evaluations_without_improvement`, ...) as a dict, or None when the run has none.
@@ -342,7 +353,7 @@ class RunDir:
             elif os.path.exists(path):
                 os.remove(path)
 
-    def prepare(self, start_over, mixed_precision):
+    def prepare(self, start_over, mixed_precision, ema_decay=None):
         """Clears the directory for `--start_over`, or the leftovers of a start that never trained,
         and refuses a resume the run's state cannot support.
 
@@ -353,7 +364,9 @@ class RunDir:
 
         Raises:
             ModelDirError: `--start_over` on a directory that is not a train.py run, or a resume
-                under a `mixed_precision` whose optimizer state differs (fp16's loss scaling).
+                whose optimizer state differs: under a `mixed_precision` that adds or drops fp16's
+                loss scaling, or with a moving average of the weights (`ema_decay`, None: none)
+                where the run kept none, or the other way round.
         """
         has_config = os.path.exists(self.config_path)
         if start_over:
@@ -375,12 +388,26 @@ class RunDir:
             print(f"{self.path}: no checkpoint from the earlier start; starting afresh", file=sys.stderr)
             self.remove((VOCABULARY_FILE, TRAINING_LOG, LOG_DIR, CONFIG_FILE))
             return
-        before = (self.previous_config() or {}).get("train", {}).get("mixed_precision")
+        self._check_resumable(mixed_precision, ema_decay)
+
+    def _check_resumable(self, mixed_precision, ema_decay):
+        """`prepare`'s refusals of a resume whose optimizer state differs from the run's."""
+        trained = (self.previous_config() or {}).get("train", {})
+        before = trained.get("mixed_precision")
         if before is not None and (before == "fp16") != (mixed_precision == "fp16"):
             raise ModelDirError(
                 f"{self.path} was trained with --mixed_precision={before}; --mixed_precision={mixed_precision} "
                 "cannot resume it (fp16's loss scaling keeps optimizer state the other policies do not). Resume "
                 f"with --mixed_precision={before}, or pass --start_over"
+            )
+        kept = trained.get("ema_decay")
+        if (kept is None) != (ema_decay is None):
+            was = "without --ema_decay" if kept is None else f"with --ema_decay={kept}"
+            now = "without --ema_decay" if ema_decay is None else f"with --ema_decay={ema_decay}"
+            again = "without --ema_decay" if kept is None else "with --ema_decay (any decay in (0, 1))"
+            raise ModelDirError(
+                f"{self.path} was trained {was}; it cannot resume {now} (the moving average of the weights is "
+                f"optimizer state, kept in every checkpoint or in none). Resume {again}, or pass --start_over"
             )
 
     # Loading what training wrote.
@@ -404,6 +431,9 @@ class RunDir:
         record = self._best_record_or_none()
         if record is not None:
             choices.append(f"best (step {record['step']}, {describe_score(record)})")
+        ema = self.latest_ema()
+        if ema is not None:
+            choices.append(f"ema (step {ema[0]})")
         if found:
             steps = ", ".join(str(step) for step, _ in found)
             averages = "average:1" if len(found) == 1 else f"average:1 to average:{len(found)}"
@@ -451,6 +481,8 @@ class RunDir:
                     f"{BEST_RECORD_FILE}: {why}). It has: {self.available()}"
                 )
             chosen = ChosenWeights(choice, (self.best_weights_path,), (record["step"],), record)
+        elif choice.kind == "ema":
+            chosen = self._ema_choice(choice, refusal)
         elif choice.kind == "average" or found:
             count = choice.count or 1
             if len(found) < count:
@@ -468,14 +500,25 @@ class RunDir:
             raise ModelDirError(f"{refusal}: {self.config_path} is missing, and building the model needs it")
         return chosen
 
+    def _ema_choice(self, choice, refusal):
+        """The `ChosenWeights` of `--checkpoint=ema`; `refusal` begins the message of its refusal."""
+        ema = self.latest_ema()
+        if ema is None:
+            raise ModelDirError(
+                f"{refusal} has no moving average of the weights ({CHECKPOINT_DIR}/ema-<step>.weights.h5, which "
+                f"train.py writes with each checkpoint when given --ema_decay). It has: {self.available()}"
+            )
+        return ChosenWeights(choice, (ema[1],), (ema[0],))
+
     def load_model(self, checkpoint=DEFAULT_CHECKPOINT, flag="--checkpoint", quiet=False):
         """`(model, tokenizer, run_config)`: the weights `checkpoint` names.
 
         Args:
             checkpoint: "best" (the best dev evaluation's checkpoint), "last" (the newest
-                checkpoint, or `model.keras` where none is kept) or "average:N" (the mean of the
-                newest N checkpoints; section 6.1 averages the last 5 for base models); or a
-                `CheckpointChoice`. Checkpoints are loaded into a model built from `config.json`.
+                checkpoint, or `model.keras` where none is kept), "average:N" (the mean of the
+                newest N checkpoints; section 6.1 averages the last 5 for base models) or "ema"
+                (the moving average of the weights, `--ema_decay`); or a `CheckpointChoice`.
+                Checkpoints are loaded into a model built from `config.json`.
             flag: the name of `checkpoint` in messages (the tool's flag).
             quiet: leaves out the line saying which weights were loaded.
 

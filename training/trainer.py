@@ -105,7 +105,7 @@ def _check_resume_step(checkpoint_step, start_step, checkpoint_path):
         raise TrainingError(
             f"{checkpoint_path} is from step {checkpoint_step}, but its optimizer state did not load (the step read "
             f"back is {start_step}): the optimizer differs from the one that wrote it. Resume with the run's "
-            "--mixed_precision and --accumulate_steps, or pass --start_over"
+            "--mixed_precision, --accumulate_steps and --ema_decay (or none), or pass --start_over"
         )
 
 
@@ -162,7 +162,7 @@ def train(config, start_over=False, callbacks=()):
         ValueError: a model_dir holding a run with another configuration (unless `start_over`).
     """
     train_options = config.train
-    refusal = run_config.evaluation_refusal(train_options)
+    refusal = run_config.evaluation_refusal(train_options) or run_config.ema_refusal(train_options)
     if refusal:
         raise TrainingError(refusal)
     if not isinstance(train_options.accumulate_steps, int) or train_options.accumulate_steps < 1:
@@ -322,7 +322,7 @@ def _inputs(start):
     previous = start.chief_run.previous_config() if not start.start_over else None
     if start.chief:
         try:
-            start.chief_run.prepare(start.start_over, options.mixed_precision)
+            start.chief_run.prepare(start.start_over, options.mixed_precision, options.ema_decay)
         except ModelDirError as error:
             raise TrainingError(str(error)) from error
     keras.utils.set_random_seed(options.seed)  # Before any tokenizer is traced (see data/tokenizer.py).

@@ -164,6 +164,27 @@ def test_adam_moments():
         np.testing.assert_allclose(keras.ops.convert_to_numpy(v), (1 - 0.98) * gradient**2, rtol=1e-6)
 
 
+def test_moving_averages():
+    variables = [keras.Variable(np.full(shape, 1.0, "float32"), name=f"v{i}") for i, shape in enumerate([(2,), (3,)])]
+    optimizer = keras.optimizers.Adam(learning_rate=0.1, use_ema=True, ema_momentum=0.5)
+    optimizer.build(variables)
+    owned = {id(v) for v in optimizer.variables}
+    expected = None  # The first update copies the weights, later ones average half and half.
+    for _ in range(2):
+        optimizer.apply([np.full((2,), 1.0, "float32"), np.full((3,), -1.0, "float32")], variables)
+        after = [keras.ops.convert_to_numpy(v).copy() for v in variables]
+        expected = after if expected is None else [0.5 * e + 0.5 * a for e, a in zip(expected, after)]
+    pairs = compat.moving_averages(optimizer)
+    assert [variable for variable, _ in pairs] == variables
+    for (_, average), value in zip(pairs, expected):
+        assert id(average) in owned  # checkpointed with the optimizer
+        np.testing.assert_allclose(keras.ops.convert_to_numpy(average), value, rtol=1e-6)
+    scaled = keras.optimizers.LossScaleOptimizer(keras.optimizers.Adam(use_ema=True))
+    scaled.build(variables)
+    assert [variable for variable, _ in compat.moving_averages(scaled)] == variables
+    assert compat.moving_averages(_built_adam((2,))[0]) == []
+
+
 # TensorFlow
 
 

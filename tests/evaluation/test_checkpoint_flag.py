@@ -93,7 +93,7 @@ def test_evaluate_and_translate_say_what_they_loaded_and_refuse_what_the_run_lac
                 "average:3",
                 f"--checkpoint=average:3: {run.path} keeps 2 checkpoint(s), fewer than the 3 asked for. {has}",
             ),
-            ("average:0", "--checkpoint='average:0' is not a checkpoint choice: expected best, last or average:N"),
+            ("average:0", "--checkpoint='average:0' is not a checkpoint choice: expected best, last, ema or average:N"),
         ]:
             refused = _run(*tool, f"--checkpoint={value}", stdin="Print\n")
             assert refused.returncode != 0 and "Traceback" not in refused.stderr, refused.stderr[-3000:]

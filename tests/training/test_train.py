@@ -2,7 +2,6 @@
 Runs whose behaviour does not depend on the corpus's contents train on the sample corpus."""
 
 import csv
-import dataclasses
 import functools
 import glob
 import hashlib
@@ -19,7 +18,7 @@ import keras
 import numpy as np
 import pytest
 
-from tests.helpers import DEB_CACHE, REPO_ROOT, STARTUP_NOISE, TINY_MODEL, tiny_run_config
+from tests.helpers import DEB_CACHE, REPO_ROOT, STARTUP_NOISE, TINY_MODEL, small_run_config, tiny_run_config
 
 ENV = dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="2", KERAS_BACKEND="tensorflow", CI="1")
 
@@ -172,23 +171,13 @@ def test_tiny_model_lowers_the_dev_loss_on_the_real_corpus(tiny_run):
     assert summary["step"] == 200
 
 
-# For in-process runs that compare two settings: a model, vocabulary and batch as small as a few
-# epochs with a dev evaluation allow.
-SMALL_MODEL = dict(num_layers=1, hidden_dim=32, num_heads=2, intermediate_dim=64, dropout=0.1)
-
-
-def _small_config(model_dir, corpus, **train_overrides):
-    config = tiny_run_config(model_dir, os.path.dirname(corpus.root), batch_tokens=512, **train_overrides)
-    return dataclasses.replace(config, model=dict(SMALL_MODEL), data=dataclasses.replace(config.data, vocab_size=500))
-
-
 @pytest.mark.slow
 def test_fp16_training_stays_finite(sample_corpus, tmp_path):
     from training.trainer import train
 
     # float16 arithmetic is emulated on a CPU, ten times slower than float32: four steps.
     summary = train(
-        _small_config(
+        small_run_config(
             tmp_path / "fp16",
             sample_corpus,
             train_steps=4,
@@ -209,8 +198,8 @@ def test_steps_per_execution_changes_only_how_often_the_host_looks(sample_corpus
     from training.trainer import train
 
     options = dict(train_steps=10, checkpoint_every=5, eval_every=10, eval_sentences=0)
-    one = train(_small_config(tmp_path / "one", sample_corpus, **options))
-    five = train(_small_config(tmp_path / "five", sample_corpus, steps_per_execution=5, **options))
+    one = train(small_run_config(tmp_path / "one", sample_corpus, **options))
+    five = train(small_run_config(tmp_path / "five", sample_corpus, steps_per_execution=5, **options))
     assert one["step"] == five["step"] == 10
     assert sorted(os.listdir(tmp_path / "five" / "checkpoints")) == sorted(os.listdir(tmp_path / "one" / "checkpoints"))
     np.testing.assert_allclose(five["history"]["loss"], one["history"]["loss"], rtol=1e-5)
@@ -218,7 +207,7 @@ def test_steps_per_execution_changes_only_how_often_the_host_looks(sample_corpus
     for a, b in zip(*weights):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError, match="checkpoint_every=5 must be a multiple of steps_per_execution=3"):
-        train(_small_config(tmp_path / "three", sample_corpus, steps_per_execution=3, **options))
+        train(small_run_config(tmp_path / "three", sample_corpus, steps_per_execution=3, **options))
 
 
 def test_another_configuration_on_an_existing_model_dir_is_refused(tmp_path):
