@@ -23,23 +23,25 @@ ACCUMULATE = 3
 UPDATES = 2
 SMALL = dict(num_layers=1, hidden_dim=16, num_heads=2, intermediate_dim=32, dropout=0.0)
 VOCABULARY = 30
+LENGTH = 8  # Target positions of every batch.
 
 
 def batches(rng):
-    """`UPDATES * ACCUMULATE` batches of 4 pairs with their own lengths and numbers of target tokens
-    (from 1 to 9 per pair, so that the mean of per-batch means weighs tokens unequally), and the
-    `UPDATES` union batches, each padded to its longest pair."""
+    """`UPDATES * ACCUMULATE` batches of 4 pairs with their own numbers of target tokens (from 1 to
+    8 per pair, 10 or 26 per batch, so that the mean of per-batch means weighs tokens unequally), and
+    the `UPDATES` union batches. All share one shape, padding included: under JAX each new shape
+    compiles the train step again."""
     from data.special_ids import BOS_ID, PAD_ID
 
     micro = []
     for index in range(UPDATES * ACCUMULATE):
-        length = 4 + 2 * (index % ACCUMULATE)  # 4, 6, 8: three bucket lengths
-        source = rng.integers(4, VOCABULARY, size=(4, 5 + index % 2)).astype("int32")
-        target = rng.integers(4, VOCABULARY, size=(4, length)).astype("int32")
+        source = rng.integers(4, VOCABULARY, size=(4, 6)).astype("int32")
+        source[:, 5 + index % 2 :] = PAD_ID  # 5 or 6 source tokens
+        target = rng.integers(4, VOCABULARY, size=(4, LENGTH)).astype("int32")
         target[:, 0] = BOS_ID
-        labels = rng.integers(4, VOCABULARY, size=(4, length)).astype("int32")
+        labels = rng.integers(4, VOCABULARY, size=(4, LENGTH)).astype("int32")
         for row in range(4):
-            real = 1 + (index * 4 + row) % length
+            real = 1 + (index * 4 + row) % LENGTH
             labels[row, real:] = PAD_ID
             target[row, real:] = PAD_ID
         micro.append(((source, target), labels))
