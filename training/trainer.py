@@ -177,6 +177,13 @@ def train(config, start_over=False, callbacks=()):
             f"checkpoint_every={train_options.checkpoint_every} must be a multiple of "
             f"steps_per_execution={train_options.steps_per_execution} (a positive int)"
         )
+    for name in ("train_steps", "eval_every"):
+        if getattr(train_options, name) % train_options.checkpoint_every:
+            # Epochs are checkpoint_every updates long: the remainder would silently not be trained.
+            raise ValueError(
+                f"{name}={getattr(train_options, name)} must be a multiple of "
+                f"checkpoint_every={train_options.checkpoint_every}"
+            )
     # Devices first: splitting the CPU must happen before TensorFlow initialises them.
     try:
         strategy = make_strategy(train_options.distribution, train_options.cpu_replicas)

@@ -139,6 +139,18 @@ def test_a_resume_off_the_epoch_boundaries_runs_a_short_first_epoch():
     assert _epoch_plan(500, 100, 5) == [] and _epoch_plan(600, 100, 5) == []
 
 
+@pytest.mark.parametrize("setting", ["train_steps", "eval_every"])
+def test_steps_off_the_checkpoint_cadence_are_refused_before_anything_is_written(setting, tmp_path):
+    # The epochs are checkpoint_every updates long: the remainder would silently go untrained.
+    from training.trainer import train
+
+    steps = dict(train_steps=90, eval_every=30, checkpoint_every=30) | {setting: 70}
+    config = tiny_run_config(tmp_path / "run", "unused", **steps)
+    with pytest.raises(ValueError, match=f"{setting}=70 must be a multiple of checkpoint_every=30"):
+        train(config)
+    assert not os.path.exists(tmp_path / "run")
+
+
 def test_the_training_log_has_dev_bleu_and_fixed_columns(tiny_run, tmp_path):
     from training.callbacks import TrainingLog
 
