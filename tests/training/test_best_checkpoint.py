@@ -12,7 +12,7 @@ import keras
 import numpy as np
 import pytest
 
-from tests.helpers import REPO_ROOT, tiny_run_config
+from tests.helpers import REPO_ROOT, small_run_config, tiny_run_config
 
 ENV = dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="2", KERAS_BACKEND="tensorflow", CI="1")
 
@@ -172,21 +172,20 @@ class _Crash(keras.callbacks.Callback):
 
 
 @pytest.mark.slow
-def test_early_stopping_resumes_its_patience_and_ends_on_the_best_checkpoint(corpus, tmp_path, capsys):
+def test_early_stopping_resumes_its_patience_and_ends_on_the_best_checkpoint(sample_corpus, tmp_path, capsys):
     from training.run_dir import RunDir
     from training.trainer import train
 
     # A min_delta no gain exceeds: each evaluation after the first counts, so with patience 3 the
     # run stops at the 4th (step 40) only if the crash at step 20 kept its count (1). Counted
     # afresh, it would stop at step 60.
-    config = tiny_run_config(
+    config = small_run_config(
         tmp_path / "run",
-        os.path.dirname(corpus.root),
+        sample_corpus,
         train_steps=80,
         checkpoint_every=10,
         eval_every=10,
         keep_checkpoints=1,
-        batch_tokens=1024,
         eval_sentences=4,
         eval_beam_size=2,
         early_stopping=3,
