@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import sentencepiece
 
+from common.errors import UserError
 from data.special_ids import BOS_ID, EOS_ID, PAD_ID
 from export import ctranslate2_export
 from inference.translator import Translator
@@ -378,27 +379,29 @@ def test_command_refuses_with_one_line_and_status_2(tiny_run, tmp_path):
     dense.save(not_a_transformer / "model.keras")
     for name in ("spm.model", "config.json"):
         (not_a_transformer / name).write_bytes(open(os.path.join(tiny_run[0], name), "rb").read())
-    cases = [
+    # Through the command: a refusal of the conversion (exit 2, one line) and the flags' refusals.
+    for arguments, expected in [
         (
-            [f"--model_dir={tmp_path}", f"--export_dir={tmp_path / 'out'}"],
+            ["--format=ctranslate2", f"--model_dir={tmp_path}", f"--export_dir={tmp_path / 'out'}"],
             f"export: error: {tmp_path} holds no model",
         ),
         (
-            [f"--model_dir={tiny_run[0]}", f"--export_dir={tmp_path / 'out'}", "--beam_size=2"],
+            ["--format=ctranslate2", f"--model_dir={tiny_run[0]}", f"--export_dir={tmp_path / 'out'}", "--beam_size=2"],
             "export: error: --beam_size set the SavedModel's graph and do not apply to --format=ctranslate2",
         ),
         (
-            [f"--model_dir={not_a_transformer}", f"--export_dir={tmp_path / 'out'}", "--checkpoint=last"],
-            f"export: error: {not_a_transformer / 'model.keras'} holds a Sequential, not the Transformer train.py saves",
+            [f"--model_dir={tiny_run[0]}", f"--export_dir={tmp_path / 'out'}", "--ct2_quantization=int8"],
+            "export: error: --ct2_quantization only applies to --format=ctranslate2",
         ),
-    ]
-    for arguments, expected in cases:
-        result = _run_export("--format=ctranslate2", *arguments)
+    ]:
+        result = _run_export(*arguments)
         assert result.returncode == 2, result.stderr[-4000:]
         assert "Traceback" not in result.stderr
         assert result.stderr.strip().splitlines() == [result.stderr.strip().splitlines()[-1]], result.stderr[-2000:]
         assert result.stderr.strip().startswith(expected), result.stderr[-2000:]
+    # Another refusal of the conversion, the same UserError path, in this process.
+    with pytest.raises(UserError) as refused:
+        ctranslate2_export.convert_run(str(not_a_transformer), str(tmp_path / "out"), checkpoint="last")
+    expected = f"{not_a_transformer / 'model.keras'} holds a Sequential, not the Transformer train.py saves"
+    assert str(refused.value).startswith(expected)
     assert not os.path.exists(tmp_path / "out")
-    result = _run_export(f"--model_dir={tiny_run[0]}", f"--export_dir={tmp_path / 'out'}", "--ct2_quantization=int8")
-    assert result.returncode == 2
-    assert result.stderr.strip() == "export: error: --ct2_quantization only applies to --format=ctranslate2"
