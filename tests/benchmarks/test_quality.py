@@ -234,16 +234,16 @@ def test_paired_bootstrap_tells_a_better_system_from_an_equal_one(quality):
     assert abs(equal["project_minus_torch_bleu"]) < 5 and equal["p_bleu"] > 0.05 and equal["p_chrf"] > 0.05
 
 
-@pytest.mark.slow  # Two trainings and eight decoding passes: 5.5 minutes on two cores shared with other jobs.
-def test_whole_run_prints_one_row_per_system_source_and_search(quality, corpus, tmp_path, capsys):
+@pytest.mark.slow  # Two trainings and eight decoding passes.
+def test_whole_run_prints_one_row_per_system_source_and_search(quality, sample_corpus, tmp_path, capsys):
     output_dir = tmp_path / "quality"
     arguments = [
-        f"--cache_dir={os.path.dirname(corpus.root)}",
+        f"--cache_dir={os.path.dirname(sample_corpus.root)}",
         f"--output_dir={output_dir}",
         "--steps=20",
         "--batch_tokens=1024",
         "--warmup_steps=10",
-        "--vocab_size=2000",
+        "--vocab_size=500",
         "--max_length=64",
         "--normalize_first=pre",
         "--sentences=6",
@@ -251,7 +251,7 @@ def test_whole_run_prints_one_row_per_system_source_and_search(quality, corpus, 
         "--torch_beam",
     ]
     rows = quality.main(arguments)
-    sources = ["test"] + [f"test.{source}" for source in sorted(corpus.test_by_source)]
+    sources = ["test"] + [f"test.{source}" for source in sorted(sample_corpus.test_by_source)]
     expected = [
         (system, "pre-norm", source, search)
         for system in ("project", "torch")
