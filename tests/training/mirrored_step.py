@@ -1,5 +1,5 @@
-"""One SGD step of a small Transformer on one global batch, on one device and mirrored over two
-logical CPU devices, with the global-token loss and with the per-replica one; and one step of
+"""One SGD step of a small Transformer on one global batch, on one device, and mirrored over two
+logical CPU devices with the global-token loss and with the per-replica one; and one step of
 `train.py`'s fused Adam beside Keras's Adam, both mirrored. Prints JSON.
 
 Run as a script (TensorFlow must split the CPU before it initialises): tests/training/test_distribution.py.
@@ -71,13 +71,14 @@ def main():
     mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     assert mirrored.num_replicas_in_sync == 2
     results = {}
+    # On one device the global-token loss is the per-replica one: one step is the reference for both.
+    loss_one, weights_one = one_step(single, GlobalTokenLabelSmoothedCrossEntropy(), initial)
+    update = max(float(np.max(np.abs(a - b))) for a, b in zip(weights_one, initial))
     for name, loss_class in (
         ("global", GlobalTokenLabelSmoothedCrossEntropy),
         ("per_replica", LabelSmoothedCrossEntropy),
     ):
-        loss_one, weights_one = one_step(single, loss_class(), initial)
         loss_two, weights_two = one_step(mirrored, loss_class(), initial)
-        update = max(float(np.max(np.abs(a - b))) for a, b in zip(weights_one, initial))
         difference = max(float(np.max(np.abs(a - b))) for a, b in zip(weights_one, weights_two))
         results[name] = {
             "loss_one_device": loss_one,

@@ -53,8 +53,14 @@ def _free_ports(count):
 
 @pytest.mark.slow
 @pytest.mark.full
-def test_two_workers_on_loopback_end_on_the_same_weights(tiny_run, deb_en_de, tmp_path):
-    corpus = deb_en_de[0]
+def test_two_workers_on_loopback_end_on_the_same_weights(sample_corpus, tmp_path):
+    from training.config import DataConfig
+    from training.trainer import resolve_tokenizer
+
+    corpus = sample_corpus
+    # Several workers refuse to train a vocabulary: it is built first, as their message says.
+    (tmp_path / "vocabulary").mkdir()
+    resolve_tokenizer(str(tmp_path / "vocabulary"), corpus, DataConfig(vocab_size=2000))
     model_dir = str(tmp_path / "multi_worker")
     workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
     command = [

@@ -215,31 +215,21 @@ def _broken_parents(tiny_run, tmp_path):
 @pytest.mark.parametrize(
     "parent, flags, message",
     [
+        # Refused by train.py's flag validator (init_from.read_parent, choose_weights).
         ("missing", [], "--init_from={missing}: no such directory"),
-        # The others start TensorFlow and read the parent before they refuse: seconds each.
-        pytest.param(
-            "empty",
-            [],
-            "--init_from={empty}: {empty} holds no model (no model.keras, no checkpoints/ckpt-*.weights.h5",
-            marks=pytest.mark.slow,
-        ),
-        pytest.param(
-            "corrupt", [], "--init_from={corrupt}: {corrupt}/model.keras cannot be loaded", marks=pytest.mark.slow
-        ),
+        # Refused when train.py builds its configuration from the parent's: each flag that differs is
+        # named. Starts Keras (the parent's checkpoints are listed): seconds.
         pytest.param(
             "good",
-            ["--hidden_dim=128", "--num_layers=3"],
-            "--init_from={good} fine-tunes the parent's model as it is: --num_layers=3 differs from its 2; "
-            "--hidden_dim=128 differs from its 64",
+            ["--preset=base", "--hidden_dim=128", "--num_layers=3", "--vocab_size=4000"],
+            "--init_from={good} fine-tunes the parent's model as it is: --preset=base differs from its tiny; "
+            "--num_layers=3 differs from its 2; --hidden_dim=128 differs from its 64; "
+            "--vocab_size=4000 differs from its 2000",
             marks=pytest.mark.slow,
         ),
-        pytest.param("good", ["--vocab_size=4000"], "--vocab_size=4000 differs from its 2000", marks=pytest.mark.slow),
-        pytest.param("good", ["--preset=base"], "--preset=base differs from its tiny", marks=pytest.mark.slow),
+        # Passes the validator, refused by `train` when it loads the weights.
         pytest.param(
-            "no_best",
-            ["--init_checkpoint=best"],
-            "--init_checkpoint=best: {no_best} has no best checkpoint",
-            marks=pytest.mark.slow,
+            "corrupt", [], "--init_from={corrupt}: {corrupt}/model.keras cannot be loaded", marks=pytest.mark.slow
         ),
     ],
 )
@@ -255,8 +245,44 @@ def test_a_parent_that_cannot_start_the_run_is_one_clear_error_and_nothing_is_wr
     assert not model_dir.exists()
 
 
+@pytest.mark.parametrize(
+    "parent, checkpoint, message",
+    [
+        (
+            "empty",
+            "auto",
+            "--init_from={empty}: {empty} holds no model (no model.keras, no checkpoints/ckpt-*.weights.h5",
+        ),
+        ("no_best", "best", "--init_checkpoint=best: {no_best} has no best checkpoint"),
+    ],
+)
+def test_a_parent_that_cannot_start_the_run_is_refused_before_anything_is_written(
+    tiny_run, corpus, tmp_path, parent, checkpoint, message
+):
+    """What train.py's flag validator calls (read_parent, then choose_weights for a named checkpoint)
+    refuses these parents, and so does `train` itself before the run's directory is made. How such
+    refusals leave train.py (message, exit status, nothing written) is the test above's."""
+    from training import init_from
+    from training.trainer import TrainingError, train
+
+    parents = _broken_parents(tiny_run, tmp_path)
+    expected = message.format(**parents)
+    with pytest.raises(init_from.InitFromError) as refused:
+        init_from.read_parent(parents[parent])
+        init_from.choose_weights(parents[parent], checkpoint)
+    assert expected in str(refused.value)
+    model_dir = tmp_path / "child"
+    config = tiny_run_config(
+        model_dir, os.path.dirname(corpus.root), init_from=parents[parent], init_checkpoint=checkpoint
+    )
+    with pytest.raises(TrainingError) as refused:
+        train(config)
+    assert expected in str(refused.value)
+    assert not model_dir.exists()
+
+
 @pytest.mark.slow  # A train.py run.
-def test_dropout_may_change_and_the_parents_model_flags_are_taken(tiny_run, corpus, tmp_path):
+def test_dropout_may_change_and_the_parents_model_flags_are_taken(tiny_run, sample_corpus, tmp_path):
     """The child names no model flag but a dropout rate: it trains the parent's architecture, and
     keeps the search its parent recorded."""
     parent = tmp_path / "parent"
@@ -266,7 +292,7 @@ def test_dropout_may_change_and_the_parents_model_flags_are_taken(tiny_run, corp
     parent_config["search"] = {"alpha": 1.0, "min_length_ratio": 0.8, "chosen_for": "recipe small_data"}
     (parent / "config.json").write_text(json.dumps(parent_config))
     model_dir = tmp_path / "child"
-    completed = _train_py(model_dir, corpus, f"--init_from={parent}", "--dropout=0.3")
+    completed = _train_py(model_dir, sample_corpus, f"--init_from={parent}", "--dropout=0.3")
     assert completed.returncode == 0, completed.stderr[-3000:]
     assert f"fine-tuning from {parent}/checkpoints/best.weights.h5 (step 200), the best" in completed.stderr
     with open(model_dir / "config.json") as handle:

@@ -52,7 +52,7 @@ def test_the_recipe_flag_is_refused_with_a_parent_run_and_names_an_unknown_recip
 
 
 @pytest.mark.slow  # A train.py run.
-def test_a_recipe_records_its_search_and_a_later_start_keeps_it(corpus, tmp_path):
+def test_a_recipe_records_its_search_and_a_later_start_keeps_it(sample_corpus, tmp_path):
     """train.py --recipe=small_data writes the recipe's search into config.json; a resumed run
     without --recipe keeps what the first start recorded, a fine-tuning its parent's."""
     assert search_record("small_data") == dict(RECIPE_SEARCH["small_data"], chosen_for="recipe small_data")
@@ -62,7 +62,7 @@ def test_a_recipe_records_its_search_and_a_later_start_keeps_it(corpus, tmp_path
         model_dir,
         "--recipe=small_data",
         "--vocab_size=2000",
-        f"--cache_dir={os.path.dirname(corpus.root)}",
+        f"--cache_dir={os.path.dirname(sample_corpus.root)}",
         f"--deb_dir={DEB_CACHE}",
         *QUICK_TRAIN_FLAGS,
     )

@@ -29,8 +29,8 @@ def _source_files(corpus, tmp_path):
 
 
 @pytest.mark.slow
-def test_train_py_samples_weighted_files_and_records_them(corpus, tmp_path):
-    paths = _source_files(corpus, tmp_path)
+def test_train_py_samples_weighted_files_and_records_them(sample_corpus, tmp_path):
+    paths = _source_files(sample_corpus, tmp_path)
     model_dir = tmp_path / "run"
     completed = _train_py(
         model_dir,
@@ -38,7 +38,7 @@ def test_train_py_samples_weighted_files_and_records_them(corpus, tmp_path):
         "--languages=en-de",
         f"--cache_dir={tmp_path / 'cache'}",
         f"--train_tsv={paths['libreoffice-help']}:3,{paths['ding']}:1",
-        f"--dev_tsv={corpus.dev}",
+        f"--dev_tsv={sample_corpus.dev}",
         "--vocab_size=500",
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
@@ -67,17 +67,22 @@ def test_train_py_samples_weighted_files_and_records_them(corpus, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_built_in_corpus_samples_its_sources_by_weight(corpus, tmp_path):
+def test_a_built_in_corpus_samples_its_sources_by_weight(sample_corpus, tmp_path):
     from training.trainer import train
 
     config = tiny_run_config(
-        tmp_path / "run", os.path.dirname(corpus.root), train_steps=10, checkpoint_every=10, eval_every=10
+        tmp_path / "run",
+        os.path.dirname(sample_corpus.root),
+        train_steps=10,
+        checkpoint_every=10,
+        eval_every=10,
+        eval_sentences=0,
     )
     config = dataclasses.replace(config, data=dataclasses.replace(config.data, source_weights={"ding": 3}))
     assert train(config)["step"] == 10
     with open(tmp_path / "run" / "config.json") as handle:
         recorded = json.load(handle)
-    manifest = corpus.load_manifest()
+    manifest = sample_corpus.load_manifest()
     assert [
         (entry["corpus"], entry["weight"], entry["share"], entry["pairs"]) for entry in recorded["training_corpora"]
     ] == [
