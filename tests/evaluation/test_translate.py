@@ -79,7 +79,7 @@ def test_files_and_long_lines_cut_and_reported(tiny_run, tmp_path, python_transl
     assert output.read_text(encoding="utf-8").split("\n")[:-1] == expected
 
 
-@pytest.mark.slow  # two runs of the model
+@pytest.mark.slow  # a run of the model
 def test_n_best_and_with_scores_are_the_searchs_own(tiny_run, python_translator):
     model_dir, _ = tiny_run
     code, stdout, stderr = translate(f"--model_dir={model_dir}", "--n_best=3", *SEARCH, stdin=lines_of(SENTENCES))
@@ -91,11 +91,7 @@ def test_n_best_and_with_scores_are_the_searchs_own(tiny_run, python_translator)
         line, rank = divmod(number, 3)
         assert int(index) == line and hypothesis == texts[line][rank]
         assert abs(float(score) - scores[line][rank]) < 1e-4
-    code, stdout, stderr = translate(f"--model_dir={model_dir}", "--with_scores", *SEARCH, stdin=lines_of(SENTENCES))
-    best, best_scores = python_translator.translate(SENTENCES)
-    rows = [line.rsplit(" ||| ", 1) for line in stdout.split("\n")[:-1]]
-    assert [row[0] for row in rows] == best
-    assert all(abs(float(row[1]) - score) < 1e-4 for row, score in zip(rows, best_scores))
+    # --with_scores's lines: test_prefix_lines_start_their_translations_and_bad_ones_are_refused.
 
 
 @pytest.mark.slow  # three runs of the model
