@@ -80,7 +80,7 @@ def test_files_and_long_lines_cut_and_reported(tiny_run, tmp_path, python_transl
 
 
 @pytest.mark.slow  # a run of the model
-def test_n_best_and_with_scores_are_the_searchs_own(tiny_run, python_translator):
+def test_n_best_lists_are_the_searchs_own(tiny_run, python_translator):
     model_dir, _ = tiny_run
     code, stdout, stderr = translate(f"--model_dir={model_dir}", "--n_best=3", *SEARCH, stdin=lines_of(SENTENCES))
     assert code == 0, stderr
