@@ -438,37 +438,39 @@ def _mount_namespace_command():
     return ["unshare", "--mount"] if os.geteuid() == 0 else ["unshare", "--user", "--map-root-user", "--mount"]
 
 
+def _tiny_checkpoint_bytes(tmp_path):
+    """The size of a checkpoint of the tiny model train.py builds from `_train_command`'s flags
+    (weights and optimizer state), written here the way train.py writes one."""
+    from training.model_building import build_model
+
+    config = tiny_run_config(tmp_path / "unused", tmp_path, batch_tokens=1024, warmup_steps=30)
+    model = build_model(config.model, 2000, config.train)
+    path = tmp_path / "sized.weights.h5"
+    model.save_weights(str(path))
+    size = os.path.getsize(path)
+    os.remove(path)
+    return size
+
+
 @pytest.mark.slow
 def test_a_full_disk_stops_with_one_clear_error_and_the_run_resumes_once_there_is_room(sample_corpus, tmp_path):
-    """The run directory on a tmpfs that holds two checkpoints but not the third: the third
+    """The checkpoint directory on a tmpfs that holds two checkpoints but not the third: the third
     fails with one line naming the file, the step and the newest good checkpoint (exit 1, no
     traceback or crash, no temporary file); after the tmpfs grows, the same command resumes from
     step 20 and trains to the end."""
-    probe = tmp_path / "probe"
-    sized = _run(
-        _train_command(str(probe), sample_corpus, "--train_steps=10", "--checkpoint_every=10", "--eval_every=10")
-    )
-    assert sized.returncode == 0, sized.stderr[-3000:]
-    checkpoint_bytes = os.path.getsize(glob.glob(str(probe / "checkpoints" / "ckpt-*.weights.h5"))[0])
-    other_bytes = sum(
-        os.path.getsize(os.path.join(root, name))
-        for root, _, names in os.walk(probe)
-        for name in names
-        if not name.startswith("ckpt-") and name != "model.keras"
-    )
-    size_kib = (other_bytes + int(2.5 * checkpoint_bytes)) // 1024 + 64
+    size_kib = int(2.5 * _tiny_checkpoint_bytes(tmp_path)) // 1024 + 64
 
-    mount_point = tmp_path / "small"
-    mount_point.mkdir()
-    model_dir = mount_point / "run"
+    model_dir = tmp_path / "run"
+    mount_point = model_dir / "checkpoints"
+    mount_point.mkdir(parents=True)
     command = " ".join(
-        _train_command(str(model_dir), sample_corpus, "--train_steps=40", "--checkpoint_every=10", "--eval_every=40")
+        _train_command(str(model_dir), sample_corpus, "--train_steps=30", "--checkpoint_every=10", "--eval_every=30")
     )
     script = f"""
         mount -t tmpfs -o size={size_kib}k tmpfs {mount_point} || exit 99
         {command} > {tmp_path}/full.out 2> {tmp_path}/full.err
         echo $? > {tmp_path}/full.rc
-        ls -a {model_dir}/checkpoints > {tmp_path}/full.ls
+        ls -a {mount_point} > {tmp_path}/full.ls
         mount -o remount,size=256m {mount_point}
         {command} > {tmp_path}/room.out 2> {tmp_path}/room.err
         echo $? > {tmp_path}/room.rc
@@ -478,10 +480,10 @@ def test_a_full_disk_stops_with_one_clear_error_and_the_run_resumes_once_there_i
     )
     assert namespace.returncode == 0, namespace.stderr
     full_err = (tmp_path / "full.err").read_text()
-    newest = model_dir / "checkpoints" / "ckpt-000000020.weights.h5"
+    newest = mount_point / "ckpt-000000020.weights.h5"
     assert (tmp_path / "full.rc").read_text().strip() == "1", full_err[-3000:]
     error = full_err.strip().splitlines()[-1]
-    assert error.startswith(f"train.py: error: cannot write {model_dir / 'checkpoints' / 'ckpt-000000030.weights.h5'}")
+    assert error.startswith(f"train.py: error: cannot write {mount_point / 'ckpt-000000030.weights.h5'}")
     assert "No space left on device" in error and f"at step 30; the newest good checkpoint is {newest}" in error
     assert "Traceback" not in full_err and "Segmentation" not in full_err
     assert (tmp_path / "full.ls").read_text().split() == [
@@ -493,4 +495,4 @@ def test_a_full_disk_stops_with_one_clear_error_and_the_run_resumes_once_there_i
     room_err = (tmp_path / "room.err").read_text()
     assert (tmp_path / "room.rc").read_text().strip() == "0", room_err[-3000:]
     assert f"resuming from {newest} at step 20" in room_err
-    assert "trained to step 40" in (tmp_path / "room.out").read_text()
+    assert "trained to step 30" in (tmp_path / "room.out").read_text()
