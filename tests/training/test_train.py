@@ -290,14 +290,20 @@ def _wait_for(path, process, timeout=600):
     assert os.path.exists(path), f"{path} never appeared"
 
 
+# The signal test's run: a checkpoint (an epoch) every 10 steps, so that a second's wait lands
+# mid-epoch, and steps enough that the first run is still training when its signal comes.
+SIGNAL_RUN_EPOCH = 10
+SIGNAL_RUN_STEPS = 200
+
+
 def _stop_mid_epoch(process, checkpoint_dir, after_step, stop_signal, log_path):
-    """Waits for the checkpoint at `after_step` + 30, sends `stop_signal` a second later (mid-epoch)
+    """Waits for the checkpoint an epoch after `after_step`, sends `stop_signal` a second later (mid-epoch)
     and checks the exit: 128 + the signal within a minute, a checkpoint at the step reached and one
     line naming it, no traceback or startup noise. Returns that checkpoint's `(step, path)`."""
     from training import checkpoints
 
     try:
-        _wait_for(checkpoints.checkpoint_path(checkpoint_dir, after_step + 30), process)
+        _wait_for(checkpoints.checkpoint_path(checkpoint_dir, after_step + SIGNAL_RUN_EPOCH), process)
         time.sleep(1.0)
         process.send_signal(stop_signal)
         started = time.monotonic()
@@ -314,7 +320,7 @@ def _stop_mid_epoch(process, checkpoint_dir, after_step, stop_signal, log_path):
     assert (
         f"{signal.Signals(stop_signal).name} at step {stopped_at}: stopped after that step and wrote {path}" in output
     )
-    assert after_step + 30 < stopped_at < 360
+    assert after_step + SIGNAL_RUN_EPOCH < stopped_at < SIGNAL_RUN_STEPS
     return stopped_at, path
 
 
@@ -329,11 +335,17 @@ def test_a_signal_writes_a_checkpoint_at_the_current_step_and_the_rerun_resumes(
 
     model_dir = str(tmp_path / "stopped")
     checkpoint_dir = os.path.join(model_dir, "checkpoints")
-    command = _train_command(model_dir, sample_corpus, "--train_steps=360", "--checkpoint_every=30", "--eval_every=360")
+    command = _train_command(
+        model_dir,
+        sample_corpus,
+        f"--train_steps={SIGNAL_RUN_STEPS}",
+        f"--checkpoint_every={SIGNAL_RUN_EPOCH}",
+        f"--eval_every={SIGNAL_RUN_STEPS}",
+    )
     with open(tmp_path / "first.log", "w") as log:
         process = subprocess.Popen(command, cwd=REPO_ROOT, env=ENV, stdout=log, stderr=subprocess.STDOUT)
         try:
-            _wait_for(os.path.join(checkpoint_dir, "ckpt-000000030.weights.h5"), process)
+            _wait_for(checkpoints.checkpoint_path(checkpoint_dir, SIGNAL_RUN_EPOCH), process)
             second = _run(command)
             assert second.returncode != 0
             assert f"is being trained by another train.py (pid {process.pid} on host" in second.stderr
@@ -349,7 +361,7 @@ def test_a_signal_writes_a_checkpoint_at_the_current_step_and_the_rerun_resumes(
     with open(tmp_path / "second.log", "w") as log:
         process = subprocess.Popen(command, cwd=REPO_ROOT, env=ENV, stdout=log, stderr=subprocess.STDOUT)
         # The resumed run's first epoch ends on the next boundary; the signal comes in the one after.
-        boundary = 30 * (stopped_at // 30)
+        boundary = SIGNAL_RUN_EPOCH * (stopped_at // SIGNAL_RUN_EPOCH)
         interrupted_at, interrupted = _stop_mid_epoch(
             process, checkpoint_dir, boundary, signal.SIGINT, tmp_path / "second.log"
         )
@@ -359,11 +371,11 @@ def test_a_signal_writes_a_checkpoint_at_the_current_step_and_the_rerun_resumes(
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert f"resuming from {interrupted} at step {interrupted_at}" in rerun.stderr
     steps = [step for step, _ in checkpoints.list_checkpoints(checkpoint_dir)]
-    # After the signal's step, checkpoints are back on the epoch boundaries, up to exactly 360.
-    assert [step for step in steps if step > interrupted_at] == list(range(30 * (interrupted_at // 30 + 1), 361, 30))[
-        -5:
-    ]
-    assert "trained to step 360" in rerun.stdout
+    # After the signal's step, checkpoints are back on the epoch boundaries, up to exactly the end.
+    first_boundary = SIGNAL_RUN_EPOCH * (interrupted_at // SIGNAL_RUN_EPOCH + 1)
+    on_boundaries = list(range(first_boundary, SIGNAL_RUN_STEPS + 1, SIGNAL_RUN_EPOCH))
+    assert [step for step in steps if step > interrupted_at] == on_boundaries[-5:]
+    assert f"trained to step {SIGNAL_RUN_STEPS}" in rerun.stdout
 
 
 def test_the_deb_source_and_mirror_flags_reach_the_package_fetch(tmp_path):
