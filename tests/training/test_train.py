@@ -290,14 +290,20 @@ def _wait_for(path, process, timeout=600):
     assert os.path.exists(path), f"{path} never appeared"
 
 
+# The signal test's run: a checkpoint (an epoch) every 10 steps, so that a second's wait lands
+# mid-epoch, and steps enough that the first run is still training when its signal comes.
+SIGNAL_RUN_EPOCH = 10
+SIGNAL_RUN_STEPS = 200
+
+
 def _stop_mid_epoch(process, checkpoint_dir, after_step, stop_signal, log_path):
-    """Waits for the checkpoint at `after_step` + 30, sends `stop_signal` a second later (mid-epoch)
+    """Waits for the checkpoint an epoch after `after_step`, sends `stop_signal` a second later (mid-epoch)
     and checks the exit: 128 + the signal within a minute, a checkpoint at the step reached and one
     line naming it, no traceback or startup noise. Returns that checkpoint's `(step, path)`."""
     from training import checkpoints
 
     try:
-        _wait_for(checkpoints.checkpoint_path(checkpoint_dir, after_step + 30), process)
+        _wait_for(checkpoints.checkpoint_path(checkpoint_dir, after_step + SIGNAL_RUN_EPOCH), process)
         time.sleep(1.0)
         process.send_signal(stop_signal)
         started = time.monotonic()
@@ -314,7 +320,7 @@ def _stop_mid_epoch(process, checkpoint_dir, after_step, stop_signal, log_path):
     assert (
         f"{signal.Signals(stop_signal).name} at step {stopped_at}: stopped after that step and wrote {path}" in output
     )
-    assert after_step + 30 < stopped_at < 360
+    assert after_step + SIGNAL_RUN_EPOCH < stopped_at < SIGNAL_RUN_STEPS
     return stopped_at, path
 
 
@@ -329,11 +335,17 @@ def test_a_signal_writes_a_checkpoint_at_the_current_step_and_the_rerun_resumes(
 
     model_dir = str(tmp_path / "stopped")
     checkpoint_dir = os.path.join(model_dir, "checkpoints")
-    command = _train_command(model_dir, sample_corpus, "--train_steps=360", "--checkpoint_every=30", "--eval_every=360")
+    command = _train_command(
+        model_dir,
+        sample_corpus,
+        f"--train_steps={SIGNAL_RUN_STEPS}",
+        f"--checkpoint_every={SIGNAL_RUN_EPOCH}",
+        f"--eval_every={SIGNAL_RUN_STEPS}",
+    )
     with open(tmp_path / "first.log", "w") as log:
         process = subprocess.Popen(command, cwd=REPO_ROOT, env=ENV, stdout=log, stderr=subprocess.STDOUT)
         try:
-            _wait_for(os.path.join(checkpoint_dir, "ckpt-000000030.weights.h5"), process)
+            _wait_for(checkpoints.checkpoint_path(checkpoint_dir, SIGNAL_RUN_EPOCH), process)
             second = _run(command)
             assert second.returncode != 0
             assert f"is being trained by another train.py (pid {process.pid} on host" in second.stderr
@@ -349,7 +361,7 @@ def test_a_signal_writes_a_checkpoint_at_the_current_step_and_the_rerun_resumes(
     with open(tmp_path / "second.log", "w") as log:
         process = subprocess.Popen(command, cwd=REPO_ROOT, env=ENV, stdout=log, stderr=subprocess.STDOUT)
         # The resumed run's first epoch ends on the next boundary; the signal comes in the one after.
-        boundary = 30 * (stopped_at // 30)
+        boundary = SIGNAL_RUN_EPOCH * (stopped_at // SIGNAL_RUN_EPOCH)
         interrupted_at, interrupted = _stop_mid_epoch(
             process, checkpoint_dir, boundary, signal.SIGINT, tmp_path / "second.log"
         )
@@ -359,11 +371,11 @@ def test_a_signal_writes_a_checkpoint_at_the_current_step_and_the_rerun_resumes(
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert f"resuming from {interrupted} at step {interrupted_at}" in rerun.stderr
     steps = [step for step, _ in checkpoints.list_checkpoints(checkpoint_dir)]
-    # After the signal's step, checkpoints are back on the epoch boundaries, up to exactly 360.
-    assert [step for step in steps if step > interrupted_at] == list(range(30 * (interrupted_at // 30 + 1), 361, 30))[
-        -5:
-    ]
-    assert "trained to step 360" in rerun.stdout
+    # After the signal's step, checkpoints are back on the epoch boundaries, up to exactly the end.
+    first_boundary = SIGNAL_RUN_EPOCH * (interrupted_at // SIGNAL_RUN_EPOCH + 1)
+    on_boundaries = list(range(first_boundary, SIGNAL_RUN_STEPS + 1, SIGNAL_RUN_EPOCH))
+    assert [step for step in steps if step > interrupted_at] == on_boundaries[-5:]
+    assert f"trained to step {SIGNAL_RUN_STEPS}" in rerun.stdout
 
 
 def test_the_deb_source_and_mirror_flags_reach_the_package_fetch(tmp_path):
@@ -438,37 +450,39 @@ def _mount_namespace_command():
     return ["unshare", "--mount"] if os.geteuid() == 0 else ["unshare", "--user", "--map-root-user", "--mount"]
 
 
+def _tiny_checkpoint_bytes(tmp_path):
+    """The size of a checkpoint of the tiny model train.py builds from `_train_command`'s flags
+    (weights and optimizer state), written here the way train.py writes one."""
+    from training.model_building import build_model
+
+    config = tiny_run_config(tmp_path / "unused", tmp_path, batch_tokens=1024, warmup_steps=30)
+    model = build_model(config.model, 2000, config.train)
+    path = tmp_path / "sized.weights.h5"
+    model.save_weights(str(path))
+    size = os.path.getsize(path)
+    os.remove(path)
+    return size
+
+
 @pytest.mark.slow
 def test_a_full_disk_stops_with_one_clear_error_and_the_run_resumes_once_there_is_room(sample_corpus, tmp_path):
-    """The run directory on a tmpfs that holds two checkpoints but not the third: the third
+    """The checkpoint directory on a tmpfs that holds two checkpoints but not the third: the third
     fails with one line naming the file, the step and the newest good checkpoint (exit 1, no
     traceback or crash, no temporary file); after the tmpfs grows, the same command resumes from
     step 20 and trains to the end."""
-    probe = tmp_path / "probe"
-    sized = _run(
-        _train_command(str(probe), sample_corpus, "--train_steps=10", "--checkpoint_every=10", "--eval_every=10")
-    )
-    assert sized.returncode == 0, sized.stderr[-3000:]
-    checkpoint_bytes = os.path.getsize(glob.glob(str(probe / "checkpoints" / "ckpt-*.weights.h5"))[0])
-    other_bytes = sum(
-        os.path.getsize(os.path.join(root, name))
-        for root, _, names in os.walk(probe)
-        for name in names
-        if not name.startswith("ckpt-") and name != "model.keras"
-    )
-    size_kib = (other_bytes + int(2.5 * checkpoint_bytes)) // 1024 + 64
+    size_kib = int(2.5 * _tiny_checkpoint_bytes(tmp_path)) // 1024 + 64
 
-    mount_point = tmp_path / "small"
-    mount_point.mkdir()
-    model_dir = mount_point / "run"
+    model_dir = tmp_path / "run"
+    mount_point = model_dir / "checkpoints"
+    mount_point.mkdir(parents=True)
     command = " ".join(
-        _train_command(str(model_dir), sample_corpus, "--train_steps=40", "--checkpoint_every=10", "--eval_every=40")
+        _train_command(str(model_dir), sample_corpus, "--train_steps=30", "--checkpoint_every=10", "--eval_every=30")
     )
     script = f"""
         mount -t tmpfs -o size={size_kib}k tmpfs {mount_point} || exit 99
         {command} > {tmp_path}/full.out 2> {tmp_path}/full.err
         echo $? > {tmp_path}/full.rc
-        ls -a {model_dir}/checkpoints > {tmp_path}/full.ls
+        ls -a {mount_point} > {tmp_path}/full.ls
         mount -o remount,size=256m {mount_point}
         {command} > {tmp_path}/room.out 2> {tmp_path}/room.err
         echo $? > {tmp_path}/room.rc
@@ -478,10 +492,10 @@ def test_a_full_disk_stops_with_one_clear_error_and_the_run_resumes_once_there_i
     )
     assert namespace.returncode == 0, namespace.stderr
     full_err = (tmp_path / "full.err").read_text()
-    newest = model_dir / "checkpoints" / "ckpt-000000020.weights.h5"
+    newest = mount_point / "ckpt-000000020.weights.h5"
     assert (tmp_path / "full.rc").read_text().strip() == "1", full_err[-3000:]
     error = full_err.strip().splitlines()[-1]
-    assert error.startswith(f"train.py: error: cannot write {model_dir / 'checkpoints' / 'ckpt-000000030.weights.h5'}")
+    assert error.startswith(f"train.py: error: cannot write {mount_point / 'ckpt-000000030.weights.h5'}")
     assert "No space left on device" in error and f"at step 30; the newest good checkpoint is {newest}" in error
     assert "Traceback" not in full_err and "Segmentation" not in full_err
     assert (tmp_path / "full.ls").read_text().split() == [
@@ -493,4 +507,4 @@ def test_a_full_disk_stops_with_one_clear_error_and_the_run_resumes_once_there_i
     room_err = (tmp_path / "room.err").read_text()
     assert (tmp_path / "room.rc").read_text().strip() == "0", room_err[-3000:]
     assert f"resuming from {newest} at step 20" in room_err
-    assert "trained to step 40" in (tmp_path / "room.out").read_text()
+    assert "trained to step 30" in (tmp_path / "room.out").read_text()
