@@ -40,32 +40,15 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(config, items):
-    if _fast(config):
-        kept, deselected = [], []
-        for item in items:
-            left_out = item.get_closest_marker("slow") or item.get_closest_marker("full")
-            (deselected if left_out else kept).append(item)
-        if deselected:
-            config.hook.pytest_deselected(items=deselected)
-            items[:] = kept
-    items[:] = _shared_run_builder_first(items)
-
-
-def _shared_run_builder_first(items):
-    """`items` ordered for pytest-xdist, which hands each worker a run of consecutive tests: first
-    the smallest module that needs the shared tiny run (its worker trains the run), then every
-    module that does not need it, then the others. While one worker trains, the other has tests
-    to run instead of waiting on the run's lock. Modules stay whole, in their own order."""
-    modules = {}
+    if not _fast(config):
+        return
+    kept, deselected = [], []
     for item in items:
-        modules.setdefault(item.nodeid.split("::")[0], []).append(item)
-    needs_run = {name for name, tests in modules.items() if any("tiny_run" in test.fixturenames for test in tests)}
-    if not needs_run:
-        return items
-    builder = min(needs_run, key=lambda name: (len(modules[name]), name))
-    order = [builder] + [name for name in modules if name not in needs_run]
-    order += [name for name in modules if name in needs_run and name != builder]
-    return [item for name in order for item in modules[name]]
+        left_out = item.get_closest_marker("slow") or item.get_closest_marker("full")
+        (deselected if left_out else kept).append(item)
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = kept
 
 
 _LOOPBACK = ("localhost", "127.0.0.1", "::1", "")
