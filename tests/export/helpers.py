@@ -10,6 +10,20 @@ from tensorflow.core.protobuf import saved_model_pb2
 
 from tests.helpers import REPO_ROOT
 
+
+def run_export(*arguments, timeout=300, **options):
+    """`python -m export *arguments` in a new process from the repository root (the CompletedProcess,
+    text output captured); `options` go to subprocess.run (env, preexec_fn)."""
+    return subprocess.run(
+        [sys.executable, "-m", "export", *arguments],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        **options,
+    )
+
+
 # Small enough that the 256-sentence one-by-one check stays within seconds; two buckets below
 # max_input_length so that sentences alone and in a batch take different branches.
 EXPORT_SETTINGS = dict(beam_size=4, alpha=0.6, max_input_length=48, max_extra_length=12, length_buckets=(8, 16))

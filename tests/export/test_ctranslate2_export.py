@@ -4,8 +4,6 @@ CTranslate2 running the converted model translates and scores as the project's o
 import collections
 import json
 import os
-import subprocess
-import sys
 import time
 
 import ctranslate2
@@ -21,7 +19,8 @@ from inference.translator import Translator
 from models.learning_rate_schedule import transformer_optimizer
 from models.losses import LabelSmoothedCrossEntropy
 from models.transformer import Transformer
-from tests.helpers import REPO_ROOT, STARTUP_NOISE, TINY_MODEL
+from tests.export.helpers import run_export
+from tests.helpers import STARTUP_NOISE, TINY_MODEL
 
 # Sentences compared: the test split, then the dev split, up to this many.
 SENTENCES = 300
@@ -352,17 +351,11 @@ def test_a_failed_conversion_leaves_no_directory_and_a_killed_ones_leftover_goes
     assert os.listdir(tmp_path) == []  # the leftover removed, the failed conversion's own as well
 
 
-def _run_export(*arguments):
-    return subprocess.run(
-        [sys.executable, "-m", "export", *arguments], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300
-    )
-
-
 @pytest.mark.slow  # a conversion in a fresh process
 def test_command_converts_quietly(tiny_run, tmp_path):
     output = tmp_path / "exports" / "tiny-ct2"
     start = time.monotonic()
-    result = _run_export("--format=ctranslate2", f"--model_dir={tiny_run[0]}", f"--export_dir={output}")
+    result = run_export("--format=ctranslate2", f"--model_dir={tiny_run[0]}", f"--export_dir={output}")
     print(f"\npython -m export --format=ctranslate2 took {time.monotonic() - start:.1f} s")
     assert result.returncode == 0, result.stderr[-4000:]
     assert result.stdout.strip() == str(output)
@@ -394,7 +387,7 @@ def test_command_refuses_with_one_line_and_status_2(tiny_run, tmp_path):
             "export: error: --ct2_quantization only applies to --format=ctranslate2",
         ),
     ]:
-        result = _run_export(*arguments)
+        result = run_export(*arguments)
         assert result.returncode == 2, result.stderr[-4000:]
         assert "Traceback" not in result.stderr
         assert result.stderr.strip().splitlines() == [result.stderr.strip().splitlines()[-1]], result.stderr[-2000:]

@@ -5,16 +5,14 @@ import json
 import os
 import shutil
 import stat
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from export import exporter, warmup
-from tests.export.helpers import EXPORT_SETTINGS
-from tests.helpers import REPO_ROOT, STARTUP_NOISE
+from tests.export.helpers import EXPORT_SETTINGS, run_export
+from tests.helpers import STARTUP_NOISE
 
 
 def test_layout_is_what_tensorflow_serving_watches(exported):
@@ -71,13 +69,7 @@ def test_failed_export_leaves_no_version_directory(exported, tmp_path, monkeypat
 
 
 def test_command_rejects_a_directory_without_a_model(tmp_path):
-    result = subprocess.run(
-        [sys.executable, "-m", "export", f"--model_dir={tmp_path}", f"--export_dir={tmp_path / 'exports'}"],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = run_export(f"--model_dir={tmp_path}", f"--export_dir={tmp_path / 'exports'}", timeout=120)
     assert result.returncode != 0
     assert "has no model.keras" in result.stderr
     assert not os.path.exists(tmp_path / "exports" / "1")
@@ -162,20 +154,7 @@ def test_command_errors_are_one_line_naming_the_flag(exported, tmp_path):
     """One refusal through `python -m export` proves the wiring (one line, exit 1); the others are
     the same ExportError path, checked in this process."""
     model_dir, path = exported
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "export",
-            f"--model_dir={model_dir}",
-            f"--export_dir={os.path.dirname(path)}",
-            "--version=1",
-        ],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = run_export(f"--model_dir={model_dir}", f"--export_dir={os.path.dirname(path)}", "--version=1", timeout=120)
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines()[-1].startswith(f"export: error: --version=1: {path} already exists")
@@ -203,24 +182,15 @@ def test_command_writes_a_readable_version_quietly_and_removes_a_killed_exports_
     (leftover / "saved_model.pb").write_bytes(b"partial")
     environment = dict(os.environ)
     environment.pop("TF_CPP_MIN_LOG_LEVEL", None)  # the command's own default, not the test suite's
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "export",
-            f"--model_dir={model_dir}",
-            f"--export_dir={export_dir}",
-            "--beam_size=2",
-            "--alpha=0.9",
-            "--max_input_length=16",
-            "--max_extra_length=4",
-            "--length_buckets=8",
-        ],
-        cwd=REPO_ROOT,
+    result = run_export(
+        f"--model_dir={model_dir}",
+        f"--export_dir={export_dir}",
+        "--beam_size=2",
+        "--alpha=0.9",
+        "--max_input_length=16",
+        "--max_extra_length=4",
+        "--length_buckets=8",
         env=environment,
-        capture_output=True,
-        text=True,
-        timeout=300,
     )
     assert result.returncode == 0, result.stderr[-4000:]
     assert result.stdout.strip() == str(export_dir / "1")
@@ -270,20 +240,11 @@ def test_an_export_that_cannot_be_written_is_one_error_and_keeps_the_versions_th
     export_dir = tmp_path / "exports"
     shutil.copytree(path, export_dir / "1")
     before = sorted((p.relative_to(export_dir), p.stat().st_size) for p in export_dir.rglob("*"))
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "export",
-            f"--model_dir={model_dir}",
-            f"--export_dir={export_dir}",
-            "--max_input_length=16",
-            "--length_buckets=8",
-        ],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    result = run_export(
+        f"--model_dir={model_dir}",
+        f"--export_dir={export_dir}",
+        "--max_input_length=16",
+        "--length_buckets=8",
         preexec_fn=limit_file_size,
     )
     assert result.returncode == 1, result.stderr[-3000:]

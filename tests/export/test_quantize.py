@@ -3,8 +3,6 @@ within TensorFlow Serving's op allow-list, translating like the float32 export."
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -17,11 +15,11 @@ from tests.export.helpers import (
     REGISTERED_WITHOUT_TF_TEXT,
     SENTENCEPIECE_OPS,
     SERVE_IN_FRESH_PROCESS,
+    run_export,
     run_fresh_python,
     saved_model_cli_run,
     saved_model_ops,
 )
-from tests.helpers import REPO_ROOT
 
 # Test-split sentences translated by both exports.
 COMPARED_SENTENCES = 100
@@ -154,13 +152,7 @@ def test_fresh_process_translates_like_the_float_export(served, quantized, tiny_
 
 
 def test_command_refuses_an_unknown_quantize_value(tmp_path):
-    result = subprocess.run(
-        [sys.executable, "-m", "export", f"--model_dir={tmp_path}", f"--export_dir={tmp_path}/e", "--quantize=int4"],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = run_export(f"--model_dir={tmp_path}", f"--export_dir={tmp_path}/e", "--quantize=int4", timeout=120)
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
     assert "--quantize=int4: value should be one of <int8>" in result.stderr, result.stderr[-2000:]
