@@ -120,6 +120,16 @@ def tiny_run_config(model_dir, corpus_cache_dir, **train_overrides):
 SMALL_MODEL = dict(num_layers=1, hidden_dim=32, num_heads=2, intermediate_dim=64, dropout=0.1)
 
 
+def build_before_fit(model):
+    """Creates a compiled Transformer's variables and its optimizer's before `fit`, as
+    training.model_building does: a TensorFlow `fit` that creates them inside its first trace
+    traces the train step twice. Returns the model."""
+    if not model.built:
+        model.build()
+    model.optimizer.build(model.trainable_variables)
+    return model
+
+
 def small_run_config(model_dir, corpus, **train_overrides):
     """`tiny_run_config` with SMALL_MODEL, a 500-piece vocabulary and 512-token batches, on the
     built corpus `corpus` (a CorpusPaths, e.g. the sample_corpus fixture)."""

@@ -1,6 +1,7 @@
 import numpy as np
 
 from models.metrics import MaskedAccuracy
+from tests.helpers import build_before_fit
 
 
 def test_counts_only_non_pad_tokens_across_batches():
@@ -26,6 +27,8 @@ def test_target_token_count_reports_training_and_validation_apart():
     ids = np.random.default_rng(0).integers(4, 20, size=(8, 5)).astype("int32")
     ids[0, 3:] = 0  # Two padded targets.
     dev = ids[:2]
-    history = model.fit((ids, ids), ids, batch_size=4, epochs=1, verbose=0, validation_data=((dev, dev), dev))
+    history = build_before_fit(model).fit(
+        (ids, ids), ids, batch_size=4, epochs=1, verbose=0, validation_data=((dev, dev), dev)
+    )
     assert history.history["target_tokens"] == [38.0]
     assert history.history["val_target_tokens"] == [8.0]

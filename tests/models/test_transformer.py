@@ -11,6 +11,7 @@ from models.metrics import MaskedAccuracy
 from models.presets import model_config
 from models.special_ids import BOS_ID, EOS_ID, PAD_ID
 from models.transformer import Transformer
+from tests.helpers import build_before_fit
 
 VOCAB = 23
 SMALL = dict(num_layers=2, hidden_dim=16, num_heads=4, intermediate_dim=32, dropout=0.1)
@@ -117,7 +118,7 @@ def test_keras_file_round_trip(tmp_path):
     model = Transformer(VOCAB, normalize_first=True, **SMALL)
     source, target = _batch()
     model.compile(optimizer=transformer_optimizer(16, 10), loss=LabelSmoothedCrossEntropy(), metrics=[MaskedAccuracy()])
-    model.fit((source, target), target, epochs=1, verbose=0)
+    build_before_fit(model).fit((source, target), target, epochs=1, verbose=0)
     expected = _numpy(model((source, target)))
     path = os.path.join(tmp_path, "model.keras")
     model.save(path)
@@ -145,7 +146,7 @@ def test_mixed_precision_trains_with_float32_logits_and_loss(policy):
     if policy == "mixed_float16":
         optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
     model.compile(optimizer=optimizer, loss=LabelSmoothedCrossEntropy())
-    history = model.fit((source, target), target, epochs=2, verbose=0)
+    history = build_before_fit(model).fit((source, target), target, epochs=2, verbose=0)
     assert all(np.isfinite(history.history["loss"]))
 
 
@@ -221,7 +222,7 @@ def test_tiny_model_learns_to_reverse_digit_strings():
         metrics=[MaskedAccuracy()],
     )
     start = time.perf_counter()
-    model.fit((source, target_in), target_out, batch_size=64, epochs=10, verbose=0)
+    build_before_fit(model).fit((source, target_in), target_out, batch_size=64, epochs=10, verbose=0)
     elapsed = time.perf_counter() - start
     loss = model.evaluate((source, target_in), target_out, batch_size=256, verbose=0, return_dict=True)["loss"]
     test_source, test_in, test_out = _copy_task(np.random.default_rng(1), 256, 5)
