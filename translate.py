@@ -9,6 +9,7 @@
     python translate.py --model_dir=runs/de-en --sampling_topk=0 --seed=1 < mono.de   # back-translation
     python translate.py --model_dir=runs/de-en --sampling_topp=0.9 --seed=1 < mono.de # nucleus sampling
     python translate.py --model_dir=runs/demo --prefix < pairs.tsv            # source<TAB>target prefix lines
+    python translate.py --model_dir=runs/demo --alignments < doc.en           # translation<TAB>0-0 1-2 2-1
 
 Piped input is read in windows of --window lines, sorted by length and batched; at a terminal every
 line is answered as soon as it is entered. Only translations (or scores) go to stdout; what went
@@ -28,7 +29,7 @@ from common.errors import UserError
 from common.write_errors import WriteError
 from evaluation import search_flags
 from evaluation.search_flags import SEARCH_FLAGS
-from inference.protocol import PrefixError, Sampling
+from inference.protocol import AlignmentConfig, PrefixError, Sampling
 
 FLAGS = flags.FLAGS
 EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 2, 130, 141
@@ -73,6 +74,26 @@ flags.DEFINE_float(
 )
 flags.DEFINE_float("sampling_temperature", 1.0, "Sampling: logits are divided by this (> 0).")
 flags.DEFINE_integer("seed", 0, "Sampling: the seed; with the line number it fixes each line's sample.")
+flags.DEFINE_boolean(
+    "alignments",
+    False,
+    "After each output line (each hypothesis of --n_best), a TAB and the translation's word alignment in Pharaoh "
+    "format, `source-target` word indices from 0 (`0-0 1-2 2-1`): each target word linked to the source word "
+    "it attends to most in the encoder-decoder attention (the matrix --plot_attention draws). Words are "
+    "space-separated, not SentencePiece pieces.",
+)
+flags.DEFINE_integer(
+    "alignment_layer",
+    None,
+    "--alignments: the decoder layer whose attention is read, from 0, or negative from the last (-1) "
+    "(default: the penultimate, or the only one).",
+)
+flags.DEFINE_integer(
+    "alignment_head",
+    None,
+    "--alignments: read this attention head, from 0 (default: the mean over heads).",
+    lower_bound=0,
+)
 
 
 class InputError(UserError, ValueError):
@@ -81,7 +102,7 @@ class InputError(UserError, ValueError):
 
 @flags.multi_flags_validator(
     ["n_best", "beam_size", "score", "prefix", "sampling_topk", "sampling_topp", "sampling_temperature"]
-    + ["src", "tgt", "input", "export_dir"],
+    + ["src", "tgt", "input", "export_dir", "alignments", "alignment_layer", "alignment_head"],
     message="",
 )
 def _check_modes(values):
@@ -107,6 +128,7 @@ def _check_modes(values):
         raise flags.ValidationError(
             "--prefix cannot be used with --export_dir: the export's graph forces no target prefix; use --model_dir"
         )
+    _check_alignments(values)
     if bool(values["src"]) != bool(values["tgt"]):
         raise flags.ValidationError("--src and --tgt go together (or neither: TSV lines on --input)")
     if values["src"] and not values["score"]:
@@ -114,6 +136,17 @@ def _check_modes(values):
     if values["src"] and values["input"] != "-":
         raise flags.ValidationError("pass --src/--tgt or --input, not both")
     return True
+
+
+def _check_alignments(values):
+    if values["alignments"] and values["export_dir"]:
+        raise flags.ValidationError(
+            "--alignments cannot be used with --export_dir: the export's graph returns no attention; use --model_dir"
+        )
+    if values["alignments"] and values["score"]:
+        raise flags.ValidationError("--score scores given translations; --alignments is for translating")
+    if not values["alignments"] and (values["alignment_layer"] is not None or values["alignment_head"] is not None):
+        raise flags.ValidationError("--alignment_layer and --alignment_head choose the attention of --alignments")
 
 
 def read_lines(path, name):
@@ -165,30 +198,39 @@ def translation_lines(translator, numbers, sentences, first_index, name, limit, 
             seed=FLAGS.seed,
             top_p=1.0 if FLAGS.sampling_topp is None else FLAGS.sampling_topp,
         )
+    alignments = AlignmentConfig(FLAGS.alignment_layer, FLAGS.alignment_head) if FLAGS.alignments else False
     try:
-        texts, scores = translator.translate(
+        texts, scores, *aligned = translator.translate(
             sentences,
             n_best=FLAGS.n_best,
             sampling=sampling,
             keys=range(first_index, first_index + len(sentences)),
             prefixes=prefixes,
+            alignments=alignments,
         )
     except PrefixError as error:
         raise InputError(f"{name} line {numbers[error.index]}: {error.reason}") from None
     report_truncated(translator, numbers, name, limit)
+    aligned = aligned[0] if aligned else [None] * len(texts)
     output = []
-    for offset, (text, score) in enumerate(zip(texts, scores)):
+    for offset, (text, score, alignment) in enumerate(zip(texts, scores, aligned)):
         if FLAGS.n_best is None:
             line = clean(text)
-            output.append(f"{line} ||| {score:.6f}" if FLAGS.with_scores else line)
+            line = f"{line} ||| {score:.6f}" if FLAGS.with_scores else line
+            output.append(line if alignment is None else f"{line}\t{alignment}")
         else:
             index = first_index + offset
-            output.extend(f"{index} ||| {clean(hypothesis)} ||| {value:.6f}" for hypothesis, value in zip(text, score))
+            for rank, (hypothesis, value) in enumerate(zip(text, score)):
+                line = f"{index} ||| {clean(hypothesis)} ||| {value:.6f}"
+                output.append(line if alignment is None else f"{line}\t{alignment[rank]}")
     return output
 
 
 def clean(text):
-    return text.replace("\r", " ").replace("\n", " ")
+    """A translation as one output line: line breaks as spaces, and with --alignments tabs too (a
+    tab separates the alignment)."""
+    text = text.replace("\r", " ").replace("\n", " ")
+    return text.replace("\t", " ") if FLAGS.alignments else text
 
 
 def report_truncated(translator, numbers, name, limit):

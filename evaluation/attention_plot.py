@@ -1,6 +1,8 @@
 """PNG heatmaps of the encoder-decoder attention of translated sentences, for looking at
-alignments (section 3.2.3's third use of attention). Drawn with Pillow, which TensorBoard already
-requires, so no plotting library is needed."""
+alignments (section 3.2.3's third use of attention): the `inference.alignment.AttentionMatrix` that
+word alignments are read from, by default the penultimate decoder layer's averaged over heads
+(`inference.protocol.AlignmentConfig`). Drawn with Pillow, which TensorBoard already requires, so
+no plotting library is needed."""
 
 import functools
 import os
@@ -10,16 +12,15 @@ import keras
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
-from data.special_ids import BOS_ID, EOS_ID, PAD_ID
+from data.special_ids import EOS_ID
+from inference.alignment import WORD_MARKER, attention_matrix
+from inference.protocol import DEFAULT_ALIGNMENT
 from models.search_config import DEFAULT_SEARCH
-from models.translation import cross_attention_weights, translate_ids
+from models.translation import translate_ids
 
 CELL = 22
 MARGIN = 6
 FONT_SIZE = 11
-# SentencePiece's word-start marker, U+2581 LOWER ONE EIGHTH BLOCK, drawn as an underscore: few fonts
-# have it and it is the piece's only sign of a preceding space.
-WORD_MARKER = "\u2581"
 # A code point no font draws: its rendering is the font's missing-glyph box.
 NO_GLYPH = "\U0010fffd"
 
@@ -40,7 +41,8 @@ def _glyph(font, character):
 
 
 def displayable(text, font):
-    """`text` as `font` can draw it: the word marker as "_", and a character the font lacks as its
+    """`text` as `font` can draw it: the word marker as "_" (few fonts have U+2581, and it is a
+    piece's only sign of a preceding space), and a character the font lacks as its
     ASCII base letter (Ö -> O) or "?", never the missing-glyph box."""
     missing = _glyph(font, NO_GLYPH)
     characters = []
@@ -51,33 +53,6 @@ def displayable(text, font):
             base = unicodedata.normalize("NFKD", character).encode("ascii", "ignore").decode("ascii")
             characters.append(base or "?")
     return "".join(characters)
-
-
-def _pieces(tokenizer, ids):
-    return [piece.decode("utf-8", "replace") for piece in tokenizer.id_to_piece(np.asarray(ids, "int32")).numpy()]
-
-
-def attention_matrix(model, tokenizer, source, translation_ids):
-    """`(weights [target, source] float32, source_pieces, target_pieces)`: the last decoder layer's
-    encoder-decoder attention averaged over heads, for the forced output `translation_ids` (the
-    search's ids, EOS included)."""
-    source_ids = [int(i) for i in tokenizer.tokenize([source]).to_list()[0]] + [EOS_ID]
-    target = []
-    for token in (int(i) for i in translation_ids):
-        if token == PAD_ID:
-            break
-        target.append(token)
-        if token == EOS_ID:
-            break
-    target = target or [EOS_ID]
-    target_input = [BOS_ID] + target[:-1]
-    weights = cross_attention_weights(
-        model,
-        keras.ops.convert_to_tensor(np.asarray([source_ids], "int32")),
-        keras.ops.convert_to_tensor(np.asarray([target_input], "int32")),
-    )
-    weights = keras.ops.convert_to_numpy(weights)[0].mean(axis=0)  # [target, source]
-    return weights, _pieces(tokenizer, source_ids), _pieces(tokenizer, target)
 
 
 def draw_heatmap(weights, source_pieces, target_pieces, path, title=""):
@@ -118,32 +93,32 @@ def draw_heatmap(weights, source_pieces, target_pieces, path, title=""):
     return path
 
 
-def plot_attention(
-    model,
-    tokenizer,
-    sources,
-    output_dir,
-    search=DEFAULT_SEARCH,
-):
-    """Translates each of `sources` alone (eagerly, with `search`, a `SearchConfig`, as the
-    translator does) and writes its attention as `attention-<n>.png` in `output_dir`; returns the
-    paths. The input is not cut to `search.max_input_length`: the plot shows the whole sentence.
+def translated_attention(model, tokenizer, source, search=DEFAULT_SEARCH, attention=DEFAULT_ALIGNMENT):
+    """The `AttentionMatrix` of `source` translated alone (eagerly, with `search`, a `SearchConfig`,
+    as the translator does), of the attention `attention` chooses: what `plot_attention` draws. The
+    input is not cut to `search.max_input_length`: the plot shows the whole sentence."""
+    source_ids = [int(i) for i in tokenizer.tokenize([source]).to_list()[0]] + [EOS_ID]
+    ids, _ = translate_ids(
+        model,
+        keras.ops.convert_to_tensor(np.asarray([source_ids], "int32")),
+        **search.search_arguments(),
+    )
+    return attention_matrix(model, tokenizer, source, keras.ops.convert_to_numpy(ids)[0, 0], attention)
+
+
+def plot_attention(model, tokenizer, sources, output_dir, search=DEFAULT_SEARCH, attention=DEFAULT_ALIGNMENT):
+    """Translates each of `sources` alone and writes its attention (`translated_attention`) as
+    `attention-<n>.png` in `output_dir`; returns the paths.
 
     Raises:
         ValueError: an empty sentence (nothing to attend to).
+        AlignmentError: a layer or head the model does not have.
     """
     paths = []
     for number, source in enumerate(sources, start=1):
         if not source.strip():
             raise ValueError(f"--plot_attention sentence {number} is empty")
-        source_ids = [int(i) for i in tokenizer.tokenize([source]).to_list()[0]] + [EOS_ID]
-        ids, _ = translate_ids(
-            model,
-            keras.ops.convert_to_tensor(np.asarray([source_ids], "int32")),
-            **search.search_arguments(),
-        )
-        ids = keras.ops.convert_to_numpy(ids)[0, 0]
-        weights, source_pieces, target_pieces = attention_matrix(model, tokenizer, source, ids)
+        matrix = translated_attention(model, tokenizer, source, search, attention)
         path = os.path.join(output_dir, f"attention-{number}.png")
-        paths.append(draw_heatmap(weights, source_pieces, target_pieces, path, title=source[:80]))
+        paths.append(draw_heatmap(matrix.weights, matrix.source_pieces, matrix.target_pieces, path, title=source[:80]))
     return paths

@@ -7,6 +7,7 @@
     texts, scores = translator.translate(["Open the file."])
     lists, list_scores = translator.translate(["Open the file."], beam_size=4, n_best=4)
     started, _ = translator.translate(["Open the file."], prefixes=["Öffnen Sie"])   # a run only
+    texts, scores, alignments = translator.translate(["Open the file."], alignments=True)   # a run only
     greedy = load_translator("runs/demo", search=SearchConfig(beam_size=1))
     pair_scores = translator.score(["Open the file."], ["Öffnen Sie die Datei."])
 

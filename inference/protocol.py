@@ -1,7 +1,7 @@
 """What every translator offers, over a Keras model (`inference.translator.Translator`) or over a
 SavedModel (`inference.saved_model_translator.SavedModelTranslator`): `translate` (best or n-best,
-or a sample), `score` (forced decoding), the search it translates with, and which inputs were cut
-or had no tokens. Both classes derive from `TextTranslator`; tests/inference checks their
+or a sample, with word alignments), `score` (forced decoding), the search it translates with, and
+which inputs were cut or had no tokens. Both classes derive from `TextTranslator`; tests/inference checks their
 signatures against it."""
 
 import math
@@ -23,6 +23,48 @@ class PrefixError(UserError, ValueError):
         super().__init__(reason if index is None else f"prefixes[{index}]: {reason}")
         self.reason = reason
         self.index = index
+
+
+class AlignmentError(UserError, ValueError):
+    """Word alignments asked of a translator that cannot give them, or of an attention the model
+    does not have (a layer or head out of range)."""
+
+
+class AlignmentConfig(NamedTuple):
+    """Which encoder-decoder attention word alignments read (`inference.alignment`), and the
+    attention plots draw.
+
+    Attributes:
+        layer: the decoder layer, from 0 (the first) to `num_layers - 1`, or negative from the end
+            (-1: the last). None: the penultimate layer (the only one of a one-layer decoder),
+            which Garg et al. (2019) found to align best.
+        head: one head, from 0 to `num_heads - 1`. None: the mean over the layer's heads.
+    """
+
+    layer: int | None = None
+    head: int | None = None
+
+    def resolve(self, num_layers, num_heads):
+        """`(layer, head)`: the layer as an index from 0, and the head (None: the mean).
+
+        Raises:
+            AlignmentError: a layer or head the model does not have.
+        """
+        layer = max(num_layers - 2, 0) if self.layer is None else self.layer
+        if not -num_layers <= layer < num_layers:
+            raise AlignmentError(
+                f"alignment layer {self.layer} is out of range: the decoder has {num_layers} layers, 0 to "
+                f"{num_layers - 1} (or -{num_layers} to -1 from the last)"
+            )
+        if self.head is not None and not 0 <= self.head < num_heads:
+            raise AlignmentError(
+                f"alignment head {self.head} is out of range: the attention has {num_heads} heads, 0 to {num_heads - 1}"
+            )
+        return layer % num_layers, self.head
+
+
+# The attention alignments and attention plots read unless told otherwise.
+DEFAULT_ALIGNMENT = AlignmentConfig()
 
 
 class Sampling(NamedTuple):
@@ -93,8 +135,10 @@ class TextTranslator(Protocol):
         sampling=None,
         keys=None,
         prefixes=None,
+        alignments=False,
     ):
-        """Returns `(translations, scores)` in the order of `sentences`.
+        """Returns `(translations, scores)` in the order of `sentences`, and with `alignments`
+        `(translations, scores, alignments)`.
 
         Args:
             sentences: strings.
@@ -108,12 +152,18 @@ class TextTranslator(Protocol):
             prefixes: target prefixes, one string (or None) per sentence: each translation (each
                 of the n best, each sample) starts with its prefix's SentencePiece pieces, forced,
                 and goes on as the search chooses; "" or None: no prefix, exactly the search without one.
+            alignments: True, or an `AlignmentConfig` (True: its defaults), to also return each
+                translation's word alignment (`inference.alignment`), shaped as the translations:
+                a Pharaoh string per translation (each of the n best, each sample), `source-target`
+                word indices from 0 such as "0-0 1-2 2-1", "" for an empty translation.
 
         Scores are log-probabilities divided by the length penalty, as the search ranks them; with
         a prefix they count the whole translation, the forced pieces included.
 
         Raises:
             PrefixError: a prefix of more pieces than its sentence's maximum output length.
+            AlignmentError: alignments from a translator without attention (an export), or of a
+                layer or head the model does not have.
         """
         ...
 

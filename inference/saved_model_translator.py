@@ -11,7 +11,7 @@ from common.errors import UserError
 from common.json_files import read_json
 from data.tokenizer import Tokenizer
 from inference.batching import translate_in_order
-from inference.protocol import PairScore, PrefixError, TextTranslator
+from inference.protocol import AlignmentError, PairScore, PrefixError, TextTranslator
 from models.search_config import SearchConfig, SearchConfigError
 
 SIGNATURE = "serving_default"
@@ -129,6 +129,7 @@ class SavedModelTranslator(TextTranslator):
         sampling=None,
         keys=None,
         prefixes=None,
+        alignments=False,
     ):
         """Returns `(translations, scores)` in the order of `sentences`, as `Translator.translate`
         does (with `n_best`: lists of the K best, from the `n_best` signature).
@@ -136,7 +137,8 @@ class SavedModelTranslator(TextTranslator):
         The search settings are the export's: `beam_size`, `alpha`, `max_extra_length` and
         `min_length_ratio` may be
         given only with the values it was exported with, and sampling and target prefixes are
-        refused (they need the run directory; `PrefixError` for a prefix). Resets
+        refused (they need the run directory; `PrefixError` for a prefix), and so are word
+        alignments (`AlignmentError`: the graph returns no attention). Resets
         `truncated_indices` and `empty_indices` (left empty without the export's vocabulary).
         """
         del keys  # Searches do not draw; keys only matter to sampling.
@@ -144,6 +146,10 @@ class SavedModelTranslator(TextTranslator):
             raise ValueError("sampling needs a run directory (--model_dir): an export has its search built in")
         if prefixes is not None and any(prefixes):
             raise PrefixError("target prefixes need a run directory (--model_dir): an export's graph forces none")
+        if alignments:
+            raise AlignmentError(
+                "word alignments need a run directory (--model_dir): an export's graph returns no attention"
+            )
         self._check_settings(
             beam_size=beam_size, alpha=alpha, max_extra_length=max_extra_length, min_length_ratio=min_length_ratio
         )

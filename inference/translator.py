@@ -9,8 +9,9 @@ import keras
 import numpy as np
 
 from data.special_ids import EOS_ID, PAD_ID
+from inference.alignment import AttentionMatrix, attention_weights, decoder_input, forced_target
 from inference.batching import translate_in_order
-from inference.protocol import PairScore, PrefixError, Sampling, TextTranslator
+from inference.protocol import DEFAULT_ALIGNMENT, AlignmentConfig, PairScore, PrefixError, Sampling, TextTranslator
 from models.sampling import sentence_keys, token_sampler
 from models.search_config import DEFAULT_SEARCH
 from models.translation import score_ids, translate_ids
@@ -98,6 +99,7 @@ class Translator(TextTranslator):
         self.empty_indices = []
         self._searches = {}
         self._scorer = None
+        self._aligners = {}
 
     @property
     def max_input_length(self):
@@ -163,16 +165,22 @@ class Translator(TextTranslator):
         sampling=None,
         keys=None,
         prefixes=None,
+        alignments=False,
     ):
-        """`TextTranslator.translate`: returns `(translations, scores)` in the order of `sentences`.
+        """`TextTranslator.translate`: returns `(translations, scores)` in the order of `sentences`
+        (with `alignments`, `(translations, scores, alignments)`).
 
         Here `sampling` defaults to the translator's own, and a caller translating a stream in
         pieces passes line numbers as `keys`. `truncated_indices` is reset to the positions (in `sentences`) of the inputs cut to
         `max_input_length`, `empty_indices` to those of the inputs with no tokens (and no prefix).
-        A batch in which no sentence has a prefix runs the search without prefixes.
+        A batch in which no sentence has a prefix runs the search without prefixes. Alignments
+        read the attention of each translation forced through the model after the search, a batch
+        at a time (`inference.alignment`); an input cut to `max_input_length` is aligned over the
+        words it kept.
 
         Raises:
             SearchConfigError: a search setting out of range.
+            AlignmentError: an alignment layer or head the model does not have.
             PrefixError: a prefix of more SentencePiece pieces than its sentence's maximum output
                 length (its source tokens, EOS included, + `max_extra_length`), before any search.
         """
@@ -199,6 +207,8 @@ class Translator(TextTranslator):
         empty = set(self.empty_indices)
         order = sorted((i for i in range(len(rows)) if i not in empty), key=lambda i: len(rows[i]))
         compiled = self._search_function(search, n_best or 1, sampling)
+        aligner = self._alignment_function(alignments) if alignments else None
+        aligned = {}  # position -> its alignment (n_best: the list of them)
 
         def translate_batch(indices):
             batch_keys = np.zeros((self.batch_size,), "int64")
@@ -209,12 +219,59 @@ class Translator(TextTranslator):
             ids, batch_scores = compiled(*(keras.ops.convert_to_tensor(array) for array in arrays))
             ids = keras.ops.convert_to_numpy(ids)[: len(indices)]
             batch_scores = keras.ops.convert_to_numpy(batch_scores)[: len(indices)]
+            if aligner is not None:
+                batch_alignments = self._align([rows[i] for i in indices], ids[:, : n_best or 1], aligner)
+                aligned.update((i, a if n_best else a[0]) for i, a in zip(indices, batch_alignments))
             if n_best is None:
                 return self.tokenizer.detokenize(ids[:, 0]).numpy(), batch_scores[:, 0]
             texts = self.tokenizer.detokenize(ids.reshape((-1, ids.shape[-1]))).numpy()
             return texts.reshape((len(indices), n_best)), batch_scores[:, :n_best]
 
-        return translate_in_order(len(sentences), order, self.batch_size, translate_batch, progress, n_best)
+        translations, scores = translate_in_order(
+            len(sentences), order, self.batch_size, translate_batch, progress, n_best
+        )
+        if aligner is None:
+            return translations, scores
+        unaligned = "" if n_best is None else [""] * n_best
+        return translations, scores, [aligned.get(i, unaligned) for i in range(len(sentences))]
+
+    def _alignment_function(self, alignments):
+        """The compiled `(source_ids, target_input_ids) -> attention [batch, target, source]` of
+        `alignments` (True or an `AlignmentConfig`), kept for reuse.
+
+        Raises:
+            AlignmentError: a layer or head the model does not have.
+        """
+        if alignments is not True and not isinstance(alignments, AlignmentConfig):
+            raise ValueError(f"alignments must be True or an AlignmentConfig, received {alignments!r}")
+        config = DEFAULT_ALIGNMENT if alignments is True else alignments
+        layer, head = config.resolve(self.model.num_layers, self.model.num_heads)
+        if (layer, head) not in self._aligners:
+            self._aligners[layer, head] = compile_search(
+                lambda source, target: attention_weights(self.model, source, target, layer, head),
+                self.model.variables,
+                any_shape=True,
+            )
+        return self._aligners[layer, head]
+
+    def _align(self, rows, ids, aligner):
+        """The Pharaoh alignments of a batch's translations: a list per sentence of one per
+        hypothesis. `rows`: the sentences' source ids (EOS included); `ids`: int `[sentences,
+        hypotheses, length]`, the search's output."""
+        hypotheses = ids.shape[1]
+        targets = [forced_target(hypothesis) for row in ids for hypothesis in row]
+        sources = [rows[index // hypotheses] for index in range(len(targets))]
+        rows_padded = self.batch_size * hypotheses  # a fixed batch, as the search's
+        weights = aligner(
+            keras.ops.convert_to_tensor(self._pad(sources, rows_padded)),
+            keras.ops.convert_to_tensor(self._pad([decoder_input(target) for target in targets], rows_padded)),
+        )
+        weights = keras.ops.convert_to_numpy(weights)  # [rows_padded, target length, source length]
+        alignments = [
+            AttentionMatrix.of(self.tokenizer, weights[k, : len(target), : len(source)], source, target).alignment()
+            for k, (source, target) in enumerate(zip(sources, targets))
+        ]
+        return [alignments[start : start + hypotheses] for start in range(0, len(alignments), hypotheses)]
 
     def _prefix_rows(self, prefixes, rows, max_extra_length):
         """The token ids of each sentence's target prefix (`[]` for None or "", and for all without
@@ -249,10 +306,11 @@ class Translator(TextTranslator):
             padded[index, : len(row)] = row
         return padded
 
-    def _pad(self, rows):
-        """int32 `[batch_size, multiple of 8]`: `rows` padded with PAD; filler rows are EOS alone."""
+    def _pad(self, rows, row_count=None):
+        """int32 `[row_count (default batch_size), multiple of 8]`: `rows` padded with PAD; filler
+        rows are EOS alone."""
         length = LENGTH_MULTIPLE * math.ceil(max(len(row) for row in rows) / LENGTH_MULTIPLE)
-        padded = np.full((self.batch_size, length), PAD_ID, dtype="int32")
+        padded = np.full((row_count or self.batch_size, length), PAD_ID, dtype="int32")
         padded[:, 0] = EOS_ID
         for index, row in enumerate(rows):
             padded[index, : len(row)] = row

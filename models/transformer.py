@@ -124,6 +124,7 @@ class Transformer(keras.Model):
         training=False,
         return_attention_scores=False,
         self_attention_mask=None,
+        attention_layer=-1,
     ):
         """Logits for target positions, from a whole prefix or incrementally with a cache.
 
@@ -138,8 +139,10 @@ class Transformer(keras.Model):
                 `self_attention_mask` (`models/translation.py`).
             cache_index: absolute position of `target_ids[:, 0]` (int or scalar int tensor).
             training: whether dropout is active.
-            return_attention_scores: also return the last decoder layer's encoder-decoder
-                attention weights `[batch, heads, length, source_length]`.
+            return_attention_scores: also return one decoder layer's encoder-decoder attention
+                weights `[batch, heads, length, source_length]`.
+            attention_layer: that layer's index, from 0 to `num_layers - 1` or negative from the
+                end; -1 (the default) is the last.
             self_attention_mask: optional boolean `[batch, length, key_length]` in place of the
                 causal mask (key_length: the self caches' length, or `length` without a cache).
 
@@ -159,6 +162,7 @@ class Transformer(keras.Model):
             training=training,
             return_attention_scores=return_attention_scores,
             self_attention_mask=self_attention_mask,
+            attention_layer=attention_layer,
         )
         outputs = outputs if isinstance(outputs, tuple) else (outputs,)
         results = (self.embedding.logits(outputs[0]),)

@@ -149,8 +149,10 @@ class TransformerDecoder(TransformerStackBase):
         cross_caches: optional list of `num_layers` encoder keys/values (`cross_caches`).
         cache_index: absolute position of `inputs[:, 0]` when decoding with `self_caches`.
         training: whether dropout is active.
-        return_attention_scores: also return the last layer's encoder-decoder attention weights
+        return_attention_scores: also return one layer's encoder-decoder attention weights
             `[batch, num_heads, target_length, source_length]`.
+        attention_layer: that layer's index, from 0 (the first) to `num_layers - 1`, or negative
+            from the end. Defaults to -1, the last.
 
     Returns:
         `[batch, target_length, hidden_dim]`, plus the updated self caches when given, plus the
@@ -182,10 +184,17 @@ class TransformerDecoder(TransformerStackBase):
         training=None,
         return_attention_scores=False,
         self_attention_mask=None,
+        attention_layer=-1,
     ):
         for name, caches in (("self_caches", self_caches), ("cross_caches", cross_caches)):
             if caches is not None and len(caches) != self.num_layers:
                 raise ValueError(f"{self.name}: expected {self.num_layers} {name}, received {len(caches)}")
+        if not -self.num_layers <= attention_layer < self.num_layers:
+            raise ValueError(
+                f"{self.name}: attention_layer must be in [-{self.num_layers}, {self.num_layers - 1}], "
+                f"received {attention_layer}"
+            )
+        scored = attention_layer % self.num_layers if return_attention_scores else None
         x = inputs
         new_self_caches = []
         scores = None
@@ -198,7 +207,7 @@ class TransformerDecoder(TransformerStackBase):
                 cross_cache=None if cross_caches is None else cross_caches[index],
                 cache_index=cache_index,
                 training=training,
-                return_attention_scores=return_attention_scores and index == self.num_layers - 1,
+                return_attention_scores=index == scored,
                 self_attention_mask=self_attention_mask,
             )
             if not isinstance(outputs, tuple):
@@ -206,7 +215,7 @@ class TransformerDecoder(TransformerStackBase):
             x = outputs[0]
             if self_caches is not None:
                 new_self_caches.append(outputs[1])
-            if return_attention_scores and index == self.num_layers - 1:
+            if index == scored:
                 scores = outputs[-1]
         results = (self._final_norm(x),)
         if self_caches is not None:

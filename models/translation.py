@@ -198,9 +198,11 @@ def score_ids(model, source_ids, target_ids, *, bos_id=BOS_ID):
     )
 
 
-def cross_attention_weights(model, source_ids, target_input_ids):
-    """The last decoder layer's encoder-decoder attention for a forced target, float32
-    `[batch, heads, target_length, source_length]` (for plotting)."""
+def cross_attention_weights(model, source_ids, target_input_ids, layer=-1):
+    """Decoder layer `layer`'s (default: the last) encoder-decoder attention for a forced target,
+    float32 `[batch, heads, target_length, source_length]` (for plots and word alignments)."""
     encoder_output, padding_mask = model.encode(source_ids, training=False)
-    _, weights = model.decode(target_input_ids, encoder_output, padding_mask, return_attention_scores=True)
-    return weights
+    _, weights = model.decode(
+        target_input_ids, encoder_output, padding_mask, return_attention_scores=True, attention_layer=layer
+    )
+    return ops.cast(weights, "float32")

@@ -9,6 +9,8 @@ import pytest
 from PIL import Image, ImageFont
 
 from evaluation import attention_plot, evaluator
+from inference.protocol import DEFAULT_ALIGNMENT, AlignmentConfig
+from inference.translator import Translator
 from models.search_config import SearchConfig
 
 PIECES = ["\u2581Öffnen", "\u2581Sie", "\u2581die", "\u2581Datei", "."]
@@ -55,9 +57,9 @@ def test_the_plotted_translation_is_the_scored_one(tiny_run, tmp_path, monkeypat
     plotted = []
     draw = attention_plot.attention_matrix
 
-    def recording(model, tokenizer, source, translation_ids):
+    def recording(model, tokenizer, source, translation_ids, *attention):
         plotted.append(tokenizer.detokenize(np.asarray([translation_ids])).numpy()[0].decode("utf-8"))
-        return draw(model, tokenizer, source, translation_ids)
+        return draw(model, tokenizer, source, translation_ids, *attention)
 
     monkeypatch.setattr(attention_plot, "attention_matrix", recording)
     config = evaluator.EvalConfig(
@@ -76,3 +78,18 @@ def test_the_plotted_translation_is_the_scored_one(tiny_run, tmp_path, monkeypat
     )
     assert unconstrained["sentences"] == 1 and output.read_text(encoding="utf-8").rstrip("\n") != scored
     assert plotted == [scored]
+
+
+def test_the_alignment_is_read_from_the_plotted_matrix(tiny_model):
+    """The translator's alignment (batched, compiled) is the argmax alignment of the matrix the plot
+    draws for the sentence (alone, eager), for the default attention and for a chosen layer and head."""
+    model, tokenizer, _, _ = tiny_model
+    sentence = "The document could not be saved because the disk is full."
+    search = SearchConfig(beam_size=2, max_extra_length=6)
+    translator = Translator(model, tokenizer, search, batch_size=2)
+    for attention in (DEFAULT_ALIGNMENT, AlignmentConfig(layer=-1, head=1)):
+        matrix = attention_plot.translated_attention(model, tokenizer, sentence, search, attention)
+        texts, _, alignments = translator.translate([sentence, "Print"], alignments=attention)
+        assert tokenizer.detokenize(np.asarray([matrix.target_ids])).numpy()[0].decode("utf-8") == texts[0]
+        assert matrix.weights.shape == (len(matrix.target_pieces), len(matrix.source_pieces))
+        assert alignments[0] == matrix.alignment() != ""

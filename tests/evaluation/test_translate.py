@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from inference.protocol import AlignmentConfig
 from inference.translator import Sampling, Translator
 from tests.helpers import REPO_ROOT, STARTUP_NOISE
 
@@ -60,6 +61,27 @@ def test_stdin_to_stdout_in_input_order_with_bad_lines_reported(tiny_run, python
     assert not [noise for noise in STARTUP_NOISE if noise in stderr], stderr
 
 
+def test_alignments_follow_their_translations_after_a_tab(tiny_run, python_translator, tmp_path):
+    """--alignments prints `translation<TAB>alignment` lines, the Python translator's, with the
+    layer and head the flags choose; an export has no attention to read, refused as the flags are
+    read. (The n-best lines: test_n_best_lists_are_the_searchs_own.)"""
+    model_dir, _ = tiny_run
+    code, stdout, stderr = translate(
+        f"--model_dir={model_dir}",
+        "--alignments",
+        "--alignment_layer=-1",
+        "--alignment_head=1",
+        *SEARCH,
+        stdin=lines_of(SENTENCES[:3]),
+    )
+    assert code == 0, stderr
+    texts, _, alignments = python_translator.translate(SENTENCES[:3], alignments=AlignmentConfig(layer=-1, head=1))
+    assert stdout.split("\n")[:-1] == [f"{text}\t{alignment}" for text, alignment in zip(texts, alignments)]
+    assert alignments[0] and alignments[1] == ""
+    code, _, stderr = translate(f"--export_dir={tmp_path}", "--alignments")
+    assert code == 2 and "--alignments cannot be used with --export_dir" in stderr
+
+
 @pytest.mark.slow  # a run of the model
 def test_files_and_long_lines_cut_and_reported(tiny_run, tmp_path, python_translator):
     model_dir, _ = tiny_run
@@ -82,14 +104,17 @@ def test_files_and_long_lines_cut_and_reported(tiny_run, tmp_path, python_transl
 @pytest.mark.slow  # a run of the model
 def test_n_best_lists_are_the_searchs_own(tiny_run, python_translator):
     model_dir, _ = tiny_run
-    code, stdout, stderr = translate(f"--model_dir={model_dir}", "--n_best=3", *SEARCH, stdin=lines_of(SENTENCES))
+    code, stdout, stderr = translate(
+        f"--model_dir={model_dir}", "--n_best=3", "--alignments", *SEARCH, stdin=lines_of(SENTENCES)
+    )
     assert code == 0, stderr
-    texts, scores = python_translator.translate(SENTENCES, n_best=3)
+    texts, scores, alignments = python_translator.translate(SENTENCES, n_best=3, alignments=True)
     rows = [line.split(" ||| ") for line in stdout.split("\n")[:-1]]
     assert len(rows) == 3 * len(SENTENCES)
-    for number, (index, hypothesis, score) in enumerate(rows):
+    for number, (index, hypothesis, score_and_alignment) in enumerate(rows):
         line, rank = divmod(number, 3)
-        assert int(index) == line and hypothesis == texts[line][rank]
+        score, alignment = score_and_alignment.split("\t")
+        assert int(index) == line and hypothesis == texts[line][rank] and alignment == alignments[line][rank]
         assert abs(float(score) - scores[line][rank]) < 1e-4
     # --with_scores's lines: test_prefix_lines_start_their_translations_and_bad_ones_are_refused.
 
@@ -178,6 +203,8 @@ def test_prefix_lines_start_their_translations_and_bad_ones_are_refused(tiny_run
         (["--sampling_topk=1", "--sampling_temperature=0"], "--sampling_temperature must be > 0"),
         (["--sampling_topp=1.5"], "--sampling_topp must be in (0, 1], received 1.5"),
         (["--score", "--prefix"], "--prefix is for translating"),
+        (["--score", "--alignments"], "--alignments is for translating"),
+        (["--alignment_layer=0"], "--alignment_layer and --alignment_head choose the attention of --alignments"),
     ],
 )
 def test_bad_flags_are_refused(tiny_run, flags, message):

@@ -109,6 +109,19 @@ def test_returns_last_layer_cross_attention():
     assert np.max(np.abs(_numpy(outputs) - _numpy(decoder(target, memory, mask)))) < 1e-5
 
 
+def test_attention_layer_picks_the_layer_whose_cross_attention_is_returned():
+    target, memory, mask = _inputs()
+    decoder = TransformerDecoder(num_layers=2, **OPTIONS)
+    _, first = decoder(target, memory, mask, return_attention_scores=True, attention_layer=0)
+    _, own = decoder.decoder_layers[0](target, memory, mask, return_attention_scores=True)
+    assert np.max(np.abs(_numpy(first) - _numpy(own))) < 1e-6
+    _, last = decoder(target, memory, mask, return_attention_scores=True, attention_layer=-1)
+    _, second = decoder(target, memory, mask, return_attention_scores=True, attention_layer=1)
+    assert np.array_equal(_numpy(last), _numpy(second)) and np.max(np.abs(_numpy(last) - _numpy(first))) > 1e-3
+    with pytest.raises(ValueError, match=r"attention_layer must be in \[-2, 1\], received 2"):
+        decoder(target, memory, mask, return_attention_scores=True, attention_layer=2)
+
+
 def test_bad_calls_are_rejected():
     target, memory, mask = _inputs()
     decoder = TransformerDecoder(num_layers=2, **OPTIONS)
