@@ -61,6 +61,7 @@ def test_stdin_to_stdout_in_input_order_with_bad_lines_reported(tiny_run, python
     assert not [noise for noise in STARTUP_NOISE if noise in stderr], stderr
 
 
+@pytest.mark.slow  # a run of the model
 def test_alignments_follow_their_translations_after_a_tab(tiny_run, python_translator, tmp_path):
     """--alignments prints `translation<TAB>alignment` lines, the Python translator's, with the
     layer and head the flags choose; an export has no attention to read, refused as the flags are
