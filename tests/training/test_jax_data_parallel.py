@@ -1,5 +1,6 @@
 """train.py under JAX on two host devices (`--distribution=auto` -> `keras.distribution.DataParallel`
-through `training.distribution`) ends on the weights one device reaches from the same batches."""
+through `training.distribution`) ends on the weights one device reaches from the same batches.
+Accumulation over two host devices: tests/training/test_accumulation.py."""
 
 import csv
 import os
@@ -19,7 +20,7 @@ PER_REPLICA_TOKENS = (
 )
 
 
-def _train(model_dir, corpus, devices, accumulate_steps):
+def _train(model_dir, corpus, devices):
     env = dict(
         os.environ,
         PYTHONPATH=REPO_ROOT,
@@ -47,7 +48,6 @@ def _train(model_dir, corpus, devices, accumulate_steps):
         "--eval_every=2",
         "--eval_sentences=0",
         "--warmup_steps=10",
-        f"--accumulate_steps={accumulate_steps}",
         "--distribution=auto",
         "--jit_compile=true",  # Op by op, a step over sharded arrays dispatches slowly on a CPU.
     ]
@@ -61,14 +61,13 @@ def _train(model_dir, corpus, devices, accumulate_steps):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("accumulate_steps", [1, 2], ids=["one-batch-per-update", "accumulate-2"])
-def test_two_jax_host_devices_end_on_the_weights_of_one(sample_corpus, tmp_path, accumulate_steps):
+def test_two_jax_host_devices_end_on_the_weights_of_one(sample_corpus, tmp_path):
     import models.transformer  # noqa: F401  (registers the class for load_model)
 
     one_plan, two_plan = (pipeline.bucket_plan(PER_REPLICA_TOKENS * n, MAX_LENGTH) for n in (2, 1))
     assert one_plan.batch_sizes == tuple(2 * size for size in two_plan.batch_sizes)  # The same batches.
-    one_losses, one = _train(tmp_path / "one", sample_corpus, 1, accumulate_steps)
-    two_losses, two = _train(tmp_path / "two", sample_corpus, 2, accumulate_steps)
+    one_losses, one = _train(tmp_path / "one", sample_corpus, 1)
+    two_losses, two = _train(tmp_path / "two", sample_corpus, 2)
     np.testing.assert_allclose(two_losses, one_losses, rtol=1e-5)
     assert one.keys() == two.keys()
     assert one_losses[-1] < one_losses[0]  # It trained.
