@@ -527,6 +527,18 @@ def machine():
     return f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs"
 
 
+def set_threads(tf, threads):
+    """TensorFlow's intra-op and inter-op threads set to `threads`, where this process's TensorFlow
+    has not started yet; `main` called from a process whose TensorFlow runs (a test) keeps that
+    process's. Returns the setting the run has (0: TensorFlow's default, every core)."""
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(threads)
+    except RuntimeError:
+        pass  # "cannot be modified after initialization"
+    return tf.config.threading.get_intra_op_parallelism_threads()
+
+
 def main(argv=None):
     args = parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -534,14 +546,14 @@ def main(argv=None):
     import sentencepiece
     import tensorflow as tf
 
-    tf.config.threading.set_intra_op_parallelism_threads(args.threads)
-    tf.config.threading.set_inter_op_parallelism_threads(args.threads)
+    threads = set_threads(tf, args.threads)
     keras.utils.set_random_seed(args.seed)  # Before any tokenizer is loaded (data/tokenizer.py).
     summary = {
         "machine": machine(),
         "load_average_at_start": os.getloadavg(),
         "versions": {"tensorflow": tf.__version__, "keras": keras.__version__},
         "settings": {key: value for key, value in vars(args).items() if key not in ("output", "run_preset")},
+        "tensorflow_threads": threads,
         "sizes": {},
     }
     if any(name.startswith("ct2") for name in args.systems):

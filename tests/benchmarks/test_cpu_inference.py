@@ -1,5 +1,6 @@
 """benchmarks/cpu_inference.py end to end at the smallest size (tiny, random weights, a small
-vocabulary, four sentences, one repeat), and its refusals of bad input."""
+vocabulary, four sentences, one repeat), in this process: the two CTranslate2 systems in the fast
+tier, all five systems with the profile in the full one; and its refusals of bad input."""
 
 import json
 import os
@@ -10,43 +11,39 @@ import pytest
 import sentencepiece
 
 from data.tokenizer import train_sentencepiece
+from tests.helpers import REPO_ROOT, SAMPLE_TSV
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(REPO_ROOT, "benchmarks", "cpu_inference.py")
-SAMPLE_TSV = os.path.join(REPO_ROOT, "tests", "fixtures", "deb_en_de_sample.tsv")
 SENTENCES = ["Open the file.", "Click OK to close the dialog.", "Select the cells.", "Save the document as PDF."]
 SYSTEMS = ("saved_model_float32", "saved_model_int8", "ct2_float32", "ct2_int8", "keras_hub")
-LABELS = ("SavedModel float32", "SavedModel int8", "CTranslate2 float32", "CTranslate2 int8", "keras-hub")
+LABELS = {
+    "saved_model_float32": "SavedModel float32",
+    "saved_model_int8": "SavedModel int8",
+    "ct2_float32": "CTranslate2 float32",
+    "ct2_int8": "CTranslate2 int8",
+    "keras_hub": "keras-hub",
+}
 
 
-def _run(*arguments, timeout=300):
-    environment = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    return subprocess.run(
-        [sys.executable, SCRIPT, *arguments],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=REPO_ROOT,
-        env=environment,
-    )
-
-
-@pytest.mark.slow
-def test_every_system_and_mode_is_measured_at_matching_output_lengths(tmp_path):
+def _measure(benchmark_script, tmp_path, capsys, systems, *flags):
+    """main() on SENTENCES with `systems`: `(the tiny size's results, stdout, the vocabulary)`."""
+    bench, _ = benchmark_script("cpu_inference")
     vocabulary = train_sentencepiece(SAMPLE_TSV, str(tmp_path / "spm"), vocab_size=400)
     sentences = tmp_path / "sentences.txt"
     sentences.write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
     output = tmp_path / "result.json"
     arguments = ["--sizes=tiny", f"--vocabulary={vocabulary}", f"--sentences={sentences}", "--count=4"]
-    arguments += ["--batch=3", "--repeats=1", "--length_buckets=", "--max_input_length=24", "--profile"]
-    finished = _run(*arguments, f"--output={output}")
-    assert finished.returncode == 0, finished.stderr[-3000:]
-
+    arguments += ["--batch=3", "--repeats=1", "--length_buckets=", "--max_input_length=24", f"--output={output}"]
+    bench.main([*arguments, f"--systems={','.join(systems)}", *flags])
     result = json.loads(output.read_text())
     assert list(result["sizes"]) == ["tiny"]
-    tiny = result["sizes"]["tiny"]
+    return result["sizes"]["tiny"], capsys.readouterr().out, vocabulary
+
+
+def _check_measured(tiny, stdout, vocabulary, systems):
+    """Every system in both modes, at the output lengths the module docstring gives, and its table rows."""
     assert tiny["weights"] == "random" and tiny["output_length"]["forced"]
-    assert list(tiny["results"]) == list(SYSTEMS)
+    assert list(tiny["results"]) == list(systems)
     for name, by_mode in tiny["results"].items():
         assert list(by_mode) == ["single", "batch"], name
         for mode, measured in by_mode.items():
@@ -58,16 +55,37 @@ def test_every_system_and_mode_is_measured_at_matching_output_lengths(tmp_path):
     processor = sentencepiece.SentencePieceProcessor(model_file=vocabulary)
     n = [len(pieces) + 1 for pieces in processor.encode(SENTENCES)]
     one_by_one = sum(n) / len(n) + 1
-    for name in SYSTEMS:
+    for name in systems:
         assert abs(tiny["results"][name]["single"]["mean_output_tokens"] - one_by_one) <= 1.0, name
     # In batches (3 + 1 sentences, in order of length) the SavedModels still stop each sentence at its
     # own length; CTranslate2 and keras-hub take one bound per call, the batch's longest.
     by_length = sorted(n)
     batch_longest = (3 * (by_length[2] + 1) + by_length[3] + 1) / 4
-    for name in SYSTEMS:
+    for name in systems:
         expected = one_by_one if name.startswith("saved_model") else batch_longest
         assert abs(tiny["results"][name]["batch"]["mean_output_tokens"] - expected) <= 1.0, name
 
+    table = [line for line in stdout.splitlines() if line.startswith("| ") and "tiny" in line]
+    assert len(table) == 2 * len(systems)
+    for name in systems:
+        rows = [line.split(" | ") for line in table if line.startswith(f"| {LABELS[name]}")]
+        assert [row[2] for row in rows] == ["1 sentence", "batch 3"], name
+        assert all(float(value) > 0 for row in rows for value in (row[3], row[4], row[5], row[6].rstrip(" |"))), name
+
+
+def test_ctranslate2_systems_are_measured_at_matching_output_lengths(benchmark_script, tmp_path, capsys):
+    """The smoke run: the script's whole path with its two cheapest systems (no export to trace)."""
+    systems = ("ct2_float32", "ct2_int8")
+    tiny, stdout, vocabulary = _measure(benchmark_script, tmp_path, capsys, systems)
+    _check_measured(tiny, stdout, vocabulary, systems)
+    assert tiny["ratios"] == {}  # Each of RATIOS needs a SavedModel.
+    assert "profile" not in tiny
+
+
+@pytest.mark.slow  # Two SavedModel exports and keras-hub's sampler traced: half a minute.
+def test_every_system_and_mode_is_measured_at_matching_output_lengths(benchmark_script, tmp_path, capsys):
+    tiny, stdout, vocabulary = _measure(benchmark_script, tmp_path, capsys, SYSTEMS, "--profile")
+    _check_measured(tiny, stdout, vocabulary, SYSTEMS)
     assert set(tiny["ratios"]) == {"single", "batch"}
     for found in tiny["ratios"].values():
         assert set(found) == {"saved_model_int8 / saved_model_float32", "saved_model_float32 / ct2_float32"}
@@ -76,14 +94,7 @@ def test_every_system_and_mode_is_measured_at_matching_output_lengths(tmp_path):
     for profile in tiny["profile"].values():
         assert profile["top"] and profile["op_ms"] > 0
         assert 0 < sum(entry["share"] for entry in profile["top"]) <= 1 + 1e-6
-
-    table = [line for line in finished.stdout.splitlines() if line.startswith("| ") and "tiny" in line]
-    assert len(table) == 2 * len(SYSTEMS)
-    for label in LABELS:
-        rows = [line.split(" | ") for line in table if line.startswith(f"| {label}")]
-        assert [row[2] for row in rows] == ["1 sentence", "batch 3"], label
-        assert all(float(value) > 0 for row in rows for value in (row[3], row[4], row[5], row[6].rstrip(" |"))), label
-    assert "saved_model_float32 / ct2_float32" in finished.stdout
+    assert "saved_model_float32 / ct2_float32" in stdout
 
 
 @pytest.mark.parametrize(
@@ -100,15 +111,22 @@ def test_bad_input_is_refused_with_what_was_expected(tmp_path, arguments, messag
     sentences = tmp_path / "sentences.txt"
     sentences.write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
     arguments = [f"--sentences={sentences}", *(argument.format(tmp_path=tmp_path) for argument in arguments)]
-    finished = _run(*arguments, timeout=120)
+    environment = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    finished = subprocess.run(
+        [sys.executable, SCRIPT, *arguments],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO_ROOT,
+        env=environment,
+    )
     assert finished.returncode == 2
     assert message in finished.stderr
     assert "Traceback" not in finished.stderr
 
 
-def test_equal_lengths_takes_sentences_of_the_median_length_or_the_nearest_with_enough(tmp_path):
-    sys.path.insert(0, os.path.dirname(SCRIPT))
-    import cpu_inference
+def test_equal_lengths_takes_sentences_of_the_median_length_or_the_nearest_with_enough(benchmark_script, tmp_path):
+    cpu_inference, _ = benchmark_script("cpu_inference")
 
     vocabulary = train_sentencepiece(SAMPLE_TSV, str(tmp_path / "spm"), vocab_size=400)
     processor = sentencepiece.SentencePieceProcessor(model_file=vocabulary)

@@ -3,6 +3,7 @@
 
 import json
 import math
+import os
 
 import pytest
 
@@ -15,10 +16,8 @@ def test_sizes_override_the_model_and_unknown_ones_are_refused(benchmark_script)
         bench.parse_args(["--sizes=depth=3"])
 
 
-@pytest.mark.slow  # Two trainings and two scorings: half a minute on two shared cores.
 def test_a_tiny_run_scores_the_parent_and_its_child(benchmark_script, sample_corpus, tmp_path, capsys):
-    import os
-
+    """The smoke run, at the smallest sizes: two trainings of two steps and two scorings."""
     bench, _ = benchmark_script("domain_fine_tuning")
     output = tmp_path / "results.json"
     code = bench.main(
@@ -32,8 +31,8 @@ def test_a_tiny_run_scores_the_parent_and_its_child(benchmark_script, sample_cor
             "--parent_steps=2",
             "--warmup_steps=2",
             "--child_steps=2",
-            "--domain_pairs=40",
-            "--dev_sentences=8",
+            "--domain_pairs=16",
+            "--dev_sentences=4",
             "--min_bleu_gain=101",  # Beyond any BLEU: the exit code says so.
             f"--json={output}",
         ]
@@ -43,7 +42,7 @@ def test_a_tiny_run_scores_the_parent_and_its_child(benchmark_script, sample_cor
     assert "libreoffice-ui test (" in captured.out and "gain: loss" in captured.out
     results = json.loads(output.read_text())
     for name in ("parent", "child"):
-        assert results["dev_pairs"] == 8
+        assert results["dev_pairs"] == 4
         assert math.isfinite(results[name]["loss"]) and 0 <= results[name]["bleu"] <= 100
     assert results["gain"]["bleu"] == results["child"]["bleu"] - results["parent"]["bleu"]
     with open(tmp_path / "runs" / "child" / "config.json") as handle:

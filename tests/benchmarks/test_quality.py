@@ -1,5 +1,6 @@
-"""benchmarks/quality.py: the PyTorch baseline's loss, greedy and beam search checked by hand, and a
-whole run (both systems trained a few steps, every test source scored) read back from its table."""
+"""benchmarks/quality.py: the PyTorch baseline's loss, greedy and beam search checked by hand; a
+smoke run of the baseline alone (fast tier) and a whole run (both systems trained a few steps,
+every test source scored) read back from its table."""
 
 import itertools
 import json
@@ -234,8 +235,51 @@ def test_paired_bootstrap_tells_a_better_system_from_an_equal_one(quality):
     assert abs(equal["project_minus_torch_bleu"]) < 5 and equal["p_bleu"] > 0.05 and equal["p_chrf"] > 0.05
 
 
-@pytest.mark.slow  # Two trainings and eight decoding passes.
+def test_the_baseline_alone_trains_on_the_projects_batches_and_scores_every_source(
+    quality, sample_corpus, tmp_path, capsys
+):
+    """The smoke run: the PyTorch baseline alone (its vocabulary trained as train.py would, the
+    project's batches, both of its searches) at the smallest sizes; the project's own training and
+    scoring are test_whole_run_prints_one_row_per_system_source_and_search's."""
+    output_dir = tmp_path / "quality"
+    arguments = [
+        f"--cache_dir={os.path.dirname(sample_corpus.root)}",
+        f"--output_dir={output_dir}",
+        "--systems=torch",
+        "--steps=2",
+        "--batch_tokens=512",
+        "--warmup_steps=2",
+        "--vocab_size=500",
+        "--max_length=32",
+        "--sentences=2",
+        "--max_extra_length=3",
+        "--normalize_first=post",
+        "--beam_sizes=1,2",
+        "--torch_beam",
+    ]
+    rows = quality.main(arguments)
+    sources = ["test"] + [f"test.{source}" for source in sorted(sample_corpus.test_by_source)]
+    expected = [("torch", "post-norm", source, search) for search in ("greedy", "beam 2") for source in sources]
+    assert [(row["system"], row["norm"], row["source"], row["search"]) for row in rows] == expected
+    for row in rows:
+        assert row["sentences"] == (2 * (len(sources) - 1) if row["source"] == "test" else 2)
+        assert 0.0 <= row["bleu"] <= 100.0 and 0.0 <= row["chrf"] <= 100.0 and "p_bleu" not in row
+        assert math.isfinite(row["mean_train_loss"]) and row["target_tokens_per_second"] > 0
+    training = json.loads((output_dir / "quality.json").read_text())["training"]
+    assert list(training) == ["torch post-norm"] and len(training["torch post-norm"]["step_tokens"]) == 2
+    assert (output_dir / "torch-vocabulary" / "spm.model").exists()
+    printed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
+    assert printed[0] == quality.TABLE_HEADER and len(printed) == 1 + len(expected)
+    for source in sources[1:]:
+        for beam in (1, 2):
+            hypotheses = (output_dir / "torch-post-norm" / f"{source}.beam{beam}.hyp").read_text(encoding="utf-8")
+            assert len(hypotheses.splitlines()) == 2
+
+
+@pytest.mark.slow  # Two trainings and four scorings by evaluate().
 def test_whole_run_prints_one_row_per_system_source_and_search(quality, sample_corpus, tmp_path, capsys):
+    """Both systems, greedy: the baseline's beam search in a whole run is
+    test_the_baseline_alone_trains_on_the_projects_batches_and_scores_every_source's."""
     output_dir = tmp_path / "quality"
     arguments = [
         f"--cache_dir={os.path.dirname(sample_corpus.root)}",
@@ -246,22 +290,17 @@ def test_whole_run_prints_one_row_per_system_source_and_search(quality, sample_c
         "--vocab_size=500",
         "--max_length=64",
         "--normalize_first=pre",
-        "--sentences=6",
+        "--sentences=3",
         "--max_extra_length=3",
-        "--torch_beam",
+        "--beam_sizes=1",
     ]
     rows = quality.main(arguments)
     sources = ["test"] + [f"test.{source}" for source in sorted(sample_corpus.test_by_source)]
-    expected = [
-        (system, "pre-norm", source, search)
-        for system in ("project", "torch")
-        for search in ("greedy", "beam 4")
-        for source in sources
-    ]
+    expected = [(system, "pre-norm", source, "greedy") for system in ("project", "torch") for source in sources]
     assert [(row["system"], row["norm"], row["source"], row["search"]) for row in rows] == expected
     for row in rows:
-        # The per-source files partition the test split: its row is their first 6 sentences each.
-        assert row["sentences"] == (6 * (len(sources) - 1) if row["source"] == "test" else 6)
+        # The per-source files partition the test split: its row is their first 3 sentences each.
+        assert row["sentences"] == (3 * (len(sources) - 1) if row["source"] == "test" else 3)
         assert 0.0 <= row["bleu"] <= 100.0 and 0.0 <= row["chrf"] <= 100.0
         assert row["length_ratio"] >= 0.0 and "|tok:13a|" in row["bleu_signature"]
         assert row["train_seconds"] > 0 and row["target_tokens_per_second"] > 0
@@ -274,9 +313,7 @@ def test_whole_run_prints_one_row_per_system_source_and_search(quality, sample_c
     # batches from the same initialisation scheme: close, where a sum or a last value would not be.
     assert abs(project["mean_train_loss"] - baseline["mean_train_loss"]) < 0.1 * baseline["mean_train_loss"]
     compared = [row for row in rows if "p_bleu" in row]  # Each torch row, against the project's same search.
-    assert [(row["system"], row["search"]) for row in compared] == [("torch", "greedy")] * len(sources) + [
-        ("torch", "beam 4")
-    ] * len(sources)
+    assert [(row["system"], row["search"]) for row in compared] == [("torch", "greedy")] * len(sources)
     assert all(0 <= row["p_bleu"] <= 1 and 0 <= row["p_chrf"] <= 1 for row in compared)
     out = capsys.readouterr().out
     assert "project - torch, pre-norm, greedy, test: BLEU" in out
@@ -285,8 +322,9 @@ def test_whole_run_prints_one_row_per_system_source_and_search(quality, sample_c
     assert len(printed) == 1 + len(expected)
     assert (output_dir / "project-pre-norm" / "model.keras").exists()
     for source in sources[1:]:  # The baseline's translations, beside the project's.
-        hypotheses = (output_dir / "torch-pre-norm" / f"{source}.beam4.hyp").read_text(encoding="utf-8")
-        assert len(hypotheses.splitlines()) == 6
+        hypotheses = (output_dir / "torch-pre-norm" / f"{source}.beam1.hyp").read_text(encoding="utf-8")
+        assert len(hypotheses.splitlines()) == 3
+        assert (output_dir / "project-pre-norm" / f"{source}.beam1.hyp").exists()
 
 
 @pytest.mark.parametrize(
