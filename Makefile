@@ -16,10 +16,15 @@ $(STAMP): requirements.txt requirements-dev.txt
 # for all of them (tests/conftest.py's once_per_session).
 TEST_WORKERS ?= 2
 
+# JAX compiles each eager operation for each shape it meets; this cache lets the test processes
+# share those compilations (and later runs reuse them).
+JAX_TEST_CACHE := JAX_COMPILATION_CACHE_DIR=$(CURDIR)/.pytest_cache/jax JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0 \
+	JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES=-1
+
 # The whole suite under TensorFlow, then tests/models again under JAX.
 test: $(STAMP)
 	$(PY) -m pytest -q -n $(TEST_WORKERS) tests
-	KERAS_BACKEND=jax $(PY) -m pytest -q -n $(TEST_WORKERS) tests/models
+	KERAS_BACKEND=jax $(JAX_TEST_CACHE) $(PY) -m pytest -q -n $(TEST_WORKERS) tests/models
 
 # ruff's lint rules and formatting (settings in pyproject.toml); CI runs it before the tests.
 lint: $(STAMP)

@@ -161,6 +161,7 @@ def test_several_training_files_are_sources_of_one_user_corpus(tmp_path):
     assert np.isclose(sum(entry["share"] for entry in described), 1.0, atol=1e-3)
 
 
+@pytest.mark.slow  # two input pipelines drawn far enough to measure shares
 def test_each_input_pipeline_of_a_distributed_mix_draws_its_shard_in_proportion(tmp_path, small_tokenizer):
     import tensorflow as tf
 

@@ -47,6 +47,7 @@ def test_draw_heatmap_writes_a_png_of_the_matrix_size(tmp_path):
         assert image.width > len(PIECES) * attention_plot.CELL and image.height > len(PIECES) * attention_plot.CELL
 
 
+@pytest.mark.slow  # a recipe run copied and plotted
 def test_the_plotted_translation_is_the_scored_one(tiny_run, tmp_path, monkeypatch):
     """The plot searches as the evaluator's translator does, min_length_ratio included (a recipe's
     run records one): the plotted output is the scored translation of the sentence."""

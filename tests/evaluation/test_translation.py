@@ -51,7 +51,9 @@ def greedy_without_cache(model, source_row, max_length):
     return prefix[1:]
 
 
-@pytest.mark.parametrize("eos_bias", [0.0, -1e9], ids=["real", "eos_forbidden"])
+@pytest.mark.parametrize(
+    "eos_bias", [0.0, pytest.param(-1e9, marks=pytest.mark.slow)], ids=["real", "eos_forbidden"]
+)  # EOS forbidden: each search runs to its length limit.
 def test_beam_one_equals_greedy_without_cache(tiny_model, eos_bias_model, eos_bias):
     model, tokenizer, _, _ = tiny_model
     wrapped = eos_bias_model(model, eos_bias)
@@ -104,7 +106,9 @@ def rescored(model, source_row, ids, alpha=0.6):
     return log_probs[np.arange(len(tokens)), tokens].sum() / ((5.0 + len(tokens)) / 6.0) ** alpha
 
 
-@pytest.mark.parametrize("eos_bias", [0.0, -1e9], ids=["real", "eos_forbidden"])
+@pytest.mark.parametrize(
+    "eos_bias", [0.0, pytest.param(-1e9, marks=pytest.mark.slow)], ids=["real", "eos_forbidden"]
+)  # EOS forbidden: each search runs to its length limit.
 def test_cached_beam_search_equals_search_without_cache(tiny_model, eos_bias_model, eos_bias):
     model, tokenizer, _, _ = tiny_model
     wrapped = eos_bias_model(model, eos_bias)

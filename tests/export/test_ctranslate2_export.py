@@ -205,6 +205,7 @@ def _save_run(directory, model, vocabulary_path, model_config):
     return str(directory)
 
 
+@pytest.mark.slow  # a second model converted
 def test_a_pre_norm_model_converts_and_matches(tiny_run, tiny_model_and_tokenizer, corpus, tmp_path):
     """Random weights, never trained: its greedy outputs are deterministic all the same, and every
     target position's log-probability is compared through forced scoring."""

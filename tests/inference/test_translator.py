@@ -192,6 +192,7 @@ def test_forced_decoding_of_the_search_output_gives_the_search_score(tiny_model)
         )
 
 
+@pytest.mark.slow  # several sampled searches (the sampler itself: tests/models/test_sampling.py)
 def test_sampling_is_reproducible_and_follows_the_sentence(tiny_model):
     from inference.translator import Sampling
 

@@ -36,14 +36,10 @@ def _run_script(backend, devices):
     return json.loads(completed.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow  # a script in a new process for each (the optimizer's contract: the tests below)
 @pytest.mark.parametrize(
     "backend, devices",
-    [
-        ("tensorflow", 1),
-        pytest.param("tensorflow", 2, marks=pytest.mark.slow),
-        pytest.param("jax", 1, marks=pytest.mark.slow),
-        pytest.param("jax", 2, marks=pytest.mark.slow),
-    ],
+    [("tensorflow", 1), ("tensorflow", 2), ("jax", 1), ("jax", 2)],
     ids=["tf-one-device", "tf-mirrored-two-cpus", "jax-one-device", "jax-two-host-devices"],
 )
 def test_k_accumulated_batches_give_the_update_of_one_batch_of_their_pairs(backend, devices):
