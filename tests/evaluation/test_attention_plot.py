@@ -86,7 +86,8 @@ def test_the_alignment_is_read_from_the_plotted_matrix(tiny_model):
     draws for the sentence (alone, eager), for the default attention and for a chosen layer and head."""
     model, tokenizer, _, _ = tiny_model
     sentence = "The document could not be saved because the disk is full."
-    search = SearchConfig(beam_size=2, max_extra_length=6)
+    # The tiny run, left alone, may end the translation at once: a minimum length gives it words.
+    search = SearchConfig(beam_size=2, max_extra_length=6, min_length_ratio=0.5)
     translator = Translator(model, tokenizer, search, batch_size=2)
     for attention in (DEFAULT_ALIGNMENT, AlignmentConfig(layer=-1, head=1)):
         matrix = attention_plot.translated_attention(model, tokenizer, sentence, search, attention)

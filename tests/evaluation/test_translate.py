@@ -73,12 +73,20 @@ def test_alignments_follow_their_translations_after_a_tab(tiny_run, python_trans
         "--alignment_layer=-1",
         "--alignment_head=1",
         *SEARCH,
-        stdin=lines_of(SENTENCES[:3]),
+        "--min_length_ratio=1",  # The tiny run, left alone, ends some translations at once.
+        stdin=lines_of(SENTENCES),
     )
     assert code == 0, stderr
-    texts, _, alignments = python_translator.translate(SENTENCES[:3], alignments=AlignmentConfig(layer=-1, head=1))
+    translator = Translator(
+        python_translator.model,
+        python_translator.tokenizer,
+        python_translator.search,
+        batch_size=2,
+        min_length_ratio=1.0,
+    )
+    texts, _, alignments = translator.translate(SENTENCES, alignments=AlignmentConfig(layer=-1, head=1))
     assert stdout.split("\n")[:-1] == [f"{text}\t{alignment}" for text, alignment in zip(texts, alignments)]
-    assert alignments[0] and alignments[1] == ""
+    assert alignments[1] == "" and all(alignments[:1] + alignments[2:])  # None for the empty line.
     code, _, stderr = translate(f"--export_dir={tmp_path}", "--alignments")
     assert code == 2 and "--alignments cannot be used with --export_dir" in stderr
 
