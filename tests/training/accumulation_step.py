@@ -1,15 +1,17 @@
 """Two optimizer updates of a small Transformer, each from K=3 batches of different sizes
 accumulated by `train.py`'s optimizer, beside two updates from single batches that hold the same
 pairs (the K batches' union), and beside Keras's own `gradient_accumulation_steps` (the mean of the
-K batches' per-token means). Prints JSON.
+K batches' per-token means). Prints a JSON list, one result per device count.
 
-    python tests/training/accumulation_step.py [--devices=N]
+    python tests/training/accumulation_step.py [--devices=1,N]
 
 One device by default; with N > 1 the same global batches are split over N replicas: under
 TensorFlow by `MirroredStrategy` over N logical CPU devices, under JAX (KERAS_BACKEND=jax, with
-XLA_FLAGS=--xla_force_host_platform_device_count=N) by `training.distribution`'s DataParallel.
-Run as a script (the devices must be set up before the backend initialises them):
-tests/training/test_accumulation.py.
+XLA_FLAGS=--xla_force_host_platform_device_count=N for the largest N) by `training.distribution`'s
+DataParallel over all the host's devices. The host is set up for the largest count; one device
+runs on the first (TensorFlow's `OneDeviceStrategy`, JAX before a distribution is set), so one
+process serves both counts. Run as a script (the devices must be set up before the backend
+initialises them): tests/training/test_accumulation.py.
 """
 
 import argparse
@@ -109,28 +111,10 @@ def train(initial, elements, strategy, accumulate_steps=1, keras_accumulation=No
     }
 
 
-def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--devices", type=int, default=1)
-    devices = parser.parse_args().devices
+def check(devices, strategy, replicas):
+    """Accumulated, union and Keras-mean updates on `devices` replicas under `strategy` (None under
+    JAX, whose distribution is set globally); the result for one device count."""
     import keras
-
-    strategy = None
-    if keras.backend.backend() == "tensorflow":
-        from training.distribution import split_cpu
-
-        if devices > 1:
-            split_cpu(devices)
-        import tensorflow as tf
-
-        names = [d.name for d in tf.config.list_logical_devices("CPU")]
-        strategy = tf.distribute.MirroredStrategy(names) if devices > 1 else tf.distribute.OneDeviceStrategy(names[0])
-        replicas = strategy.num_replicas_in_sync
-    else:
-        from training.distribution import make_strategy, num_replicas
-
-        make_strategy("auto")
-        replicas = num_replicas(None)
     import numpy as np
 
     from models.transformer import Transformer
@@ -151,18 +135,49 @@ def main():
     def largest(first, second):
         return max(float(np.max(np.abs(a - b))) for a, b in zip(first, second))
 
-    json.dump(
-        {
-            "backend": keras.backend.backend(),
-            "replicas": replicas,
-            "iterations": [accumulated["iterations"], union["iterations"]],
-            "largest_update": largest(union["weights"], initial),
-            "accumulated_minus_union": largest(accumulated["weights"], union["weights"]),
-            "keras_mean_minus_union": keras_mean and largest(keras_mean["weights"], union["weights"]),
-            "losses": [accumulated["loss"], union["loss"]],
-        },
-        sys.stdout,
-    )
+    return {
+        "backend": keras.backend.backend(),
+        "devices": devices,
+        "replicas": replicas,
+        "iterations": [accumulated["iterations"], union["iterations"]],
+        "largest_update": largest(union["weights"], initial),
+        "accumulated_minus_union": largest(accumulated["weights"], union["weights"]),
+        "keras_mean_minus_union": keras_mean and largest(keras_mean["weights"], union["weights"]),
+        "losses": [accumulated["loss"], union["loss"]],
+    }
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--devices", default="1", help="device counts, comma-separated, smallest first")
+    counts = [int(count) for count in parser.parse_args().devices.split(",")]
+    import keras
+
+    results = []
+    if keras.backend.backend() == "tensorflow":
+        from training.distribution import split_cpu
+
+        if max(counts) > 1:
+            split_cpu(max(counts))
+        import tensorflow as tf
+
+        names = [d.name for d in tf.config.list_logical_devices("CPU")]
+        for devices in counts:
+            if devices == 1:
+                strategy = tf.distribute.OneDeviceStrategy(names[0])
+            else:
+                strategy = tf.distribute.MirroredStrategy(names[:devices])
+            results.append(check(devices, strategy, strategy.num_replicas_in_sync))
+    else:
+        from training.distribution import make_strategy, num_replicas
+
+        for devices in counts:
+            # Before any distribution is set, JAX runs on its first device; then train.py's "auto"
+            # spreads the batches over all the host's devices.
+            if devices > 1:
+                make_strategy("auto")
+            results.append(check(devices, None, num_replicas(None)))
+    json.dump(results, sys.stdout)
 
 
 if __name__ == "__main__":

@@ -321,12 +321,12 @@ def _stop_mid_epoch(process, checkpoint_dir, after_step, stop_signal, log_path):
 
 
 @pytest.mark.slow
-def test_a_signal_writes_a_checkpoint_at_the_current_step_and_the_rerun_resumes(sample_corpus, tmp_path):
+def test_a_signal_writes_a_checkpoint_at_the_current_step_and_the_rerun_resumes(sample_corpus, tmp_path, capsys):
     """SIGTERM (a scheduler's notice) mid-epoch: a checkpoint at the step reached, exit 143;
     meanwhile a second train.py on the directory is refused by the lock and the newest checkpoint
-    loads. The rerun resumes there, and Ctrl-C (SIGINT) stops it the same way with exit 130; the
-    third run resumes from that step and ends on the epoch boundaries. (The lock held by another
-    process: test_run_dir.py.)"""
+    loads. The rerun (here, in this process) resumes from that step and ends on the epoch
+    boundaries. (The lock held by another process: test_run_dir.py. Ctrl-C, SIGINT, takes the
+    same path with exit 130: test_preemption.py sends it to the handlers and the callback.)"""
     from training import checkpoints
     from training.run_dir import RunDir
     from training.trainer import TrainingError, train
@@ -352,24 +352,16 @@ def test_a_signal_writes_a_checkpoint_at_the_current_step_and_the_rerun_resumes(
         stopped_at, path = _stop_mid_epoch(process, checkpoint_dir, newest, signal.SIGTERM, tmp_path / "first.log")
     assert not os.path.exists(os.path.join(model_dir, "model.keras"))
 
-    with open(tmp_path / "second.log", "w") as log:
-        process = subprocess.Popen(command, cwd=REPO_ROOT, env=ENV, stdout=log, stderr=subprocess.STDOUT)
-        # The resumed run's first epoch ends on the next boundary; the signal comes in the one after.
-        boundary = SIGNAL_RUN_EPOCH * (stopped_at // SIGNAL_RUN_EPOCH)
-        interrupted_at, interrupted = _stop_mid_epoch(
-            process, checkpoint_dir, boundary, signal.SIGINT, tmp_path / "second.log"
-        )
-    assert f"resuming from {path} at step {stopped_at}" in (tmp_path / "second.log").read_text()
-
-    # The third run (here, in this process, and two epochs past the signal's step: the run's
-    # `train` settings may change between runs).
-    first_boundary = SIGNAL_RUN_EPOCH * (interrupted_at // SIGNAL_RUN_EPOCH + 1)
+    # The rerun, two epochs past the signal's step (the run's `train` settings may change between runs).
+    first_boundary = SIGNAL_RUN_EPOCH * (stopped_at // SIGNAL_RUN_EPOCH + 1)
     end = first_boundary + SIGNAL_RUN_EPOCH
+    capsys.readouterr()
     summary = train(_command_config(model_dir, sample_corpus, **dict(run, train_steps=end, eval_every=end)))
-    assert summary["resumed_from"] == interrupted_at and summary["step"] == end
+    assert f"resuming from {path} at step {stopped_at}" in capsys.readouterr().err
+    assert summary["resumed_from"] == stopped_at and summary["step"] == end
     steps = [step for step, _ in checkpoints.list_checkpoints(checkpoint_dir)]
     # After the signal's step, checkpoints are back on the epoch boundaries, up to exactly the end.
-    assert [step for step in steps if step > interrupted_at] == [first_boundary, end]
+    assert [step for step in steps if step > stopped_at] == [first_boundary, end]
 
 
 def test_the_deb_source_and_mirror_flags_reach_the_package_fetch(tmp_path):
@@ -460,27 +452,27 @@ def _tiny_checkpoint_bytes(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_full_disk_stops_with_one_clear_error_and_the_run_resumes_once_there_is_room(sample_corpus, tmp_path):
+def test_a_full_disk_stops_with_one_clear_error_and_the_run_resumes_once_there_is_room(sample_corpus, tmp_path, capsys):
     """The checkpoint directory on a tmpfs that holds two checkpoints but not the third: the third
     fails with one line naming the file, the step and the newest good checkpoint (exit 1, no
-    traceback or crash, no temporary file); after the tmpfs grows, the same command resumes from
-    step 20 and trains to the end."""
+    traceback or crash, no temporary file). With room (the tmpfs's files on the disk beneath, as
+    the namespace ends), the same run resumes from step 20 and trains to the end, here in this
+    process."""
+    from training.trainer import train
+
     size_kib = int(2.5 * _tiny_checkpoint_bytes(tmp_path)) // 1024 + 64
 
     model_dir = tmp_path / "run"
     mount_point = model_dir / "checkpoints"
     mount_point.mkdir(parents=True)
-    command = " ".join(
-        _train_command(str(model_dir), sample_corpus, "--train_steps=30", "--checkpoint_every=10", "--eval_every=30")
-    )
+    run = dict(train_steps=30, checkpoint_every=10, eval_every=30)
+    command = " ".join(_train_command(str(model_dir), sample_corpus, *(f"--{k}={v}" for k, v in run.items())))
     script = f"""
         mount -t tmpfs -o size={size_kib}k tmpfs {mount_point} || exit 99
         {command} > {tmp_path}/full.out 2> {tmp_path}/full.err
         echo $? > {tmp_path}/full.rc
         ls -a {mount_point} > {tmp_path}/full.ls
-        mount -o remount,size=256m {mount_point}
-        {command} > {tmp_path}/room.out 2> {tmp_path}/room.err
-        echo $? > {tmp_path}/room.rc
+        mkdir {tmp_path}/kept && cp -a {mount_point}/. {tmp_path}/kept/
     """
     namespace = subprocess.run(
         [*_mount_namespace_command(), "sh", "-c", script], env=ENV, capture_output=True, text=True, timeout=900
@@ -499,7 +491,9 @@ def test_a_full_disk_stops_with_one_clear_error_and_the_run_resumes_once_there_i
         "ckpt-000000010.weights.h5",
         "ckpt-000000020.weights.h5",
     ]
-    room_err = (tmp_path / "room.err").read_text()
-    assert (tmp_path / "room.rc").read_text().strip() == "0", room_err[-3000:]
-    assert f"resuming from {newest} at step 20" in room_err
-    assert "trained to step 30" in (tmp_path / "room.out").read_text()
+    for name in os.listdir(tmp_path / "kept"):
+        shutil.copy2(tmp_path / "kept" / name, mount_point / name)
+    capsys.readouterr()
+    summary = train(_command_config(model_dir, sample_corpus, **run))
+    assert f"resuming from {newest} at step 20" in capsys.readouterr().err
+    assert summary["resumed_from"] == 20 and summary["step"] == 30

@@ -42,6 +42,7 @@ def test_train_py_samples_weighted_files_and_records_them(sample_corpus, tmp_pat
         "--vocab_size=500",
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
+    assert f"trained to step 10; model written to {model_dir / 'model.keras'}" in completed.stdout
     with open(model_dir / "config.json") as handle:
         recorded = json.load(handle)
     assert recorded["data"]["train_weights"] == [3.0, 1.0]
