@@ -18,7 +18,16 @@ import keras
 import numpy as np
 import pytest
 
-from tests.helpers import DEB_CACHE, REPO_ROOT, STARTUP_NOISE, TINY_MODEL, small_run_config, tiny_run_config
+from tests.helpers import (
+    DEB_CACHE,
+    REPO_ROOT,
+    SMALL_MODEL,
+    STARTUP_NOISE,
+    TINY_MODEL,
+    build_before_fit,
+    small_run_config,
+    tiny_run_config,
+)
 
 ENV = dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="2", KERAS_BACKEND="tensorflow", CI="1")
 
@@ -400,35 +409,38 @@ def test_the_deb_source_and_mirror_flags_reach_the_package_fetch(tmp_path):
     assert "HTTP 404" in completed.stderr and "Traceback" not in completed.stderr
 
 
-@pytest.mark.slow
-def test_a_checkpoint_that_cannot_be_written_stops_with_one_clear_error_and_the_rerun_trains(sample_corpus, tmp_path):
-    """Under a 1.5 MB file-size limit (SIGXFSZ ignored, so writes fail with EFBIG) the tiny model's
-    checkpoint does not fit: one error naming the path, the step and what a rerun resumes from, no
-    temporary file; the same run without the limit then trains. In this process, under a lowered
-    soft limit (train.py's own line for such an error: the full-disk test)."""
+def test_a_first_checkpoint_that_cannot_be_written_says_no_checkpoint_was_written_yet(tmp_path):
+    """Under a 100 kB file-size limit (SIGXFSZ ignored, so writes fail with EFBIG) a run's first
+    checkpoint fails: the message names the path, the step and that a rerun starts afresh, and no
+    temporary file stays. (The same error stopping train.py, with a checkpoint to resume from: the
+    full-disk test.)"""
     import resource
 
-    from training.trainer import TrainingError, train
+    from models.transformer import Transformer
+    from training import checkpoints
+    from training.run_dir import RunDir
+    from training.trainer import _write_failure
 
-    model_dir = tmp_path / "limited"
-    config = _command_config(model_dir, sample_corpus, train_steps=10, checkpoint_every=10, eval_every=10)
+    run = RunDir(str(tmp_path / "limited"))
+    os.makedirs(run.checkpoint_dir)
+    model = Transformer(300, **SMALL_MODEL)
+    model.compile(optimizer="adam")
+    build_before_fit(model)
+    model.optimizer.iterations.assign(10)
     limits = resource.getrlimit(resource.RLIMIT_FSIZE)
     handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     try:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (1_500_000, limits[1]))
-        with pytest.raises(TrainingError) as refused:
-            train(config)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, limits[1]))
+        with pytest.raises(checkpoints.WriteError) as failed:
+            checkpoints.save_checkpoint(model, run.checkpoint_dir, 10, keep=5)
     finally:
         resource.setrlimit(resource.RLIMIT_FSIZE, limits)
         signal.signal(signal.SIGXFSZ, handler)
-    checkpoint = model_dir / "checkpoints" / "ckpt-000000010.weights.h5"
-    message = str(refused.value)
+    checkpoint = checkpoints.checkpoint_path(run.checkpoint_dir, 10)
+    message = _write_failure(failed.value, model, run)
     assert message.startswith(f"cannot write {checkpoint}: File too large"), message
-    assert "at step 10; no checkpoint was written yet" in message
-    leftovers = [name for _, _, names in os.walk(model_dir) for name in names if name.startswith(".tmp-")]
-    assert leftovers == [] and not checkpoint.exists()
-    summary = train(config)
-    assert summary["step"] == 10 and checkpoint.exists()
+    assert "at step 10; no checkpoint was written yet. Make room" in message
+    assert os.listdir(run.checkpoint_dir) == []
 
 
 def _mount_namespace_command():
@@ -452,13 +464,14 @@ def _tiny_checkpoint_bytes(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_full_disk_stops_with_one_clear_error_and_the_run_resumes_once_there_is_room(sample_corpus, tmp_path, capsys):
+def test_a_full_disk_stops_with_one_clear_error_and_keeps_the_checkpoint_to_resume_from(sample_corpus, tmp_path):
     """The checkpoint directory on a tmpfs that holds two checkpoints but not the third: the third
     fails with one line naming the file, the step and the newest good checkpoint (exit 1, no
     traceback or crash, no temporary file). With room (the tmpfs's files on the disk beneath, as
-    the namespace ends), the same run resumes from step 20 and trains to the end, here in this
-    process."""
-    from training.trainer import train
+    the namespace ends), that checkpoint is the run's latest and loads whole: what a rerun resumes
+    from (a rerun resuming from a checkpoint: the killed-run and signal tests)."""
+    from training import checkpoints
+    from training.run_dir import RunDir
 
     size_kib = int(2.5 * _tiny_checkpoint_bytes(tmp_path)) // 1024 + 64
 
@@ -493,7 +506,6 @@ def test_a_full_disk_stops_with_one_clear_error_and_the_run_resumes_once_there_i
     ]
     for name in os.listdir(tmp_path / "kept"):
         shutil.copy2(tmp_path / "kept" / name, mount_point / name)
-    capsys.readouterr()
-    summary = train(_command_config(model_dir, sample_corpus, **run))
-    assert f"resuming from {newest} at step 20" in capsys.readouterr().err
-    assert summary["resumed_from"] == 20 and summary["step"] == 30
+    assert checkpoints.latest_checkpoint(str(mount_point)) == (20, str(newest))
+    model, _, _ = RunDir(str(model_dir)).load_model("last", quiet=True)
+    assert model.count_params() > 0
