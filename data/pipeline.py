@@ -145,9 +145,14 @@ def _pair_length(source_length, target_input_length):
     return tf.maximum(source_length, target_input_length)
 
 
+# The ragged tensors this module builds from row lengths it computed itself skip RaggedTensor's
+# validation (`validate=False`): its checks are ops that run on every batch and add to every
+# dataset's graph.
+
+
 def _no_pairs():
     """An empty ragged `[0, None]` int32 batch of sequences."""
-    return tf.RaggedTensor.from_row_lengths(tf.zeros([0], tf.int32), tf.zeros([0], tf.int64))
+    return tf.RaggedTensor.from_row_lengths(tf.zeros([0], tf.int32), tf.zeros([0], tf.int64), validate=False)
 
 
 def _pairs_per_batch(plan: BucketPlan) -> int:
@@ -171,8 +176,8 @@ def _tokenized_batches(
         source_ids = tokenizer.tokenize(source)
         target_ids = tokenizer.tokenize(target)
         rows = tf.shape(batch_lines, out_type=tf.int64)[:1]
-        eos = tf.RaggedTensor.from_row_lengths(tf.fill(rows, EOS_ID), tf.ones(rows, tf.int64))
-        bos = tf.RaggedTensor.from_row_lengths(tf.fill(rows, BOS_ID), tf.ones(rows, tf.int64))
+        eos = tf.RaggedTensor.from_row_lengths(tf.fill(rows, EOS_ID), tf.ones(rows, tf.int64), validate=False)
+        bos = tf.RaggedTensor.from_row_lengths(tf.fill(rows, BOS_ID), tf.ones(rows, tf.int64), validate=False)
         sequences = (
             tf.concat([source_ids, eos], axis=1),
             tf.concat([bos, target_ids], axis=1),
@@ -296,7 +301,7 @@ def _bucketed(pair_batches: tf.data.Dataset, plan: BucketPlan) -> tf.data.Datase
         # The waiting pairs as (values, row lengths) per sequence: `scan` keeps no ragged state.
         *new, flush = element
         sequences = [
-            tf.concat([tf.RaggedTensor.from_row_lengths(values, row_lengths), more], axis=0)
+            tf.concat([tf.RaggedTensor.from_row_lengths(values, row_lengths, validate=False), more], axis=0)
             for (values, row_lengths), more in zip(pending, new)
         ]
         bucket = tf.searchsorted(
@@ -315,7 +320,9 @@ def _bucketed(pair_batches: tf.data.Dataset, plan: BucketPlan) -> tf.data.Datase
         batch_bucket = index.value_rowids()
         batch_size = tf.gather(sizes, batch_bucket)
         batch_sizes = tf.minimum(batch_size, tf.gather(counts, batch_bucket) - index.values * batch_size)
-        out = tuple(tf.RaggedTensor.from_row_lengths(tf.gather(ids, leaving), batch_sizes) for ids in sequences)
+        out = tuple(
+            tf.RaggedTensor.from_row_lengths(tf.gather(ids, leaving), batch_sizes, validate=False) for ids in sequences
+        )
         waiting = tuple((rows.values, rows.row_lengths()) for rows in (tf.gather(ids, staying) for ids in sequences))
         return waiting, out + (tf.gather(lengths, batch_bucket),)
 
