@@ -114,19 +114,26 @@ def test_fine_tuning_on_a_domain_lowers_its_dev_loss(tiny_run, corpus, tmp_path)
     }
     assert recorded["train"]["learning_rate_schedule"] == "constant"
 
-    parent_loss, child_loss = _dev_loss(parent_dir, dev_tsv), _dev_loss(config.model_dir, dev_tsv)
+    # The child's own dev loss is on the domain's dev pairs: its last evaluation against the parent's.
+    parent_loss, child_loss = _dev_loss(parent_dir, dev_tsv), summary["history"]["val_loss"][-1]
     print(f"ding dev ({len(dev_pairs)} pairs): loss {parent_loss:.3f} -> {child_loss:.3f}")
     # The loss, not BLEU: this parent's greedy output is empty for (nearly) every ding sentence, before
     # and after. BLEU rising on the domain from a parent that translates is measured by
     # benchmarks/domain_fine_tuning.py.
     assert child_loss < parent_loss - 0.15
 
-    # The same command again resumes the fine-tuning from its own checkpoint, parent record kept.
-    longer = dataclasses.replace(config, train=dataclasses.replace(config.train, train_steps=90))
-    resumed = train(longer)
-    assert resumed["resumed_from"] == 60 and resumed["step"] == 90
-    with open(os.path.join(config.model_dir, "config.json")) as handle:
-        assert json.load(handle)["init_from"]["step"] == 200
+
+def test_a_resumed_fine_tuning_keeps_the_parent_its_first_start_recorded():
+    """A later start of a fine-tuning resumes from its own checkpoints (no parent loaded: `train`
+    passes None) and records the parent its first start recorded. (Resuming from a run's own
+    checkpoint: test_train.py's killed-run and signal tests.)"""
+    from training.trainer import _record
+
+    first = {"model_dir": "/runs/parent", "checkpoint": "best", "weights": "/runs/parent/best.weights.h5", "step": 200}
+    config = tiny_run_config("/runs/child", "/runs/cache", init_from="/runs/parent")
+    resumed = _record(config, None, None, {"init_from": first, "search": {"alpha": 1.0}}).record
+    assert resumed["init_from"] == first and resumed["search"] == {"alpha": 1.0}
+    assert "init_from" not in _record(config, None, None, {}).record
 
 
 def _weights_of(checkpoint, vocabulary_size):
