@@ -18,7 +18,14 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 import pytest  # noqa: E402
 
-from tests.helpers import DEB_CACHE, EosBiasModel, build_sample_corpus, once_per_session, tiny_run_config  # noqa: E402
+from tests.helpers import (  # noqa: E402
+    DEB_CACHE,
+    EXPORT_SETTINGS,
+    EosBiasModel,
+    build_sample_corpus,
+    once_per_session,
+    tiny_run_config,
+)
 
 
 def pytest_addoption(parser):
@@ -171,14 +178,15 @@ def eos_bias_model():
 
 @pytest.fixture(scope="session")
 def tiny_export(tiny_run, tmp_path_factory):
-    """An export of the shared tiny run (max_input_length 16, one length bucket), written once per
-    session: its base directory, as --export_dir takes it."""
+    """The shared tiny run exported with EXPORT_SETTINGS as version 1, written once per session: its
+    base directory, as --export_dir takes it, named `transformer` (the model name TensorFlow
+    Serving's requests carry)."""
     exporter = pytest.importorskip("export.exporter")
     model_dir, _ = tiny_run
 
     def build(directory):
-        export_dir = os.path.join(directory, "export")
-        exporter.export_model(model_dir, export_dir, max_input_length=16, length_buckets=())
+        export_dir = os.path.join(directory, "transformer")
+        exporter.export_model(model_dir, export_dir, **EXPORT_SETTINGS)
         return export_dir
 
     return once_per_session(tmp_path_factory, "tiny_export", build)

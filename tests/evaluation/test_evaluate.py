@@ -15,9 +15,11 @@ from common.errors import UserError
 from evaluation import evaluator, test_sets
 from inference.saved_model_translator import ExportDirError, SavedModelTranslator
 from models.search_config import SearchConfig
-from tests.helpers import REPO_ROOT, STARTUP_NOISE
+from tests.helpers import EXPORT_SETTINGS, REPO_ROOT, STARTUP_NOISE
 from training.run_dir import ModelDirError, RunDir
 
+# The search settings an export records: the direct evaluation is given the shared export's.
+SEARCH_KEYS = ("beam_size", "alpha", "max_extra_length", "max_input_length")
 BLEU_SIGNATURE = re.compile(r"^signature: nrefs:1\|case:mixed\|eff:no\|tok:13a\|smooth:exp\|version:\S+$", re.M)
 CHRF_SIGNATURE = re.compile(r"^signature: nrefs:1\|case:mixed\|eff:yes\|nc:6\|nw:0\|space:no\|version:\S+$", re.M)
 
@@ -130,7 +132,7 @@ def test_export_dir_evaluates_like_the_model_dir(tiny_run, tiny_export, tmp_path
     model_dir, _ = tiny_run
     src, ref = tmp_path / "src.en", tmp_path / "ref.de"
     long_line = " ".join(["Open the file and print it."] * 10)
-    # Line 5 has no tokens (U+200B ZERO WIDTH SPACE); line 6 is longer than the export's 16 tokens.
+    # Line 5 has no tokens (U+200B ZERO WIDTH SPACE); line 6 is longer than the export's 48 tokens.
     src.write_text(
         f"Open the file.\n\nPrint\nThe document could not be saved.\n\u200b\n{long_line}\n", encoding="utf-8"
     )
@@ -151,7 +153,7 @@ def test_export_dir_evaluates_like_the_model_dir(tiny_run, tiny_export, tmp_path
             src=str(src),
             ref=str(ref),
             output=str(tmp_path / "b"),
-            search=SearchConfig(max_input_length=16),
+            search=SearchConfig(**{k: EXPORT_SETTINGS[k] for k in SEARCH_KEYS}),
             progress=False,
         ),
         out=direct_out,
@@ -162,11 +164,11 @@ def test_export_dir_evaluates_like_the_model_dir(tiny_run, tiny_export, tmp_path
     assert exported["truncated_lines"] == direct["truncated_lines"] == [6]
     assert exported["empty_lines"] == direct["empty_lines"] == [2, 5]
     assert (
-        "1 of 6 source lines are longer than the maximum input length of 16 tokens (the export's max_input_length"
+        "1 of 6 source lines are longer than the maximum input length of 48 tokens (the export's max_input_length"
         in exported_out.getvalue()
     )
     assert (
-        "1 of 6 source lines are longer than the maximum input length of 16 tokens (--max_input_length"
+        "1 of 6 source lines are longer than the maximum input length of 48 tokens (--max_input_length"
         in direct_out.getvalue()
     )
     for printed in (exported_out.getvalue(), direct_out.getvalue()):
@@ -184,7 +186,7 @@ def test_search_flags_with_export_dir_are_refused_naming_the_exports_values(tiny
     assert message.startswith("evaluate.py: error: --beam_size, --max_input_length cannot be used with --export_dir")
     config = os.path.join(tiny_export, "1", "assets.extra", "export_config.json")
     assert (
-        f"beam_size=4, alpha=0.6, max_extra_length=50, min_length_ratio=0.0, max_input_length=16 (from {config})"
+        f"beam_size=4, alpha=0.6, max_extra_length=12, min_length_ratio=0.0, max_input_length=48 (from {config})"
         in message
     )
 

@@ -7,9 +7,6 @@ import keras
 import numpy as np
 import pytest
 
-from tests.export.helpers import EXPORT_SETTINGS
-from tests.helpers import once_per_session
-
 
 @pytest.fixture(autouse=True)
 def _seed_and_policy():
@@ -27,13 +24,9 @@ def _seed_and_policy():
 
 
 @pytest.fixture(scope="session")
-def exported(tiny_run, tmp_path_factory):
-    """`(model_dir, version_path)`: the tiny run exported with EXPORT_SETTINGS as version 1."""
-    from export.exporter import export_model
-
-    model_dir, _ = tiny_run
-    build = lambda directory: export_model(model_dir, os.path.join(directory, "transformer"), **EXPORT_SETTINGS)
-    return model_dir, once_per_session(tmp_path_factory, "exports", build)
+def exported(tiny_run, tiny_export):
+    """`(model_dir, version_path)`: the shared export of the tiny run (EXPORT_SETTINGS, version 1)."""
+    return tiny_run[0], os.path.join(tiny_export, "1")
 
 
 @pytest.fixture(scope="session")

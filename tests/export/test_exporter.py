@@ -11,8 +11,8 @@ import pytest
 import tensorflow as tf
 
 from export import exporter, warmup
-from tests.export.helpers import EXPORT_SETTINGS, run_export
-from tests.helpers import STARTUP_NOISE
+from tests.export.helpers import run_export
+from tests.helpers import EXPORT_SETTINGS, STARTUP_NOISE
 
 
 def test_layout_is_what_tensorflow_serving_watches(exported):

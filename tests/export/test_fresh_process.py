@@ -6,7 +6,8 @@ import json
 import numpy as np
 import pytest
 
-from tests.export.helpers import EXPORT_SETTINGS, SENTENCES, SERVE_IN_FRESH_PROCESS, run_fresh_python
+from tests.export.helpers import SENTENCES, SERVE_IN_FRESH_PROCESS, run_fresh_python
+from tests.helpers import EXPORT_SETTINGS
 
 pytestmark = pytest.mark.full
 

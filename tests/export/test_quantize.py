@@ -10,7 +10,6 @@ import tensorflow as tf
 
 from evaluation import test_sets
 from tests.export.helpers import (
-    EXPORT_SETTINGS,
     FORBIDDEN_OPS,
     REGISTERED_WITHOUT_TF_TEXT,
     SENTENCEPIECE_OPS,
@@ -20,6 +19,7 @@ from tests.export.helpers import (
     saved_model_cli_run,
     saved_model_ops,
 )
+from tests.helpers import EXPORT_SETTINGS
 
 # Test-split sentences translated by both exports.
 COMPARED_SENTENCES = 100

@@ -6,7 +6,8 @@ import tensorflow as tf
 
 from data.special_ids import EOS_ID, PAD_ID
 from export.serving_module import resolve_buckets
-from tests.export.helpers import EXPORT_SETTINGS, SENTENCES
+from tests.export.helpers import SENTENCES
+from tests.helpers import EXPORT_SETTINGS
 
 
 def serve(signature, sentences):
