@@ -67,25 +67,20 @@ def test_train_py_samples_weighted_files_and_records_them(sample_corpus, tmp_pat
         assert cached.read() == used.read()
 
 
-@pytest.mark.slow
-def test_a_built_in_corpus_samples_its_sources_by_weight(sample_corpus, tmp_path):
-    from training.trainer import train
+def test_a_built_in_corpus_mixes_its_sources_by_weight(sample_corpus, tmp_path):
+    """--source_weights on a built-in corpus: its sources with their weights, as config.json records
+    the mix. `train` reads and records a built-in corpus's mix as it does the weighted files' (the
+    train.py run above); the stream draws in proportion to the weights (tests/data/test_corpus_mix.py)."""
+    from data import corpora
 
-    config = tiny_run_config(
-        tmp_path / "run",
-        os.path.dirname(sample_corpus.root),
-        train_steps=10,
-        checkpoint_every=10,
-        eval_every=10,
-        eval_sentences=0,
-    )
-    config = dataclasses.replace(config, data=dataclasses.replace(config.data, source_weights={"ding": 3}))
-    assert train(config)["step"] == 10
-    with open(tmp_path / "run" / "config.json") as handle:
-        recorded = json.load(handle)
+    config = tiny_run_config(tmp_path / "run", os.path.dirname(sample_corpus.root))
+    data = dataclasses.replace(config.data, source_weights={"ding": 3})
+    corpus, _ = corpora.resolve_corpus(data)
+    assert corpora.training_mix(corpus, dataclasses.replace(config.data, source_weights={})) is None
     manifest = sample_corpus.load_manifest()
     assert [
-        (entry["corpus"], entry["weight"], entry["share"], entry["pairs"]) for entry in recorded["training_corpora"]
+        (entry["corpus"], entry["weight"], entry["share"], entry["pairs"])
+        for entry in corpus_mix.describe(corpora.training_mix(corpus, data))
     ] == [
         (name, weight, share, manifest["sources"][name]["splits"]["train"])
         for name, weight, share in (("libreoffice-help", 1.0, 0.2), ("libreoffice-ui", 1.0, 0.2), ("ding", 3.0, 0.6))
