@@ -176,9 +176,9 @@ def test_early_stopping_resumes_its_patience_and_ends_on_the_best_checkpoint(sam
     from training.run_dir import RunDir
     from training.trainer import train
 
-    # A min_delta no gain exceeds: each evaluation after the first counts, so with patience 3 the
-    # run stops at the 4th (step 40) only if the crash at step 20 kept its count (1). Counted
-    # afresh, it would stop at step 60.
+    # A min_delta no gain exceeds: each evaluation after the first counts, so with patience 2 the
+    # run stops at the 3rd (step 30) only if the crash at step 20 kept its count (1). Counted
+    # afresh, it would stop at step 50.
     config = small_run_config(
         tmp_path / "run",
         sample_corpus,
@@ -188,7 +188,7 @@ def test_early_stopping_resumes_its_patience_and_ends_on_the_best_checkpoint(sam
         keep_checkpoints=1,
         eval_sentences=4,
         eval_beam_size=2,
-        early_stopping=3,
+        early_stopping=2,
         early_stopping_min_delta=1e9,
     )
     run = RunDir(config.model_dir)
@@ -202,20 +202,20 @@ def test_early_stopping_resumes_its_patience_and_ends_on_the_best_checkpoint(sam
     summary = train(config, callbacks=[second])
     printed = capsys.readouterr()
     record = summary["best"]
-    assert summary["stopped_early_at"] == 40 and summary["step"] == 40 and record["stopped_at"] == 40
-    assert record["evaluations_without_improvement"] == 3
-    assert sorted(second.weights) == [30, 40]
+    assert summary["stopped_early_at"] == 30 and summary["step"] == 30 and record["stopped_at"] == 30
+    assert record["evaluations_without_improvement"] == 2
+    assert sorted(second.weights) == [30]
     # The best is the first evaluation with the highest dev BLEU, whose checkpoint the rotation removed.
     bleu_by_step = {row["step"]: row["val_bleu"] for row in _log(config.model_dir)}
     best_bleu = max(bleu_by_step.values())
     assert record["step"] == min(step for step, bleu in bleu_by_step.items() if bleu == best_bleu)
     assert record["score"] == pytest.approx(best_bleu)
-    assert [step for step, _ in run.checkpoints()] == [40]
+    assert [step for step, _ in run.checkpoints()] == [30]
     recorded = {**first.weights, **second.weights}[record["step"]]
     final = keras.saving.load_model(run.model_path, compile=False)
     _assert_same(_numpy_weights(final.weights), recorded[: len(final.weights)])
     message = (
-        f"early stopping at step 40: 3 evaluations without an improvement of dev bleu above 1e+09; "
+        f"early stopping at step 30: 2 evaluations without an improvement of dev bleu above 1e+09; "
         f"model.keras holds the best checkpoint, of step {record['step']}"
     )
     assert message in printed.err
@@ -223,12 +223,12 @@ def test_early_stopping_resumes_its_patience_and_ends_on_the_best_checkpoint(sam
 
     # Run again, the stopped run trains no further and keeps its model.
     again = train(config)
-    assert again["stopped_early_at"] == 40 and again["history"] == {}
-    assert "stopped early at step 40 after 3 evaluations without improvement" in capsys.readouterr().err
+    assert again["stopped_early_at"] == 30 and again["history"] == {}
+    assert "stopped early at step 30 after 2 evaluations without improvement" in capsys.readouterr().err
     _assert_same(
         _numpy_weights(keras.saving.load_model(run.model_path, compile=False).weights), _numpy_weights(final.weights)
     )
-    assert [step for step, _ in run.checkpoints()] == [40]
+    assert [step for step, _ in run.checkpoints()] == [30]
 
 
 def _log(model_dir):

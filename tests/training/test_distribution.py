@@ -8,7 +8,7 @@ import keras
 import numpy as np
 import pytest
 
-from tests.helpers import DEB_CACHE, REPO_ROOT, TINY_MODEL
+from tests.helpers import DEB_CACHE, REPO_ROOT, SMALL_MODEL
 
 ENV = dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="2", KERAS_BACKEND="tensorflow")
 
@@ -60,7 +60,7 @@ def test_two_workers_on_loopback_end_on_the_same_weights(sample_corpus, tmp_path
     corpus = sample_corpus
     # Several workers refuse to train a vocabulary: it is built first, as their message says.
     (tmp_path / "vocabulary").mkdir()
-    resolve_tokenizer(str(tmp_path / "vocabulary"), corpus, DataConfig(vocab_size=2000))
+    resolve_tokenizer(str(tmp_path / "vocabulary"), corpus, DataConfig(vocab_size=500))
     model_dir = str(tmp_path / "multi_worker")
     workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
     command = [
@@ -70,10 +70,10 @@ def test_two_workers_on_loopback_end_on_the_same_weights(sample_corpus, tmp_path
         "--distribution=multi_worker",
         f"--cache_dir={os.path.dirname(corpus.root)}",
         f"--deb_dir={DEB_CACHE}",
-        "--vocab_size=2000",
+        "--vocab_size=500",
         "--max_length=64",
         "--preset=tiny",
-        *(f"--{key}={value}" for key, value in TINY_MODEL.items()),
+        *(f"--{key}={value}" for key, value in SMALL_MODEL.items()),
         "--train_steps=4",
         "--checkpoint_every=2",
         "--eval_every=4",

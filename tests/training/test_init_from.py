@@ -1,5 +1,6 @@
 """Fine-tuning with --init_from: a run that starts from another run's weights and vocabulary."""
 
+import csv
 import dataclasses
 import json
 import os
@@ -13,19 +14,6 @@ from data import corpus_mix, parallel_files
 from tests.helpers import DEB_CACHE, QUICK_TRAIN_FLAGS, TINY_MODEL, run_train_py, tiny_run_config
 
 
-class _StateAtStart(keras.callbacks.Callback):
-    """Records the weights and optimizer state a fit starts from."""
-
-    def on_train_begin(self, logs=None):
-        self.weights = [np.array(keras.ops.convert_to_numpy(w)) for w in self.model.weights]
-        self.step = int(keras.ops.convert_to_numpy(self.model.optimizer.iterations))
-        self.moments = [
-            np.array(keras.ops.convert_to_numpy(v))
-            for v in self.model.optimizer.variables
-            if "momentum" in v.path or "velocity" in v.path
-        ]
-
-
 def _domain_files(corpus, tmp_path):
     """The ding dictionary's training pairs of the corpus as a training file, and its test pairs,
     which the parent never saw, as the domain's dev file."""
@@ -37,103 +25,127 @@ def _domain_files(corpus, tmp_path):
     return train, dev, pairs
 
 
-def _dev_loss(model_dir, dev_tsv):
-    """The dev loss of a run's newest weights on the domain's dev pairs."""
+def _parent_dev_loss(parent_dir, dev_tsv):
+    """The dev loss of the parent's best weights on the domain's dev pairs, as a run of
+    `tiny_run_config` (the parent's, and the child's batches) computes its own: the trainer's
+    compiled model and loss, its dev batches."""
     from data import pipeline
-    from models.losses import LabelSmoothedCrossEntropy
+    from training.model_building import build_model
     from training.run_dir import RunDir
 
-    model, tokenizer, _ = RunDir(model_dir).load_model(checkpoint="last", quiet=True)
-    model.compile(loss=LabelSmoothedCrossEntropy())
-    dev = pipeline.make_dataset(dev_tsv, tokenizer, batch_tokens=2048, max_length=64, shuffle=False)
-    return model.evaluate(dev, verbose=0)
+    config, run = tiny_run_config(parent_dir, "unused"), RunDir(parent_dir)
+    tokenizer = run.load_tokenizer()
+    model = build_model(config.model, tokenizer.vocabulary_size, config.train)
+    model.load_weights(run.best_weights_path)
+    options = dict(batch_tokens=config.train.batch_tokens, max_length=config.data.max_length)
+    dev = pipeline.make_dataset(dev_tsv, tokenizer, shuffle=False, seed=config.train.seed, **options)
+    return model.evaluate(dev, verbose=0, return_dict=True)["loss"]
 
 
-def _fine_tune_config(model_dir, parent_dir, corpus, train_tsv, dev_tsv, **train_overrides):
-    from training.config import DataConfig
-
-    config = tiny_run_config(model_dir, os.path.dirname(corpus.root), **train_overrides)
-    data = DataConfig(
-        corpus="files",
-        cache_dir=str(model_dir) + "-cache",
-        languages="en-de",
-        train_files=(train_tsv,),
-        dev_files=(dev_tsv,),
-        vocab_size=2000,
-        max_length=64,
-    )
-    return dataclasses.replace(config, data=data)
+def _logged_dev_loss(model_dir):
+    """The last dev loss that training_log.csv records."""
+    with open(os.path.join(model_dir, "training_log.csv"), newline="") as handle:
+        return [float(row["val_loss"]) for row in csv.DictReader(handle) if row["val_loss"]][-1]
 
 
-@pytest.mark.slow
-def test_fine_tuning_on_a_domain_lowers_its_dev_loss(tiny_run, corpus, tmp_path):
+_FINE_TUNING = dict(
+    train_steps=60,
+    checkpoint_every=30,
+    eval_every=60,
+    eval_sentences=0,
+    batch_tokens=2048,
+    distribution="one_device",
+    learning_rate_schedule="constant",
+    # Well below the parent's peak rate: a fresh Adam's first updates are about the rate itself
+    # for every weight, and 1e-2 threw the real corpus's parent off its dev loss.
+    learning_rate=3e-3,
+)
+
+
+@pytest.mark.slow  # A train.py run.
+def test_train_py_fine_tunes_the_parents_model_on_a_domain_and_lowers_its_dev_loss(tiny_run, corpus, tmp_path):
+    """train.py --init_from with no model flag but a dropout rate trains the parent's architecture
+    and vocabulary from its best weights, with a fresh optimizer from step 0; it records the parent
+    and keeps the search its parent recorded; the fine-tuning lowers the domain's dev loss. A later
+    start of the same run resumes from its own checkpoints and keeps that record."""
+    from training import init_from
+    from training.model_building import build_model
     from training.run_dir import RunDir
-    from training.trainer import train
+    from training.trainer import _assign_parent, _parent_weights, _record
 
-    parent_dir, _ = tiny_run
+    parent = tmp_path / "parent"
+    shutil.copytree(tiny_run[0], parent)
+    with open(parent / "config.json") as handle:
+        parent_config = json.load(handle)
+    parent_config["search"] = {"alpha": 1.0, "min_length_ratio": 0.8, "chosen_for": "recipe small_data"}
+    (parent / "config.json").write_text(json.dumps(parent_config))
     train_tsv, dev_tsv, dev_pairs = _domain_files(corpus, tmp_path)
-    config = _fine_tune_config(
-        tmp_path / "ding",
-        parent_dir,
-        corpus,
-        train_tsv,
-        dev_tsv,
-        init_from=parent_dir,
-        train_steps=60,
-        checkpoint_every=30,
-        eval_every=60,
-        eval_sentences=0,
-        learning_rate_schedule="constant",
-        # Well below the parent's peak rate: a fresh Adam's first updates are about the rate itself
-        # for every weight, and 1e-2 threw the real corpus's parent off its dev loss.
-        learning_rate=3e-3,
+    model_dir = tmp_path / "ding"
+    completed = run_train_py(
+        model_dir,
+        f"--init_from={parent}",
+        "--dropout=0.0",
+        "--corpus=files",
+        "--languages=en-de",
+        f"--cache_dir={tmp_path / 'cache'}",
+        f"--train_tsv={train_tsv}",
+        f"--dev_tsv={dev_tsv}",
+        "--max_length=64",
+        *(f"--{name}={value}" for name, value in _FINE_TUNING.items()),
     )
-    start = _StateAtStart()
-    summary = train(config, callbacks=[start])
-
-    # The parent's weights and vocabulary, a fresh optimizer, and the step counted from 0.
-    parent_model, _, _ = RunDir(parent_dir).load_model(checkpoint="best", quiet=True)
-    for got, want in zip(start.weights, parent_model.get_weights()):
-        np.testing.assert_array_equal(got, want)
-    assert start.step == 0
-    assert len(start.moments) == 2 * len(start.weights) and not any(moment.any() for moment in start.moments)
-    assert summary["step"] == 60
-    with (
-        open(os.path.join(config.model_dir, "spm.model"), "rb") as child,
-        open(os.path.join(parent_dir, "spm.model"), "rb") as parent,
-    ):
-        assert child.read() == parent.read()
-    with open(os.path.join(config.model_dir, "config.json")) as handle:
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert f"fine-tuning from {parent}/checkpoints/best.weights.h5 (step 200), the best" in completed.stderr
+    assert f"trained to step 60; model written to {model_dir / 'model.keras'}" in completed.stdout
+    with open(model_dir / "config.json") as handle:
         recorded = json.load(handle)
+    assert recorded["model"] == dict(TINY_MODEL, dropout=0.0)
+    assert recorded["data"]["vocab_size"] == 2000 and recorded["train"]["preset"] == "tiny"
+    assert recorded["train"]["learning_rate_schedule"] == "constant"
     # The parent's one dev evaluation, at its last step, made its best checkpoint: auto takes it.
     assert recorded["init_from"] == {
-        "model_dir": os.path.abspath(parent_dir),
+        "model_dir": str(parent),
         "checkpoint": "best",
-        "weights": os.path.join(os.path.abspath(parent_dir), "checkpoints", "best.weights.h5"),
+        "weights": os.path.join(str(parent), "checkpoints", "best.weights.h5"),
         "step": 200,
     }
-    assert recorded["train"]["learning_rate_schedule"] == "constant"
+    assert recorded["search"] == {
+        "alpha": 1.0,
+        "min_length_ratio": 0.8,
+        "chosen_for": f"recipe small_data, kept from the parent run {parent}",
+    }
+    with open(model_dir / "spm.model", "rb") as child, open(parent / "spm.model", "rb") as parents:
+        assert child.read() == parents.read()
+    # The step counted from 0, not from the parent's 200.
+    assert [step for step, _ in RunDir(str(model_dir)).checkpoints()] == [30, 60]
 
-    # The child's own dev loss is on the domain's dev pairs: its last evaluation against the parent's.
-    parent_loss, child_loss = _dev_loss(parent_dir, dev_tsv), summary["history"]["val_loss"][-1]
+    parent_loss, child_loss = _parent_dev_loss(str(parent), dev_tsv), _logged_dev_loss(model_dir)
     print(f"ding dev ({len(dev_pairs)} pairs): loss {parent_loss:.3f} -> {child_loss:.3f}")
     # The loss, not BLEU: this parent's greedy output is empty for (nearly) every ding sentence, before
     # and after. BLEU rising on the domain from a parent that translates is measured by
     # benchmarks/domain_fine_tuning.py.
     assert child_loss < parent_loss - 0.15
 
+    # What the run started from (the message above says `train` took this path): the parent's weights
+    # as they are, a fresh optimizer at step 0.
+    config = tiny_run_config(model_dir, str(tmp_path / "cache"), init_from=str(parent), **_FINE_TUNING)
+    config = dataclasses.replace(config, model=recorded["model"])
+    vocabulary_size = RunDir(str(model_dir)).load_tokenizer().vocabulary_size
+    model = build_model(config.model, vocabulary_size, config.train)
+    _assign_parent(model, init_from.load_parent(str(parent), "auto", config.model, 2000))
+    best = _weights_of(os.path.join(str(parent), "checkpoints", "best.weights.h5"), vocabulary_size)
+    for got, want in zip(model.get_weights(), best):
+        np.testing.assert_array_equal(got, want)
+    assert int(keras.ops.convert_to_numpy(model.optimizer.iterations)) == 0
+    moments = [v for v in model.optimizer.variables if "momentum" in v.path or "velocity" in v.path]
+    assert len(moments) == 2 * len(model.weights)
+    assert not any(keras.ops.convert_to_numpy(moment).any() for moment in moments)
 
-def test_a_resumed_fine_tuning_keeps_the_parent_its_first_start_recorded():
-    """A later start of a fine-tuning resumes from its own checkpoints (no parent loaded: `train`
-    passes None) and records the parent its first start recorded. (Resuming from a run's own
-    checkpoint: test_train.py's killed-run and signal tests.)"""
-    from training.trainer import _record
-
-    first = {"model_dir": "/runs/parent", "checkpoint": "best", "weights": "/runs/parent/best.weights.h5", "step": 200}
-    config = tiny_run_config("/runs/child", "/runs/cache", init_from="/runs/parent")
-    resumed = _record(config, None, None, {"init_from": first, "search": {"alpha": 1.0}}).record
-    assert resumed["init_from"] == first and resumed["search"] == {"alpha": 1.0}
-    assert "init_from" not in _record(config, None, None, {}).record
+    # The same command again resumes from the run's own checkpoints (as test_train.py's resumes do),
+    # not from the parent, and records the parent of its first start.
+    assert _parent_weights(config, RunDir(str(model_dir)), start_over=False) is None
+    assert _parent_weights(config, RunDir(str(model_dir)), start_over=True).step == 200
+    again = _record(dataclasses.replace(config, record={}), None, None, recorded)
+    assert again.record["init_from"] == recorded["init_from"] and again.record["search"] == recorded["search"]
 
 
 def _weights_of(checkpoint, vocabulary_size):
@@ -286,29 +298,3 @@ def test_a_parent_that_cannot_start_the_run_is_refused_before_anything_is_writte
         train(config)
     assert expected in str(refused.value)
     assert not model_dir.exists()
-
-
-@pytest.mark.slow  # A train.py run.
-def test_dropout_may_change_and_the_parents_model_flags_are_taken(tiny_run, sample_corpus, tmp_path):
-    """The child names no model flag but a dropout rate: it trains the parent's architecture, and
-    keeps the search its parent recorded."""
-    parent = tmp_path / "parent"
-    shutil.copytree(tiny_run[0], parent)
-    with open(parent / "config.json") as handle:
-        parent_config = json.load(handle)
-    parent_config["search"] = {"alpha": 1.0, "min_length_ratio": 0.8, "chosen_for": "recipe small_data"}
-    (parent / "config.json").write_text(json.dumps(parent_config))
-    model_dir = tmp_path / "child"
-    completed = _train_py(model_dir, sample_corpus, f"--init_from={parent}", "--dropout=0.3")
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    assert f"fine-tuning from {parent}/checkpoints/best.weights.h5 (step 200), the best" in completed.stderr
-    with open(model_dir / "config.json") as handle:
-        recorded = json.load(handle)
-    assert recorded["model"] == dict(TINY_MODEL, dropout=0.3)
-    assert recorded["data"]["vocab_size"] == 2000 and recorded["train"]["preset"] == "tiny"
-    assert recorded["init_from"]["step"] == 200
-    assert recorded["search"] == {
-        "alpha": 1.0,
-        "min_length_ratio": 0.8,
-        "chosen_for": f"recipe small_data, kept from the parent run {parent}",
-    }

@@ -1,14 +1,12 @@
 """train.py --recipe: a named set of flag defaults that the command line overrides."""
 
 import dataclasses
-import json
-import os
 import types
 
 import pytest
 from absl import flags
 
-from tests.helpers import DEB_CACHE, QUICK_TRAIN_FLAGS, assert_train_refuses, run_train_py
+from tests.helpers import assert_train_refuses
 from training.config import DataConfig, RunConfig, TrainConfig
 from training.recipes import RECIPE_SEARCH, RECIPES, apply_recipe, search_record
 from training.run_dir import ModelDirError, search_settings
@@ -51,26 +49,13 @@ def test_the_recipe_flag_is_refused_with_a_parent_run_and_names_an_unknown_recip
         assert_train_refuses(tmp_path / "run", argv, message)
 
 
-@pytest.mark.slow  # A train.py run.
-def test_a_recipe_records_its_search_and_a_later_start_keeps_it(sample_corpus, tmp_path):
-    """train.py --recipe=small_data writes the recipe's search into config.json; a resumed run
-    without --recipe keeps what the first start recorded, a fine-tuning its parent's."""
+def test_a_recipe_records_its_search_and_a_later_start_keeps_it():
+    """train.py --recipe=small_data writes the recipe's search into config.json (its run:
+    test_weighted_corpora.py's weighted files under the recipe); a resumed run without --recipe
+    keeps what the first start recorded, a fine-tuning its parent's."""
     assert search_record("small_data") == dict(RECIPE_SEARCH["small_data"], chosen_for="recipe small_data")
     assert search_settings(search_record("small_data"), "config.json") == {"alpha": 1.0, "min_length_ratio": 0.8}
-    model_dir = tmp_path / "run"
-    completed = run_train_py(
-        model_dir,
-        "--recipe=small_data",
-        "--vocab_size=2000",
-        f"--cache_dir={os.path.dirname(sample_corpus.root)}",
-        f"--deb_dir={DEB_CACHE}",
-        *QUICK_TRAIN_FLAGS,
-    )
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    with open(model_dir / "config.json") as handle:
-        assert json.load(handle)["search"] == {"alpha": 1.0, "min_length_ratio": 0.8, "chosen_for": "recipe small_data"}
-
-    config = RunConfig(model_dir=str(model_dir), model={}, data=DataConfig(), train=TrainConfig())
+    config = RunConfig(model_dir="run", model={}, data=DataConfig(), train=TrainConfig())
     earlier = {"search": {"alpha": 0.9}}
     parent = types.SimpleNamespace(search={"alpha": 1.2}, record=lambda: {"model_dir": "parent"})
     assert _record(config, None, None, earlier).record == {"search": {"alpha": 0.9}}

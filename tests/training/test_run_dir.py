@@ -3,6 +3,7 @@ resuming under changed flags, data that cannot train, and the training log's col
 
 import csv
 import dataclasses
+import json
 import os
 import shutil
 
@@ -231,7 +232,6 @@ def _corpus_pairs(corpus, count, longest=None, shortest=None):
 @pytest.mark.full  # pairs of 100-150 characters, which the sample corpus lacks
 def test_data_that_cannot_train_is_named_before_the_run_is_bound(deb_en_de, tmp_path):
     from data import cleaning
-    from training.run_dir import RunDir
     from training.trainer import TrainingError, train
 
     corpus = deb_en_de[0]
@@ -245,12 +245,14 @@ def test_data_that_cannot_train_is_named_before_the_run_is_bound(deb_en_de, tmp_
     with pytest.raises(TrainingError, match="no dev pair of .*dev.tsv fits --max_length=24"):
         train(config)
     assert not os.path.exists(os.path.join(config.model_dir, "checkpoints"))
-    # Every training pair too long: the stream of training batches ends at once.
+    # Every training pair too long: the stream of training batches ends at once. Started on the same
+    # model_dir with other files, after the refusal above: a fresh start, not "another configuration".
+    long_train = _user_run(tmp_path / "long_train", corpus, long, short[:20], max_length=24)
+    long_train = dataclasses.replace(long_train, model_dir=config.model_dir)
     with pytest.raises(TrainingError, match="the training data ran out: no pair of .*train.tsv fits --max_length=24"):
-        train(_user_run(tmp_path / "long_train", corpus, long, short[:20], max_length=24))
-    # The refused starts trained nothing, so fixing the flag on the same model_dir is a fresh start,
-    # not "another configuration" (test_a_start_that_never_trained_does_not_bind_the_model_dir).
-    assert not RunDir(config.model_dir).has_trained()
+        train(long_train)
+    with open(os.path.join(config.model_dir, "config.json")) as handle:
+        assert json.load(handle)["data"]["train_files"] == list(long_train.data.train_files)
 
 
 def test_what_cleaning_did_to_the_users_files_is_printed(corpus, tmp_path, capsys):

@@ -1,5 +1,5 @@
-"""Several training corpora with weights, through train.py: what the run prints and records, and
-the specs it refuses."""
+"""Several training corpora with weights, through train.py: what the run prints and records (under
+a recipe too), and the specs it refuses."""
 
 import dataclasses
 import json
@@ -29,11 +29,14 @@ def _source_files(corpus, tmp_path):
 
 
 @pytest.mark.slow
-def test_train_py_samples_weighted_files_and_records_them(sample_corpus, tmp_path):
+def test_train_py_samples_weighted_files_under_a_recipe_and_records_both(sample_corpus, tmp_path):
+    """The run also takes --recipe=small_data: the recipe sets the flags the command line leaves
+    out and its search goes into config.json (tests/training/test_recipes.py checks the rest)."""
     paths = _source_files(sample_corpus, tmp_path)
     model_dir = tmp_path / "run"
     completed = _train_py(
         model_dir,
+        "--recipe=small_data",
         "--corpus=files",
         "--languages=en-de",
         f"--cache_dir={tmp_path / 'cache'}",
@@ -43,8 +46,13 @@ def test_train_py_samples_weighted_files_and_records_them(sample_corpus, tmp_pat
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
     assert f"trained to step 10; model written to {model_dir / 'model.keras'}" in completed.stdout
+    applied = "recipe small_data: --normalize_first --warmup_steps=400 --learning_rate_scale=2.0 --cache_tokenized"
+    assert applied in completed.stderr
     with open(model_dir / "config.json") as handle:
         recorded = json.load(handle)
+    assert recorded["model"] == dict(TINY_MODEL, normalize_first=True)
+    assert recorded["train"]["warmup_steps"] == 400 and recorded["train"]["cache_tokenized"] is True
+    assert recorded["search"] == {"alpha": 1.0, "min_length_ratio": 0.8, "chosen_for": "recipe small_data"}
     assert recorded["data"]["train_weights"] == [3.0, 1.0]
     mix = recorded["training_corpora"]
     assert [(entry["corpus"], entry["weight"], entry["share"]) for entry in mix] == [
@@ -67,25 +75,20 @@ def test_train_py_samples_weighted_files_and_records_them(sample_corpus, tmp_pat
         assert cached.read() == used.read()
 
 
-@pytest.mark.slow
-def test_a_built_in_corpus_samples_its_sources_by_weight(sample_corpus, tmp_path):
-    from training.trainer import train
+def test_a_built_in_corpus_mixes_its_sources_by_weight(sample_corpus, tmp_path):
+    """--source_weights on a built-in corpus: its sources with their weights, as config.json records
+    the mix. `train` reads and records a built-in corpus's mix as it does the weighted files' (the
+    train.py run above); the stream draws in proportion to the weights (tests/data/test_corpus_mix.py)."""
+    from data import corpora
 
-    config = tiny_run_config(
-        tmp_path / "run",
-        os.path.dirname(sample_corpus.root),
-        train_steps=10,
-        checkpoint_every=10,
-        eval_every=10,
-        eval_sentences=0,
-    )
-    config = dataclasses.replace(config, data=dataclasses.replace(config.data, source_weights={"ding": 3}))
-    assert train(config)["step"] == 10
-    with open(tmp_path / "run" / "config.json") as handle:
-        recorded = json.load(handle)
+    config = tiny_run_config(tmp_path / "run", os.path.dirname(sample_corpus.root))
+    data = dataclasses.replace(config.data, source_weights={"ding": 3})
+    corpus, _ = corpora.resolve_corpus(data)
+    assert corpora.training_mix(corpus, dataclasses.replace(config.data, source_weights={})) is None
     manifest = sample_corpus.load_manifest()
     assert [
-        (entry["corpus"], entry["weight"], entry["share"], entry["pairs"]) for entry in recorded["training_corpora"]
+        (entry["corpus"], entry["weight"], entry["share"], entry["pairs"])
+        for entry in corpus_mix.describe(corpora.training_mix(corpus, data))
     ] == [
         (name, weight, share, manifest["sources"][name]["splits"]["train"])
         for name, weight, share in (("libreoffice-help", 1.0, 0.2), ("libreoffice-ui", 1.0, 0.2), ("ding", 3.0, 0.6))
