@@ -1,6 +1,8 @@
 """`--checkpoint=best|last|average:N`, one flag of evaluate.py, translate.py, `python -m export` and
 the averaging tool, on a run whose best checkpoint is not its newest one."""
 
+import dataclasses
+import io
 import json
 import os
 import shutil
@@ -64,41 +66,57 @@ def test_each_choice_loads_its_own_weights(best_at_100):
         np.testing.assert_allclose(m, (a.astype("float64") + b) / 2, rtol=0, atol=1e-6)
 
 
-@pytest.mark.slow  # four runs of the model
-def test_evaluate_and_translate_say_what_they_loaded_and_refuse_what_the_run_lacks(best_at_100, tmp_path):
+@pytest.mark.slow  # two runs of the model
+def test_evaluate_and_translate_say_what_they_loaded_and_refuse_what_the_run_lacks(best_at_100, tmp_path, capsys):
+    """evaluate.py loads the best checkpoint by default and translate.py takes --checkpoint=last: the
+    flag's wiring, in new processes. The other choice of each, and the refusal of a choice the run
+    lacks, through what the tools call (evaluator.evaluate, load_translator) in this process."""
+    from common.errors import UserError
+    from evaluation import evaluator
+    from evaluation.translators import load_translator
+    from models.search_config import SearchConfig
+
     run = best_at_100
     src = tmp_path / "src.en"
-    src.write_text("Open the file.\nPrint\nSelect the cells that you want to format.\n", encoding="utf-8")
+    sentences = ["Open the file.", "Print", "Select the cells that you want to format."]
+    src.write_text("".join(f"{sentence}\n" for sentence in sentences), encoding="utf-8")
     evaluate = [os.path.join(REPO_ROOT, "evaluate.py"), f"--model_dir={run.path}", f"--src={src}", "--noprogress"]
     translate = [os.path.join(REPO_ROOT, "translate.py"), f"--model_dir={run.path}", "--beam_size=1"]
-    loaded = {
-        "best": "loaded the best checkpoint, of step 100 (dev BLEU 1.50)",
-        "last": "the newest checkpoint, of step 200",
-    }
-    for choice, flags in [("best", []), ("last", ["--checkpoint=last"])]:  # best: the default
-        output = tmp_path / f"{choice}.de"
-        evaluated = _run(*evaluate, "--beam_size=1", f"--output={output}", *flags)
-        assert evaluated.returncode == 0, evaluated.stderr[-3000:]
-        assert loaded[choice] in evaluated.stderr
-        assert not [noise for noise in STARTUP_NOISE if noise in evaluated.stderr], evaluated.stderr
-        # translate.py resolves the flag by the same rule: the same weights, the same translations.
-        translated = _run(*translate, *flags, stdin=src.read_text(encoding="utf-8"))
-        assert translated.returncode == 0, translated.stderr[-3000:]
-        assert translated.stdout == output.read_text(encoding="utf-8")
+    greedy = SearchConfig(beam_size=1)
+
+    best = tmp_path / "best.de"
+    evaluated = _run(*evaluate, "--beam_size=1", f"--output={best}")  # best: the default
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    assert "loaded the best checkpoint, of step 100 (dev BLEU 1.50)" in evaluated.stderr
+    assert not [noise for noise in STARTUP_NOISE if noise in evaluated.stderr], evaluated.stderr
+    # translate.py resolves the flag by the same rule (load_translator): the same weights, the same translations.
+    texts, _ = load_translator(run.path, kind="run", search=greedy, checkpoint="best", quiet=True).translate(sentences)
+    assert "".join(f"{text}\n" for text in texts) == best.read_text(encoding="utf-8")
+
+    last = tmp_path / "last.de"
+    config = evaluator.EvalConfig(model_dir=run.path, src=str(src), search=greedy, progress=False)
+    evaluator.evaluate(dataclasses.replace(config, output=str(last), checkpoint="last"), out=io.StringIO())
+    assert "loaded the newest checkpoint, of step 200" in capsys.readouterr().err
+    translated = _run(*translate, "--checkpoint=last", stdin=src.read_text(encoding="utf-8"))
+    assert translated.returncode == 0, translated.stderr[-3000:]
+    assert translated.stdout == last.read_text(encoding="utf-8")
 
     has = "It has: last (step 200); best (step 100, dev BLEU 1.50); average:1 to average:2 (checkpoints of steps 100, 200)"
+    fewer = f"--checkpoint=average:3: {run.path} keeps 2 checkpoint(s), fewer than the 3 asked for. {has}"
+    for load in (
+        lambda: evaluator.evaluate(dataclasses.replace(config, checkpoint="average:3")),
+        lambda: load_translator(run.path, kind="run", checkpoint="average:3", quiet=True),
+    ):
+        with pytest.raises(UserError) as refused:
+            load()
+        assert fewer in str(refused.value)
+    # The flag's own check, the same in both tools.
     for tool in (evaluate, translate):
-        for value, message in [
-            (
-                "average:3",
-                f"--checkpoint=average:3: {run.path} keeps 2 checkpoint(s), fewer than the 3 asked for. {has}",
-            ),
-            ("average:0", "--checkpoint='average:0' is not a checkpoint choice: expected best, last, ema or average:N"),
-        ]:
-            refused = _run(*tool, f"--checkpoint={value}", stdin="Print\n")
-            assert refused.returncode != 0 and "Traceback" not in refused.stderr, refused.stderr[-3000:]
-            assert message in refused.stderr, refused.stderr[-3000:]
-            assert refused.stdout == ""
+        refused = _run(*tool, "--checkpoint=average:0", stdin="Print\n")
+        assert refused.returncode != 0 and "Traceback" not in refused.stderr, refused.stderr[-3000:]
+        expected = "--checkpoint='average:0' is not a checkpoint choice: expected best, last, ema or average:N"
+        assert expected in refused.stderr, refused.stderr[-3000:]
+        assert refused.stdout == ""
 
 
 @pytest.mark.slow  # a run of the averaging tool

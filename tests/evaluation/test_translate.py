@@ -1,6 +1,10 @@
-"""translate.py as users run it: a subprocess reading stdin or files, a pseudo-terminal for the
-interactive case, real signals; its outputs checked against the Python translator's."""
+"""translate.py: its wiring as users run it (a subprocess reading stdin or files, a pseudo-terminal
+for the interactive case, real signals, exit statuses), and its modes (n-best lists, scoring,
+sampling, prefixes, alignments, an export) through its `run` in this process; its outputs checked
+against the Python translator's."""
 
+import importlib.util
+import io
 import os
 import pty
 import select
@@ -10,7 +14,9 @@ import sys
 import time
 
 import pytest
+from absl import flags
 
+from common.errors import UserError
 from inference.protocol import AlignmentConfig
 from inference.translator import Sampling, Translator
 from tests.helpers import REPO_ROOT, STARTUP_NOISE
@@ -40,6 +46,45 @@ def lines_of(sentences):
 
 
 @pytest.fixture(scope="module")
+def translate_tool():
+    """translate.py imported in this process: its flags live in absl's global FLAGS while this
+    module's tests run, and are deleted after."""
+    from absl import app, logging  # noqa: F401  (absl's own flags, defined before the tool's)
+
+    before = set(flags.FLAGS)
+    spec = importlib.util.spec_from_file_location("translate_tool", os.path.join(REPO_ROOT, "translate.py"))
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    yield tool
+    flags.FLAGS.unparse_flags()
+    for name in set(flags.FLAGS) - before:
+        delattr(flags.FLAGS, name)
+
+
+@pytest.fixture
+def translate_here(translate_tool, monkeypatch, capsys):
+    """`translate_here(*flags, stdin=b"")`: translate.py's `run` in this process with `flags` and
+    `stdin`, as its `main` calls it. Returns `(output lines, the UserError's message or None,
+    stderr text)`; main prints such an error as one line and exits with status 2
+    (tests/evaluation/test_run_search.py runs that through translate.py)."""
+
+    def translate_here(*argv, stdin=b""):
+        translate_tool.FLAGS.unparse_flags()
+        translate_tool.FLAGS(["translate.py", *argv])
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8"))
+        lines, error = [], None
+        try:
+            translate_tool.run(lines.append)
+        except UserError as refused:
+            error = str(refused)
+        finally:
+            translate_tool.FLAGS.unparse_flags()
+        return lines, error, capsys.readouterr().err
+
+    return translate_here
+
+
+@pytest.fixture(scope="module")
 def python_translator(tiny_model):
     model, tokenizer, run_config, _ = tiny_model
     return Translator(
@@ -47,27 +92,48 @@ def python_translator(tiny_model):
     )
 
 
-def test_stdin_to_stdout_in_input_order_with_bad_lines_reported(tiny_run, python_translator):
+def test_stdin_to_a_file_in_input_order_with_bad_and_long_lines_reported(tiny_run, tmp_path, python_translator):
+    """stdin read in windows to --output, in input order; invalid UTF-8 and lines cut to
+    --max_input_length reported on stderr by line number, and nothing else there. (--input's files
+    are read as --src's are: test_score_mode_equals_forced_decoding.)"""
     model_dir, _ = tiny_run
-    stdin = lines_of(SENTENCES[:3]) + b"caf\xe9 au lait\n" + lines_of(SENTENCES[3:]) + b"no newline at the end"
-    code, stdout, stderr = translate(f"--model_dir={model_dir}", "--window=3", *SEARCH, stdin=stdin)
+    long_line = " ".join(["Open the file."] * 100)
+    stdin = lines_of(SENTENCES[:3]) + b"caf\xe9 au lait\n" + lines_of(SENTENCES[3:] + [long_line])
+    output = tmp_path / "doc.de"
+    code, stdout, stderr = translate(
+        f"--model_dir={model_dir}",
+        "--window=3",
+        f"--output={output}",
+        "--max_input_length=12",
+        *SEARCH,
+        stdin=stdin + b"no newline at the end",
+    )
     assert code == 0, stderr
-    expected_inputs = SENTENCES[:3] + ["caf\ufffd au lait"] + SENTENCES[3:] + ["no newline at the end"]
-    expected, _ = python_translator.translate(expected_inputs)
-    assert stdout.split("\n")[:-1] == expected
-    assert stdout.endswith("\n") and stdout.split("\n")[1] == ""  # The empty line stays aligned.
+    assert stdout == ""
+    inputs = SENTENCES[:3] + ["caf\ufffd au lait"] + SENTENCES[3:] + [long_line, "no newline at the end"]
+    translator = Translator(
+        python_translator.model, python_translator.tokenizer, max_extra_length=6, batch_size=2, max_input_length=12
+    )
+    expected, _ = translator.translate(inputs)
+    written = output.read_text(encoding="utf-8")
+    assert written.split("\n")[:-1] == expected
+    assert written.endswith("\n") and written.split("\n")[1] == ""  # The empty line stays aligned.
     assert "<stdin> line 4: invalid UTF-8" in stderr and "U+FFFD" in stderr
+    assert 6 in translator.truncated_indices  # The long line, line 7.
+    for index in translator.truncated_indices:
+        assert f"<stdin> line {index + 1}: longer than the maximum input length of 12 tokens" in stderr, stderr
+    assert stderr.count("longer than the maximum input length") == len(translator.truncated_indices)
     assert "Traceback" not in stderr
     assert not [noise for noise in STARTUP_NOISE if noise in stderr], stderr
 
 
 @pytest.mark.slow  # a run of the model
-def test_alignments_follow_their_translations_after_a_tab(tiny_run, python_translator, tmp_path):
+def test_alignments_follow_their_translations_after_a_tab(tiny_run, python_translator, translate_here, tmp_path):
     """--alignments prints `translation<TAB>alignment` lines, the Python translator's, with the
     layer and head the flags choose; an export has no attention to read, refused as the flags are
     read. (The n-best lines: test_n_best_lists_are_the_searchs_own.)"""
     model_dir, _ = tiny_run
-    code, stdout, stderr = translate(
+    lines, error, stderr = translate_here(
         f"--model_dir={model_dir}",
         "--alignments",
         "--alignment_layer=-1",
@@ -76,7 +142,7 @@ def test_alignments_follow_their_translations_after_a_tab(tiny_run, python_trans
         "--min_length_ratio=1",  # The tiny run, left alone, ends some translations at once.
         stdin=lines_of(SENTENCES),
     )
-    assert code == 0, stderr
+    assert error is None, stderr
     translator = Translator(
         python_translator.model,
         python_translator.tokenizer,
@@ -85,40 +151,21 @@ def test_alignments_follow_their_translations_after_a_tab(tiny_run, python_trans
         min_length_ratio=1.0,
     )
     texts, _, alignments = translator.translate(SENTENCES, alignments=AlignmentConfig(layer=-1, head=1))
-    assert stdout.split("\n")[:-1] == [f"{text}\t{alignment}" for text, alignment in zip(texts, alignments)]
+    assert lines == [f"{text}\t{alignment}" for text, alignment in zip(texts, alignments)]
     assert alignments[1] == "" and all(alignments[:1] + alignments[2:])  # None for the empty line.
     code, _, stderr = translate(f"--export_dir={tmp_path}", "--alignments")
     assert code == 2 and "--alignments cannot be used with --export_dir" in stderr
 
 
 @pytest.mark.slow  # a run of the model
-def test_files_and_long_lines_cut_and_reported(tiny_run, tmp_path, python_translator):
+def test_n_best_lists_are_the_searchs_own(tiny_run, python_translator, translate_here):
     model_dir, _ = tiny_run
-    source = tmp_path / "doc.en"
-    long_line = " ".join(["Open the file."] * 100)
-    source.write_text(f"Print\n{long_line}\n", encoding="utf-8")
-    output = tmp_path / "doc.de"
-    code, stdout, stderr = translate(
-        f"--model_dir={model_dir}", f"--input={source}", f"--output={output}", "--max_input_length=12", *SEARCH
-    )
-    assert code == 0, stderr
-    assert stdout == ""
-    assert f"{source} line 2: longer than the maximum input length of 12 tokens" in stderr
-    expected, _ = Translator(
-        python_translator.model, python_translator.tokenizer, max_extra_length=6, max_input_length=12
-    ).translate(["Print", long_line])
-    assert output.read_text(encoding="utf-8").split("\n")[:-1] == expected
-
-
-@pytest.mark.slow  # a run of the model
-def test_n_best_lists_are_the_searchs_own(tiny_run, python_translator):
-    model_dir, _ = tiny_run
-    code, stdout, stderr = translate(
+    lines, error, stderr = translate_here(
         f"--model_dir={model_dir}", "--n_best=3", "--alignments", *SEARCH, stdin=lines_of(SENTENCES)
     )
-    assert code == 0, stderr
+    assert error is None, stderr
     texts, scores, alignments = python_translator.translate(SENTENCES, n_best=3, alignments=True)
-    rows = [line.split(" ||| ") for line in stdout.split("\n")[:-1]]
+    rows = [line.split(" ||| ") for line in lines]
     assert len(rows) == 3 * len(SENTENCES)
     for number, (index, hypothesis, score_and_alignment) in enumerate(rows):
         line, rank = divmod(number, 3)
@@ -129,20 +176,19 @@ def test_n_best_lists_are_the_searchs_own(tiny_run, python_translator):
 
 
 @pytest.mark.slow  # three runs of the model
-def test_score_mode_equals_forced_decoding(tiny_run, tmp_path, python_translator):
+def test_score_mode_equals_forced_decoding(tiny_run, tmp_path, python_translator, translate_here):
     model_dir, _ = tiny_run
     sources = ["Open the file.", "Print", ""]
     targets = ["Öffnen Sie die Datei.", "Drucken", "Leer"]
     tsv = "".join(f"{s}\t{t}\n" for s, t in zip(sources, targets)).encode("utf-8")
     # A window of the three pairs is scored and written before the next window's line without a tab
     # ends the run: one run checks the scores and the refusal.
-    code, stdout, stderr = translate(
+    lines, error, _ = translate_here(
         f"--model_dir={model_dir}", "--score", "--window=3", stdin=tsv + b"a line without a tab\n"
     )
-    assert code == 2 and "<stdin> line 4: no tab between the source and the target" in stderr
-    assert "Traceback" not in stderr
+    assert error.startswith("<stdin> line 4: no tab between the source and the target")
     expected = python_translator.score(sources, targets)
-    for line, result in zip(stdout.split("\n")[:-1], expected, strict=True):
+    for line, result in zip(lines, expected, strict=True):
         log_prob, average, perplexity, tokens = line.split("\t")
         assert abs(float(log_prob) - result.log_prob) < 1e-3
         assert abs(float(average) - result.average) < 1e-3
@@ -150,36 +196,37 @@ def test_score_mode_equals_forced_decoding(tiny_run, tmp_path, python_translator
         assert int(tokens) == result.tokens
     (tmp_path / "a.en").write_text("\n".join(sources) + "\n", encoding="utf-8")
     (tmp_path / "a.de").write_text("\n".join(targets) + "\n", encoding="utf-8")
-    code, from_files, stderr = translate(
+    from_files, error, stderr = translate_here(
         f"--model_dir={model_dir}", "--score", f"--src={tmp_path / 'a.en'}", f"--tgt={tmp_path / 'a.de'}"
     )
-    assert code == 0 and from_files == stdout, stderr
+    assert error is None and from_files == lines, stderr
     (tmp_path / "short.de").write_text("Drucken\n", encoding="utf-8")
-    code, _, stderr = translate(
+    _, error, _ = translate_here(
         f"--model_dir={model_dir}", "--score", f"--src={tmp_path / 'a.en'}", f"--tgt={tmp_path / 'short.de'}"
     )
-    assert code == 2 and f"{tmp_path / 'short.de'} ends before line 2 of {tmp_path / 'a.en'}" in stderr
-    assert "Traceback" not in stderr
+    assert error.startswith(f"{tmp_path / 'short.de'} ends before line 2 of {tmp_path / 'a.en'}")
 
 
 @pytest.mark.slow  # a run of the model
-def test_sampling_is_reproducible_per_line_whatever_the_window(tiny_run, python_translator):
+def test_sampling_is_reproducible_per_line_whatever_the_window(tiny_run, python_translator, translate_here):
     """Each line's sample is fixed by --seed and its line number (the translator's keys), so a run
     read in windows of 2 gives the Python translator's samples of all lines at once. That the
     samples follow the seed and the key, not the batch, is tests/inference/test_translator.py's."""
     model_dir, _ = tiny_run
     sample = ["--sampling_topp=0.9", "--sampling_temperature=1.0", *SEARCH]
-    _, first, stderr = translate(
+    first, _, stderr = translate_here(
         f"--model_dir={model_dir}", "--seed=7", "--window=2", *sample, stdin=lines_of(SENTENCES)
     )
     expected, _ = python_translator.translate(SENTENCES, sampling=Sampling(seed=7, top_p=0.9))
-    assert first.split("\n")[:-1] == expected, stderr
+    assert first == expected, stderr
     # Not the default seed's samples: the run read --seed.
     assert expected != python_translator.translate(SENTENCES, sampling=Sampling(seed=0, top_p=0.9))[0]
 
 
 @pytest.mark.slow  # a run of the model
-def test_prefix_lines_start_their_translations_and_bad_ones_are_refused(tiny_run, tmp_path, python_translator):
+def test_prefix_lines_start_their_translations_and_bad_ones_are_refused(
+    tiny_run, tmp_path, python_translator, translate_here
+):
     """A window of prefixed lines is translated as the Python translator does; the next window,
     which holds a prefix longer than its line's maximum output length, is refused whole; an export
     with --prefix is refused as the flags are read. (A line without a tab goes through the check of
@@ -188,14 +235,13 @@ def test_prefix_lines_start_their_translations_and_bad_ones_are_refused(tiny_run
     sources, prefixes = ["Open the file.", "Print", "Close"], ["Öffnen Sie", "", "Schließen"]
     tsv = "".join(f"{s}\t{p}\n" for s, p in zip(sources, prefixes)) + "Print\tDrucken\n"
     tsv += "Print\t" + " ".join(["Datei"] * 40) + "\n"
-    code, stdout, stderr = translate(
+    lines, error, stderr = translate_here(
         f"--model_dir={model_dir}", "--prefix", "--with_scores", "--window=3", *SEARCH, stdin=tsv.encode()
     )
-    assert code == 2 and "<stdin> line 5: the target prefix has 40 SentencePiece pieces" in stderr, stderr
-    assert "Traceback" not in stderr
+    assert error.startswith("<stdin> line 5: the target prefix has 40 SentencePiece pieces"), stderr
     expected, expected_scores = python_translator.translate(sources, prefixes=prefixes)
     assert all(text.startswith(prefix) for text, prefix in zip(expected, prefixes))
-    rows = [line.rsplit(" ||| ", 1) for line in stdout.split("\n")[:-1]]
+    rows = [line.rsplit(" ||| ", 1) for line in lines]
     assert [row[0] for row in rows] == expected
     assert all(abs(float(row[1]) - score) < 1e-4 for row, score in zip(rows, expected_scores))
     code, _, stderr = translate(f"--export_dir={tmp_path}", "--prefix")  # refused as the flags are read
@@ -222,16 +268,14 @@ def test_bad_flags_are_refused(tiny_run, flags, message):
 
 
 @pytest.mark.slow  # an export of its own
-def test_export_translates_and_refuses_what_it_cannot_do(tiny_export, tiny_run):
-    code, stdout, stderr = translate(f"--export_dir={tiny_export}", "--n_best=2", stdin=lines_of(SENTENCES[:2]))
-    assert code == 0, stderr
-    assert [line.split(" ||| ")[0] for line in stdout.split("\n")[:-1]] == ["0", "0", "1", "1"]
-    code, _, stderr = translate(
-        f"--export_dir={tiny_export}", "--sampling_topk=0", "--sampling_topp=0.9", stdin=b"Print\n"
-    )
-    assert code == 2 and "--sampling_topk, --sampling_topp cannot be used with --export_dir" in stderr
-    code, _, stderr = translate(f"--export_dir={tiny_export}", "--beam_size=2", stdin=b"Print\n")
-    assert code == 2 and "--beam_size cannot be used with --export_dir" in stderr
+def test_export_translates_and_refuses_what_it_cannot_do(tiny_export, translate_here):
+    lines, error, stderr = translate_here(f"--export_dir={tiny_export}", "--n_best=2", stdin=lines_of(SENTENCES[:2]))
+    assert error is None, stderr
+    assert [line.split(" ||| ")[0] for line in lines] == ["0", "0", "1", "1"]
+    _, error, _ = translate_here(f"--export_dir={tiny_export}", "--sampling_topk=0", "--sampling_topp=0.9")
+    assert error.startswith("--sampling_topk, --sampling_topp cannot be used with --export_dir")
+    _, error, _ = translate_here(f"--export_dir={tiny_export}", "--beam_size=2")
+    assert error.startswith("--beam_size cannot be used with --export_dir")
 
 
 @pytest.mark.slow  # a run of the model

@@ -1,11 +1,17 @@
-"""The shared tiny model exported once per session, loaded once, and its model and tokenizer."""
+"""The shared tiny model exported once per session (float32 in this process, int8 by the export
+command), the float32 export loaded once, and the run's model and tokenizer."""
 
+import json
 import os
 import random
+import shutil
 
 import keras
 import numpy as np
 import pytest
+
+from tests.export.helpers import run_export
+from tests.helpers import EXPORT_SETTINGS, once_per_session
 
 
 @pytest.fixture(autouse=True)
@@ -27,6 +33,68 @@ def _seed_and_policy():
 def exported(tiny_run, tiny_export):
     """`(model_dir, version_path)`: the shared export of the tiny run (EXPORT_SETTINGS, version 1)."""
     return tiny_run[0], os.path.join(tiny_export, "1")
+
+
+# What a recipe's run records (config.json "search"): the export command takes max_extra_length from
+# it, and --alpha given on its command line beats the recorded alpha.
+RECORDED_SEARCH = {
+    "alpha": 1.0,
+    "max_extra_length": EXPORT_SETTINGS["max_extra_length"],
+    "chosen_for": "recipe small_data",
+}
+# The command's flags for EXPORT_SETTINGS but max_extra_length, left to the run's record.
+COMMAND_FLAGS = (
+    "--quantize=int8",
+    f"--beam_size={EXPORT_SETTINGS['beam_size']}",
+    f"--alpha={EXPORT_SETTINGS['alpha']}",
+    f"--max_input_length={EXPORT_SETTINGS['max_input_length']}",
+    f"--length_buckets={','.join(map(str, EXPORT_SETTINGS['length_buckets']))}",
+)
+
+
+@pytest.fixture(scope="session")
+def command_export(tiny_run, tmp_path_factory):
+    """`python -m export --quantize=int8` run once per session on a copy of the tiny run that records
+    RECORDED_SEARCH, into an export directory that holds a killed export's leftover: a dict of the
+    copy's `model_dir`, the `export_dir`, the `leftover`, and the command's `returncode`, `stdout` and
+    `stderr`. With the record, the export's settings are EXPORT_SETTINGS and int8 weights."""
+
+    def build(directory):
+        model_dir = os.path.join(directory, "run")
+        os.makedirs(model_dir)
+        for name in ("spm.model", "config.json", "model.keras", "checkpoints"):
+            source = os.path.join(tiny_run[0], name)
+            (shutil.copytree if os.path.isdir(source) else shutil.copy)(source, os.path.join(model_dir, name))
+        with open(os.path.join(model_dir, "config.json"), encoding="utf-8") as handle:
+            config = json.load(handle)
+        config["search"] = RECORDED_SEARCH
+        with open(os.path.join(model_dir, "config.json"), "w", encoding="utf-8") as handle:
+            json.dump(config, handle)
+        export_dir = os.path.join(directory, "transformer")
+        leftover = os.path.join(export_dir, ".tmp-1-k1ll3d_x")
+        os.makedirs(leftover)
+        with open(os.path.join(leftover, "saved_model.pb"), "wb") as handle:
+            handle.write(b"partial")
+        environment = dict(os.environ)
+        environment.pop("TF_CPP_MIN_LOG_LEVEL", None)  # the command's own default, not the test suite's
+        result = run_export(f"--model_dir={model_dir}", f"--export_dir={export_dir}", *COMMAND_FLAGS, env=environment)
+        return dict(
+            model_dir=model_dir,
+            export_dir=export_dir,
+            leftover=leftover,
+            returncode=result.returncode,
+            stdout=result.stdout,
+            stderr=result.stderr,
+        )
+
+    return once_per_session(tmp_path_factory, "exports-int8", build)
+
+
+@pytest.fixture(scope="session")
+def quantized(command_export):
+    """The version path of the int8 export the command wrote (`command_export`)."""
+    assert command_export["returncode"] == 0, command_export["stderr"][-4000:]
+    return os.path.join(command_export["export_dir"], "1")
 
 
 @pytest.fixture(scope="session")

@@ -86,15 +86,6 @@ SENTENCEPIECE_OPS = {"SentencepieceOp", "SentencepieceTokenizeOp", "Sentencepiec
 # Registered by TensorFlow itself but not allowed: Python callbacks, and XLA compilation.
 FORBIDDEN_OPS = {"PyFunc", "PyFuncStateless", "EagerPyFunc", "XlaLaunch", "_XlaCompile", "_XlaRun"}
 
-REGISTERED_WITHOUT_TF_TEXT = """
-import json, sys
-import tensorflow as tf
-from tensorflow.python.framework import op_def_registry
-assert "tensorflow_text" not in sys.modules
-names = json.loads(sys.argv[1])
-print(json.dumps(sorted(n for n in names if op_def_registry.get(n) is None)))
-"""
-
 
 def saved_model_ops(path):
     """Every op type of the graph and of its function library, and the functions' XLA attributes."""
@@ -115,17 +106,26 @@ def saved_model_ops(path):
     return op_types, jit_functions
 
 
-# Loads a SavedModel in an isolated interpreter and serves sentences: what TensorFlow Serving sees.
-SERVE_IN_FRESH_PROCESS = """
+# In an isolated interpreter: which of the op types argv[1]'s "op_types" names TensorFlow alone does
+# not register (before tensorflow_text is imported), then each of its "serve" requests, `[SavedModel
+# path, sentences]`, served by that SavedModel's serving_default: what TensorFlow Serving sees.
+FRESH_PROCESS = """
 import json, sys
 import tensorflow as tf
+from tensorflow.python.framework import op_def_registry
+assert "tensorflow_text" not in sys.modules
+request = json.loads(sys.argv[1])
+unknown_to_tensorflow = sorted(n for n in request["op_types"] if op_def_registry.get(n) is None)
 import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
-served = tf.saved_model.load(sys.argv[1]).signatures["serving_default"]
-outputs = served(inputs=tf.constant(json.loads(sys.argv[2])))
+signatures, served = {}, []
+for path, sentences in request["serve"]:
+    if path not in signatures:
+        signatures[path] = tf.saved_model.load(path).signatures["serving_default"]
+    outputs = signatures[path](inputs=tf.constant(sentences))
+    served.append({
+        "translations": [t.decode("utf-8") for t in outputs["translations"].numpy()],
+        "scores": outputs["scores"].numpy().tolist(),
+    })
 project = sorted(m for m in sys.modules if m.split(".")[0] in ("common", "models", "data", "inference", "export", "evaluation", "training"))
-print(json.dumps({
-    "translations": [t.decode("utf-8") for t in outputs["translations"].numpy()],
-    "scores": outputs["scores"].numpy().tolist(),
-    "project_modules": project,
-}))
+print(json.dumps({"unknown_to_tensorflow": unknown_to_tensorflow, "served": served, "project_modules": project}))
 """
