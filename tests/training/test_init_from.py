@@ -246,10 +246,6 @@ def _broken_parents(tiny_run, tmp_path):
             "--vocab_size=4000 differs from its 2000",
             marks=pytest.mark.slow,
         ),
-        # Passes the validator, refused by `train` when it loads the weights.
-        pytest.param(
-            "corrupt", [], "--init_from={corrupt}: {corrupt}/model.keras cannot be loaded", marks=pytest.mark.slow
-        ),
     ],
 )
 def test_a_parent_that_cannot_start_the_run_is_one_clear_error_and_nothing_is_written(
@@ -273,23 +269,30 @@ def test_a_parent_that_cannot_start_the_run_is_one_clear_error_and_nothing_is_wr
             "--init_from={empty}: {empty} holds no model (no model.keras, no checkpoints/ckpt-*.weights.h5",
         ),
         ("no_best", "best", "--init_checkpoint=best: {no_best} has no best checkpoint"),
+        # Passes the validator, refused by `train` when it loads the weights.
+        ("corrupt", "auto", "--init_from={corrupt}: {corrupt}/model.keras cannot be loaded"),
     ],
 )
 def test_a_parent_that_cannot_start_the_run_is_refused_before_anything_is_written(
     tiny_run, corpus, tmp_path, parent, checkpoint, message
 ):
     """What train.py's flag validator calls (read_parent, then choose_weights for a named checkpoint)
-    refuses these parents, and so does `train` itself before the run's directory is made. How such
-    refusals leave train.py (message, exit status, nothing written) is the test above's."""
+    refuses these parents, but for the corrupt one, which passes; `train` itself refuses each before
+    the run's directory is made. How such refusals leave train.py (message, exit status, nothing
+    written) is the test above's, and test_train.py's for a refusal inside `train`."""
     from training import init_from
     from training.trainer import TrainingError, train
 
     parents = _broken_parents(tiny_run, tmp_path)
     expected = message.format(**parents)
-    with pytest.raises(init_from.InitFromError) as refused:
+    if parent == "corrupt":
         init_from.read_parent(parents[parent])
         init_from.choose_weights(parents[parent], checkpoint)
-    assert expected in str(refused.value)
+    else:
+        with pytest.raises(init_from.InitFromError) as refused:
+            init_from.read_parent(parents[parent])
+            init_from.choose_weights(parents[parent], checkpoint)
+        assert expected in str(refused.value)
     model_dir = tmp_path / "child"
     config = tiny_run_config(
         model_dir, os.path.dirname(corpus.root), init_from=parents[parent], init_checkpoint=checkpoint
