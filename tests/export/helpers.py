@@ -24,7 +24,7 @@ def run_export(*arguments, timeout=300, **options):
     )
 
 
-# Small enough that the 256-sentence one-by-one check stays within seconds; two buckets below
+# Small enough that the 64-sentence one-by-one check stays within seconds; two buckets below
 # max_input_length so that sentences alone and in a batch take different branches.
 EXPORT_SETTINGS = dict(beam_size=4, alpha=0.6, max_input_length=48, max_extra_length=12, length_buckets=(8, 16))
 
