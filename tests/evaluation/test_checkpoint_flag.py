@@ -5,6 +5,7 @@ import dataclasses
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -66,11 +67,16 @@ def test_each_choice_loads_its_own_weights(best_at_100):
         np.testing.assert_allclose(m, (a.astype("float64") + b) / 2, rtol=0, atol=1e-6)
 
 
-@pytest.mark.slow  # two runs of the model
-def test_evaluate_and_translate_say_what_they_loaded_and_refuse_what_the_run_lacks(best_at_100, tmp_path, capsys):
-    """evaluate.py loads the best checkpoint by default and translate.py takes --checkpoint=last: the
-    flag's wiring, in new processes. The other choice of each, and the refusal of a choice the run
-    lacks, through what the tools call (evaluator.evaluate, load_translator) in this process."""
+@pytest.mark.slow  # runs of the model
+def test_evaluate_and_translate_say_what_they_loaded_and_refuse_what_the_run_lacks(
+    best_at_100, tmp_path, capsys, translate_here
+):
+    """evaluate.py, in a new process, loads the best checkpoint by default; translate.py's `run`
+    (tests/evaluation/conftest.py) takes --checkpoint=last and refuses average:3 and average:0. The
+    other choice of each tool, and evaluate's refusal of average:3, through what evaluate.py calls
+    (evaluator.evaluate) and translate.py calls (load_translator), in this process."""
+    from absl import flags
+
     from common.errors import UserError
     from evaluation import evaluator
     from evaluation.translators import load_translator
@@ -81,7 +87,7 @@ def test_evaluate_and_translate_say_what_they_loaded_and_refuse_what_the_run_lac
     sentences = ["Open the file.", "Print", "Select the cells that you want to format."]
     src.write_text("".join(f"{sentence}\n" for sentence in sentences), encoding="utf-8")
     evaluate = [os.path.join(REPO_ROOT, "evaluate.py"), f"--model_dir={run.path}", f"--src={src}", "--noprogress"]
-    translate = [os.path.join(REPO_ROOT, "translate.py"), f"--model_dir={run.path}", "--beam_size=1"]
+    translate = [f"--model_dir={run.path}", "--beam_size=1"]
     greedy = SearchConfig(beam_size=1)
 
     best = tmp_path / "best.de"
@@ -97,26 +103,25 @@ def test_evaluate_and_translate_say_what_they_loaded_and_refuse_what_the_run_lac
     config = evaluator.EvalConfig(model_dir=run.path, src=str(src), search=greedy, progress=False)
     evaluator.evaluate(dataclasses.replace(config, output=str(last), checkpoint="last"), out=io.StringIO())
     assert "loaded the newest checkpoint, of step 200" in capsys.readouterr().err
-    translated = _run(*translate, "--checkpoint=last", stdin=src.read_text(encoding="utf-8"))
-    assert translated.returncode == 0, translated.stderr[-3000:]
-    assert translated.stdout == last.read_text(encoding="utf-8")
+    translated, error, stderr = translate_here(*translate, "--checkpoint=last", stdin=src.read_bytes())
+    assert error is None, stderr
+    assert "".join(f"{line}\n" for line in translated) == last.read_text(encoding="utf-8")
 
     has = "It has: last (step 200); best (step 100, dev BLEU 1.50); average:1 to average:2 (checkpoints of steps 100, 200)"
     fewer = f"--checkpoint=average:3: {run.path} keeps 2 checkpoint(s), fewer than the 3 asked for. {has}"
-    for load in (
-        lambda: evaluator.evaluate(dataclasses.replace(config, checkpoint="average:3")),
-        lambda: load_translator(run.path, kind="run", checkpoint="average:3", quiet=True),
-    ):
-        with pytest.raises(UserError) as refused:
-            load()
-        assert fewer in str(refused.value)
+    with pytest.raises(UserError) as refused:
+        evaluator.evaluate(dataclasses.replace(config, checkpoint="average:3"))
+    assert fewer in str(refused.value)
+    translated, error, _ = translate_here(*translate, "--checkpoint=average:3", stdin=b"Print\n")
+    assert translated == [] and fewer in error
     # The flag's own check, the same in both tools.
-    for tool in (evaluate, translate):
-        refused = _run(*tool, "--checkpoint=average:0", stdin="Print\n")
-        assert refused.returncode != 0 and "Traceback" not in refused.stderr, refused.stderr[-3000:]
-        expected = "--checkpoint='average:0' is not a checkpoint choice: expected best, last, ema or average:N"
-        assert expected in refused.stderr, refused.stderr[-3000:]
-        assert refused.stdout == ""
+    expected = "--checkpoint='average:0' is not a checkpoint choice: expected best, last, ema or average:N"
+    refused = _run(*evaluate, "--checkpoint=average:0")
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr, refused.stderr[-3000:]
+    assert expected in refused.stderr, refused.stderr[-3000:]
+    assert refused.stdout == ""
+    with pytest.raises(flags.IllegalFlagValueError, match=re.escape(expected)):
+        translate_here(*translate, "--checkpoint=average:0")
 
 
 @pytest.mark.slow  # a run of the averaging tool

@@ -1,10 +1,8 @@
 """translate.py: its wiring as users run it (a subprocess reading stdin or files, a pseudo-terminal
 for the interactive case, real signals, exit statuses), and its modes (n-best lists, scoring,
-sampling, prefixes, alignments, an export) through its `run` in this process; its outputs checked
-against the Python translator's."""
+sampling, prefixes, alignments, an export) through its `run` in this process (`translate_here`,
+tests/evaluation/conftest.py); its outputs checked against the Python translator's."""
 
-import importlib.util
-import io
 import os
 import pty
 import select
@@ -14,9 +12,7 @@ import sys
 import time
 
 import pytest
-from absl import flags
 
-from common.errors import UserError
 from inference.protocol import AlignmentConfig
 from inference.translator import Sampling, Translator
 from tests.helpers import REPO_ROOT, STARTUP_NOISE
@@ -43,45 +39,6 @@ def translate(*flags, stdin=b"", timeout=300):
 
 def lines_of(sentences):
     return "".join(sentence + "\n" for sentence in sentences).encode("utf-8")
-
-
-@pytest.fixture(scope="module")
-def translate_tool():
-    """translate.py imported in this process: its flags live in absl's global FLAGS while this
-    module's tests run, and are deleted after."""
-    from absl import app, logging  # noqa: F401  (absl's own flags, defined before the tool's)
-
-    before = set(flags.FLAGS)
-    spec = importlib.util.spec_from_file_location("translate_tool", os.path.join(REPO_ROOT, "translate.py"))
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
-    yield tool
-    flags.FLAGS.unparse_flags()
-    for name in set(flags.FLAGS) - before:
-        delattr(flags.FLAGS, name)
-
-
-@pytest.fixture
-def translate_here(translate_tool, monkeypatch, capsys):
-    """`translate_here(*flags, stdin=b"")`: translate.py's `run` in this process with `flags` and
-    `stdin`, as its `main` calls it. Returns `(output lines, the UserError's message or None,
-    stderr text)`; main prints such an error as one line and exits with status 2
-    (tests/evaluation/test_run_search.py runs that through translate.py)."""
-
-    def translate_here(*argv, stdin=b""):
-        translate_tool.FLAGS.unparse_flags()
-        translate_tool.FLAGS(["translate.py", *argv])
-        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8"))
-        lines, error = [], None
-        try:
-            translate_tool.run(lines.append)
-        except UserError as refused:
-            error = str(refused)
-        finally:
-            translate_tool.FLAGS.unparse_flags()
-        return lines, error, capsys.readouterr().err
-
-    return translate_here
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,8 @@
-"""`python -m export --quantize=int8`: the same text-to-text SavedModel with int8 matmul weights,
-within TensorFlow Serving's op allow-list, translating like the float32 export. The export is the
-`quantized` fixture's (tests/export/conftest.py), written by the command once per session."""
+"""`python -m export --quantize=int8`: the same text-to-text SavedModel with int8 matmul weights, cast
+once per search, that TensorFlow Serving's session loader (saved_model_cli) runs. The export is the
+`quantized` fixture's (tests/export/conftest.py), written by the command once per session; its op
+allow-list and its translations against the float32 export's are checked in one fresh process with
+the float32 export's: tests/export/test_fresh_process.py."""
 
 import json
 import os

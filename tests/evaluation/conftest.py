@@ -1,0 +1,61 @@
+"""translate.py's `run` in this process, for the tests of its modes and its flags' wiring."""
+
+import importlib.util
+import io
+import os
+import sys
+
+import pytest
+from absl import flags
+
+from common.errors import UserError
+from tests.helpers import REPO_ROOT
+
+
+@pytest.fixture(scope="module")
+def translate_tool():
+    """translate.py imported in this process. Its flags live in absl's global FLAGS while a test
+    module's tests run and are deleted after; flags another tool defined there before (train.py's,
+    which benchmarks/quality.py imports) are set aside meanwhile and put back."""
+    from absl import app, logging  # noqa: F401  (absl's own flags, defined before the tool's)
+
+    set_aside = {}
+    for name in list(flags.FLAGS):
+        if not (flags.FLAGS.find_module_defining_flag(name) or "").startswith("absl"):
+            set_aside[name] = flags.FLAGS[name]
+            delattr(flags.FLAGS, name)
+    before = set(flags.FLAGS)
+    try:
+        spec = importlib.util.spec_from_file_location("translate_tool", os.path.join(REPO_ROOT, "translate.py"))
+        tool = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(tool)
+        yield tool
+    finally:
+        flags.FLAGS.unparse_flags()
+        for name in set(flags.FLAGS) - before:
+            delattr(flags.FLAGS, name)
+        for name, flag in set_aside.items():
+            flags.FLAGS[name] = flag
+
+
+@pytest.fixture
+def translate_here(translate_tool, monkeypatch, capsys):
+    """`translate_here(*flags, stdin=b"")`: translate.py's `run` in this process with `flags` and
+    `stdin`, as its `main` calls it. Returns `(output lines, the UserError's message or None,
+    stderr text)`; main prints such an error as one line and exits with status 2
+    (tests/evaluation/test_run_search.py runs that through translate.py)."""
+
+    def translate_here(*argv, stdin=b""):
+        translate_tool.FLAGS.unparse_flags()
+        translate_tool.FLAGS(["translate.py", *argv])
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8"))
+        lines, error = [], None
+        try:
+            translate_tool.run(lines.append)
+        except UserError as refused:
+            error = str(refused)
+        finally:
+            translate_tool.FLAGS.unparse_flags()
+        return lines, error, capsys.readouterr().err
+
+    return translate_here
