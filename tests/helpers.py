@@ -136,6 +136,22 @@ def build_before_fit(model):
     return model
 
 
+def under_file_size_limit(limit, action):
+    """Runs `action()` with RLIMIT_FSIZE at `limit` bytes and SIGXFSZ ignored (writes past it fail
+    with EFBIG instead of killing the process), then restores both."""
+    import resource
+    import signal
+
+    previous_limit = resource.getrlimit(resource.RLIMIT_FSIZE)
+    previous_handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, previous_limit[1]))
+    try:
+        return action()
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, previous_limit)
+        signal.signal(signal.SIGXFSZ, previous_handler)
+
+
 def small_run_config(model_dir, corpus, **train_overrides):
     """`tiny_run_config` with SMALL_MODEL, a 500-piece vocabulary and 512-token batches, on the
     built corpus `corpus` (a CorpusPaths, e.g. the sample_corpus fixture)."""

@@ -8,6 +8,7 @@ import pytest
 from models.learning_rate_schedule import transformer_optimizer
 from models.losses import LabelSmoothedCrossEntropy
 from models.transformer import Transformer
+from tests.helpers import under_file_size_limit
 from training import checkpoints
 
 SMALL = dict(num_layers=1, hidden_dim=8, num_heads=2, intermediate_dim=16)
@@ -130,22 +131,6 @@ def test_the_newest_checkpoints_to_average_are_never_fewer_than_asked(tmp_path):
         checkpoints.newest_checkpoints(str(tmp_path / "empty"), 1)
 
 
-def _under_file_size_limit(limit, action):
-    """Runs `action()` with RLIMIT_FSIZE at `limit` bytes and SIGXFSZ ignored (writes past it fail
-    with EFBIG instead of killing the process), then restores both."""
-    import resource
-    import signal
-
-    previous_limit = resource.getrlimit(resource.RLIMIT_FSIZE)
-    previous_handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, previous_limit[1]))
-    try:
-        return action()
-    finally:
-        resource.setrlimit(resource.RLIMIT_FSIZE, previous_limit)
-        signal.signal(signal.SIGXFSZ, previous_handler)
-
-
 def test_a_failed_write_names_the_path_and_leaves_nothing_behind(tmp_path):
     from training.checkpoints import WriteError, check_room, write_atomically
 
@@ -157,11 +142,11 @@ def test_a_failed_write_names_the_path_and_leaves_nothing_behind(tmp_path):
             handle.write(b"x" * 200_000)
 
     with pytest.raises(WriteError, match=f"cannot write {target}: File too large"):
-        _under_file_size_limit(100_000, lambda: write_atomically(str(target), write))
+        under_file_size_limit(100_000, lambda: write_atomically(str(target), write))
     assert target.read_bytes() == b"the good version"
     assert sorted(os.listdir(tmp_path)) == ["data.bin"]
     with pytest.raises(WriteError, match="5,000,000 bytes needed, the file-size limit is 100,000"):
-        _under_file_size_limit(100_000, lambda: check_room(str(tmp_path / "new" / "ckpt.weights.h5"), 5_000_000))
+        under_file_size_limit(100_000, lambda: check_room(str(tmp_path / "new" / "ckpt.weights.h5"), 5_000_000))
     with pytest.raises(WriteError, match="No space left on device .*bytes needed"):
         check_room(str(tmp_path / "ckpt.weights.h5"), 1 << 62)
     check_room(str(tmp_path / "ckpt.weights.h5"), 1000)  # Room enough: no error.

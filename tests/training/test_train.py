@@ -27,6 +27,7 @@ from tests.helpers import (
     build_before_fit,
     small_run_config,
     tiny_run_config,
+    under_file_size_limit,
 )
 
 ENV = dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="2", KERAS_BACKEND="tensorflow", CI="1")
@@ -414,8 +415,6 @@ def test_a_first_checkpoint_that_cannot_be_written_says_no_checkpoint_was_writte
     checkpoint fails: the message names the path, the step and that a rerun starts afresh, and no
     temporary file stays. (The same error stopping train.py, with a checkpoint to resume from: the
     full-disk test.)"""
-    import resource
-
     from models.transformer import Transformer
     from training import checkpoints
     from training.run_dir import RunDir
@@ -427,15 +426,8 @@ def test_a_first_checkpoint_that_cannot_be_written_says_no_checkpoint_was_writte
     model.compile(optimizer="adam")
     build_before_fit(model)
     model.optimizer.iterations.assign(10)
-    limits = resource.getrlimit(resource.RLIMIT_FSIZE)
-    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    try:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, limits[1]))
-        with pytest.raises(checkpoints.WriteError) as failed:
-            checkpoints.save_checkpoint(model, run.checkpoint_dir, 10, keep=5)
-    finally:
-        resource.setrlimit(resource.RLIMIT_FSIZE, limits)
-        signal.signal(signal.SIGXFSZ, handler)
+    with pytest.raises(checkpoints.WriteError) as failed:
+        under_file_size_limit(100_000, lambda: checkpoints.save_checkpoint(model, run.checkpoint_dir, 10, keep=5))
     checkpoint = checkpoints.checkpoint_path(run.checkpoint_dir, 10)
     message = _write_failure(failed.value, model, run)
     assert message.startswith(f"cannot write {checkpoint}: File too large"), message
