@@ -393,17 +393,29 @@ def make_dataset(
     probabilities = None if weights is None else _mix_probabilities(paths, weights, repeat)
     _check_plan(plan, max_length)
     reader = _ShardReader(tokenizer, reverse, max_length, _pairs_per_batch(plan), num_shards, shard_index)
-    if weights is None:
-        batches = _one_corpus_batches(reader, paths, shuffle=shuffle, seed=seed, cache_tokenized=cache_tokenized)
-    else:
-        batches = _mixed_corpus_batches(
-            reader, paths, probabilities, shuffle=shuffle, seed=seed, cache_tokenized=cache_tokenized
-        )
-    batches = _with_end_of_data(batches, repeat=repeat, mixed=weights is not None)
-    batches = _bucketed(batches, plan).map(lambda s, ti, to: ((s, ti), to))
-    if shuffle:
-        batches = batches.shuffle(128, seed=seed + 1, reshuffle_each_iteration=True)
-    return batches.prefetch(tf.data.AUTOTUNE)
+
+    def build(_=None):
+        if weights is None:
+            batches = _one_corpus_batches(reader, paths, shuffle=shuffle, seed=seed, cache_tokenized=cache_tokenized)
+        else:
+            batches = _mixed_corpus_batches(
+                reader, paths, probabilities, shuffle=shuffle, seed=seed, cache_tokenized=cache_tokenized
+            )
+        batches = _with_end_of_data(batches, repeat=repeat, mixed=weights is not None)
+        batches = _bucketed(batches, plan).map(lambda s, ti, to: ((s, ti), to))
+        if shuffle:
+            batches = batches.shuffle(128, seed=seed + 1, reshuffle_each_iteration=True)
+        return batches
+
+    if repeat:
+        # Built inside `flat_map`, the stream is built anew for each iterator, with shuffles whose
+        # seed generators are that iterator's own. Outside, every iterator of the dataset would draw
+        # each pass's shuffle seed from shared generators, so an iterator still running (the one
+        # Keras reads the first batch with before a fit, whose prefetching goes on) would change,
+        # by how far it got, the passes the training reads: a fit would not read the same batches
+        # at the same seed, nor a resumed one those of the run it resumes.
+        return tf.data.Dataset.range(1).flat_map(build).prefetch(tf.data.AUTOTUNE)
+    return build().prefetch(tf.data.AUTOTUNE)
 
 
 def _check_plan(plan: BucketPlan, max_length: int) -> None:

@@ -78,6 +78,24 @@ def test_same_seed_same_batches_other_seed_other_order(small_tsv, small_tokenize
     assert any(a[0][0].shape != b[0][0].shape or (a[0][0] != b[0][0]).any() for a, b in zip(first, other))
 
 
+def test_each_iterator_of_a_repeated_stream_reads_the_same_passes(small_tsv, small_tokenizer):
+    """Keras reads a fit's first batch with an iterator of its own and leaves it prefetching: the
+    training's iterator reads the same batches however far that one has got, over several passes
+    (each reshuffled), and so does one of a dataset made again with the same seed."""
+    options = dict(batch_tokens=2048, max_length=96, seed=7)
+    steps = 2 * len(_batches(pipeline.make_dataset(small_tsv, small_tokenizer, **options)))  # Two passes.
+    dataset = pipeline.make_dataset(small_tsv, small_tokenizer, repeat=True, **options)
+    ahead = iter(dataset)
+    first = _batches(itertools.islice(ahead, steps))
+    _batches(itertools.islice(ahead, steps))  # This iterator goes on, into passes the next one has not read.
+    second = _batches(itertools.islice(iter(dataset), steps))
+    again = _batches(itertools.islice(pipeline.make_dataset(small_tsv, small_tokenizer, repeat=True, **options), steps))
+    for a, b, c in zip(first, second, again, strict=True):
+        for x, y, z in zip(tf.nest.flatten(a), tf.nest.flatten(b), tf.nest.flatten(c)):
+            np.testing.assert_array_equal(x, y)
+            np.testing.assert_array_equal(x, z)
+
+
 def test_reverse_swaps_source_and_target(small_tsv, small_tokenizer):
     forward = pipeline.make_dataset(small_tsv, small_tokenizer, batch_tokens=4096, max_length=128, shuffle=False)
     backward = pipeline.make_dataset(
