@@ -3,6 +3,7 @@ and chrF.
 
     python evaluate.py --model_dir=runs/base                          # the run's own test split
     python evaluate.py --model_dir=runs/base --checkpoint=average:5 --output=hyp.de
+    python evaluate.py --model_dir=runs/a,runs/b                      # an ensemble of two runs
     python evaluate.py --model_dir=runs/base --split=test.ding        # one source's test file
     python evaluate.py --model_dir=runs/base --src=newstest.en --ref=newstest.de
     python evaluate.py --export_dir=exports/base --src=newstest.en --ref=newstest.de

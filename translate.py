@@ -10,6 +10,7 @@
     python translate.py --model_dir=runs/de-en --sampling_topp=0.9 --seed=1 < mono.de # nucleus sampling
     python translate.py --model_dir=runs/demo --prefix < pairs.tsv            # source<TAB>target prefix lines
     python translate.py --model_dir=runs/demo --alignments < doc.en           # translation<TAB>0-0 1-2 2-1
+    python translate.py --model_dir=runs/a,runs/b < doc.en                    # an ensemble of two runs
 
 Piped input is read in windows of --window lines, sorted by length and batched; at a terminal every
 line is answered as soon as it is entered. Only translations (or scores) go to stdout; what went

@@ -13,10 +13,11 @@ import sys
 from common.errors import UserError
 from evaluation import scoring, test_sets
 from evaluation.attention_plot import plot_attention
+from evaluation.search_flags import run_paths
 from evaluation.translators import load_translator
 from inference.saved_model_translator import ExportDirError, read_export_config, resolve_saved_model
 from models.search_config import DEFAULT_SEARCH, SearchConfig
-from training.run_dir import DEFAULT_CHECKPOINT, ModelDirError, RunDir
+from training.run_dir import ModelDirError, RunDir
 
 
 class EvaluationError(UserError, RuntimeError):
@@ -59,7 +60,7 @@ class EvalConfig:
 def _run_config(config):
     """The training run's config.json (from model_dir, or the export's copy), or None."""
     if config.model_dir:
-        return RunDir(config.model_dir).read_config()
+        return RunDir(run_paths(config.model_dir)[0]).read_config()  # An ensemble's first run.
     # The run's config.json sections plus an "export" section.
     return read_export_config(resolve_saved_model(config.export_dir))
 
@@ -158,13 +159,14 @@ def evaluate(config, out=sys.stdout):
     for number, sentence in enumerate(config.plot_attention, start=1):
         if not sentence.strip():
             raise EvaluationError(f"--plot_attention sentence {number} ({sentence!r}) is empty: nothing to attend to")
-    if config.model_dir and not os.path.isdir(config.model_dir):
-        raise ModelDirError(f"--model_dir {config.model_dir!r} is not a directory")
+    for path in run_paths(config.model_dir) if config.model_dir else ():
+        if not os.path.isdir(path):
+            raise ModelDirError(f"--model_dir {path!r} is not a directory")
     if config.plot_only:
         if not config.plot_attention:
             raise EvaluationError("plot_only needs --plot_attention sentences")
-        model, tokenizer, _ = RunDir(config.model_dir).load_model(config.checkpoint or DEFAULT_CHECKPOINT)
-        return {"attention_plots": _plot(config, model, tokenizer, out, config.search)}
+        translator = load_translator(config.model_dir, kind="run", search=config.search, checkpoint=config.checkpoint)
+        return {"attention_plots": _plot(config, translator.model, translator.tokenizer, out, config.search)}
     if config.output:
         check_output(config.output)
     run_config = _run_config(config)

@@ -8,6 +8,7 @@
     lists, list_scores = translator.translate(["Open the file."], beam_size=4, n_best=4)
     started, _ = translator.translate(["Open the file."], prefixes=["Öffnen Sie"])   # a run only
     texts, scores, alignments = translator.translate(["Open the file."], alignments=True)   # a run only
+    ensemble = load_translator(["runs/a", "runs/b"])             # or "runs/a,runs/b": an ensemble
     greedy = load_translator("runs/demo", search=SearchConfig(beam_size=1))
     pair_scores = translator.score(["Open the file."], ["Öffnen Sie die Datei."])
 
@@ -15,11 +16,20 @@ Both kinds of translator (`inference.translator.Translator` for a run directory,
 `inference.saved_model_translator.SavedModelTranslator` for an export) are an
 `inference.protocol.TextTranslator`: the same `translate` and `score`; an export has its search
 built in and cannot sample.
+
+Several runs (a list, or their directories joined by commas) translate as an ensemble
+(`models.ensemble.Ensemble`: at each step the mean of their log-probabilities, in one search); they
+must share the vocabulary. The first run's recorded search and `max_length` are the ensemble's
+defaults.
 """
 
 import os
 
+import sentencepiece
+
+from evaluation.search_flags import run_paths
 from inference.translator import Translator
+from models.ensemble import Ensemble
 from models.search_config import DEFAULT_SEARCH
 from training.run_dir import CONFIG_FILE, DEFAULT_CHECKPOINT, MODEL_FILE, ModelDirError, RunDir
 
@@ -27,6 +37,40 @@ from training.run_dir import CONFIG_FILE, DEFAULT_CHECKPOINT, MODEL_FILE, ModelD
 def is_run_dir(path):
     """Whether `path` looks like a training run (config.json or model.keras), not an export."""
     return os.path.exists(os.path.join(path, CONFIG_FILE)) or os.path.exists(os.path.join(path, MODEL_FILE))
+
+
+def vocabulary_difference(first, other):
+    """What differs between two SentencePiece models (serialized protos), or None if they are the
+    same vocabulary: the sizes, else the first id whose piece differs."""
+    if first == other:
+        return None
+    processors = [sentencepiece.SentencePieceProcessor(model_proto=proto) for proto in (first, other)]
+    sizes = [processor.get_piece_size() for processor in processors]
+    if sizes[0] != sizes[1]:
+        return f"{sizes[0]} pieces against {sizes[1]}"
+    for index in range(sizes[0]):
+        pieces = [processor.id_to_piece(index) for processor in processors]
+        if pieces[0] != pieces[1]:
+            return f"id {index} is {pieces[0]!r} against {pieces[1]!r}"
+    return None  # The same pieces in the same order: a model written again, the same vocabulary.
+
+
+def _load_ensemble(paths, checkpoint, quiet):
+    """`(Ensemble, tokenizer, first run's config)` of the runs at `paths`, each with `checkpoint`'s weights.
+
+    Raises:
+        ModelDirError: a run that cannot be loaded, or runs with different vocabularies (named).
+    """
+    loaded = [RunDir(path).load_model(checkpoint, quiet=quiet) for path in paths]
+    first_tokenizer = loaded[0][1]
+    for path, (_, tokenizer, _) in zip(paths[1:], loaded[1:]):
+        difference = vocabulary_difference(first_tokenizer.model_proto, tokenizer.model_proto)
+        if difference:
+            raise ModelDirError(
+                f"an ensemble needs one vocabulary: {paths[0]} and {path} have different SentencePiece models "
+                f"(spm.model: {difference})"
+            )
+    return Ensemble([model for model, _, _ in loaded]), first_tokenizer, loaded[0][2]
 
 
 def load_translator(
@@ -47,7 +91,8 @@ def load_translator(
     """A translator for a run directory written by train.py or a SavedModel written by `python -m export`.
 
     Args:
-        path: the run directory, or the export (a version directory or its base directory).
+        path: the run directory, or the export (a version directory or its base directory); or
+            several run directories (a list, or joined by commas): an ensemble of those runs.
         kind: "run" or "export" to say which `path` is (errors then name what it lacks); None
             decides by its contents (a run has config.json or model.keras).
         batch_size: sentences per search call.
@@ -68,11 +113,18 @@ def load_translator(
     """
     if kind not in (None, "run", "export"):
         raise ValueError(f'kind must be None, "run" or "export", received {kind!r}')
-    if not os.path.isdir(path):
-        what = {"run": "--model_dir", "export": "--export_dir"}.get(kind, "a run directory or an export")
-        raise ModelDirError(f"{path!r} is not a directory ({what})")
+    paths = run_paths(path) if kind != "export" else [path]
+    for one in paths:
+        if not os.path.isdir(one):
+            what = {"run": "--model_dir", "export": "--export_dir"}.get(kind, "a run directory or an export")
+            raise ModelDirError(f"{one!r} is not a directory ({what})")
+    if len(paths) > 1:
+        for one in paths:
+            if not is_run_dir(one):
+                raise ModelDirError(f"{one} is not a training run: an ensemble is of run directories")
+        kind, path = "run", paths
     if kind == "run" or (kind is None and is_run_dir(path)):
-        run = RunDir(path)
+        run = RunDir(paths[0])
         if search is None:
             search = DEFAULT_SEARCH.override(**run.recorded_search())
         search = search.override(
@@ -82,7 +134,10 @@ def load_translator(
             min_length_ratio=min_length_ratio,
             max_input_length=max_input_length,
         )
-        model, tokenizer, run_config = run.load_model(checkpoint or DEFAULT_CHECKPOINT, quiet=quiet)
+        if len(paths) > 1:
+            model, tokenizer, run_config = _load_ensemble(paths, checkpoint or DEFAULT_CHECKPOINT, quiet)
+        else:
+            model, tokenizer, run_config = run.load_model(checkpoint or DEFAULT_CHECKPOINT, quiet=quiet)
         if search.max_input_length is None:
             search = search.override(max_input_length=(run_config or {}).get("data", {}).get("max_length"))
         return Translator(model, tokenizer, search, batch_size=batch_size, sampling=sampling)
