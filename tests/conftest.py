@@ -47,15 +47,35 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(config, items):
-    if not _fast(config):
+    if _fast(config):
+        kept, deselected = [], []
+        for item in items:
+            left_out = item.get_closest_marker("slow") or item.get_closest_marker("full")
+            (deselected if left_out else kept).append(item)
+        if deselected:
+            config.hook.pytest_deselected(items=deselected)
+            items[:] = kept
+    # The modules that use the shared run go last, in their order: while one process trains it and
+    # exports it (`_shared_builds_first`), the other runs the tests that wait for neither.
+    waiting = {item.path for item in items if set(_SHARED_BUILDS) & set(getattr(item, "fixturenames", ()))}
+    items[:] = [item for item in items if item.path not in waiting] + [item for item in items if item.path in waiting]
+
+
+_SHARED_BUILDS = ("tiny_run", "tiny_export")  # In the order they are built.
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _shared_builds_first(request):
+    """The first test process (or the only one) trains the shared run, then exports it, before its
+    first test, each when a test of the session uses it; the others meanwhile run the tests
+    collected first, which use neither (`pytest_collection_modifyitems`). Then no process waits for
+    another's build."""
+    if os.environ.get("PYTEST_XDIST_WORKER", "gw0") != "gw0":
         return
-    kept, deselected = [], []
-    for item in items:
-        left_out = item.get_closest_marker("slow") or item.get_closest_marker("full")
-        (deselected if left_out else kept).append(item)
-    if deselected:
-        config.hook.pytest_deselected(items=deselected)
-        items[:] = kept
+    used = set().union(*(getattr(item, "fixturenames", ()) for item in request.session.items))
+    for name in _SHARED_BUILDS:
+        if name in used:
+            request.getfixturevalue(name)
 
 
 _LOOPBACK = ("localhost", "127.0.0.1", "::1", "")

@@ -80,10 +80,10 @@ def test_same_seed_same_batches_other_seed_other_order(small_tsv, small_tokenize
 
 def test_each_iterator_of_a_repeated_stream_reads_the_same_passes(small_tsv, small_tokenizer):
     """Keras reads a fit's first batch with an iterator of its own and leaves it prefetching: the
-    training's iterator reads the same batches however far that one has got, over several passes
-    (each reshuffled), and so does one of a dataset made again with the same seed."""
-    options = dict(batch_tokens=2048, max_length=96, seed=7)
-    steps = 2 * len(_batches(pipeline.make_dataset(small_tsv, small_tokenizer, **options)))  # Two passes.
+    training's iterator reads the same batches however far that one has got, into a second pass
+    (reshuffled), and so does one of a dataset made again with the same seed."""
+    options = dict(batch_tokens=512, max_length=96, seed=7)
+    steps = len(_batches(pipeline.make_dataset(small_tsv, small_tokenizer, **options))) + 2  # Into a second pass.
     dataset = pipeline.make_dataset(small_tsv, small_tokenizer, repeat=True, **options)
     ahead = iter(dataset)
     first = _batches(itertools.islice(ahead, steps))
