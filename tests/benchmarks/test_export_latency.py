@@ -4,10 +4,7 @@ it times the SavedModel and the Python path over three sentences (no timing chec
 import json
 import os
 
-import pytest
 
-
-@pytest.mark.slow  # The benchmark's whole run over both paths.
 def test_times_the_export_and_the_python_path(benchmark_script, tiny_run, tiny_export, capsys):
     bench, _ = benchmark_script("export_latency")
     model_dir, _ = tiny_run
