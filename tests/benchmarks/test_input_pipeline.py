@@ -83,6 +83,7 @@ def test_bad_flags_name_the_flag(tmp_path, capsys, benchmark_script):
         assert message in capsys.readouterr().err
 
 
+@pytest.mark.slow  # The fast tier runs the script once: test_counts_match_the_batches_train_py_reads.
 def test_cached_pipeline_is_timed_after_its_first_pass(corpus, tiny_run, tmp_path, benchmark_script):
     _, script = benchmark_script("input_pipeline")
     out = tmp_path / "cached.json"

@@ -30,7 +30,7 @@ def _marked(pairs, marker):
     return [(f"{marker} {en}", f"{marker} {de}") for en, de in pairs]
 
 
-@pytest.mark.parametrize("cache_tokenized", [False, True])
+@pytest.mark.parametrize("cache_tokenized", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_the_pipeline_draws_pairs_in_proportion_to_the_weights(tmp_path, small_tokenizer, cache_tokenized):
     # A large corpus with a small weight and a small one with a large weight: the shares follow the
     # weights, not the sizes.

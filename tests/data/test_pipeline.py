@@ -312,7 +312,7 @@ def test_batches_are_those_of_tf_data_bucketing_pair_by_pair(
     assert sorted(map(_batch_key, ours)) == sorted(map(_batch_key, reference))
 
 
-@pytest.mark.parametrize("cache_tokenized", [False, True])
+@pytest.mark.parametrize("cache_tokenized", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_repeated_pipeline_carries_waiting_pairs_into_the_next_pass(
     small_tsv, small_tokenizer, monkeypatch, cache_tokenized
 ):

@@ -49,6 +49,7 @@ def python_translator(tiny_model):
     )
 
 
+@pytest.mark.slow  # A process of its own; the fast tier's: test_run_search.py.
 def test_stdin_to_a_file_in_input_order_with_bad_and_long_lines_reported(tiny_run, tmp_path, python_translator):
     """stdin read in windows to --output, in input order; invalid UTF-8 and lines cut to
     --max_input_length reported on stderr by line number, and nothing else there. (--input's files

@@ -129,7 +129,7 @@ def test_keras_file_round_trip(tmp_path):
     assert int(_numpy(loaded.optimizer.iterations)) == 1
 
 
-@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
+@pytest.mark.parametrize("policy", ["mixed_float16", pytest.param("mixed_bfloat16", marks=pytest.mark.slow)])
 def test_mixed_precision_trains_with_float32_logits_and_loss(policy):
     keras.config.set_dtype_policy(policy)
     model = Transformer(VOCAB, **SMALL)

@@ -151,6 +151,7 @@ def ema_run(sample_corpus, tmp_path_factory):
     return config, watch, summary, sorted(os.listdir(RunDir(model_dir).checkpoint_dir))
 
 
+@pytest.mark.slow  # A training run; the average's arithmetic and checkpoint are tested above without one.
 def test_training_writes_the_average_with_each_checkpoint_and_a_resume_restores_it(ema_run):
     config, watch, summary, listing = ema_run
     run = RunDir(config.model_dir)
@@ -170,6 +171,7 @@ def test_training_writes_the_average_with_each_checkpoint_and_a_resume_restores_
     _assert_equal(_averages(resumed.optimizer), watch.averages[1])
 
 
+@pytest.mark.slow  # The training run above.
 def test_checkpoint_ema_loads_the_newest_average(ema_run):
     config = ema_run[0]
     run = RunDir(config.model_dir)
