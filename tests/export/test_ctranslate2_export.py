@@ -48,20 +48,24 @@ def converted(tiny_run, tmp_path_factory):
     return output, seconds
 
 
-def _ct2_translate(ct2_dir, sentences, *, beam_size, max_extra_length=MAX_EXTRA_LENGTH, **options):
+def _ct2_translate(ct2_dir, sentences, *, beam_size, max_extra_length=MAX_EXTRA_LENGTH, prefixes=None, **options):
     """`[(text, score, pieces)]` per sentence from CTranslate2, each sentence limited to its source
-    length (EOS included) + max_extra_length output tokens as the project's search is."""
+    length (EOS included) + max_extra_length output tokens as the project's search is; with
+    `prefixes` (a string per sentence), each output starts with its prefix (`target_prefix`)."""
     processor = sentencepiece.SentencePieceProcessor(model_file=os.path.join(ct2_dir, "spm.model"))
     # One thread: OpenMP threads beyond the free cores of a shared machine slow CTranslate2 down.
     translator = ctranslate2.Translator(
         ct2_dir, device="cpu", compute_type=options.pop("compute_type", "float32"), intra_threads=1
     )
     pieces = [processor.encode(sentence, out_type=str) for sentence in sentences]
+    prefix_pieces = None if prefixes is None else [processor.encode(prefix, out_type=str) for prefix in prefixes]
     by_length = collections.defaultdict(list)
     for index, row in enumerate(pieces):
         by_length[len(row)].append(index)
     results = [None] * len(sentences)
     for length, indices in by_length.items():
+        if prefix_pieces is not None:
+            options["target_prefix"] = [prefix_pieces[i] for i in indices]
         outputs = translator.translate_batch(
             [pieces[i] for i in indices],
             beam_size=beam_size,
@@ -136,6 +140,25 @@ def test_greedy_outputs_equal_the_projects(converted, tiny_model_and_tokenizer, 
     equal = sum(text == ct2_text for text, (ct2_text, _, _) in zip(_texts(ours), theirs))
     print(f"\ngreedy: {equal} of {len(sources)} CTranslate2 translations equal the project's")
     assert len(sources) >= 200
+    assert equal >= 0.99 * len(sources)
+
+
+def test_target_prefixes_give_the_projects_outputs(converted, tiny_model_and_tokenizer, corpus):
+    """Greedy with each reference's first two words forced (the project's `prefixes`, CTranslate2's
+    `target_prefix`): the same translations, each starting with its prefix."""
+    ct2_dir, _ = converted
+    model, tokenizer = tiny_model_and_tokenizer
+    pairs = [(source, target) for source, target in _read_pairs(corpus, limit=100) if len(target.split()) > 2]
+    sources, prefixes = [source for source, _ in pairs], [" ".join(target.split()[:2]) for _, target in pairs]
+    translator = Translator(model, tokenizer, beam_size=1, max_extra_length=MAX_EXTRA_LENGTH)
+    ours, _ = translator.translate(sources, prefixes=prefixes)
+    theirs = _ct2_translate(ct2_dir, sources, beam_size=1, prefixes=prefixes)
+    # Each starts with its prefix as the vocabulary normalizes it (NFKC: "…" becomes "...").
+    normalized = _texts(tokenizer.detokenize(tokenizer.tokenize(prefixes)).numpy())
+    assert all(text.startswith(prefix) for text, prefix in zip(_texts(ours), normalized))
+    equal = sum(text == ct2_text for text, (ct2_text, _, _) in zip(_texts(ours), theirs))
+    print(f"\ngreedy with a target prefix: {equal} of {len(sources)} CTranslate2 translations equal the project's")
+    assert len(sources) >= 50
     assert equal >= 0.99 * len(sources)
 
 
