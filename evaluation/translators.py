@@ -61,16 +61,16 @@ def _load_ensemble(paths, checkpoint, quiet):
     Raises:
         ModelDirError: a run that cannot be loaded, or runs with different vocabularies (named).
     """
-    loaded = [RunDir(path).load_model(checkpoint, quiet=quiet) for path in paths]
-    first_tokenizer = loaded[0][1]
-    for path, (_, tokenizer, _) in zip(paths[1:], loaded[1:]):
-        difference = vocabulary_difference(first_tokenizer.model_proto, tokenizer.model_proto)
+    first = RunDir(paths[0]).load_tokenizer().model_proto
+    for path in paths[1:]:  # Before any model is loaded.
+        difference = vocabulary_difference(first, RunDir(path).load_tokenizer().model_proto)
         if difference:
             raise ModelDirError(
                 f"an ensemble needs one vocabulary: {paths[0]} and {path} have different SentencePiece models "
                 f"(spm.model: {difference})"
             )
-    return Ensemble([model for model, _, _ in loaded]), first_tokenizer, loaded[0][2]
+    loaded = [RunDir(path).load_model(checkpoint, quiet=quiet) for path in paths]
+    return Ensemble([model for model, _, _ in loaded]), loaded[0][1], loaded[0][2]
 
 
 def load_translator(
@@ -122,7 +122,7 @@ def load_translator(
         for one in paths:
             if not is_run_dir(one):
                 raise ModelDirError(f"{one} is not a training run: an ensemble is of run directories")
-        kind, path = "run", paths
+        kind = "run"
     if kind == "run" or (kind is None and is_run_dir(path)):
         run = RunDir(paths[0])
         if search is None:

@@ -43,9 +43,6 @@ class Ensemble:
     def variables(self):
         return [variable for model in self.models for variable in model.variables]
 
-    def padding_mask(self, source_ids):
-        return self.models[0].padding_mask(source_ids)
-
     def encode(self, source_ids, training=False):
         """`([encoder_output per member], padding_mask)`."""
         outputs = [model.encode(source_ids, training=training) for model in self.models]
