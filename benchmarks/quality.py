@@ -633,7 +633,7 @@ def training_batches(corpus, tokenizer, reverse, run_config, project_step_tokens
     def stream(first_reads):
         keras.utils.set_random_seed(run_config.train.seed)
         dataset = pipeline.make_dataset(
-            corpus.train,
+            list(corpus.train),
             tokenizer,
             batch_tokens=run_config.train.batch_tokens,
             max_length=run_config.data.max_length,

@@ -23,7 +23,7 @@ import zipfile
 from collections.abc import Callable, Iterator
 from concurrent import futures
 
-from data import cleaning, corpus_cache, deb_packages, ding_dictionary, gettext_catalog, libreoffice_help
+from data import cleaning, corpus_cache, corpus_writer, deb_packages, ding_dictionary, gettext_catalog, libreoffice_help
 from data.corpus_cache import CorpusError, CorpusPaths
 
 # The Debian 12 (bookworm) files of the deb-en-de corpus: version, pool path, size and SHA256 as the
@@ -293,7 +293,7 @@ def prepare_corpus(
             deb_source=deb_source,
             deb_mirror=deb_mirror,
         )
-        corpus_cache.write_corpus(
+        corpus_writer.write_corpus(
             tmp_dir,
             name,
             built["languages"],

@@ -1,32 +1,41 @@
 """A built corpus in its cache directory: the manifest, the check that an entry is complete, and
 the atomic build that never leaves a half-written entry behind.
 
-An entry `cache_dir/name` holds train/dev/test TSV files of `english<TAB>foreign` lines (the corpus's
-canonical direction; the input pipeline reverses it for xx->en) and `manifest.json`. A build writes
-into a temporary directory next to the entry and renames it into place only when complete; a corrupt
-or incomplete entry is rebuilt or refused, never read.
+An entry `cache_dir/name` holds TSV files of `english<TAB>foreign` lines (the corpus's canonical
+direction; the input pipeline reverses it for xx->en): the training split in shards
+(`train-00000-of-00004.tsv`, ...), `dev.tsv`, `test.tsv`, and `manifest.json` (`data.corpus_writer`
+writes them). A build writes into a temporary directory next to the entry and renames it into
+place only when complete; a corrupt or incomplete entry is rebuilt or refused, never read. A build
+that was killed leaves its temporary directory, which the next build of the entry removes.
 """
 
 import dataclasses
+import fcntl
+import glob
 import hashlib
 import json
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 from absl import logging
 
 from common.errors import UserError
 from common.write_errors import WriteError, default_mode, writing
-from data import cleaning, parallel_files
+from data import cleaning
 
 MANIFEST = "manifest.json"
-MANIFEST_FORMAT = 1
+MANIFEST_FORMAT = 2  # 2: the training split in shards.
+_BUILD_LOCK = ".building.lock"
 
 
 class CorpusError(UserError, RuntimeError):
     """A corpus that cannot be built or a cache entry that is not a complete corpus."""
+
+
+class OlderFormatError(CorpusError):
+    """A complete entry written by an earlier version of this code, in another layout."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,7 +44,8 @@ class CorpusPaths:
 
     Attributes:
         root: the corpus directory (`cache_dir/name`).
-        train, dev, test: the splits.
+        train: the training split's shards, in order (their lines, one after the other, are the split).
+        dev, test: the other splits.
         test_by_source: per-source test files of a built-in corpus, e.g.
             {"ding": ".../test.ding.tsv"}; empty for a user corpus (its sources are its splits).
         manifest: `manifest.json` (sources, package versions and sha256, counts).
@@ -43,15 +53,15 @@ class CorpusPaths:
     """
 
     root: str
-    train: str
+    train: tuple
     dev: str
     test: str
     test_by_source: dict
     manifest: str
     languages: tuple
 
-    def split(self, name: str) -> str:
-        """The TSV path of split "train", "dev" or "test"."""
+    def split(self, name: str) -> str | tuple:
+        """The TSV path of split "dev" or "test", the shards of "train"."""
         if name not in cleaning.SPLITS:
             raise ValueError(f"Unknown split {name!r}; expected one of {cleaning.SPLITS}.")
         return getattr(self, name)
@@ -73,7 +83,7 @@ def sha256_file(path: str) -> str:
 def _corpus_paths(root: str, manifest: dict) -> CorpusPaths:
     return CorpusPaths(
         root=root,
-        train=os.path.join(root, "train.tsv"),
+        train=tuple(os.path.join(root, shard) for shard in manifest["train_shards"]),
         dev=os.path.join(root, "dev.tsv"),
         test=os.path.join(root, "test.tsv"),
         test_by_source={
@@ -102,7 +112,9 @@ def check_corpus(root: str) -> CorpusPaths:
     except (OSError, json.JSONDecodeError) as e:
         raise CorpusError(f"{manifest_path}: unreadable manifest: {e}") from e
     if manifest.get("format") != MANIFEST_FORMAT:
-        raise CorpusError(f"{manifest_path}: manifest format {manifest.get('format')!r}, expected {MANIFEST_FORMAT}.")
+        raise (OlderFormatError if manifest.get("format", 0) < MANIFEST_FORMAT else CorpusError)(
+            f"{manifest_path}: manifest format {manifest.get('format')!r}, expected {MANIFEST_FORMAT}."
+        )
     for name, info in manifest.get("files", {}).items():
         path = os.path.join(root, name)
         if not os.path.exists(path):
@@ -115,127 +127,10 @@ def check_corpus(root: str) -> CorpusPaths:
     return _corpus_paths(root, manifest)
 
 
-def write_corpus(
-    out_dir: str,
-    name: str,
-    languages: tuple,
-    sources: dict[str, Iterable[tuple[str, str]]],
-    splitters: dict[str, Callable[[str], str]] | None = None,
-    extra: dict | None = None,
-    attributions: dict | None = None,
-    kept_whole: Iterable[str] = (),
-    per_source_test_files: bool = True,
-) -> dict:
-    """Cleans, splits and writes the corpus files and manifest into `out_dir`; returns the manifest.
-
-    `splitters` maps a source name to a function from the English side to its split (the user's
-    own dev/test files go whole to one split); other sources use `cleaning.split_of`. The sources
-    in `kept_whole` (the user's dev/test files) are only normalised (`cleaning.normalize_pairs`),
-    and must come first in `sources`, so that the pairs of the others equal to theirs are dropped.
-    `per_source_test_files` writes `test.<source>.tsv` for each source.
-    """
-    kept_whole = tuple(kept_whole)
-    by_split, test_by_source, source_stats = _clean_and_split(sources, splitters or {}, kept_whole)
-    files = {f"{split}.tsv": pairs for split, pairs in by_split.items()}
-    if per_source_test_files:
-        for source, pairs in test_by_source.items():
-            files[f"test.{source}.tsv"] = pairs
-    file_info = {}
-    for file_name, pairs in files.items():
-        path = os.path.join(out_dir, file_name)
-        with writing(path):
-            lines = parallel_files.write_tsv(path, pairs)
-        file_info[file_name] = _file_info(path, lines)
-    if attributions is not None:
-        file_info["attribution.tsv"] = _write_attribution(out_dir, by_split, attributions)
-    manifest = {
-        "format": MANIFEST_FORMAT,
-        "corpus": name,
-        "languages": list(languages),
-        "columns": [f"{languages[0]} (source)", f"{languages[1]} (target)"],
-        "splits": {split: len(pairs) for split, pairs in by_split.items()},
-        "total_pairs": sum(len(pairs) for pairs in by_split.values()),
-        "sources": source_stats,
-        "cleaning": _cleaning_rules(kept_whole),
-        "files": file_info,
-        **(extra or {}),
-    }
-    path = os.path.join(out_dir, MANIFEST)
+def write_manifest(path: str, manifest: dict) -> None:
     with writing(path), open(path, "w", encoding="utf-8") as f:
         json.dump(manifest, f, indent=2, ensure_ascii=False)
         f.write("\n")
-    return manifest
-
-
-def _clean_and_split(
-    sources: dict[str, Iterable[tuple[str, str]]], splitters: dict[str, Callable[[str], str]], kept_whole: tuple
-) -> tuple[dict, dict, dict]:
-    """Reads `sources` in order, cleans each (only normalises those in `kept_whole`) and assigns every
-    kept pair to its split; returns `by_split` (split -> pairs), `test_by_source` (source -> its test
-    pairs) and `source_stats` (source -> the manifest's cleaning counts and split sizes)."""
-    seen: set = set()
-    reserved: set = set()
-    by_split = {split: [] for split in cleaning.SPLITS}
-    test_by_source = {}
-    source_stats = {}
-    for source, pairs in sources.items():
-        stats = cleaning.CleaningStats()
-        counts = dict.fromkeys(cleaning.SPLITS, 0)
-        test_by_source[source] = []
-        if source in kept_whole:
-            kept = cleaning.normalize_pairs(pairs, stats, reserved)
-        else:
-            kept = cleaning.clean_pairs(pairs, stats, seen, reserved)
-        for english, foreign in kept:
-            split = splitters.get(source, cleaning.split_of)(english)
-            by_split[split].append((english, foreign))
-            counts[split] += 1
-            if split == "test":
-                test_by_source[source].append((english, foreign))
-        source_stats[source] = {**stats.as_dict(), "splits": counts}
-        if source in kept_whole:
-            source_stats[source]["cleaning"] = "normalised only, every pair kept"
-    return by_split, test_by_source, source_stats
-
-
-def _file_info(path: str, lines: int) -> dict:
-    """The manifest's record of a written file: its lines, bytes and SHA-256, checked by `check_corpus`."""
-    return {"lines": lines, "bytes": os.path.getsize(path), "sha256": sha256_file(path)}
-
-
-def _write_attribution(out_dir: str, by_split: dict, attributions: dict) -> dict:
-    """Writes `attribution.tsv` (english, foreign, credit) for the kept pairs that have a credit in
-    `attributions`, in split order; returns its `_file_info`."""
-    path = os.path.join(out_dir, "attribution.tsv")
-    kept = [
-        (en, xx, attributions[(en, xx)]) for split in by_split.values() for en, xx in split if (en, xx) in attributions
-    ]
-    with writing(path), open(path, "w", encoding="utf-8") as f:
-        f.writelines(f"{en}\t{xx}\t{credit}\n" for en, xx, credit in kept)
-    return _file_info(path, len(kept))
-
-
-def _cleaning_rules(kept_whole: tuple) -> dict:
-    """The manifest's `cleaning` entry: the rules every source went through, and those of the
-    sources in `kept_whole` when there are any."""
-    return {
-        "normalisation": "NFC, invisible characters removed, whitespace collapsed",
-        "max_length_ratio": cleaning.MAX_LENGTH_RATIO,
-        "split": f"sha256(english) mod 1000: <{cleaning.TEST_PER_MILLE} test, "
-        f"<{cleaning.TEST_PER_MILLE + cleaning.DEV_PER_MILLE} dev, else train",
-        **(
-            {
-                "kept_whole": {
-                    "sources": list(kept_whole),
-                    "rule": "normalised only: every pair read is kept (no identical, length_ratio or "
-                    "duplicate drops); pairs of the other sources equal to one of theirs are dropped "
-                    "(in_evaluation_files)",
-                }
-            }
-            if kept_whole
-            else {}
-        ),
-    }
 
 
 def _install(tmp_dir: str, root: str) -> None:
@@ -252,18 +147,24 @@ def _install(tmp_dir: str, root: str) -> None:
         shutil.rmtree(tmp_dir, ignore_errors=True)
 
 
-def cached(root: str, rebuild_invalid: bool, expected_inputs: dict | None = None) -> CorpusPaths | None:
-    """The complete corpus at `root`, or None when it must be (re)built."""
+def cached(
+    root: str, rebuild_invalid: bool, expected_inputs: dict | None = None, identity: Callable = lambda inputs: inputs
+) -> CorpusPaths | None:
+    """The complete corpus at `root`, or None when it must be (re)built: `expected_inputs` is
+    compared with `identity` of the manifest's "inputs"."""
     if not os.path.exists(root):
         return None
     try:
         paths = check_corpus(root)
+    except OlderFormatError as e:
+        logging.info("%s Rebuilding in the current layout.", e)
+        return None
     except CorpusError as e:
         if not rebuild_invalid:
             raise CorpusError(f"{e} Delete {root} or rebuild it with --rebuild.") from e
         logging.warning("%s Rebuilding.", e)
         return None
-    if expected_inputs is not None and paths.load_manifest().get("inputs") != expected_inputs:
+    if expected_inputs is not None and identity(paths.load_manifest().get("inputs")) != expected_inputs:
         logging.info("%s was built from other input files or languages; rebuilding.", root)
         return None
     return paths
@@ -272,7 +173,9 @@ def cached(root: str, rebuild_invalid: bool, expected_inputs: dict | None = None
 def build_atomically(cache_dir: str, name: str, build: Callable[[str], None]) -> CorpusPaths:
     """Runs `build(tmp_dir)` in a fresh directory and installs it as `cache_dir/name`; returns its paths.
 
-    An exception in `build` leaves neither the temporary directory nor a new entry behind.
+    An exception in `build` leaves neither the temporary directory nor a new entry behind. The
+    build holds a lock on its directory; the directories of builds that were killed (no process
+    holds their lock) are removed first.
 
     Raises:
         WriteError: a file of the entry could not be written (named as it would have been installed,
@@ -281,11 +184,15 @@ def build_atomically(cache_dir: str, name: str, build: Callable[[str], None]) ->
     root = os.path.join(cache_dir, name)
     with writing(root):
         os.makedirs(cache_dir, exist_ok=True)
+        _remove_abandoned_builds(cache_dir, name)
         tmp_dir = tempfile.mkdtemp(dir=cache_dir, prefix=f".{name}.building-")
+        lock = open(os.path.join(tmp_dir, _BUILD_LOCK), "w")
+    fcntl.flock(lock, fcntl.LOCK_EX)
     # mkdtemp makes the directory 0700; the installed corpus is a directory like any other.
     os.chmod(tmp_dir, default_mode(directory=True))
     try:
         build(tmp_dir)
+        os.remove(os.path.join(tmp_dir, _BUILD_LOCK))
         with writing(root):
             _install(tmp_dir, root)
     except WriteError as error:
@@ -296,4 +203,20 @@ def build_atomically(cache_dir: str, name: str, build: Callable[[str], None]) ->
     finally:
         if os.path.exists(tmp_dir):
             shutil.rmtree(tmp_dir, ignore_errors=True)
+        lock.close()
     return check_corpus(root)
+
+
+def _remove_abandoned_builds(cache_dir: str, name: str) -> None:
+    """Removes the temporary directories of builds of `name` whose process is gone (a build
+    killed with SIGKILL, or by a machine that went down, cannot remove its own)."""
+    for directory in glob.glob(os.path.join(glob.escape(cache_dir), f".{glob.escape(name)}.building-*")):
+        try:
+            with open(os.path.join(directory, _BUILD_LOCK)) as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except FileNotFoundError:
+            continue  # A build that has not taken its lock yet, or one that is installing.
+        except BlockingIOError:
+            continue  # A build that is running.
+        logging.info("removing %s, left by a build that did not finish", directory)
+        shutil.rmtree(directory, ignore_errors=True)

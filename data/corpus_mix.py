@@ -9,15 +9,16 @@ Two ways to give a mix:
 A weight is a relative sampling probability per pair: with `a.tsv:3,b.tsv:1` three pairs in four
 come from a.tsv, whatever the files' sizes, and each corpus repeats on its own (a small corpus with
 a large weight is seen many times over). The vocabulary is trained on the union of the corpora
-(the cleaned corpus's train.tsv).
+(the cleaned corpus's training shards).
 
 A corpus's training split holds its sources' training pairs one source after the other, in the
-manifest's order of sources (`corpus_cache.write_corpus`), and the manifest counts each source's
-training pairs; so the pairs of one source are a run of consecutive lines of train.tsv, written out
-once as `train.<source>.tsv` next to it when a mix first needs them.
+manifest's order of sources (`corpus_writer.write_corpus`), and the manifest counts each source's
+training pairs; so the pairs of one source are a run of consecutive lines of the shards, written
+out once as `train.<source>.tsv` next to them when a mix first needs them.
 """
 
 import dataclasses
+import itertools
 import math
 import os
 
@@ -125,7 +126,7 @@ def user_source_names(count: int) -> list[str]:
 
 
 def _training_lines(corpus) -> dict[str, tuple[int, int]]:
-    """`source -> (first line, line count)` of each source's pairs in the corpus's train.tsv."""
+    """`source -> (first line, line count)` of each source's pairs in the corpus's training shards."""
     manifest = corpus.load_manifest()
     ranges, first = {}, 0
     for source, stats in manifest["sources"].items():
@@ -134,10 +135,15 @@ def _training_lines(corpus) -> dict[str, tuple[int, int]]:
         first += count
     if first != manifest["splits"]["train"]:
         raise CorpusError(
-            f"{corpus.manifest}: its sources hold {first} training pairs but train.tsv {manifest['splits']['train']}; "
+            f"{corpus.manifest}: its sources hold {first} training pairs but its training shards {manifest['splits']['train']}; "
             "rebuild the corpus (python -m data.prepare --rebuild)"
         )
     return ranges
+
+
+def _lines_of(path: str):
+    with open(path, "rb") as handle:
+        yield from handle
 
 
 def _count_lines(path: str) -> int:
@@ -147,11 +153,11 @@ def _count_lines(path: str) -> int:
 
 def source_training_files(corpus, names) -> dict[str, tuple[str, int]]:
     """`source -> (path, pairs)`: each named source's training pairs as `train.<source>.tsv` in the
-    corpus directory, written (atomically) from the lines of train.tsv when missing.
+    corpus directory, written (atomically) from the lines of the training shards when missing.
 
     Raises:
         CorpusError: a name that is not a source of the corpus (the message lists them), or a
-            manifest whose counts do not add up to train.tsv's.
+            manifest whose counts do not add up to the training shards'.
     """
     ranges = _training_lines(corpus)
     unknown = [name for name in names if name not in ranges]
@@ -163,12 +169,9 @@ def source_training_files(corpus, names) -> dict[str, tuple[str, int]]:
         path = os.path.join(corpus.root, f"train.{name}.tsv")
         if not os.path.exists(path) or _count_lines(path) != count:
             temporary = f"{path}.{os.getpid()}.tmp"
-            with open(corpus.train, encoding="utf-8") as source, open(temporary, "w", encoding="utf-8") as out:
-                for number, line in enumerate(source):
-                    if number >= first + count:
-                        break
-                    if number >= first:
-                        out.write(line)
+            with open(temporary, "wb") as out:
+                lines = itertools.chain.from_iterable(_lines_of(shard) for shard in corpus.train)
+                out.writelines(itertools.islice(lines, first, first + count))
             os.replace(temporary, path)
         found[name] = (path, count)
     return found

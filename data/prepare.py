@@ -20,7 +20,7 @@ from absl import app, flags
 
 from common import quiet_logs
 from common.errors import UserError
-from data import cleaning, deb_packages, user_corpus
+from data import cleaning, corpus_writer, deb_packages, user_corpus
 from data.builtin_corpora import prepare_corpus
 from data.corpus_cache import CorpusPaths
 
@@ -51,6 +51,13 @@ def define_flags():
         flags.DEFINE_string(f"{split}_src", None, f"User corpus: {split} source text, one sentence a line.")
         flags.DEFINE_string(f"{split}_tgt", None, f"User corpus: {split} target text, line-aligned.")
         flags.DEFINE_string(f"{split}_tsv", None, f"User corpus: {split} pairs as source<TAB>target.")
+    flags.DEFINE_integer(
+        "shard_pairs",
+        corpus_writer.SHARD_PAIRS,
+        "User corpus: training pairs per shard file (train-00000-of-000NN.tsv); a multi-worker run gives "
+        "each worker its own shards.",
+        lower_bound=1,
+    )
     flags.DEFINE_integer("vocab_size", 0, "If > 0, also train a SentencePiece model of this size on train.")
     flags.DEFINE_enum("model_type", "bpe", ["bpe", "unigram"], "SentencePiece model type.")
 
@@ -83,7 +90,14 @@ def _prepare() -> CorpusPaths:
     except UserError as error:
         raise app.UsageError(str(error)) from None
     return user_corpus.prepare_user_corpus(
-        FLAGS.name, FLAGS.cache_dir, languages, files["train"], files["dev"], files["test"], rebuild=FLAGS.rebuild
+        FLAGS.name,
+        FLAGS.cache_dir,
+        languages,
+        files["train"],
+        files["dev"],
+        files["test"],
+        rebuild=FLAGS.rebuild,
+        shard_pairs=FLAGS.shard_pairs,
     )
 
 
@@ -107,7 +121,7 @@ def main(argv):
 
         try:
             model = tokenizer.train_sentencepiece(
-                [paths.train],
+                list(paths.train),
                 os.path.join(paths.root, f"spm-{FLAGS.model_type}-{FLAGS.vocab_size}"),
                 vocab_size=FLAGS.vocab_size,
                 model_type=FLAGS.model_type,

@@ -9,7 +9,7 @@ import dataclasses
 import os
 
 from common.errors import UserError
-from data import cleaning, corpus_cache, corpus_mix, parallel_files
+from data import cleaning, corpus_cache, corpus_mix, corpus_writer, parallel_files
 from data.corpus_cache import CorpusError, CorpusPaths
 
 FILE_KINDS = ("src", "tgt", "tsv")
@@ -73,10 +73,16 @@ def prepare_user_corpus(
     test: str | tuple[str, str] | None = None,
     *,
     rebuild: bool = False,
+    shard_pairs: int = corpus_writer.SHARD_PAIRS,
 ) -> CorpusPaths:
-    """Builds a corpus from the user's files: each split a TSV path or a (source, target) pair;
-    `train` may also be a list of TSV paths, several training corpora, each its own source of the
-    manifest (`corpus_mix.user_source_names`) for a weighted mix to sample from.
+    """Builds a corpus from the user's files: each split a TSV path or a (source, target) pair of
+    paths; a path may be a glob (its files read in name order, a source glob's files paired with the
+    target glob's) and a file may be gzip-compressed (.gz). `train` may also be a list of TSV paths,
+    several training corpora, each its own source of the manifest
+    (`corpus_mix.user_source_names`) for a weighted mix to sample from.
+
+    The files are read as a stream and written in bounded memory (`corpus_writer.write_corpus`),
+    the training split in shards of `shard_pairs` pairs, with a progress line on stderr.
 
     The columns keep the files' own direction (`languages` = (source, target)). Without dev or
     test files those splits come from the training data by the hash split. The training data is
@@ -84,11 +90,12 @@ def prepare_user_corpus(
     scores on them compare with published ones: every pair read is kept in its order, normalised
     (NFC, invisible characters removed, whitespace collapsed) but with no identical, length-ratio
     or duplicate drops; training pairs equal to one of their pairs are dropped from the training
-    data. Empty lines are skipped and counted in the manifest. Rebuilt when the input files
-    (their sha256 is in the manifest) or the languages change.
+    data. Empty lines are skipped and counted in the manifest. Rebuilt when the languages or the
+    input files change (their paths, sizes or modification times; their sha256 is in the manifest).
 
     Raises:
-        parallel_files.ParallelDataError: malformed input, naming the file and line.
+        parallel_files.ParallelDataError: malformed input, naming the file and line, or a glob that
+            matches no file.
         CorpusError: languages that are not two non-empty codes, or no training pairs left after
             cleaning (names the files and the drops by reason); nothing is cached then.
     """
@@ -96,62 +103,120 @@ def prepare_user_corpus(
     if len(languages) != 2 or not all(isinstance(code, str) and code for code in languages):
         raise CorpusError(f"languages must be two non-empty codes like ('en', 'de'), got {languages!r}.")
     given = {"train": train, "dev": dev, "test": test}
-    # The languages decide the direction recorded in the manifest, so they decide a rebuild too.
-    inputs = {"languages": list(languages)}
-    if isinstance(train, list):
-        inputs["train_corpora"] = len(train)
-    for split, spec in given.items():
-        if spec is None:
-            continue
-        files = [spec] if isinstance(spec, str) else list(spec)
-        inputs[split] = [
-            {"path": os.path.abspath(p), "sha256": corpus_cache.sha256_file(p)} for p in files if os.path.exists(p)
-        ]
+    expanded = _expanded_sources(given)
+    inputs = _input_identities(languages, given, expanded)
     root = os.path.join(cache_dir, name)
     if not rebuild:
-        cached = corpus_cache.cached(root, True, expected_inputs=inputs)
+        cached = corpus_cache.cached(root, True, expected_inputs=inputs, identity=_without_digests)
         if cached is not None:
             return cached
 
     def build(tmp_dir: str) -> None:
-        sources, splitters, read_stats = {}, {}, {}
-        # Evaluation files first, so that training pairs equal to theirs are dropped from train.
-        missing = {split for split in ("dev", "test") if given[split] is None}
-        for split in ("test", "dev", "train"):
-            spec = given[split]
-            if spec is None:
-                continue
-            several = isinstance(spec, list)
-            names = corpus_mix.user_source_names(len(spec)) if several else [split]
-            for name, one in zip(names, spec if several else [spec]):
-                stats = parallel_files.ReadStats()
-                if isinstance(one, str):
-                    pairs = list(parallel_files.read_tsv(one, stats))
-                else:
-                    pairs = list(parallel_files.read_parallel(one[0], one[1], stats))
-                sources[name] = pairs
-                read_stats[name] = dataclasses.asdict(stats)
-                if split == "train":
-                    # Training pairs fill the splits that have no file of their own, by the hash split.
-                    splitters[name] = lambda english: (
-                        split if (split := cleaning.split_of(english)) in missing else "train"
-                    )
-                else:
-                    splitters[name] = lambda english, split=split: split
-        manifest = corpus_cache.write_corpus(
+        sources, splitters, read_stats = _readers(
+            expanded, {split for split in ("dev", "test") if given[split] is None}
+        )
+        paths = [path for files in expanded.values() for path in _paths(files) if os.path.exists(path)]
+        total_bytes = sum(os.path.getsize(path) for path in paths)
+        progress = corpus_writer.ProgressLine(
+            f"{name}: reading", lambda: sum(stats.bytes_done for stats in read_stats.values()) / max(total_bytes, 1)
+        )
+        for entries in inputs.values():
+            for entry in entries if isinstance(entries, list) else ():
+                if isinstance(entry, dict) and "bytes" in entry:
+                    entry["sha256"] = corpus_cache.sha256_file(entry["path"])
+        manifest = corpus_writer.write_corpus(
             tmp_dir,
             name,
             languages,
             sources,
             splitters=splitters,
-            extra={"inputs": inputs, "read": read_stats},
+            extra=lambda: {
+                "inputs": inputs,
+                "read": {source: dataclasses.asdict(stats) for source, stats in read_stats.items()},
+            },
             kept_whole=[split for split in ("test", "dev") if given[split] is not None],
             per_source_test_files=False,
+            shard_pairs=shard_pairs,
+            progress=progress,
         )
         if manifest["splits"]["train"] == 0:
             raise CorpusError(_no_training_pairs_message(given["train"], manifest))
 
     return corpus_cache.build_atomically(cache_dir, name, build)
+
+
+def _expanded_sources(given: dict) -> dict:
+    """Each source's files, globs expanded: a list of TSV paths, or (source paths, target paths);
+    the sources are the splits given, or "train-1", "train-2", ... for several training corpora."""
+    expanded = {}
+    for split, spec in given.items():
+        if spec is None:
+            continue
+        several = isinstance(spec, list)
+        names = corpus_mix.user_source_names(len(spec)) if several else [split]
+        for source, one in zip(names, spec if several else [spec]):
+            expanded[source] = (
+                parallel_files.expand(one)
+                if isinstance(one, str)
+                else (parallel_files.expand(one[0]), parallel_files.expand(one[1]))
+            )
+    return expanded
+
+
+def _input_identities(languages: tuple, given: dict, expanded: dict) -> dict:
+    """The manifest's "inputs": the languages (they decide the direction recorded in the manifest,
+    so they decide a rebuild too) and the `_identity` of each split's files."""
+    inputs = {"languages": list(languages)}
+    if isinstance(given["train"], list):
+        inputs["train_corpora"] = len(given["train"])
+    for split in given:
+        names = [source for source in expanded if source == split or (split == "train" and source.startswith("train-"))]
+        if names:
+            inputs[split] = [_identity(path) for source in names for path in _paths(expanded[source])]
+    return inputs
+
+
+def _readers(expanded: dict, missing: set) -> tuple[dict, dict, dict]:
+    """`(sources, splitters, read_stats)` for `corpus_writer.write_corpus`: a reader of each source's
+    pairs, evaluation files first (so that training pairs equal to theirs are dropped from train),
+    the split each source's pairs go to (training pairs fill the `missing` evaluation splits by the
+    hash split), and the `ReadStats` each reader fills."""
+    sources, splitters, read_stats = {}, {}, {}
+    order = {"test": 0, "dev": 1}
+    for source in sorted(expanded, key=lambda source: order.get(source, 2)):
+        files = expanded[source]
+        stats = read_stats[source] = parallel_files.ReadStats()
+        if isinstance(files, list):
+            sources[source] = parallel_files.read_tsv(files, stats)
+        else:
+            sources[source] = parallel_files.read_parallel(files[0], files[1], stats)
+        if source in order:
+            splitters[source] = lambda english, split=source: split
+        else:
+            splitters[source] = lambda english: split if (split := cleaning.split_of(english)) in missing else "train"
+    return sources, splitters, read_stats
+
+
+def _paths(files: list[str] | tuple[list[str], list[str]]) -> list[str]:
+    return files if isinstance(files, list) else [*files[0], *files[1]]
+
+
+def _identity(path: str) -> dict:
+    """What says an input file is unchanged without reading it: its path, size and modification
+    time (its sha256 is added to the manifest when a build reads it)."""
+    if not os.path.exists(path):
+        return {"path": os.path.abspath(path)}
+    status = os.stat(path)
+    return {"path": os.path.abspath(path), "bytes": status.st_size, "mtime_ns": status.st_mtime_ns}
+
+
+def _without_digests(inputs: dict) -> dict:
+    """The manifest's inputs as `_identity` records them (without the sha256 of a build)."""
+    strip = lambda entry: {k: v for k, v in entry.items() if k != "sha256"} if isinstance(entry, dict) else entry  # noqa: E731
+    return {
+        key: [strip(entry) for entry in value] if isinstance(value, list) else value
+        for key, value in (inputs or {}).items()
+    }
 
 
 def _no_training_pairs_message(train: str | tuple[str, str] | list[str], manifest: dict) -> str:

@@ -70,6 +70,13 @@ def split_path(corpus, split):
     Raises:
         TestSetError: an unknown split (lists the available ones).
     """
+    if split == "train" and len(corpus.train) > 1:
+        raise TestSetError(
+            f"--split=train: the training split of {corpus.root} is in {len(corpus.train)} shards; score a "
+            f"sample of it with --src/--ref, or use dev or test"
+        )
+    if split == "train":
+        return corpus.train[0]
     if split in cleaning.SPLITS:
         return corpus.split(split)
     if split.startswith("test."):

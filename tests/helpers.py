@@ -83,7 +83,7 @@ def once_per_session(tmp_path_factory, name, build):
 def build_sample_corpus(cache_dir):
     """SAMPLE_TSV built as the corpus "deb-en-de" in `cache_dir`, by the same cleaning, hash split and
     per-source test files as the real one; `builtin_corpora.prepare_corpus` then finds it cached."""
-    from data import builtin_corpora, corpus_cache
+    from data import builtin_corpora, corpus_cache, corpus_writer
 
     sources = {}
     with open(SAMPLE_TSV, encoding="utf-8") as handle:
@@ -95,7 +95,7 @@ def build_sample_corpus(cache_dir):
         "credits": {source: builtin_corpora.CREDITS[source] for source in sources},
         "sample": SAMPLE_TSV,
     }
-    build = lambda tmp_dir: corpus_cache.write_corpus(tmp_dir, "deb-en-de", ("en", "de"), sources, extra=extra)
+    build = lambda tmp_dir: corpus_writer.write_corpus(tmp_dir, "deb-en-de", ("en", "de"), sources, extra=extra)
     return corpus_cache.build_atomically(cache_dir, "deb-en-de", build)
 
 

@@ -89,9 +89,12 @@ def resolve_tokenizer(model_dir, corpus, data, may_train=True, parent=None):
                     f"{cached} is missing: with several workers, build the vocabulary first with "
                     f"`{corpora.prepare_command(data, vocab_size)}`"
                 )
-            print(f"training a {vocab_size}-piece SentencePiece vocabulary on {corpus.train}", file=sys.stderr)
+            print(
+                f"training a {vocab_size}-piece SentencePiece vocabulary on the training split of {corpus.root}",
+                file=sys.stderr,
+            )
             try:
-                train_sentencepiece([corpus.train], cached[: -len(".model")], vocab_size=vocab_size)
+                train_sentencepiece(list(corpus.train), cached[: -len(".model")], vocab_size=vocab_size)
             except ValueError as error:
                 raise TrainingError(f"--vocab_size={vocab_size}: {error}") from error
         checkpoints.write_atomically(target, lambda temporary: shutil.copyfile(cached, temporary))
@@ -405,13 +408,17 @@ def _datasets(start):
     """`(train_dataset_from, dev_dataset)`: a function from the step a fit starts at to its
     training stream, and the dev set (its length known, so Keras validates without reading past it)."""
     options, data, corpus, tokenizer = start.options, start.config.data, start.corpus, start.tokenizer
-    dataset_options = dict(batch_tokens=options.batch_tokens, max_length=data.max_length, reverse=start.reverse)
+    # The corpus cache's files were checked as they were written (`data.corpus_writer`) and are
+    # checked by size at each start (`corpus_cache.check_corpus`): no line-by-line pass here.
+    dataset_options = dict(
+        batch_tokens=options.batch_tokens, max_length=data.max_length, reverse=start.reverse, validate=False
+    )
     strategy, replicas = start.strategy, num_replicas(start.strategy)
 
     def train_dataset_from(step):
         """The training stream of a fit starting at `step`, shuffled with a seed derived from it."""
         stream = dict(repeat=True, cache_tokenized=options.cache_tokenized, seed=options.seed + step, **dataset_options)
-        files = corpus.train
+        files = list(corpus.train)
         if start.mix is not None:
             files, stream["weights"] = [source.path for source in start.mix], [source.weight for source in start.mix]
         if strategy is not None and replicas > 1:
@@ -518,7 +525,7 @@ def _fit(start, train_dataset_from, dev_dataset, fit_callbacks):
         except StopIteration as error:
             # The training stream repeats forever unless a pass over the data keeps no pair.
             raise TrainingError(
-                f"the training data ran out: no pair of {start.corpus.train} fits "
+                f"the training data ran out: no training pair of {start.corpus.root} fits "
                 f"--max_length={start.config.data.max_length} tokens (see the count above); raise --max_length"
             ) from error
     _check_finite(history, start.run)

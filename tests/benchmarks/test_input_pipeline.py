@@ -16,7 +16,7 @@ def test_counts_match_the_batches_train_py_reads(corpus, tiny_run, tmp_path, ben
     from data.tokenizer import Tokenizer
 
     _, script = benchmark_script("input_pipeline")
-    train_tsv = corpus.train
+    (train_tsv,) = corpus.train
     spm = os.path.join(tiny_run[0], "spm.model")
     out = tmp_path / "pipeline.json"
     subprocess.run(

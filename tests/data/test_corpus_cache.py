@@ -13,9 +13,9 @@ def test_prepare_is_idempotent_and_rebuilds_a_corrupt_cache(tmp_path):
     stamp = os.stat(paths.manifest).st_mtime_ns
     again = user_corpus.prepare_user_corpus("mine", cache, ("en", "de"), train)
     assert again == paths and os.stat(paths.manifest).st_mtime_ns == stamp
-    with open(paths.train, "a", encoding="utf-8") as f:
+    with open(paths.train[0], "a", encoding="utf-8") as f:
         f.write("extra\tline\n")
-    with pytest.raises(corpus_cache.CorpusError, match=r"train.tsv has \d+ bytes, the manifest records"):
+    with pytest.raises(corpus_cache.CorpusError, match=r"train-00000-of-00001.tsv has \d+ bytes, the manifest records"):
         corpus_cache.check_corpus(paths.root)
     rebuilt = user_corpus.prepare_user_corpus("mine", cache, ("en", "de"), train)
     corpus_cache.check_corpus(rebuilt.root)

@@ -127,15 +127,17 @@ def test_each_source_of_a_built_corpus_has_its_training_lines(sample_corpus):
         ("libreoffice-ui", 1.0),
         ("ding", 3.0),
     ]
-    with open(sample_corpus.train, encoding="utf-8") as handle:
-        train_lines = handle.readlines()
+    train_lines = []
+    for shard in sample_corpus.train:
+        with open(shard, encoding="utf-8") as handle:
+            train_lines += handle.readlines()
     together = []
     for source in mix:
         with open(source.path, encoding="utf-8") as handle:
             lines = handle.readlines()
         assert source.pairs == len(lines) == manifest["sources"][source.name]["splits"]["train"]
         together += lines
-    # The sources' files are train.tsv cut into its sources, none left out.
+    # The sources' files are the training split cut into its sources, none left out.
     assert together == train_lines
     with pytest.raises(CorpusError, match="has no source dign; its sources are libreoffice-help, libreoffice-ui, ding"):
         corpus_mix.training_mix(sample_corpus, {"dign": 2})
@@ -152,9 +154,8 @@ def test_several_training_files_are_sources_of_one_user_corpus(tmp_path):
     for source, marker in zip(mix, ("alpha", "omega")):
         english = [en for en, _ in parallel_files.read_tsv(source.path)]
         assert english and all(en.startswith(marker) for en in english)
-    # The vocabulary's input, train.tsv, is their union.
-    with open(corpus.train) as handle:
-        assert sum(1 for _ in handle) == sum(source.pairs for source in mix) > 800
+    # The vocabulary's input, the training split, is their union.
+    assert len(list(parallel_files.read_tsv(corpus.train))) == sum(source.pairs for source in mix) > 800
     described = corpus_mix.describe(mix)
     assert [entry["share"] for entry in described] == [0.6667, 0.3333]
     assert os.path.basename(described[0]["file"]) == "train.train-1.tsv"

@@ -130,7 +130,7 @@ def test_a_corpus_that_cannot_be_written_is_one_error_naming_the_file_and_leaves
     )
     assert result.returncode == 1, result.stderr
     assert result.stderr.strip().splitlines()[-1] == (
-        f"data.prepare: error: cannot write {cache / 'full' / 'train.tsv'}: File too large"
+        f"data.prepare: error: cannot write {cache / 'full' / '.work' / 'candidates.tsv'}: File too large"
     )
     assert "Traceback" not in result.stderr
     assert sorted(p.name for p in cache.iterdir()) == []

@@ -38,7 +38,9 @@ def test_bad_input_leaves_no_corpus_behind(tmp_path):
     with open(tgt, "a", encoding="utf-8") as f:
         f.write("One line too many.\n")
     cache = tmp_path / "cache"
-    with pytest.raises(parallel_files.ParallelDataError, match="train.en has 50 lines"):
+    with pytest.raises(
+        parallel_files.ParallelDataError, match=r"train.en ends after line 50, .*train.de goes on at line 51"
+    ):
         user_corpus.prepare_user_corpus("mine", str(cache), ("en", "de"), (src, tgt))
     assert os.listdir(cache) == []
 
@@ -110,7 +112,7 @@ def test_user_corpus_has_no_per_source_test_files(tmp_path):
     parallel_files.write_tsv(test, [("A test sentence.", "Ein Testsatz.")])
     paths = user_corpus.prepare_user_corpus("mine", str(tmp_path / "cache"), ("en", "de"), train, test=test)
     assert paths.test_by_source == {}
-    assert sorted(os.listdir(paths.root)) == ["dev.tsv", "manifest.json", "test.tsv", "train.tsv"]
+    assert sorted(os.listdir(paths.root)) == ["dev.tsv", "manifest.json", "test.tsv", "train-00000-of-00001.tsv"]
 
 
 def _flag_values(**given):

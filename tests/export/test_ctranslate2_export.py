@@ -268,7 +268,7 @@ def _copy_trained_run(directory, tokenizer, vocabulary_path, corpus, normalize_f
     its greedy outputs differ from sentence to sentence (the shared run's, after 200 steps of
     translation on the sample corpus, can be one word for every input)."""
     processor = sentencepiece.SentencePieceProcessor(model_file=vocabulary_path)
-    with open(corpus.train, encoding="utf-8") as handle:
+    with open(corpus.train[0], encoding="utf-8") as handle:
         rows = [processor.encode(line.split("\t")[0])[:30] for _, line in zip(range(1344), handle)]
     source, target_in, target_out = (np.full((len(rows), 32), PAD_ID, "int32") for _ in range(3))
     for index, row in enumerate(rows):

@@ -320,7 +320,7 @@ def test_early_stopping_without_dev_pairs_is_refused_and_leaves_no_run_directory
     from training.trainer import TrainingError, train
 
     pairs = []
-    with open(corpus.train, encoding="utf-8") as handle:
+    with open(corpus.train[0], encoding="utf-8") as handle:
         for line in handle:
             english, german = line.rstrip("\n").split("\t")
             if cleaning.split_of(english) == "train" and len(pairs) < 40:

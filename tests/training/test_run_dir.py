@@ -216,7 +216,7 @@ def _user_run(tmp_path, corpus, train_pairs, dev_pairs=None, **data):
 
 def _corpus_pairs(corpus, count, longest=None, shortest=None):
     pairs = []
-    with open(corpus.train, encoding="utf-8") as handle:
+    with open(corpus.train[0], encoding="utf-8") as handle:
         for line in handle:
             en, de = line.rstrip("\n").split("\t")
             if (longest is None or max(len(en), len(de)) <= longest) and (
