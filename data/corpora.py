@@ -19,8 +19,6 @@ here take any object with its attributes (data/ does not import training/):
                   {source: weight} of a built-in corpus's sources to sample in proportion, or {}
 """
 
-import hashlib
-import json
 import os
 import shlex
 import sys
@@ -34,13 +32,6 @@ class CorpusChoiceError(CorpusError):
     to train with. The message says what to change."""
 
 
-def user_corpus_name(data):
-    """The cache entry of a `--corpus=files` corpus: a hash of its languages and absolute file paths
-    (the same relative paths typed in two directories are two corpora)."""
-    files = [[os.path.abspath(path) for path in paths] for paths in (data.train_files, data.dev_files, data.test_files)]
-    return "user-" + hashlib.sha256(json.dumps([data.languages, *files]).encode()).hexdigest()[:12]
-
-
 def prepare_command(data, vocab_size):
     """The `python -m data.prepare` command that builds the corpus and its `vocab_size`-piece BPE
     vocabulary (`spm-bpe-<vocab_size>.model`) into the corpus's cache entry."""
@@ -48,7 +39,7 @@ def prepare_command(data, vocab_size):
     if data.corpus != "files":
         arguments.append(f"--corpus={data.corpus}")
     else:
-        arguments += ["--corpus=user", f"--name={user_corpus_name(data)}", f"--languages={data.languages}"]
+        arguments += ["--corpus=user", f"--name={user_corpus.cache_name(data)}", f"--languages={data.languages}"]
         if _train_weights(data):
             weighted = zip(data.train_files, data.train_weights)
             arguments.append(
@@ -89,7 +80,7 @@ def resolve_corpus(data):
             cannot be built.
     """
     if data.corpus == "files":
-        name = user_corpus_name(data)
+        name = user_corpus.cache_name(data)
         spec = lambda files: None if not files else (files[0] if len(files) == 1 else tuple(files))  # noqa: E731
         corpus = user_corpus.prepare_user_corpus(
             name,

@@ -1,6 +1,6 @@
 """The tf.data input pipeline: TSV pairs -> token-budgeted, length-bucketed batches for `model.fit`.
 
-    read TSV lines -> (shuffle lines with a seed) -> split on the tab -> tokenize in graph (batched,
+    read TSV lines (shard files interleaved) -> (shuffle lines with a seed) -> split on the tab -> tokenize in graph (batched,
     parallel) -> add BOS/EOS -> drop pairs longer than `max_length` (counted, logged once per pass)
     -> bucket by max(source, target) length -> pad to the bucket's length -> shuffle batches -> prefetch
 
@@ -47,6 +47,7 @@ from data.special_ids import BOS_ID, EOS_ID, PAD_ID
 
 _TOKENIZE_BATCH = 1024  # lines per tokenized batch, at least
 _SHUFFLE_BUFFER = 200_000
+_CYCLE = 4  # shard files read at once, their lines interleaved
 
 
 @dataclasses.dataclass(frozen=True)
@@ -368,8 +369,8 @@ def make_dataset(
         seed: the shuffle seed; the same seed gives the same batches.
         reverse: read the TSV's second column as the source (xx->en from an en->xx corpus).
         repeat: repeat forever; repeated before bucketing, so no pass ends with partial batches.
-        num_shards, shard_index: keep every `num_shards`-th line from `shard_index` (one input
-            pipeline of several).
+        num_shards, shard_index: this is input pipeline `shard_index` of `num_shards`: it reads its
+            share of the files (`pipeline_lines`).
         plan: bucket lengths and batch sizes; default `bucket_plan(batch_tokens, max_length)`.
         validate: check the TSV files line by line first (clear errors with file and line).
         cache_tokenized: keep the tokenized pairs in memory after the first pass and shuffle the
@@ -443,10 +444,9 @@ class _ShardReader:
     num_shards: int
     shard_index: int
 
-    def lines(self, files: Sequence[str]) -> tf.data.Dataset:
-        """This pipeline's shard of the lines of `files`, read one file after the other."""
-        lines = tf.data.TextLineDataset(files)
-        return lines.shard(self.num_shards, self.shard_index) if self.num_shards > 1 else lines
+    def lines(self, files: Sequence[str], seed: int | None = None) -> tf.data.Dataset:
+        """This pipeline's lines of `files` (`pipeline_lines`)."""
+        return pipeline_lines(files, self.num_shards, self.shard_index, seed)
 
     def short_pair_batches(self, lines: tf.data.Dataset, files: Sequence[str]) -> tf.data.Dataset:
         """`_short_pair_batches` of `lines`, read from `files` (named in the over-length report)."""
@@ -454,12 +454,44 @@ class _ShardReader:
         return _short_pair_batches(lines, self.tokenizer, self.reverse, self.max_length, label, self.pairs_per_batch)
 
 
+def pipeline_lines(files: Sequence[str], num_shards: int, shard_index: int, seed: int | None = None) -> tf.data.Dataset:
+    """The lines input pipeline `shard_index` of `num_shards` reads from the shard files `files`.
+
+    With at least as many files as pipelines, each pipeline reads whole files, every
+    `num_shards`-th from `shard_index`: no pipeline reads another's data. With fewer, every
+    pipeline reads all files and keeps every `num_shards`-th line (`sharded_by_lines` says so).
+    Several files are read `_CYCLE` at a time, their lines interleaved, the files' order shuffled
+    each pass with `seed` (None: in order); one file is read as it is.
+    """
+    by_files = num_shards > 1 and len(files) >= num_shards
+    own = list(files[shard_index::num_shards]) if by_files else list(files)
+    if len(own) == 1:
+        lines = tf.data.TextLineDataset(own)
+    else:
+        names = tf.data.Dataset.from_tensor_slices(own)
+        if seed is not None and (by_files or num_shards == 1):  # Line sharding needs one order everywhere.
+            names = names.shuffle(len(own), seed=seed, reshuffle_each_iteration=True)
+        lines = names.interleave(
+            tf.data.TextLineDataset,
+            cycle_length=min(len(own), _CYCLE),
+            num_parallel_calls=tf.data.AUTOTUNE,
+            deterministic=True,
+        )
+    return lines.shard(num_shards, shard_index) if num_shards > 1 and not by_files else lines
+
+
+def sharded_by_lines(files: Sequence[str], num_shards: int) -> bool:
+    """Whether `num_shards` input pipelines read `files` by lines (fewer files than pipelines): each
+    then reads the whole corpus to keep its share."""
+    return 1 < num_shards and len(files) < num_shards
+
+
 def _one_corpus_batches(
     reader: _ShardReader, paths: Sequence[str], *, shuffle: bool, seed: int, cache_tokenized: bool
 ) -> tf.data.Dataset:
     """Without weights: ragged pair batches of `paths` read one after the other as one corpus, its
     lines shuffled before tokenizing (with `cache_tokenized`, its pairs after the cache)."""
-    lines = reader.lines(paths)
+    lines = reader.lines(paths, seed + 3 if shuffle else None)
     if shuffle and not cache_tokenized:
         lines = lines.shuffle(_SHUFFLE_BUFFER, seed=seed, reshuffle_each_iteration=True)
     batches = reader.short_pair_batches(lines, paths)
@@ -541,8 +573,9 @@ def make_distributed_dataset_fn(
 ) -> Callable[[tf.distribute.InputContext], tf.data.Dataset]:
     """A `dataset_fn` for `strategy.distribute_datasets_from_function`.
 
-    Each input pipeline reads its shard of the lines (`input_pipeline_id` of
-    `num_input_pipelines`) and batches with the per-replica budget `batch_tokens` (so a global
+    Each input pipeline reads its share of the files (`input_pipeline_id` of `num_input_pipelines`,
+    `pipeline_lines`: whole files, or every N-th line when there are fewer files than pipelines)
+    and batches with the per-replica budget `batch_tokens` (so a global
     step holds up to `num_replicas * batch_tokens` tokens per side). The shuffle seed is offset by
     the pipeline id so pipelines do not shuffle in lockstep. `kwargs` are `make_dataset`'s.
     """
@@ -550,8 +583,19 @@ def make_distributed_dataset_fn(
     if kwargs.get("validate", True):
         validate_tsv(paths)
     kwargs["validate"] = False
+    warned = []
 
     def dataset_fn(input_context: tf.distribute.InputContext) -> tf.data.Dataset:
+        pipelines = input_context.num_input_pipelines
+        if sharded_by_lines(paths, pipelines) and not warned and not kwargs.get("weights"):
+            warned.append(True)
+            print(
+                f"{len(paths)} training shard file(s) for {pipelines} input pipelines: each pipeline reads all "
+                "of them and keeps every "
+                f"{pipelines}th line; prepare the corpus with at least {pipelines} shards "
+                "(python -m data.prepare --shard_pairs) for each to read only its own",
+                file=sys.stderr,
+            )
         options = dict(kwargs)
         options["seed"] = options.get("seed", 0) + input_context.input_pipeline_id
         return make_dataset(

@@ -25,6 +25,8 @@ from data.builtin_corpora import prepare_corpus
 from data.corpus_cache import CorpusPaths
 
 FLAGS = flags.FLAGS
+# Pairs sampled for the vocabulary: two million sentences, SentencePiece's own default sample.
+VOCAB_SAMPLE_LINES = 1_000_000
 
 
 def define_flags():
@@ -60,6 +62,13 @@ def define_flags():
     )
     flags.DEFINE_integer("vocab_size", 0, "If > 0, also train a SentencePiece model of this size on train.")
     flags.DEFINE_enum("model_type", "bpe", ["bpe", "unigram"], "SentencePiece model type.")
+    flags.DEFINE_integer(
+        "vocab_sample_lines",
+        VOCAB_SAMPLE_LINES,
+        "Training pairs the vocabulary is learnt from: drawn uniformly over all shards in one pass "
+        "(SentencePiece's reservoir sample of both sides of each), so its memory does not grow with the corpus.",
+        lower_bound=1,
+    )
 
 
 USER_CORPUS_FLAGS = ["name", "languages", *user_corpus.FILE_FLAGS]
@@ -125,6 +134,7 @@ def main(argv):
                 os.path.join(paths.root, f"spm-{FLAGS.model_type}-{FLAGS.vocab_size}"),
                 vocab_size=FLAGS.vocab_size,
                 model_type=FLAGS.model_type,
+                input_sentence_size=2 * FLAGS.vocab_sample_lines,
             )
         except UserError as e:
             raise SystemExit(f"data.prepare: error: {e}") from None

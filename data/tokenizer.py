@@ -166,7 +166,8 @@ def train_sentencepiece(
         character_coverage: share of characters covered by single-character pieces; the rest
             fall back to bytes.
         byte_fallback: encode unknown characters as UTF-8 byte pieces instead of `<unk>`.
-        input_sentence_size: at most this many sentences are sampled for training.
+        input_sentence_size: at most this many sentences are sampled for training (SentencePiece's
+            reservoir sample: uniform over the whole input, read once, in memory of this size).
         num_threads: trainer threads; default all cores.
         seed: the trainer's random seed (sentence sampling), for reproducible models.
 

@@ -6,6 +6,8 @@ whole (normalised only), so that scores on them compare with published ones.
 """
 
 import dataclasses
+import hashlib
+import json
 import os
 
 from common.errors import UserError
@@ -62,6 +64,14 @@ def user_files(values, corpus_flag: str) -> tuple[tuple[str, str], dict]:
     if files["train"] is None:
         raise UserFilesError(f"{corpus_flag} needs --train_tsv or --train_src/--train_tgt")
     return (codes[0], codes[1]), files
+
+
+def cache_name(data) -> str:
+    """The cache entry of a `--corpus=files` corpus (`data` has `languages`, `train_files`,
+    `dev_files` and `test_files`, as `data.corpora` describes them): a hash of its languages and
+    absolute file paths (the same relative paths typed in two directories are two corpora)."""
+    files = [[os.path.abspath(path) for path in paths] for paths in (data.train_files, data.dev_files, data.test_files)]
+    return "user-" + hashlib.sha256(json.dumps([data.languages, *files]).encode()).hexdigest()[:12]
 
 
 def prepare_user_corpus(

@@ -108,26 +108,62 @@ def test_reverse_swaps_source_and_target(small_tsv, small_tokenizer):
     del forward
 
 
-def test_distributed_pipelines_shard_the_lines(small_tsv, small_tokenizer):
+def _shard_files(tsv, directory, count):
+    """`tsv`'s lines cut into `count` shard files (as data.prepare writes them)."""
+    with open(tsv, encoding="utf-8") as handle:
+        lines = handle.readlines()
+    size = -(-len(lines) // count)
+    paths = []
+    for index in range(count):
+        path = directory / f"train-{index:05d}-of-{count:05d}.tsv"
+        path.write_text("".join(lines[index * size : (index + 1) * size]), encoding="utf-8")
+        paths.append(str(path))
+    return paths
+
+
+@pytest.mark.parametrize("shards", [3, 4])
+def test_distributed_pipelines_read_their_own_shards(small_tsv, small_tokenizer, tmp_path, capsys, shards):
+    files = _shard_files(small_tsv, tmp_path, shards)
+    english_of = [{en for en, _ in parallel_files.read_tsv(path)} for path in files]
     dataset_fn = pipeline.make_distributed_dataset_fn(
-        small_tsv, small_tokenizer, batch_tokens=1024, max_length=256, shuffle=False
+        files, small_tokenizer, batch_tokens=1024, max_length=256, shuffle=False
     )
+    pipelines = 2 if shards != 3 else 4
     decoded = []
-    for pipeline_id in range(2):
+    for pipeline_id in range(pipelines):
         context = tf.distribute.InputContext(
-            num_input_pipelines=2, input_pipeline_id=pipeline_id, num_replicas_in_sync=2
+            num_input_pipelines=pipelines, input_pipeline_id=pipeline_id, num_replicas_in_sync=pipelines
         )
         rows = set()
         for (source, _), _ in dataset_fn(context):
             assert source.shape[0] * source.shape[1] <= 1024  # the per-replica budget
             rows |= {t.decode() for t in small_tokenizer.detokenize(source).numpy()}
         decoded.append(rows)
-    assert not decoded[0] & decoded[1]
-    assert len(decoded[0]) + len(decoded[1]) == 600
+        if shards >= pipelines:  # Whole files: those of its own, every N-th from its id.
+            assert rows == set().union(*english_of[pipeline_id::pipelines])
+    assert sum(len(rows) for rows in decoded) == len(set().union(*decoded)) == 600
+    warning = "each pipeline reads all of them and keeps every"
+    assert (warning in capsys.readouterr().err) == (shards < pipelines)
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
     distributed = strategy.distribute_datasets_from_function(dataset_fn)
     (source, _), _ = next(iter(distributed))
     assert source.shape[0] * source.shape[1] <= 1024
+
+
+def test_shards_are_read_interleaved_in_an_order_the_seed_decides_each_pass(small_tsv, tmp_path):
+    files = _shard_files(small_tsv, tmp_path, 5)
+
+    def passes(seed):
+        lines = pipeline.pipeline_lines(files, 1, 0, seed).repeat(2)
+        read = [line.decode() for line in lines.as_numpy_iterator()]
+        return read[:600], read[600:]
+
+    first, second = passes(seed=5)
+    assert passes(seed=5) == (first, second)  # the same passes from the same seed
+    assert sorted(first) == sorted(second) and first != second  # each pass all lines, in another order
+    assert first[:2] != [line.rstrip("\n") for line in open(files[0], encoding="utf-8").readlines()[:2]]
+    in_order = [line.decode() for line in pipeline.pipeline_lines(files, 1, 0).as_numpy_iterator()]
+    assert sorted(in_order) == sorted(first) and passes(seed=6) != (first, second)
 
 
 def test_malformed_tsv_is_named_before_the_graph_runs(tmp_path, small_tokenizer):

@@ -1,3 +1,4 @@
+import gzip
 import json
 import subprocess
 import sys
@@ -9,7 +10,12 @@ from tests.helpers import REPO_ROOT
 
 
 def test_command_line_user_corpus(tmp_path):
-    src, tgt = write_parallel(tmp_path, make_pairs(200, seed=4))
+    pairs = make_pairs(200, seed=4)
+    for part in range(3):  # Two gzip-compressed files per side, and one plain.
+        suffix = ".gz" if part else ""
+        with _open(tmp_path / f"part{part}.en{suffix}") as en, _open(tmp_path / f"part{part}.de{suffix}") as de:
+            en.write("".join(f"{english}\n" for english, _ in pairs[part::3]).encode())
+            de.write("".join(f"{german}\n" for _, german in pairs[part::3]).encode())
     result = subprocess.run(
         [
             sys.executable,
@@ -19,8 +25,11 @@ def test_command_line_user_corpus(tmp_path):
             "--name=cli",
             "--languages=en-de",
             f"--cache_dir={tmp_path / 'cache'}",
-            f"--train_src={src}",
-            f"--train_tgt={tgt}",
+            f"--train_src={tmp_path / 'part*.en*'}",
+            f"--train_tgt={tmp_path / 'part*.de*'}",
+            "--shard_pairs=50",
+            "--vocab_size=400",
+            "--vocab_sample_lines=150",
         ],
         cwd=REPO_ROOT,
         capture_output=True,
@@ -29,7 +38,15 @@ def test_command_line_user_corpus(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     with open(tmp_path / "cache" / "cli" / "manifest.json", encoding="utf-8") as f:
-        assert json.load(f)["total_pairs"] == 200
+        manifest = json.load(f)
+    assert manifest["total_pairs"] == 200 and len(manifest["inputs"]["train"]) == 6
+    assert len(manifest["train_shards"]) == -(-manifest["splits"]["train"] // 50) == 4
+    assert "cli: reading: 200 pairs read, 200 kept" in result.stderr
+    assert (tmp_path / "cache" / "cli" / "spm-bpe-400.model").exists()
+
+
+def _open(path):
+    return gzip.open(path, "wb") if str(path).endswith(".gz") else open(path, "wb")
 
 
 def _run_prepare(*args):

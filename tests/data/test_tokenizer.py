@@ -115,6 +115,23 @@ def test_train_from_an_iterator_is_deterministic(tmp_path):
 SENTENCES = [f"Sentence {i} is about {w}." for i in range(300) for w in ("cats", "dogs")]
 
 
+def test_the_sample_is_drawn_from_every_shard(tmp_path):
+    # The first shard's words use only the letters a-m, the last shard's only n-z: a sample of
+    # the first lines would leave n-z to byte pieces.
+    words = ["".join("abcdefghijklm"[(i * 7 + j) % 13] for j in range(4 + i % 3)) for i in range(40)]
+    late = ["".join("nopqrstuvwxyz"[(i * 5 + j) % 13] for j in range(4 + i % 3)) for i in range(40)]
+    shards = []
+    for index, vocabulary in enumerate((words, words, late)):
+        path = tmp_path / f"train-{index:05d}-of-00003.tsv"
+        rows = [f"{vocabulary[i % 40]} {vocabulary[(i * 3) % 40]}\t{vocabulary[(i * 11) % 40]}" for i in range(1000)]
+        path.write_text("".join(f"{row}\n" for row in rows), encoding="utf-8")
+        shards.append(str(path))
+    model = tokenizer.train_sentencepiece(shards, str(tmp_path / "spm"), vocab_size=400, input_sentence_size=300)
+    processor = sentencepiece.SentencePieceProcessor(model_file=model)
+    pieces = processor.encode(" ".join(late[:10]), out_type=str)
+    assert pieces and not any(piece.startswith("<0x") for piece in pieces)
+
+
 def test_vocab_size_too_small_names_the_bound(tmp_path):
     text = tmp_path / "sentences.txt"
     text.write_text("".join(f"{s}\n" for s in SENTENCES), encoding="utf-8")

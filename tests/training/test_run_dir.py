@@ -50,7 +50,7 @@ def test_moved_caches_relative_paths_and_the_default_direction_are_the_same_run(
 
 
 def test_user_corpora_are_cached_by_absolute_path_and_languages(tmp_path, monkeypatch):
-    from data.corpora import user_corpus_name
+    from data.user_corpus import cache_name as user_corpus_name
     from training.config import DataConfig
 
     data = DataConfig(corpus="files", languages="en-de", train_files=("train.tsv",))
