@@ -16,7 +16,7 @@ figures say how many cores the pipeline needs for a given model speed.
 kept in memory after the first pass): the first pass, which fills the cache, is read before the
 timed batches and reported apart (`first_pass_seconds`).
 
-    python benchmarks/input_pipeline.py --tsv cache/corpora/deb-en-de/train.tsv \\
+    python benchmarks/input_pipeline.py --tsv cache/corpora/deb-en-de/train-00000-of-00001.tsv \\
         --spm cache/corpora/deb-en-de/spm-bpe-8000.model --cores 1,2 --json results/input_pipeline.json
 """
 
@@ -38,7 +38,9 @@ from data.special_ids import PAD_ID  # noqa: E402 (after the path)
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--tsv", required=True, help="corpus TSV (english<TAB>foreign), e.g. data.prepare's train.tsv")
+    parser.add_argument(
+        "--tsv", required=True, help="corpus TSV (english<TAB>foreign), e.g. one of data.prepare's train-*.tsv shards"
+    )
     parser.add_argument("--spm", required=True, help="SentencePiece model file")
     parser.add_argument(
         "--batch_tokens", type=int, default=4096, help="padded tokens per batch and side (default 4096)"

@@ -6,9 +6,9 @@ are identical (untranslated), pairs whose character-length ratio is above `MAX_L
 below its inverse (misaligned), and exact duplicates. The split of a pair is a function of its
 English side alone, so a sentence never straddles splits and a rebuild gives the same split.
 
-A user's own dev and test files are evaluation sets whose scores must compare with published ones,
-so `normalize_pairs` keeps every pair of them (normalised, only pairs left with an empty side are
-dropped); `clean_pairs` then drops training pairs equal to one of theirs (`reserved`).
+A user's own dev and test files are evaluation sets whose scores must compare with published ones:
+`data.corpus_writer` keeps every pair of them (normalised; only pairs left with an empty side are
+dropped) and drops training pairs equal to one of theirs.
 """
 
 import collections
@@ -16,7 +16,6 @@ import dataclasses
 import hashlib
 import re
 import unicodedata
-from collections.abc import Iterable, Iterator
 
 MAX_LENGTH_RATIO = 3.0
 # Per mille of the hash space: [0, 30) test, [30, 60) dev, the rest train (about 3% / 3% / 94%).
@@ -24,7 +23,6 @@ TEST_PER_MILLE = 30
 DEV_PER_MILLE = 30
 SPLITS = ("train", "dev", "test")
 
-_WHITESPACE = re.compile(r"\s+")
 # Control and format characters (other than whitespace, handled above) carry no text.
 _INVISIBLE = re.compile(r"[\u0000-\u0008\u000e-\u001f\u007f\u200b-\u200f\u2060\ufeff]")
 
@@ -32,8 +30,10 @@ _INVISIBLE = re.compile(r"[\u0000-\u0008\u000e-\u001f\u007f\u200b-\u200f\u2060\u
 def normalize_text(text: str) -> str:
     """NFC, invisible characters removed, whitespace runs collapsed to one space, ends stripped."""
     text = unicodedata.normalize("NFC", text)
-    text = _INVISIBLE.sub("", text)
-    return _WHITESPACE.sub(" ", text).strip()
+    if _INVISIBLE.search(text):  # Rare: searching is cheaper than substituting nothing.
+        text = _INVISIBLE.sub("", text)
+    # str.split() splits on exactly the characters `\s` matches (str.isspace).
+    return " ".join(text.split())
 
 
 def split_of(english: str) -> str:
@@ -68,50 +68,3 @@ def rejection_reason(english: str, foreign: str) -> str | None:
     if ratio > MAX_LENGTH_RATIO or ratio < 1.0 / MAX_LENGTH_RATIO:
         return "length_ratio"
     return None
-
-
-def clean_pairs(
-    pairs: Iterable[tuple[str, str]],
-    stats: CleaningStats,
-    seen: set | None = None,
-    reserved: set | frozenset = frozenset(),
-) -> Iterator[tuple[str, str]]:
-    """Yields the normalised pairs that pass the filters, counting drops by reason in `stats`.
-
-    `seen` holds the pairs already emitted; pass one set to several calls to deduplicate across
-    sources (the first source to yield a pair keeps it). A pair in `reserved` (those of the user's
-    evaluation files, see `normalize_pairs`) is dropped with the reason "in_evaluation_files".
-    """
-    seen = set() if seen is None else seen
-    for english, foreign in pairs:
-        stats.raw += 1
-        english, foreign = normalize_text(english), normalize_text(foreign)
-        reason = rejection_reason(english, foreign)
-        if reason is None and (english, foreign) in reserved:
-            reason = "in_evaluation_files"
-        if reason is None and (english, foreign) in seen:
-            reason = "duplicate"
-        if reason is not None:
-            stats.dropped[reason] += 1
-            continue
-        seen.add((english, foreign))
-        stats.kept += 1
-        yield english, foreign
-
-
-def normalize_pairs(pairs: Iterable[tuple[str, str]], stats: CleaningStats, reserved: set) -> Iterator[tuple[str, str]]:
-    """Yields every pair normalised, for an evaluation set that must stay whole.
-
-    Unlike `clean_pairs`, identical sides, length ratios and duplicates are kept; only a pair that
-    normalisation leaves with an empty side (e.g. only invisible characters) is dropped, as "empty".
-    Each pair yielded is added to `reserved`, for `clean_pairs` to keep it out of training.
-    """
-    for english, foreign in pairs:
-        stats.raw += 1
-        english, foreign = normalize_text(english), normalize_text(foreign)
-        if not english or not foreign:
-            stats.dropped["empty"] += 1
-            continue
-        reserved.add((english, foreign))
-        stats.kept += 1
-        yield english, foreign

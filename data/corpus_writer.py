@@ -31,7 +31,7 @@ from data.corpus_cache import MANIFEST, MANIFEST_FORMAT, write_manifest
 # needs several; about 30 MB of text each.
 SHARD_PAIRS = 250_000
 _SPLIT_CODES = {split: code for code, split in enumerate(cleaning.SPLITS)}
-_CHUNK = 1 << 16  # Candidates per step of the second pass (a multiple of 8: whole bitmap bytes).
+_CHUNK = 1 << 13  # Candidates buffered, and per step of the second pass (a multiple of 8: whole bitmap bytes).
 _WORK_DIR = ".work"
 
 

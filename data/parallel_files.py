@@ -80,6 +80,8 @@ def _lines(path: str, stats: ReadStats) -> Iterator[tuple[int, str]]:
         raise ParallelDataError(f"{path}: corrupt gzip data after line {number}: {e}.") from None
     except OSError as e:
         raise ParallelDataError(f"{path}: cannot read after line {number}: {e.strerror or e}.") from None
+    if number == 0:  # A compressed file of no lines.
+        raise ParallelDataError(f"{path}: file is empty (no lines).")
     stats.bytes_done = base + os.path.getsize(path)
 
 

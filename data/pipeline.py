@@ -345,7 +345,7 @@ def make_dataset(
     batch_tokens: int,
     max_length: int,
     shuffle: bool = True,
-    seed: int = 0,
+    seed: int | None = 0,
     reverse: bool = False,
     repeat: bool = False,
     num_shards: int = 1,
@@ -354,6 +354,7 @@ def make_dataset(
     validate: bool = True,
     cache_tokenized: bool = False,
     weights: Sequence[float] | None = None,
+    data_service: str | None = None,
 ) -> tf.data.Dataset:
     """A dataset of `((source_ids, target_input_ids), target_output_ids)` batches for `model.fit`.
 
@@ -366,7 +367,8 @@ def make_dataset(
             the count is printed to stderr once per pass.
         shuffle: shuffle the lines (the pairs with `cache_tokenized`) and the batches, with `seed`;
             reshuffled every pass.
-        seed: the shuffle seed; the same seed gives the same batches.
+        seed: the shuffle seed; the same seed gives the same batches. None: each iterator draws
+            its own when it starts (the workers of a tf.data service each shuffle their own way).
         reverse: read the TSV's second column as the source (xx->en from an en->xx corpus).
         repeat: repeat forever; repeated before bucketing, so no pass ends with partial batches.
         num_shards, shard_index: this is input pipeline `shard_index` of `num_shards`: it reads its
@@ -380,6 +382,9 @@ def make_dataset(
             to their weights, pair by pair (`tf.data.Dataset.sample_from_datasets`), each shuffled
             and repeated on its own; needs `repeat=True`. Without weights the paths are read one
             after the other, as one corpus.
+        data_service: "grpc://HOST:PORT" of a tf.data service dispatcher (`data.service`): the
+            dataset then runs on the service's workers, each producing the whole stream (with
+            `seed=None`, each in its own order), and this process receives their batches.
 
     Returns:
         A `tf.data.Dataset` of int32 tensors shaped `[batch, length]`, `length` a bucket length and
@@ -394,8 +399,10 @@ def make_dataset(
     probabilities = None if weights is None else _mix_probabilities(paths, weights, repeat)
     _check_plan(plan, max_length)
     reader = _ShardReader(tokenizer, reverse, max_length, _pairs_per_batch(plan), num_shards, shard_index)
+    fixed_seed = seed
 
     def build(_=None):
+        seed = fixed_seed if fixed_seed is not None else _drawn_seed()
         if weights is None:
             batches = _one_corpus_batches(reader, paths, shuffle=shuffle, seed=seed, cache_tokenized=cache_tokenized)
         else:
@@ -408,7 +415,11 @@ def make_dataset(
             batches = batches.shuffle(128, seed=seed + 1, reshuffle_each_iteration=True)
         return batches
 
-    if repeat:
+    if data_service is not None:
+        dataset = tf.data.Dataset.range(1).flat_map(build)
+        distribute = tf.data.experimental.service.distribute("parallel_epochs", data_service)
+        return dataset.apply(distribute).prefetch(tf.data.AUTOTUNE)
+    if repeat or seed is None:
         # Built inside `flat_map`, the stream is built anew for each iterator, with shuffles whose
         # seed generators are that iterator's own. Outside, every iterator of the dataset would draw
         # each pass's shuffle seed from shared generators, so an iterator still running (the one
@@ -417,6 +428,12 @@ def make_dataset(
         # at the same seed, nor a resumed one those of the run it resumes.
         return tf.data.Dataset.range(1).flat_map(build).prefetch(tf.data.AUTOTUNE)
     return build().prefetch(tf.data.AUTOTUNE)
+
+
+def _drawn_seed() -> tf.Tensor:
+    """A shuffle seed drawn when the dataset function runs (from the clock, in microseconds), so
+    that each iterator, on whichever machine, shuffles in its own order."""
+    return tf.cast(tf.timestamp() * 1e6, tf.int64) % (2**31 - 1)
 
 
 def _check_plan(plan: BucketPlan, max_length: int) -> None:
@@ -597,7 +614,8 @@ def make_distributed_dataset_fn(
                 file=sys.stderr,
             )
         options = dict(kwargs)
-        options["seed"] = options.get("seed", 0) + input_context.input_pipeline_id
+        if options.get("seed", 0) is not None:
+            options["seed"] = options.get("seed", 0) + input_context.input_pipeline_id
         return make_dataset(
             paths,
             tokenizer,

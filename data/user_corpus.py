@@ -202,8 +202,10 @@ def _readers(expanded: dict, missing: set) -> tuple[dict, dict, dict]:
             sources[source] = parallel_files.read_parallel(files[0], files[1], stats)
         if source in order:
             splitters[source] = lambda english, split=source: split
-        else:
+        elif missing:
             splitters[source] = lambda english: split if (split := cleaning.split_of(english)) in missing else "train"
+        else:  # Dev and test have files of their own: every training pair is a training pair.
+            splitters[source] = lambda english: "train"
     return sources, splitters, read_stats
 
 

@@ -238,6 +238,12 @@ class TrainConfig:
         "integer",
         lower_bound=1,
     )
+    data_service: str | None = option(
+        None,
+        "grpc://HOST:PORT of a tf.data service dispatcher (python -m data.service): the training batches are made "
+        "on its workers' CPUs, each in its own shuffled order, instead of here. Default: made here.",
+        "string",
+    )
     ema_decay: float | None = option(
         None,
         "Keep an exponential moving average of the weights, ema = D * ema + (1 - D) * weights after each update, "

@@ -24,7 +24,7 @@ import keras
 import tensorflow as tf
 
 from common.errors import UserError
-from data import corpora, corpus_mix, pipeline
+from data import corpora, corpus_mix, pipeline, service
 from data.tokenizer import Tokenizer, train_sentencepiece
 from inference.translator import Translator
 from models.search_config import SearchConfig
@@ -415,9 +415,18 @@ def _datasets(start):
     )
     strategy, replicas = start.strategy, num_replicas(start.strategy)
 
+    if options.data_service:
+        try:
+            service.check_dispatcher(options.data_service)
+        except service.DataServiceError as error:
+            raise TrainingError(str(error)) from None
+
     def train_dataset_from(step):
-        """The training stream of a fit starting at `step`, shuffled with a seed derived from it."""
+        """The training stream of a fit starting at `step`, shuffled with a seed derived from it
+        (on a tf.data service, each worker draws its own)."""
         stream = dict(repeat=True, cache_tokenized=options.cache_tokenized, seed=options.seed + step, **dataset_options)
+        if options.data_service:
+            stream.update(seed=None, data_service=options.data_service)
         files = list(corpus.train)
         if start.mix is not None:
             files, stream["weights"] = [source.path for source in start.mix], [source.weight for source in start.mix]

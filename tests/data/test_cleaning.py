@@ -1,3 +1,6 @@
+import re
+import unicodedata
+
 from data import cleaning
 
 
@@ -14,29 +17,20 @@ def test_rejection_reasons():
     assert cleaning.rejection_reason("a" * 30, "b" * 10) is None
 
 
-def test_clean_pairs_counts_every_drop_and_deduplicates_across_calls():
-    stats, seen = cleaning.CleaningStats(), set()
-    first = list(cleaning.clean_pairs([("Hello  there", "Hallo da"), ("Same", "Same")], stats, seen))
-    second = list(cleaning.clean_pairs([("Hello there", "Hallo  da"), ("", "leer")], stats, seen))
-    assert first == [("Hello there", "Hallo da")] and second == []
-    assert stats.as_dict() == {"raw": 4, "kept": 1, "dropped": {"duplicate": 1, "empty": 1, "identical": 1}}
-
-
-def test_normalize_pairs_keeps_every_pair_and_reserves_it_against_training():
-    stats, reserved = cleaning.CleaningStats(), set()
-    evaluation = [("OK", "OK"), ("Go  home.", "Geh heim."), ("Go home.", "Geh heim."), ("x", "\u200b")]
-    kept = list(cleaning.normalize_pairs(evaluation, stats, reserved))
-    assert kept == [("OK", "OK"), ("Go home.", "Geh heim."), ("Go home.", "Geh heim.")]
-    assert stats.as_dict() == {"raw": 4, "kept": 3, "dropped": {"empty": 1}}
-    training_stats = cleaning.CleaningStats()
-    training = [("Go home.", "Geh heim."), ("Come here.", "Komm her.")]
-    assert list(cleaning.clean_pairs(training, training_stats, set(), reserved)) == [training[1]]
-    assert training_stats.dropped == {"in_evaluation_files": 1}
-
-
 def test_split_is_stable_and_near_three_percent():
     sentences = [f"Sentence number {i}." for i in range(20000)]
     splits = [cleaning.split_of(s) for s in sentences]
     assert splits == [cleaning.split_of(s) for s in sentences]
     for name in ("dev", "test"):
         assert 0.025 < splits.count(name) / len(splits) < 0.035
+
+
+def test_normalize_text_removes_invisible_characters_and_collapses_every_unicode_space():
+    """Against the rule written as two regular expressions, for every character of the BMP."""
+    invisible = re.compile(r"[\u0000-\u0008\u000e-\u001f\u007f\u200b-\u200f\u2060\ufeff]")
+    for code in range(0x10000):
+        if 0xD800 <= code < 0xE000:
+            continue
+        text = f" a{chr(code)}b  {chr(code)}c\t"
+        expected = re.sub(r"\s+", " ", invisible.sub("", unicodedata.normalize("NFC", text))).strip()
+        assert cleaning.normalize_text(text) == expected, hex(code)

@@ -113,3 +113,6 @@ def test_the_file_pair_that_differs_in_length_is_named_with_its_line(tmp_path):
     empty = _write(tmp_path / "c.tsv", b"")
     with pytest.raises(parallel_files.ParallelDataError, match=r"c.tsv: file is empty"):
         list(parallel_files.read_tsv([_write(tmp_path / "d.tsv", b"A.\tB.\n"), empty]))
+    packed_empty = _gzip(tmp_path / "e.tsv.gz", b"")
+    with pytest.raises(parallel_files.ParallelDataError, match=r"e.tsv.gz: file is empty \(no lines\)"):
+        list(parallel_files.read_tsv([_write(tmp_path / "d.tsv", b"A.\tB.\n"), packed_empty]))

@@ -64,26 +64,19 @@ def test_over_length_pairs_are_dropped_and_reported(small_tsv, small_tokenizer, 
     assert f"dropped {too_long} of {len(pairs)} pairs longer than max_length = 40" in capfd.readouterr().err
 
 
-def test_same_seed_same_batches_other_seed_other_order(small_tsv, small_tokenizer):
-    make = lambda seed: _batches(
-        pipeline.make_dataset(  # noqa: E731
-            small_tsv, small_tokenizer, batch_tokens=512, max_length=96, seed=seed
-        )
-    )
-    first, again, other = make(7), make(7), make(8)
-    assert len(first) == len(again)
-    for a, b in zip(first, again):
-        np.testing.assert_array_equal(a[0][0], b[0][0])
-        np.testing.assert_array_equal(a[1], b[1])
-    assert any(a[0][0].shape != b[0][0].shape or (a[0][0] != b[0][0]).any() for a, b in zip(first, other))
-
-
 def test_each_iterator_of_a_repeated_stream_reads_the_same_passes(small_tsv, small_tokenizer):
     """Keras reads a fit's first batch with an iterator of its own and leaves it prefetching: the
     training's iterator reads the same batches however far that one has got, into a second pass
-    (reshuffled), and so does one of a dataset made again with the same seed."""
+    (reshuffled), and so does one of a dataset made again with the same seed; another seed, or
+    none (each iterator draws its own), reads other batches."""
     options = dict(batch_tokens=512, max_length=96, seed=7)
-    steps = len(_batches(pipeline.make_dataset(small_tsv, small_tokenizer, **options))) + 2  # Into a second pass.
+    one_pass = _batches(pipeline.make_dataset(small_tsv, small_tokenizer, **options))
+    again = _batches(pipeline.make_dataset(small_tsv, small_tokenizer, **options))
+    assert [b[1].tolist() for b in again] == [b[1].tolist() for b in one_pass]
+    for seed in (8, None):
+        other = _batches(pipeline.make_dataset(small_tsv, small_tokenizer, **dict(options, seed=seed)))
+        assert [b[1].tolist() for b in other] != [b[1].tolist() for b in one_pass]
+    steps = len(one_pass) + 2  # Into a second pass.
     dataset = pipeline.make_dataset(small_tsv, small_tokenizer, repeat=True, **options)
     ahead = iter(dataset)
     first = _batches(itertools.islice(ahead, steps))
@@ -121,14 +114,14 @@ def _shard_files(tsv, directory, count):
     return paths
 
 
-@pytest.mark.parametrize("shards", [3, 4])
+@pytest.mark.parametrize("shards", [1, 4])
 def test_distributed_pipelines_read_their_own_shards(small_tsv, small_tokenizer, tmp_path, capsys, shards):
     files = _shard_files(small_tsv, tmp_path, shards)
     english_of = [{en for en, _ in parallel_files.read_tsv(path)} for path in files]
     dataset_fn = pipeline.make_distributed_dataset_fn(
         files, small_tokenizer, batch_tokens=1024, max_length=256, shuffle=False
     )
-    pipelines = 2 if shards != 3 else 4
+    pipelines = 2
     decoded = []
     for pipeline_id in range(pipelines):
         context = tf.distribute.InputContext(

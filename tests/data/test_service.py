@@ -1,0 +1,117 @@
+"""The tf.data service on loopback: a dispatcher and two workers, each a process of its own."""
+
+import collections
+import contextlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from data import pipeline, service
+from data.special_ids import PAD_ID
+from tests.helpers import REPO_ROOT, small_run_config
+
+
+@contextlib.contextmanager
+def _service(workers=2):
+    """`(address, worker processes)` of a dispatcher and `workers` workers started with
+    `python -m data.service`, stopped on exit."""
+    processes = []
+    try:
+        dispatcher = subprocess.Popen(
+            [sys.executable, "-m", "data.service", "dispatcher", "--port=0"],
+            cwd=REPO_ROOT,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        processes.append(dispatcher)
+        address = _announced(dispatcher, "dispatcher at ")
+        started = []
+        for _ in range(workers):
+            command = [sys.executable, "-m", "data.service", "worker", f"--dispatcher={address.split('://')[1]}"]
+            started.append(subprocess.Popen(command, cwd=REPO_ROOT, stderr=subprocess.PIPE, text=True))
+        processes += started
+        for worker in started:
+            _announced(worker, "worker of ")
+        yield address, started
+    finally:
+        for process in processes:
+            process.kill()
+            process.wait()
+
+
+def _announced(process, marker):
+    """The last word of the line of `process`'s stderr that holds `marker`."""
+    for line in process.stderr:
+        if marker in line:
+            return line.split()[-1]
+    raise AssertionError(f"{process.args} ended without saying {marker!r}")
+
+
+def _token_counts(batches):
+    """`(rows, length, real target tokens)` of each batch."""
+    counts = []
+    for (source, _), target in batches:
+        counts.append((*source.shape, int(np.sum(np.asarray(target) != PAD_ID))))
+    return counts
+
+
+@pytest.mark.slow  # three processes of TensorFlow
+def test_two_workers_each_make_the_stream_and_one_may_stop(small_tsv, small_tokenizer):
+    options = dict(batch_tokens=1024, max_length=96, validate=False)
+    local = _token_counts(pipeline.make_dataset(small_tsv, small_tokenizer, shuffle=False, **options))
+    with _service() as (address, workers):
+        one_pass = pipeline.make_dataset(small_tsv, small_tokenizer, shuffle=False, data_service=address, **options)
+        # Each worker makes the whole pass: the batches are the local ones, twice.
+        assert collections.Counter(_token_counts(one_pass)) == collections.Counter(local * 2)
+        # Shuffled, each in its own order: other batches, the same pairs.
+        shuffled = pipeline.make_dataset(small_tsv, small_tokenizer, seed=None, data_service=address, **options)
+        counts = _token_counts(shuffled)
+        assert sum(tokens for *_, tokens in counts) == 2 * sum(tokens for *_, tokens in local)
+        assert sorted(counts) != sorted(local * 2)
+        assert any(times % 2 for times in collections.Counter(counts).values())  # Not one stream twice.
+        stream = iter(
+            pipeline.make_dataset(small_tsv, small_tokenizer, seed=None, repeat=True, data_service=address, **options)
+        )
+        before = _token_counts(next(stream) for _ in range(len(local)))
+        workers[0].kill()
+        workers[0].wait()
+        after = _token_counts(next(stream) for _ in range(2 * len(local)))  # The other worker's stream goes on.
+        assert all(rows * length <= 1024 and tokens for rows, length, tokens in before + after)
+
+
+def test_an_address_where_no_dispatcher_answers_is_one_error_naming_it():
+    with socket_bound() as port:
+        with pytest.raises(
+            service.DataServiceError,
+            match=rf"--data_service=grpc://localhost:{port}: no tf.data service dispatcher answers at localhost:{port}",
+        ):
+            service.check_dispatcher(f"grpc://localhost:{port}", timeout=2)
+    with pytest.raises(service.DataServiceError, match=r"--data_service='localhost:5050': expected grpc://HOST:PORT"):
+        service.check_dispatcher("localhost:5050")
+
+
+@contextlib.contextmanager
+def socket_bound():
+    """A loopback port that is bound but not listening: connections to it are refused."""
+    import socket
+
+    with socket.socket() as held:
+        held.bind(("localhost", 0))
+        yield held.getsockname()[1]
+
+
+@pytest.mark.slow  # a training run
+def test_training_reads_its_batches_from_the_service(sample_corpus, tmp_path):
+    from training.trainer import TrainingError, train
+
+    options = dict(train_steps=4, checkpoint_every=2, eval_every=4, eval_sentences=0)
+    with _service() as (address, _):
+        summary = train(small_run_config(tmp_path / "served", sample_corpus, data_service=address, **options))
+    assert summary["step"] == 4 and all(np.isfinite(summary["history"]["loss"]))
+    with (
+        socket_bound() as port,
+        pytest.raises(TrainingError, match=f"no tf.data service dispatcher answers at localhost:{port}"),
+    ):
+        train(small_run_config(tmp_path / "absent", sample_corpus, data_service=f"grpc://localhost:{port}", **options))
