@@ -10,7 +10,9 @@ the evaluation sets. Then, each in its own process (wall time and peak RSS from 
 - the same with `--vocab_size`: the vocabulary alone (the corpus is cached by then);
 - `train.py --corpus=files` on the prepared corpus, `--recipe=small_data` without the token cache
   (its memory grows with the corpus): the time from the start to the first step, steady training
-  target tokens/s (the epochs after the first, from training_log.csv) and the peak RSS.
+  target tokens/s (the epochs after the first, from training_log.csv) and the peak RSS;
+- the same run fed by a tf.data service (`python -m data.service`, a dispatcher and
+  `--service_workers` workers on loopback, sharing this machine's cores): the `served_` figures.
 
 The time to the first step is the time to the first epoch's row in training_log.csv less the
 epoch's later steps, timed at the second epoch's pace. Steady tokens/s are those of the epochs
@@ -25,6 +27,7 @@ so each command is forked from a small process of its own (`--spawn`), whose siz
 """
 
 import argparse
+import contextlib
 import csv
 import json
 import os
@@ -52,6 +55,12 @@ def parse_args(argv=None):
         "--train_steps", type=int, default=60, help="training steps per size (default 60; 0: prepare only)"
     )
     parser.add_argument("--epoch_steps", type=int, default=20, help="steps per epoch (checkpoint_every, default 20)")
+    parser.add_argument(
+        "--service_workers",
+        type=int,
+        default=2,
+        help="also train fed by a tf.data service of this many workers on loopback (default 2; 0: not)",
+    )
     parser.add_argument("--json", default=None, help="write the results to this JSON file")
     args = parser.parse_args(argv)
     try:
@@ -176,11 +185,52 @@ def measure_size(args, pairs, size):
         prepare + corpus + [f"--vocab_size={args.vocab_size}"], os.path.join(work, "vocabulary.log")
     )
     if args.train_steps:
-        result.update(measure_training(args, corpus, model_dir, work))
+        result.update(measure_training(args, corpus, model_dir, os.path.join(work, "train.log")))
+    if args.train_steps and args.service_workers:
+        with data_service(args.service_workers, os.path.join(work, "service")) as address:
+            served = measure_training(
+                args, corpus + [f"--data_service={address}"], f"{model_dir}-served", os.path.join(work, "served.log")
+            )
+        result.update({f"served_{key}": value for key, value in served.items()})
     return result
 
 
-def measure_training(args, corpus, model_dir, work):
+@contextlib.contextmanager
+def data_service(workers, log_prefix):
+    """The address of a tf.data service dispatcher and `workers` workers on loopback, stopped on exit."""
+    processes = []
+
+    def start(role, *flags):
+        log = open(f"{log_prefix}-{role}-{len(processes)}.log", "w+", encoding="utf-8")
+        command = [sys.executable, "-m", "data.service", role, *flags]
+        processes.append((subprocess.Popen(command, cwd=REPO_ROOT, stderr=log), log))
+        return _announced(log, " at ")
+
+    try:
+        address = start("dispatcher", "--port=0")
+        for _ in range(workers):
+            start("worker", f"--dispatcher={address.split('://')[1]}")
+        yield address
+    finally:
+        for process, log in processes:
+            process.kill()
+            process.wait()
+            log.close()
+
+
+def _announced(log, marker, timeout=120):
+    """The last word of the first line of `log` (being written by a process) that holds `marker`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        log.seek(0)
+        for line in log.read().splitlines():
+            if marker in line and "tf.data service" in line:
+                return line.split()[-1]
+        time.sleep(0.1)
+    raise SystemExit(f"{log.name}: no line with {marker!r} after {timeout} s")
+
+
+def measure_training(args, corpus, model_dir, log):
     """The training figures of one size: wall time, peak RSS, time to the first step, tokens/s."""
     log_path = os.path.join(model_dir, "training_log.csv")
     row_times = []
@@ -207,7 +257,7 @@ def measure_training(args, corpus, model_dir, work):
         "--eval_sentences=20",
     ]
     result = {}
-    result["train_seconds"], result["train_peak_rss_mb"] = run_measured(train, os.path.join(work, "train.log"), watch)
+    result["train_seconds"], result["train_peak_rss_mb"] = run_measured(train, log, watch)
     rows = _epoch_rows(log_path)
     pace = (row_times[1] - row_times[0]) / args.epoch_steps if len(row_times) > 1 else float("nan")
     result["seconds_to_first_step"] = row_times[0] - (args.epoch_steps - 1) * pace if row_times else float("nan")
