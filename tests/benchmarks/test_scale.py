@@ -1,7 +1,5 @@
 import json
 
-import pytest
-
 
 def _run(module, corpus, tmp_path, *flags):
     output = tmp_path / "scale.json"
@@ -21,13 +19,3 @@ def test_preparation_and_vocabulary_are_measured(corpus, tmp_path, benchmark_scr
     module, _ = benchmark_script("scale")
     figures = _run(module, corpus, tmp_path, "--train_steps=0")
     assert "train_seconds" not in figures and "served_train_seconds" not in figures
-
-
-@pytest.mark.slow  # a train.py run
-def test_training_is_measured_from_its_start(corpus, tmp_path, benchmark_script):
-    module, _ = benchmark_script("scale")
-    figures = _run(module, corpus, tmp_path, "--train_steps=3", "--epoch_steps=1", "--service_workers=1")
-    for prefix in ("", "served_"):  # Fed here, and by a tf.data service on loopback.
-        assert figures["prepare_peak_rss_mb"] < figures[f"{prefix}train_peak_rss_mb"]
-        assert 0 < figures[f"{prefix}seconds_to_first_step"] < figures[f"{prefix}train_seconds"]
-        assert figures[f"{prefix}steady_target_tokens_per_second"] > 0

@@ -6,6 +6,7 @@ import dataclasses
 import subprocess
 import sys
 
+import keras
 import numpy as np
 import pytest
 
@@ -58,8 +59,12 @@ def _token_counts(batches):
     return counts
 
 
-@pytest.mark.slow  # three processes of TensorFlow
-def test_two_workers_each_make_the_stream_and_one_may_stop(small_tsv, small_tokenizer):
+@pytest.mark.slow  # three processes of TensorFlow, and a training run
+def test_two_workers_each_make_the_stream_and_training_outlives_one(
+    small_tsv, small_tokenizer, sample_corpus, tmp_path
+):
+    from training.trainer import train
+
     options = dict(batch_tokens=1024, max_length=96, validate=False)
     local = _token_counts(pipeline.make_dataset(small_tsv, small_tokenizer, shuffle=False, **options))
     with _service() as (address, workers):
@@ -72,14 +77,23 @@ def test_two_workers_each_make_the_stream_and_one_may_stop(small_tsv, small_toke
         assert sum(tokens for *_, tokens in counts) == 2 * sum(tokens for *_, tokens in local)
         assert sorted(counts) != sorted(local * 2)
         assert any(times % 2 for times in collections.Counter(counts).values())  # Not one stream twice.
-        stream = iter(
-            pipeline.make_dataset(small_tsv, small_tokenizer, seed=None, repeat=True, data_service=address, **options)
+
+        killed_after = []
+
+        class KillAWorker(keras.callbacks.Callback):
+            def on_train_batch_end(self, batch, logs=None):
+                if batch == 1 and not killed_after:
+                    workers[0].kill()
+                    workers[0].wait()
+                    killed_after.append(int(self.model.optimizer.iterations))
+
+        config = small_run_config(
+            tmp_path / "served", sample_corpus, train_steps=6, checkpoint_every=3, eval_every=6, eval_sentences=0
         )
-        before = _token_counts(next(stream) for _ in range(len(local)))
-        workers[0].kill()
-        workers[0].wait()
-        after = _token_counts(next(stream) for _ in range(2 * len(local)))  # The other worker's stream goes on.
-        assert all(rows * length <= 1024 and tokens for rows, length, tokens in before + after)
+        config = dataclasses.replace(config, train=dataclasses.replace(config.train, data_service=address))
+        summary = train(config, callbacks=[KillAWorker()])
+    assert killed_after == [2]  # one worker killed after step 2 of 6
+    assert summary["step"] == 6 and all(np.isfinite(summary["history"]["loss"]))
 
 
 def test_an_address_where_no_dispatcher_answers_is_one_error_naming_it():

@@ -249,7 +249,10 @@ def test_data_that_cannot_train_is_named_before_the_run_is_bound(deb_en_de, tmp_
     # model_dir with other files, after the refusal above: a fresh start, not "another configuration".
     long_train = _user_run(tmp_path / "long_train", corpus, long, short[:20], max_length=24)
     long_train = dataclasses.replace(long_train, model_dir=config.model_dir)
-    with pytest.raises(TrainingError, match="the training data ran out: no pair of .*train.tsv fits --max_length=24"):
+    with pytest.raises(
+        TrainingError,
+        match="the training data ran out: no training pair of .*/cache/user-[0-9a-f]+ fits --max_length=24",
+    ):
         train(long_train)
     with open(os.path.join(config.model_dir, "config.json")) as handle:
         assert json.load(handle)["data"]["train_files"] == list(long_train.data.train_files)
