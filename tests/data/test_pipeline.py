@@ -67,15 +67,12 @@ def test_over_length_pairs_are_dropped_and_reported(small_tsv, small_tokenizer, 
 def test_each_iterator_of_a_repeated_stream_reads_the_same_passes(small_tsv, small_tokenizer):
     """Keras reads a fit's first batch with an iterator of its own and leaves it prefetching: the
     training's iterator reads the same batches however far that one has got, into a second pass
-    (reshuffled), and so does one of a dataset made again with the same seed; another seed, or
-    none (each iterator draws its own), reads other batches."""
+    (reshuffled), and so does one of a dataset made again with the same seed; another seed reads
+    other batches (no seed, each iterator its own: tests/data/test_service.py)."""
     options = dict(batch_tokens=512, max_length=96, seed=7)
     one_pass = _batches(pipeline.make_dataset(small_tsv, small_tokenizer, **options))
-    again = _batches(pipeline.make_dataset(small_tsv, small_tokenizer, **options))
-    assert [b[1].tolist() for b in again] == [b[1].tolist() for b in one_pass]
-    for seed in (8, None):
-        other = _batches(pipeline.make_dataset(small_tsv, small_tokenizer, **dict(options, seed=seed)))
-        assert [b[1].tolist() for b in other] != [b[1].tolist() for b in one_pass]
+    other = _batches(pipeline.make_dataset(small_tsv, small_tokenizer, **dict(options, seed=8)))
+    assert [b[1].tolist() for b in other] != [b[1].tolist() for b in one_pass]
     steps = len(one_pass) + 2  # Into a second pass.
     dataset = pipeline.make_dataset(small_tsv, small_tokenizer, repeat=True, **options)
     ahead = iter(dataset)
@@ -278,6 +275,7 @@ def test_cached_pairs_survive_into_later_passes_of_a_repeated_dataset(small_tsv,
     assert len(later_pairs) > len(set(one_pass)) // 2  # (not all: a rare bucket fills only every few passes)
 
 
+@pytest.mark.slow  # the uncached stream's determinism stays in the fast tier
 def test_cached_pipeline_same_seed_same_batches(small_tsv, small_tokenizer):
     make = lambda seed: _batches(
         pipeline.make_dataset(  # noqa: E731

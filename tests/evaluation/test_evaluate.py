@@ -254,6 +254,7 @@ def test_an_unloadable_saved_model_is_an_export_dir_error(tmp_path, content):
         SavedModelTranslator(str(tmp_path / "export"))
 
 
+@pytest.mark.slow  # a translation of the test split, for the tokenizer choice
 def test_bleu_uses_the_zh_tokenizer_for_a_chinese_target(tiny_run, tmp_path):
     model_dir, _ = tiny_run
     # Without its checkpoints: model.keras is the run's only (last) model.
