@@ -164,8 +164,8 @@ def write_corpus(
         duplicate_count = int(by_source["duplicates"][index])
         if duplicate_count:
             stats.dropped["duplicate"] += duplicate_count
-            stats.kept -= duplicate_count
         counts = {split: int(by_source["kept"][index, code]) for split, code in _SPLIT_CODES.items()}
+        stats.kept = sum(counts.values())
         source_stats[source] = {**stats.as_dict(), "splits": counts}
         if source in kept_whole:
             source_stats[source]["cleaning"] = "normalised only, every pair kept"
@@ -220,8 +220,8 @@ def _read_candidates(work, sources, splitters, kept_whole, progress) -> dict:
                     reason = None if english and foreign else "empty"
                 else:
                     reason = cleaning.rejection_reason(english, foreign)
-                line = f"{english}\t{foreign}\n".encode()
                 if reason is None:
+                    line = f"{english}\t{foreign}\n".encode()
                     hash_value = duplicates.pair_hash(line)
                     if whole:
                         reserved.add(hash_value)
@@ -235,7 +235,6 @@ def _read_candidates(work, sources, splitters, kept_whole, progress) -> dict:
                 lines.append(line)
                 codes.append(index * 4 + _SPLIT_CODES[split_of(english)])
                 position += 1
-                stats.kept += 1
                 if len(codes) == _CHUNK:
                     flush()
         flush()

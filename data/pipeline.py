@@ -415,19 +415,18 @@ def make_dataset(
             batches = batches.shuffle(128, seed=seed + 1, reshuffle_each_iteration=True)
         return batches
 
-    if data_service is not None:
-        dataset = tf.data.Dataset.range(1).flat_map(build)
-        distribute = tf.data.experimental.service.distribute("parallel_epochs", data_service)
-        return dataset.apply(distribute).prefetch(tf.data.AUTOTUNE)
-    if repeat or seed is None:
-        # Built inside `flat_map`, the stream is built anew for each iterator, with shuffles whose
-        # seed generators are that iterator's own. Outside, every iterator of the dataset would draw
-        # each pass's shuffle seed from shared generators, so an iterator still running (the one
-        # Keras reads the first batch with before a fit, whose prefetching goes on) would change,
-        # by how far it got, the passes the training reads: a fit would not read the same batches
-        # at the same seed, nor a resumed one those of the run it resumes.
-        return tf.data.Dataset.range(1).flat_map(build).prefetch(tf.data.AUTOTUNE)
-    return build().prefetch(tf.data.AUTOTUNE)
+    if not (repeat or seed is None or data_service):
+        return build().prefetch(tf.data.AUTOTUNE)
+    # Built inside `flat_map`, the stream is built anew for each iterator, with shuffles whose seed
+    # generators are that iterator's own (and, with no seed, a seed it draws). Outside, every
+    # iterator of the dataset would draw each pass's shuffle seed from shared generators, so an
+    # iterator still running (the one Keras reads the first batch with before a fit, whose
+    # prefetching goes on) would change, by how far it got, the passes the training reads: a fit
+    # would not read the same batches at the same seed, nor a resumed one those of the run it resumes.
+    dataset = tf.data.Dataset.range(1).flat_map(build)
+    if data_service:
+        dataset = dataset.apply(tf.data.experimental.service.distribute("parallel_epochs", data_service))
+    return dataset.prefetch(tf.data.AUTOTUNE)
 
 
 def _drawn_seed() -> tf.Tensor:
@@ -480,7 +479,8 @@ def pipeline_lines(files: Sequence[str], num_shards: int, shard_index: int, seed
     Several files are read `_CYCLE` at a time, their lines interleaved, the files' order shuffled
     each pass with `seed` (None: in order); one file is read as it is.
     """
-    by_files = num_shards > 1 and len(files) >= num_shards
+    by_lines = sharded_by_lines(files, num_shards)
+    by_files = num_shards > 1 and not by_lines
     own = list(files[shard_index::num_shards]) if by_files else list(files)
     if len(own) == 1:
         lines = tf.data.TextLineDataset(own)
@@ -494,7 +494,7 @@ def pipeline_lines(files: Sequence[str], num_shards: int, shard_index: int, seed
             num_parallel_calls=tf.data.AUTOTUNE,
             deterministic=True,
         )
-    return lines.shard(num_shards, shard_index) if num_shards > 1 and not by_files else lines
+    return lines.shard(num_shards, shard_index) if by_lines else lines
 
 
 def sharded_by_lines(files: Sequence[str], num_shards: int) -> bool:

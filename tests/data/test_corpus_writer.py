@@ -153,7 +153,8 @@ def test_a_killed_preparation_installs_nothing_and_its_rerun_cleans_up(tmp_path)
     assert marker.exists(), "the build did not start"
     building = [name for name in os.listdir(cache) if name.startswith(".mine.building-")]
     # A second build while the first is running leaves its directory alone.
-    assert user_corpus.prepare_user_corpus("other", str(cache), ("en", "de"), train)
+    other = user_corpus.prepare_user_corpus("other", str(cache), ("en", "de"), train)
+    assert other.load_manifest()["sources"]["train"]["raw"] == 2000
     assert all(os.path.isdir(cache / name) for name in building)
     process.send_signal(signal.SIGKILL)
     process.wait()
