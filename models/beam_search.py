@@ -31,6 +31,13 @@ Conventions (the exact policy, relied on by the tests):
   extends the prefix, and the search goes on from it as from BOS. Scores and lengths count the
   whole output, the forced tokens with their model log-probabilities included. A sentence without a
   prefix (its row all `pad_id`) is searched exactly as without `prefix_ids`.
+- With `constraint_ids` (terminology: target phrases every output must contain), the search is
+  lexically constrained beam search with dynamic beam allocation (`_constrained_search`). A
+  hypothesis can end, by EOS, only once it contains every phrase of its sentence; one that reaches
+  the max length without them is dropped, so a sentence none of whose hypotheses meets its
+  constraints returns no hypothesis (every row `pad_id`, score `UNMET_SCORE`). A sentence without
+  constraints (its rows all `pad_id`) is searched by the same algorithm, not bit for bit as
+  without `constraint_ids`: callers search such batches without them.
 
 The search knows the model only through `next_logits_fn(ids, step, state) -> (logits, state)`. It is
 written with `keras.ops` only, with fixed shapes (a preallocated id buffer and a `while_loop` whose
@@ -59,6 +66,9 @@ _SCORE_DTYPE = "float32"
 _LARGE_NEGATIVE = -1e30
 # Anything at or below this is a dead hypothesis (one that started from `_LARGE_NEGATIVE`).
 _DEAD_THRESHOLD = 0.5 * _LARGE_NEGATIVE
+# The score of a returned row that holds no hypothesis (a sentence whose constraints were not met,
+# or fewer possible hypotheses than `num_return`): a score at or below it is no translation.
+UNMET_SCORE = _LARGE_NEGATIVE
 
 
 class SearchResult(NamedTuple):
@@ -103,6 +113,7 @@ def beam_search(
     num_return=1,
     reorder_state=None,
     prefix_ids=None,
+    constraint_ids=None,
 ):
     """Finds the `num_return` best translations of every sentence by beam search.
 
@@ -151,13 +162,19 @@ def beam_search(
         prefix_ids: optional int `[batch, prefix_length]`, static `prefix_length`: the tokens each
             sentence's output starts with, forced, then `pad_id` (a row of `pad_id` alone: no
             prefix). A prefix longer than its sentence's max length is cut there.
+        constraint_ids: optional int `[batch, phrases, phrase_length]`, static `phrases` and
+            `phrase_length`: each sentence's target phrases (terminology constraints), each row a
+            phrase's tokens then `pad_id` (a row of `pad_id` alone: no phrase). Every returned
+            hypothesis contains each phrase of its sentence as consecutive tokens; a sentence
+            where none could (within its max length) returns rows of `pad_id` scored
+            `UNMET_SCORE`. See `_constrained_search`.
 
     Returns:
         A `SearchResult(ids, scores)`, unpackable as a tuple: `ids` int32
         `[batch, num_return, max_decode_length]` (EOS included, `pad_id` after it), `scores`
         float32 `[batch, num_return]`, sorted best first. In the degenerate case of a vocabulary
         with fewer than `num_return` possible hypotheses, the missing rows are all `pad_id` with
-        score -1e30.
+        score -1e30 (`UNMET_SCORE`).
 
     Raises:
         ValueError: if an argument is out of range or `initial_ids` / `max_lengths` / `min_lengths` is
@@ -166,7 +183,16 @@ def beam_search(
     initial_ids, max_lengths, min_lengths, prefix_ids = _validate(
         beam_size, max_decode_length, alpha, num_return, initial_ids, max_lengths, min_lengths, prefix_ids
     )
-    return _search(
+    if constraint_ids is not None:
+        constraint_ids = ops.convert_to_tensor(constraint_ids)
+        if len(constraint_ids.shape) != 3 or None in constraint_ids.shape[1:]:
+            raise ValueError(
+                "`constraint_ids` must be None or have rank 3, shape [batch, phrases, phrase_length] with "
+                f"static phrases and phrase_length. Received: shape {tuple(constraint_ids.shape)}"
+            )
+    search = _search if constraint_ids is None else _constrained_search
+    options = {} if constraint_ids is None else {"constraint_ids": constraint_ids}
+    return search(
         next_logits_fn,
         initial_ids,
         initial_state,
@@ -181,6 +207,7 @@ def beam_search(
         num_return=int(num_return),
         reorder_state=reorder_state,
         prefix_ids=prefix_ids,
+        **options,
     )
 
 
@@ -418,6 +445,184 @@ def _search(
     return SearchResult(ids=finished_seq[:, :num_return, 1:], scores=finished_scores[:, :num_return])
 
 
+def _constrained_search(
+    next_logits_fn,
+    initial_ids,
+    initial_state,
+    *,
+    beam_size,
+    num_candidates,
+    max_decode_length,
+    max_lengths,
+    alpha,
+    eos_id,
+    pad_id,
+    num_return,
+    constraint_ids,
+    min_lengths=None,
+    reorder_state=None,
+    prefix_ids=None,
+):
+    """Lexically constrained beam search with dynamic beam allocation (DBA: Post & Vilar, 2018,
+    "Fast Lexically Constrained Decoding with Dynamic Beam Allocation for Neural Machine
+    Translation"), the algorithm of fairseq's `--constraints` and Sockeye.
+
+    Why DBA and not grid beam search (Hokamp & Liu, 2017): grid beam search keeps a whole beam for
+    every count of constraint tokens met, so its cost grows with the constraints' length; DBA keeps
+    one beam of `beam_size` and divides it among those counts (the "banks") at every step, so a
+    step costs about what an unconstrained step costs, whatever the constraints.
+
+    Each step, every alive hypothesis offers its `num_candidates` best tokens and, for each phrase
+    it has not met, the phrase's next token (the one after the part of the phrase that ends the
+    hypothesis; its first token when none does). Candidates that end (EOS, allowed only once every
+    phrase is met, or the max length) go to the finished set by length-penalised score as in
+    `_search` if they contain every phrase, and are dropped otherwise. The others compete for the
+    `beam_size` alive slots: round robin over the banks, from the most constraint tokens met down,
+    each bank's best remaining hypothesis (by log-probability) in turn. That divides the beam evenly
+    among the banks, and a bank short of hypotheses leaves its slots to the others.
+
+    A phrase's progress in a hypothesis is how many of its first tokens end the hypothesis: the next
+    token of the phrase adds one, else its first token restarts it at 1, else it falls to 0; a
+    phrase complete once stays met. So a phrase counted met is in the output. A phrase whose start
+    repeats inside it can be missed where it overlaps itself ("a a b" after "a a a"), which only
+    costs the search that path.
+    """
+    initial_ids = ops.cast(initial_ids, "int32")
+    phrases = ops.cast(constraint_ids, "int32")  # [batch, phrases, phrase_length]
+    num_phrases, phrase_length = phrases.shape[1], phrases.shape[2]
+    phrase_lengths = ops.sum(ops.cast(phrases != pad_id, "int32"), axis=2)  # [batch, phrases]
+    row_phrases = ops.repeat(phrases, beam_size, axis=0)  # [batch * beam, phrases, phrase_length]
+    row_lengths = ops.repeat(phrase_lengths, beam_size, axis=0)  # [batch * beam, phrases]
+    # Above any bank (count of constraint tokens met), a static bound for the allocation's keys.
+    banks = num_phrases * phrase_length + 1
+    forced_columns = None if prefix_ids is None else _forced_columns(prefix_ids, max_decode_length, pad_id)
+    positions = ops.arange(max_decode_length + 1, dtype="int32")  # [L + 1]
+    sentence_index = ops.arange(ops.shape(initial_ids)[0], dtype="int32")[:, None]  # [batch, 1]
+    max_lengths, min_lengths = _length_limits(initial_ids, max_lengths, min_lengths, max_decode_length)
+    max_length_penalty = length_penalty(max_lengths, alpha)  # [batch]
+    alive_seq, alive_log_probs, finished_seq, finished_scores = _initial_hypotheses(
+        initial_ids, positions, beam_size, pad_id
+    )
+    alive_progress = ops.zeros_like(alive_seq[:, :, :1]) + ops.zeros((1, 1, num_phrases), "int32")
+
+    def cond(step, alive_seq, alive_log_probs, alive_progress, finished_seq, finished_scores, state):
+        return ops.logical_and(
+            step < max_decode_length,
+            ops.logical_not(ops.all(_sentence_done(alive_log_probs, finished_scores, max_length_penalty))),
+        )
+
+    def body(step, alive_seq, alive_log_probs, alive_progress, finished_seq, finished_scores, state):
+        ids = ops.reshape(ops.take(alive_seq, step, axis=2), [-1])  # [batch * beam]
+        logits, state = next_logits_fn(ids, step, state)
+        logits = ops.cast(logits, _SCORE_DTYPE)  # [batch * beam, vocab]
+        progress = ops.reshape(alive_progress, [-1, num_phrases])  # [batch * beam, phrases]
+        met = progress >= row_lengths
+        forced = None if forced_columns is None else ops.take(forced_columns, step, axis=1)  # [batch]
+        choice_logits, _ = _choice_logits(
+            logits,
+            step,
+            min_lengths,
+            forced,
+            beam_size,
+            eos_id,
+            pad_id,
+            eos_barred=ops.logical_not(ops.all(met, axis=1)),
+        )
+        row_tokens, row_logits, next_tokens = _constrained_extensions(
+            choice_logits, progress, met, row_phrases, min(num_candidates, logits.shape[-1] or num_candidates)
+        )
+        row_log_probs = row_logits - ops.logsumexp(logits, axis=-1, keepdims=True)
+        # Every phrase's progress after each candidate token: [batch * beam, per_row, phrases].
+        token = row_tokens[:, :, None]
+        restarted = ops.where(token == row_phrases[:, None, :, 0], 1, 0)
+        moved = ops.where(token == next_tokens[:, None, :], progress[:, None, :] + 1, restarted)
+        row_progress = ops.where(met[:, None, :], progress[:, None, :], moved)
+
+        per_row = row_tokens.shape[1]
+        extended = alive_log_probs[:, :, None] + ops.reshape(row_log_probs, [-1, beam_size, per_row])
+        cand_log_probs = ops.reshape(extended, [-1, beam_size * per_row])  # [batch, candidates]
+        cand_token = ops.reshape(row_tokens, [-1, beam_size * per_row])
+        cand_beam = ops.zeros_like(cand_token) + ops.arange(beam_size * per_row, dtype="int32")[None, :] // per_row
+        cand_progress = ops.reshape(row_progress, [-1, beam_size * per_row, num_phrases])
+        lengths = phrase_lengths[:, None, :]  # [batch, 1, phrases]
+        cand_met = ops.all(cand_progress >= lengths, axis=2)  # [batch, candidates]
+        cand_bank = ops.sum(ops.minimum(cand_progress, lengths), axis=2)
+        cand_seq = _gather_beams(alive_seq, cand_beam, sentence_index)  # [batch, candidates, L + 1]
+        cand_seq = ops.where(positions == step + 1, cand_token[:, :, None], cand_seq)
+
+        length = step + 1
+        ended, real = _ended_candidates(cand_log_probs, cand_token, length, max_lengths, eos_id)
+        finished_seq, finished_scores = _keep_best_finished(
+            finished_seq,
+            finished_scores,
+            cand_seq,
+            cand_log_probs,
+            ops.logical_and(ended, cand_met),
+            length,
+            alpha,
+            beam_size,
+            sentence_index,
+        )
+        growing = ops.logical_and(real, ops.logical_not(ended))
+        chosen = _allocate_beam(cand_log_probs, cand_bank, growing, beam_size, banks)  # [batch, beam]
+        alive_log_probs = ops.take_along_axis(ops.where(growing, cand_log_probs, _LARGE_NEGATIVE), chosen, axis=1)
+        alive_seq = _gather_beams(cand_seq, chosen, sentence_index)
+        alive_progress = _gather_beams(cand_progress, chosen, sentence_index)
+        parent_beam = ops.take_along_axis(cand_beam, chosen, axis=1)
+        state = _follow_parents(state, parent_beam, sentence_index, beam_size, reorder_state)
+        return step + 1, alive_seq, alive_log_probs, alive_progress, finished_seq, finished_scores, state
+
+    step = ops.convert_to_tensor(0, dtype="int32")
+    loop = ops.while_loop(
+        cond,
+        body,
+        (step, alive_seq, alive_log_probs, alive_progress, finished_seq, finished_scores, initial_state),
+    )
+    finished_seq, finished_scores = loop[4], loop[5]
+    return SearchResult(ids=finished_seq[:, :num_return, 1:], scores=finished_scores[:, :num_return])
+
+
+def _constrained_extensions(choice_logits, progress, met, row_phrases, per_row):
+    """The tokens each hypothesis offers (`_constrained_search`): its `per_row` best, then for each
+    phrase not met the phrase's next token, once (not where it is among the best or an earlier
+    phrase's). Returns `row_tokens` int32 and `row_logits` float32 `[batch * beam, per_row +
+    phrases]` (a token not offered has logit `_LARGE_NEGATIVE`), and `next_tokens` int32 `[batch *
+    beam, phrases]`, the token that continues each phrase."""
+    num_phrases, phrase_length = row_phrases.shape[1], row_phrases.shape[2]
+    best_logits, best_tokens = ops.top_k(choice_logits, per_row)  # [batch * beam, per_row]
+    next_index = ops.minimum(progress, phrase_length - 1)[:, :, None]
+    next_tokens = ops.take_along_axis(row_phrases, next_index, axis=2)[:, :, 0]  # [batch * beam, phrases]
+    among_best = ops.any(next_tokens[:, :, None] == best_tokens[:, None, :], axis=2)
+    index = ops.arange(num_phrases)
+    earlier = (index[None, :] < index[:, None])[None, :, :]  # [1, phrase, earlier phrase]
+    # An earlier phrase not met offers the same token (a met phrase offers none).
+    earlier = ops.logical_and(earlier, ops.logical_not(met)[:, None, :])
+    repeated = ops.any(ops.logical_and(next_tokens[:, :, None] == next_tokens[:, None, :], earlier), axis=2)
+    offered = ops.logical_not(ops.logical_or(met, ops.logical_or(among_best, repeated)))
+    phrase_logits = ops.where(offered, ops.take_along_axis(choice_logits, next_tokens, axis=1), _LARGE_NEGATIVE)
+    row_tokens = ops.concatenate([best_tokens, next_tokens], axis=1)
+    return row_tokens, ops.concatenate([best_logits, phrase_logits], axis=1), next_tokens
+
+
+def _allocate_beam(log_probs, banks_met, eligible, beam_size, banks):
+    """int32 `[batch, beam]`: the candidates (indices into axis 1 of `log_probs` `[batch,
+    candidates]`) that stay alive. Among the `eligible` ones, round robin over `banks_met` (constraint
+    tokens met, each < `banks`): first the best of every bank, from the highest bank down, then the
+    second best of every bank, and so on; ineligible candidates come last, in order."""
+    count = log_probs.shape[1]
+    index = ops.arange(count, dtype="int32")
+    # above[b, i, j]: candidate j ranks above candidate i within a bank (ties to the lower index).
+    higher = log_probs[:, None, :] > log_probs[:, :, None]
+    tied_before = ops.logical_and(
+        log_probs[:, None, :] == log_probs[:, :, None], index[None, None, :] < index[None, :, None]
+    )
+    above = ops.logical_and(ops.logical_or(higher, tied_before), banks_met[:, None, :] == banks_met[:, :, None])
+    rank = ops.sum(ops.cast(ops.logical_and(above, eligible[:, None, :]), "int32"), axis=2)  # [batch, candidates]
+    key = ops.where(eligible, rank * banks + (banks - 1 - banks_met), banks * count + index[None, :])
+    _, chosen = ops.top_k(-ops.cast(key, "float32"), beam_size)
+    return chosen
+
+
 def _length_limits(initial_ids, max_lengths, min_lengths, max_decode_length):
     """The lengths every step compares with: `max_lengths` int32 `[batch]` clipped to
     `[1, max_decode_length]` (`max_decode_length` for all when None), `min_lengths` capped at them
@@ -487,18 +692,7 @@ def _best_extensions(
     `cand_token`, each `[batch, candidates]`, from float32 `logits` `[batch * beam, vocab]`;
     `forced` int32 `[batch]` (or None) is the token each sentence must take at this step, `pad_id`
     where it is free."""
-    choice_logits = logits
-    if min_lengths is not None:
-        # EOS is out of the choice below the minimum; the normaliser below stays the model's.
-        too_short = ops.repeat(step + 1 < min_lengths, beam_size, axis=0)[:, None]  # [batch * beam, 1]
-        is_eos = (ops.arange(ops.shape(logits)[-1]) == eos_id)[None, :]
-        choice_logits = ops.where(ops.logical_and(too_short, is_eos), _LARGE_NEGATIVE, logits)
-    if forced is not None:
-        forced = ops.repeat(forced, beam_size, axis=0)  # [batch * beam]
-        is_forced = ops.arange(ops.shape(logits)[-1], dtype="int32")[None, :] == forced[:, None]
-        # The forced token keeps its logit even where a minimum length bars it (a forced EOS).
-        only_forced = ops.where(is_forced, logits, _LARGE_NEGATIVE)
-        choice_logits = ops.where((forced != pad_id)[:, None], only_forced, choice_logits)
+    choice_logits, forced = _choice_logits(logits, step, min_lengths, forced, beam_size, eos_id, pad_id)
 
     # Candidates: the best one-token extensions over (beam x vocab) of every sentence. Each is
     # among its own hypothesis's `num_candidates` best tokens, so those are taken per row first
@@ -523,6 +717,29 @@ def _best_extensions(
     cand_beam = ops.floor_divide(cand_index, per_row)
     cand_token = ops.take_along_axis(ops.reshape(row_tokens, [-1, beam_size * per_row]), cand_index, axis=1)
     return cand_log_probs, cand_beam, cand_token
+
+
+def _choice_logits(logits, step, min_lengths, forced, beam_size, eos_id, pad_id, eos_barred=None):
+    """`logits` with the tokens a hypothesis may not take at this step set to `_LARGE_NEGATIVE`: EOS
+    below the sentence's minimum length (and in the rows of bool `eos_barred` `[batch * beam]`),
+    every token but the forced one where a prefix forces one. Returns them and `forced` repeated to
+    `[batch * beam]` (None stays None)."""
+    choice_logits = logits
+    if min_lengths is not None or eos_barred is not None:
+        # EOS is out of the choice; the normaliser of the log-probabilities stays the model's.
+        barred = eos_barred
+        if min_lengths is not None:
+            barred = ops.repeat(step + 1 < min_lengths, beam_size, axis=0)  # [batch * beam]
+            barred = barred if eos_barred is None else ops.logical_or(barred, eos_barred)
+        is_eos = (ops.arange(ops.shape(logits)[-1]) == eos_id)[None, :]
+        choice_logits = ops.where(ops.logical_and(barred[:, None], is_eos), _LARGE_NEGATIVE, logits)
+    if forced is not None:
+        forced = ops.repeat(forced, beam_size, axis=0)  # [batch * beam]
+        is_forced = ops.arange(ops.shape(logits)[-1], dtype="int32")[None, :] == forced[:, None]
+        # The forced token keeps its logit even where a minimum length bars it (a forced EOS).
+        only_forced = ops.where(is_forced, logits, _LARGE_NEGATIVE)
+        choice_logits = ops.where((forced != pad_id)[:, None], only_forced, choice_logits)
+    return choice_logits, forced
 
 
 def _ended_candidates(cand_log_probs, cand_token, length, max_lengths, eos_id):

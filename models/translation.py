@@ -24,6 +24,7 @@ def translate_ids(
     max_decode_length=None,
     sampler=None,
     prefix_ids=None,
+    constraint_ids=None,
     bos_id=BOS_ID,
     eos_id=EOS_ID,
 ):
@@ -53,6 +54,11 @@ def translate_ids(
             starts with (forced, then searched on), padded with the model's pad id; a row of pad
             ids alone searches as without `prefix_ids`. A prefix longer than its sentence's
             maximum output length is cut there: callers check.
+        constraint_ids: int `[batch, phrases, phrase_length]` (static sizes), each sentence's target
+            phrases (terminology constraints), each row a phrase's tokens padded with the model's
+            pad id (a row of pad ids: no phrase). Searched by `beam_search`'s constrained search
+            (also at `beam_size=1`); a sentence whose phrases no hypothesis met returns rows
+            scored `models.beam_search.UNMET_SCORE`. Not with `sampler`.
         bos_id: the tokenizer's beginning-of-sentence id, the first decoder input.
         eos_id: the tokenizer's end-of-sentence id, which ends a hypothesis.
 
@@ -61,6 +67,8 @@ def translate_ids(
         ids ending with EOS (or cut at the length limit) and padded after it.
     """
     max_decode_length = _decode_length(source_ids, max_decode_length, max_extra_length, sampler, beam_size, num_return)
+    if sampler is not None and constraint_ids is not None:
+        raise ValueError("sampling does not search, so it cannot meet constraints: pass constraint_ids or sampler")
     # An int8 model's matrices are cast for their products once here, not at every decoding step.
     with int8_weights.products_cast_once(model.variables):
         encoder_output, padding_mask = model.encode(source_ids, training=False)
@@ -78,8 +86,19 @@ def translate_ids(
         initial_ids = ops.full((batch_size,), bos_id, dtype="int32")
         if sampler is not None:
             return sampling_search(next_logits_fn, initial_ids, {"self": cache["self"]}, sampler=sampler, **options)
-        if beam_size == 1:  # One slot per sentence, nothing to reorder and no ancestry to keep.
+        if beam_size == 1 and constraint_ids is None:  # One slot per sentence: no ancestry to keep.
             return greedy_search(next_logits_fn, initial_ids, {"self": cache["self"]}, **options)
+        if beam_size == 1:  # Constrained, with one slot per sentence: the greedy state.
+            return beam_search(
+                next_logits_fn,
+                initial_ids,
+                {"self": cache["self"]},
+                beam_size=1,
+                constraint_ids=constraint_ids,
+                **options,
+            )
+        if constraint_ids is not None:
+            options["constraint_ids"] = constraint_ids
         initial_state = {
             "self": cache["self"],
             "ancestry": ops.zeros((batch_size * beam_size, max_decode_length), dtype="int32"),

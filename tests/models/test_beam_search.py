@@ -767,7 +767,7 @@ def test_jax_jit_equals_eager():
 
     table = PrefixTable.random(num_sources=3, max_decode_length=5, seed=2)
 
-    def search(sources, max_lengths, prefix_ids):
+    def search(sources, max_lengths, prefix_ids, constraint_ids):
         fn, initial_state = table.decoder(sources, 3)
         bos = ops.full_like(sources, BOS_ID)
         return beam_search(
@@ -779,13 +779,16 @@ def test_jax_jit_equals_eager():
             max_lengths=max_lengths,
             num_return=2,
             prefix_ids=prefix_ids,
+            constraint_ids=constraint_ids,
         )
 
     sources = np.array([0, 1, 2], np.int32)
     max_lengths = np.array([5, 3, 4], np.int32)
-    for prefix_ids in (None, prefix_rows([(A, B), (), (B,)], width=2)):
-        eager_ids, eager_scores = search(sources, max_lengths, prefix_ids)
-        jit_ids, jit_scores = jax.jit(search)(sources, max_lengths, prefix_ids)
+    prefixes = prefix_rows([(A, B), (), (B,)], width=2)
+    constraints = np.array([[[B, A]], [[A, PAD_ID]], [[PAD_ID, PAD_ID]]], np.int32)
+    for prefix_ids, constraint_ids in ((None, None), (prefixes, None), (None, constraints), (prefixes, constraints)):
+        eager_ids, eager_scores = search(sources, max_lengths, prefix_ids, constraint_ids)
+        jit_ids, jit_scores = jax.jit(search)(sources, max_lengths, prefix_ids, constraint_ids)
         np.testing.assert_array_equal(np.asarray(jit_ids), np.asarray(eager_ids))
         np.testing.assert_allclose(np.asarray(jit_scores), np.asarray(eager_scores), atol=1e-6)
 
@@ -853,6 +856,7 @@ def _call(**overrides):
         (dict(max_lengths=np.array([[3]])), r"max_lengths.*rank 1.*Received: shape \(1, 1\)"),
         (dict(min_lengths=np.array([[3]])), r"min_lengths.*rank 1.*Received: shape \(1, 1\)"),
         (dict(prefix_ids=np.array([A])), r"prefix_ids.*rank 2.*Received: shape \(1,\)"),
+        (dict(constraint_ids=np.array([[A]])), r"constraint_ids.*rank 3.*Received: shape \(1, 1\)"),
     ],
 )
 def test_bad_arguments_raise(overrides, message):
