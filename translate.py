@@ -9,6 +9,7 @@
     python translate.py --model_dir=runs/de-en --sampling_topk=0 --seed=1 < mono.de   # back-translation
     python translate.py --model_dir=runs/de-en --sampling_topp=0.9 --seed=1 < mono.de # nucleus sampling
     python translate.py --model_dir=runs/demo --prefix < pairs.tsv            # source<TAB>target prefix lines
+    python translate.py --model_dir=runs/demo --constraints=terms.tsv < doc.en  # tab-separated phrases per line
     python translate.py --model_dir=runs/demo --alignments < doc.en           # translation<TAB>0-0 1-2 2-1
     python translate.py --model_dir=runs/a,runs/b < doc.en                    # an ensemble of two runs
 
@@ -30,7 +31,7 @@ from common.errors import UserError
 from common.write_errors import WriteError
 from evaluation import search_flags
 from evaluation.search_flags import SEARCH_FLAGS
-from inference.protocol import AlignmentConfig, PrefixError, Sampling
+from inference.protocol import AlignmentConfig, ConstraintError, Sampling, SteeringError
 
 FLAGS = flags.FLAGS
 EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 2, 130, 141
@@ -58,6 +59,14 @@ flags.DEFINE_boolean(
     "Read `source<TAB>target prefix` lines: each translation (each of --n_best, each sample) starts with its "
     "prefix's SentencePiece pieces, forced, and goes on as the search chooses; scores count the whole "
     "translation. An empty prefix: the search without one.",
+)
+flags.DEFINE_string(
+    "constraints",
+    None,
+    "Terminology constraints: a file with one line per input line, the target phrases that line's translation "
+    "must contain, separated by tabs (an empty line: none). Searched by lexically constrained beam search "
+    "(dynamic beam allocation); a line whose phrases the search cannot all place is translated without them, "
+    "with a warning on stderr.",
 )
 flags.DEFINE_string("src", None, "--score: the sources, one per line (with --tgt, instead of TSV input).")
 flags.DEFINE_string("tgt", None, "--score: the targets, line-aligned with --src.")
@@ -103,7 +112,7 @@ class InputError(UserError, ValueError):
 
 @flags.multi_flags_validator(
     ["n_best", "beam_size", "score", "prefix", "sampling_topk", "sampling_topp", "sampling_temperature"]
-    + ["src", "tgt", "input", "export_dir", "alignments", "alignment_layer", "alignment_head"],
+    + ["src", "tgt", "input", "export_dir", "alignments", "alignment_layer", "alignment_head", "constraints"],
     message="",
 )
 def _check_modes(values):
@@ -125,11 +134,11 @@ def _check_modes(values):
         )
     if values["score"] and values["prefix"]:
         raise flags.ValidationError("--score scores given translations; --prefix is for translating")
-    if values["prefix"] and values["export_dir"]:
-        raise flags.ValidationError(
-            "--prefix cannot be used with --export_dir: the export's graph forces no target prefix; use --model_dir"
-        )
     _check_alignments(values)
+    if values["constraints"] and (values["score"] or sampling):
+        raise flags.ValidationError(
+            "--constraints steer the beam search: not with --score, --sampling_topk or --sampling_topp"
+        )
     if bool(values["src"]) != bool(values["tgt"]):
         raise flags.ValidationError("--src and --tgt go together (or neither: TSV lines on --input)")
     if values["src"] and not values["score"]:
@@ -140,10 +149,6 @@ def _check_modes(values):
 
 
 def _check_alignments(values):
-    if values["alignments"] and values["export_dir"]:
-        raise flags.ValidationError(
-            "--alignments cannot be used with --export_dir: the export's graph returns no attention; use --model_dir"
-        )
     if values["alignments"] and values["score"]:
         raise flags.ValidationError("--score scores given translations; --alignments is for translating")
     if not values["alignments"] and (values["alignment_layer"] is not None or values["alignment_head"] is not None):
@@ -188,9 +193,10 @@ def windows(lines, size):
         yield window
 
 
-def translation_lines(translator, numbers, sentences, first_index, name, limit, prefixes=None):
-    """The output lines for one window of input lines (with `prefixes`, their target prefixes);
-    InputError for a prefix the search cannot force, before any line of the window is translated."""
+def translation_lines(translator, numbers, sentences, first_index, name, limit, prefixes=None, constraints=None):
+    """The output lines for one window of input lines (with `prefixes`, their target prefixes, and
+    `constraints`, their phrases); InputError for a prefix or phrase the search cannot follow,
+    before any line of the window is translated."""
     sampling = None
     if FLAGS.sampling_topk is not None or FLAGS.sampling_topp is not None:
         sampling = Sampling(
@@ -207,11 +213,19 @@ def translation_lines(translator, numbers, sentences, first_index, name, limit, 
             sampling=sampling,
             keys=range(first_index, first_index + len(sentences)),
             prefixes=prefixes,
+            constraints=constraints,
             alignments=alignments,
         )
-    except PrefixError as error:
-        raise InputError(f"{name} line {numbers[error.index]}: {error.reason}") from None
+    except SteeringError as error:
+        source = FLAGS.constraints if isinstance(error, ConstraintError) else name
+        raise InputError(f"{source} line {numbers[error.index]}: {error.reason}") from None
     report_truncated(translator, numbers, name, limit)
+    for index in translator.unmet_indices:
+        print(
+            f"translate.py: {name} line {numbers[index]}: the search found no translation with all the phrases "
+            f"of {FLAGS.constraints} line {numbers[index]}; translated without them",
+            file=sys.stderr,
+        )
     aligned = aligned[0] if aligned else [None] * len(texts)
     output = []
     for offset, (text, score, alignment) in enumerate(zip(texts, scores, aligned)):
@@ -333,15 +347,58 @@ def run(write):
         return
     name = input_name(FLAGS.input)
     lines = read_lines(FLAGS.input, name)
+    constraint_lines = None
+    if FLAGS.constraints:
+        constraint_lines = read_lines(FLAGS.constraints, FLAGS.constraints)
+        if FLAGS.input != "-":  # Both files: a different line count is refused before any output.
+            check_line_counts(FLAGS.input, FLAGS.constraints)
     first_index = 0
     for window in windows(lines, 1 if interactive else FLAGS.window):
         if FLAGS.prefix:
             numbers, sentences, prefixes = split_pairs(window, name, "target prefix")
         else:
             numbers, sentences, prefixes = [number for number, _ in window], [text for _, text in window], None
-        for line in translation_lines(translator, numbers, sentences, first_index, name, limit, prefixes):
+        constraints = None if constraint_lines is None else window_constraints(constraint_lines, numbers, name)
+        for line in translation_lines(translator, numbers, sentences, first_index, name, limit, prefixes, constraints):
             write(line)
         first_index += len(window)
+    if constraint_lines is not None and next(constraint_lines, None) is not None:
+        raise InputError(f"--constraints={FLAGS.constraints} has more lines than {name} ({first_index})")
+
+
+def window_constraints(constraint_lines, numbers, name):
+    """The phrases of each line of a window (numbered `numbers`), read from `constraint_lines`
+    (`read_lines` of --constraints): tab-separated, none on an empty line; InputError where the
+    file ends first."""
+    constraints = []
+    for number in numbers:
+        line = next(constraint_lines, None)
+        if line is None:
+            raise InputError(
+                f"--constraints={FLAGS.constraints} ends before line {number} of {name}: it needs one line (of "
+                "tab-separated phrases, or empty) per input line"
+            )
+        constraints.append(line[1].split("\t") if line[1] else [])
+    return constraints
+
+
+def check_line_counts(input_path, constraints_path):
+    """InputError unless the two files have as many lines (counted as `read_lines` counts them)."""
+    counts = []
+    for path, flag in ((input_path, "input"), (constraints_path, "constraints")):
+        newlines, last = 0, b"\n"
+        try:
+            with open(path, "rb") as handle:
+                for chunk in iter(lambda handle=handle: handle.read(1 << 20), b""):
+                    newlines, last = newlines + chunk.count(b"\n"), chunk[-1:]
+        except OSError as error:
+            raise InputError(f"--{flag}={path}: cannot read: {error.strerror}") from None
+        counts.append(newlines + (last != b"\n"))
+    if counts[0] != counts[1]:
+        raise InputError(
+            f"--constraints={constraints_path} has {counts[1]} lines and --input={input_path} {counts[0]}: it needs "
+            "one line (of tab-separated phrases, or empty) per input line"
+        )
 
 
 def main(argv):

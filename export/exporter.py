@@ -4,7 +4,8 @@ Layout (what `tensorflow_model_server --model_base_path=export_dir` watches):
 
     export_dir/
       <version>/                      an integer; the server loads the highest
-        saved_model.pb                signatures serving_default (text) and translate_ids (token ids)
+        saved_model.pb                signatures serving_default, n_best, score, prefix, align (text)
+                                      and translate_ids (token ids): export/serving_module.py
         variables/                    the Transformer's weights (int8 matmul weights with --quantize=int8)
         assets/spm.model              the SentencePiece model
         assets.extra/
@@ -202,11 +203,15 @@ def write_saved_model(module, path):
 
 
 def _export_settings(module, version, chosen, quantize):
-    """The "export" section of export_config.json: the search built in, and how it was made."""
+    """The "export" section of export_config.json: the search built in, the attention `align`
+    reads, and how it was made."""
+    alignment_layer, alignment_head = module.alignment_attention()
     return {
         "version": version,
         **dataclasses.asdict(module.search_config),
         "length_buckets": list(module.length_buckets),
+        "alignment_layer": alignment_layer,
+        "alignment_head": alignment_head,
         "checkpoint": str(chosen.choice),
         "checkpoint_steps": list(chosen.steps),
         "quantize": quantize,

@@ -10,6 +10,19 @@
          a core `While` loop over a cache of bucket + max_extra_length positions)
       -> SentencePiece detokenize -> translations string [batch], scores float32 [batch]
 
+Two signatures steer or explain that search:
+
+- `prefix` forces target prefixes: each prefix is tokenized in the graph, padded with PAD to
+  `max_input_length + max_extra_length` columns (the search needs a static prefix length) and
+  passed to `translate_ids(prefix_ids=...)`, in a second traced search per bucket. A prefix of more
+  pieces than its sentence's maximum output length (its source tokens, EOS included, +
+  max_extra_length) fails the call with a `tf.debugging` assertion (`PREFIX_TOO_LONG`), as
+  `Translator` raises PrefixError; a sentence without tokens but with a prefix is searched from EOS
+  alone, as `Translator` does.
+- `align` runs the plain search, then forces its best translations through the decoder and reads
+  the word alignments from one layer's encoder-decoder attention (`export.graph_alignment`, the
+  graph's port of `inference.alignment`; by default `DEFAULT_ALIGNMENT`'s layer and heads).
+
 Input policy (the same as `inference.translator.Translator` with `max_input_length`):
 
 - A sentence with more than `max_input_length - 1` SentencePiece tokens is cut to its first
@@ -24,8 +37,8 @@ Input policy (the same as `inference.translator.Translator` with `max_input_leng
 Why buckets: `translate_ids` needs a static cache length, and every decoding step attends over the
 whole preallocated cache, so one cache of `max_input_length + max_extra_length` positions for every
 request makes short sentences pay for the longest. One search per bucket is traced instead (the
-graph holds one `While` loop per bucket). A sentence's translation does not depend on its bucket:
-`translate_ids` masks the source padding and stops every sentence at its own
+graph holds one `While` loop per bucket for each traced search). A sentence's translation does not
+depend on its bucket: `translate_ids` masks the source padding and stops every sentence at its own
 `source_length + max_extra_length`, whatever the cache size (tests/export checks a batch against
 one-by-one calls).
 """
@@ -33,13 +46,23 @@ one-by-one calls).
 import tensorflow as tf
 
 from data.special_ids import EOS_ID, PAD_ID
+from export import graph_alignment
 from inference.in_place_cache import traced_in_place
+from inference.protocol import DEFAULT_ALIGNMENT
 from models.search_config import DEFAULT_SEARCH, EXPORT_MAX_INPUT_LENGTH
 from models.translation import score_ids, translate_ids
 
 # The SentencePiece-length buckets used when none are given (clipped to max_input_length, which
 # is always the last one). benchmarks/export_latency.py measured them against a single bucket.
 DEFAULT_LENGTH_BUCKETS = (16, 32, 64)
+# The message of the `prefix` signature's check (`inference.translator.Translator` raises PrefixError);
+# without quotes, which the Assert op would print escaped.
+PREFIX_TOO_LONG = (
+    "prefix: a target prefix has more SentencePiece pieces than the maximum output length of its sentence "
+    "(its source tokens, EOS included, + max_extra_length={max_extra_length})"
+)
+# The sentences a failed check names, at most.
+MAX_REPORTED = 20
 
 
 def resolve_buckets(length_buckets, max_input_length):
@@ -62,7 +85,7 @@ def resolve_buckets(length_buckets, max_input_length):
 
 
 class ServingModule(tf.Module):
-    """A trained `Transformer` and its `Tokenizer` behind two serving functions.
+    """A trained `Transformer` and its `Tokenizer` behind the serving functions.
 
     Args:
         model: a `models.transformer.Transformer` (built, weights loaded).
@@ -73,10 +96,13 @@ class ServingModule(tf.Module):
             kept per sentence, EOS included (see the module docstring), None meaning
             `EXPORT_MAX_INPUT_LENGTH`; kept as `search_config` (`search` is the traced search).
         length_buckets: source lengths with one traced search each (see the module docstring).
+        alignment: the `inference.protocol.AlignmentConfig` whose attention `align` reads
+            (default `DEFAULT_ALIGNMENT`: the penultimate decoder layer, the mean over heads).
         **settings: `SearchConfig` settings by name (`beam_size=2`), each replacing `search`'s.
 
-    Functions (all `tf.function(jit_compile=False)` with an input signature; the three that
-    search call one traced search, so the graph holds one `While` loop per bucket):
+    Functions (all `tf.function(jit_compile=False)` with an input signature). Those that search
+    call one of two traced searches, `search` (plain) or `prefix_search` (`prefix_ids` forced), so
+    the graph holds two `While` loops per bucket; `align` adds one for its word numbering:
         `serve(inputs)`: string `[batch]` -> `{"translations": string [batch], "scores": float32 [batch]}`.
         `n_best(inputs)`: string `[batch]` -> `{"translations": string [batch, beam_size],
             "scores": float32 [batch, beam_size]}`, every hypothesis of the beam, best first.
@@ -86,6 +112,13 @@ class ServingModule(tf.Module):
         `translate_ids(source_ids)`: int32 `[batch, length]` (tokens + EOS, PAD-padded) ->
             `{"ids": int32 [batch, max_input_length + max_extra_length] (EOS then PAD),
             "scores": float32 [batch]}`.
+        `prefix(inputs, prefixes)`: string `[batch]` twice -> `{"translations": string [batch],
+            "scores": float32 [batch]}`, each translation starting with its prefix's pieces ("":
+            no prefix, the translation `serve` gives); InvalidArgumentError for a prefix longer
+            than its sentence's maximum output length (see the module docstring).
+        `align(inputs)`: string `[batch]` -> `{"translations", "scores"` as `serve`'s, and
+            `"alignments": string [batch]}`, each translation's Pharaoh word alignment ("0-0 1-2
+            2-1", "" for an empty one), as `Translator.translate(alignments=alignment)` gives it.
     """
 
     def __init__(
@@ -96,6 +129,7 @@ class ServingModule(tf.Module):
         search=DEFAULT_SEARCH,
         *,
         length_buckets=DEFAULT_LENGTH_BUCKETS,
+        alignment=DEFAULT_ALIGNMENT,
         name=None,
         **settings,
     ):
@@ -116,17 +150,17 @@ class ServingModule(tf.Module):
         self.max_extra_length = search.max_extra_length
         self.length_buckets = resolve_buckets(tuple(length_buckets), self.max_input_length)
         self.output_length = self.max_input_length + self.max_extra_length
+        self.alignment = alignment
+        self.piece_flags = graph_alignment.vocabulary_flags(tokenizer)
         self.serve = tf.function(
             self._serve,
             input_signature=[tf.TensorSpec([None], tf.string, name="inputs")],
             jit_compile=False,
             reduce_retracing=False,
         )
-        self.search = tf.function(
-            traced_in_place(self._search),
-            input_signature=[tf.TensorSpec([None, None], tf.int32, name="source_ids")],
-            jit_compile=False,
-            reduce_retracing=False,
+        self.search = self._steered_search()
+        self.prefix_search = self._steered_search(
+            prefix_ids=tf.TensorSpec([None, self.output_length], tf.int32, name="prefix_ids")
         )
         self.n_best = tf.function(
             self._n_best,
@@ -149,24 +183,58 @@ class ServingModule(tf.Module):
             jit_compile=False,
             reduce_retracing=False,
         )
+        self.prefix = tf.function(
+            self._prefix,
+            input_signature=[
+                tf.TensorSpec([None], tf.string, name="inputs"),
+                tf.TensorSpec([None], tf.string, name="prefixes"),
+            ],
+            jit_compile=False,
+            reduce_retracing=False,
+        )
+        self.align = tf.function(
+            self._align,
+            input_signature=[tf.TensorSpec([None], tf.string, name="inputs")],
+            jit_compile=False,
+            reduce_retracing=False,
+        )
 
     def signatures(self):
-        """The SavedModel signatures: `serving_default` (text), `n_best` and `score` (text), and
-        `translate_ids` (token ids)."""
+        """The SavedModel signatures: `serving_default`, `n_best`, `score`, `prefix` and `align`
+        (text), and `translate_ids` (token ids).
+
+        They are the module's `tf.function`s, which `tf.saved_model.save` traces in its save
+        context, where it also traces them as the module's functions: concrete functions traced
+        before the save would be a second copy of every search in the graph."""
         return {
-            "serving_default": self.serve.get_concrete_function(),
-            "n_best": self.n_best.get_concrete_function(),
-            "score": self.score.get_concrete_function(),
-            "translate_ids": self.translate_ids.get_concrete_function(),
+            "serving_default": self.serve,
+            "n_best": self.n_best,
+            "score": self.score,
+            "translate_ids": self.translate_ids,
+            "prefix": self.prefix,
+            "align": self.align,
         }
+
+    def alignment_attention(self):
+        """`(layer, head)`: the encoder-decoder attention `align` reads, the layer from 0 and the
+        head or None for the mean over heads (`AlignmentConfig.resolve`).
+
+        Raises:
+            AlignmentError: a layer or head the model does not have.
+        """
+        return self.alignment.resolve(self.model.num_layers, self.model.num_heads)
+
+    def _pieces(self, texts):
+        """Ragged int32 `[batch, (pieces)]`: the SentencePiece ids of UTF-8-repaired `texts`."""
+        texts = tf.strings.unicode_transcode(
+            texts, input_encoding="UTF-8", output_encoding="UTF-8", errors="replace", replacement_char=0xFFFD
+        )
+        return self.tokenizer.tokenize(texts)
 
     def _tokens(self, inputs, limit=None):
         """Ragged int32 pieces + EOS of UTF-8-repaired `inputs`, cut to `limit - 1` pieces, and
         bool `[batch]`, True where a text has no pieces."""
-        texts = tf.strings.unicode_transcode(
-            inputs, input_encoding="UTF-8", output_encoding="UTF-8", errors="replace", replacement_char=0xFFFD
-        )
-        tokens = self.tokenizer.tokenize(texts)  # ragged int32 [batch, (tokens)]
+        tokens = self._pieces(inputs)  # ragged int32 [batch, (tokens)]
         empty = tf.equal(tokens.row_lengths(), 0)  # [batch]
         if limit is not None:
             tokens = tokens[:, : limit - 1]
@@ -177,8 +245,13 @@ class ServingModule(tf.Module):
         """Texts string `[batch, beam]`, scores float32 `[batch, beam]`; "" and 0.0 for no tokens."""
         tokens, empty = self._tokens(inputs, self.max_input_length)
         ids, scores = self.search(tokens.to_tensor(default_value=PAD_ID))
-        beams = tf.shape(ids)[1]
-        texts = tf.reshape(self.tokenizer.detokenize(tf.reshape(ids, [-1, self.output_length])), [-1, beams])
+        return self._texts(ids, scores, empty)
+
+    def _texts(self, ids, scores, empty):
+        """Texts string `[batch, hypotheses]` of the search's ids `[batch, hypotheses,
+        output_length]` and their scores `[batch, hypotheses]`; "" and 0.0 where `empty` `[batch]`."""
+        hypotheses = tf.shape(ids)[1]
+        texts = tf.reshape(self.tokenizer.detokenize(tf.reshape(ids, [-1, self.output_length])), [-1, hypotheses])
         empty = empty[:, None]
         return tf.where(empty, tf.constant("", tf.string), texts), tf.where(empty, tf.zeros_like(scores), scores)
 
@@ -212,6 +285,56 @@ class ServingModule(tf.Module):
         ids, scores = self.search(self._truncate(source_ids))
         return {"ids": ids[:, 0], "scores": scores[:, 0]}
 
+    def _prefix(self, inputs, prefixes):
+        tf.debugging.assert_equal(
+            tf.shape(inputs), tf.shape(prefixes), message='prefix needs one prefix (or "") per input sentence'
+        )
+        tokens, empty = self._tokens(inputs, self.max_input_length)
+        prefix_pieces = self._pieces(prefixes)  # ragged int32 [batch, (pieces)]
+        prefix_lengths = tf.cast(prefix_pieces.row_lengths(), tf.int32)  # [batch]
+        limits = tf.cast(tokens.row_lengths(), tf.int32) + self.max_extra_length  # the maximum output lengths
+        too_long = prefix_lengths > limits
+        check = tf.debugging.Assert(
+            tf.logical_not(tf.reduce_any(too_long)),
+            [
+                PREFIX_TOO_LONG.format(max_extra_length=self.max_extra_length),
+                "sentences (from 0):",
+                tf.where(too_long)[:, 0],
+                "prefix pieces:",
+                tf.boolean_mask(prefix_lengths, too_long),
+                "maximum output lengths:",
+                tf.boolean_mask(limits, too_long),
+            ],
+            summarize=MAX_REPORTED,
+        )
+        with tf.control_dependencies([check]):
+            # A static length for the search: no prefix that passed the check is longer.
+            prefix_ids = prefix_pieces.to_tensor(default_value=PAD_ID, shape=[None, self.output_length])
+        ids, scores = self.prefix_search(tokens.to_tensor(default_value=PAD_ID), prefix_ids)
+        # With a prefix, a sentence without tokens is searched from EOS alone, as Translator does.
+        translations, scores = self._texts(ids[:, :1], scores[:, :1], empty & tf.equal(prefix_lengths, 0))
+        return {"translations": translations[:, 0], "scores": scores[:, 0]}
+
+    def _align(self, inputs):
+        tokens, empty = self._tokens(inputs, self.max_input_length)
+        source_ids = tokens.to_tensor(default_value=PAD_ID)
+        ids, scores = self.search(source_ids)
+        translations, scores = self._texts(ids[:, :1], scores[:, :1], empty)
+        layer, head = self.alignment_attention()
+
+        def aligned():
+            return graph_alignment.alignments(self.model, self.piece_flags, source_ids, ids[:, 0], layer, head)
+
+        def no_sentences():
+            return tf.zeros([0], tf.string)
+
+        links = tf.cond(tf.size(inputs) > 0, aligned, no_sentences)
+        return {
+            "translations": translations[:, 0],
+            "scores": scores[:, 0],
+            "alignments": tf.where(empty, tf.constant("", tf.string), links),
+        }
+
     def _truncate(self, source_ids):
         """Rows longer than max_input_length keep their first max_input_length - 1 tokens + EOS."""
         lengths = tf.reduce_sum(tf.cast(tf.not_equal(source_ids, PAD_ID), tf.int32), axis=1)  # [batch]
@@ -220,8 +343,30 @@ class ServingModule(tf.Module):
         too_long = (lengths > self.max_input_length)[:, None]
         return tf.where(last & too_long, tf.constant(EOS_ID, tf.int32), kept)
 
-    def _search(self, source_ids):
+    def _steered_search(self, **steering):
+        """The traced search `(source_ids, *steering_tensors) -> (ids, scores)` (`_bucketed_search`)
+        with extra `translate_ids` arguments as inputs: `steering` maps each argument's name to
+        its `tf.TensorSpec`, with static shapes but the batch (`prefix_ids=TensorSpec([None,
+        output_length], tf.int32)`). Each call of this traces one more search per bucket."""
+        names = tuple(steering)
+
+        def search(source_ids, *tensors):
+            return self._bucketed_search(source_ids, dict(zip(names, tensors)))
+
+        return tf.function(
+            traced_in_place(search),
+            input_signature=[tf.TensorSpec([None, None], tf.int32, name="source_ids"), *steering.values()],
+            jit_compile=False,
+            reduce_retracing=False,
+        )
+
+    def _bucketed_search(self, source_ids, steering):
         """Beam search in the smallest bucket holding `source_ids` `[batch, length <= max_input_length]`.
+
+        `steering`: extra `translate_ids` arguments by name (e.g. `prefix_ids`), tensors `[batch,
+        ...]` of static shapes, passed unchanged to every bucket's search; a `prefix_ids` of
+        `output_length` columns is cut by the search to the bucket's `bucket + max_extra_length`,
+        which no sentence's prefix may exceed (`_prefix` checks).
 
         Returns ids int32 `[batch, beam_size, output_length]` and scores float32 `[batch, beam_size]`,
         every hypothesis of the beam, best first.
@@ -236,7 +381,11 @@ class ServingModule(tf.Module):
                 padded = tf.pad(source_ids, [[0, 0], [0, bucket - length]], constant_values=PAD_ID)
                 padded = tf.ensure_shape(padded, [None, bucket])
                 ids, scores = translate_ids(
-                    self.model, padded, **self.search_config.search_arguments(), num_return=self.beam_size
+                    self.model,
+                    padded,
+                    **self.search_config.search_arguments(),
+                    num_return=self.beam_size,
+                    **steering,
                 )
                 ids = tf.pad(ids, [[0, 0], [0, 0], [0, self.output_length - (bucket + self.max_extra_length)]])
                 return tf.ensure_shape(ids, [None, self.beam_size, self.output_length]), scores

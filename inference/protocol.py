@@ -11,18 +11,34 @@ from common.errors import UserError
 from models.search_config import SearchConfig
 
 
-class PrefixError(UserError, ValueError):
-    """A target prefix that cannot be forced; the message names its position in the input.
+class SteeringError(UserError, ValueError):
+    """A target prefix or constraint that the search cannot follow; the message names its
+    sentence's position in the input.
 
     Attributes:
         reason: what is wrong with it, without its position.
-        index: the position of its sentence in `translate`'s input (None: every prefix).
+        index: the position of its sentence in `translate`'s input (None: every sentence).
     """
 
+    argument = "steering"  # the `translate` argument, named in the message
+
     def __init__(self, reason, index=None):
-        super().__init__(reason if index is None else f"prefixes[{index}]: {reason}")
+        super().__init__(reason if index is None else f"{self.argument}[{index}]: {reason}")
         self.reason = reason
         self.index = index
+
+
+class PrefixError(SteeringError):
+    """A target prefix that cannot be forced (longer than its sentence's maximum output)."""
+
+    argument = "prefixes"
+
+
+class ConstraintError(SteeringError):
+    """A terminology constraint that cannot be met: an empty phrase, or one longer than its
+    sentence's maximum output."""
+
+    argument = "constraints"
 
 
 class AlignmentError(UserError, ValueError):
@@ -115,12 +131,15 @@ class TextTranslator(Protocol):
             `max_input_length`.
         empty_indices: positions, in the last `translate`'s input, of the sentences with no tokens
             (translated to "" with score 0.0).
+        unmet_indices: positions, in the last `translate`'s input, of the sentences whose
+            constraints the search could not meet (translated without them).
     """
 
     search: SearchConfig | None
     max_input_length: int | None
     truncated_indices: list
     empty_indices: list
+    unmet_indices: list
 
     def translate(
         self,
@@ -135,6 +154,7 @@ class TextTranslator(Protocol):
         sampling=None,
         keys=None,
         prefixes=None,
+        constraints=None,
         alignments=False,
     ):
         """Returns `(translations, scores)` in the order of `sentences`, and with `alignments`
@@ -152,6 +172,13 @@ class TextTranslator(Protocol):
             prefixes: target prefixes, one string (or None) per sentence: each translation (each
                 of the n best, each sample) starts with its prefix's SentencePiece pieces, forced,
                 and goes on as the search chooses; "" or None: no prefix, exactly the search without one.
+            constraints: terminology constraints, one list of target phrases (strings) or None per
+                sentence: every translation (each of the n best) contains each phrase's
+                SentencePiece pieces, in any order (a constrained beam search with dynamic beam
+                allocation, `models.beam_search`). A sentence for which the search finds fewer than
+                the asked translations that do is translated without its constraints instead, and
+                its position is recorded in `unmet_indices`. None or []: no constraint, exactly the
+                search without them. Not with sampling.
             alignments: True, or an `AlignmentConfig` (True: its defaults), to also return each
                 translation's word alignment (`inference.alignment`), shaped as the translations:
                 a Pharaoh string per translation (each of the n best, each sample), `source-target`
@@ -162,6 +189,8 @@ class TextTranslator(Protocol):
 
         Raises:
             PrefixError: a prefix of more pieces than its sentence's maximum output length.
+            ConstraintError: an empty phrase, or one of more pieces than its sentence's maximum
+                output length.
             AlignmentError: alignments from a translator without attention (an export), or of a
                 layer or head the model does not have.
         """

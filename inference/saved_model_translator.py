@@ -1,6 +1,8 @@
 """Translating with a SavedModel written by `export/`: its `serving_default` signature maps
 `inputs` string `[batch]` to `translations` string `[batch]` and `scores` float32 `[batch]`, with
-tokenization, search and detokenization inside the graph."""
+tokenization, search and detokenization inside the graph; `n_best`, `prefix` (target prefixes) and
+`align` (word alignments) do the same with more, `score` scores given translations (the
+signatures: docs/serving.md)."""
 
 import os
 import sys
@@ -11,7 +13,14 @@ from common.errors import UserError
 from common.json_files import read_json
 from data.tokenizer import Tokenizer
 from inference.batching import translate_in_order
-from inference.protocol import AlignmentError, PairScore, PrefixError, TextTranslator
+from inference.protocol import (
+    DEFAULT_ALIGNMENT,
+    AlignmentConfig,
+    AlignmentError,
+    PairScore,
+    PrefixError,
+    TextTranslator,
+)
 from models.search_config import SearchConfig, SearchConfigError
 
 SIGNATURE = "serving_default"
@@ -23,7 +32,13 @@ SEARCH_SETTINGS = ("beam_size", "alpha", "max_extra_length", "min_length_ratio",
 
 
 class ExportDirError(UserError, RuntimeError):
-    """An export_dir without a loadable SavedModel (the message names the path)."""
+    """An export_dir without a loadable SavedModel, or without the signature a request needs (the
+    message names the path)."""
+
+
+class ExportRequestError(UserError, ValueError):
+    """A request that no signature of an export serves (n-best lists of prefixed translations,
+    terminology constraints); the message says what to use instead."""
 
 
 def resolve_saved_model(export_dir):
@@ -62,7 +77,8 @@ def describe_search_settings(export_dir):
 
 
 class SavedModelTranslator(TextTranslator):
-    """Calls an exported model's `serving_default` signature in batches of `batch_size`.
+    """Calls an exported model's `serving_default` signature in batches of `batch_size` (or its
+    `n_best`, `prefix` or `align` signature, for what `translate` is asked).
 
     Sentences are sorted by length before batching (the graph pads a batch to its longest
     sentence) and returned in input order. Empty lines are sent as they are (the export translates
@@ -91,19 +107,24 @@ class SavedModelTranslator(TextTranslator):
         self._loaded = loaded  # Keeps the variables alive.
         self._signature = loaded.signatures[SIGNATURE]
         self.batch_size = batch_size
-        self.settings = (read_export_config(self.path) or {}).get("export", {})
+        config = read_export_config(self.path) or {}
+        self.settings = config.get("export", {})
+        self._model_config = config.get("model", {})
         self.max_input_length = self.settings.get("max_input_length")
         self.search = _recorded_search(self.settings, self.path)
         vocabulary = os.path.join(self.path, VOCABULARY)
         self.tokenizer = Tokenizer.from_file(vocabulary) if os.path.exists(vocabulary) else None
         self.truncated_indices = []
         self.empty_indices = []
+        self.unmet_indices = []
 
-    def _signature_named(self, name):
+    def _signature_named(self, name, what="n-best lists and scoring"):
+        """The export's signature `name`; ExportDirError for an export written before it existed
+        (`what`: what it serves, for the message)."""
         if name not in self._loaded.signatures:
             raise ExportDirError(
                 f"{self.path} has no {name!r} signature (found {sorted(self._loaded.signatures)}): it was "
-                "written before n-best lists and scoring were exported; export it again with `python -m export`"
+                f"written before {what} were exported; export it again with `python -m export`"
             )
         return self._loaded.signatures[name]
 
@@ -129,27 +150,35 @@ class SavedModelTranslator(TextTranslator):
         sampling=None,
         keys=None,
         prefixes=None,
+        constraints=None,
         alignments=False,
     ):
         """Returns `(translations, scores)` in the order of `sentences`, as `Translator.translate`
-        does (with `n_best`: lists of the K best, from the `n_best` signature).
+        does (with `n_best`: lists of the K best, from the `n_best` signature; with `alignments`:
+        `(translations, scores, alignments)`).
 
         The search settings are the export's: `beam_size`, `alpha`, `max_extra_length` and
-        `min_length_ratio` may be
-        given only with the values it was exported with, and sampling and target prefixes are
-        refused (they need the run directory; `PrefixError` for a prefix), and so are word
-        alignments (`AlignmentError`: the graph returns no attention). Resets
-        `truncated_indices` and `empty_indices` (left empty without the export's vocabulary).
+        `min_length_ratio` may be given only with the values it was exported with, and sampling is
+        refused (it needs the run directory). Target `prefixes` go through the `prefix` signature
+        (when some prefix is not empty; else the search is the plain one), word alignments through
+        the `align` signature, which reads the attention built in at export (`alignments=True`,
+        or an `AlignmentConfig` that chooses that same layer and head); neither goes with
+        `n_best`, nor with the other. Resets `truncated_indices` and `empty_indices` (left empty
+        without the export's vocabulary).
+
+        Raises:
+            PrefixError: a prefix of more pieces than its sentence's maximum output length, named
+                by its position, before any call of the graph (an export without its vocabulary
+                and settings leaves the check to the graph: InvalidArgumentError).
+            AlignmentError: another attention than the export's, or alignments with `n_best` or
+                `prefixes`.
+            ExportRequestError: `prefixes` with `n_best`; terminology `constraints` (no signature
+                of the export takes them).
+            ExportDirError: an export written before the signature that the request needs.
         """
         del keys  # Searches do not draw; keys only matter to sampling.
         if sampling is not None:
             raise ValueError("sampling needs a run directory (--model_dir): an export has its search built in")
-        if prefixes is not None and any(prefixes):
-            raise PrefixError("target prefixes need a run directory (--model_dir): an export's graph forces none")
-        if alignments:
-            raise AlignmentError(
-                "word alignments need a run directory (--model_dir): an export's graph returns no attention"
-            )
         self._check_settings(
             beam_size=beam_size, alpha=alpha, max_extra_length=max_extra_length, min_length_ratio=min_length_ratio
         )
@@ -157,24 +186,109 @@ class SavedModelTranslator(TextTranslator):
         if n_best is not None and (n_best < 1 or (beam is not None and n_best > beam)):
             raise ValueError(f"n_best must be in [1, beam_size={beam}] (the export's beam), received {n_best}")
         sentences = list(sentences)
+        self.unmet_indices = []
+        if constraints is not None and any(constraints):
+            raise ExportRequestError(
+                "terminology constraints need a run directory (--model_dir): no signature of the export takes them"
+            )
+        prefixes = _prefix_list(prefixes, len(sentences))
+        if prefixes is not None and n_best is not None:
+            raise ExportRequestError(
+                "n-best lists of prefixed translations: the export's prefix signature returns the best translation "
+                "only; use a run directory (--model_dir)"
+            )
+        if alignments:
+            signature = self._align_signature(alignments, n_best, prefixes)
+        elif prefixes is not None:
+            signature = self._signature_named("prefix", "target prefixes")
+        else:
+            signature = self._signature if n_best is None else self._signature_named("n_best")
         self.truncated_indices, self.empty_indices = [], []
         if self.tokenizer is not None and sentences:
             lengths = [len(row) for row in self.tokenizer.tokenize(sentences).to_list()]
-            self.empty_indices = [index for index, length in enumerate(lengths) if length == 0]
+            prefix_lengths = [0] * len(sentences)
+            if prefixes is not None:
+                prefix_lengths = [len(row) for row in self.tokenizer.tokenize(prefixes).to_list()]
+                self._check_prefix_lengths(lengths, prefix_lengths)
+            self.empty_indices = [
+                index for index, (length, prefix) in enumerate(zip(lengths, prefix_lengths)) if length == prefix == 0
+            ]
             if self.max_input_length:
                 # The graph keeps max_input_length - 1 tokens and appends EOS.
                 self.truncated_indices = [
                     index for index, length in enumerate(lengths) if length + 1 > self.max_input_length
                 ]
         order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
-        signature = self._signature if n_best is None else self._signature_named("n_best")
+        aligned = [""] * len(sentences)
 
         def translate_batch(indices):
-            outputs = signature(inputs=tf.constant([sentences[i] for i in indices], tf.string))
+            inputs = {"inputs": tf.constant([sentences[i] for i in indices], tf.string)}
+            if prefixes is not None:
+                inputs["prefixes"] = tf.constant([prefixes[i] for i in indices], tf.string)
+            outputs = signature(**inputs)
             texts, scores = outputs["translations"].numpy(), outputs["scores"].numpy()
+            if alignments:
+                for index, alignment in zip(indices, outputs["alignments"].numpy()):
+                    aligned[index] = alignment.decode("utf-8")
             return (texts, scores) if n_best is None else (texts[:, :n_best], scores[:, :n_best])
 
-        return translate_in_order(len(sentences), order, self.batch_size, translate_batch, progress, n_best)
+        translations, scores = translate_in_order(
+            len(sentences), order, self.batch_size, translate_batch, progress, n_best
+        )
+        return (translations, scores, aligned) if alignments else (translations, scores)
+
+    def _align_signature(self, alignments, n_best, prefixes):
+        """The `align` signature, if it reads the attention `alignments` asks for.
+
+        Raises:
+            AlignmentError: another attention than the export's (or one the model does not have),
+                or alignments with `n_best` or `prefixes`.
+            ExportDirError: an export written before the `align` signature.
+        """
+        if alignments is not True and not isinstance(alignments, AlignmentConfig):
+            raise ValueError(f"alignments must be True or an AlignmentConfig, received {alignments!r}")
+        if n_best is not None:
+            raise AlignmentError(
+                "word alignments of n-best lists: the export's align signature aligns the best translation only; "
+                "use a run directory (--model_dir)"
+            )
+        if prefixes is not None:
+            raise AlignmentError(
+                "word alignments of prefixed translations: the export's align signature searches without prefixes; "
+                "use a run directory (--model_dir)"
+            )
+        signature = self._signature_named("align", "word alignments")
+        config = DEFAULT_ALIGNMENT if alignments is True else alignments
+        if config == DEFAULT_ALIGNMENT:
+            return signature
+        built = (self.settings.get("alignment_layer"), self.settings.get("alignment_head"))
+        sizes = (self._model_config.get("num_layers"), self._model_config.get("num_heads"))
+        if "alignment_layer" in self.settings and None not in sizes and config.resolve(*sizes) == built:
+            return signature
+        reads = "the attention of the export's defaults"
+        if "alignment_layer" in self.settings:
+            heads = "the mean over heads" if built[1] is None else f"head {built[1]}"
+            reads = f"decoder layer {built[0]}, {heads}"
+        raise AlignmentError(
+            f"alignments={config} differs from the attention the export's align signature reads ({reads}, built "
+            "in at export); use a run directory (--model_dir) to read another"
+        )
+
+    def _check_prefix_lengths(self, lengths, prefix_lengths):
+        """PrefixError (naming the position) for a prefix of more pieces than its sentence's maximum
+        output length, as `Translator` raises it; nothing where the export records no settings.
+        `lengths`, `prefix_lengths`: the pieces of each sentence and of its prefix."""
+        extra = self.settings.get("max_extra_length")
+        if extra is None or not self.max_input_length:
+            return
+        for index, (length, prefix) in enumerate(zip(lengths, prefix_lengths)):
+            source = min(length + 1, self.max_input_length)  # EOS included, as the graph cuts it
+            if prefix > source + extra:
+                raise PrefixError(
+                    f"the target prefix has {prefix} SentencePiece pieces, more than the maximum output length "
+                    f"of {source + extra} tokens ({source} source tokens, EOS included, + max_extra_length={extra})",
+                    index,
+                )
 
     def score(self, sources, targets, progress=False):
         """Forced decoding through the export's `score` signature: a `PairScore` per pair."""
@@ -201,6 +315,16 @@ class SavedModelTranslator(TextTranslator):
         if progress and sources:
             print(file=sys.stderr)
         return results
+
+
+def _prefix_list(prefixes, count):
+    """`prefixes` as a list of `count` strings ("" for None), or None when no prefix has text."""
+    if prefixes is None:
+        return None
+    prefixes = ["" if prefix is None else prefix for prefix in prefixes]
+    if len(prefixes) != count:
+        raise ValueError(f"prefixes must have one string (or None) per sentence: {len(prefixes)} for {count} sentences")
+    return prefixes if any(prefixes) else None
 
 
 def _recorded_search(settings, path):

@@ -11,14 +11,23 @@ import numpy as np
 from data.special_ids import EOS_ID, PAD_ID
 from inference.alignment import AttentionMatrix, attention_weights, decoder_input, forced_target
 from inference.batching import translate_in_order
-from inference.protocol import DEFAULT_ALIGNMENT, AlignmentConfig, PairScore, PrefixError, Sampling, TextTranslator
+from inference.protocol import (
+    DEFAULT_ALIGNMENT,
+    AlignmentConfig,
+    ConstraintError,
+    PairScore,
+    PrefixError,
+    Sampling,
+    TextTranslator,
+)
+from models.beam_search import UNMET_SCORE
 from models.sampling import sentence_keys, token_sampler
 from models.search_config import DEFAULT_SEARCH
 from models.translation import score_ids, translate_ids
 
 LENGTH_MULTIPLE = 8
 
-__all__ = ["PairScore", "PrefixError", "Sampling", "Translator", "compile_search"]
+__all__ = ["ConstraintError", "PairScore", "PrefixError", "Sampling", "Translator", "compile_search"]
 
 
 def compile_search(function, variables=(), any_shape=False):
@@ -97,6 +106,7 @@ class Translator(TextTranslator):
         self.sampling = sampling
         self.truncated_indices = []
         self.empty_indices = []
+        self.unmet_indices = []
         self._searches = {}
         self._scorer = None
         self._aligners = {}
@@ -124,14 +134,17 @@ class Translator(TextTranslator):
                     self.truncated_indices.append(index)
         return rows
 
-    def _search_function(self, search, n_best, sampling):
-        """The compiled `(source_ids, keys[, prefix_ids]) -> (ids, scores)` for these settings (kept
-        for reuse); without `prefix_ids` it is the search without prefixes."""
-        settings = (search, n_best, sampling)
+    def _search_function(self, search, n_best, sampling, prefixed=False, constrained=False):
+        """The compiled `(source_ids, keys[, prefix_ids][, constraint_ids]) -> (ids, scores)` for
+        these settings (kept for reuse); `prefixed` and `constrained` say which of the two it takes."""
+        settings = (search, n_best, sampling, prefixed, constrained)
         if settings not in self._searches:
             model = self.model
 
-            def search_ids(source_ids, keys, *prefix_ids):
+            def search_ids(source_ids, keys, *steering):
+                steering = list(steering)
+                prefix_ids = steering.pop(0) if prefixed else None
+                constraint_ids = steering.pop(0) if constrained else None
                 sampler = None
                 if sampling is not None:
                     sampler = token_sampler(
@@ -146,7 +159,8 @@ class Translator(TextTranslator):
                     **search.search_arguments(),
                     num_return=n_best,
                     sampler=sampler,
-                    prefix_ids=prefix_ids[0] if prefix_ids else None,
+                    prefix_ids=prefix_ids,
+                    constraint_ids=constraint_ids,
                 )
 
             self._searches[settings] = compile_search(search_ids, model.variables)
@@ -165,6 +179,7 @@ class Translator(TextTranslator):
         sampling=None,
         keys=None,
         prefixes=None,
+        constraints=None,
         alignments=False,
     ):
         """`TextTranslator.translate`: returns `(translations, scores)` in the order of `sentences`
@@ -173,7 +188,10 @@ class Translator(TextTranslator):
         Here `sampling` defaults to the translator's own, and a caller translating a stream in
         pieces passes line numbers as `keys`. `truncated_indices` is reset to the positions (in `sentences`) of the inputs cut to
         `max_input_length`, `empty_indices` to those of the inputs with no tokens (and no prefix).
-        A batch in which no sentence has a prefix runs the search without prefixes. Alignments
+        A batch in which no sentence has a prefix runs the search without prefixes, and one in
+        which none has constraints the search without constraints; `unmet_indices` is reset to
+        the positions of the sentences whose constraints were not met (translated again without
+        them). Alignments
         read the attention of each translation forced through the model after the search, a batch
         at a time (`inference.alignment`); an input cut to `max_input_length` is aligned over the
         words it kept.
@@ -183,12 +201,16 @@ class Translator(TextTranslator):
             AlignmentError: an alignment layer or head the model does not have.
             PrefixError: a prefix of more SentencePiece pieces than its sentence's maximum output
                 length (its source tokens, EOS included, + `max_extra_length`), before any search.
+            ConstraintError: an empty phrase, or one of more pieces than that length, before any
+                search.
         """
         search = self.search.override(
             beam_size=beam_size, alpha=alpha, max_extra_length=max_extra_length, min_length_ratio=min_length_ratio
         )
         sampling = self.sampling if sampling is None else sampling
         if sampling is not None:
+            if constraints is not None and any(constraints):
+                raise ValueError("sampling draws translations without a search; constraints need the beam search")
             if n_best not in (None, 1):
                 raise ValueError(f"sampling draws one translation per sentence; n_best must be 1, received {n_best}")
             search = search.override(beam_size=1)
@@ -199,26 +221,42 @@ class Translator(TextTranslator):
         if len(keys) != len(sentences):
             raise ValueError(f"keys must have one int per sentence: {len(keys)} keys for {len(sentences)} sentences")
         self.truncated_indices = []
+        self.unmet_indices = []
         rows = self.encode(sentences)
         prefix_rows = self._prefix_rows(prefixes, rows, search.max_extra_length)
-        # Input without tokens (EOS alone) and without a prefix translates to empty output without
+        phrase_rows = self._constraint_rows(constraints, rows, search.max_extra_length)
+        # Input without tokens (EOS alone), prefix or constraints translates to empty output without
         # a search; the rest is sorted by length so that each batch pads little.
-        self.empty_indices = [index for index, row in enumerate(rows) if len(row) == 1 and not prefix_rows[index]]
+        self.empty_indices = [
+            index
+            for index, row in enumerate(rows)
+            if len(row) == 1 and not prefix_rows[index] and not phrase_rows[index]
+        ]
         empty = set(self.empty_indices)
-        order = sorted((i for i in range(len(rows)) if i not in empty), key=lambda i: len(rows[i]))
-        compiled = self._search_function(search, n_best or 1, sampling)
+        # Sentences with constraints first: a batch mixes them with the others only at the boundary.
+        order = sorted(
+            (i for i in range(len(rows)) if i not in empty), key=lambda i: (not phrase_rows[i], len(rows[i]))
+        )
+        unmet = []
         aligner = self._alignment_function(alignments) if alignments else None
         aligned = {}  # position -> its alignment (n_best: the list of them)
 
-        def translate_batch(indices):
+        def translate_group(indices):
             batch_keys = np.zeros((self.batch_size,), "int64")
             batch_keys[: len(indices)] = [keys[i] for i in indices]
             arrays = [self._pad([rows[i] for i in indices]), batch_keys]
-            if any(prefix_rows[i] for i in indices):
+            prefixed = any(prefix_rows[i] for i in indices)
+            if prefixed:
                 arrays.append(self._pad_prefixes([prefix_rows[i] for i in indices]))
+            constrained = any(phrase_rows[i] for i in indices)
+            if constrained:
+                arrays.append(self._pad_constraints([phrase_rows[i] for i in indices]))
+            compiled = self._search_function(search, n_best or 1, sampling, prefixed, constrained)
             ids, batch_scores = compiled(*(keras.ops.convert_to_tensor(array) for array in arrays))
             ids = keras.ops.convert_to_numpy(ids)[: len(indices)]
             batch_scores = keras.ops.convert_to_numpy(batch_scores)[: len(indices)]
+            if constrained:
+                unmet.extend(i for i, row in zip(indices, batch_scores) if row[: n_best or 1].min() <= UNMET_SCORE / 2)
             if aligner is not None:
                 batch_alignments = self._align([rows[i] for i in indices], ids[:, : n_best or 1], aligner)
                 aligned.update((i, a if n_best else a[0]) for i, a in zip(indices, batch_alignments))
@@ -227,13 +265,64 @@ class Translator(TextTranslator):
             texts = self.tokenizer.detokenize(ids.reshape((-1, ids.shape[-1]))).numpy()
             return texts.reshape((len(indices), n_best)), batch_scores[:, :n_best]
 
+        def translate_batch(indices):
+            # Sentences with constraints and those without are searched apart (the constrained
+            # search is another algorithm), so that no sentence's translation depends on its batch.
+            groups = [
+                group
+                for group in ([i for i in indices if phrase_rows[i]], [i for i in indices if not phrase_rows[i]])
+                if group
+            ]
+            if len(groups) == 1:
+                return translate_group(indices)
+            results = {}
+            for group in groups:
+                results.update(zip(group, zip(*translate_group(group))))
+            return [results[i][0] for i in indices], [results[i][1] for i in indices]
+
         translations, scores = translate_in_order(
             len(sentences), order, self.batch_size, translate_batch, progress, n_best
         )
+        if unmet:
+            self._translate_unconstrained(
+                sorted(unmet),
+                sentences,
+                keys,
+                prefixes,
+                translations,
+                scores,
+                aligned,
+                dict(
+                    n_best=n_best,
+                    beam_size=search.beam_size,
+                    alpha=search.alpha,
+                    max_extra_length=search.max_extra_length,
+                    min_length_ratio=search.min_length_ratio,
+                    alignments=alignments,
+                ),
+            )
         if aligner is None:
             return translations, scores
         unaligned = "" if n_best is None else [""] * n_best
         return translations, scores, [aligned.get(i, unaligned) for i in range(len(sentences))]
+
+    def _translate_unconstrained(self, unmet, sentences, keys, prefixes, translations, scores, aligned, settings):
+        """Replaces the results at positions `unmet` (whose constraints were not met) by their
+        translations without constraints (the same search, prefix and alignments), and records
+        the positions in `unmet_indices`."""
+        recorded = self.truncated_indices, self.empty_indices
+        results = self.translate(
+            [sentences[i] for i in unmet],
+            keys=[keys[i] for i in unmet],
+            prefixes=None if prefixes is None else [prefixes[i] for i in unmet],
+            **settings,
+        )
+        self.truncated_indices, self.empty_indices = recorded
+        for k, index in enumerate(unmet):
+            translations[index], scores[index] = results[0][k], results[1][k]
+            if settings["alignments"]:
+                aligned[index] = results[2][k]
+        self.unmet_indices = unmet
 
     def _alignment_function(self, alignments):
         """The compiled `(source_ids, target_input_ids) -> attention [batch, target, source]` of
@@ -297,6 +386,56 @@ class Translator(TextTranslator):
                     index,
                 )
         return prefix_rows
+
+    def _constraint_rows(self, constraints, rows, max_extra_length):
+        """The token ids of each sentence's phrases, a list of lists (`[]` for None and for all
+        without `constraints`); `rows` are the sentences' source ids.
+
+        Raises:
+            ConstraintError: an empty phrase, or one longer than its sentence's maximum output length.
+        """
+        if constraints is None:
+            return [[] for _ in rows]
+        if any(isinstance(phrases, str) for phrases in constraints):
+            raise ValueError("constraints must be lists of phrases, one per sentence, not strings")
+        constraints = [[] if phrases is None else list(phrases) for phrases in constraints]
+        if len(constraints) != len(rows):
+            raise ValueError(
+                f"constraints must have one list of phrases (or None) per sentence: {len(constraints)} for "
+                f"{len(rows)} sentences"
+            )
+        phrases = [phrase for sentence in constraints for phrase in sentence]
+        tokens = iter(self.tokenizer.tokenize(phrases).to_list() if phrases else [])
+        phrase_rows = []
+        for index, (sentence, row) in enumerate(zip(constraints, rows)):
+            limit = len(row) + max_extra_length
+            phrase_rows.append([next(tokens) for _ in sentence])
+            for number, (phrase, pieces) in enumerate(zip(sentence, phrase_rows[-1]), start=1):
+                if not pieces:
+                    raise ConstraintError(
+                        f"phrase {number} ({phrase!r}) is empty: it has no SentencePiece pieces", index
+                    )
+                if len(pieces) > limit:
+                    raise ConstraintError(
+                        f"phrase {number} has {len(pieces)} SentencePiece pieces, more than the maximum output length "
+                        f"of {limit} tokens ({len(row)} source tokens, EOS included, + max_extra_length={max_extra_length})",
+                        index,
+                    )
+        return phrase_rows
+
+    def _pad_constraints(self, phrase_rows):
+        """int32 `[batch_size, phrases, length]`: each sentence's phrases, each then PAD, with
+        rows of PAD for missing phrases and filler sentences; phrases a power of 2 and length a
+        multiple of 8, so that few shapes are compiled."""
+        count = 1 << (max(len(sentence) for sentence in phrase_rows) - 1).bit_length()
+        longest = max((len(phrase) for sentence in phrase_rows for phrase in sentence), default=1)
+        padded = np.full(
+            (self.batch_size, count, LENGTH_MULTIPLE * math.ceil(longest / LENGTH_MULTIPLE)), PAD_ID, "int32"
+        )
+        for index, sentence in enumerate(phrase_rows):
+            for number, phrase in enumerate(sentence):
+                padded[index, number, : len(phrase)] = phrase
+        return padded
 
     def _pad_prefixes(self, prefix_rows):
         """int32 `[batch_size, multiple of 8]`: the prefixes, then PAD; filler rows are PAD alone."""

@@ -48,6 +48,11 @@ def test_two_members_are_searched_and_scored_on_the_mean_of_their_log_probabilit
     # The search's score of its own output (alpha 0: the sum of log-probabilities) is forced decoding's,
     # which reads every member's cache-free decode: the cached search decoded both members too.
     np.testing.assert_allclose(search_scores, [pair.log_prob for pair in scored], atol=1e-4)
+    # The constrained search runs on the ensemble's scores too.
+    constrained, constrained_scores = translator.translate(SENTENCES, constraints=[["Datei"], None, ["Zellen"]])
+    assert "Datei" in constrained[0] and "Zellen" in constrained[2] and translator.unmet_indices == []
+    rescored = translator.score(SENTENCES, constrained)
+    np.testing.assert_allclose(constrained_scores, [pair.log_prob for pair in rescored], atol=1e-4)
     alone = Translator(last, tokenizer, beam_size=3, alpha=0.0, batch_size=4).score(SENTENCES, translations)
     assert not np.allclose([pair.log_prob for pair in alone], [pair.log_prob for pair in scored], atol=1e-3)
 

@@ -86,10 +86,10 @@ def test_stdin_to_a_file_in_input_order_with_bad_and_long_lines_reported(tiny_ru
 
 
 @pytest.mark.slow  # a run of the model
-def test_alignments_follow_their_translations_after_a_tab(tiny_run, python_translator, translate_here, tmp_path):
+def test_alignments_follow_their_translations_after_a_tab(tiny_run, python_translator, translate_here):
     """--alignments prints `translation<TAB>alignment` lines, the Python translator's, with the
-    layer and head the flags choose; an export has no attention to read, refused as the flags are
-    read. (The n-best lines: test_n_best_lists_are_the_searchs_own.)"""
+    layer and head the flags choose. (The n-best lines: test_n_best_lists_are_the_searchs_own; an
+    export's: test_export_translates_and_refuses_what_it_cannot_do.)"""
     model_dir, _ = tiny_run
     lines, error, stderr = translate_here(
         f"--model_dir={model_dir}",
@@ -111,8 +111,6 @@ def test_alignments_follow_their_translations_after_a_tab(tiny_run, python_trans
     texts, _, alignments = translator.translate(SENTENCES, alignments=AlignmentConfig(layer=-1, head=1))
     assert lines == [f"{text}\t{alignment}" for text, alignment in zip(texts, alignments)]
     assert alignments[1] == "" and all(alignments[:1] + alignments[2:])  # None for the empty line.
-    code, _, stderr = translate(f"--export_dir={tmp_path}", "--alignments")
-    assert code == 2 and "--alignments cannot be used with --export_dir" in stderr
 
 
 @pytest.mark.slow  # a run of the model
@@ -182,13 +180,11 @@ def test_sampling_is_reproducible_per_line_whatever_the_window(tiny_run, python_
 
 
 @pytest.mark.slow  # a run of the model
-def test_prefix_lines_start_their_translations_and_bad_ones_are_refused(
-    tiny_run, tmp_path, python_translator, translate_here
-):
+def test_prefix_lines_start_their_translations_and_bad_ones_are_refused(tiny_run, python_translator, translate_here):
     """A window of prefixed lines is translated as the Python translator does; the next window,
-    which holds a prefix longer than its line's maximum output length, is refused whole; an export
-    with --prefix is refused as the flags are read. (A line without a tab goes through the check of
-    --score's lines, test_score_mode_equals_forced_decoding's.)"""
+    which holds a prefix longer than its line's maximum output length, is refused whole. (A line
+    without a tab goes through the check of --score's lines, test_score_mode_equals_forced_decoding's;
+    an export's prefixes: test_export_translates_and_refuses_what_it_cannot_do.)"""
     model_dir, _ = tiny_run
     sources, prefixes = ["Open the file.", "Print", "Close"], ["Öffnen Sie", "", "Schließen"]
     tsv = "".join(f"{s}\t{p}\n" for s, p in zip(sources, prefixes)) + "Print\tDrucken\n"
@@ -202,8 +198,45 @@ def test_prefix_lines_start_their_translations_and_bad_ones_are_refused(
     rows = [line.rsplit(" ||| ", 1) for line in lines]
     assert [row[0] for row in rows] == expected
     assert all(abs(float(row[1]) - score) < 1e-4 for row, score in zip(rows, expected_scores))
-    code, _, stderr = translate(f"--export_dir={tmp_path}", "--prefix")  # refused as the flags are read
-    assert code == 2 and "--prefix cannot be used with --export_dir" in stderr
+
+
+@pytest.mark.slow  # a run of the model
+def test_constraint_lines_steer_their_translations_and_bad_ones_are_refused(
+    tiny_run, tmp_path, python_translator, translate_here
+):
+    """--constraints gives each line its tab-separated phrases (an empty line: none), as the Python
+    translator does; a line whose phrases cannot all fit is translated without them with a warning;
+    a constraints file of another line count is refused (before any output when --input is a file,
+    at the line it lacks for stdin), and so is an empty phrase, by file and line."""
+    model_dir, _ = tiny_run
+    sources = ["Open the file.", "Print", "Close", "Print"]
+    too_many = " ".join(["Datei"] * 5) + "\t" + " ".join(["Drucken"] * 4)  # each fits, not both
+    constraints = tmp_path / "terms.tsv"
+    constraints.write_text("Datei\tÖffnen\n\nSchließen\n" + too_many + "\n", encoding="utf-8")
+    lines, error, stderr = translate_here(
+        f"--model_dir={model_dir}", f"--constraints={constraints}", "--window=3", *SEARCH, stdin=lines_of(sources)
+    )
+    assert error is None, error
+    phrases = [["Datei", "Öffnen"], [], ["Schließen"], too_many.split("\t")]
+    expected, _ = python_translator.translate(sources, constraints=phrases)
+    assert python_translator.unmet_indices == [3]
+    assert lines == expected
+    assert all(phrase in line for line, line_phrases in zip(lines[:3], phrases) for phrase in line_phrases)
+    assert f"<stdin> line 4: the search found no translation with all the phrases of {constraints} line 4" in stderr
+
+    _, error, _ = translate_here(
+        f"--model_dir={model_dir}", f"--constraints={constraints}", stdin=lines_of(sources * 2)
+    )
+    assert error.startswith(f"--constraints={constraints} ends before line 5 of <stdin>"), error
+    source_file = tmp_path / "doc.en"
+    source_file.write_bytes(lines_of(sources[:3]))
+    lines, error, _ = translate_here(
+        f"--model_dir={model_dir}", f"--constraints={constraints}", f"--input={source_file}", *SEARCH
+    )
+    assert lines == [] and error.startswith(f"--constraints={constraints} has 4 lines and --input={source_file} 3")
+    constraints.write_text("Datei\t\tÖffnen\n", encoding="utf-8")
+    lines, error, _ = translate_here(f"--model_dir={model_dir}", f"--constraints={constraints}", stdin=b"Print\n")
+    assert lines == [] and error.startswith(f"{constraints} line 1: phrase 2 ('') is empty"), error
 
 
 @pytest.mark.parametrize(
@@ -217,6 +250,7 @@ def test_prefix_lines_start_their_translations_and_bad_ones_are_refused(
         (["--sampling_topp=1.5"], "--sampling_topp must be in (0, 1], received 1.5"),
         (["--score", "--prefix"], "--prefix is for translating"),
         (["--score", "--alignments"], "--alignments is for translating"),
+        (["--sampling_topk=5", "--constraints=terms.tsv"], "--constraints steer the beam search"),
         (["--alignment_layer=0"], "--alignment_layer and --alignment_head choose the attention of --alignments"),
     ],
 )
@@ -227,9 +261,23 @@ def test_bad_flags_are_refused(tiny_run, flags, message):
 
 @pytest.mark.slow  # an export of its own
 def test_export_translates_and_refuses_what_it_cannot_do(tiny_export, translate_here):
+    """The export's n-best lists, prefixes and alignments reach its signatures (what they give, and
+    what else the export refuses: tests/inference/test_saved_model_translator.py); a too-long
+    prefix is refused by its line, search flags as the flags are read."""
     lines, error, stderr = translate_here(f"--export_dir={tiny_export}", "--n_best=2", stdin=lines_of(SENTENCES[:2]))
     assert error is None, stderr
     assert [line.split(" ||| ")[0] for line in lines] == ["0", "0", "1", "1"]
+    tsv = "Open the file.\tÖffnen Sie\n\tLeer\nPrint\t" + " ".join(["Datei"] * 40) + "\n"
+    lines, error, stderr = translate_here(f"--export_dir={tiny_export}", "--prefix", "--window=2", stdin=tsv.encode())
+    assert error.startswith("<stdin> line 3: the target prefix has 40 SentencePiece pieces"), stderr
+    assert len(lines) == 2 and lines[0].startswith("Öffnen Sie") and lines[1].startswith("Leer")
+    lines, error, stderr = translate_here(f"--export_dir={tiny_export}", "--alignments", stdin=lines_of(SENTENCES[:2]))
+    assert error is None, stderr
+    texts, alignments = zip(*(line.split("\t") for line in lines))
+    assert texts[1] == alignments[1] == ""  # The empty line.
+    assert [[int(link.split("-")[1]) for link in a.split()] for a in alignments] == [
+        list(range(len(text.split()))) for text in texts
+    ]  # One link per target word, by target word.
     _, error, _ = translate_here(f"--export_dir={tiny_export}", "--sampling_topk=0", "--sampling_topp=0.9")
     assert error.startswith("--sampling_topk, --sampling_topp cannot be used with --export_dir")
     _, error, _ = translate_here(f"--export_dir={tiny_export}", "--beam_size=2")

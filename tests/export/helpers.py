@@ -108,7 +108,9 @@ def saved_model_ops(path):
 
 # In an isolated interpreter: which of the op types argv[1]'s "op_types" names TensorFlow alone does
 # not register (before tensorflow_text is imported), then each of its "serve" requests, `[SavedModel
-# path, sentences]`, served by that SavedModel's serving_default: what TensorFlow Serving sees.
+# path, sentences]`, served by that SavedModel's serving_default, and each of its "calls",
+# `[SavedModel path, signature, {input: strings}]`, its outputs as lists (or {"error": the message}
+# of an InvalidArgumentError): what TensorFlow Serving sees.
 FRESH_PROCESS = """
 import json, sys
 import tensorflow as tf
@@ -117,15 +119,23 @@ assert "tensorflow_text" not in sys.modules
 request = json.loads(sys.argv[1])
 unknown_to_tensorflow = sorted(n for n in request["op_types"] if op_def_registry.get(n) is None)
 import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
-signatures, served = {}, []
+loaded, served, called = {}, [], []
+def signature(path, name):
+    if path not in loaded:
+        loaded[path] = tf.saved_model.load(path)
+    return loaded[path].signatures[name]
+def as_lists(value):
+    value = value.numpy()
+    return [t.decode("utf-8") for t in value] if value.dtype == object else value.tolist()
 for path, sentences in request["serve"]:
-    if path not in signatures:
-        signatures[path] = tf.saved_model.load(path).signatures["serving_default"]
-    outputs = signatures[path](inputs=tf.constant(sentences))
-    served.append({
-        "translations": [t.decode("utf-8") for t in outputs["translations"].numpy()],
-        "scores": outputs["scores"].numpy().tolist(),
-    })
+    outputs = signature(path, "serving_default")(inputs=tf.constant(sentences))
+    served.append({name: as_lists(outputs[name]) for name in ("translations", "scores")})
+for path, name, inputs in request.get("calls", []):
+    try:
+        outputs = signature(path, name)(**{key: tf.constant(value, tf.string) for key, value in inputs.items()})
+        called.append({key: as_lists(value) for key, value in outputs.items()})
+    except tf.errors.InvalidArgumentError as error:
+        called.append({"error": error.message})
 project = sorted(m for m in sys.modules if m.split(".")[0] in ("common", "models", "data", "inference", "export", "evaluation", "training"))
-print(json.dumps({"unknown_to_tensorflow": unknown_to_tensorflow, "served": served, "project_modules": project}))
+print(json.dumps({"unknown_to_tensorflow": unknown_to_tensorflow, "served": served, "called": called, "project_modules": project}))
 """

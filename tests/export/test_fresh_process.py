@@ -1,8 +1,8 @@
 """The float32 and int8 exports in one process that imports only tensorflow and tensorflow_text, as
 TensorFlow Serving sees them: their ops are TensorFlow's and tensorflow-text's SentencePiece ops; the
 float32 export translates like the Python path of evaluate.py (inference.translator.Translator)
-with the same search settings, and the int8 export (`python -m export --quantize=int8`,
-tests/export/test_quantize.py) like the float32 one."""
+with the same search settings, forces target prefixes and aligns words as it does, and the int8
+export (`python -m export --quantize=int8`, tests/export/test_quantize.py) like the float32 one."""
 
 import json
 
@@ -26,6 +26,11 @@ pytestmark = pytest.mark.full
 COMPARED_SENTENCES = 100
 # Beyond the maximum input length, and empty: the cut and the empty input, in both.
 EDGE_SENTENCES = ["", "Click " * 60]
+# Sentences and target prefixes for the prefix signature: no prefix (""), an empty source with one,
+# and one longer than its sentence's maximum output length (its tokens, EOS included, + 12).
+PREFIXED = ["Open the file.", "Click OK to save your changes.", "", "Help", "Select the text that you want to print."]
+PREFIXES = ["Öffnen Sie", "", "Leer", "", "Wählen Sie den"]
+TOO_LONG = (["Open the file.", "Print"], ["", " ".join(["Datei"] * 40)])
 
 
 @pytest.fixture(scope="module")
@@ -36,25 +41,32 @@ def fresh(exported, quantized, tiny_run):
     sources, _ = test_sets.read_tsv_pairs(tiny_run[1]["corpus"]["test"])
     sentences, compared = SENTENCES + EDGE_SENTENCES, sources[:COMPARED_SENTENCES] + EDGE_SENTENCES
     op_types = saved_model_ops(exported[1])[0] | saved_model_ops(quantized)[0]
+    calls = [
+        [exported[1], "serving_default", {"inputs": PREFIXED}],
+        [exported[1], "prefix", {"inputs": PREFIXED, "prefixes": PREFIXES}],
+        [exported[1], "prefix", {"inputs": PREFIXED, "prefixes": [""] * len(PREFIXED)}],
+        [exported[1], "prefix", {"inputs": TOO_LONG[0], "prefixes": TOO_LONG[1]}],
+        [exported[1], "align", {"inputs": compared}],
+    ]
     request = dict(
-        op_types=sorted(op_types), serve=[[exported[1], sentences], [exported[1], compared], [quantized, compared]]
+        op_types=sorted(op_types),
+        serve=[[exported[1], sentences], [exported[1], compared], [quantized, compared]],
+        calls=calls,
     )
     return sentences, compared, run_fresh_python(FRESH_PROCESS, json.dumps(request))
 
 
-def test_fresh_process_matches_the_python_translator(fresh, exported):
+@pytest.fixture(scope="module")
+def python_translator(exported):
+    """The Python translator of the exported run, with the export's search settings."""
     import keras
 
     from data.tokenizer import Tokenizer
     from inference.translator import Translator
 
     model_dir, _ = exported
-    sentences, _, outputs = fresh
-    assert outputs["project_modules"] == []
-    served = outputs["served"][0]
-
     model = keras.saving.load_model(f"{model_dir}/model.keras", compile=False)
-    translator = Translator(
+    return Translator(
         model,
         Tokenizer.from_file(f"{model_dir}/spm.model"),
         beam_size=EXPORT_SETTINGS["beam_size"],
@@ -62,10 +74,46 @@ def test_fresh_process_matches_the_python_translator(fresh, exported):
         max_extra_length=EXPORT_SETTINGS["max_extra_length"],
         max_input_length=EXPORT_SETTINGS["max_input_length"],
     )
+
+
+def test_fresh_process_matches_the_python_translator(fresh, python_translator):
+    sentences, _, outputs = fresh
+    assert outputs["project_modules"] == []
+    served = outputs["served"][0]
+    translator = python_translator
     translations, scores = translator.translate(sentences)
     assert translator.truncated == 1
     assert served["translations"] == translations
     np.testing.assert_allclose(served["scores"], scores, atol=1e-4)
+
+
+def test_prefixes_and_alignments_match_the_python_translator(fresh, python_translator):
+    """The prefix signature forces the prefixes as Translator does (an empty source with a prefix
+    is translated; "" prefixes give serving_default's translations) and refuses a too-long one by
+    its check; the align signature gives serving_default's translations and Translator's
+    alignments (`alignments=True`, the default attention)."""
+    from export.serving_module import PREFIX_TOO_LONG
+
+    _, compared, outputs = fresh
+    plain, prefixed, unprefixed, too_long, aligned = outputs["called"]
+    texts, scores = python_translator.translate(PREFIXED, prefixes=PREFIXES)
+    assert prefixed["translations"] == texts
+    np.testing.assert_allclose(prefixed["scores"], scores, atol=1e-4)
+    assert all(text.startswith(prefix) for text, prefix in zip(texts, PREFIXES)) and texts[2]
+    assert unprefixed["translations"] == plain["translations"]
+    np.testing.assert_allclose(unprefixed["scores"], plain["scores"], atol=1e-6)
+    assert PREFIX_TOO_LONG.format(max_extra_length=EXPORT_SETTINGS["max_extra_length"]) in too_long["error"]
+    pieces = [len(row) for row in python_translator.tokenizer.tokenize(TOO_LONG[0] + TOO_LONG[1][1:]).to_list()]
+    limit = pieces[1] + 1 + EXPORT_SETTINGS["max_extra_length"]
+    assert (
+        f"[sentences (from 0):] [1] [prefix pieces:] [{pieces[2]}] [maximum output lengths:] [{limit}]"
+        in (too_long["error"])
+    )
+    texts, scores, alignments = python_translator.translate(compared, alignments=True)
+    assert aligned["translations"] == outputs["served"][1]["translations"] == texts
+    np.testing.assert_allclose(aligned["scores"], outputs["served"][1]["scores"], atol=1e-6)
+    assert aligned["alignments"] == alignments
+    print(f"{sum(len(a.split()) for a in alignments)} links in {len(alignments)} alignments")
 
 
 def test_ops_stay_within_the_allow_list(fresh, exported, quantized):

@@ -1,5 +1,7 @@
 """What the SavedModel holds: core TensorFlow ops plus tensorflow-text's SentencePiece ops, no XLA,
-no Python; and the signatures that `saved_model_cli show` lists."""
+no Python (the align signature's word alignments included: its string ops, AsString and
+UnsortedSegmentJoin, and its tf.scan are core ops); and the signatures that `saved_model_cli show`
+lists."""
 
 import pytest
 from tensorflow.core.framework import types_pb2
@@ -22,9 +24,9 @@ def test_only_core_and_sentencepiece_ops(exported):
 
 
 @pytest.mark.full
-def test_the_serve_meta_graph_lists_both_signatures(exported):
+def test_the_serve_meta_graph_lists_the_signatures(exported):
     """The signature defs of the "serve" meta graph, which `saved_model_cli show --all` prints: the
-    text signature and the ids one, with their inputs' and outputs' types."""
+    text signatures and the ids one, with their inputs' and outputs' types."""
     saved_model = saved_model_pb2.SavedModel()
     with open(f"{exported[1]}/saved_model.pb", "rb") as handle:
         saved_model.ParseFromString(handle.read())
@@ -39,6 +41,13 @@ def test_the_serve_meta_graph_lists_both_signatures(exported):
     ids = signatures["translate_ids"]
     assert ids.inputs["source_ids"].dtype == types_pb2.DT_INT32
     assert {"ids", "scores"} <= set(ids.outputs)
+    prefix, align = signatures["prefix"], signatures["align"]
+    assert {name: spec.dtype for name, spec in prefix.inputs.items()} == dict.fromkeys(
+        ["inputs", "prefixes"], types_pb2.DT_STRING
+    )
+    assert set(prefix.outputs) == {"translations", "scores"}
+    assert align.inputs["inputs"].dtype == align.outputs["alignments"].dtype == types_pb2.DT_STRING
+    assert set(align.outputs) == {"translations", "scores", "alignments"}
 
 
 # saved_model_cli run, TensorFlow Serving's session loader, loads the int8 export, whose op types

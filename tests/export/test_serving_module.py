@@ -144,17 +144,96 @@ def test_score_signature_is_forced_decoding(served, tiny_model_and_tokenizer):
         loaded.signatures["score"](inputs=tf.constant(sources), targets=tf.constant(targets[:2]))
 
 
-def test_the_searching_signatures_share_one_traced_search(exported):
+def test_the_searching_signatures_share_two_traced_searches(exported):
     from tensorflow.core.protobuf import saved_model_pb2
 
     saved_model = saved_model_pb2.SavedModel()
     with open(f"{exported[1]}/saved_model.pb", "rb") as handle:
         saved_model.ParseFromString(handle.read())
     library = saved_model.meta_graphs[0].graph_def.library.function
-    loops = sum(node.op in ("While", "StatelessWhile") for function in library for node in function.node_def)
-    # Per length bucket (8, 16 and max_input_length) one loop for the signatures and one for the
-    # module's saved functions, however many of them search (it was one per searching signature).
-    assert loops == 2 * (len(EXPORT_SETTINGS["length_buckets"]) + 1)
+    loops = [node.op for function in library for node in function.node_def if node.op in ("While", "StatelessWhile")]
+    # Per length bucket (8, 16 and max_input_length) one loop of the plain search, which
+    # serving_default, n_best, translate_ids and align share, and one of the prefix signature's; the
+    # signatures and the module's saved functions share them (traced once, in the save). align's
+    # word numbering (a tf.scan, stateless) is the one StatelessWhile.
+    assert loops.count("While") == 2 * (len(EXPORT_SETTINGS["length_buckets"]) + 1)
+    assert loops.count("StatelessWhile") == 1
+
+
+def test_the_prefix_signature_refuses_a_prefix_longer_than_the_maximum_output_length(served, tiny_run):
+    """A prefix of as many pieces as its sentence's maximum output length (its source tokens, EOS
+    included, + max_extra_length) is forced; one piece more fails the call with the check's message,
+    naming the sentence. (Its translations against the Python translator's:
+    tests/export/test_fresh_process.py.)"""
+    from data.tokenizer import Tokenizer
+
+    tokenizer = Tokenizer.from_file(f"{tiny_run[0]}/spm.model")
+    limit = len(tokenizer.tokenize(["Print"]).to_list()[0]) + 1 + EXPORT_SETTINGS["max_extra_length"]
+    longest, too_long = (" ".join(["Sie"] * count) for count in (limit, limit + 1))  # "▁Sie": one piece
+    assert [len(row) for row in tokenizer.tokenize([longest, too_long]).to_list()] == [limit, limit + 1]
+    loaded, _, _ = served
+    prefix = loaded.signatures["prefix"]
+    translations, _ = serve_prefixes(prefix, ["Open the file.", "Print"], ["", longest])
+    assert translations[1].startswith(longest)
+    message = (
+        r"prefix: a target prefix has more SentencePiece pieces than the maximum output length of its sentence "
+        r"\(its source tokens, EOS included, \+ max_extra_length=12\)\] \[sentences \(from 0\):\] \[1\]"
+    )
+    with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+        serve_prefixes(prefix, ["Open the file.", "Print"], ["", too_long])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="one prefix"):
+        serve_prefixes(prefix, ["Open the file.", "Print"], [""])
+
+
+def serve_prefixes(signature, sentences, prefixes):
+    outputs = signature(inputs=tf.constant(sentences, tf.string), prefixes=tf.constant(prefixes, tf.string))
+    return [t.decode("utf-8") for t in outputs["translations"].numpy()], outputs["scores"].numpy()
+
+
+@pytest.mark.slow  # the first call of each signature's graph: seconds
+def test_the_prefix_and_align_signatures_take_an_empty_batch(served):
+    loaded, _, _ = served
+    nothing = tf.zeros([0], tf.string)
+    for outputs in (
+        loaded.signatures["prefix"](inputs=nothing, prefixes=nothing),
+        loaded.signatures["align"](inputs=nothing),
+    ):
+        assert {name: tuple(value.shape) for name, value in outputs.items()} == dict.fromkeys(outputs, (0,))
+
+
+@pytest.mark.slow  # traces a search
+def test_align_gives_the_python_translators_alignments_of_many_words(tiny_model_and_tokenizer, tiny_run):
+    """The translations of a model whose logits a bias steers to many words (EOS barred, a bonus to
+    the pieces that start a word), aligned in the graph of `ServingModule.align` (not saved) and by
+    the Python translator. (The shared export's own, and the ported parts on hand-built pieces:
+    tests/export/test_fresh_process.py, tests/export/test_graph_alignment.py.)"""
+    import keras
+
+    from export import graph_alignment
+    from export.serving_module import ServingModule
+    from inference.translator import Translator
+    from tests.helpers import EosBiasModel
+
+    class WordyModel(EosBiasModel):
+        num_layers = property(lambda self: self.model.num_layers)
+        num_heads = property(lambda self: self.model.num_heads)
+
+    model, tokenizer = tiny_model_and_tokenizer
+    wordy = WordyModel(model, -1e9)
+    starts_word = graph_alignment.vocabulary_flags(tokenizer).starts_word
+    bias = 10.0 * starts_word + np.random.default_rng(0).uniform(0.0, 3.0, model.vocabulary_size)
+    bias[EOS_ID] = -1e9
+    wordy.bias = keras.ops.convert_to_tensor(bias.astype("float32"))
+    settings = dict(beam_size=2, max_input_length=16, max_extra_length=4)
+    sentences = SENTENCES + ["", "Click " * 20]
+    module = ServingModule(wordy, tokenizer, f"{tiny_run[0]}/spm.model", length_buckets=(), **settings)
+    outputs = module.align(tf.constant(sentences))
+    texts, _, alignments = Translator(wordy, tokenizer, batch_size=4, **settings).translate(sentences, alignments=True)
+    assert [t.decode("utf-8") for t in outputs["translations"].numpy()] == texts
+    assert [a.decode("utf-8") for a in outputs["alignments"].numpy()] == alignments
+    links = [len(alignment.split()) for alignment in alignments]
+    print(f"links per sentence: {links}")
+    assert sum(links) >= 2 * len(sentences)
 
 
 def test_min_length_ratio_is_built_into_the_graph(tiny_model_and_tokenizer, tiny_run):

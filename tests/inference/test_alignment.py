@@ -7,7 +7,6 @@ import pytest
 from data.special_ids import EOS_ID, UNK_ID
 from inference.alignment import AttentionMatrix, pharaoh, word_indices, word_weights
 from inference.protocol import AlignmentConfig, AlignmentError
-from inference.saved_model_translator import SavedModelTranslator
 from inference.translator import Translator
 
 M = "\u2581"  # SentencePiece's word marker
@@ -106,9 +105,3 @@ def test_each_of_the_n_best_of_a_beam_gets_its_own_alignment(tiny_model):
             assert [target for _, target in links(alignment)] == list(range(len(text.split())))
     with pytest.raises(AlignmentError, match="alignment layer 2 is out of range: the decoder has 2 layers"):
         translator.translate(sentences, alignments=AlignmentConfig(layer=2))
-
-
-@pytest.mark.slow  # the shared export
-def test_an_export_refuses_alignments(tiny_export):
-    with pytest.raises(AlignmentError, match="word alignments need a run directory .* returns no attention"):
-        SavedModelTranslator(tiny_export).translate(["Print"], alignments=True)

@@ -12,7 +12,7 @@ import pytest
 
 from common.errors import UserError
 from data.special_ids import EOS_ID
-from inference.translator import PrefixError, Translator
+from inference.translator import ConstraintError, PrefixError, Sampling, Translator
 from models.translation import score_ids, translate_ids
 from tests.helpers import REPO_ROOT
 
@@ -286,3 +286,61 @@ def test_a_prefix_longer_than_the_maximum_output_is_refused_before_any_search(ti
     assert f"maximum output length of {source_tokens + 2} tokens" in str(caught.value)
     with pytest.raises(ValueError, match="one string"):
         translator.translate(["Print"], prefixes=["", ""])
+
+
+def test_constraints_appear_in_every_translation_and_leave_the_other_sentences_alone(tiny_model):
+    """Every one of the n best holds its sentence's phrases; a sentence without constraints is
+    translated as in a call without any (it is searched apart from the constrained ones); an empty
+    source with a phrase is searched; no constraints at all is the plain search, bit for bit."""
+    model, tokenizer, _, _ = tiny_model
+    sentences = SENTENCES + [""]
+    translator = Translator(model, tokenizer, beam_size=4, max_extra_length=8, batch_size=4)
+    plain, plain_scores = translator.translate(sentences, n_best=2)
+    for none in ([None] * len(sentences), [[]] * len(sentences)):
+        assert translator.translate(sentences, n_best=2, constraints=none) == (plain, plain_scores)
+    constraints = [["Drucken"], None, ["Datei", "Öffnen"], [], ["Liste"], ["Leer"]]
+    texts, scores = translator.translate(sentences, n_best=2, constraints=constraints)
+    assert translator.unmet_indices == [] and translator.empty_indices == []
+    for index, phrases in enumerate(constraints):
+        if phrases:
+            assert all(phrase in text for text in texts[index] for phrase in phrases), texts[index]
+            assert scores[index] == sorted(scores[index], reverse=True)
+        else:
+            assert texts[index] == plain[index] and scores[index] == plain_scores[index]
+
+
+def test_constraints_that_cannot_all_be_met_give_the_unconstrained_translation(tiny_model):
+    """Two phrases that each fit the maximum output length but not together: the sentence is
+    translated without them and its position is recorded."""
+    model, tokenizer, _, _ = tiny_model
+    translator = Translator(model, tokenizer, beam_size=2, max_extra_length=2, batch_size=2)
+    limit = len(tokenizer.tokenize(["Print"]).to_list()[0]) + 1 + 2
+    pieces = [len(row) for row in tokenizer.tokenize(["Datei", "Drucken"]).to_list()]
+    phrases = [" ".join([word] * (limit // count)) for word, count in zip(("Datei", "Drucken"), pieces)]
+    lengths = [len(row) for row in tokenizer.tokenize(phrases).to_list()]
+    assert max(lengths) <= limit < sum(lengths)
+    plain, plain_scores = translator.translate(["Print", "Open the file."])
+    texts, scores = translator.translate(["Print", "Open the file."], constraints=[phrases, ["Datei"]])
+    assert translator.unmet_indices == [0]
+    assert texts[0] == plain[0] and scores[0] == plain_scores[0]
+    assert "Datei" in texts[1]
+
+
+def test_bad_constraints_are_refused_before_any_search(tiny_model):
+    model, tokenizer, _, _ = tiny_model
+    translator = Translator(model, tokenizer, max_extra_length=2, batch_size=2)
+    source_tokens = len(tokenizer.tokenize(["Print"]).to_list()[0]) + 1
+    too_long = " ".join(["Drucken"] * (source_tokens + 3))
+    with pytest.raises(ConstraintError, match=r"constraints\[1\]: phrase 2 has \d+ SentencePiece pieces") as caught:
+        translator.translate(["Open the file.", "Print"], constraints=[None, ["Datei", too_long]])
+    assert isinstance(caught.value, UserError) and caught.value.index == 1
+    assert f"maximum output length of {source_tokens + 2} tokens" in str(caught.value)
+    for empty in ("", "  ", "\u200b"):
+        with pytest.raises(ConstraintError, match=r"constraints\[0\]: phrase 1 .* is empty"):
+            translator.translate(["Print"], constraints=[[empty]])
+    with pytest.raises(ValueError, match="one list of phrases"):
+        translator.translate(["Print"], constraints=[None, None])
+    with pytest.raises(ValueError, match="not strings"):
+        translator.translate(["Print"], constraints=["Drucken"])
+    with pytest.raises(ValueError, match="constraints need the beam search"):
+        translator.translate(["Print"], constraints=[["Drucken"]], sampling=Sampling(top_k=5))

@@ -1,0 +1,102 @@
+"""`inference.saved_model_translator.SavedModelTranslator` on the shared export: target prefixes
+and word alignments through the export's `prefix` and `align` signatures, as the Python translator
+gives them, and what it refuses, before the graph runs."""
+
+import os
+import shutil
+
+import numpy as np
+import pytest
+from tensorflow.core.protobuf import saved_model_pb2
+
+from inference.protocol import AlignmentConfig, AlignmentError, PrefixError
+from inference.saved_model_translator import ExportDirError, ExportRequestError, SavedModelTranslator
+from inference.translator import Translator
+from tests.helpers import EXPORT_SETTINGS
+
+pytestmark = pytest.mark.slow  # the shared export loaded and run in this process
+
+# No prefix (None and ""), and an empty source with one, which is translated.
+SENTENCES = ["Open the file.", "", "Click OK to save your changes.", "Help"]
+PREFIXES = ["Öffnen Sie", "Leer", None, ""]
+SEARCH_SETTINGS = ("beam_size", "alpha", "max_extra_length", "max_input_length")
+
+
+@pytest.fixture(scope="module")
+def exported(tiny_export):
+    return SavedModelTranslator(tiny_export, batch_size=2)
+
+
+@pytest.fixture(scope="module")
+def python_translator(tiny_model):
+    model, tokenizer, _, _ = tiny_model
+    return Translator(model, tokenizer, batch_size=2, **{name: EXPORT_SETTINGS[name] for name in SEARCH_SETTINGS})
+
+
+def test_prefixes_and_alignments_are_the_python_translators(exported, python_translator):
+    texts, scores = exported.translate(SENTENCES, prefixes=PREFIXES)
+    expected, expected_scores = python_translator.translate(SENTENCES, prefixes=PREFIXES)
+    assert texts == expected and texts[1].startswith("Leer")
+    np.testing.assert_allclose(scores, expected_scores, atol=1e-4)
+    assert exported.empty_indices == python_translator.empty_indices == []
+    texts, scores, alignments = exported.translate(SENTENCES, alignments=True)
+    expected, expected_scores, expected_alignments = python_translator.translate(SENTENCES, alignments=True)
+    assert (texts, alignments) == (expected, expected_alignments)
+    np.testing.assert_allclose(scores, expected_scores, atol=1e-4)
+    assert exported.empty_indices == [1] and alignments[1] == ""
+    # The penultimate of the tiny model's two layers, named: the attention the export reads.
+    assert exported.translate(SENTENCES, alignments=AlignmentConfig(layer=0))[2] == alignments
+    # No prefix with text: the plain search.
+    assert exported.translate(SENTENCES, prefixes=["", None, "", ""]) == exported.translate(SENTENCES)
+
+
+def test_what_the_export_cannot_do_is_refused(exported, python_translator):
+    sentences, prefixes = ["Open the file.", "Help"], ["", " ".join(["Datei"] * 40)]
+    with pytest.raises(PrefixError) as python_error:
+        python_translator.translate(sentences, prefixes=prefixes)
+    with pytest.raises(PrefixError) as export_error:
+        exported.translate(sentences, prefixes=prefixes)
+    assert export_error.value.index == 1 and str(export_error.value) == str(python_error.value)
+    for config in (AlignmentConfig(layer=-1), AlignmentConfig(head=1)):
+        with pytest.raises(AlignmentError, match=r"reads \(decoder layer 0, the mean over heads, built in at export\)"):
+            exported.translate(sentences, alignments=config)
+    with pytest.raises(AlignmentError, match="alignment layer 5 is out of range: the decoder has 2 layers"):
+        exported.translate(sentences, alignments=AlignmentConfig(layer=5))
+    with pytest.raises(AlignmentError, match="word alignments of n-best lists"):
+        exported.translate(sentences, n_best=2, alignments=True)
+    with pytest.raises(AlignmentError, match="word alignments of prefixed translations"):
+        exported.translate(sentences, prefixes=["Öffnen", ""], alignments=True)
+    with pytest.raises(ExportRequestError, match="n-best lists of prefixed translations"):
+        exported.translate(sentences, prefixes=["Öffnen", ""], n_best=2)
+
+
+def test_an_export_written_before_the_prefix_and_align_signatures_is_told_to_export_again(
+    exported, tiny_export, tmp_path
+):
+    """A copy of the shared export without the two signatures, as an older export has none."""
+    old = tmp_path / "transformer" / "1"
+    shutil.copytree(os.path.join(tiny_export, "1"), old)
+    saved_model = saved_model_pb2.SavedModel()
+    saved_model.ParseFromString((old / "saved_model.pb").read_bytes())
+    for meta_graph in saved_model.meta_graphs:
+        for name in ("prefix", "align"):
+            del meta_graph.signature_def[name]
+        objects = meta_graph.object_graph_def.nodes
+        [signatures] = [child.node_id for child in objects[0].children if child.local_name == "signatures"]
+        kept = [child for child in objects[signatures].children if child.local_name not in ("prefix", "align")]
+        del objects[signatures].children[:]
+        objects[signatures].children.extend(kept)
+    (old / "saved_model.pb").write_bytes(saved_model.SerializeToString())
+    translator = SavedModelTranslator(str(old.parent))
+    texts, scores = translator.translate(SENTENCES)
+    expected, expected_scores = exported.translate(SENTENCES)
+    assert texts == expected
+    np.testing.assert_allclose(scores, expected_scores, atol=1e-5)
+    with pytest.raises(
+        ExportDirError, match="has no 'prefix' signature .* before target prefixes were exported; export"
+    ):
+        translator.translate(["Help"], prefixes=["Hilfe"])
+    with pytest.raises(
+        ExportDirError, match="has no 'align' signature .* before word alignments were exported; export"
+    ):
+        translator.translate(["Help"], alignments=True)
