@@ -10,7 +10,7 @@ import pytest
 
 from models.beam_search import UNMET_SCORE
 from models.special_ids import EOS_ID, PAD_ID
-from tests.models.test_beam_search import A, B, REAL_TOKENS, BigramTable, PrefixTable, lp, padded, prefix_rows, run_beam
+from tests.models.test_beam_search import REAL_TOKENS, A, B, BigramTable, PrefixTable, lp, padded, prefix_rows, run_beam
 
 NUM_SOURCES = 60
 
