@@ -4,14 +4,16 @@ does to BLEU, and what it costs, beside the unconstrained search of the same run
 The constraints are taken from the references, as Post & Vilar (2018) did: for each sentence one or
 two phrases (chosen at random, seeded), each a span of one or two consecutive words of the
 reference, not overlapping, with surrounding punctuation stripped. A phrase counts as found when the
-translation contains it as a substring.
+translation contains it as a substring, both as SentencePiece normalises text (NFKC: "…" is "...").
 
     python benchmarks/constraints.py --model_dir=runs/demo --checkpoint=average:5
     python benchmarks/constraints.py --model_dir=runs/demo --sentences=200 --output=results/constraints.json
 
 Printed: one table row per search (unconstrained, constrained) with BLEU and chrF (sacreBLEU), the
 share of phrases found and of sentences with every phrase found, the sentences the constrained
-search could not satisfy (translated without constraints), seconds and sentences per second.
+search could not satisfy (translated without constraints), seconds and sentences per second. Each
+search translates the sentences twice and the second pass is timed: the first traces the search
+for every batch shape (the constrained search has more: phrase counts and lengths).
 """
 
 import argparse
@@ -64,8 +66,10 @@ def reference_phrases(references, seed):
     return constraints
 
 
-def found(translations, constraints):
-    """`(phrases found / phrases, sentences with all found / sentences with phrases)`."""
+def found(translations, constraints, normal=lambda phrase: phrase):
+    """`(phrases found / phrases, sentences with all found / sentences with phrases)`; `normal`
+    maps a phrase to the form the translations hold it in."""
+    constraints = [[normal(phrase) for phrase in sentence] for sentence in constraints]
     phrases = [(text, phrase) for text, sentence in zip(translations, constraints) for phrase in sentence]
     complete = [
         all(phrase in text for phrase in sentence) for text, sentence in zip(translations, constraints) if sentence
@@ -78,6 +82,7 @@ def main(argv=None):
     sys.path.insert(0, REPO_ROOT)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import sacrebleu
+    import tensorflow as tf
 
     from evaluation import evaluator
     from evaluation.translators import load_translator
@@ -93,17 +98,28 @@ def main(argv=None):
     constraints = reference_phrases(references, args.seed)
     print(f"{len(sources)} sentences of {description}, model {args.model_dir}", file=sys.stderr)
 
-    translator.translate(sources[: args.batch_size])  # compiles the plain search's first shapes
+    tf.get_logger().setLevel("ERROR")  # one search traced per batch shape is expected here
+    phrases = sorted({phrase for sentence in constraints for phrase in sentence})
+    normalised = (
+        [
+            text.decode("utf-8")
+            for text in translator.tokenizer.detokenize(translator.tokenizer.tokenize(phrases)).numpy()
+        ]
+        if phrases
+        else []
+    )
+    normal = dict(zip(phrases, normalised)).get
     results = {}
     beam = translator.search.beam_size
     searches = [("unconstrained", None, beam), ("constrained", constraints, beam)]
     for size in [int(value) for value in args.constrained_beam_sizes.split(",") if value]:
         searches.append((f"constrained, beam {size}", constraints, size))
     for name, steering, beam_size in searches:
+        translator.translate(sources, constraints=steering, beam_size=beam_size)  # traces every shape
         started = time.perf_counter()
         translations, _ = translator.translate(sources, constraints=steering, beam_size=beam_size)
         seconds = time.perf_counter() - started
-        phrases_found, sentences_found = found(translations, constraints)
+        phrases_found, sentences_found = found(translations, constraints, normal)
         results[name] = dict(
             beam_size=beam_size,
             bleu=sacrebleu.corpus_bleu(translations, [references]).score,

@@ -6,8 +6,8 @@
     translator = load_translator("runs/demo")                    # or "runs/demo/export"
     texts, scores = translator.translate(["Open the file."])
     lists, list_scores = translator.translate(["Open the file."], beam_size=4, n_best=4)
-    started, _ = translator.translate(["Open the file."], prefixes=["Öffnen Sie"])   # a run only
-    texts, scores, alignments = translator.translate(["Open the file."], alignments=True)   # a run only
+    started, _ = translator.translate(["Open the file."], prefixes=["Öffnen Sie"])
+    texts, scores, alignments = translator.translate(["Open the file."], alignments=True)
     ensemble = load_translator(["runs/a", "runs/b"])             # or "runs/a,runs/b": an ensemble
     greedy = load_translator("runs/demo", search=SearchConfig(beam_size=1))
     pair_scores = translator.score(["Open the file."], ["Öffnen Sie die Datei."])

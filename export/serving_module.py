@@ -19,6 +19,13 @@ Two signatures steer or explain that search:
   max_extra_length) fails the call with a `tf.debugging` assertion (`PREFIX_TOO_LONG`), as
   `Translator` raises PrefixError; a sentence without tokens but with a prefix is searched from EOS
   alone, as `Translator` does.
+- `constrain` places terminology constraints: each line of tab-separated phrases is split and
+  tokenized in the graph, padded to `MAX_PHRASES` phrases of `MAX_PHRASE_PIECES` pieces (the search
+  needs static sizes) and passed to `translate_ids(constraint_ids=...)`, the constrained search,
+  in a third traced search per bucket. Sentences without phrases, and those whose phrases the
+  search could not all place (`constraints_met` False), get the plain search's translation, as
+  `Translator` gives them. An empty phrase, more phrases or pieces than those sizes, or a phrase
+  longer than its sentence's maximum output fails the call with a `tf.debugging` assertion.
 - `align` runs the plain search, then forces its best translations through the decoder and reads
   the word alignments from one layer's encoder-decoder attention (`export.graph_alignment`, the
   graph's port of `inference.alignment`; by default `DEFAULT_ALIGNMENT`'s layer and heads).
@@ -49,6 +56,7 @@ from data.special_ids import EOS_ID, PAD_ID
 from export import graph_alignment
 from inference.in_place_cache import traced_in_place
 from inference.protocol import DEFAULT_ALIGNMENT
+from models.beam_search import UNMET_SCORE
 from models.search_config import DEFAULT_SEARCH, EXPORT_MAX_INPUT_LENGTH
 from models.translation import score_ids, translate_ids
 
@@ -61,6 +69,18 @@ PREFIX_TOO_LONG = (
     "prefix: a target prefix has more SentencePiece pieces than the maximum output length of its sentence "
     "(its source tokens, EOS included, + max_extra_length={max_extra_length})"
 )
+# What the `constrain` signature takes per sentence: phrases, and pieces per phrase (static sizes of
+# the constrained search; a line's phrases are tokenized one by one).
+MAX_PHRASES = 8
+MAX_PHRASE_PIECES = 16
+# The messages of the `constrain` signature's checks (`Translator` raises ConstraintError).
+CONSTRAINT_REFUSALS = {
+    "empty": "constrain: a phrase is empty (it has no SentencePiece pieces)",
+    "phrases": f"constrain: a line has more than {MAX_PHRASES} phrases",
+    "pieces": f"constrain: a phrase has more than {MAX_PHRASE_PIECES} SentencePiece pieces",
+    "long": "constrain: a phrase is longer than the maximum output length of its sentence "
+    "(its source tokens, EOS included, + max_extra_length={max_extra_length})",
+}
 # The sentences a failed check names, at most.
 MAX_REPORTED = 20
 
@@ -101,8 +121,8 @@ class ServingModule(tf.Module):
         **settings: `SearchConfig` settings by name (`beam_size=2`), each replacing `search`'s.
 
     Functions (all `tf.function(jit_compile=False)` with an input signature). Those that search
-    call one of two traced searches, `search` (plain) or `prefix_search` (`prefix_ids` forced), so
-    the graph holds two `While` loops per bucket; `align` adds one for its word numbering:
+    call one of three traced searches, `search` (plain), `prefix_search` (`prefix_ids` forced) or
+    `constrained_search` (`constraint_ids` placed), so the graph holds three `While` loops per bucket; `align` adds one for its word numbering:
         `serve(inputs)`: string `[batch]` -> `{"translations": string [batch], "scores": float32 [batch]}`.
         `n_best(inputs)`: string `[batch]` -> `{"translations": string [batch, beam_size],
             "scores": float32 [batch, beam_size]}`, every hypothesis of the beam, best first.
@@ -116,6 +136,11 @@ class ServingModule(tf.Module):
             "scores": float32 [batch]}`, each translation starting with its prefix's pieces ("":
             no prefix, the translation `serve` gives); InvalidArgumentError for a prefix longer
             than its sentence's maximum output length (see the module docstring).
+        `constrain(inputs, constraints)`: string `[batch]` twice, each constraint a line of
+            tab-separated target phrases ("": none) -> `{"translations": string [batch], "scores":
+            float32 [batch], "constraints_met": bool [batch]}`, each translation holding its
+            phrases where `constraints_met` (True too for a line without phrases), else the plain
+            search's; InvalidArgumentError for a line it cannot take (see the module docstring).
         `align(inputs)`: string `[batch]` -> `{"translations", "scores"` as `serve`'s, and
             `"alignments": string [batch]}`, each translation's Pharaoh word alignment ("0-0 1-2
             2-1", "" for an empty one), as `Translator.translate(alignments=alignment)` gives it.
@@ -162,6 +187,9 @@ class ServingModule(tf.Module):
         self.prefix_search = self._steered_search(
             prefix_ids=tf.TensorSpec([None, self.output_length], tf.int32, name="prefix_ids")
         )
+        self.constrained_search = self._steered_search(
+            constraint_ids=tf.TensorSpec([None, MAX_PHRASES, MAX_PHRASE_PIECES], tf.int32, name="constraint_ids")
+        )
         self.n_best = tf.function(
             self._n_best,
             input_signature=[tf.TensorSpec([None], tf.string, name="inputs")],
@@ -192,6 +220,15 @@ class ServingModule(tf.Module):
             jit_compile=False,
             reduce_retracing=False,
         )
+        self.constrain = tf.function(
+            self._constrain,
+            input_signature=[
+                tf.TensorSpec([None], tf.string, name="inputs"),
+                tf.TensorSpec([None], tf.string, name="constraints"),
+            ],
+            jit_compile=False,
+            reduce_retracing=False,
+        )
         self.align = tf.function(
             self._align,
             input_signature=[tf.TensorSpec([None], tf.string, name="inputs")],
@@ -212,6 +249,7 @@ class ServingModule(tf.Module):
             "score": self.score,
             "translate_ids": self.translate_ids,
             "prefix": self.prefix,
+            "constrain": self.constrain,
             "align": self.align,
         }
 
@@ -314,6 +352,71 @@ class ServingModule(tf.Module):
         # With a prefix, a sentence without tokens is searched from EOS alone, as Translator does.
         translations, scores = self._texts(ids[:, :1], scores[:, :1], empty & tf.equal(prefix_lengths, 0))
         return {"translations": translations[:, 0], "scores": scores[:, 0]}
+
+    def _constrain(self, inputs, constraints):
+        tf.debugging.assert_equal(
+            tf.shape(inputs), tf.shape(constraints), message='constrain needs one line of phrases (or "") per input'
+        )
+        tokens, empty = self._tokens(inputs, self.max_input_length)
+        source_ids = tokens.to_tensor(default_value=PAD_ID)
+        lines = tf.strings.split(constraints, sep="\t")  # ragged [batch, (phrases)]; "" splits into [""]
+        given = tf.repeat(tf.not_equal(constraints, ""), lines.row_lengths())
+        phrases = tf.RaggedTensor.from_value_rowids(
+            tf.boolean_mask(lines.values, given), tf.boolean_mask(lines.value_rowids(), given), lines.nrows()
+        )
+        pieces = self._pieces(phrases.values)  # ragged [phrases, (pieces)]
+        counts = tf.cast(phrases.row_lengths(), tf.int32)  # [batch]
+        piece_counts = tf.cast(pieces.row_lengths(), tf.int32)  # [phrases]
+        limits = tf.repeat(tf.cast(tokens.row_lengths(), tf.int32) + self.max_extra_length, counts)
+        sentence = tf.cast(phrases.value_rowids(), tf.int32)  # of each phrase
+        checks = [
+            self._refusal(tf.equal(piece_counts, 0), CONSTRAINT_REFUSALS["empty"], sentence),
+            self._refusal(counts > MAX_PHRASES, CONSTRAINT_REFUSALS["phrases"], tf.range(tf.size(counts))),
+            self._refusal(piece_counts > MAX_PHRASE_PIECES, CONSTRAINT_REFUSALS["pieces"], sentence),
+            self._refusal(
+                piece_counts > limits,
+                CONSTRAINT_REFUSALS["long"].format(max_extra_length=self.max_extra_length),
+                sentence,
+            ),
+        ]
+        with tf.control_dependencies(checks):
+            # Static sizes for the search: no line that passed the checks is larger.
+            constraint_ids = tf.RaggedTensor.from_row_lengths(pieces, phrases.row_lengths()).to_tensor(
+                default_value=PAD_ID, shape=[None, MAX_PHRASES, MAX_PHRASE_PIECES]
+            )
+        has_phrases = counts > 0
+        ids, scores = self._searched_where(
+            has_phrases, lambda: self.constrained_search(source_ids, constraint_ids), tf.shape(inputs)[0]
+        )
+        met = has_phrases & (scores[:, 0] > UNMET_SCORE / 2)
+        # The plain search's translation where there are no phrases or they were not placed.
+        plain_ids, plain_scores = self._searched_where(~met, lambda: self.search(source_ids), tf.shape(inputs)[0])
+        ids = tf.where(met[:, None, None], ids, plain_ids)
+        scores = tf.where(met[:, None], scores, plain_scores)
+        # A sentence without tokens is "" unless its phrases were placed (as Translator gives it).
+        translations, scores = self._texts(ids[:, :1], scores[:, :1], empty & ~met)
+        return {"translations": translations[:, 0], "scores": scores[:, 0], "constraints_met": met | ~has_phrases}
+
+    def _searched_where(self, wanted, search, batch_size):
+        """`search()`'s `(ids, scores)` if any of bool `wanted` `[batch]` is True, else zeros of
+        their shapes (the search is not run)."""
+
+        def nothing():
+            return (
+                tf.zeros([batch_size, self.beam_size, self.output_length], tf.int32),
+                tf.zeros([batch_size, self.beam_size], tf.float32),
+            )
+
+        return tf.cond(tf.reduce_any(wanted), search, nothing)
+
+    def _refusal(self, bad, message, sentences):
+        """A `tf.debugging.Assert` that fails, with `message` and the positions (from 0) of the
+        `sentences` `[n]` where bool `bad` `[n]` is True, if any is."""
+        return tf.debugging.Assert(
+            tf.logical_not(tf.reduce_any(bad)),
+            [message, "sentences (from 0):", tf.boolean_mask(sentences, bad)],
+            summarize=MAX_REPORTED,
+        )
 
     def _align(self, inputs):
         tokens, empty = self._tokens(inputs, self.max_input_length)

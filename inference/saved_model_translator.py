@@ -1,7 +1,7 @@
 """Translating with a SavedModel written by `export/`: its `serving_default` signature maps
 `inputs` string `[batch]` to `translations` string `[batch]` and `scores` float32 `[batch]`, with
-tokenization, search and detokenization inside the graph; `n_best`, `prefix` (target prefixes) and
-`align` (word alignments) do the same with more, `score` scores given translations (the
+tokenization, search and detokenization inside the graph; `n_best`, `prefix` (target prefixes),
+`constrain` (terminology constraints) and `align` (word alignments) do the same with more, `score` scores given translations (the
 signatures: docs/serving.md)."""
 
 import os
@@ -12,13 +12,14 @@ import tensorflow as tf
 from common.errors import UserError
 from common.json_files import read_json
 from data.tokenizer import Tokenizer
+from inference import steering
 from inference.batching import translate_in_order
 from inference.protocol import (
     DEFAULT_ALIGNMENT,
     AlignmentConfig,
     AlignmentError,
+    ConstraintError,
     PairScore,
-    PrefixError,
     TextTranslator,
 )
 from models.search_config import SearchConfig, SearchConfigError
@@ -37,8 +38,8 @@ class ExportDirError(UserError, RuntimeError):
 
 
 class ExportRequestError(UserError, ValueError):
-    """A request that no signature of an export serves (n-best lists of prefixed translations,
-    terminology constraints); the message says what to use instead."""
+    """A request that no signature of an export serves (n-best lists of prefixed or constrained
+    translations, prefixes and constraints together); the message says what to use instead."""
 
 
 def resolve_saved_model(export_dir):
@@ -78,7 +79,7 @@ def describe_search_settings(export_dir):
 
 class SavedModelTranslator(TextTranslator):
     """Calls an exported model's `serving_default` signature in batches of `batch_size` (or its
-    `n_best`, `prefix` or `align` signature, for what `translate` is asked).
+    `n_best`, `prefix`, `constrain` or `align` signature, for what `translate` is asked).
 
     Sentences are sorted by length before batching (the graph pads a batch to its longest
     sentence) and returned in input order. Empty lines are sent as they are (the export translates
@@ -160,20 +161,23 @@ class SavedModelTranslator(TextTranslator):
         The search settings are the export's: `beam_size`, `alpha`, `max_extra_length` and
         `min_length_ratio` may be given only with the values it was exported with, and sampling is
         refused (it needs the run directory). Target `prefixes` go through the `prefix` signature
-        (when some prefix is not empty; else the search is the plain one), word alignments through
-        the `align` signature, which reads the attention built in at export (`alignments=True`,
-        or an `AlignmentConfig` that chooses that same layer and head); neither goes with
-        `n_best`, nor with the other. Resets `truncated_indices` and `empty_indices` (left empty
-        without the export's vocabulary).
+        (when some prefix is not empty; else the search is the plain one), `constraints` through
+        the `constrain` signature (which searches the sentences without phrases, and those whose
+        phrases it cannot place, without constraints; `unmet_indices` records the latter), word
+        alignments through the `align` signature, which reads the attention built in at export
+        (`alignments=True`, or an `AlignmentConfig` that chooses that same layer and head); none
+        goes with `n_best`, nor with another. Resets `truncated_indices` and `empty_indices` (left
+        empty without the export's vocabulary).
 
         Raises:
             PrefixError: a prefix of more pieces than its sentence's maximum output length, named
                 by its position, before any call of the graph (an export without its vocabulary
                 and settings leaves the check to the graph: InvalidArgumentError).
-            AlignmentError: another attention than the export's, or alignments with `n_best` or
-                `prefixes`.
-            ExportRequestError: `prefixes` with `n_best`; terminology `constraints` (no signature
-                of the export takes them).
+            ConstraintError: an empty phrase, one of more pieces than its sentence's maximum output
+                length, or one holding a tab, likewise.
+            AlignmentError: another attention than the export's, or alignments with `n_best`,
+                `prefixes` or `constraints`.
+            ExportRequestError: `prefixes` or `constraints` with `n_best`, or together.
             ExportDirError: an export written before the signature that the request needs.
         """
         del keys  # Searches do not draw; keys only matter to sampling.
@@ -187,37 +191,13 @@ class SavedModelTranslator(TextTranslator):
             raise ValueError(f"n_best must be in [1, beam_size={beam}] (the export's beam), received {n_best}")
         sentences = list(sentences)
         self.unmet_indices = []
-        if constraints is not None and any(constraints):
-            raise ExportRequestError(
-                "terminology constraints need a run directory (--model_dir): no signature of the export takes them"
-            )
         prefixes = _prefix_list(prefixes, len(sentences))
-        if prefixes is not None and n_best is not None:
-            raise ExportRequestError(
-                "n-best lists of prefixed translations: the export's prefix signature returns the best translation "
-                "only; use a run directory (--model_dir)"
-            )
-        if alignments:
-            signature = self._align_signature(alignments, n_best, prefixes)
-        elif prefixes is not None:
-            signature = self._signature_named("prefix", "target prefixes")
-        else:
-            signature = self._signature if n_best is None else self._signature_named("n_best")
+        constraints = steering.constraint_lists(constraints, len(sentences))
+        signature = self._steered_signature(n_best, prefixes, constraints, alignments)
         self.truncated_indices, self.empty_indices = [], []
         if self.tokenizer is not None and sentences:
-            lengths = [len(row) for row in self.tokenizer.tokenize(sentences).to_list()]
-            prefix_lengths = [0] * len(sentences)
-            if prefixes is not None:
-                prefix_lengths = [len(row) for row in self.tokenizer.tokenize(prefixes).to_list()]
-                self._check_prefix_lengths(lengths, prefix_lengths)
-            self.empty_indices = [
-                index for index, (length, prefix) in enumerate(zip(lengths, prefix_lengths)) if length == prefix == 0
-            ]
-            if self.max_input_length:
-                # The graph keeps max_input_length - 1 tokens and appends EOS.
-                self.truncated_indices = [
-                    index for index, length in enumerate(lengths) if length + 1 > self.max_input_length
-                ]
+            self._check_steering(sentences, prefixes, constraints)
+        unmet = []
         order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
         aligned = [""] * len(sentences)
 
@@ -225,17 +205,78 @@ class SavedModelTranslator(TextTranslator):
             inputs = {"inputs": tf.constant([sentences[i] for i in indices], tf.string)}
             if prefixes is not None:
                 inputs["prefixes"] = tf.constant([prefixes[i] for i in indices], tf.string)
+            if constraints is not None:
+                inputs["constraints"] = tf.constant(["\t".join(constraints[i]) for i in indices], tf.string)
             outputs = signature(**inputs)
             texts, scores = outputs["translations"].numpy(), outputs["scores"].numpy()
             if alignments:
                 for index, alignment in zip(indices, outputs["alignments"].numpy()):
                     aligned[index] = alignment.decode("utf-8")
+            if constraints is not None:
+                unmet.extend(index for index, met in zip(indices, outputs["constraints_met"].numpy()) if not met)
             return (texts, scores) if n_best is None else (texts[:, :n_best], scores[:, :n_best])
 
         translations, scores = translate_in_order(
             len(sentences), order, self.batch_size, translate_batch, progress, n_best
         )
+        self.unmet_indices = sorted(unmet)
         return (translations, scores, aligned) if alignments else (translations, scores)
+
+    def _steered_signature(self, n_best, prefixes, constraints, alignments):
+        """The signature a request goes to: `align`, `prefix`, `constrain`, `n_best` or the default.
+
+        Raises:
+            ExportRequestError: two of prefixes, constraints and n-best lists together.
+            AlignmentError, ExportDirError: as `translate`.
+        """
+        steering = [name for name, given in (("prefixes", prefixes), ("constraints", constraints)) if given is not None]
+        if alignments:
+            if constraints is not None:
+                raise AlignmentError(
+                    "word alignments of constrained translations: the export's align signature searches without "
+                    "constraints; use a run directory (--model_dir)"
+                )
+            return self._align_signature(alignments, n_best, prefixes)
+        if steering and n_best is not None:
+            raise ExportRequestError(
+                f"n-best lists with {steering[0]}: the export's {steering[0]} signature returns the best translation "
+                "only; use a run directory (--model_dir)"
+            )
+        if len(steering) == 2:
+            raise ExportRequestError(
+                "prefixes and constraints together: no signature of the export takes both; use a run directory "
+                "(--model_dir)"
+            )
+        if prefixes is not None:
+            return self._signature_named("prefix", "target prefixes")
+        if constraints is not None:
+            return self._signature_named("constrain", "terminology constraints")
+        return self._signature if n_best is None else self._signature_named("n_best")
+
+    def _check_steering(self, sentences, prefixes, constraints):
+        """Records `empty_indices` and `truncated_indices`, and raises PrefixError or
+        ConstraintError as `Translator` does (where the export records its settings; else the
+        graph's checks refuse the request)."""
+        lengths = [len(row) + 1 for row in self.tokenizer.tokenize(sentences).to_list()]  # EOS included
+        if self.max_input_length:
+            # The graph keeps max_input_length - 1 tokens and appends EOS.
+            self.truncated_indices = [index for index, length in enumerate(lengths) if length > self.max_input_length]
+            lengths = [min(length, self.max_input_length) for length in lengths]
+        extra = self.settings.get("max_extra_length")
+        if extra is not None and self.max_input_length:
+            for index, phrases in enumerate(constraints or []):
+                if any("\t" in phrase for phrase in phrases):
+                    raise ConstraintError("a phrase holds a tab, which separates the phrases of a line", index)
+            prefix_rows = steering.prefix_pieces(self.tokenizer, prefixes, lengths, extra)
+            phrase_rows = steering.constraint_pieces(self.tokenizer, constraints, lengths, extra)
+        else:
+            prefix_rows = [None if prefixes is None else prefixes[i] for i in range(len(sentences))]
+            phrase_rows = [None if constraints is None else constraints[i] for i in range(len(sentences))]
+        self.empty_indices = [
+            index
+            for index, length in enumerate(lengths)
+            if length == 1 and not prefix_rows[index] and not phrase_rows[index]
+        ]
 
     def _align_signature(self, alignments, n_best, prefixes):
         """The `align` signature, if it reads the attention `alignments` asks for.
@@ -273,22 +314,6 @@ class SavedModelTranslator(TextTranslator):
             f"alignments={config} differs from the attention the export's align signature reads ({reads}, built "
             "in at export); use a run directory (--model_dir) to read another"
         )
-
-    def _check_prefix_lengths(self, lengths, prefix_lengths):
-        """PrefixError (naming the position) for a prefix of more pieces than its sentence's maximum
-        output length, as `Translator` raises it; nothing where the export records no settings.
-        `lengths`, `prefix_lengths`: the pieces of each sentence and of its prefix."""
-        extra = self.settings.get("max_extra_length")
-        if extra is None or not self.max_input_length:
-            return
-        for index, (length, prefix) in enumerate(zip(lengths, prefix_lengths)):
-            source = min(length + 1, self.max_input_length)  # EOS included, as the graph cuts it
-            if prefix > source + extra:
-                raise PrefixError(
-                    f"the target prefix has {prefix} SentencePiece pieces, more than the maximum output length "
-                    f"of {source + extra} tokens ({source} source tokens, EOS included, + max_extra_length={extra})",
-                    index,
-                )
 
     def score(self, sources, targets, progress=False):
         """Forced decoding through the export's `score` signature: a `PairScore` per pair."""

@@ -9,6 +9,7 @@ import keras
 import numpy as np
 
 from data.special_ids import EOS_ID, PAD_ID
+from inference import steering
 from inference.alignment import AttentionMatrix, attention_weights, decoder_input, forced_target
 from inference.batching import translate_in_order
 from inference.protocol import (
@@ -188,13 +189,12 @@ class Translator(TextTranslator):
         Here `sampling` defaults to the translator's own, and a caller translating a stream in
         pieces passes line numbers as `keys`. `truncated_indices` is reset to the positions (in `sentences`) of the inputs cut to
         `max_input_length`, `empty_indices` to those of the inputs with no tokens (and no prefix).
-        A batch in which no sentence has a prefix runs the search without prefixes, and one in
-        which none has constraints the search without constraints; `unmet_indices` is reset to
-        the positions of the sentences whose constraints were not met (translated again without
-        them). Alignments
-        read the attention of each translation forced through the model after the search, a batch
-        at a time (`inference.alignment`); an input cut to `max_input_length` is aligned over the
-        words it kept.
+        A batch in which no sentence has a prefix runs the search without prefixes; sentences
+        without constraints are searched without them, apart from those with constraints.
+        `unmet_indices` is reset to the positions of the sentences whose constraints were not met
+        (translated again without them). Alignments read the attention of each translation forced
+        through the model after the search, a batch at a time (`inference.alignment`); an input
+        cut to `max_input_length` is aligned over the words it kept.
 
         Raises:
             SearchConfigError: a search setting out of range.
@@ -223,8 +223,9 @@ class Translator(TextTranslator):
         self.truncated_indices = []
         self.unmet_indices = []
         rows = self.encode(sentences)
-        prefix_rows = self._prefix_rows(prefixes, rows, search.max_extra_length)
-        phrase_rows = self._constraint_rows(constraints, rows, search.max_extra_length)
+        source_lengths = [len(row) for row in rows]
+        prefix_rows = steering.prefix_pieces(self.tokenizer, prefixes, source_lengths, search.max_extra_length)
+        phrase_rows = steering.constraint_pieces(self.tokenizer, constraints, source_lengths, search.max_extra_length)
         # Input without tokens (EOS alone), prefix or constraints translates to empty output without
         # a search; the rest is sorted by length so that each batch pads little.
         self.empty_indices = [
@@ -292,14 +293,7 @@ class Translator(TextTranslator):
                 translations,
                 scores,
                 aligned,
-                dict(
-                    n_best=n_best,
-                    beam_size=search.beam_size,
-                    alpha=search.alpha,
-                    max_extra_length=search.max_extra_length,
-                    min_length_ratio=search.min_length_ratio,
-                    alignments=alignments,
-                ),
+                dict(search.search_arguments(), n_best=n_best, alignments=alignments),
             )
         if aligner is None:
             return translations, scores
@@ -361,67 +355,6 @@ class Translator(TextTranslator):
             for k, (source, target) in enumerate(zip(sources, targets))
         ]
         return [alignments[start : start + hypotheses] for start in range(0, len(alignments), hypotheses)]
-
-    def _prefix_rows(self, prefixes, rows, max_extra_length):
-        """The token ids of each sentence's target prefix (`[]` for None or "", and for all without
-        `prefixes`); `rows` are the sentences' source ids.
-
-        Raises:
-            PrefixError: a prefix longer than its sentence's maximum output length.
-        """
-        if prefixes is None:
-            return [[] for _ in rows]
-        prefixes = ["" if prefix is None else prefix for prefix in prefixes]
-        if len(prefixes) != len(rows):
-            raise ValueError(
-                f"prefixes must have one string (or None) per sentence: {len(prefixes)} for {len(rows)} sentences"
-            )
-        prefix_rows = self.tokenizer.tokenize(prefixes).to_list() if prefixes else []
-        for index, (prefix, row) in enumerate(zip(prefix_rows, rows)):
-            limit = len(row) + max_extra_length
-            if len(prefix) > limit:
-                raise PrefixError(
-                    f"the target prefix has {len(prefix)} SentencePiece pieces, more than the maximum output length "
-                    f"of {limit} tokens ({len(row)} source tokens, EOS included, + max_extra_length={max_extra_length})",
-                    index,
-                )
-        return prefix_rows
-
-    def _constraint_rows(self, constraints, rows, max_extra_length):
-        """The token ids of each sentence's phrases, a list of lists (`[]` for None and for all
-        without `constraints`); `rows` are the sentences' source ids.
-
-        Raises:
-            ConstraintError: an empty phrase, or one longer than its sentence's maximum output length.
-        """
-        if constraints is None:
-            return [[] for _ in rows]
-        if any(isinstance(phrases, str) for phrases in constraints):
-            raise ValueError("constraints must be lists of phrases, one per sentence, not strings")
-        constraints = [[] if phrases is None else list(phrases) for phrases in constraints]
-        if len(constraints) != len(rows):
-            raise ValueError(
-                f"constraints must have one list of phrases (or None) per sentence: {len(constraints)} for "
-                f"{len(rows)} sentences"
-            )
-        phrases = [phrase for sentence in constraints for phrase in sentence]
-        tokens = iter(self.tokenizer.tokenize(phrases).to_list() if phrases else [])
-        phrase_rows = []
-        for index, (sentence, row) in enumerate(zip(constraints, rows)):
-            limit = len(row) + max_extra_length
-            phrase_rows.append([next(tokens) for _ in sentence])
-            for number, (phrase, pieces) in enumerate(zip(sentence, phrase_rows[-1]), start=1):
-                if not pieces:
-                    raise ConstraintError(
-                        f"phrase {number} ({phrase!r}) is empty: it has no SentencePiece pieces", index
-                    )
-                if len(pieces) > limit:
-                    raise ConstraintError(
-                        f"phrase {number} has {len(pieces)} SentencePiece pieces, more than the maximum output length "
-                        f"of {limit} tokens ({len(row)} source tokens, EOS included, + max_extra_length={max_extra_length})",
-                        index,
-                    )
-        return phrase_rows
 
     def _pad_constraints(self, phrase_rows):
         """int32 `[batch_size, phrases, length]`: each sentence's phrases, each then PAD, with

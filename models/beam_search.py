@@ -386,24 +386,14 @@ def _search(
     """The alive/finished search; `num_candidates` extensions per sentence and step, or with
     `sampler` (`(logits, step) -> tokens [rows]`, one hypothesis per sentence) the drawn token;
     `prefix_ids` forces the first tokens."""
-    initial_ids = ops.cast(initial_ids, "int32")
-    forced_columns = None if prefix_ids is None else _forced_columns(prefix_ids, max_decode_length, pad_id)
-    # Buffer position 0 holds the initial id, position t + 1 the token produced at step t.
-    positions = ops.arange(max_decode_length + 1, dtype="int32")  # [L + 1]
-    # Row offset of every sentence, for gathers on the flattened [batch * beams] axis.
-    sentence_index = ops.arange(ops.shape(initial_ids)[0], dtype="int32")[:, None]  # [batch, 1]
-    max_lengths, min_lengths = _length_limits(initial_ids, max_lengths, min_lengths, max_decode_length)
-    # No continuation scores above alive_log_prob / this (see `_sentence_done`).
-    max_length_penalty = length_penalty(max_lengths, alpha)  # [batch]
-    alive_seq, alive_log_probs, finished_seq, finished_scores = _initial_hypotheses(
-        initial_ids, positions, beam_size, pad_id
+    start = _search_start(
+        initial_ids, prefix_ids, max_lengths, min_lengths, max_decode_length, alpha, beam_size, pad_id
     )
+    forced_columns, positions, sentence_index, max_lengths, min_lengths = start[:5]
+    alive_seq, alive_log_probs, finished_seq, finished_scores = start.hypotheses
 
     def cond(step, alive_seq, alive_log_probs, finished_seq, finished_scores, state):
-        return ops.logical_and(
-            step < max_decode_length,
-            ops.logical_not(ops.all(_sentence_done(alive_log_probs, finished_scores, max_length_penalty))),
-        )
+        return _searching(step, alive_log_probs, finished_scores, start)
 
     def body(step, alive_seq, alive_log_probs, finished_seq, finished_scores, state):
         ids = ops.reshape(ops.take(alive_seq, step, axis=2), [-1])  # [batch * beam]
@@ -487,7 +477,6 @@ def _constrained_search(
     repeats inside it can be missed where it overlaps itself ("a a b" after "a a a"), which only
     costs the search that path.
     """
-    initial_ids = ops.cast(initial_ids, "int32")
     phrases = ops.cast(constraint_ids, "int32")  # [batch, phrases, phrase_length]
     num_phrases, phrase_length = phrases.shape[1], phrases.shape[2]
     phrase_lengths = ops.sum(ops.cast(phrases != pad_id, "int32"), axis=2)  # [batch, phrases]
@@ -495,21 +484,15 @@ def _constrained_search(
     row_lengths = ops.repeat(phrase_lengths, beam_size, axis=0)  # [batch * beam, phrases]
     # Above any bank (count of constraint tokens met), a static bound for the allocation's keys.
     banks = num_phrases * phrase_length + 1
-    forced_columns = None if prefix_ids is None else _forced_columns(prefix_ids, max_decode_length, pad_id)
-    positions = ops.arange(max_decode_length + 1, dtype="int32")  # [L + 1]
-    sentence_index = ops.arange(ops.shape(initial_ids)[0], dtype="int32")[:, None]  # [batch, 1]
-    max_lengths, min_lengths = _length_limits(initial_ids, max_lengths, min_lengths, max_decode_length)
-    max_length_penalty = length_penalty(max_lengths, alpha)  # [batch]
-    alive_seq, alive_log_probs, finished_seq, finished_scores = _initial_hypotheses(
-        initial_ids, positions, beam_size, pad_id
+    start = _search_start(
+        initial_ids, prefix_ids, max_lengths, min_lengths, max_decode_length, alpha, beam_size, pad_id
     )
+    forced_columns, positions, sentence_index, max_lengths, min_lengths = start[:5]
+    alive_seq, alive_log_probs, finished_seq, finished_scores = start.hypotheses
     alive_progress = ops.zeros_like(alive_seq[:, :, :1]) + ops.zeros((1, 1, num_phrases), "int32")
 
     def cond(step, alive_seq, alive_log_probs, alive_progress, finished_seq, finished_scores, state):
-        return ops.logical_and(
-            step < max_decode_length,
-            ops.logical_not(ops.all(_sentence_done(alive_log_probs, finished_scores, max_length_penalty))),
-        )
+        return _searching(step, alive_log_probs, finished_scores, start)
 
     def body(step, alive_seq, alive_log_probs, alive_progress, finished_seq, finished_scores, state):
         ids = ops.reshape(ops.take(alive_seq, step, axis=2), [-1])  # [batch * beam]
@@ -621,6 +604,46 @@ def _allocate_beam(log_probs, banks_met, eligible, beam_size, banks):
     key = ops.where(eligible, rank * banks + (banks - 1 - banks_met), banks * count + index[None, :])
     _, chosen = ops.top_k(-ops.cast(key, "float32"), beam_size)
     return chosen
+
+
+class _SearchStart(NamedTuple):
+    """What a search's loop starts from and compares with (`_search_start`)."""
+
+    forced_columns: Any  # int32 [batch, L] or None: the token forced at each step (`_forced_columns`)
+    positions: Any  # int32 [L + 1]: buffer position 0 holds the initial id, t + 1 the token of step t
+    sentence_index: Any  # int32 [batch, 1]: the sentence of every row, for gathers over [batch * beams]
+    max_lengths: Any  # int32 [batch] (`_length_limits`)
+    min_lengths: Any  # int32 [batch] or None
+    max_length_penalty: Any  # float32 [batch]: no continuation scores above alive_log_prob / this
+    max_decode_length: int
+    hypotheses: tuple  # `_initial_hypotheses`
+
+
+def _search_start(initial_ids, prefix_ids, max_lengths, min_lengths, max_decode_length, alpha, beam_size, pad_id):
+    """The `_SearchStart` of a search's arguments."""
+    initial_ids = ops.cast(initial_ids, "int32")
+    forced_columns = None if prefix_ids is None else _forced_columns(prefix_ids, max_decode_length, pad_id)
+    positions = ops.arange(max_decode_length + 1, dtype="int32")  # [L + 1]
+    sentence_index = ops.arange(ops.shape(initial_ids)[0], dtype="int32")[:, None]  # [batch, 1]
+    max_lengths, min_lengths = _length_limits(initial_ids, max_lengths, min_lengths, max_decode_length)
+    return _SearchStart(
+        forced_columns,
+        positions,
+        sentence_index,
+        max_lengths,
+        min_lengths,
+        length_penalty(max_lengths, alpha),
+        max_decode_length,
+        _initial_hypotheses(initial_ids, positions, beam_size, pad_id),
+    )
+
+
+def _searching(step, alive_log_probs, finished_scores, start):
+    """The loop's condition: steps are left and some sentence is not done (`_sentence_done`)."""
+    return ops.logical_and(
+        step < start.max_decode_length,
+        ops.logical_not(ops.all(_sentence_done(alive_log_probs, finished_scores, start.max_length_penalty))),
+    )
 
 
 def _length_limits(initial_ids, max_lengths, min_lengths, max_decode_length):

@@ -261,9 +261,10 @@ def test_bad_flags_are_refused(tiny_run, flags, message):
 
 @pytest.mark.slow  # an export of its own
 def test_export_translates_and_refuses_what_it_cannot_do(tiny_export, translate_here):
-    """The export's n-best lists, prefixes and alignments reach its signatures (what they give, and
-    what else the export refuses: tests/inference/test_saved_model_translator.py); a too-long
-    prefix is refused by its line, search flags as the flags are read."""
+    """The export's n-best lists and prefixes reach its signatures (alignments and constraints go
+    the same way; what the signatures give, and what else the export refuses:
+    tests/inference/test_saved_model_translator.py); a too-long prefix is refused by its line,
+    search flags as the flags are read."""
     lines, error, stderr = translate_here(f"--export_dir={tiny_export}", "--n_best=2", stdin=lines_of(SENTENCES[:2]))
     assert error is None, stderr
     assert [line.split(" ||| ")[0] for line in lines] == ["0", "0", "1", "1"]
@@ -271,13 +272,6 @@ def test_export_translates_and_refuses_what_it_cannot_do(tiny_export, translate_
     lines, error, stderr = translate_here(f"--export_dir={tiny_export}", "--prefix", "--window=2", stdin=tsv.encode())
     assert error.startswith("<stdin> line 3: the target prefix has 40 SentencePiece pieces"), stderr
     assert len(lines) == 2 and lines[0].startswith("Öffnen Sie") and lines[1].startswith("Leer")
-    lines, error, stderr = translate_here(f"--export_dir={tiny_export}", "--alignments", stdin=lines_of(SENTENCES[:2]))
-    assert error is None, stderr
-    texts, alignments = zip(*(line.split("\t") for line in lines))
-    assert texts[1] == alignments[1] == ""  # The empty line.
-    assert [[int(link.split("-")[1]) for link in a.split()] for a in alignments] == [
-        list(range(len(text.split()))) for text in texts
-    ]  # One link per target word, by target word.
     _, error, _ = translate_here(f"--export_dir={tiny_export}", "--sampling_topk=0", "--sampling_topp=0.9")
     assert error.startswith("--sampling_topk, --sampling_topp cannot be used with --export_dir")
     _, error, _ = translate_here(f"--export_dir={tiny_export}", "--beam_size=2")

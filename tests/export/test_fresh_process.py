@@ -31,6 +31,10 @@ EDGE_SENTENCES = ["", "Click " * 60]
 PREFIXED = ["Open the file.", "Click OK to save your changes.", "", "Help", "Select the text that you want to print."]
 PREFIXES = ["Öffnen Sie", "", "Leer", "", "Wählen Sie den"]
 TOO_LONG = (["Open the file.", "Print"], ["", " ".join(["Datei"] * 40)])
+# Terminology constraints for the constrain signature: two phrases, none, one on an empty source, and
+# two that each fit "Print"'s maximum output (its tokens, EOS included, + 12) but not together.
+CONSTRAINED = ["Open the file.", "Click OK to save your changes.", "", "Print"]
+CONSTRAINTS = [["Datei", "Öffnen"], [], ["Leer"], [" ".join(["Datei"] * 8), " ".join(["Drucken"] * 6)]]
 
 
 @pytest.fixture(scope="module")
@@ -47,6 +51,8 @@ def fresh(exported, quantized, tiny_run):
         [exported[1], "prefix", {"inputs": PREFIXED, "prefixes": [""] * len(PREFIXED)}],
         [exported[1], "prefix", {"inputs": TOO_LONG[0], "prefixes": TOO_LONG[1]}],
         [exported[1], "align", {"inputs": compared}],
+        [exported[1], "constrain", {"inputs": CONSTRAINED, "constraints": ["\t".join(c) for c in CONSTRAINTS]}],
+        [exported[1], "constrain", {"inputs": ["Print", "Close"], "constraints": ["", "Datei\t\tÖffnen"]}],
     ]
     request = dict(
         op_types=sorted(op_types),
@@ -95,7 +101,7 @@ def test_prefixes_and_alignments_match_the_python_translator(fresh, python_trans
     from export.serving_module import PREFIX_TOO_LONG
 
     _, compared, outputs = fresh
-    plain, prefixed, unprefixed, too_long, aligned = outputs["called"]
+    plain, prefixed, unprefixed, too_long, aligned = outputs["called"][:5]
     texts, scores = python_translator.translate(PREFIXED, prefixes=PREFIXES)
     assert prefixed["translations"] == texts
     np.testing.assert_allclose(prefixed["scores"], scores, atol=1e-4)
@@ -154,3 +160,20 @@ def test_the_int8_export_translates_like_the_float_export(fresh):
     assert same.mean() >= 0.7
     # Where the translations are the same, so are their scores, up to the weights' rounding.
     assert np.median(score_difference[same]) < 0.02
+
+
+def test_constraints_match_the_python_translator(fresh, python_translator):
+    """The constrain signature places the phrases as Translator does, gives the plain translation
+    where a line has none or the search cannot place them all (`constraints_met` False, Translator's
+    `unmet_indices`), and refuses an empty phrase by its check, naming the sentence."""
+    from export.serving_module import CONSTRAINT_REFUSALS
+
+    constrained, refused = fresh[2]["called"][5:]
+    texts, scores = python_translator.translate(CONSTRAINED, constraints=CONSTRAINTS)
+    assert python_translator.unmet_indices == [3]
+    assert constrained["translations"] == texts
+    np.testing.assert_allclose(constrained["scores"], scores, atol=1e-4)
+    assert constrained["constraints_met"] == [True, True, True, False]
+    assert all(phrase in text for text, phrases in zip(texts[:3], CONSTRAINTS) for phrase in phrases)
+    assert texts[3] == python_translator.translate(CONSTRAINED[3:])[0][0]
+    assert f"{CONSTRAINT_REFUSALS['empty']}] [sentences (from 0):] [1]" in refused["error"], refused

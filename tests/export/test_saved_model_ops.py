@@ -48,6 +48,12 @@ def test_the_serve_meta_graph_lists_the_signatures(exported):
     assert set(prefix.outputs) == {"translations", "scores"}
     assert align.inputs["inputs"].dtype == align.outputs["alignments"].dtype == types_pb2.DT_STRING
     assert set(align.outputs) == {"translations", "scores", "alignments"}
+    constrain = signatures["constrain"]
+    assert {name: spec.dtype for name, spec in constrain.inputs.items()} == dict.fromkeys(
+        ["inputs", "constraints"], types_pb2.DT_STRING
+    )
+    assert constrain.outputs["constraints_met"].dtype == types_pb2.DT_BOOL
+    assert set(constrain.outputs) == {"translations", "scores", "constraints_met"}
 
 
 # saved_model_cli run, TensorFlow Serving's session loader, loads the int8 export, whose op types

@@ -144,7 +144,7 @@ def test_score_signature_is_forced_decoding(served, tiny_model_and_tokenizer):
         loaded.signatures["score"](inputs=tf.constant(sources), targets=tf.constant(targets[:2]))
 
 
-def test_the_searching_signatures_share_two_traced_searches(exported):
+def test_the_searching_signatures_share_three_traced_searches(exported):
     from tensorflow.core.protobuf import saved_model_pb2
 
     saved_model = saved_model_pb2.SavedModel()
@@ -153,10 +153,11 @@ def test_the_searching_signatures_share_two_traced_searches(exported):
     library = saved_model.meta_graphs[0].graph_def.library.function
     loops = [node.op for function in library for node in function.node_def if node.op in ("While", "StatelessWhile")]
     # Per length bucket (8, 16 and max_input_length) one loop of the plain search, which
-    # serving_default, n_best, translate_ids and align share, and one of the prefix signature's; the
-    # signatures and the module's saved functions share them (traced once, in the save). align's
-    # word numbering (a tf.scan, stateless) is the one StatelessWhile.
-    assert loops.count("While") == 2 * (len(EXPORT_SETTINGS["length_buckets"]) + 1)
+    # serving_default, n_best, translate_ids, align and constrain share, one of the prefix
+    # signature's and one of the constrain signature's; the signatures and the module's saved
+    # functions share them (traced once, in the save). align's word numbering (a tf.scan,
+    # stateless) is the one StatelessWhile.
+    assert loops.count("While") == 3 * (len(EXPORT_SETTINGS["length_buckets"]) + 1)
     assert loops.count("StatelessWhile") == 1
 
 

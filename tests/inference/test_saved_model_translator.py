@@ -1,6 +1,6 @@
-"""`inference.saved_model_translator.SavedModelTranslator` on the shared export: target prefixes
-and word alignments through the export's `prefix` and `align` signatures, as the Python translator
-gives them, and what it refuses, before the graph runs."""
+"""`inference.saved_model_translator.SavedModelTranslator` on the shared export: target prefixes,
+terminology constraints and word alignments through the export's `prefix`, `constrain` and `align`
+signatures, as the Python translator gives them, and what it refuses, before the graph runs."""
 
 import os
 import shutil
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from tensorflow.core.protobuf import saved_model_pb2
 
-from inference.protocol import AlignmentConfig, AlignmentError, PrefixError
+from inference.protocol import AlignmentConfig, AlignmentError, ConstraintError, PrefixError
 from inference.saved_model_translator import ExportDirError, ExportRequestError, SavedModelTranslator
 from inference.translator import Translator
 from tests.helpers import EXPORT_SETTINGS
@@ -66,24 +66,50 @@ def test_what_the_export_cannot_do_is_refused(exported, python_translator):
         exported.translate(sentences, n_best=2, alignments=True)
     with pytest.raises(AlignmentError, match="word alignments of prefixed translations"):
         exported.translate(sentences, prefixes=["Öffnen", ""], alignments=True)
-    with pytest.raises(ExportRequestError, match="n-best lists of prefixed translations"):
+    with pytest.raises(ExportRequestError, match="n-best lists with prefixes"):
         exported.translate(sentences, prefixes=["Öffnen", ""], n_best=2)
+    with pytest.raises(ExportRequestError, match="n-best lists with constraints"):
+        exported.translate(sentences, constraints=[["Datei"], None], n_best=2)
+    with pytest.raises(ExportRequestError, match="prefixes and constraints together"):
+        exported.translate(sentences, prefixes=["Öffnen", ""], constraints=[["Datei"], None])
+    with pytest.raises(AlignmentError, match="word alignments of constrained translations"):
+        exported.translate(sentences, constraints=[["Datei"], None], alignments=True)
+    for phrases in (["Datei", ""], ["Datei", " ".join(["Datei"] * 40)]):
+        with pytest.raises(ConstraintError) as python_error:
+            python_translator.translate(sentences, constraints=[None, phrases])
+        with pytest.raises(ConstraintError) as export_error:
+            exported.translate(sentences, constraints=[None, phrases])
+        assert export_error.value.index == 1 and str(export_error.value) == str(python_error.value)
+    with pytest.raises(ConstraintError, match=r"constraints\[0\]: a phrase holds a tab"):
+        exported.translate(sentences, constraints=[["Datei\tÖffnen"], None])
 
 
-def test_an_export_written_before_the_prefix_and_align_signatures_is_told_to_export_again(
-    exported, tiny_export, tmp_path
-):
+def test_constraints_are_the_python_translators(exported, python_translator):
+    # Two phrases; one on an empty source; none; two that each fit "Help"'s maximum output but not both.
+    constraints = [["Datei", "Öffnen"], ["Leer"], None, [" ".join(["Datei"] * 8), " ".join(["Drucken"] * 6)]]
+    texts, scores = exported.translate(SENTENCES, constraints=constraints)
+    expected, expected_scores = python_translator.translate(SENTENCES, constraints=constraints)
+    assert texts == expected and "Datei" in texts[0] and "Leer" in texts[1]
+    np.testing.assert_allclose(scores, expected_scores, atol=1e-4)
+    assert exported.unmet_indices == python_translator.unmet_indices == [3]
+    assert exported.empty_indices == python_translator.empty_indices == []
+    # No phrase at all: the plain search.
+    assert exported.translate(SENTENCES, constraints=[None, [], None, []]) == exported.translate(SENTENCES)
+
+
+def test_an_export_written_before_the_steering_signatures_is_told_to_export_again(exported, tiny_export, tmp_path):
     """A copy of the shared export without the two signatures, as an older export has none."""
     old = tmp_path / "transformer" / "1"
     shutil.copytree(os.path.join(tiny_export, "1"), old)
     saved_model = saved_model_pb2.SavedModel()
     saved_model.ParseFromString((old / "saved_model.pb").read_bytes())
     for meta_graph in saved_model.meta_graphs:
-        for name in ("prefix", "align"):
+        for name in ("prefix", "align", "constrain"):
             del meta_graph.signature_def[name]
         objects = meta_graph.object_graph_def.nodes
         [signatures] = [child.node_id for child in objects[0].children if child.local_name == "signatures"]
-        kept = [child for child in objects[signatures].children if child.local_name not in ("prefix", "align")]
+        removed = ("prefix", "align", "constrain")
+        kept = [child for child in objects[signatures].children if child.local_name not in removed]
         del objects[signatures].children[:]
         objects[signatures].children.extend(kept)
     (old / "saved_model.pb").write_bytes(saved_model.SerializeToString())
@@ -100,3 +126,7 @@ def test_an_export_written_before_the_prefix_and_align_signatures_is_told_to_exp
         ExportDirError, match="has no 'align' signature .* before word alignments were exported; export"
     ):
         translator.translate(["Help"], alignments=True)
+    with pytest.raises(
+        ExportDirError, match="has no 'constrain' signature .* before terminology constraints were exported"
+    ):
+        translator.translate(["Help"], constraints=[["Hilfe"]])
