@@ -18,7 +18,7 @@ from absl import app, flags
 from sacrebleu.metrics.bleu import BLEU
 
 from common import quiet_logs
-from common.errors import UserError
+from common.errors import UserError, flags_parser
 from evaluation import search_flags
 from evaluation.search_flags import SEARCH_FLAGS
 
@@ -132,4 +132,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    app.run(main, flags_parser=flags_parser("evaluate.py"))

@@ -21,7 +21,7 @@ import sys
 from absl import app, flags
 
 from common import quiet_logs
-from common.errors import UserError
+from common.errors import UserError, flags_parser
 from data import builtin_corpora, corpus_mix, user_corpus
 from models.presets import MODEL_OPTIONS, model_config
 from training import init_from
@@ -392,4 +392,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    app.run(main, flags_parser=flags_parser("train.py"))

@@ -27,14 +27,14 @@ import sys
 from absl import app, flags
 
 from common import quiet_logs
-from common.errors import UserError
+from common.errors import BAD_INPUT_STATUS, UserError, flags_parser
 from common.write_errors import WriteError
 from evaluation import search_flags
 from evaluation.search_flags import SEARCH_FLAGS
 from inference.protocol import AlignmentConfig, ConstraintError, Sampling, SteeringError
 
 FLAGS = flags.FLAGS
-EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 2, 130, 141
+EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = BAD_INPUT_STATUS, 130, 141
 
 search_flags.define_model_and_search_flags()
 flags.adopt_module_key_flags(search_flags)  # listed by --help as this tool's own
@@ -149,6 +149,11 @@ def _check_modes(values):
 
 
 def _check_alignments(values):
+    if values["alignments"] and (values["sampling_topk"] is not None or values["sampling_topp"] is not None):
+        raise flags.ValidationError(
+            "--alignments aligns searched translations (greedy, beam, --n_best, --prefix, --constraints), not "
+            "samples: leave out --sampling_topk and --sampling_topp"
+        )
     if values["alignments"] and values["score"]:
         raise flags.ValidationError("--score scores given translations; --alignments is for translating")
     if not values["alignments"] and (values["alignment_layer"] is not None or values["alignment_head"] is not None):
@@ -447,16 +452,6 @@ def _broken_pipe():
     return EXIT_BROKEN_PIPE
 
 
-def parse_flags(argv):
-    """absl's flag parsing, ending with the exit status of bad input (2), not absl's 1, where a flag
-    or a combination of flags is refused."""
-    try:
-        return FLAGS(argv)
-    except flags.Error as error:
-        print(f"translate.py: error: {error}\nPass --helpshort or --helpfull to see help on flags.", file=sys.stderr)
-        sys.exit(EXIT_BAD_INPUT)
-
-
 if __name__ == "__main__":
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    app.run(main, flags_parser=parse_flags)
+    app.run(main, flags_parser=flags_parser("translate.py"))

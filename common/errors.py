@@ -6,6 +6,27 @@ exception is a bug and keeps its traceback. Subclasses may also derive from the 
 their callers have always caught (`ValueError`, `RuntimeError`), so existing handlers keep working.
 """
 
+import sys
+
+# The exit status of a tool that refuses its input (a flag, a file, a value).
+BAD_INPUT_STATUS = 2
+
 
 class UserError(Exception):
     """Bad input or an unusable environment, described in a message meant for the user."""
+
+
+def flags_parser(tool):
+    """A `flags_parser` for `absl.app.run` that prints a refused flag (a bad value, or a validator's
+    refusal) as `<tool>: error: ...` and exits with `BAD_INPUT_STATUS`, where absl exits with 1."""
+
+    def parse(argv):
+        from absl import flags
+
+        try:
+            return flags.FLAGS(argv)
+        except flags.Error as error:
+            print(f"{tool}: error: {error}\nPass --helpshort or --helpfull to see help on flags.", file=sys.stderr)
+            sys.exit(BAD_INPUT_STATUS)
+
+    return parse

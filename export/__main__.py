@@ -22,7 +22,7 @@ from absl import app, flags
 from absl import logging as absl_logging
 
 from common import quiet_logs
-from common.errors import UserError
+from common.errors import BAD_INPUT_STATUS, UserError, flags_parser
 from evaluation import search_flags
 from training import run_dir
 
@@ -43,7 +43,7 @@ SAVED_MODEL_FLAGS = (
 )
 CT2_FLAGS = ("ct2_quantization",)
 # The exit status of a refused CTranslate2 conversion or a flag of the other format.
-REFUSED_STATUS = 2
+REFUSED_STATUS = BAD_INPUT_STATUS
 
 flags.DEFINE_enum(
     "format",
@@ -143,7 +143,8 @@ def main(argv):
     try:
         search_note = search_flags.apply_run_search(FLAGS, FLAGS.model_dir)
     except UserError as error:
-        raise SystemExit(f"export: error: {error}") from None
+        print(f"export: error: {error}", file=sys.stderr)
+        raise SystemExit(REFUSED_STATUS) from None
     if search_note:
         print(search_note, file=sys.stderr)
     try:
@@ -157,9 +158,10 @@ def main(argv):
             quantize=FLAGS.quantize,
         )
     except UserError as error:
-        raise SystemExit(f"export: error: {error}") from None
+        print(f"export: error: {error}", file=sys.stderr)
+        raise SystemExit(REFUSED_STATUS) from None
     print(path, file=sys.stdout)
 
 
 if __name__ == "__main__":
-    app.run(main)
+    app.run(main, flags_parser=flags_parser("export"))

@@ -177,11 +177,11 @@ def run_train_py(model_dir, *flags, timeout=600):
     return subprocess.run(command, cwd=REPO_ROOT, env=TOOL_ENV, capture_output=True, text=True, timeout=timeout)
 
 
-def assert_train_refuses(model_dir, argv, message):
-    """Runs train.py with `argv` and checks it is refused with `message` on stderr, no traceback,
-    and nothing written at `model_dir`."""
+def assert_train_refuses(model_dir, argv, message, status=None):
+    """Runs train.py with `argv` and checks it is refused with `message` on stderr (and exit
+    `status` when given; else any failure), no traceback, and nothing written at `model_dir`."""
     completed = run_train_py(model_dir, *argv, timeout=120)
-    assert completed.returncode != 0
+    assert completed.returncode == status if status is not None else completed.returncode != 0
     assert message in completed.stderr, completed.stderr[-2000:]
     assert "Traceback" not in completed.stderr
     assert not os.path.exists(model_dir)

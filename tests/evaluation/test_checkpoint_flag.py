@@ -117,7 +117,7 @@ def test_evaluate_and_translate_say_what_they_loaded_and_refuse_what_the_run_lac
     # The flag's own check, the same in both tools.
     expected = "--checkpoint='average:0' is not a checkpoint choice: expected best, last, ema or average:N"
     refused = _run(*evaluate, "--checkpoint=average:0")
-    assert refused.returncode != 0 and "Traceback" not in refused.stderr, refused.stderr[-3000:]
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr[-3000:]
     assert expected in refused.stderr, refused.stderr[-3000:]
     assert refused.stdout == ""
     with pytest.raises(flags.IllegalFlagValueError, match=re.escape(expected)):
@@ -132,7 +132,7 @@ def test_export_records_the_choice_and_the_averaging_tool_shares_it(best_at_100,
     assert exporter.check_model_dir(run.path).steps == (100,)
     assert exporter.check_model_dir(run.path, "average:2").steps == (100, 200)
     refused = _run("-m", "export", f"--model_dir={run.path}", f"--export_dir={tmp_path / 'exports'}", "--checkpoint=x")
-    assert refused.returncode != 0 and "--checkpoint='x' is not a checkpoint choice" in refused.stderr
+    assert refused.returncode == 2 and "--checkpoint='x' is not a checkpoint choice" in refused.stderr
     assert not (tmp_path / "exports").exists()
 
     output = tmp_path / "best.keras"

@@ -251,6 +251,7 @@ def test_constraint_lines_steer_their_translations_and_bad_ones_are_refused(
         (["--score", "--prefix"], "--prefix is for translating"),
         (["--score", "--alignments"], "--alignments is for translating"),
         (["--sampling_topk=5", "--constraints=terms.tsv"], "--constraints steer the beam search"),
+        (["--sampling_topp=0.9", "--alignments"], "--alignments aligns searched translations"),
         (["--alignment_layer=0"], "--alignment_layer and --alignment_head choose the attention of --alignments"),
     ],
 )

@@ -152,11 +152,11 @@ def test_only_unlocked_temporaries_of_the_exporter_are_removed(tmp_path):
 
 
 def test_command_errors_are_one_line_naming_the_flag(exported, tmp_path):
-    """One refusal through `python -m export` proves the wiring (one line, exit 1); the others are
+    """One refusal through `python -m export` proves the wiring (one line, exit 2); the others are
     the same ExportError path, checked in this process."""
     model_dir, path = exported
     result = run_export(f"--model_dir={model_dir}", f"--export_dir={os.path.dirname(path)}", "--version=1", timeout=120)
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines()[-1].startswith(f"export: error: --version=1: {path} already exists")
     unfinished = _copy_run(model_dir, tmp_path / "unfinished", ["spm.model", "config.json", "checkpoints"])

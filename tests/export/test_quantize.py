@@ -91,7 +91,7 @@ def test_saved_model_cli_runs_it_with_the_session_loader_tensorflow_serving_uses
 
 def test_command_refuses_an_unknown_quantize_value(tmp_path):
     result = run_export(f"--model_dir={tmp_path}", f"--export_dir={tmp_path}/e", "--quantize=int4", timeout=120)
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert "--quantize=int4: value should be one of <int8>" in result.stderr, result.stderr[-2000:]
     assert not os.path.exists(tmp_path / "e")

@@ -200,7 +200,9 @@ def test_bad_decays_and_choices_are_refused(sample_corpus, tmp_path):
     with pytest.raises(TrainingError, match=r"--ema_decay=1.0 must lie strictly between 0 and 1"):
         train(small_run_config(tmp_path / "one", sample_corpus, ema_decay=1.0))
     assert not os.path.exists(tmp_path / "one")
-    assert_train_refuses(str(tmp_path / "flag"), ["--ema_decay=0"], "--ema_decay=0.0 must lie strictly between 0 and 1")
+    assert_train_refuses(
+        str(tmp_path / "flag"), ["--ema_decay=0"], "--ema_decay=0.0 must lie strictly between 0 and 1", status=2
+    )
     assert parse_checkpoint(" ema ") == CheckpointChoice("ema")
     with pytest.raises(ModelDirError, match="expected best, last, ema or average:N"):
         parse_checkpoint("ema:2")
