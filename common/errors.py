@@ -8,6 +8,8 @@ their callers have always caught (`ValueError`, `RuntimeError`), so existing han
 
 import sys
 
+from absl import flags
+
 # The exit status of a tool that refuses its input (a flag, a file, a value).
 BAD_INPUT_STATUS = 2
 
@@ -21,8 +23,6 @@ def flags_parser(tool):
     refusal) as `<tool>: error: ...` and exits with `BAD_INPUT_STATUS`, where absl exits with 1."""
 
     def parse(argv):
-        from absl import flags
-
         try:
             return flags.FLAGS(argv)
         except flags.Error as error:

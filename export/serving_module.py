@@ -177,12 +177,7 @@ class ServingModule(tf.Module):
         self.output_length = self.max_input_length + self.max_extra_length
         self.alignment = alignment
         self.piece_flags = graph_alignment.vocabulary_flags(tokenizer)
-        self.serve = tf.function(
-            self._serve,
-            input_signature=[tf.TensorSpec([None], tf.string, name="inputs")],
-            jit_compile=False,
-            reduce_retracing=False,
-        )
+        self.serve = self._text_function(self._serve, "inputs")
         self.search = self._steered_search()
         self.prefix_search = self._steered_search(
             prefix_ids=tf.TensorSpec([None, self.output_length], tf.int32, name="prefix_ids")
@@ -190,48 +185,24 @@ class ServingModule(tf.Module):
         self.constrained_search = self._steered_search(
             constraint_ids=tf.TensorSpec([None, MAX_PHRASES, MAX_PHRASE_PIECES], tf.int32, name="constraint_ids")
         )
-        self.n_best = tf.function(
-            self._n_best,
-            input_signature=[tf.TensorSpec([None], tf.string, name="inputs")],
-            jit_compile=False,
-            reduce_retracing=False,
-        )
-        self.score = tf.function(
-            self._score,
-            input_signature=[
-                tf.TensorSpec([None], tf.string, name="inputs"),
-                tf.TensorSpec([None], tf.string, name="targets"),
-            ],
-            jit_compile=False,
-            reduce_retracing=False,
-        )
+        self.n_best = self._text_function(self._n_best, "inputs")
+        self.score = self._text_function(self._score, "inputs", "targets")
         self.translate_ids = tf.function(
             self._translate_ids,
             input_signature=[tf.TensorSpec([None, None], tf.int32, name="source_ids")],
             jit_compile=False,
             reduce_retracing=False,
         )
-        self.prefix = tf.function(
-            self._prefix,
-            input_signature=[
-                tf.TensorSpec([None], tf.string, name="inputs"),
-                tf.TensorSpec([None], tf.string, name="prefixes"),
-            ],
-            jit_compile=False,
-            reduce_retracing=False,
-        )
-        self.constrain = tf.function(
-            self._constrain,
-            input_signature=[
-                tf.TensorSpec([None], tf.string, name="inputs"),
-                tf.TensorSpec([None], tf.string, name="constraints"),
-            ],
-            jit_compile=False,
-            reduce_retracing=False,
-        )
-        self.align = tf.function(
-            self._align,
-            input_signature=[tf.TensorSpec([None], tf.string, name="inputs")],
+        self.prefix = self._text_function(self._prefix, "inputs", "prefixes")
+        self.constrain = self._text_function(self._constrain, "inputs", "constraints")
+        self.align = self._text_function(self._align, "inputs")
+
+    @staticmethod
+    def _text_function(method, *names):
+        """`method` as a `tf.function` (no XLA) of string `[batch]` inputs with these names."""
+        return tf.function(
+            method,
+            input_signature=[tf.TensorSpec([None], tf.string, name=name) for name in names],
             jit_compile=False,
             reduce_retracing=False,
         )

@@ -207,37 +207,20 @@ class Translator(TextTranslator):
         search = self.search.override(
             beam_size=beam_size, alpha=alpha, max_extra_length=max_extra_length, min_length_ratio=min_length_ratio
         )
-        sampling = self.sampling if sampling is None else sampling
-        if sampling is not None:
-            if constraints is not None and any(constraints):
-                raise ValueError("sampling draws translations without a search; constraints need the beam search")
-            if n_best not in (None, 1):
-                raise ValueError(f"sampling draws one translation per sentence; n_best must be 1, received {n_best}")
-            search = search.override(beam_size=1)
-        if n_best is not None and not 1 <= n_best <= search.beam_size:
-            raise ValueError(f"n_best must be in [1, beam_size={search.beam_size}], received {n_best}")
         sentences = list(sentences)
-        keys = list(range(len(sentences))) if keys is None else [int(key) for key in keys]
-        if len(keys) != len(sentences):
-            raise ValueError(f"keys must have one int per sentence: {len(keys)} keys for {len(sentences)} sentences")
-        self.truncated_indices = []
-        self.unmet_indices = []
+        search, sampling, keys = self._call_settings(search, sampling, n_best, constraints, len(sentences), keys)
+        self.truncated_indices, self.unmet_indices = [], []
         rows = self.encode(sentences)
         source_lengths = [len(row) for row in rows]
         prefix_rows = steering.prefix_pieces(self.tokenizer, prefixes, source_lengths, search.max_extra_length)
         phrase_rows = steering.constraint_pieces(self.tokenizer, constraints, source_lengths, search.max_extra_length)
         # Input without tokens (EOS alone), prefix or constraints translates to empty output without
         # a search; the rest is sorted by length so that each batch pads little.
-        self.empty_indices = [
-            index
-            for index, row in enumerate(rows)
-            if len(row) == 1 and not prefix_rows[index] and not phrase_rows[index]
-        ]
+        self.empty_indices = [i for i, row in enumerate(rows) if len(row) == 1 and not prefix_rows[i] + phrase_rows[i]]
         empty = set(self.empty_indices)
         # Sentences with constraints first: a batch mixes them with the others only at the boundary.
-        order = sorted(
-            (i for i in range(len(rows)) if i not in empty), key=lambda i: (not phrase_rows[i], len(rows[i]))
-        )
+        searched = (i for i in range(len(rows)) if i not in empty)
+        order = sorted(searched, key=lambda i: (not phrase_rows[i], len(rows[i])))
         unmet = []
         aligner = self._alignment_function(alignments) if alignments else None
         aligned = {}  # position -> its alignment (n_best: the list of them)
@@ -269,43 +252,50 @@ class Translator(TextTranslator):
         def translate_batch(indices):
             # Sentences with constraints and those without are searched apart (the constrained
             # search is another algorithm), so that no sentence's translation depends on its batch.
-            groups = [
-                group
-                for group in ([i for i in indices if phrase_rows[i]], [i for i in indices if not phrase_rows[i]])
-                if group
-            ]
-            if len(groups) == 1:
-                return translate_group(indices)
-            results = {}
-            for group in groups:
-                results.update(zip(group, zip(*translate_group(group))))
-            return [results[i][0] for i in indices], [results[i][1] for i in indices]
+            return _apart(indices, lambda i: bool(phrase_rows[i]), translate_group)
 
         translations, scores = translate_in_order(
             len(sentences), order, self.batch_size, translate_batch, progress, n_best
         )
         if unmet:
+            settings = dict(search.search_arguments(), n_best=n_best, alignments=alignments)
             self._translate_unconstrained(
-                sorted(unmet),
-                sentences,
-                keys,
-                prefixes,
-                translations,
-                scores,
-                aligned,
-                dict(search.search_arguments(), n_best=n_best, alignments=alignments),
+                sorted(unmet), sentences, keys, prefixes, (translations, scores, aligned), settings
             )
         if aligner is None:
             return translations, scores
         unaligned = "" if n_best is None else [""] * n_best
         return translations, scores, [aligned.get(i, unaligned) for i in range(len(sentences))]
 
-    def _translate_unconstrained(self, unmet, sentences, keys, prefixes, translations, scores, aligned, settings):
-        """Replaces the results at positions `unmet` (whose constraints were not met) by their
-        translations without constraints (the same search, prefix and alignments), and records
-        the positions in `unmet_indices`."""
+    def _call_settings(self, search, sampling, n_best, constraints, count, keys):
+        """`(search, sampling, keys)` of a `translate` call of `count` sentences: sampling searches
+        with one beam, `keys` default to the positions.
+
+        Raises:
+            ValueError: sampling with n-best lists or constraints, an `n_best` out of range, or
+                not one key per sentence.
+        """
+        sampling = self.sampling if sampling is None else sampling
+        if sampling is not None:
+            if constraints is not None and any(constraints):
+                raise ValueError("sampling draws translations without a search; constraints need the beam search")
+            if n_best not in (None, 1):
+                raise ValueError(f"sampling draws one translation per sentence; n_best must be 1, received {n_best}")
+            search = search.override(beam_size=1)
+        if n_best is not None and not 1 <= n_best <= search.beam_size:
+            raise ValueError(f"n_best must be in [1, beam_size={search.beam_size}], received {n_best}")
+        keys = list(range(count)) if keys is None else [int(key) for key in keys]
+        if len(keys) != count:
+            raise ValueError(f"keys must have one int per sentence: {len(keys)} keys for {count} sentences")
+        return search, sampling, keys
+
+    def _translate_unconstrained(self, unmet, sentences, keys, prefixes, results, settings):
+        """Replaces the results at positions `unmet` (whose constraints were not met) in `results`,
+        `(translations, scores, alignments by position)`, by their translations without constraints
+        (the same search, prefix and alignments), and records the positions in `unmet_indices`."""
+        translations, scores, aligned = results
         recorded = self.truncated_indices, self.empty_indices
-        results = self.translate(
+        again = self.translate(
             [sentences[i] for i in unmet],
             keys=[keys[i] for i in unmet],
             prefixes=None if prefixes is None else [prefixes[i] for i in unmet],
@@ -313,9 +303,9 @@ class Translator(TextTranslator):
         )
         self.truncated_indices, self.empty_indices = recorded
         for k, index in enumerate(unmet):
-            translations[index], scores[index] = results[0][k], results[1][k]
+            translations[index], scores[index] = again[0][k], again[1][k]
             if settings["alignments"]:
-                aligned[index] = results[2][k]
+                aligned[index] = again[2][k]
         self.unmet_indices = unmet
 
     def _alignment_function(self, alignments):
@@ -424,3 +414,15 @@ class Translator(TextTranslator):
         if progress and order:
             print(file=sys.stderr)
         return results
+
+
+def _apart(indices, grouped, translate):
+    """`translate(indices)`'s `(texts, scores)`, with the positions where `grouped(i)` is True and
+    the others translated in two calls when both are there."""
+    groups = [group for group in ([i for i in indices if grouped(i)], [i for i in indices if not grouped(i)]) if group]
+    if len(groups) == 1:
+        return translate(indices)
+    results = {}
+    for group in groups:
+        results.update(zip(group, zip(*translate(group))))
+    return [results[i][0] for i in indices], [results[i][1] for i in indices]

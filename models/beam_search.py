@@ -501,50 +501,23 @@ def _constrained_search(
         progress = ops.reshape(alive_progress, [-1, num_phrases])  # [batch * beam, phrases]
         met = progress >= row_lengths
         forced = None if forced_columns is None else ops.take(forced_columns, step, axis=1)  # [batch]
-        choice_logits, _ = _choice_logits(
-            logits,
-            step,
-            min_lengths,
-            forced,
-            beam_size,
-            eos_id,
-            pad_id,
-            eos_barred=ops.logical_not(ops.all(met, axis=1)),
-        )
-        row_tokens, row_logits, next_tokens = _constrained_extensions(
-            choice_logits, progress, met, row_phrases, min(num_candidates, logits.shape[-1] or num_candidates)
+        unmet = ops.logical_not(ops.all(met, axis=1))  # EOS is barred until every phrase is met
+        choice_logits, _ = _choice_logits(logits, step, min_lengths, forced, beam_size, eos_id, pad_id, unmet)
+        per_row = min(num_candidates, logits.shape[-1] or num_candidates)
+        row_tokens, row_logits, row_progress = _constrained_extensions(
+            choice_logits, progress, met, row_phrases, per_row
         )
         row_log_probs = row_logits - ops.logsumexp(logits, axis=-1, keepdims=True)
-        # Every phrase's progress after each candidate token: [batch * beam, per_row, phrases].
-        token = row_tokens[:, :, None]
-        restarted = ops.where(token == row_phrases[:, None, :, 0], 1, 0)
-        moved = ops.where(token == next_tokens[:, None, :], progress[:, None, :] + 1, restarted)
-        row_progress = ops.where(met[:, None, :], progress[:, None, :], moved)
-
-        per_row = row_tokens.shape[1]
-        extended = alive_log_probs[:, :, None] + ops.reshape(row_log_probs, [-1, beam_size, per_row])
-        cand_log_probs = ops.reshape(extended, [-1, beam_size * per_row])  # [batch, candidates]
-        cand_token = ops.reshape(row_tokens, [-1, beam_size * per_row])
-        cand_beam = ops.zeros_like(cand_token) + ops.arange(beam_size * per_row, dtype="int32")[None, :] // per_row
-        cand_progress = ops.reshape(row_progress, [-1, beam_size * per_row, num_phrases])
-        lengths = phrase_lengths[:, None, :]  # [batch, 1, phrases]
-        cand_met = ops.all(cand_progress >= lengths, axis=2)  # [batch, candidates]
-        cand_bank = ops.sum(ops.minimum(cand_progress, lengths), axis=2)
+        candidates = _constrained_candidates(alive_log_probs, row_log_probs, row_tokens, row_progress, phrase_lengths)
+        cand_log_probs, cand_token, cand_beam, cand_progress, cand_met, cand_bank = candidates
         cand_seq = _gather_beams(alive_seq, cand_beam, sentence_index)  # [batch, candidates, L + 1]
         cand_seq = ops.where(positions == step + 1, cand_token[:, :, None], cand_seq)
 
         length = step + 1
         ended, real = _ended_candidates(cand_log_probs, cand_token, length, max_lengths, eos_id)
+        finished = ops.logical_and(ended, cand_met)  # an ending that misses a phrase is dropped
         finished_seq, finished_scores = _keep_best_finished(
-            finished_seq,
-            finished_scores,
-            cand_seq,
-            cand_log_probs,
-            ops.logical_and(ended, cand_met),
-            length,
-            alpha,
-            beam_size,
-            sentence_index,
+            finished_seq, finished_scores, cand_seq, cand_log_probs, finished, length, alpha, beam_size, sentence_index
         )
         growing = ops.logical_and(real, ops.logical_not(ended))
         chosen = _allocate_beam(cand_log_probs, cand_bank, growing, beam_size, banks)  # [batch, beam]
@@ -569,8 +542,8 @@ def _constrained_extensions(choice_logits, progress, met, row_phrases, per_row):
     """The tokens each hypothesis offers (`_constrained_search`): its `per_row` best, then for each
     phrase not met the phrase's next token, once (not where it is among the best or an earlier
     phrase's). Returns `row_tokens` int32 and `row_logits` float32 `[batch * beam, per_row +
-    phrases]` (a token not offered has logit `_LARGE_NEGATIVE`), and `next_tokens` int32 `[batch *
-    beam, phrases]`, the token that continues each phrase."""
+    phrases]` (a token not offered has logit `_LARGE_NEGATIVE`), and `row_progress` int32 `[batch *
+    beam, per_row + phrases, phrases]`, every phrase's progress after each token."""
     num_phrases, phrase_length = row_phrases.shape[1], row_phrases.shape[2]
     best_logits, best_tokens = ops.top_k(choice_logits, per_row)  # [batch * beam, per_row]
     next_index = ops.minimum(progress, phrase_length - 1)[:, :, None]
@@ -584,7 +557,28 @@ def _constrained_extensions(choice_logits, progress, met, row_phrases, per_row):
     offered = ops.logical_not(ops.logical_or(met, ops.logical_or(among_best, repeated)))
     phrase_logits = ops.where(offered, ops.take_along_axis(choice_logits, next_tokens, axis=1), _LARGE_NEGATIVE)
     row_tokens = ops.concatenate([best_tokens, next_tokens], axis=1)
-    return row_tokens, ops.concatenate([best_logits, phrase_logits], axis=1), next_tokens
+    token = row_tokens[:, :, None]
+    restarted = ops.where(token == row_phrases[:, None, :, 0], 1, 0)
+    moved = ops.where(token == next_tokens[:, None, :], progress[:, None, :] + 1, restarted)
+    row_progress = ops.where(met[:, None, :], progress[:, None, :], moved)
+    return row_tokens, ops.concatenate([best_logits, phrase_logits], axis=1), row_progress
+
+
+def _constrained_candidates(alive_log_probs, row_log_probs, row_tokens, row_progress, phrase_lengths):
+    """Every hypothesis's offered tokens (`_constrained_extensions`) as one sentence's candidates,
+    each `[batch, candidates]` (`[batch, candidates, phrases]` for the progress): `cand_log_probs`,
+    `cand_token`, `cand_beam` (the hypothesis extended), `cand_progress`, `cand_met` (every phrase
+    met) and `cand_bank` (constraint tokens met)."""
+    beam_size, per_row = alive_log_probs.shape[1], row_tokens.shape[1]
+    extended = alive_log_probs[:, :, None] + ops.reshape(row_log_probs, [-1, beam_size, per_row])
+    cand_log_probs = ops.reshape(extended, [-1, beam_size * per_row])
+    cand_token = ops.reshape(row_tokens, [-1, beam_size * per_row])
+    cand_beam = ops.zeros_like(cand_token) + ops.arange(beam_size * per_row, dtype="int32")[None, :] // per_row
+    cand_progress = ops.reshape(row_progress, [-1, beam_size * per_row, row_progress.shape[2]])
+    lengths = phrase_lengths[:, None, :]  # [batch, 1, phrases]
+    cand_met = ops.all(cand_progress >= lengths, axis=2)
+    cand_bank = ops.sum(ops.minimum(cand_progress, lengths), axis=2)
+    return cand_log_probs, cand_token, cand_beam, cand_progress, cand_met, cand_bank
 
 
 def _allocate_beam(log_probs, banks_met, eligible, beam_size, banks):
