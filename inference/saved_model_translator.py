@@ -1,8 +1,8 @@
 """Translating with a SavedModel written by `export/`: its `serving_default` signature maps
 `inputs` string `[batch]` to `translations` string `[batch]` and `scores` float32 `[batch]`, with
 tokenization, search and detokenization inside the graph; `n_best`, `prefix` (target prefixes),
-`constrain` (terminology constraints) and `align` (word alignments) do the same with more, `score` scores given translations (the
-signatures: docs/serving.md)."""
+`constrain` (terminology constraints) and `align` (word alignments) do the same with more, and
+`score` scores given translations (the signatures: docs/serving.md)."""
 
 import os
 import sys
@@ -191,7 +191,7 @@ class SavedModelTranslator(TextTranslator):
             raise ValueError(f"n_best must be in [1, beam_size={beam}] (the export's beam), received {n_best}")
         sentences = list(sentences)
         self.unmet_indices = []
-        prefixes = _prefix_list(prefixes, len(sentences))
+        prefixes = steering.prefix_list(prefixes, len(sentences))
         constraints = steering.constraint_lists(constraints, len(sentences))
         signature = self._steered_signature(n_best, prefixes, constraints, alignments)
         self.truncated_indices, self.empty_indices = [], []
@@ -340,16 +340,6 @@ class SavedModelTranslator(TextTranslator):
         if progress and sources:
             print(file=sys.stderr)
         return results
-
-
-def _prefix_list(prefixes, count):
-    """`prefixes` as a list of `count` strings ("" for None), or None when no prefix has text."""
-    if prefixes is None:
-        return None
-    prefixes = ["" if prefix is None else prefix for prefix in prefixes]
-    if len(prefixes) != count:
-        raise ValueError(f"prefixes must have one string (or None) per sentence: {len(prefixes)} for {count} sentences")
-    return prefixes if any(prefixes) else None
 
 
 def _recorded_search(settings, path):

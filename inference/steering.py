@@ -28,14 +28,10 @@ def prefix_pieces(tokenizer, prefixes, source_lengths, max_extra_length):
         PrefixError: a prefix longer than its sentence's maximum output length, named by position.
         ValueError: not one prefix per sentence.
     """
+    prefixes = prefix_list(prefixes, len(source_lengths))
     if prefixes is None:
         return [[] for _ in source_lengths]
-    prefixes = ["" if prefix is None else prefix for prefix in prefixes]
-    if len(prefixes) != len(source_lengths):
-        raise ValueError(
-            f"prefixes must have one string (or None) per sentence: {len(prefixes)} for {len(source_lengths)} sentences"
-        )
-    rows = tokenizer.tokenize(prefixes).to_list() if prefixes else []
+    rows = tokenizer.tokenize(prefixes).to_list()
     for index, (row, source_length) in enumerate(zip(rows, source_lengths)):
         if len(row) > source_length + max_extra_length:
             raise PrefixError(_limit_reason("the target prefix", len(row), source_length, max_extra_length), index)
@@ -70,6 +66,20 @@ def constraint_pieces(tokenizer, constraints, source_lengths, max_extra_length):
                 reason = _limit_reason(f"phrase {number}", len(row), source_length, max_extra_length)
                 raise ConstraintError(reason, index)
     return rows
+
+
+def prefix_list(prefixes, count):
+    """`prefixes` as a list of `count` strings ("" for None), or None when no prefix has text.
+
+    Raises:
+        ValueError: not one prefix per sentence.
+    """
+    if prefixes is None:
+        return None
+    prefixes = ["" if prefix is None else prefix for prefix in prefixes]
+    if len(prefixes) != count:
+        raise ValueError(f"prefixes must have one string (or None) per sentence: {len(prefixes)} for {count} sentences")
+    return prefixes if any(prefixes) else None
 
 
 def constraint_lists(constraints, count):
