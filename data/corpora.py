@@ -3,9 +3,10 @@
 train.py and evaluate.py describe the corpus with a `training.config.DataConfig`. The functions
 here take any object with its attributes (data/ does not import training/):
 
-    corpus        "deb-en-de", "tatoeba-en-es", or "files" (the user's own files)
+    corpus        a built-in corpus ("deb-en-de", any "deb-en-XX", "tatoeba-en-es"), or "files" (the
+                  user's own files)
     cache_dir     directory holding one subdirectory per corpus
-    deb_dir       directory of the deb-en-de packages, or None (fetched into the cache)
+    deb_dir       directory of the deb-en-XX packages, or None (fetched into the cache)
     deb_source, deb_mirror
                   how missing packages are fetched ("auto", "apt", "mirror") and the Debian mirror
                   for "mirror" (None: deb_packages.DEFAULT_MIRROR)

@@ -1,11 +1,13 @@
 """The command line that builds a corpus into the cache, and optionally its SentencePiece model:
 
+  python -m data.prepare --list                      # every built-in corpus with its pair counts
   python -m data.prepare --corpus deb-en-de --cache_dir cache/corpora [--deb_dir cache/debs] \
       [--deb_source auto|apt|mirror] [--deb_mirror https://deb.debian.org/debian]
   python -m data.prepare --corpus user --name mine --languages en-de --train_tsv train.tsv \
       [--dev_tsv dev.tsv] [--test_src test.en --test_tgt test.de] [--vocab_size 8000]
 
-The built-in corpora (deb-en-de, tatoeba-en-es) are `data.builtin_corpora`'s; a user corpus (the
+The built-in corpora (deb-en-XX for the 89 languages of Debian 12's LibreOffice translations,
+tatoeba-en-es) are `data.builtin_corpora`'s; a user corpus (the
 user's own dev and test files kept whole) is `data.user_corpus`'s; the cache entry (train/dev/test
 TSV files and a manifest, built atomically, returned at once when complete) is `data.corpus_cache`'s.
 
@@ -20,7 +22,7 @@ from absl import app, flags
 
 from common import quiet_logs
 from common.errors import UserError
-from data import cleaning, corpus_writer, deb_packages, user_corpus
+from data import builtin_corpora, cleaning, corpus_writer, deb_packages, user_corpus
 from data.builtin_corpora import prepare_corpus
 from data.corpus_cache import CorpusPaths
 
@@ -32,7 +34,10 @@ VOCAB_SAMPLE_LINES = 1_000_000
 def define_flags():
     """The command line's flags; defined only when run as a script, so importing this module
     beside train.py or evaluate.py (which define their own --corpus etc.) does not clash."""
-    flags.DEFINE_string("corpus", "deb-en-de", "deb-en-de, tatoeba-en-es, or user (with --train_*).")
+    flags.DEFINE_string(
+        "corpus", "deb-en-de", "A built-in corpus (deb-en-XX, tatoeba-en-es: see --list), or user (with --train_*)."
+    )
+    flags.DEFINE_bool("list", False, "Print every built-in corpus with its languages and pair counts, and exit.")
     flags.DEFINE_string("cache_dir", "cache/corpora", "Directory holding one subdirectory per corpus.")
     flags.DEFINE_string("deb_dir", None, "Directory with the .deb files (fetched there when missing).")
     flags.DEFINE_enum(
@@ -110,9 +115,28 @@ def _prepare() -> CorpusPaths:
     )
 
 
+def listing_lines(cache_dir: str) -> list[str]:
+    """The --list table: each built-in corpus, its target language, its pairs per split (as the
+    language table recorded them when it built every corpus), its sources and whether it is cached."""
+    lines = [f"{'corpus':<15} {'language':<22} {'train':>7} {'dev':>6} {'test':>6}  {'cached':<6}  sources"]
+    for row in builtin_corpora.listing():
+        counts = row["counts"]
+        splits = [f"{counts[split]:>{width}}" if counts else f"{'?':>{width}}" for split, width in SPLIT_WIDTHS]
+        cached = "yes" if os.path.exists(os.path.join(cache_dir, row["corpus"], "manifest.json")) else "no"
+        sources = ", ".join(row["sources"]) + (f" ({row['note']})" if row["note"] else "")
+        lines.append(f"{row['corpus']:<15} {row['language']:<22} {' '.join(splits)}  {cached:<6}  {sources}")
+    return lines
+
+
+SPLIT_WIDTHS = (("train", 7), ("dev", 6), ("test", 6))
+
+
 def main(argv):
     quiet_logs.quiet_tool_output()
     del argv
+    if FLAGS.list:
+        print("\n".join(listing_lines(FLAGS.cache_dir)))
+        return
     start = time.monotonic()
     try:
         paths = _prepare()

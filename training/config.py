@@ -22,7 +22,7 @@ import json
 import os
 
 from common.errors import UserError
-from data import deb_packages
+from data import builtin_corpora, deb_packages
 from data.vocabulary_size import DEFAULT_VOCAB_SIZE, MIN_VOCAB_SIZE
 from models.presets import PRESETS
 from training.distribution import DISTRIBUTIONS
@@ -30,7 +30,7 @@ from training.init_from import CHOICES as INIT_CHECKPOINTS
 from training.run_dir import CONFIG_FILE
 
 BEST_METRICS = ("bleu", "loss")
-CORPORA = ("deb-en-de", "tatoeba-en-es", "files")
+CORPORA = (*builtin_corpora.CORPORA, "files")
 MIXED_PRECISION = ("none", "bf16", "fp16")
 LEARNING_RATE_SCHEDULES = ("noam", "constant")
 
@@ -79,12 +79,18 @@ def eval_sentences_to_flag(value):
 
 @dataclasses.dataclass(frozen=True)
 class DataConfig:
-    corpus: str = option("deb-en-de", "Training corpus.", "enum", enum_values=list(CORPORA))
+    corpus: str = option(
+        "deb-en-de",
+        "Training corpus: deb-en-XX (a language of Debian's LibreOffice translations; `python -m data.prepare "
+        "--list` shows them), tatoeba-en-es, or files (your own, with --train_tsv or --train_src/--train_tgt).",
+        "enum",
+        enum_values=list(CORPORA),
+    )
     cache_dir: str = option("cache/corpora", "Where corpora are built and cached.", "string")
-    deb_dir: str | None = option(None, "Directory of already-downloaded .deb files for deb-en-de.", "string")
+    deb_dir: str | None = option(None, "Directory of already-downloaded .deb files for a deb-en-XX corpus.", "string")
     deb_source: str = option(
         "auto",
-        "How missing deb-en-de .deb files are fetched: apt, mirror (--deb_mirror over HTTPS), or auto "
+        "How missing deb-en-XX .deb files are fetched: apt, mirror (--deb_mirror over HTTPS), or auto "
         "(apt where apt-get is installed, else mirror).",
         "enum",
         enum_values=list(deb_packages.DEB_SOURCES),

@@ -1,7 +1,11 @@
-"""What the data tests share: generated parallel sentences, parallel files, the splits of a built corpus."""
+"""What the data tests share: generated parallel sentences, parallel files, the splits of a built corpus,
+and `.deb` and `.mo` files written as dpkg-deb and msgfmt write them."""
 
+import io
 import os
 import random
+import struct
+import tarfile
 
 from data import cleaning, parallel_files
 
@@ -56,3 +60,51 @@ def write_parallel(tmp_path, pairs, stem="train"):
 def english_by_split(paths):
     """The English sentences of each split of a built corpus (`CorpusPaths`)."""
     return {split: {en for en, _ in parallel_files.read_tsv(paths.split(split))} for split in cleaning.SPLITS}
+
+
+def _tar_xz(files: dict[str, bytes]) -> bytes:
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w:xz") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return out.getvalue()
+
+
+def write_deb(path, files: dict[str, bytes], package="demo", version="1.0-1") -> str:
+    """Writes a .deb (ar archive: debian-binary, control.tar.xz, data.tar.xz) as dpkg-deb does."""
+    control = f"Package: {package}\nVersion: {version}\nArchitecture: all\n".encode()
+    members = [
+        ("debian-binary", b"2.0\n"),
+        ("control.tar.xz", _tar_xz({"./control": control})),
+        ("data.tar.xz", _tar_xz({f"./{name}": data for name, data in files.items()})),
+    ]
+    blob = b"!<arch>\n"
+    for name, data in members:
+        blob += f"{name:<16}{0:<12}{0:<6}{0:<6}{100644:<8}{len(data):<10}`\n".encode()
+        blob += data + (b"\n" if len(data) % 2 else b"")
+    with open(path, "wb") as f:
+        f.write(blob)
+    return str(path)
+
+
+def write_mo(entries: list[tuple[bytes, bytes]]) -> bytes:
+    """A little-endian .mo file in GNU gettext's layout (entries sorted by msgid)."""
+    entries = sorted(entries)
+    header_size = 28
+    ids_table = header_size
+    strs_table = ids_table + 8 * len(entries)
+    data_start = strs_table + 8 * len(entries)
+    blob_ids, blob_strs, id_index, str_index = b"", b"", [], []
+    for msgid, _ in entries:
+        id_index.append((len(msgid), data_start + len(blob_ids)))
+        blob_ids += msgid + b"\0"
+    strs_start = data_start + len(blob_ids)
+    for _, msgstr in entries:
+        str_index.append((len(msgstr), strs_start + len(blob_strs)))
+        blob_strs += msgstr + b"\0"
+    out = struct.pack("<7I", 0x950412DE, 0, len(entries), ids_table, strs_table, 0, 0)
+    out += b"".join(struct.pack("<2I", *e) for e in id_index)
+    out += b"".join(struct.pack("<2I", *e) for e in str_index)
+    return out + blob_ids + blob_strs

@@ -4,13 +4,129 @@ import socket
 
 import pytest
 
-from data import builtin_corpora, corpus_cache, deb_packages
-from tests.data.helpers import english_by_split
+from data import builtin_corpora, corpus_cache, deb_packages, debian_languages, gettext_catalog, libreoffice_help
+from data import prepare as prepare_command
+from tests.data.helpers import FIXTURES, english_by_split, write_deb, write_mo
+from tests.helpers import DEB_CACHE
+
+# Interface strings of Debian 12's libreoffice-l10n-ja and -af, as their catalogs hold them.
+UI_SAMPLES = {
+    "ja": [("Save Document", "文書を保存する時"), ("Page Style", "ページスタイル"), ("Spelling", "つづり")],
+    "af": [("Save Document", "Stoor dokument"), ("Page Style", "Bladsystyl"), ("Open", "Oopmaak")],
+}
 
 
-def test_unknown_corpus():
-    with pytest.raises(corpus_cache.CorpusError, match="Unknown corpus 'wmt14'"):
-        builtin_corpora.prepare_corpus("wmt14", "/nonexistent")
+def _help_files(language_dir):
+    """The fixture help pages of `language_dir` at their paths in a help package."""
+    root = os.path.join(FIXTURES, "libreoffice_help", language_dir, "text")
+    files = {}
+    for directory, _, names in os.walk(root):
+        for name in names:
+            path = os.path.join(directory, name)
+            with open(path, "rb") as f:
+                files[f"{libreoffice_help.HELP_ROOT}/{language_dir}/text/{os.path.relpath(path, root)}"] = f.read()
+    return files
+
+
+def write_sample_debs(deb_dir, code):
+    """The packages of corpus deb-en-`code`, under their pinned names, holding the fixture pages and
+    UI_SAMPLES[code] as the help pages and the catalog."""
+    os.makedirs(deb_dir, exist_ok=True)
+    language = builtin_corpora.LANGUAGES[code]
+    for package, pinned in builtin_corpora.deb_pins(code).items():
+        if package == language.l10n.package:
+            catalog = write_mo([(en.encode(), foreign.encode()) for en, foreign in UI_SAMPLES[code]])
+            files = {f"{gettext_catalog.LIBREOFFICE_RESOURCE_DIR}/{code}/LC_MESSAGES/sw.mo": catalog}
+        else:
+            files = _help_files("en-US" if pinned == builtin_corpora.ENGLISH_HELP else language.help_dir)
+        write_deb(os.path.join(deb_dir, pinned.file_name), files, package=package, version=pinned.version)
+
+
+def _all_pairs(paths):
+    """The pairs of every split (a sample's may leave a split empty)."""
+    pairs = set()
+    for path in (*paths.train, paths.dev, paths.test):
+        with open(path, encoding="utf-8") as f:
+            pairs.update(tuple(line.rstrip("\n").split("\t")) for line in f)
+    return pairs
+
+
+def test_unknown_corpus_lists_the_built_in_ones():
+    with pytest.raises(corpus_cache.CorpusError, match="Unknown corpus 'deb-en-tlh'.*deb-en-fr.*data.prepare --list"):
+        builtin_corpora.prepare_corpus("deb-en-tlh", "/nonexistent")
+
+
+def test_deb_en_xx_corpus_of_help_pages_and_interface_strings(tmp_path):
+    """deb-en-ja from sample packages: help paragraphs joined on their ids and catalog strings, one
+    corpus with per-source test files, its packages recorded in the pinned order."""
+    write_sample_debs(tmp_path / "debs", "ja")
+    paths = builtin_corpora.prepare_corpus("deb-en-ja", str(tmp_path / "cache"), str(tmp_path / "debs"))
+    manifest = paths.load_manifest()
+    assert manifest["languages"] == ["en", "ja"]
+    assert [p["package"] for p in manifest["packages"]] == list(builtin_corpora.deb_pins("ja"))
+    assert {p["version"] for p in manifest["packages"]} == {builtin_corpora.LIBREOFFICE_VERSION}
+    assert tuple(manifest["sources"]) == builtin_corpora.SOURCES["deb-en-ja"] == ("libreoffice-help", "libreoffice-ui")
+    assert "libreoffice-help-ja" in manifest["credits"]["libreoffice-help"] and "notes" not in manifest
+    pairs = _all_pairs(paths)
+    assert {("Insert Mode", "挿入モード"), ("Save Document", "文書を保存する時"), ("Spelling", "つづり")} <= pairs
+    # Untranslated paragraphs (English in the Japanese page) are dropped as identical.
+    assert manifest["sources"]["libreoffice-help"]["dropped"]["identical"] >= 2
+    assert all(en != ja for en, ja in pairs)
+
+
+def test_a_language_without_help_pages_gets_interface_strings_and_says_so(tmp_path):
+    write_sample_debs(tmp_path / "debs", "af")
+    cache = tmp_path / "cache"
+    paths = builtin_corpora.prepare_corpus("deb-en-af", str(cache), str(tmp_path / "debs"))
+    manifest = paths.load_manifest()
+    assert [p["package"] for p in manifest["packages"]] == ["libreoffice-l10n-af"]
+    assert list(manifest["sources"]) == ["libreoffice-ui"] and manifest["sources"]["libreoffice-ui"]["kept"] == 3
+    assert manifest["notes"] == ["interface strings only: Debian 12 has no help pages in this language"]
+    rows = {line.split()[0]: line for line in prepare_command.listing_lines(str(cache))[1:]}
+    assert " yes " in rows["deb-en-af"] and "interface strings only" in rows["deb-en-af"]
+    assert " no " in rows["deb-en-fr"] and "interface strings only" not in rows["deb-en-fr"]
+
+
+def test_the_language_table():
+    """Every language is pinned at deb-en-de's LibreOffice version, with counts of its built corpus;
+    the languages the issue names have help pages; deb-en-de keeps its packages."""
+    languages = builtin_corpora.LANGUAGES
+    assert len(languages) >= 85
+    for code, language in languages.items():
+        assert "-" not in code and language.corpus in builtin_corpora.CORPORA
+        for pinned in filter(None, (language.l10n, language.help)):
+            assert pinned.version == builtin_corpora.LIBREOFFICE_VERSION and len(pinned.sha256) == 64
+            assert pinned.pool_path == f"pool/main/libr/libreoffice/{pinned.package}_7.4.7-1+deb12u14_all.deb"
+        assert (language.help is None) == (language.help_dir is None)
+        counts = language.counts
+        assert counts["train"] > 1000 and counts["dev"] > 0 and counts["test"] > 0, code
+        assert tuple(counts["sources"]) == builtin_corpora.SOURCES[language.corpus]
+    for code in ("fr", "es", "it", "pt", "ru", "ja", "zh_cn", "zh_tw", "ko", "el"):
+        assert languages[code].help is not None, code
+    assert languages["zh_cn"].help_dir == "zh-CN" and languages["pt_br"].help_dir == "pt-BR"
+    assert languages["uk"].help is None  # interface strings only
+    assert not {"en_gb", "en_za", "in", "za"} & languages.keys()
+    assert builtin_corpora.DEB_EN_DE_DEBS["libreoffice-help-de"].sha256 == (
+        "00490b63c509ac96f7f212d6a6e40452d3e0d1f97ccf4b824dd5ec4c01e8277f"
+    )
+    listed = [row["corpus"] for row in builtin_corpora.listing()]
+    assert listed == list(builtin_corpora.CORPORA) and "tatoeba-en-es" in listed
+
+
+def test_packages_index_parsing():
+    index = (
+        "Package: libreoffice-l10n-zh-cn\nVersion: 4:7.4.7-1+deb12u14\nArchitecture: all\n"
+        "Description: office productivity suite -- Chinese_simplified language package\n"
+        "Filename: pool/main/libr/libreoffice/libreoffice-l10n-zh-cn_7.4.7-1+deb12u14_all.deb\nSize: 1234\n"
+        "SHA256: " + "ab" * 32 + "\n\nPackage: no-file\nVersion: 1\n"
+    )
+    pins = debian_languages.parse_packages_index(index)
+    assert list(pins) == [("libreoffice-l10n-zh-cn", "4:7.4.7-1+deb12u14")]
+    assert pins["libreoffice-l10n-zh-cn", "4:7.4.7-1+deb12u14"].size_bytes == 1234
+    assert debian_languages.language_name("office productivity suite -- Chinese_simplified language package") == (
+        "Chinese simplified"
+    )
+    assert debian_languages.code_of("pt-br") == "pt_br"
 
 
 def test_missing_package_leaves_no_corpus_behind(tmp_path, monkeypatch):
@@ -48,6 +164,19 @@ def test_deb_en_de_corpus_from_the_packages(deb_en_de):
         assert stats["splits"]["test"] == manifest["files"][f"test.{source}.tsv"]["lines"] > 300
     by_split = english_by_split(paths)
     assert not by_split["train"] & by_split["test"] and not by_split["train"] & by_split["dev"]
+    assert debian_languages.corpus_counts(manifest) == builtin_corpora.LANGUAGES["de"].counts  # --list's
     # A second call finds the complete corpus and returns without building.
     again = builtin_corpora.prepare_corpus("deb-en-de", os.path.dirname(paths.root), "/nonexistent")
     assert again == paths
+
+
+@pytest.mark.slow
+@pytest.mark.full
+def test_deb_en_ja_from_the_packages_has_the_listed_counts(tmp_path):
+    """A pair in a non-Latin script, built from the real packages: the counts --list shows."""
+    pins = builtin_corpora.deb_pins("ja")
+    deb_packages.fetch_debs(list(pins), DEB_CACHE, pinned=pins)
+    paths = builtin_corpora.prepare_corpus("deb-en-ja", str(tmp_path), DEB_CACHE)
+    manifest = paths.load_manifest()
+    assert debian_languages.corpus_counts(manifest) == builtin_corpora.LANGUAGES["ja"].counts
+    assert ("Page Style", "ページスタイル") in _all_pairs(paths)

@@ -1,50 +1,22 @@
 import functools
 import hashlib
 import http.server
-import io
 import os
 import shutil
 import socket
 import subprocess
 import sys
-import tarfile
 import threading
 
 import pytest
 
 from data import builtin_corpora, deb_packages
+from tests.data.helpers import write_deb
 from tests.helpers import DEB_CACHE, REPO_ROOT
 
 
-def _tar_xz(files: dict[str, bytes]) -> bytes:
-    out = io.BytesIO()
-    with tarfile.open(fileobj=out, mode="w:xz") as tar:
-        for name, data in files.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return out.getvalue()
-
-
-def _write_deb(path, files: dict[str, bytes], package="demo", version="1.0-1") -> str:
-    """Writes a .deb (ar archive: debian-binary, control.tar.xz, data.tar.xz) as dpkg-deb does."""
-    control = f"Package: {package}\nVersion: {version}\nArchitecture: all\n".encode()
-    members = [
-        ("debian-binary", b"2.0\n"),
-        ("control.tar.xz", _tar_xz({"./control": control})),
-        ("data.tar.xz", _tar_xz({f"./{name}": data for name, data in files.items()})),
-    ]
-    blob = b"!<arch>\n"
-    for name, data in members:
-        blob += f"{name:<16}{0:<12}{0:<6}{0:<6}{100644:<8}{len(data):<10}`\n".encode()
-        blob += data + (b"\n" if len(data) % 2 else b"")
-    with open(path, "wb") as f:
-        f.write(blob)
-    return str(path)
-
-
 def test_read_deb_control_and_files(tmp_path):
-    deb = _write_deb(tmp_path / "demo_1.0-1_all.deb", {"usr/share/a.txt": b"A", "usr/share/b.html": b"<p>"})
+    deb = write_deb(tmp_path / "demo_1.0-1_all.deb", {"usr/share/a.txt": b"A", "usr/share/b.html": b"<p>"})
     assert deb_packages.read_control(deb)["Version"] == "1.0-1"
     assert list(deb_packages.iter_deb_files(deb, lambda p: p.endswith(".html"))) == [("usr/share/b.html", b"<p>")]
     info = deb_packages.describe_deb(deb)
@@ -69,7 +41,7 @@ def test_reads_a_deb_built_by_dpkg_deb(tmp_path):
 
 
 def test_truncated_and_foreign_files_are_named(tmp_path):
-    deb = _write_deb(tmp_path / "demo_1.0-1_all.deb", {"usr/a": b"A" * 1000})
+    deb = write_deb(tmp_path / "demo_1.0-1_all.deb", {"usr/a": b"A" * 1000})
     with open(deb, "r+b") as f:
         f.truncate(os.path.getsize(deb) - 50)
     with pytest.raises(deb_packages.DebPackageError, match="demo_1.0-1_all.deb: truncated"):
@@ -91,7 +63,7 @@ def test_fetch_without_apt_get_names_the_package(tmp_path, monkeypatch):
 
 
 def test_fetch_reuses_debs_already_there(tmp_path, monkeypatch):
-    deb = _write_deb(tmp_path / "demo_1.0-1_all.deb", {"usr/a": b"A"})
+    deb = write_deb(tmp_path / "demo_1.0-1_all.deb", {"usr/a": b"A"})
     monkeypatch.setenv("PATH", str(tmp_path))  # would fail if it tried to download
     assert deb_packages.fetch_debs(["demo"], str(tmp_path)) == {"demo": deb}
 
@@ -180,7 +152,7 @@ def mirror(tmp_path, monkeypatch):
 def demo_deb(tmp_path, mirror):
     """A generated .deb served by `mirror`: (its path, its pin, its path on the server)."""
     (tmp_path / "built").mkdir()
-    deb = _write_deb(tmp_path / "built" / "demo_1.0-1_all.deb", {"usr/share/a.txt": b"A" * 5000}, version="2:1.0-1")
+    deb = write_deb(tmp_path / "built" / "demo_1.0-1_all.deb", {"usr/share/a.txt": b"A" * 5000}, version="2:1.0-1")
     pinned = _pin(deb)
     return deb, pinned, "/debian/" + pinned.pool_path
 

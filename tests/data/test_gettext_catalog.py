@@ -1,33 +1,11 @@
-import struct
-
 import pytest
 
 from data import gettext_catalog
-
-
-def _mo(entries: list[tuple[bytes, bytes]]) -> bytes:
-    """A little-endian .mo file in GNU gettext's layout (entries sorted by msgid)."""
-    entries = sorted(entries)
-    header_size = 28
-    ids_table = header_size
-    strs_table = ids_table + 8 * len(entries)
-    data_start = strs_table + 8 * len(entries)
-    blob_ids, blob_strs, id_index, str_index = b"", b"", [], []
-    for msgid, _ in entries:
-        id_index.append((len(msgid), data_start + len(blob_ids)))
-        blob_ids += msgid + b"\0"
-    strs_start = data_start + len(blob_ids)
-    for _, msgstr in entries:
-        str_index.append((len(msgstr), strs_start + len(blob_strs)))
-        blob_strs += msgstr + b"\0"
-    out = struct.pack("<7I", 0x950412DE, 0, len(entries), ids_table, strs_table, 0, 0)
-    out += b"".join(struct.pack("<2I", *e) for e in id_index)
-    out += b"".join(struct.pack("<2I", *e) for e in str_index)
-    return out + blob_ids + blob_strs
+from tests.data.helpers import write_mo
 
 
 def test_read_mo_removes_context_and_skips_header_and_untranslated():
-    blob = _mo(
+    blob = write_mo(
         [
             (b"", b"Content-Type: text/plain; charset=UTF-8\n"),
             (b"STR_SAVE\x04~Save As...", b"Speichern ~unter..."),

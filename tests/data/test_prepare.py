@@ -154,3 +154,18 @@ def test_a_corpus_that_cannot_be_written_is_one_error_naming_the_file_and_leaves
     rerun = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, check=False)
     assert rerun.returncode == 0, rerun.stderr
     assert (cache / "full" / "manifest.json").exists()
+
+
+def test_list_prints_every_built_in_corpus_with_its_pair_counts(tmp_path):
+    from data import builtin_corpora  # noqa: PLC0415
+
+    result = _run_prepare("--list", f"--cache_dir={tmp_path}")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["corpus", "language", "train", "dev", "test", "cached", "sources"]
+    rows = {line.split()[0]: line.split() for line in lines[1:]}
+    assert list(rows) == list(builtin_corpora.CORPORA)
+    german = builtin_corpora.LANGUAGES["de"].counts
+    assert rows["deb-en-de"][1:6] == ["German", str(german["train"]), str(german["dev"]), str(german["test"]), "no"]
+    assert "interface strings only" in " ".join(rows["deb-en-uk"])
+    assert rows["tatoeba-en-es"][2] == str(builtin_corpora.OTHER_COUNTS["tatoeba-en-es"]["train"])

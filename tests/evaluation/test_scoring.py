@@ -10,7 +10,19 @@ CHINESE_REFERENCE = ["我喜欢狗。"]
 
 
 @pytest.mark.parametrize(
-    "language, tokenizer", [("zh", "zh"), ("ZH", "zh"), ("de", "13a"), (None, "13a"), ("ja", "13a")]
+    "language, tokenizer",
+    [
+        ("zh", "zh"),
+        ("ZH", "zh"),
+        ("zh_cn", "zh"),
+        ("zh-TW", "zh"),
+        ("de", "13a"),
+        (None, "13a"),
+        ("ja", "char"),
+        ("th", "char"),
+        ("ko", "13a"),
+        ("pt_br", "13a"),
+    ],
 )
 def test_bleu_tokenizer_by_target_language(language, tokenizer):
     assert scoring.bleu_tokenizer(language) == tokenizer
