@@ -23,6 +23,7 @@ from absl import app, flags
 from common import quiet_logs
 from common.errors import UserError, flags_parser
 from data import builtin_corpora, corpus_mix, user_corpus
+from data.vocabulary_options import check_user_defined_symbols
 from models.presets import MODEL_OPTIONS, model_config
 from training import init_from
 from training.config import (
@@ -35,6 +36,7 @@ from training.config import (
     flag_default,
     flag_fields,
     from_flag,
+    subword_refusal,
 )
 from training.recipes import RECIPES, apply_recipe, search_record
 from training.run_dir import RunDir, describe_score
@@ -90,6 +92,7 @@ _DEFINE = {
     "enum": flags.DEFINE_enum,
     "float": flags.DEFINE_float,
     "integer": flags.DEFINE_integer,
+    "list": flags.DEFINE_list,
     "string": flags.DEFINE_string,
 }
 
@@ -211,6 +214,31 @@ def _check_ema_decay(value):
     return True
 
 
+@flags.multi_flags_validator(["subword_alpha", "subword_nbest", "cache_tokenized"], message="")
+def _check_subword_sampling(values):
+    refusal = subword_refusal(TrainConfig(**values))
+    if refusal:
+        raise flags.ValidationError(refusal)
+    return True
+
+
+@flags.multi_flags_validator(["user_defined_symbols", "init_from"], message="")
+def _check_user_defined_symbols(values):
+    symbols = values["user_defined_symbols"] or []
+    try:
+        check_user_defined_symbols(symbols)
+    except UserError as error:
+        raise flags.ValidationError(f"--user_defined_symbols: {error}") from None
+    if symbols and values["init_from"]:
+        inherited = init_from.read_parent(values["init_from"]).get("data", {}).get("user_defined_symbols", [])
+        if list(inherited) != list(symbols):
+            raise flags.ValidationError(
+                f"--user_defined_symbols={','.join(symbols)} with --init_from: a fine-tuned run keeps its parent's "
+                f"vocabulary, whose symbols are {','.join(inherited) or 'none'}"
+            )
+    return True
+
+
 @flags.multi_flags_validator(["batch_tokens", "max_length"], message="")
 def _check_batch(values):
     if values["batch_tokens"] < values["max_length"]:
@@ -308,6 +336,13 @@ def _inherited_model():
     return preset, requested, vocab_size
 
 
+def _user_defined_symbols():
+    """The flag's symbols; a fine-tuning's are its parent's (it keeps the parent's vocabulary)."""
+    if FLAGS.init_from:
+        return tuple(init_from.read_parent(FLAGS.init_from).get("data", {}).get("user_defined_symbols", ()))
+    return tuple(FLAGS.user_defined_symbols or ())
+
+
 def config_from_flags():
     """The frozen run configuration the flags describe."""
     preset, vocab_size = FLAGS.preset, FLAGS.vocab_size
@@ -335,6 +370,7 @@ def config_from_flags():
             "dev_files": _files("dev"),
             "test_files": _files("test"),
             "vocab_size": vocab_size,
+            "user_defined_symbols": _user_defined_symbols(),
         }
     )
     train = TrainConfig(

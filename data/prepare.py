@@ -25,6 +25,7 @@ from common.errors import UserError
 from data import builtin_corpora, cleaning, corpus_writer, deb_packages, user_corpus
 from data.builtin_corpora import prepare_corpus
 from data.corpus_cache import CorpusPaths
+from data.vocabulary_options import vocabulary_stem
 
 FLAGS = flags.FLAGS
 # Pairs sampled for the vocabulary: two million sentences, SentencePiece's own default sample.
@@ -67,6 +68,9 @@ def define_flags():
     )
     flags.DEFINE_integer("vocab_size", 0, "If > 0, also train a SentencePiece model of this size on train.")
     flags.DEFINE_enum("model_type", "bpe", ["bpe", "unigram"], "SentencePiece model type.")
+    flags.DEFINE_list(
+        "user_defined_symbols", [], "Pieces the vocabulary keeps whole (tags such as <2fr>): train.py's flag."
+    )
     flags.DEFINE_integer(
         "vocab_sample_lines",
         VOCAB_SAMPLE_LINES,
@@ -155,9 +159,12 @@ def main(argv):
         try:
             model = tokenizer.train_sentencepiece(
                 list(paths.train),
-                os.path.join(paths.root, f"spm-{FLAGS.model_type}-{FLAGS.vocab_size}"),
+                os.path.join(
+                    paths.root, vocabulary_stem(FLAGS.vocab_size, FLAGS.user_defined_symbols, FLAGS.model_type)
+                ),
                 vocab_size=FLAGS.vocab_size,
                 model_type=FLAGS.model_type,
+                user_defined_symbols=FLAGS.user_defined_symbols,
                 input_sentence_size=2 * FLAGS.vocab_sample_lines,
             )
         except UserError as e:

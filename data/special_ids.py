@@ -10,3 +10,5 @@ PAD_ID = 0
 BOS_ID = 1
 EOS_ID = 2
 UNK_ID = 3
+# Their pieces, as the tokenizer trainer names them.
+SPECIAL_PIECES = {PAD_ID: "<pad>", BOS_ID: "<s>", EOS_ID: "</s>", UNK_ID: "<unk>"}

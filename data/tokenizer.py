@@ -23,10 +23,9 @@ import tensorflow_text as tf_text
 
 from common.errors import UserError
 from common.write_errors import WriteError, default_mode, writing
-from data.special_ids import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from data.special_ids import BOS_ID, EOS_ID, PAD_ID, SPECIAL_PIECES, UNK_ID
+from data.vocabulary_options import check_user_defined_symbols, sampling_refusal
 from data.vocabulary_size import DEFAULT_VOCAB_SIZE
-
-_SPECIAL_PIECES = {PAD_ID: "<pad>", BOS_ID: "<s>", EOS_ID: "</s>", UNK_ID: "<unk>"}
 
 
 class TokenizerError(UserError, ValueError):
@@ -150,6 +149,7 @@ def train_sentencepiece(
     input_sentence_size: int = 2_000_000,
     num_threads: int | None = None,
     seed: int = 0,
+    user_defined_symbols: Iterable[str] = (),
 ) -> str:
     """Trains a shared SentencePiece model and returns the path of `model_prefix + ".model"`.
 
@@ -170,6 +170,8 @@ def train_sentencepiece(
             reservoir sample: uniform over the whole input, read once, in memory of this size).
         num_threads: trainer threads; default all cores.
         seed: the trainer's random seed (sentence sampling), for reproducible models.
+        user_defined_symbols: pieces kept whole wherever they occur in the text (tags such as
+            `<2fr>`, placeholders), with ids right after the special ones (`check_user_defined_symbols`).
 
     The files are written under a temporary name and renamed, so a crash or a failed write leaves
     no partial model.
@@ -179,9 +181,12 @@ def train_sentencepiece(
         WriteError: a file could not be written (disk full, a file-size limit, a read-only directory).
         TokenizerError: an input without sentences, or a vocab_size SentencePiece rejects for this
             input (the message gives the bound SentencePiece reported, and its own text).
+        data.vocabulary_options.SymbolError: a user-defined symbol that collides with a special or
+            byte piece, is empty, holds whitespace or is given twice.
     """
     if model_type not in ("bpe", "unigram"):
         raise ValueError(f"model_type must be 'bpe' or 'unigram', got {model_type!r}.")
+    user_defined_symbols = check_user_defined_symbols(user_defined_symbols)
     sentences = _sentences(text_files_or_iterator)
     first = next(sentences, None)
     if first is None:
@@ -209,12 +214,13 @@ def train_sentencepiece(
             bos_id=BOS_ID,
             eos_id=EOS_ID,
             unk_id=UNK_ID,
-            pad_piece=_SPECIAL_PIECES[PAD_ID],
-            bos_piece=_SPECIAL_PIECES[BOS_ID],
-            eos_piece=_SPECIAL_PIECES[EOS_ID],
-            unk_piece=_SPECIAL_PIECES[UNK_ID],
+            pad_piece=SPECIAL_PIECES[PAD_ID],
+            bos_piece=SPECIAL_PIECES[BOS_ID],
+            eos_piece=SPECIAL_PIECES[EOS_ID],
+            unk_piece=SPECIAL_PIECES[UNK_ID],
             input_sentence_size=input_sentence_size,
             shuffle_input_sentence=True,
+            user_defined_symbols=list(user_defined_symbols),
             num_threads=num_threads or os.cpu_count() or 1,
             minloglevel=2,
         )
@@ -259,6 +265,8 @@ class Tokenizer(tf.Module):
     Args:
         model_proto: the serialized SentencePiece model (the bytes of a `.model` file). It must
             use the special ids of `data.special_ids`.
+        alpha, nbest_size: subword regularization (`sampling`); alpha 0 (the default) segments
+            deterministically.
 
     `tokenize(texts)`: `tf.string` `[batch]` -> `tf.RaggedTensor` int32 `[batch, (tokens)]`, without
     BOS/EOS (the input pipeline adds them).
@@ -266,8 +274,11 @@ class Tokenizer(tf.Module):
     at its first EOS, and PAD and BOS ids are ignored, so decoder output can be passed as it is.
     """
 
-    def __init__(self, model_proto: bytes, name: str | None = None):
+    def __init__(self, model_proto: bytes, name: str | None = None, *, alpha: float = 0.0, nbest_size: int = 0):
         super().__init__(name=name)
+        refusal = sampling_refusal(alpha, nbest_size) if alpha else None
+        if refusal:
+            raise ValueError(refusal)
         processor = sentencepiece.SentencePieceProcessor(model_proto=model_proto)
         found = {
             "pad": processor.pad_id(),
@@ -283,7 +294,23 @@ class Tokenizer(tf.Module):
             )
         self._model_proto = model_proto
         self._vocabulary_size = processor.get_piece_size()
-        self._sentencepiece = tf_text.SentencepieceTokenizer(model=model_proto, out_type=tf.int32)
+        # tensorflow-text's defaults (nbest_size 0, alpha 1.0) segment deterministically.
+        self._sampling = dict(alpha=alpha, nbest_size=nbest_size) if alpha else dict(alpha=1.0, nbest_size=0)
+        self._sentencepiece = self._op()
+
+    def _op(self):
+        return tf_text.SentencepieceTokenizer(model=self._model_proto, out_type=tf.int32, **self._sampling)
+
+    def sampling(self, alpha: float, nbest_size: int = -1) -> "Tokenizer":
+        """This vocabulary with subword regularization: `tokenize` samples a segmentation of each
+        sentence at each call (`sampling_refusal` says which values are valid). For training only:
+        evaluation, translation and the export segment deterministically."""
+        return Tokenizer(self._model_proto, alpha=alpha, nbest_size=nbest_size)
+
+    @property
+    def samples(self) -> bool:
+        """Whether `tokenize` samples segmentations (subword regularization)."""
+        return self._sampling["nbest_size"] != 0
 
     def ensure_resource(self) -> None:
         """Recreates the SentencePiece op's resource if TensorFlow dropped it (eager only).
@@ -300,7 +327,7 @@ class Tokenizer(tf.Module):
             try:
                 self._sentencepiece.vocab_size()
             except tf.errors.NotFoundError:
-                self._sentencepiece = tf_text.SentencepieceTokenizer(model=self._model_proto, out_type=tf.int32)
+                self._sentencepiece = self._op()
 
     @classmethod
     def from_file(cls, path: str, name: str | None = None) -> "Tokenizer":

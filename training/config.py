@@ -23,6 +23,7 @@ import os
 
 from common.errors import UserError
 from data import builtin_corpora, deb_packages
+from data.vocabulary_options import sampling_refusal
 from data.vocabulary_size import DEFAULT_VOCAB_SIZE, MIN_VOCAB_SIZE
 from models.presets import PRESETS
 from training.distribution import DISTRIBUTIONS
@@ -109,6 +110,14 @@ class DataConfig:
     source_weights: dict = dataclasses.field(default_factory=dict)  # {source: weight} of a built-in corpus.
     dev_files: tuple = ()
     test_files: tuple = ()
+    user_defined_symbols: tuple = option(
+        (),
+        "Comma-separated pieces the SentencePiece vocabulary keeps whole wherever they occur (tags such as "
+        "<2fr>, placeholders); not <pad>, <s>, </s>, <unk> or a byte piece <0xNN>.",
+        "list",
+        to_config=tuple,
+        to_flag=list,
+    )
     vocab_size: int = option(
         DEFAULT_VOCAB_SIZE,
         "SentencePiece vocabulary size (shared by both languages).",
@@ -213,6 +222,18 @@ class TrainConfig:
         "(later passes skip reading and tokenizing; pairs are shuffled instead of lines).",
         "boolean",
     )
+    subword_alpha: float = option(
+        0.0,
+        "Subword regularization: sample a segmentation of each training sentence at each pass, in (0, 1]: a "
+        "BPE vocabulary drops each merge with this probability (BPE-dropout; 0.1 is usual), a unigram one "
+        "smooths with it. 0: off. Evaluation, translation and the export always segment deterministically.",
+        "float",
+    )
+    subword_nbest: int = option(
+        -1,
+        "With --subword_alpha and a unigram vocabulary: sample from the N best segmentations (-1: from all).",
+        "integer",
+    )
     learning_rate_schedule: str = option(
         "noam",
         "noam: equation (3), warm-up then inverse square root; constant: --learning_rate throughout (fine-tuning).",
@@ -316,6 +337,19 @@ def evaluation_refusal(train, distribution=None):
     return None
 
 
+def subword_refusal(train):
+    """Why `train`'s subword regularization settings cannot work, naming the flags, or None."""
+    if not train.subword_alpha:
+        return None
+    refusal = sampling_refusal(train.subword_alpha, train.subword_nbest)
+    if refusal is None and train.cache_tokenized:
+        refusal = (
+            f"--subword_alpha={train.subword_alpha} samples a new segmentation at each pass, but --cache_tokenized "
+            "keeps the first pass's: drop one of them"
+        )
+    return refusal
+
+
 def ema_refusal(train):
     """Why `train.ema_decay` (a TrainConfig's) cannot be a moving average's decay, in words naming
     the flag, or None (None: no average kept). Checked before anything is written."""
@@ -345,7 +379,7 @@ PATH_KEYS = ("train_files", "dev_files", "test_files")
 
 
 # Data keys added after configs were first written, with the value that an older config meant.
-_DATA_DEFAULTS = {"train_weights": [], "source_weights": {}}
+_DATA_DEFAULTS = {"train_weights": [], "source_weights": {}, "user_defined_symbols": []}
 
 
 def _comparable(section, values, default_direction):

@@ -26,6 +26,7 @@ import tensorflow as tf
 from common.errors import UserError
 from data import corpora, corpus_mix, pipeline, service
 from data.tokenizer import Tokenizer, train_sentencepiece
+from data.vocabulary_options import vocabulary_stem
 from inference.translator import Translator
 from models.search_config import SearchConfig
 from training import callbacks as training_callbacks
@@ -82,7 +83,8 @@ def resolve_tokenizer(model_dir, corpus, data, may_train=True, parent=None):
     if parent is not None and not run.has_trained():
         init_from.copy_vocabulary(parent, target)
     elif not os.path.exists(target) or not run.has_trained():
-        cached = os.path.join(corpus.root, f"spm-bpe-{vocab_size}.model")
+        symbols = tuple(getattr(data, "user_defined_symbols", ()) or ())
+        cached = os.path.join(corpus.root, vocabulary_stem(vocab_size, symbols) + ".model")
         if not os.path.exists(cached):
             if not may_train:
                 raise TrainingError(
@@ -94,7 +96,9 @@ def resolve_tokenizer(model_dir, corpus, data, may_train=True, parent=None):
                 file=sys.stderr,
             )
             try:
-                train_sentencepiece(list(corpus.train), cached[: -len(".model")], vocab_size=vocab_size)
+                train_sentencepiece(
+                    list(corpus.train), cached[: -len(".model")], vocab_size=vocab_size, user_defined_symbols=symbols
+                )
             except ValueError as error:
                 raise TrainingError(f"--vocab_size={vocab_size}: {error}") from error
         checkpoints.write_atomically(target, lambda temporary: shutil.copyfile(cached, temporary))
@@ -165,7 +169,11 @@ def train(config, start_over=False, callbacks=()):
         ValueError: a model_dir holding a run with another configuration (unless `start_over`).
     """
     train_options = config.train
-    refusal = run_config.evaluation_refusal(train_options) or run_config.ema_refusal(train_options)
+    refusal = (
+        run_config.evaluation_refusal(train_options)
+        or run_config.ema_refusal(train_options)
+        or run_config.subword_refusal(train_options)
+    )
     if refusal:
         raise TrainingError(refusal)
     if not isinstance(train_options.accumulate_steps, int) or train_options.accumulate_steps < 1:
@@ -428,15 +436,16 @@ def _datasets(start):
         if options.data_service:
             stream.update(seed=None, data_service=options.data_service)
         files = list(corpus.train)
+        sampled = tokenizer.sampling(options.subword_alpha, options.subword_nbest) if options.subword_alpha else None
         if start.mix is not None:
             files, stream["weights"] = [source.path for source in start.mix], [source.weight for source in start.mix]
         if strategy is not None and replicas > 1:
             return strategy.distribute_datasets_from_function(
-                pipeline.make_distributed_dataset_fn(files, tokenizer, **stream)
+                pipeline.make_distributed_dataset_fn(files, sampled or tokenizer, **stream)
             )
         if replicas > 1:  # JAX's DataParallel: one global batch, split over the devices by Keras.
             stream["plan"] = pipeline.data_parallel_plan(options.batch_tokens, data.max_length, replicas)
-        return pipeline.make_dataset(files, tokenizer, **stream)
+        return pipeline.make_dataset(files, sampled or tokenizer, **stream)
 
     dev_dataset = pipeline.make_dataset(corpus.dev, tokenizer, shuffle=False, seed=options.seed, **dataset_options)
     if strategy is None and replicas > 1:

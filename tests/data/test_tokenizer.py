@@ -1,3 +1,4 @@
+import os
 import subprocess
 import sys
 
@@ -6,7 +7,7 @@ import pytest
 import sentencepiece
 import tensorflow as tf
 
-from data import tokenizer
+from data import tokenizer, vocabulary_options
 from data.special_ids import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from models import special_ids as model_ids
 
@@ -48,6 +49,85 @@ def test_detokenize_stops_at_eos_and_skips_pad_and_bos(small_tokenizer):
     assert small_tokenizer.detokenize(tf.constant(dense)).numpy().tolist() == expected
     ragged = tf.ragged.constant([ids[0] + [EOS_ID, 5, 6], ids[1]])
     assert small_tokenizer.detokenize(ragged).numpy().tolist() == expected
+
+
+def test_subword_sampling_varies_the_segmentation_and_keeps_the_text(small_tokenizer, small_tsv, tmp_path):
+    """BPE-dropout: each call draws another segmentation of the same text, as the input pipeline
+    does at each pass; the plain tokenizer (evaluation, translation, export) never varies. A unigram
+    vocabulary samples too, from its n best."""
+    texts = tf.constant(NORMAL_TEXT[:2] * 2)
+    plain = small_tokenizer.tokenize(texts).to_list()
+    assert not small_tokenizer.samples and plain[:2] == plain[2:]
+    assert all(small_tokenizer.tokenize(texts).to_list() == plain for _ in range(3))
+    sampled = small_tokenizer.sampling(0.3)
+    assert sampled.samples and sampled.vocabulary_size == small_tokenizer.vocabulary_size
+    draws = [sampled.tokenize(texts) for _ in range(4)]
+    assert len({str(draw.to_list()) for draw in draws}) == 4
+    for draw in draws:
+        assert sampled.detokenize(draw).numpy().tolist() == texts.numpy().tolist()
+    # Dropped merges leave smaller pieces: longer sequences on average.
+    assert np.mean([len(row) for draw in draws for row in draw.to_list()]) > np.mean([len(row) for row in plain])
+    unigram = tokenizer.Tokenizer.from_file(
+        tokenizer.train_sentencepiece(small_tsv, str(tmp_path / "uni"), vocab_size=400, model_type="unigram")
+    )
+    assert not unigram.samples and unigram.sampling(0.5, nbest_size=8).samples
+    draws = [unigram.sampling(0.5, nbest_size=8).tokenize(texts) for _ in range(6)]
+    assert len({str(draw.to_list()) for draw in draws}) > 1
+    assert all(unigram.detokenize(draw).numpy().tolist() == texts.numpy().tolist() for draw in draws)
+
+
+def test_user_defined_symbols_are_whole_pieces_after_the_special_ids(small_tsv, tmp_path):
+    model = tokenizer.train_sentencepiece(
+        small_tsv, str(tmp_path / "tags"), vocab_size=400, user_defined_symbols=["<2fr>", "<2de>", "@@NUM@@"]
+    )
+    tags = tokenizer.Tokenizer.from_file(model)
+    pieces = tags.id_to_piece(tf.constant([4, 5, 6])).numpy().tolist()
+    assert pieces == [b"<2fr>", b"<2de>", b"@@NUM@@"]
+    ids = tags.tokenize(tf.constant(["<2de> The cat reads @@NUM@@ books.", "<2fr>"])).to_list()
+    # Whole pieces wherever they occur (after the "▁" that starts every sentence).
+    assert 5 in ids[0] and 6 in ids[0] and ids[1][-1] == 4
+    assert [tags.id_to_piece(tf.constant(row)).numpy().tolist().count(b"<2fr>") for row in ids] == [0, 1]
+    assert tags.detokenize(tf.ragged.constant(ids)).numpy().tolist() == [
+        b"<2de> The cat reads @@NUM@@ books.",
+        b"<2fr>",
+    ]
+    assert vocabulary_options.vocabulary_stem(400) == "spm-bpe-400"
+    stems = {
+        vocabulary_options.vocabulary_stem(400, symbols) for symbols in ([], ["<2fr>"], ["<2de>"], ["<2fr>", "<2de>"])
+    }
+    assert len(stems) == 4
+
+
+@pytest.mark.parametrize(
+    "symbols, message",
+    [
+        (["<2fr>", "<pad>"], "'<pad>' collides with the special piece of id 0"),
+        (["</s>"], "'</s>' collides with the special piece of id 2"),
+        (["<0x41>"], "'<0x41>' collides with a byte-fallback piece"),
+        (["two words"], "'two words': a symbol must be non-empty and hold no whitespace"),
+        ([""], "a symbol must be non-empty"),
+        (["<2fr>", "<2fr>"], "'<2fr>' is given twice"),
+    ],
+)
+def test_bad_user_defined_symbols_are_refused_and_nothing_is_written(small_tsv, tmp_path, symbols, message):
+    with pytest.raises(vocabulary_options.SymbolError, match=message):
+        tokenizer.train_sentencepiece(small_tsv, str(tmp_path / "bad"), vocab_size=400, user_defined_symbols=symbols)
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    "alpha, nbest_size, message",
+    [
+        (1.5, -1, "--subword_alpha=1.5 must lie in \\(0, 1\\]"),
+        (-0.1, -1, "--subword_alpha=-0.1 must lie in"),
+        (0.1, 1, "--subword_nbest=1 leaves no segmentation to sample from"),
+        (0.1, 0, "--subword_nbest=0 leaves no segmentation"),
+        (0.1, -2, "--subword_nbest=-2 leaves no segmentation"),
+    ],
+)
+def test_bad_subword_sampling_settings_are_refused(small_tokenizer, alpha, nbest_size, message):
+    with pytest.raises(ValueError, match=message):
+        small_tokenizer.sampling(alpha, nbest_size)
 
 
 def test_runs_inside_a_graph(small_tokenizer):

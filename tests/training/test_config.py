@@ -17,7 +17,7 @@ from training.config import DataConfig, TrainConfig, eval_sentences_from_flag, f
 def test_a_flag_default_read_back_is_the_field_default(config_class):
     for field, flag in flag_fields(config_class):
         assert from_flag(flag, flag_default(field, flag)) == field.default, field.name
-        assert flag.help and flag.kind in ("boolean", "enum", "float", "integer", "string"), field.name
+        assert flag.help and flag.kind in ("boolean", "enum", "float", "integer", "list", "string"), field.name
         if flag.kind == "enum":
             assert field.default in flag.arguments["enum_values"], field.name
 
@@ -60,4 +60,5 @@ def test_train_py_help_shows_each_field_help_and_default():
                 assert "(default:" not in block.replace(help_text, ""), field.name
             else:
                 shown = str(default).lower() if isinstance(default, bool) else str(default)
+                shown = ",".join(default) if isinstance(default, list) else shown
                 assert f"(default: '{shown}')" in block, field.name

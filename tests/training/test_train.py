@@ -6,6 +6,7 @@ import functools
 import glob
 import hashlib
 import http.server
+import json
 import os
 import shutil
 import signal
@@ -17,6 +18,7 @@ import time
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from tests.helpers import (
     DEB_CACHE,
@@ -199,6 +201,46 @@ def test_fp16_training_stays_finite(sample_corpus, tmp_path):
     assert keras.backend.standardize_dtype(model.dtype_policy.compute_dtype) == "float16"
 
 
+def test_user_defined_symbols_reach_the_runs_vocabulary(sample_corpus, tmp_path):
+    """The run's vocabulary holds the symbols right after the special ids; it is cached under a name
+    of its own, beside the corpus's plain vocabulary."""
+    from data import corpus_cache
+    from data.vocabulary_options import vocabulary_stem
+    from training.config import DataConfig
+    from training.trainer import resolve_tokenizer
+
+    corpus = corpus_cache.check_corpus(shutil.copytree(sample_corpus.root, tmp_path / "corpus"))
+    data = DataConfig(vocab_size=500, user_defined_symbols=("<2fr>", "<2de>"))
+    tokenizer = resolve_tokenizer(str(tmp_path / "run"), corpus, data)
+    assert tokenizer.id_to_piece(tf.constant([4, 5])).numpy().tolist() == [b"<2fr>", b"<2de>"]
+    assert os.path.exists(os.path.join(corpus.root, vocabulary_stem(500, ("<2fr>", "<2de>")) + ".model"))
+    plain = resolve_tokenizer(str(tmp_path / "plain"), corpus, DataConfig(vocab_size=500))
+    assert plain.id_to_piece(tf.constant([4])).numpy().tolist() != [b"<2fr>"]
+
+
+@pytest.mark.slow
+def test_subword_sampling_changes_the_training_batches_only(sample_corpus, tmp_path):
+    """--subword_alpha resegments the training stream (other losses from the same seed), while the
+    dev loss and the run's translations segment deterministically: translating twice gives the same."""
+    from evaluation.translators import load_translator
+    from training.trainer import TrainingError, train
+
+    options = dict(train_steps=2, checkpoint_every=2, eval_every=2, eval_sentences=0)
+    plain = train(small_run_config(tmp_path / "plain", sample_corpus, **options))
+    sampled = train(small_run_config(tmp_path / "sampled", sample_corpus, subword_alpha=0.3, **options))
+    assert not np.allclose(sampled["history"]["loss"], plain["history"]["loss"])
+    with open(tmp_path / "sampled" / "config.json", encoding="utf-8") as f:
+        recorded = json.load(f)["train"]
+    assert (recorded["subword_alpha"], recorded["subword_nbest"]) == (0.3, -1)
+    translator = load_translator(str(tmp_path / "sampled"), kind="run", checkpoint="last", quiet=True)
+    sentences = ["Anna reads a book at 7 o'clock.", "The teacher opens the window."]
+    first = translator.translate(sentences)
+    assert translator.translate(sentences) == first and translator.translate(sentences) == first
+    with pytest.raises(TrainingError, match="--cache_tokenized keeps the first pass's"):
+        train(small_run_config(tmp_path / "cached", sample_corpus, subword_alpha=0.3, cache_tokenized=True, **options))
+    assert not os.path.exists(tmp_path / "cached" / "config.json")
+
+
 @pytest.mark.slow
 def test_steps_per_execution_changes_only_how_often_the_host_looks(sample_corpus, tmp_path):
     from training.trainer import train
@@ -249,6 +291,8 @@ def test_another_configuration_on_an_existing_model_dir_is_refused(tmp_path):
         (["--seed=-1"], "flag --seed=-1: -1 is not an integer in the range [0, 4294967295]"),
         (["--learning_rate_scale=0"], "--learning_rate_scale must be above 0"),
         (["--batch_tokens=16"], "--batch_tokens=16 cannot hold one pair of --max_length=128 tokens"),
+        (["--subword_alpha=1.5"], "--subword_alpha=1.5 must lie in (0, 1]"),
+        (["--user_defined_symbols=<2fr>,<s>"], "--user_defined_symbols: user-defined symbol '<s>' collides with"),
         (["--corpus=files", "--languages=de-", "--train_tsv=a.tsv"], "--corpus=files needs --languages=SRC-TGT"),
     ],
 )

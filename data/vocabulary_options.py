@@ -1,0 +1,70 @@
+"""The vocabulary's options, checked without TensorFlow (train.py's flags, the run's config, data.prepare):
+subword regularization's settings and user-defined symbols, and the cached vocabulary's file name."""
+
+import hashlib
+import re
+from collections.abc import Iterable
+
+from common.errors import UserError
+from data.special_ids import SPECIAL_PIECES
+
+
+class SymbolError(UserError, ValueError):
+    """A user-defined symbol the vocabulary cannot hold."""
+
+
+def sampling_refusal(alpha: float, nbest_size: int) -> str | None:
+    """Why (alpha, nbest_size) cannot be subword regularization's settings, naming train.py's flags,
+    or None. SentencePiece samples one segmentation per call: for a BPE model it drops each merge
+    with probability `alpha` (BPE-dropout, Provilkov et al. 2020; 0.1 is theirs); for a unigram
+    model `alpha` smooths the segmentations' probabilities and `nbest_size` picks how many are
+    sampled from (-1: all of them; Kudo 2018)."""
+    if not 0 < alpha <= 1:
+        return f"--subword_alpha={alpha} must lie in (0, 1] (leave it out, or pass 0, to sample no segmentation)"
+    if nbest_size in (0, 1) or nbest_size < -1:
+        return (
+            f"--subword_nbest={nbest_size} leaves no segmentation to sample from: pass -1 (sample from all) or "
+            "2 or more (sample from that many best)"
+        )
+    return None
+
+
+_BYTE_PIECE = re.compile(r"^<0x[0-9A-F]{2}>$")
+
+
+def check_user_defined_symbols(symbols: Iterable[str]) -> tuple[str, ...]:
+    """The symbols as a tuple, checked: each non-empty, without whitespace, given once, and none
+    a special piece (`<pad>`, `<s>`, `</s>`, `<unk>`: ids 0-3 of every vocabulary) or a byte
+    piece (`<0x41>`) that byte fallback owns.
+
+    Raises:
+        SymbolError: the first bad symbol, named, with what it collides with.
+    """
+    symbols = tuple(symbols)
+    special = {piece: piece_id for piece_id, piece in SPECIAL_PIECES.items()}
+    seen = set()
+    for symbol in symbols:
+        if not symbol or any(character.isspace() for character in symbol):
+            raise SymbolError(f"user-defined symbol {symbol!r}: a symbol must be non-empty and hold no whitespace")
+        if symbol in special:
+            raise SymbolError(
+                f"user-defined symbol {symbol!r} collides with the special piece of id {special[symbol]} "
+                f"({', '.join(f'{p}={i}' for p, i in special.items())} are reserved)"
+            )
+        if _BYTE_PIECE.match(symbol):
+            raise SymbolError(f"user-defined symbol {symbol!r} collides with a byte-fallback piece (<0x00>-<0xFF>)")
+        if symbol in seen:
+            raise SymbolError(f"user-defined symbol {symbol!r} is given twice")
+        seen.add(symbol)
+    return symbols
+
+
+def vocabulary_stem(vocab_size: int, user_defined_symbols: Iterable[str] = (), model_type: str = "bpe") -> str:
+    """The file name (without `.model`) of a corpus's cached vocabulary: `spm-bpe-8000`, with a
+    digest of the user-defined symbols when there are any (`spm-bpe-8000-sym1a2b3c4d`), so runs
+    that ask for other symbols never share a model."""
+    stem = f"spm-{model_type}-{vocab_size}"
+    symbols = tuple(user_defined_symbols)
+    if symbols:
+        stem += "-sym" + hashlib.sha256("\n".join(symbols).encode("utf-8")).hexdigest()[:8]
+    return stem
