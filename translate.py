@@ -21,6 +21,7 @@ stdout went away (as `head` does; what it read is complete).
 """
 
 import os
+import re
 import signal
 import sys
 
@@ -92,6 +93,13 @@ flags.DEFINE_boolean(
     "it attends to most in the encoder-decoder attention (the matrix --plot_attention draws). Words are "
     "space-separated, not SentencePiece pieces.",
 )
+flags.DEFINE_string(
+    "tag",
+    None,
+    "Back-translation: write each line as a synthetic training pair for the reverse direction, "
+    "`<TAG> translation<TAB>input line` (e.g. --tag=bt with --sampling_topk=10 on monolingual target-language "
+    "text); train on it beside real pairs with --train_tsv=real.tsv:1,bt.tsv:W and --user_defined_symbols='<TAG>'.",
+)
 flags.DEFINE_integer(
     "alignment_layer",
     None,
@@ -112,7 +120,8 @@ class InputError(UserError, ValueError):
 
 @flags.multi_flags_validator(
     ["n_best", "beam_size", "score", "prefix", "sampling_topk", "sampling_topp", "sampling_temperature"]
-    + ["src", "tgt", "input", "export_dir", "alignments", "alignment_layer", "alignment_head", "constraints"],
+    + ["src", "tgt", "input", "export_dir", "alignments", "alignment_layer", "alignment_head", "constraints"]
+    + ["tag", "with_scores"],
     message="",
 )
 def _check_modes(values):
@@ -135,6 +144,7 @@ def _check_modes(values):
     if values["score"] and values["prefix"]:
         raise flags.ValidationError("--score scores given translations; --prefix is for translating")
     _check_alignments(values)
+    _check_tag(values)
     if values["constraints"] and (values["score"] or sampling):
         raise flags.ValidationError(
             "--constraints steer the beam search: not with --score, --sampling_topk or --sampling_topp"
@@ -146,6 +156,26 @@ def _check_modes(values):
     if values["src"] and values["input"] != "-":
         raise flags.ValidationError("pass --src/--tgt or --input, not both")
     return True
+
+
+TAG_PATTERN = re.compile(r"^[A-Za-z0-9_]+$")
+
+
+def _check_tag(values):
+    tag = values["tag"]
+    if tag is None:
+        return
+    if not TAG_PATTERN.match(tag):
+        raise flags.ValidationError(
+            f"--tag={tag!r} must be letters, digits or _ (the pair's source starts with <{tag}>, one vocabulary piece)"
+        )
+    others = [f"--{name}" for name in ("n_best", "score", "prefix", "alignments") if values[name] not in (None, False)]
+    if values["with_scores"]:
+        others.append("--with_scores")
+    if others:
+        raise flags.ValidationError(
+            f"--tag writes each line as a pair of its translation and the input line: not with {', '.join(others)}"
+        )
 
 
 def _check_alignments(values):
@@ -234,7 +264,10 @@ def translation_lines(translator, numbers, sentences, first_index, name, limit, 
     aligned = aligned[0] if aligned else [None] * len(texts)
     output = []
     for offset, (text, score, alignment) in enumerate(zip(texts, scores, aligned)):
-        if FLAGS.n_best is None:
+        if FLAGS.tag is not None:
+            source = sentences[offset].replace("\t", " ")
+            output.append(f"<{FLAGS.tag}> {clean(text)}\t{source}")
+        elif FLAGS.n_best is None:
             line = clean(text)
             line = f"{line} ||| {score:.6f}" if FLAGS.with_scores else line
             output.append(line if alignment is None else f"{line}\t{alignment}")
@@ -247,10 +280,10 @@ def translation_lines(translator, numbers, sentences, first_index, name, limit, 
 
 
 def clean(text):
-    """A translation as one output line: line breaks as spaces, and with --alignments tabs too (a
-    tab separates the alignment)."""
+    """A translation as one output line: line breaks as spaces, and with --alignments or --tag tabs
+    too (a tab separates the alignment, or the pair's columns)."""
     text = text.replace("\r", " ").replace("\n", " ")
-    return text.replace("\t", " ") if FLAGS.alignments else text
+    return text.replace("\t", " ") if FLAGS.alignments or FLAGS.tag is not None else text
 
 
 def report_truncated(translator, numbers, name, limit):

@@ -177,6 +177,11 @@ def test_sampling_is_reproducible_per_line_whatever_the_window(tiny_run, python_
     assert first == expected, stderr
     # Not the default seed's samples: the run read --seed.
     assert expected != python_translator.translate(SENTENCES, sampling=Sampling(seed=0, top_p=0.9))[0]
+    # Back-translation: the same samples as pairs for the reverse direction, tagged as synthetic.
+    pairs, _, stderr = translate_here(
+        f"--model_dir={model_dir}", "--seed=7", "--tag=bt", *sample, stdin=lines_of(SENTENCES)
+    )
+    assert pairs == [f"<bt> {text}\t{source}" for text, source in zip(expected, SENTENCES)], stderr
 
 
 @pytest.mark.slow  # a run of the model
@@ -253,6 +258,11 @@ def test_constraint_lines_steer_their_translations_and_bad_ones_are_refused(
         (["--sampling_topk=5", "--constraints=terms.tsv"], "--constraints steer the beam search"),
         (["--sampling_topp=0.9", "--alignments"], "--alignments aligns searched translations"),
         (["--alignment_layer=0"], "--alignment_layer and --alignment_head choose the attention of --alignments"),
+        (["--tag=b t", "--sampling_topk=5"], "--tag='b t' must be letters, digits or _"),
+        (
+            ["--tag=bt", "--n_best=2"],
+            "--tag writes each line as a pair of its translation and the input line: not with",
+        ),
     ],
 )
 def test_bad_flags_are_refused(tiny_run, flags, message):

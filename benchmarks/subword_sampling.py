@@ -1,0 +1,110 @@
+"""Subword regularization against the plain segmentation: dev and test BLEU of the demo's run
+trained with and without `--subword_alpha`, on deb-en-de and on a pair in another script.
+
+For each corpus and alpha, `train.py` trains the demo's run (`make demo`'s flags: recipe small_data,
+2,400 steps, checkpoints every 200, the last five kept), then `evaluation.evaluator.evaluate` (what
+`evaluate.py` runs) scores the mean of the last five checkpoints on the dev and test splits with the
+run's recorded search. Alpha 0 (no sampling) is the anchor, trained by the same command. A run
+directory that is already complete is scored as it is (train.py resumes it to its last step).
+`--json` writes every score and setting.
+
+    python benchmarks/subword_sampling.py --cache_dir=cache/corpora --corpora=deb-en-de,deb-en-ja \
+        --alphas=0,0.1 --json=benchmarks/results/subword-sampling.json
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO_ROOT)
+
+DEMO_FLAGS = (
+    "--recipe=small_data",
+    "--checkpoint_every=200",
+    "--keep_checkpoints=5",
+    "--eval_every=1200",
+    "--eval_sentences=100",
+)
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--corpora", default="deb-en-de,deb-en-ja", help="built-in corpora (train.py's --corpus)")
+    parser.add_argument("--alphas", default="0,0.1", help="train.py's --subword_alpha values; 0 is the anchor")
+    parser.add_argument("--train_steps", type=int, default=2400)
+    parser.add_argument("--checkpoint", default="average:5", help="the weights scored (evaluate.py's --checkpoint)")
+    parser.add_argument("--cache_dir", default=os.path.join(REPO_ROOT, "cache", "corpora"))
+    parser.add_argument("--deb_dir", default=None, help="train.py's --deb_dir")
+    parser.add_argument("--output_dir", default=os.path.join(REPO_ROOT, "runs", "subword_sampling"))
+    parser.add_argument("--splits", default="dev,test")
+    parser.add_argument("--train_flags", default="", help="more train.py flags, space-separated (e.g. for a smoke run)")
+    parser.add_argument("--json", default=None, help="write the results here")
+    return parser.parse_args(argv)
+
+
+def train(args, corpus, alpha, model_dir):
+    """Trains (or resumes) one run with train.py; returns its wall seconds."""
+    command = [
+        sys.executable,
+        os.path.join(REPO_ROOT, "train.py"),
+        f"--model_dir={model_dir}",
+        f"--corpus={corpus}",
+        f"--cache_dir={args.cache_dir}",
+        f"--train_steps={args.train_steps}",
+        f"--subword_alpha={alpha:g}",
+        *DEMO_FLAGS,
+        *([f"--deb_dir={args.deb_dir}"] if args.deb_dir else []),
+        *args.train_flags.split(),
+    ]
+    start = time.monotonic()
+    completed = subprocess.run(command, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if completed.returncode != 0:
+        raise SystemExit(f"train.py failed for {model_dir}:\n{completed.stderr[-3000:]}")
+    return time.monotonic() - start
+
+
+def scores(args, model_dir, split):
+    """BLEU, chrF and their signatures of the run on one split."""
+    from evaluation import evaluator  # noqa: PLC0415 (TensorFlow: after the training subprocesses)
+    from models.search_config import DEFAULT_SEARCH  # noqa: PLC0415
+    from training.run_dir import RunDir  # noqa: PLC0415
+
+    search = DEFAULT_SEARCH.override(**RunDir(model_dir).recorded_search())
+    config = evaluator.EvalConfig(
+        model_dir=model_dir, split=split, checkpoint=args.checkpoint, search=search, progress=False
+    )
+    result = evaluator.evaluate(config)
+    return {key: result[key] for key in ("bleu", "chrf", "bleu_signature", "length_ratio")}
+
+
+def run(args):
+    results = []
+    for corpus in args.corpora.split(","):
+        for alpha in (float(a) for a in args.alphas.split(",")):
+            model_dir = os.path.join(args.output_dir, f"{corpus}-alpha{alpha:g}")
+            seconds = train(args, corpus, alpha, model_dir)
+            row = {"corpus": corpus, "subword_alpha": alpha, "model_dir": model_dir, "train_seconds": round(seconds)}
+            row.update({split: scores(args, model_dir, split) for split in args.splits.split(",")})
+            results.append(row)
+            print(
+                f"{corpus} alpha {alpha:g}: "
+                + ", ".join(f"{s} BLEU {row[s]['bleu']:.2f} chrF {row[s]['chrf']:.2f}" for s in args.splits.split(","))
+                + f" ({seconds:.0f} s)",
+                flush=True,
+            )
+            if args.json:
+                with open(args.json, "w", encoding="utf-8") as f:
+                    json.dump({"settings": vars(args), "results": results}, f, indent=1)
+    return results
+
+
+def main(argv=None):
+    run(parse_args(argv))
+
+
+if __name__ == "__main__":
+    main()
