@@ -55,8 +55,8 @@ flags.DEFINE_enum(
     "bleu_tokenize",
     None,
     sorted(BLEU.TOKENIZERS),
-    "sacreBLEU's tokenizer for BLEU (default: zh for a Chinese target language, else 13a; ja-mecab and "
-    "ko-mecab need MeCab packages installed).",
+    "sacreBLEU's tokenizer for BLEU (default: zh for a Chinese target language, char for Japanese and the Thai, "
+    "Khmer, Lao, Burmese and Dzongkha scripts, else 13a; ja-mecab and ko-mecab need MeCab packages installed).",
 )
 
 

@@ -214,9 +214,10 @@ def _check_ema_decay(value):
     return True
 
 
-@flags.multi_flags_validator(["subword_alpha", "subword_nbest", "cache_tokenized"], message="")
+@flags.multi_flags_validator(["subword_alpha", "subword_nbest", "cache_tokenized", "subword_model"], message="")
 def _check_subword_sampling(values):
-    refusal = subword_refusal(TrainConfig(**values))
+    model = values.pop("subword_model")
+    refusal = subword_refusal(TrainConfig(**values), model)
     if refusal:
         raise flags.ValidationError(refusal)
     return True
@@ -336,11 +337,16 @@ def _inherited_model():
     return preset, requested, vocab_size
 
 
-def _user_defined_symbols():
-    """The flag's symbols; a fine-tuning's are its parent's (it keeps the parent's vocabulary)."""
+def _vocabulary_options():
+    """The vocabulary's symbols and model type: the flags', or a fine-tuning's parent's (it keeps the
+    parent's vocabulary)."""
     if FLAGS.init_from:
-        return tuple(init_from.read_parent(FLAGS.init_from).get("data", {}).get("user_defined_symbols", ()))
-    return tuple(FLAGS.user_defined_symbols or ())
+        parent = init_from.read_parent(FLAGS.init_from).get("data", {})
+        return {
+            "user_defined_symbols": tuple(parent.get("user_defined_symbols", ())),
+            "subword_model": parent.get("subword_model", "bpe"),
+        }
+    return {"user_defined_symbols": tuple(FLAGS.user_defined_symbols or ()), "subword_model": FLAGS.subword_model}
 
 
 def config_from_flags():
@@ -370,7 +376,7 @@ def config_from_flags():
             "dev_files": _files("dev"),
             "test_files": _files("test"),
             "vocab_size": vocab_size,
-            "user_defined_symbols": _user_defined_symbols(),
+            **_vocabulary_options(),
         }
     )
     train = TrainConfig(

@@ -158,14 +158,14 @@ def _check_modes(values):
     return True
 
 
-TAG_PATTERN = re.compile(r"^[A-Za-z0-9_]+$")
+TAG_PATTERN = re.compile(r"[A-Za-z0-9_]+")
 
 
 def _check_tag(values):
     tag = values["tag"]
     if tag is None:
         return
-    if not TAG_PATTERN.match(tag):
+    if not TAG_PATTERN.fullmatch(tag):
         raise flags.ValidationError(
             f"--tag={tag!r} must be letters, digits or _ (the pair's source starts with <{tag}>, one vocabulary piece)"
         )
@@ -262,11 +262,12 @@ def translation_lines(translator, numbers, sentences, first_index, name, limit, 
             file=sys.stderr,
         )
     aligned = aligned[0] if aligned else [None] * len(texts)
+    cut = set(translator.truncated_indices)
     output = []
     for offset, (text, score, alignment) in enumerate(zip(texts, scores, aligned)):
         if FLAGS.tag is not None:
-            source = sentences[offset].replace("\t", " ")
-            output.append(f"<{FLAGS.tag}> {clean(text)}\t{source}")
+            if offset not in cut:  # a translation of part of its line: no pair
+                output.append(f"<{FLAGS.tag}> {clean(text)}\t{sentences[offset].replace(chr(9), ' ')}")
         elif FLAGS.n_best is None:
             line = clean(text)
             line = f"{line} ||| {score:.6f}" if FLAGS.with_scores else line
@@ -288,9 +289,12 @@ def clean(text):
 
 def report_truncated(translator, numbers, name, limit):
     for index in translator.truncated_indices:
+        done = (
+            "left out of the pairs" if FLAGS.tag is not None and not FLAGS.score else "translated from its first tokens"
+        )
         print(
             f"translate.py: {name} line {numbers[index]}: longer than the maximum input length of {limit} tokens "
-            "(EOS included); translated from its first tokens",
+            f"(EOS included); {done}",
             file=sys.stderr,
         )
 

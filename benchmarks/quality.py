@@ -917,11 +917,12 @@ def translate_torch(model, tokenizer, sentences, beam_size, args):
 
 def score_rows(system, normalize_first, beam_size, translations, record, target_language):
     """Table rows (dicts) of one system, layout and search over every test source."""
+    from common.bleu_tokenizers import bleu_tokenizer
     from evaluation import scoring
 
     rows = []
     for name, (hypotheses, references) in translations.items():
-        scores = scoring.score(hypotheses, references, tokenize=scoring.bleu_tokenizer(target_language))
+        scores = scoring.score(hypotheses, references, tokenize=bleu_tokenizer(target_language))
         rows.append(
             dict(
                 system=system,
@@ -950,9 +951,9 @@ def paired_bootstrap(project_hypotheses, torch_hypotheses, references, target_la
     import sacrebleu
     from sacrebleu.significance import PairedTest
 
-    from evaluation import scoring
+    from common.bleu_tokenizers import bleu_tokenizer
 
-    metrics = {"bleu": sacrebleu.BLEU(tokenize=scoring.bleu_tokenizer(target_language)), "chrf": sacrebleu.CHRF()}
+    metrics = {"bleu": sacrebleu.BLEU(tokenize=bleu_tokenizer(target_language)), "chrf": sacrebleu.CHRF()}
     test = PairedTest(
         [("torch", torch_hypotheses), ("project", project_hypotheses)],
         {name.upper(): metric for name, metric in metrics.items()},

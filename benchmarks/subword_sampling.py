@@ -2,7 +2,8 @@
 trained with and without `--subword_alpha`, on deb-en-de and on a pair in another script.
 
 For each corpus and alpha, `train.py` trains the demo's run (`make demo`'s flags: recipe small_data,
-2,400 steps, checkpoints every 200, the last five kept), then `evaluation.evaluator.evaluate` (what
+2,400 steps, checkpoints every 200, the last five kept; all without the recipe's
+`--cache_tokenized`, which sampling cannot use, so that only the segmentation differs), then `evaluation.evaluator.evaluate` (what
 `evaluate.py` runs) scores the mean of the last five checkpoints on the dev and test splits with the
 run's recorded search. Alpha 0 (no sampling) is the anchor, trained by the same command. A run
 directory that is already complete is scored as it is (train.py resumes it to its last step).
@@ -28,6 +29,7 @@ DEMO_FLAGS = (
     "--keep_checkpoints=5",
     "--eval_every=1200",
     "--eval_sentences=100",
+    "--nocache_tokenized",
 )
 
 

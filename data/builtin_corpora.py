@@ -38,11 +38,10 @@ from data import (
 )
 from data.corpus_cache import CorpusError, CorpusPaths
 
-# The LibreOffice version of every deb-en-XX corpus: all its packages, listed with pool path, size
-# and SHA256 in data/debian_languages.json, as the release's signed Packages index gives them. A
-# mirror download must match them byte for byte; apt-get fetches the version its package lists
-# offer, which the manifest records.
-LIBREOFFICE_VERSION = "4:7.4.7-1+deb12u14"
+# The deb-en-XX corpora's LibreOffice packages, at one version (LIBREOFFICE_VERSION), are listed
+# with pool path, size and SHA256 in data/debian_languages.json, as the release's signed Packages
+# index gives them. A mirror download must match them byte for byte; apt-get fetches the version its
+# package lists offer, which the manifest records.
 DING_DEB = deb_packages.PinnedDeb(
     package="trans-de-en",
     version="1.9-6",
@@ -51,7 +50,7 @@ DING_DEB = deb_packages.PinnedDeb(
     sha256="45f6b4cf1c434776fba6811d7bc522efabb5425c43ba8afd0e289bf9e2e53df4",
     size_bytes=6276816,
 )
-ENGLISH_HELP, LANGUAGES, OTHER_COUNTS = debian_languages.load_table()
+LIBREOFFICE_VERSION, ENGLISH_HELP, LANGUAGES, OTHER_COUNTS = debian_languages.load_table()
 
 
 def deb_pins(code: str) -> dict[str, deb_packages.PinnedDeb]:
@@ -259,10 +258,12 @@ CORPORA: dict[str, Callable[..., dict]] = {}
 
 
 def reload_languages() -> None:
-    """Fills SOURCES and CORPORA from the language table (again, after its command rewrote it)."""
-    global ENGLISH_HELP, LANGUAGES, OTHER_COUNTS, DEB_EN_DE_DEBS  # noqa: PLW0603 (the table's command)
-    ENGLISH_HELP, LANGUAGES, OTHER_COUNTS = debian_languages.load_table()
+    """Fills SOURCES and CORPORA from the language table (again, after its command rewrote it; a
+    module that copied a name, such as training.config's CORPORA, keeps what it had)."""
+    global LIBREOFFICE_VERSION, ENGLISH_HELP, LANGUAGES, OTHER_COUNTS, DEB_EN_DE_DEBS, DEB_EN_DE_PACKAGES  # noqa: PLW0603
+    LIBREOFFICE_VERSION, ENGLISH_HELP, LANGUAGES, OTHER_COUNTS = debian_languages.load_table()
     DEB_EN_DE_DEBS = deb_pins("de")
+    DEB_EN_DE_PACKAGES = tuple(DEB_EN_DE_DEBS)
     SOURCES.clear()
     CORPORA.clear()
     for code, language in sorted(LANGUAGES.items()):

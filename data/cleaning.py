@@ -5,8 +5,9 @@ line breaks included, becomes one space), then drop pairs with an empty side, pa
 are identical (untranslated), pairs whose length ratio is above `MAX_LENGTH_RATIO` or below its
 inverse (misaligned), and exact duplicates. Lengths count a wide character (CJK ideographs, kana,
 Hangul, fullwidth forms) as two, as a terminal shows it: one such character carries about as much
-as two or three Latin letters, so counted as one, most English-Chinese pairs would look misaligned. The split of a pair is a function of its
-English side alone, so a sentence never straddles splits and a rebuild gives the same split.
+as two or three Latin letters, so counted as one, most English-Chinese pairs would look misaligned.
+The split of a pair is a function of its English side alone, so a sentence never straddles splits
+and a rebuild gives the same split.
 
 A user's own dev and test files are evaluation sets whose scores must compare with published ones:
 `data.corpus_writer` keeps every pair of them (normalised; only pairs left with an empty side are

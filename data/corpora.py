@@ -35,9 +35,11 @@ class CorpusChoiceError(CorpusError):
 
 def prepare_command(data, vocab_size):
     """The `python -m data.prepare` command that builds the corpus and its `vocab_size`-piece BPE
-    vocabulary (`spm-bpe-<vocab_size>.model`, `data.vocabulary_options.vocabulary_stem`) into the
-    corpus's cache entry."""
+    vocabulary (`spm-<bpe|unigram>-<vocab_size>.model`, `data.vocabulary_options.vocabulary_stem`)
+    into the corpus's cache entry."""
     arguments = [f"--cache_dir={data.cache_dir}", f"--vocab_size={vocab_size}"]
+    if getattr(data, "subword_model", "bpe") != "bpe":
+        arguments.append(f"--model_type={data.subword_model}")
     symbols = tuple(getattr(data, "user_defined_symbols", ()) or ())
     if symbols:
         arguments.append(f"--user_defined_symbols={','.join(symbols)}")

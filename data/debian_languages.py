@@ -77,8 +77,9 @@ def _pin(entry: dict) -> deb_packages.PinnedDeb:
     return deb_packages.PinnedDeb(**entry)
 
 
-def load_table(path: str = TABLE_FILE) -> tuple[deb_packages.PinnedDeb, dict[str, Language], dict]:
-    """`(English help pin, {code: Language}, {corpus: counts} of the other built-in corpora)`."""
+def load_table(path: str = TABLE_FILE) -> tuple[str, deb_packages.PinnedDeb, dict[str, Language], dict]:
+    """`(LibreOffice version, English help pin, {code: Language}, {corpus: counts} of the other
+    built-in corpora)`."""
     with open(path, encoding="utf-8") as f:
         table = json.load(f)
     languages = {
@@ -92,7 +93,7 @@ def load_table(path: str = TABLE_FILE) -> tuple[deb_packages.PinnedDeb, dict[str
         )
         for code, entry in table["languages"].items()
     }
-    return _pin(table["english_help"]), languages, table.get("other_corpora", {})
+    return table["version"], _pin(table["english_help"]), languages, table.get("other_corpora", {})
 
 
 def parse_packages_index(text: str) -> dict[tuple[str, str], deb_packages.PinnedDeb]:

@@ -25,7 +25,7 @@ from common.errors import UserError
 from data import builtin_corpora, cleaning, corpus_writer, deb_packages, user_corpus
 from data.builtin_corpora import prepare_corpus
 from data.corpus_cache import CorpusPaths
-from data.vocabulary_options import vocabulary_stem
+from data.vocabulary_options import check_user_defined_symbols, vocabulary_stem
 
 FLAGS = flags.FLAGS
 # Pairs sampled for the vocabulary: two million sentences, SentencePiece's own default sample.
@@ -119,6 +119,9 @@ def _prepare() -> CorpusPaths:
     )
 
 
+SPLIT_WIDTHS = (("train", 7), ("dev", 6), ("test", 6))
+
+
 def listing_lines(cache_dir: str) -> list[str]:
     """The --list table: each built-in corpus, its target language, its pairs per split (as the
     language table recorded them when it built every corpus), its sources and whether it is cached."""
@@ -132,9 +135,6 @@ def listing_lines(cache_dir: str) -> list[str]:
     return lines
 
 
-SPLIT_WIDTHS = (("train", 7), ("dev", 6), ("test", 6))
-
-
 def main(argv):
     quiet_logs.quiet_tool_output()
     del argv
@@ -143,6 +143,7 @@ def main(argv):
         return
     start = time.monotonic()
     try:
+        check_user_defined_symbols(FLAGS.user_defined_symbols)  # before the corpus is built
         paths = _prepare()
     except UserError as e:
         raise SystemExit(f"data.prepare: error: {e}") from None

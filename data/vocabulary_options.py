@@ -13,6 +13,11 @@ class SymbolError(UserError, ValueError):
     """A user-defined symbol the vocabulary cannot hold."""
 
 
+# SentencePiece's bound on the n-best list it samples from.
+MAX_NBEST = 512
+SUBWORD_MODELS = ("bpe", "unigram")
+
+
 def sampling_refusal(alpha: float, nbest_size: int) -> str | None:
     """Why (alpha, nbest_size) cannot be subword regularization's settings, naming train.py's flags,
     or None. SentencePiece samples one segmentation per call: for a BPE model it drops each merge
@@ -24,8 +29,10 @@ def sampling_refusal(alpha: float, nbest_size: int) -> str | None:
     if nbest_size in (0, 1) or nbest_size < -1:
         return (
             f"--subword_nbest={nbest_size} leaves no segmentation to sample from: pass -1 (sample from all) or "
-            "2 or more (sample from that many best)"
+            f"2 to {MAX_NBEST} (sample from that many best)"
         )
+    if nbest_size > MAX_NBEST:
+        return f"--subword_nbest={nbest_size}: SentencePiece samples from at most the {MAX_NBEST} best (or -1: all)"
     return None
 
 

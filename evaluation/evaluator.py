@@ -10,6 +10,7 @@ import dataclasses
 import os
 import sys
 
+from common.bleu_tokenizers import bleu_tokenizer
 from common.errors import UserError
 from evaluation import scoring, test_sets
 from evaluation.attention_plot import plot_attention
@@ -32,7 +33,8 @@ class EvalConfig:
     data section (or the export's copy of it). `search`, a `SearchConfig` (its `max_input_length`
     None: the run's `max_length`), applies to `model_dir` only (an export has its own built in): the
     test set and the `plot_attention` sentences are translated with it. `bleu_tokenize` None: sacreBLEU's tokenizer for the target
-    language (`scoring.bleu_tokenizer`: "zh" for Chinese, else "13a"). `plot_only`: draw the
+    language (`common.bleu_tokenizers.bleu_tokenizer`: "zh" for Chinese, "char" for Japanese and
+    the Thai, Khmer and Dzongkha scripts, else "13a"). `plot_only`: draw the
     `plot_attention` heatmaps without translating a test set. `checkpoint`: "best", "last",
     "average:N" or "ema" (`training.run_dir.parse_checkpoint`; None: `DEFAULT_CHECKPOINT`), for `model_dir` only.
     """
@@ -198,7 +200,7 @@ def evaluate(config, out=sys.stdout):
             file=out,
         )
     if references is not None:
-        tokenize = config.bleu_tokenize or scoring.bleu_tokenizer(target_language)
+        tokenize = config.bleu_tokenize or bleu_tokenizer(target_language)
         scores = scoring.score(hypotheses, references, tokenize=tokenize)
         result.update(scores)
         print(f"sacreBLEU: {scores['bleu_text']}", file=out)

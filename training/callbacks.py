@@ -64,10 +64,13 @@ class DevBleu(keras.callbacks.Callback):
             search's: 1 is greedy); called once, lazily.
         sources, references: the dev subset, as lists of strings.
         every_epochs: evaluation period in epochs.
+        tokenize: sacreBLEU's tokenizer for the target language (`common.bleu_tokenizers`), as
+            evaluate.py scores it.
     """
 
-    def __init__(self, translator_factory, sources, references, every_epochs):
+    def __init__(self, translator_factory, sources, references, every_epochs, tokenize="13a"):
         super().__init__()
+        self.tokenize = tokenize
         self.translator_factory = translator_factory
         self.sources = list(sources)
         self.references = list(references)
@@ -87,7 +90,7 @@ class DevBleu(keras.callbacks.Callback):
         if self.translator is None:
             self.translator = self.translator_factory(self.model)
         hypotheses, _ = self.translator.translate(self.sources)
-        bleu = sacrebleu.corpus_bleu(hypotheses, [self.references])
+        bleu = sacrebleu.corpus_bleu(hypotheses, [self.references], tokenize=self.tokenize)
         self.last_bleu = bleu.score
         if logs is not None:
             logs["val_bleu"] = float(bleu.score)

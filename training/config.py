@@ -23,7 +23,7 @@ import os
 
 from common.errors import UserError
 from data import builtin_corpora, deb_packages
-from data.vocabulary_options import sampling_refusal
+from data.vocabulary_options import SUBWORD_MODELS, sampling_refusal
 from data.vocabulary_size import DEFAULT_VOCAB_SIZE, MIN_VOCAB_SIZE
 from models.presets import PRESETS
 from training.distribution import DISTRIBUTIONS
@@ -110,6 +110,13 @@ class DataConfig:
     source_weights: dict = dataclasses.field(default_factory=dict)  # {source: weight} of a built-in corpus.
     dev_files: tuple = ()
     test_files: tuple = ()
+    subword_model: str = option(
+        "bpe",
+        "SentencePiece model of the vocabulary: bpe (the paper's byte-pair encoding) or unigram (a unigram language "
+        "model; --subword_nbest samples among its best segmentations).",
+        "enum",
+        enum_values=list(SUBWORD_MODELS),
+    )
     user_defined_symbols: tuple = option(
         (),
         "Comma-separated pieces the SentencePiece vocabulary keeps whole wherever they occur (tags such as "
@@ -231,7 +238,8 @@ class TrainConfig:
     )
     subword_nbest: int = option(
         -1,
-        "With --subword_alpha and a unigram vocabulary: sample from the N best segmentations (-1: from all).",
+        "With --subword_alpha and --subword_model=unigram: sample from the N best segmentations, up to 512 (-1: "
+        "from all).",
         "integer",
     )
     learning_rate_schedule: str = option(
@@ -337,11 +345,20 @@ def evaluation_refusal(train, distribution=None):
     return None
 
 
-def subword_refusal(train):
-    """Why `train`'s subword regularization settings cannot work, naming the flags, or None."""
+def subword_refusal(train, subword_model="bpe"):
+    """Why `train`'s subword regularization settings cannot work with a `subword_model` vocabulary
+    (the run's DataConfig's), naming the flags, or None."""
     if not train.subword_alpha:
+        if train.subword_nbest != -1:
+            return f"--subword_nbest={train.subword_nbest} needs --subword_alpha (sampling is off without it)"
         return None
     refusal = sampling_refusal(train.subword_alpha, train.subword_nbest)
+    if refusal is None and train.subword_nbest != -1 and subword_model == "bpe":
+        refusal = (
+            f"--subword_nbest={train.subword_nbest} picks among a unigram vocabulary's segmentations; a BPE "
+            "vocabulary samples by dropping merges (--subword_alpha alone): leave it out or pass "
+            "--subword_model=unigram"
+        )
     if refusal is None and train.cache_tokenized:
         refusal = (
             f"--subword_alpha={train.subword_alpha} samples a new segmentation at each pass, but --cache_tokenized "
@@ -379,7 +396,7 @@ PATH_KEYS = ("train_files", "dev_files", "test_files")
 
 
 # Data keys added after configs were first written, with the value that an older config meant.
-_DATA_DEFAULTS = {"train_weights": [], "source_weights": {}, "user_defined_symbols": []}
+_DATA_DEFAULTS = {"train_weights": [], "source_weights": {}, "user_defined_symbols": [], "subword_model": "bpe"}
 
 
 def _comparable(section, values, default_direction):

@@ -42,10 +42,14 @@ def search_record(name):
 
 def apply_recipe(flag_values, name):
     """Sets each of recipe `name`'s flags that the command line did not give; returns the
-    `--flag=value` strings applied, for the run's log."""
+    `--flag=value` strings applied, for the run's log. The recipe's `--cache_tokenized` gives way to
+    `--subword_alpha`, which samples a new segmentation at each pass that the cache would freeze."""
     applied = []
     for flag, value in RECIPES[name].items():
         if flag_values[flag].present:
+            continue
+        if flag == "cache_tokenized" and value and flag_values["subword_alpha"].value:
+            applied.append("(not --cache_tokenized: --subword_alpha samples at each pass)")
             continue
         flag_values[flag].value = value
         applied.append(f"--{flag}" if value is True else f"--{flag}={value}")

@@ -23,6 +23,7 @@ import sys
 import keras
 import tensorflow as tf
 
+from common.bleu_tokenizers import bleu_tokenizer
 from common.errors import UserError
 from data import corpora, corpus_mix, pipeline, service
 from data.tokenizer import Tokenizer, train_sentencepiece
@@ -84,7 +85,8 @@ def resolve_tokenizer(model_dir, corpus, data, may_train=True, parent=None):
         init_from.copy_vocabulary(parent, target)
     elif not os.path.exists(target) or not run.has_trained():
         symbols = tuple(getattr(data, "user_defined_symbols", ()) or ())
-        cached = os.path.join(corpus.root, vocabulary_stem(vocab_size, symbols) + ".model")
+        model_type = getattr(data, "subword_model", "bpe")
+        cached = os.path.join(corpus.root, vocabulary_stem(vocab_size, symbols, model_type) + ".model")
         if not os.path.exists(cached):
             if not may_train:
                 raise TrainingError(
@@ -97,7 +99,11 @@ def resolve_tokenizer(model_dir, corpus, data, may_train=True, parent=None):
             )
             try:
                 train_sentencepiece(
-                    list(corpus.train), cached[: -len(".model")], vocab_size=vocab_size, user_defined_symbols=symbols
+                    list(corpus.train),
+                    cached[: -len(".model")],
+                    vocab_size=vocab_size,
+                    model_type=model_type,
+                    user_defined_symbols=symbols,
                 )
             except ValueError as error:
                 raise TrainingError(f"--vocab_size={vocab_size}: {error}") from error
@@ -172,7 +178,7 @@ def train(config, start_over=False, callbacks=()):
     refusal = (
         run_config.evaluation_refusal(train_options)
         or run_config.ema_refusal(train_options)
-        or run_config.subword_refusal(train_options)
+        or run_config.subword_refusal(train_options, getattr(config.data, "subword_model", "bpe"))
     )
     if refusal:
         raise TrainingError(refusal)
@@ -474,6 +480,7 @@ def _callbacks(start, extra):
         dev_sources if chief else [],
         dev_references,
         start.eval_epochs,
+        tokenize=bleu_tokenizer(start.corpus.languages[0 if start.reverse else 1]),
     )
     best = training_callbacks.BestCheckpoint(
         chief_run,

@@ -91,7 +91,7 @@ def test_the_language_table():
     """Every language is pinned at deb-en-de's LibreOffice version, with counts of its built corpus;
     the languages the issue names have help pages; deb-en-de keeps its packages."""
     languages = builtin_corpora.LANGUAGES
-    assert len(languages) >= 85
+    assert len(languages) == 89 and sum(language.help is not None for language in languages.values()) == 31
     for code, language in languages.items():
         assert "-" not in code and language.corpus in builtin_corpora.CORPORA
         for pinned in filter(None, (language.l10n, language.help)):
@@ -111,6 +111,19 @@ def test_the_language_table():
     )
     listed = [row["corpus"] for row in builtin_corpora.listing()]
     assert listed == list(builtin_corpora.CORPORA) and "tatoeba-en-es" in listed
+
+
+def test_help_directory_of_a_help_package(tmp_path):
+    """The table's command finds where a help package keeps its pages, or that it has none (Debian
+    12's libreoffice-help-sk holds only its docs)."""
+    pages = write_deb(tmp_path / "libreoffice-help-ja_1_all.deb", _help_files("ja"), package="libreoffice-help-ja")
+    assert debian_languages.help_directory(pages) == "ja"
+    empty = write_deb(
+        tmp_path / "libreoffice-help-sk_1_all.deb",
+        {"usr/share/doc/libreoffice-help-sk/copyright": b"MPL-2.0"},
+        package="libreoffice-help-sk",
+    )
+    assert debian_languages.help_directory(empty) is None
 
 
 def test_packages_index_parsing():

@@ -170,8 +170,8 @@ def test_a_corpus_of_an_earlier_layout_is_rebuilt(tmp_path):
     paths = user_corpus.prepare_user_corpus("mine", str(tmp_path / "cache"), ("en", "de"), train)
     manifest = paths.load_manifest()
     with open(paths.manifest, "w", encoding="utf-8") as handle:
-        json.dump({**manifest, "format": 1}, handle)
-    with pytest.raises(corpus_cache.OlderFormatError, match="manifest format 1, expected 2"):
+        json.dump({**manifest, "format": 2}, handle)
+    with pytest.raises(corpus_cache.OlderFormatError, match="manifest format 2, expected 3"):
         corpus_cache.check_corpus(paths.root)
     rebuilt = user_corpus.prepare_user_corpus("mine", str(tmp_path / "cache"), ("en", "de"), train)
     assert rebuilt.load_manifest()["format"] == corpus_cache.MANIFEST_FORMAT

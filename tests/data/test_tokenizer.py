@@ -123,6 +123,7 @@ def test_bad_user_defined_symbols_are_refused_and_nothing_is_written(small_tsv, 
         (0.1, 1, "--subword_nbest=1 leaves no segmentation to sample from"),
         (0.1, 0, "--subword_nbest=0 leaves no segmentation"),
         (0.1, -2, "--subword_nbest=-2 leaves no segmentation"),
+        (0.1, 513, "--subword_nbest=513: SentencePiece samples from at most the 512 best"),
     ],
 )
 def test_bad_subword_sampling_settings_are_refused(small_tokenizer, alpha, nbest_size, message):

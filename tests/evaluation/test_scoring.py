@@ -2,6 +2,7 @@
 
 import pytest
 
+from common.bleu_tokenizers import bleu_tokenizer
 from evaluation import scoring
 
 # A near-match: one character of five differs. 13a sees each sentence as one word.
@@ -25,12 +26,12 @@ CHINESE_REFERENCE = ["我喜欢狗。"]
     ],
 )
 def test_bleu_tokenizer_by_target_language(language, tokenizer):
-    assert scoring.bleu_tokenizer(language) == tokenizer
+    assert bleu_tokenizer(language) == tokenizer
 
 
 def test_chinese_near_match_scores_with_the_zh_tokenizer():
     thirteen_a = scoring.score(CHINESE_HYPOTHESIS, CHINESE_REFERENCE)
-    chinese = scoring.score(CHINESE_HYPOTHESIS, CHINESE_REFERENCE, tokenize=scoring.bleu_tokenizer("zh"))
+    chinese = scoring.score(CHINESE_HYPOTHESIS, CHINESE_REFERENCE, tokenize=bleu_tokenizer("zh"))
     assert thirteen_a["bleu"] == 0.0 and "|tok:13a|" in thirteen_a["bleu_signature"]
     # 4/5 unigrams, 2/4 bigrams, 1/3 trigrams, 0/2 4-grams (exp smoothing: 1/2 -> 1/4), BP 1.
     assert chinese["bleu"] == pytest.approx(100 * (0.8 * 0.5 * (1 / 3) * 0.25) ** 0.25, abs=0.01)

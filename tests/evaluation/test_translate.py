@@ -178,10 +178,15 @@ def test_sampling_is_reproducible_per_line_whatever_the_window(tiny_run, python_
     # Not the default seed's samples: the run read --seed.
     assert expected != python_translator.translate(SENTENCES, sampling=Sampling(seed=0, top_p=0.9))[0]
     # Back-translation: the same samples as pairs for the reverse direction, tagged as synthetic.
+    # A line cut at the maximum input length would pair its whole text with a translation of its
+    # start: it is left out, and said so.
+    long_line = " ".join(["The teacher opens the window"] * 60)
     pairs, _, stderr = translate_here(
-        f"--model_dir={model_dir}", "--seed=7", "--tag=bt", *sample, stdin=lines_of(SENTENCES)
+        f"--model_dir={model_dir}", "--seed=7", "--tag=bt", *sample, stdin=lines_of([*SENTENCES, long_line])
     )
     assert pairs == [f"<bt> {text}\t{source}" for text, source in zip(expected, SENTENCES)], stderr
+    assert f"<stdin> line {len(SENTENCES) + 1}: longer than the maximum input length" in stderr
+    assert "left out of the pairs" in stderr
 
 
 @pytest.mark.slow  # a run of the model

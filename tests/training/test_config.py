@@ -62,3 +62,20 @@ def test_train_py_help_shows_each_field_help_and_default():
                 shown = str(default).lower() if isinstance(default, bool) else str(default)
                 shown = ",".join(default) if isinstance(default, list) else shown
                 assert f"(default: '{shown}')" in block, field.name
+
+
+def test_subword_sampling_refusals_name_the_flags():
+    from training.config import subword_refusal
+
+    assert subword_refusal(TrainConfig()) is None and subword_refusal(TrainConfig(subword_alpha=0.1)) is None
+    assert subword_refusal(TrainConfig(subword_alpha=0.5, subword_nbest=8), "unigram") is None
+    refusals = {
+        "--subword_nbest=8 needs --subword_alpha": TrainConfig(subword_nbest=8),
+        "--subword_nbest=8 picks among a unigram vocabulary's segmentations": TrainConfig(
+            subword_alpha=0.1, subword_nbest=8
+        ),
+        "--cache_tokenized keeps the first pass's": TrainConfig(subword_alpha=0.1, cache_tokenized=True),
+        "--subword_alpha=2 must lie in (0, 1]": TrainConfig(subword_alpha=2),
+    }
+    for message, train in refusals.items():
+        assert message in subword_refusal(train), message

@@ -11,7 +11,14 @@ import numpy as np
 import pytest
 
 from data import corpus_mix, parallel_files
-from tests.helpers import DEB_CACHE, QUICK_TRAIN_FLAGS, TINY_MODEL, run_train_py, tiny_run_config
+from tests.helpers import (
+    DEB_CACHE,
+    QUICK_TRAIN_FLAGS,
+    TINY_MODEL,
+    assert_train_refuses,
+    run_train_py,
+    tiny_run_config,
+)
 
 
 def _domain_files(corpus, tmp_path):
@@ -301,3 +308,14 @@ def test_a_parent_that_cannot_start_the_run_is_refused_before_anything_is_writte
         train(config)
     assert expected in str(refused.value)
     assert not model_dir.exists()
+
+
+def test_vocabulary_symbols_other_than_the_parents_are_refused(tiny_run, tmp_path):
+    """A fine-tuning keeps its parent's vocabulary: other --user_defined_symbols cannot be had."""
+    assert_train_refuses(
+        tmp_path / "child",
+        [f"--init_from={tiny_run[0]}", "--user_defined_symbols=<2fr>"],
+        "--user_defined_symbols=<2fr> with --init_from: a fine-tuned run keeps its parent's vocabulary, whose "
+        "symbols are none",
+        status=2,
+    )

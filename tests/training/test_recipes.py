@@ -22,6 +22,7 @@ def _flag_values(argv):
         flags.DEFINE_integer(name, 1, "", flag_values=values)
     flags.DEFINE_float("learning_rate_scale", 1.0, "", flag_values=values)
     flags.DEFINE_float("dropout", None, "", flag_values=values)
+    flags.DEFINE_float("subword_alpha", 0.0, "", flag_values=values)
     values(["train.py", *argv])
     return values
 
@@ -36,6 +37,16 @@ def test_a_recipe_sets_the_flags_not_given_and_leaves_the_given_ones():
     assert "--normalize_first" in applied and "--learning_rate_scale=2.0" in applied
     assert "--dropout=0.0" in applied
     assert not any(item.startswith(("--warmup_steps", "--preset")) for item in applied)
+
+
+def test_the_recipes_token_cache_gives_way_to_subword_sampling():
+    """The cache would keep the first pass's segmentation, which --subword_alpha resamples each pass."""
+    values = _flag_values(["--subword_alpha=0.1"])
+    applied = apply_recipe(values, "small_data")
+    assert values.cache_tokenized is False and values.preset == "tiny"
+    assert "(not --cache_tokenized: --subword_alpha samples at each pass)" in applied
+    assert _flag_values([]).cache_tokenized is False and apply_recipe(plain := _flag_values([]), "small_data")
+    assert plain.cache_tokenized is True
 
 
 def test_the_recipe_flag_is_refused_with_a_parent_run_and_names_an_unknown_recipe(tiny_run, tmp_path):

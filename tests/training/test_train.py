@@ -201,9 +201,9 @@ def test_fp16_training_stays_finite(sample_corpus, tmp_path):
     assert keras.backend.standardize_dtype(model.dtype_policy.compute_dtype) == "float16"
 
 
-def test_user_defined_symbols_reach_the_runs_vocabulary(sample_corpus, tmp_path):
+def test_user_defined_symbols_and_the_subword_model_reach_the_runs_vocabulary(sample_corpus, tmp_path):
     """The run's vocabulary holds the symbols right after the special ids; it is cached under a name
-    of its own, beside the corpus's plain vocabulary."""
+    of its own, beside the corpus's plain vocabulary; --subword_model=unigram trains a unigram one."""
     from data import corpus_cache
     from data.vocabulary_options import vocabulary_stem
     from training.config import DataConfig
@@ -216,12 +216,17 @@ def test_user_defined_symbols_reach_the_runs_vocabulary(sample_corpus, tmp_path)
     assert os.path.exists(os.path.join(corpus.root, vocabulary_stem(500, ("<2fr>", "<2de>")) + ".model"))
     plain = resolve_tokenizer(str(tmp_path / "plain"), corpus, DataConfig(vocab_size=500))
     assert plain.id_to_piece(tf.constant([4])).numpy().tolist() != [b"<2fr>"]
+    unigram = resolve_tokenizer(str(tmp_path / "unigram"), corpus, DataConfig(vocab_size=500, subword_model="unigram"))
+    with open(os.path.join(corpus.root, "spm-unigram-500.model"), "rb") as f:
+        assert unigram.model_proto == f.read()
+    assert unigram.sampling(0.5, nbest_size=4).samples
 
 
 @pytest.mark.slow
 def test_subword_sampling_changes_the_training_batches_only(sample_corpus, tmp_path):
     """--subword_alpha resegments the training stream (other losses from the same seed), while the
-    dev loss and the run's translations segment deterministically: translating twice gives the same."""
+    run's translations segment deterministically: a sampling tokenizer in the translator would give
+    other translations at each call."""
     from evaluation.translators import load_translator
     from training.trainer import TrainingError, train
 
@@ -293,6 +298,7 @@ def test_another_configuration_on_an_existing_model_dir_is_refused(tmp_path):
         (["--batch_tokens=16"], "--batch_tokens=16 cannot hold one pair of --max_length=128 tokens"),
         (["--subword_alpha=1.5"], "--subword_alpha=1.5 must lie in (0, 1]"),
         (["--user_defined_symbols=<2fr>,<s>"], "--user_defined_symbols: user-defined symbol '<s>' collides with"),
+        (["--subword_alpha=0.1", "--subword_nbest=8"], "--subword_nbest=8 picks among a unigram vocabulary's"),
         (["--corpus=files", "--languages=de-", "--train_tsv=a.tsv"], "--corpus=files needs --languages=SRC-TGT"),
     ],
 )
