@@ -354,3 +354,28 @@ def test_a_run_without_dev_bleu_has_no_best_by_bleu_and_the_refusal_says_why(tmp
         ModelDirError, match=r"decodes no dev sentence, --eval_sentences=0\)\. It has: last \(step 200\)"
     ):
         run.check_loadable("best")
+
+
+def test_dev_bleu_scores_with_the_target_languages_tokenizer(capsys):
+    """Dev BLEU during training scores as evaluate.py does: Chinese with sacreBLEU's zh tokenizer,
+    under which a near match scores above zero (13a sees each sentence as one word)."""
+    from common.bleu_tokenizers import bleu_tokenizer
+    from models.search_config import SearchConfig
+    from training.callbacks import DevBleu
+
+    class FixedTranslator:
+        search = SearchConfig(beam_size=1)
+
+        def translate(self, sources):
+            return ["我喜欢猫。"] * len(sources), None
+
+    scores = {}
+    for tokenize in ("13a", bleu_tokenizer("zh_cn")):
+        callback = DevBleu(lambda model: FixedTranslator(), ["I like dogs."], ["我喜欢狗。"], 1, tokenize=tokenize)
+        callback.set_model(_scripted_model())
+        callback.params = {"epochs": 1}
+        callback.on_train_begin()
+        logs = {}
+        callback.on_epoch_end(0, logs)
+        scores[tokenize] = logs["val_bleu"]
+    assert scores["13a"] == 0.0 and scores["zh"] > 10
