@@ -92,7 +92,9 @@ def build_sample_corpus(cache_dir):
             sources.setdefault(source, []).append((english, german))
     extra = {
         "packages": [],
-        "credits": {source: builtin_corpora.CREDITS[source] for source in sources},
+        "credits": {
+            source: builtin_corpora.CREDITS[source].format(packages="the deb-en-de sample") for source in sources
+        },
         "sample": SAMPLE_TSV,
     }
     build = lambda tmp_dir: corpus_writer.write_corpus(tmp_dir, "deb-en-de", ("en", "de"), sources, extra=extra)
