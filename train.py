@@ -230,13 +230,13 @@ def _check_user_defined_symbols(values):
         check_user_defined_symbols(symbols)
     except UserError as error:
         raise flags.ValidationError(f"--user_defined_symbols: {error}") from None
-    if symbols and values["init_from"]:
-        inherited = init_from.read_parent(values["init_from"]).get("data", {}).get("user_defined_symbols", [])
-        if list(inherited) != list(symbols):
-            raise flags.ValidationError(
-                f"--user_defined_symbols={','.join(symbols)} with --init_from: a fine-tuned run keeps its parent's "
-                f"vocabulary, whose symbols are {','.join(inherited) or 'none'}"
-            )
+    refusal = (
+        symbols
+        and values["init_from"]
+        and init_from.symbols_refusal(init_from.read_parent(values["init_from"]), symbols)
+    )
+    if refusal:
+        raise flags.ValidationError(refusal)
     return True
 
 

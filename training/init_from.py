@@ -52,6 +52,18 @@ def _flag(path):
     return f"--init_from={path}"
 
 
+def symbols_refusal(parent, symbols):
+    """Why a fine-tuning from `parent` (`read_parent`'s config) cannot have `symbols` as its
+    user-defined symbols (it keeps the parent's vocabulary), naming the flags, or None."""
+    inherited = list(parent.get("data", {}).get("user_defined_symbols", []))
+    if not symbols or list(symbols) == inherited:
+        return None
+    return (
+        f"--user_defined_symbols={','.join(symbols)} with --init_from: a fine-tuned run keeps its parent's "
+        f"vocabulary, whose symbols are {','.join(inherited) or 'none'}"
+    )
+
+
 def read_parent(path):
     """The parent's config.json as a dict, once the parent is known to hold a vocabulary and a model.
 
