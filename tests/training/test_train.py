@@ -223,32 +223,13 @@ def test_user_defined_symbols_and_the_subword_model_reach_the_runs_vocabulary(sa
 
 
 @pytest.mark.slow
-def test_subword_sampling_changes_the_training_batches_only(sample_corpus, tmp_path):
-    """--subword_alpha resegments the training stream (other losses from the same seed), while the
+def test_steps_per_execution_and_subword_sampling_change_only_what_they_say(sample_corpus, tmp_path):
+    """--steps_per_execution changes only how often the host looks: the same losses and weights.
+    --subword_alpha resegments the training stream (other losses from the same seed), while the
     run's translations segment deterministically: a sampling tokenizer in the translator would give
     other translations at each call."""
     from evaluation.translators import load_translator
     from training.trainer import TrainingError, train
-
-    options = dict(train_steps=2, checkpoint_every=2, eval_every=2, eval_sentences=0)
-    plain = train(small_run_config(tmp_path / "plain", sample_corpus, **options))
-    sampled = train(small_run_config(tmp_path / "sampled", sample_corpus, subword_alpha=0.3, **options))
-    assert not np.allclose(sampled["history"]["loss"], plain["history"]["loss"])
-    with open(tmp_path / "sampled" / "config.json", encoding="utf-8") as f:
-        recorded = json.load(f)["train"]
-    assert (recorded["subword_alpha"], recorded["subword_nbest"]) == (0.3, -1)
-    translator = load_translator(str(tmp_path / "sampled"), kind="run", checkpoint="last", quiet=True)
-    sentences = ["Anna reads a book at 7 o'clock.", "The teacher opens the window."]
-    first = translator.translate(sentences)
-    assert translator.translate(sentences) == first and translator.translate(sentences) == first
-    with pytest.raises(TrainingError, match="--cache_tokenized keeps the first pass's"):
-        train(small_run_config(tmp_path / "cached", sample_corpus, subword_alpha=0.3, cache_tokenized=True, **options))
-    assert not os.path.exists(tmp_path / "cached" / "config.json")
-
-
-@pytest.mark.slow
-def test_steps_per_execution_changes_only_how_often_the_host_looks(sample_corpus, tmp_path):
-    from training.trainer import train
 
     options = dict(train_steps=10, checkpoint_every=5, eval_every=10, eval_sentences=0)
     one = train(small_run_config(tmp_path / "one", sample_corpus, **options))
@@ -261,6 +242,22 @@ def test_steps_per_execution_changes_only_how_often_the_host_looks(sample_corpus
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError, match="checkpoint_every=5 must be a multiple of steps_per_execution=3"):
         train(small_run_config(tmp_path / "three", sample_corpus, steps_per_execution=3, **options))
+
+    first_epoch = dict(options, train_steps=5, eval_every=5)
+    sampled = train(small_run_config(tmp_path / "sampled", sample_corpus, subword_alpha=0.3, **first_epoch))
+    assert not np.isclose(sampled["history"]["loss"][0], one["history"]["loss"][0], rtol=1e-3)
+    with open(tmp_path / "sampled" / "config.json", encoding="utf-8") as f:
+        recorded = json.load(f)["train"]
+    assert (recorded["subword_alpha"], recorded["subword_nbest"]) == (0.3, -1)
+    translator = load_translator(str(tmp_path / "sampled"), kind="run", checkpoint="last", quiet=True)
+    sentences = ["Anna reads a book at 7 o'clock.", "The teacher opens the window."]
+    first = translator.translate(sentences)
+    assert translator.translate(sentences) == first and translator.translate(sentences) == first
+    with pytest.raises(TrainingError, match="--cache_tokenized keeps the first pass's"):
+        train(
+            small_run_config(tmp_path / "cached", sample_corpus, subword_alpha=0.3, cache_tokenized=True, **first_epoch)
+        )
+    assert not os.path.exists(tmp_path / "cached" / "config.json")
 
 
 def test_another_configuration_on_an_existing_model_dir_is_refused(tmp_path):
