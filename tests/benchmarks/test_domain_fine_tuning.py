@@ -16,6 +16,7 @@ def test_sizes_override_the_model_and_unknown_ones_are_refused(benchmark_script)
         bench.parse_args(["--sizes=depth=3"])
 
 
+@pytest.mark.slow  # two trainings and two scorings: the fast tier's budget; the full tier runs it
 def test_a_tiny_run_scores_the_parent_and_its_child(benchmark_script, sample_corpus, tmp_path, capsys):
     """The smoke run, at the smallest sizes: two trainings of two steps and two scorings."""
     bench, _ = benchmark_script("domain_fine_tuning")

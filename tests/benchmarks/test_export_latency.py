@@ -4,7 +4,10 @@ it times the SavedModel and the Python path over three sentences (no timing chec
 import json
 import os
 
+import pytest
 
+
+@pytest.mark.slow  # an export timed against the Python path: the fast tier's budget; the full tier runs it
 def test_times_the_export_and_the_python_path(benchmark_script, tiny_run, tiny_export, capsys):
     bench, _ = benchmark_script("export_latency")
     model_dir, _ = tiny_run
