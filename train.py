@@ -216,8 +216,8 @@ def _check_ema_decay(value):
 
 @flags.multi_flags_validator(["subword_alpha", "subword_nbest", "cache_tokenized", "subword_model"], message="")
 def _check_subword_sampling(values):
-    model = values.pop("subword_model")
-    refusal = subword_refusal(TrainConfig(**values), model)
+    train = TrainConfig(**{name: value for name, value in values.items() if name != "subword_model"})
+    refusal = subword_refusal(train, values["subword_model"])
     if refusal:
         raise flags.ValidationError(refusal)
     return True

@@ -169,9 +169,8 @@ def _check_tag(values):
         raise flags.ValidationError(
             f"--tag={tag!r} must be letters, digits or _ (the pair's source starts with <{tag}>, one vocabulary piece)"
         )
-    others = [f"--{name}" for name in ("n_best", "score", "prefix", "alignments") if values[name] not in (None, False)]
-    if values["with_scores"]:
-        others.append("--with_scores")
+    given = ("n_best", "with_scores", "score", "prefix", "alignments")
+    others = [f"--{name}" for name in given if values[name] not in (None, False)]
     if others:
         raise flags.ValidationError(
             f"--tag writes each line as a pair of its translation and the input line: not with {', '.join(others)}"
@@ -289,9 +288,7 @@ def clean(text):
 
 def report_truncated(translator, numbers, name, limit):
     for index in translator.truncated_indices:
-        done = (
-            "left out of the pairs" if FLAGS.tag is not None and not FLAGS.score else "translated from its first tokens"
-        )
+        done = "left out of the pairs" if FLAGS.tag is not None else "translated from its first tokens"
         print(
             f"translate.py: {name} line {numbers[index]}: longer than the maximum input length of {limit} tokens "
             f"(EOS included); {done}",

