@@ -121,6 +121,7 @@ def main(argv):
         plot_dir=FLAGS.plot_dir,
         progress=FLAGS.progress,
         bleu_tokenize=FLAGS.bleu_tokenize,
+        target_language=FLAGS.target_language,
         # --plot_attention alone draws its plots without translating a test set.
         plot_only=bool(FLAGS.plot_attention)
         and not any(FLAGS[name].present for name in ("src", "ref", "corpus", "split", "output")),

@@ -3,6 +3,7 @@
     python train.py --model_dir=runs/base --preset=base                    # deb-en-de, en->de
     python train.py --model_dir=runs/demo --preset=tiny --train_steps=2000 --batch_tokens=2048
     python train.py --model_dir=runs/esen --corpus=tatoeba-en-es --direction=es-en
+    python train.py --model_dir=runs/multi --corpus=deb-en-de,deb-en-fr,deb-en-es   # one model, tagged <2xx>
     python train.py --model_dir=runs/small --preset=base --early_stopping=5 --eval_every=1000 --eval_sentences=all
     python train.py --model_dir=runs/mine --corpus=files --languages=en-fr \
         --train_src=train.en --train_tgt=train.fr --dev_src=dev.en --dev_tgt=dev.fr
@@ -22,11 +23,12 @@ from absl import app, flags
 
 from common import quiet_logs
 from common.errors import UserError, flags_parser
-from data import builtin_corpora, corpus_mix, user_corpus
+from data import builtin_corpora, corpus_mix, multilingual, user_corpus
 from data.vocabulary_options import check_user_defined_symbols
 from models.presets import MODEL_OPTIONS, model_config
 from training import init_from
 from training.config import (
+    CORPORA,
     DataConfig,
     RunConfig,
     TrainConfig,
@@ -129,6 +131,33 @@ def _check_steps(values):
         raise flags.ValidationError(
             f"--eval_every={values['eval_every']} must be a multiple of --checkpoint_every={values['checkpoint_every']}"
         )
+    return True
+
+
+@flags.multi_flags_validator(["corpus", "direction", "init_from"], message="")
+def _check_corpus(values):
+    corpus = values["corpus"]
+    if not multilingual.is_multilingual(corpus):
+        if corpus not in CORPORA:
+            raise flags.ValidationError(
+                f"--corpus={corpus} is not a corpus: the built-in ones are {', '.join(sorted(CORPORA[:-1]))} "
+                "(`python -m data.prepare --list`), several of them joined by commas, or files"
+            )
+        return True
+    try:
+        multilingual.pair_names(corpus, builtin_corpora.CORPORA)
+    except UserError as error:
+        raise flags.ValidationError(str(error)) from None
+    if values["direction"]:
+        raise flags.ValidationError(
+            f"--direction={values['direction']}: a multilingual model translates from English into each pair's "
+            f"language (--corpus={corpus}); leave --direction out"
+        )
+    if values["init_from"]:
+        parent = init_from.read_parent(values["init_from"]).get("data", {})
+        refusal = init_from.tags_refusal(values["init_from"], parent, multilingual.tags_of(corpus))
+        if refusal:
+            raise flags.ValidationError(refusal)
     return True
 
 
@@ -403,6 +432,11 @@ def main(argv):
     if FLAGS.recipe:
         applied = apply_recipe(FLAGS, FLAGS.recipe)
         print(f"recipe {FLAGS.recipe}: {' '.join(applied) or 'every flag given on the command line'}", file=sys.stderr)
+    if FLAGS["pair_sampling_temperature"].present and not multilingual.is_multilingual(FLAGS.corpus):
+        raise app.UsageError(
+            f"--pair_sampling_temperature draws among several pairs: name them, --corpus=deb-en-de,deb-en-fr "
+            f"(received --corpus={FLAGS.corpus})"
+        )
     config = config_from_flags()
     from training import checkpoints  # TensorFlow/JAX imports: after the flag checks.
     from training.trainer import TrainingInterrupted, train

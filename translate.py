@@ -371,6 +371,7 @@ def run(write):
         search=search_flags.search_from_flags(FLAGS),
         checkpoint=FLAGS.checkpoint if FLAGS.model_dir else None,
         quiet=True,
+        target_language=FLAGS.target_language,
     )
     if FLAGS.export_dir and FLAGS.n_best is not None:
         beam = translator.search.beam_size if translator.search else None

@@ -3,8 +3,8 @@
 train.py and evaluate.py describe the corpus with a `training.config.DataConfig`. The functions
 here take any object with its attributes (data/ does not import training/):
 
-    corpus        a built-in corpus ("deb-en-de", any "deb-en-XX", "tatoeba-en-es"), or "files" (the
-                  user's own files)
+    corpus        a built-in corpus ("deb-en-de", any "deb-en-XX", "tatoeba-en-es"), several joined by
+                  commas (a multilingual model, `data.multilingual`), or "files" (the user's own files)
     cache_dir     directory holding one subdirectory per corpus
     deb_dir       directory of the deb-en-XX packages, or None (fetched into the cache)
     deb_source, deb_mirror
@@ -18,19 +18,28 @@ here take any object with its attributes (data/ does not import training/):
     train_weights the weight of each of several training TSVs (a weighted mix), or ()
     source_weights
                   {source: weight} of a built-in corpus's sources to sample in proportion, or {}
+    pair_sampling_temperature
+                  the temperature of a multilingual corpus's sampling over its pairs' sizes
+    user_defined_symbols
+                  the user's symbols of the vocabulary (a multilingual corpus adds its tags)
 """
 
 import os
 import shlex
 import sys
 
-from data import builtin_corpora, corpus_mix, deb_packages, pipeline, user_corpus
+from data import builtin_corpora, corpus_mix, deb_packages, multilingual, pipeline, user_corpus
 from data.corpus_cache import CorpusError
 
 
 class CorpusChoiceError(CorpusError):
     """The configured corpus cannot serve as asked: a direction it does not hold, or no dev pairs
     to train with. The message says what to change."""
+
+
+def vocabulary_symbols(data):
+    """The user-defined symbols of the run's vocabulary (`multilingual.vocabulary_symbols`)."""
+    return multilingual.vocabulary_symbols(data.corpus, getattr(data, "user_defined_symbols", ()))
 
 
 def prepare_command(data, vocab_size):
@@ -40,7 +49,7 @@ def prepare_command(data, vocab_size):
     arguments = [f"--cache_dir={data.cache_dir}", f"--vocab_size={vocab_size}"]
     if getattr(data, "subword_model", "bpe") != "bpe":
         arguments.append(f"--model_type={data.subword_model}")
-    symbols = tuple(getattr(data, "user_defined_symbols", ()) or ())
+    symbols = tuple(getattr(data, "user_defined_symbols", ()) or ())  # data.prepare adds the tags itself.
     if symbols:
         arguments.append(f"--user_defined_symbols={','.join(symbols)}")
     if data.corpus != "files":
@@ -86,6 +95,8 @@ def resolve_corpus(data):
         CorpusError, parallel_files.ParallelDataError, deb_packages.DebPackageError: the corpus
             cannot be built.
     """
+    if multilingual.is_multilingual(data.corpus):
+        return _resolve_multilingual(data), False
     if data.corpus == "files":
         name = user_corpus.cache_name(data)
         spec = lambda files: None if not files else (files[0] if len(files) == 1 else tuple(files))  # noqa: E731
@@ -99,18 +110,40 @@ def resolve_corpus(data):
         )
         _print_cleaning(corpus)
     else:
-        corpus = builtin_corpora.prepare_corpus(
-            data.corpus,
-            data.cache_dir,
-            data.deb_dir,
-            deb_source=data.deb_source,
-            deb_mirror=data.deb_mirror or deb_packages.DEFAULT_MIRROR,
-        )
+        corpus = pair_corpus(data, data.corpus)
     direction = data.direction or "-".join(corpus.languages)
     try:
         return corpus, pipeline.resolve_direction(corpus.languages, direction)
     except ValueError as error:
         raise CorpusChoiceError(f"--direction={direction}: {error}") from error
+
+
+def _resolve_multilingual(data):
+    """The multilingual entry of the pairs `data.corpus` names, each pair built or found first.
+
+    Raises:
+        CorpusChoiceError: a --direction (a multilingual model translates each pair as it is built,
+            from English).
+        multilingual.MultilingualError: a pair given twice, unknown, or two into one language.
+    """
+    if data.direction is not None:
+        raise CorpusChoiceError(
+            f"--direction={data.direction}: a multilingual model translates from English into each pair's language "
+            "(the tag names it); leave --direction out"
+        )
+    names = multilingual.pair_names(data.corpus, builtin_corpora.CORPORA)
+    return multilingual.prepare_multilingual(names, data.cache_dir, lambda name: pair_corpus(data, name))
+
+
+def pair_corpus(data, name):
+    """The `CorpusPaths` of the built-in corpus `name`, built with the data configuration's packages."""
+    return builtin_corpora.prepare_corpus(
+        name,
+        data.cache_dir,
+        data.deb_dir,
+        deb_source=data.deb_source,
+        deb_mirror=data.deb_mirror or deb_packages.DEFAULT_MIRROR,
+    )
 
 
 def _train_weights(data):
@@ -126,6 +159,8 @@ def training_mix(corpus, data):
         CorpusError: a source the corpus does not have, or one without training pairs.
     """
     weights = _train_weights(data)
+    if multilingual.is_multilingual(data.corpus):
+        return _pair_mix(corpus, data)
     if data.corpus == "files":
         if not weights:
             return None
@@ -135,6 +170,19 @@ def training_mix(corpus, data):
     if not source_weights:
         return None
     return corpus_mix.training_mix(corpus, source_weights)
+
+
+def _pair_mix(corpus, data):
+    """The training mix of a multilingual entry: its pairs, drawn with temperature over their sizes."""
+    pairs = multilingual.pairs_of(corpus)
+    temperature = getattr(data, "pair_sampling_temperature", multilingual.DEFAULT_TEMPERATURE)
+    weights = multilingual.temperature_weights({name: entry["train"] for name, entry in pairs.items()}, temperature)
+    return [
+        corpus_mix.TrainingSource(
+            name, name, os.path.join(corpus.root, f"train.{name}.tsv"), entry["train"], weights[name]
+        )
+        for name, entry in pairs.items()
+    ]
 
 
 def print_mix(mix):

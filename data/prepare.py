@@ -3,6 +3,7 @@
   python -m data.prepare --list                      # every built-in corpus with its pair counts
   python -m data.prepare --corpus deb-en-de --cache_dir cache/corpora [--deb_dir cache/debs] \
       [--deb_source auto|apt|mirror] [--deb_mirror https://deb.debian.org/debian]
+  python -m data.prepare --corpus deb-en-de,deb-en-fr   # a multilingual entry (data.multilingual)
   python -m data.prepare --corpus user --name mine --languages en-de --train_tsv train.tsv \
       [--dev_tsv dev.tsv] [--test_src test.en --test_tgt test.de] [--vocab_size 8000]
 
@@ -15,6 +16,7 @@ An input error (a malformed file, a package that cannot be fetched, a corpus lef
 pairs, a vocab_size the data does not allow) ends the command with `data.prepare: error: ...`.
 """
 
+import functools
 import os
 import time
 
@@ -22,7 +24,7 @@ from absl import app, flags
 
 from common import quiet_logs
 from common.errors import UserError
-from data import builtin_corpora, cleaning, corpus_writer, deb_packages, user_corpus
+from data import builtin_corpora, cleaning, corpus_writer, deb_packages, multilingual, user_corpus
 from data.builtin_corpora import prepare_corpus
 from data.corpus_cache import CorpusPaths
 from data.vocabulary_options import check_user_defined_symbols, vocabulary_stem
@@ -92,15 +94,19 @@ def _prepare() -> CorpusPaths:
                 f"{', '.join(given)} describe a user corpus: add --corpus=user "
                 f"(--corpus={FLAGS.corpus} builds a built-in corpus and would ignore them)."
             )
-        return prepare_corpus(
-            FLAGS.corpus,
-            FLAGS.cache_dir,
-            FLAGS.deb_dir,
+        build = functools.partial(
+            prepare_corpus,
+            cache_dir=FLAGS.cache_dir,
+            deb_dir=FLAGS.deb_dir,
             wheel_dir=FLAGS.wheel_dir,
             deb_source=FLAGS.deb_source,
             deb_mirror=FLAGS.deb_mirror,
             rebuild=FLAGS.rebuild,
         )
+        if multilingual.is_multilingual(FLAGS.corpus):
+            names = multilingual.pair_names(FLAGS.corpus, builtin_corpora.CORPORA)
+            return multilingual.prepare_multilingual(names, FLAGS.cache_dir, build)
+        return build(FLAGS.corpus)
     try:
         languages, files = user_corpus.user_files(
             {name: FLAGS[name].value for name in USER_CORPUS_FLAGS}, "--corpus=user"
@@ -154,18 +160,17 @@ def main(argv):
             f"  {source}: raw {stats['raw']}, kept {stats['kept']}, splits {stats['splits']}, "
             f"dropped {stats['dropped']}"
         )
+    symbols = multilingual.vocabulary_symbols(FLAGS.corpus, FLAGS.user_defined_symbols)
     if FLAGS.vocab_size > 0:
         from data import tokenizer  # Imports TensorFlow; only needed here.
 
         try:
             model = tokenizer.train_sentencepiece(
                 list(paths.train),
-                os.path.join(
-                    paths.root, vocabulary_stem(FLAGS.vocab_size, FLAGS.user_defined_symbols, FLAGS.model_type)
-                ),
+                os.path.join(paths.root, vocabulary_stem(FLAGS.vocab_size, symbols, FLAGS.model_type)),
                 vocab_size=FLAGS.vocab_size,
                 model_type=FLAGS.model_type,
-                user_defined_symbols=FLAGS.user_defined_symbols,
+                user_defined_symbols=symbols,
                 input_sentence_size=2 * FLAGS.vocab_sample_lines,
             )
         except UserError as e:

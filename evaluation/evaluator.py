@@ -12,6 +12,7 @@ import sys
 
 from common.bleu_tokenizers import bleu_tokenizer
 from common.errors import UserError
+from data import multilingual
 from evaluation import scoring, test_sets
 from evaluation.attention_plot import plot_attention
 from evaluation.search_flags import run_paths
@@ -37,6 +38,8 @@ class EvalConfig:
     the Thai, Khmer and Dzongkha scripts, else "13a"). `plot_only`: draw the
     `plot_attention` heatmaps without translating a test set. `checkpoint`: "best", "last",
     "average:N" or "ema" (`training.run_dir.parse_checkpoint`; None: `DEFAULT_CHECKPOINT`), for `model_dir` only.
+    `target_language`: the language a multilingual model translates into (`data.multilingual`); its
+    corpus split is that of the pair into the language (the run's deb-en-XX).
     """
 
     model_dir: str | None = None
@@ -57,6 +60,7 @@ class EvalConfig:
     progress: bool = True
     bleu_tokenize: str | None = None
     plot_only: bool = False
+    target_language: str | None = None
 
 
 def _run_config(config):
@@ -70,7 +74,7 @@ def _run_config(config):
 def load_test_set(config, run_config):
     """`(sources, references or None, description, target language or None)` as the config asks.
 
-    The target language of --src/--ref files is the second half of `config.direction` or of the
+    The target language of --src/--ref files is `config.target_language`, else the second half of `config.direction` or of the
     run's direction or user-corpus languages (e.g. "en-zh"), None when neither names it.
 
     Raises:
@@ -81,7 +85,8 @@ def load_test_set(config, run_config):
         sources, references = test_sets.read_parallel_files(config.src, config.ref)
         data = (run_config or {}).get("data", {})
         direction = config.direction or data.get("direction") or data.get("languages")
-        return sources, references, config.src, direction.split("-")[-1] if direction else None
+        target = config.target_language or (direction.split("-")[-1] if direction else None)
+        return sources, references, config.src, target
     from data import corpora  # Imported here: it pulls in the data pipeline.
     from data.corpus_cache import CorpusError
     from training.config import DataConfig
@@ -100,6 +105,8 @@ def load_test_set(config, run_config):
     for key in ("train_files", "dev_files", "test_files"):
         if key in data:
             data[key] = tuple(data[key])
+    if multilingual.is_multilingual(data.get("corpus", "")):
+        data["corpus"] = _pair_of(data, config)
     try:
         corpus, reverse = corpora.resolve_corpus(DataConfig(**data))
     except corpora.CorpusChoiceError as error:  # Names its flag (--direction).
@@ -112,6 +119,18 @@ def load_test_set(config, run_config):
     sources, references = test_sets.read_tsv_pairs(path, reverse=reverse)
     languages = corpus.languages[::-1] if reverse else corpus.languages
     return sources, references, f"{path} ({languages[0]}->{languages[1]})", languages[1]
+
+
+def _pair_of(data, config):
+    """The pair of a multilingual run's corpus (--corpus=deb-en-de,deb-en-fr) that translates into
+    `config.target_language`: its test set is that pair's.
+
+    Raises:
+        multilingual.TargetLanguageError: no target language, or one the run has no pair into.
+    """
+    multilingual.target_tag(data, config.target_language, config.model_dir or config.export_dir)
+    names = [name.strip() for name in data["corpus"].split(",")]
+    return next(name for name in names if multilingual.target_language(name) == config.target_language)
 
 
 def check_output(path):
@@ -167,8 +186,14 @@ def evaluate(config, out=sys.stdout):
     if config.plot_only:
         if not config.plot_attention:
             raise EvaluationError("plot_only needs --plot_attention sentences")
-        translator = load_translator(config.model_dir, kind="run", search=config.search, checkpoint=config.checkpoint)
-        return {"attention_plots": _plot(config, translator.model, translator.tokenizer, out, config.search)}
+        translator = load_translator(
+            config.model_dir,
+            kind="run",
+            search=config.search,
+            checkpoint=config.checkpoint,
+            target_language=config.target_language,
+        )
+        return {"attention_plots": _plot(config, translator, out, config.search)}
     if config.output:
         check_output(config.output)
     run_config = _run_config(config)
@@ -182,6 +207,7 @@ def evaluate(config, out=sys.stdout):
         batch_size=config.batch_size,
         search=config.search,
         checkpoint=config.checkpoint,
+        target_language=config.target_language,
     )
     if config.model_dir and config.plot_attention:
         _check_plot_sentences(config, translator.tokenizer)
@@ -209,7 +235,7 @@ def evaluate(config, out=sys.stdout):
         print(f"signature: {scores['chrf_signature']}", file=out)
 
     if config.plot_attention:
-        result["attention_plots"] = _plot(config, translator.model, translator.tokenizer, out, translator.search)
+        result["attention_plots"] = _plot(config, translator, out, translator.search)
     out.flush()
     return result
 
@@ -252,14 +278,18 @@ def _check_plot_sentences(config, tokenizer):
             )
 
 
-def _plot(config, model, tokenizer, out, search):
-    """Draws the `plot_attention` heatmaps, translating with `search` (the translator's, so a
-    sentence of the test set is plotted as it is scored); returns their paths."""
-    _check_plot_sentences(config, tokenizer)
+def _plot(config, translator, out, search):
+    """Draws the `plot_attention` heatmaps of the translator's model, translating with `search`
+    (the translator's, so a sentence of the test set is plotted as it is scored; a multilingual
+    model's after its target-language tag); returns their paths."""
+    _check_plot_sentences(config, translator.tokenizer)
+    sentences = list(config.plot_attention)
+    if translator.tag_ids:
+        sentences = [f"{multilingual.tag(config.target_language)} {sentence}" for sentence in sentences]
     paths = plot_attention(
-        model,
-        tokenizer,
-        list(config.plot_attention),
+        translator.model,
+        translator.tokenizer,
+        sentences,
         config.plot_dir,
         search,
     )

@@ -85,7 +85,7 @@ def search_from_flags(flag_values):
 
 
 def define_model_and_search_flags():
-    """Defines --model_dir, --export_dir, the search flags, --batch_size and --checkpoint, and
+    """Defines --model_dir, --export_dir, the search flags, --batch_size, --target_language and --checkpoint, and
     the rule that exactly one of --model_dir and --export_dir is given."""
     flags.DEFINE_string(
         "model_dir",
@@ -99,6 +99,12 @@ def define_model_and_search_flags():
     )
     define_search_flags()
     flags.DEFINE_integer("batch_size", 32, "Sentences per search call.", lower_bound=1)
+    flags.DEFINE_string(
+        "target_language",
+        None,
+        "The language a multilingual model (trained on --corpus=deb-en-de,deb-en-fr,...) translates into, e.g. fr: "
+        "one it was trained for.",
+    )
     run_dir.define_checkpoint_flag()
     flags.declare_key_flag("checkpoint")  # listed by --helpshort as this module's own
     flags.register_multi_flags_validator(

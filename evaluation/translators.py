@@ -10,6 +10,7 @@
     texts, scores, alignments = translator.translate(["Open the file."], alignments=True)
     ensemble = load_translator(["runs/a", "runs/b"])             # or "runs/a,runs/b": an ensemble
     greedy = load_translator("runs/demo", search=SearchConfig(beam_size=1))
+    french = load_translator("runs/multi", target_language="fr")  # a multilingual model (or its export)
     pair_scores = translator.score(["Open the file."], ["Öffnen Sie die Datei."])
 
 Both kinds of translator (`inference.translator.Translator` for a run directory,
@@ -27,6 +28,7 @@ import os
 
 import sentencepiece
 
+from data import multilingual
 from evaluation.search_flags import run_paths
 from inference.translator import Translator
 from models.ensemble import Ensemble
@@ -87,6 +89,7 @@ def load_translator(
     checkpoint=None,
     sampling=None,
     quiet=False,
+    target_language=None,
 ):
     """A translator for a run directory written by train.py or a SavedModel written by `python -m export`.
 
@@ -106,10 +109,14 @@ def load_translator(
             None: `training.run_dir.DEFAULT_CHECKPOINT`. An export has its weights built in.
         sampling: a `inference.translator.Sampling` to draw translations by default (runs only).
         quiet: load a run without printing what was loaded.
+        target_language: the language a multilingual model translates into (one it was trained
+            for, `data.multilingual`); needed for one, refused for a bilingual model unless its own.
 
     Raises:
         ModelDirError, inference.saved_model_translator.ExportDirError: a path that holds neither
             a loadable run nor a loadable export (the message names it).
+        data.multilingual.TargetLanguageError: a target language the model was not trained for,
+            or none for a multilingual model.
     """
     if kind not in (None, "run", "export"):
         raise ValueError(f'kind must be None, "run" or "export", received {kind!r}')
@@ -125,6 +132,7 @@ def load_translator(
         kind = "run"
     if kind == "run" or (kind is None and is_run_dir(path)):
         run = RunDir(paths[0])
+        tag = multilingual.target_tag((run.read_config() or {}).get("data", {}), target_language, paths[0])
         if search is None:
             search = DEFAULT_SEARCH.override(**run.recorded_search())
         search = search.override(
@@ -140,7 +148,7 @@ def load_translator(
             model, tokenizer, run_config = run.load_model(checkpoint or DEFAULT_CHECKPOINT, quiet=quiet)
         if search.max_input_length is None:
             search = search.override(max_input_length=(run_config or {}).get("data", {}).get("max_length"))
-        return Translator(model, tokenizer, search, batch_size=batch_size, sampling=sampling)
+        return Translator(model, tokenizer, search, batch_size=batch_size, sampling=sampling, target_tag=tag)
     # TensorFlow, for an export only: a run loads under JAX on a machine without TensorFlow.
     from inference.saved_model_translator import SavedModelTranslator
 
@@ -149,4 +157,4 @@ def load_translator(
             f"{path} is an export: choosing a checkpoint and sampling need a run directory (a SavedModel has its "
             "weights and search built in)"
         )
-    return SavedModelTranslator(path, batch_size)
+    return SavedModelTranslator(path, batch_size, target_language=target_language)

@@ -34,6 +34,7 @@ import tensorflow as tf
 
 import models.transformer  # Also registers the Keras classes that model.keras names.
 from common.errors import UserError
+from data import multilingual
 from export import warmup
 from export.serving_module import DEFAULT_LENGTH_BUCKETS, ServingModule
 from models.search_config import DEFAULT_SEARCH
@@ -282,6 +283,7 @@ def export_model(
         RunDir(model_dir).vocabulary_path,
         search,
         length_buckets=length_buckets,
+        languages=multilingual.model_languages(run_config.get("data", {})),
     )
     temporary, lock = locked_temporary_directory(export_dir, f"{TEMPORARY_PREFIX}{version}-")
     try:
@@ -290,7 +292,8 @@ def export_model(
         os.makedirs(extra, exist_ok=True)
         batches = warmup.warmup_batches(tokenizer, module.length_buckets)
         model_name = os.path.basename(os.path.normpath(export_dir))
-        warmup.write_warmup_requests(os.path.join(extra, warmup.WARMUP_FILE), batches, model_name)
+        languages = module.languages or (None,)
+        warmup.write_warmup_requests(os.path.join(extra, warmup.WARMUP_FILE), batches, model_name, languages[0])
         settings = _export_settings(module, version, chosen, quantize)
         with open(os.path.join(extra, EXPORT_CONFIG_FILE), "w", encoding="utf-8") as handle:
             json.dump({"export": settings, **run_config}, handle, indent=2, sort_keys=True)

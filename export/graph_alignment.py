@@ -19,6 +19,7 @@ from typing import NamedTuple
 import numpy as np
 import tensorflow as tf
 
+from data import multilingual
 from data.special_ids import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from inference.alignment import NOT_WORDS, WORD_MARKER, attention_weights, pieces_of
 
@@ -32,10 +33,12 @@ class PieceFlags(NamedTuple):
     Attributes:
         starts_word: bool `[vocabulary]`, the piece begins with `WORD_MARKER`.
         has_text: bool `[vocabulary]`, the piece has a character besides `WORD_MARKER`.
+        is_tag: bool `[vocabulary]`, the piece is a target-language tag (no word), or None for none.
     """
 
     starts_word: np.ndarray
     has_text: np.ndarray
+    is_tag: np.ndarray | None = None
 
 
 def piece_flags(pieces):
@@ -43,6 +46,7 @@ def piece_flags(pieces):
     return PieceFlags(
         np.array([piece.startswith(WORD_MARKER) for piece in pieces], bool),
         np.array([bool(piece.lstrip(WORD_MARKER)) for piece in pieces], bool),
+        np.array([bool(multilingual.tag_language(piece)) for piece in pieces], bool),
     )
 
 
@@ -51,17 +55,20 @@ def vocabulary_flags(tokenizer):
     return piece_flags(pieces_of(tokenizer, list(range(tokenizer.vocabulary_size))))
 
 
-def word_indices(ids, starts_word, has_text):
+def word_indices(ids, starts_word, has_text, is_tag=None):
     """`inference.alignment.word_indices` of each row: int32 `[rows, length]`, the word of each
     token counted from 0, -1 for BOS, EOS and PAD and for a word with no text.
 
     Args:
         ids: int32 `[rows, length]`.
         starts_word, has_text: bool `[rows, length]`, each token's `PieceFlags`.
+        is_tag: bool `[rows, length]`, the tokens that are target-language tags (no word), or None.
     """
     ids = tf.convert_to_tensor(ids, tf.int32)
     unknown = tf.equal(ids, UNK_ID)
     no_word = tf.reduce_any(tf.equal(ids[:, :, None], tf.constant(NOT_WORDS, tf.int32)), axis=2)
+    if is_tag is not None:
+        no_word = no_word | is_tag
     text = tf.logical_or(has_text, unknown)  # what a token adds to its word's text
     rows = tf.shape(ids)[0]
 
@@ -172,7 +179,8 @@ def alignments(model, flags, source_ids, translation_ids, layer, head):
         ],
         axis=0,
     )  # [2 * batch, width]
-    words = word_indices(both, tf.gather(flags.starts_word, both), tf.gather(flags.has_text, both))
+    is_tag = None if flags.is_tag is None else tf.gather(flags.is_tag, both)
+    words = word_indices(both, tf.gather(flags.starts_word, both), tf.gather(flags.has_text, both), is_tag)
     source_words, target_words = words[:batch, :source_length], words[batch:, :target_length]
     return pharaoh(
         word_weights(tf.convert_to_tensor(weights), source_words, target_words),

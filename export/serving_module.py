@@ -30,6 +30,12 @@ Two signatures steer or explain that search:
   the word alignments from one layer's encoder-decoder attention (`export.graph_alignment`, the
   graph's port of `inference.alignment`; by default `DEFAULT_ALIGNMENT`'s layer and heads).
 
+A multilingual model's export (`languages`, `data.multilingual`): each text signature takes one more
+input, `target_language` string `[batch]`, the language to translate each sentence into. Its tag's
+ids go before the sentence's tokens, as `Translator(target_tag=...)` puts them; a language the model
+was not trained for fails the call with a `tf.debugging` assertion (`UNKNOWN_LANGUAGE`).
+`translate_ids` takes ids, the tag's among them.
+
 Input policy (the same as `inference.translator.Translator` with `max_input_length`):
 
 - A sentence with more than `max_input_length - 1` SentencePiece tokens is cut to its first
@@ -52,6 +58,7 @@ one-by-one calls).
 
 import tensorflow as tf
 
+from data import multilingual
 from data.special_ids import EOS_ID, PAD_ID
 from export import graph_alignment
 from inference.in_place_cache import traced_in_place
@@ -69,6 +76,9 @@ PREFIX_TOO_LONG = (
     "prefix: a target prefix has more SentencePiece pieces than the maximum output length of its sentence "
     "(its source tokens, EOS included, + max_extra_length={max_extra_length})"
 )
+# The message of a multilingual export's check of `target_language` (`data.multilingual` raises
+# TargetLanguageError).
+UNKNOWN_LANGUAGE = "target_language: not a language the model was trained for ({languages})"
 # What the `constrain` signature takes per sentence: phrases, and pieces per phrase (static sizes of
 # the constrained search; a line's phrases are tokenized one by one).
 MAX_PHRASES = 8
@@ -155,10 +165,16 @@ class ServingModule(tf.Module):
         *,
         length_buckets=DEFAULT_LENGTH_BUCKETS,
         alignment=DEFAULT_ALIGNMENT,
+        languages=None,
         name=None,
         **settings,
     ):
         super().__init__(name=name)
+        # A multilingual model's target languages and the ids of each one's tag
+        # (`data.multilingual.tag_ids`), or () for a bilingual model.
+        self.languages = tuple(languages or ())
+        self.language_tags = [multilingual.tag_ids(tokenizer, multilingual.tag(code)) for code in self.languages]
+        self._target_tags = None  # While a text function is traced: int32 ragged [batch, (tag ids)].
         search = search.override(**settings)
         if search.max_input_length is None:
             search = search.override(max_input_length=EXPORT_MAX_INPUT_LENGTH)
@@ -197,15 +213,44 @@ class ServingModule(tf.Module):
         self.constrain = self._text_function(self._constrain, "inputs", "constraints")
         self.align = self._text_function(self._align, "inputs")
 
-    @staticmethod
-    def _text_function(method, *names):
-        """`method` as a `tf.function` (no XLA) of string `[batch]` inputs with these names."""
+    def _text_function(self, method, *names):
+        """`method` as a `tf.function` (no XLA) of string `[batch]` inputs with these names; a
+        multilingual model's takes one more, `target_language` (`_with_target_language`)."""
+        if self.languages:
+            method, names = self._with_target_language(method), (*names, "target_language")
         return tf.function(
             method,
             input_signature=[tf.TensorSpec([None], tf.string, name=name) for name in names],
             jit_compile=False,
             reduce_retracing=False,
         )
+
+    def _with_target_language(self, method):
+        """`method` with a last input, string `[batch]`, the language to translate each sentence
+        into: its tag's ids go before the sentence's tokens (`_tokens`). A language the model was
+        not trained for fails the call with a `tf.debugging` assertion naming the known ones."""
+
+        def tagged(*tensors):
+            *texts, languages = tensors
+            tf.debugging.assert_equal(
+                tf.shape(languages), tf.shape(texts[0]), message="target_language: one language per input sentence"
+            )
+            match = tf.equal(languages[:, None], tf.constant(self.languages)[None, :])  # [batch, languages]
+            known = tf.reduce_any(match, axis=1)
+            check = self._refusal(
+                ~known,
+                UNKNOWN_LANGUAGE.format(languages=", ".join(self.languages)),
+                tf.range(tf.size(known)),
+            )
+            with tf.control_dependencies([check]):
+                index = tf.argmax(tf.cast(match, tf.int32), axis=1, output_type=tf.int32)
+            self._target_tags = tf.gather(tf.ragged.constant(self.language_tags, dtype=tf.int32), index)
+            try:
+                return method(*texts)
+            finally:
+                self._target_tags = None
+
+        return tagged
 
     def signatures(self):
         """The SavedModel signatures: `serving_default`, `n_best`, `score`, `prefix` and `align`
@@ -240,11 +285,20 @@ class ServingModule(tf.Module):
         )
         return self.tokenizer.tokenize(texts)
 
-    def _tokens(self, inputs, limit=None):
-        """Ragged int32 pieces + EOS of UTF-8-repaired `inputs`, cut to `limit - 1` pieces, and
+    def _source_tokens(self, inputs):
+        """`_tokens` of source sentences: cut to `max_input_length`, after their target-language
+        tag (a multilingual model's)."""
+        return self._tokens(inputs, self.max_input_length, self._target_tags)
+
+    def _tokens(self, inputs, limit=None, tags=None):
+        """Ragged int32 pieces + EOS of UTF-8-repaired `inputs`, after `tags` (ragged int32
+        `[batch, (ids)]`, put before the texts that have pieces), cut to `limit - 1` pieces, and
         bool `[batch]`, True where a text has no pieces."""
         tokens = self._pieces(inputs)  # ragged int32 [batch, (tokens)]
         empty = tf.equal(tokens.row_lengths(), 0)  # [batch]
+        if tags is not None:
+            kept = tags.with_flat_values(tf.repeat(~empty, tags.row_lengths()))
+            tokens = tf.concat([tf.ragged.boolean_mask(tags, kept), tokens], axis=1)
         if limit is not None:
             tokens = tokens[:, : limit - 1]
         eos = tf.RaggedTensor.from_tensor(tf.fill([tokens.nrows(), 1], tf.constant(EOS_ID, tf.int32)))
@@ -252,7 +306,7 @@ class ServingModule(tf.Module):
 
     def _all_hypotheses(self, inputs):
         """Texts string `[batch, beam]`, scores float32 `[batch, beam]`; "" and 0.0 for no tokens."""
-        tokens, empty = self._tokens(inputs, self.max_input_length)
+        tokens, empty = self._source_tokens(inputs)
         ids, scores = self.search(tokens.to_tensor(default_value=PAD_ID))
         return self._texts(ids, scores, empty)
 
@@ -276,7 +330,7 @@ class ServingModule(tf.Module):
         tf.debugging.assert_equal(
             tf.shape(inputs), tf.shape(targets), message="score needs one target per input sentence"
         )
-        sources, _ = self._tokens(inputs, self.max_input_length)
+        sources, _ = self._source_tokens(inputs)
         target_tokens, _ = self._tokens(targets)
 
         def forced_decoding():
@@ -298,7 +352,7 @@ class ServingModule(tf.Module):
         tf.debugging.assert_equal(
             tf.shape(inputs), tf.shape(prefixes), message='prefix needs one prefix (or "") per input sentence'
         )
-        tokens, empty = self._tokens(inputs, self.max_input_length)
+        tokens, empty = self._source_tokens(inputs)
         prefix_pieces = self._pieces(prefixes)  # ragged int32 [batch, (pieces)]
         prefix_lengths = tf.cast(prefix_pieces.row_lengths(), tf.int32)  # [batch]
         limits = tf.cast(tokens.row_lengths(), tf.int32) + self.max_extra_length  # the maximum output lengths
@@ -328,7 +382,7 @@ class ServingModule(tf.Module):
         tf.debugging.assert_equal(
             tf.shape(inputs), tf.shape(constraints), message='constrain needs one line of phrases (or "") per input'
         )
-        tokens, empty = self._tokens(inputs, self.max_input_length)
+        tokens, empty = self._source_tokens(inputs)
         source_ids = tokens.to_tensor(default_value=PAD_ID)
         lines = tf.strings.split(constraints, sep="\t")  # ragged [batch, (phrases)]; "" splits into [""]
         given = tf.repeat(tf.not_equal(constraints, ""), lines.row_lengths())
@@ -390,7 +444,7 @@ class ServingModule(tf.Module):
         )
 
     def _align(self, inputs):
-        tokens, empty = self._tokens(inputs, self.max_input_length)
+        tokens, empty = self._source_tokens(inputs)
         source_ids = tokens.to_tensor(default_value=PAD_ID)
         ids, scores = self.search(source_ids)
         translations, scores = self._texts(ids[:, :1], scores[:, :1], empty)

@@ -50,18 +50,23 @@ def warmup_batches(tokenizer, length_buckets):
     return batches
 
 
-def prediction_log(sentences, model_name, signature_name="serving_default"):
-    """A `PredictionLog` holding a `PredictRequest` of `sentences` for `signature_name`."""
+def prediction_log(sentences, model_name, signature_name="serving_default", target_language=None):
+    """A `PredictionLog` holding a `PredictRequest` of `sentences` for `signature_name` (with a
+    multilingual export's `target_language` input, that language for each)."""
     request = predict_pb2.PredictRequest(model_spec=model_pb2.ModelSpec(name=model_name, signature_name=signature_name))
     request.inputs["inputs"].CopyFrom(tf.make_tensor_proto([s.encode("utf-8") for s in sentences], dtype=tf.string))
+    if target_language is not None:
+        languages = [target_language.encode("utf-8")] * len(sentences)
+        request.inputs["target_language"].CopyFrom(tf.make_tensor_proto(languages, dtype=tf.string))
     return prediction_log_pb2.PredictionLog(predict_log=prediction_log_pb2.PredictLog(request=request))
 
 
-def write_warmup_requests(path, batches, model_name):
-    """Writes one `PredictionLog` per batch of sentences to the TFRecord file `path`."""
+def write_warmup_requests(path, batches, model_name, target_language=None):
+    """Writes one `PredictionLog` per batch of sentences to the TFRecord file `path` (into
+    `target_language`, for a multilingual export)."""
     with tf.io.TFRecordWriter(path) as writer:
         for sentences in batches:
-            writer.write(prediction_log(sentences, model_name).SerializeToString())
+            writer.write(prediction_log(sentences, model_name, target_language=target_language).SerializeToString())
 
 
 def read_warmup_requests(path):

@@ -40,6 +40,7 @@ from typing import NamedTuple
 import keras
 import numpy as np
 
+from data import multilingual
 from data.special_ids import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from inference.protocol import DEFAULT_ALIGNMENT
 from models.translation import cross_attention_weights
@@ -87,11 +88,14 @@ def word_indices(ids, pieces):
 
     A word starts at a piece that begins with `WORD_MARKER` (or at the first piece), except that a
     marker alone (a space) joins the piece after it, as the detokenized text has it; `<unk>`, which
-    SentencePiece detokenizes as " ⁇ ", is a word of its own."""
+    SentencePiece detokenizes as " ⁇ ", is a word of its own.
+
+    A multilingual model's target-language tag (`data.multilingual.tag`) belongs to no word either.
+    """
     words, has_text = [], []  # per token; per word
     closed = True  # whether the next piece starts a word
     for token, piece in zip(ids, pieces):
-        if token in NOT_WORDS:
+        if token in NOT_WORDS or multilingual.tag_language(piece):
             words.append(-1)
             continue
         bare = bool(has_text) and not has_text[-1] and not closed  # the word so far is markers alone

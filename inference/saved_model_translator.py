@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from common.errors import UserError
 from common.json_files import read_json
+from data import multilingual
 from data.tokenizer import Tokenizer
 from inference import steering
 from inference.batching import translate_in_order
@@ -92,7 +93,7 @@ class SavedModelTranslator(TextTranslator):
     and `search` is the `SearchConfig` built into the graph (None when the export records none).
     """
 
-    def __init__(self, export_dir, batch_size=32):
+    def __init__(self, export_dir, batch_size=32, target_language=None):
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, received {batch_size}")
         self.path = resolve_saved_model(export_dir)
@@ -115,6 +116,12 @@ class SavedModelTranslator(TextTranslator):
         self.search = _recorded_search(self.settings, self.path)
         vocabulary = os.path.join(self.path, VOCABULARY)
         self.tokenizer = Tokenizer.from_file(vocabulary) if os.path.exists(vocabulary) else None
+        self._languages = {}  # The target_language input of a multilingual export's signatures.
+        self._tag_length = 0  # Its tag's tokens before each sentence's.
+        tag = multilingual.target_tag(config.get("data", {}), target_language, self.path)
+        if tag is not None:
+            self._languages = {"target_language": target_language}
+            self._tag_length = len(multilingual.tag_ids(self.tokenizer, tag)) if self.tokenizer is not None else 0
         self.truncated_indices = []
         self.empty_indices = []
         self.unmet_indices = []
@@ -202,7 +209,10 @@ class SavedModelTranslator(TextTranslator):
         aligned = [""] * len(sentences)
 
         def translate_batch(indices):
-            inputs = {"inputs": tf.constant([sentences[i] for i in indices], tf.string)}
+            inputs = {
+                "inputs": tf.constant([sentences[i] for i in indices], tf.string),
+                **self._language_inputs(indices),
+            }
             if prefixes is not None:
                 inputs["prefixes"] = tf.constant([prefixes[i] for i in indices], tf.string)
             if constraints is not None:
@@ -221,6 +231,17 @@ class SavedModelTranslator(TextTranslator):
         )
         self.unmet_indices = sorted(unmet)
         return (translations, scores, aligned) if alignments else (translations, scores)
+
+    def _language_inputs(self, indices):
+        """The target_language input of a multilingual export's signatures for these sentences ({}
+        for a bilingual export)."""
+        return {name: tf.constant([value] * len(indices), tf.string) for name, value in self._languages.items()}
+
+    def _source_lengths(self, sentences):
+        """Each sentence's source tokens as the graph counts them, EOS included (a multilingual
+        export's tag included, before a sentence that has tokens)."""
+        rows = self.tokenizer.tokenize(sentences).to_list()
+        return [len(row) + 1 + (self._tag_length if row else 0) for row in rows]
 
     def _steered_signature(self, n_best, prefixes, constraints, alignments):
         """The signature a request goes to: `align`, `prefix`, `constrain`, `n_best` or the default.
@@ -257,7 +278,7 @@ class SavedModelTranslator(TextTranslator):
         """Records `empty_indices` and `truncated_indices`, and raises PrefixError or
         ConstraintError as `Translator` does (where the export records its settings; else the
         graph's checks refuse the request)."""
-        lengths = [len(row) + 1 for row in self.tokenizer.tokenize(sentences).to_list()]  # EOS included
+        lengths = self._source_lengths(sentences)
         if self.max_input_length:
             # The graph keeps max_input_length - 1 tokens and appends EOS.
             self.truncated_indices = [index for index, length in enumerate(lengths) if length > self.max_input_length]
@@ -323,13 +344,15 @@ class SavedModelTranslator(TextTranslator):
         signature = self._signature_named("score")
         self.truncated_indices = []
         if self.tokenizer is not None and self.max_input_length and sources:
-            lengths = [len(row) for row in self.tokenizer.tokenize(sources).to_list()]
-            self.truncated_indices = [i for i, length in enumerate(lengths) if length + 1 > self.max_input_length]
+            lengths = self._source_lengths(sources)
+            self.truncated_indices = [i for i, length in enumerate(lengths) if length > self.max_input_length]
         results = []
         for start in range(0, len(sources), self.batch_size):
+            batch = range(start, min(start + self.batch_size, len(sources)))
             outputs = signature(
                 inputs=tf.constant(sources[start : start + self.batch_size], tf.string),
                 targets=tf.constant(targets[start : start + self.batch_size], tf.string),
+                **self._language_inputs(batch),
             )
             results += [
                 PairScore(float(log_prob), int(length))

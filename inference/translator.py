@@ -8,6 +8,7 @@ import sys
 import keras
 import numpy as np
 
+from data import multilingual
 from data.special_ids import EOS_ID, PAD_ID
 from inference import steering
 from inference.alignment import AttentionMatrix, attention_weights, decoder_input, forced_target
@@ -83,6 +84,10 @@ class Translator(TextTranslator):
         batch_size: sentences per search call. Batches are padded to `batch_size` rows and to a
             multiple of 8 source tokens, so the search is compiled for a handful of shapes.
         sampling: a `Sampling` to draw translations instead of searching by default.
+        target_tag: a multilingual model's target-language tag (`data.multilingual.tag`, e.g.
+            "<2fr>", a symbol of the vocabulary): each sentence's tokens are those of the tag and
+            the sentence, as training reads them (`data.multilingual.tag_ids`); a sentence with no tokens stays
+            empty, and one that is cut keeps its tag.
         **settings: `SearchConfig` settings by name (`beam_size=2, max_input_length=64`), each
             replacing `search`'s.
 
@@ -97,9 +102,12 @@ class Translator(TextTranslator):
         SearchConfigError: a search setting out of range.
     """
 
-    def __init__(self, model, tokenizer, search=DEFAULT_SEARCH, *, batch_size=32, sampling=None, **settings):
+    def __init__(
+        self, model, tokenizer, search=DEFAULT_SEARCH, *, batch_size=32, sampling=None, target_tag=None, **settings
+    ):
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, received {batch_size}")
+        self.tag_ids = [] if target_tag is None else multilingual.tag_ids(tokenizer, target_tag)
         self.model = model
         self.tokenizer = tokenizer
         self.batch_size = batch_size
@@ -123,11 +131,12 @@ class Translator(TextTranslator):
         return len(self.truncated_indices)
 
     def encode(self, sentences):
-        """Token ids (EOS appended) of each sentence, as lists, cut to `max_input_length`."""
+        """Token ids (the target tag first, EOS appended) of each sentence, as lists, cut to
+        `max_input_length`."""
         if not sentences:
             return []
         ragged = self.tokenizer.tokenize(list(sentences))
-        rows = [list(row) + [EOS_ID] for row in ragged.to_list()]
+        rows = [(self.tag_ids + list(row) if row else []) + [EOS_ID] for row in ragged.to_list()]
         if self.max_input_length:
             for index, row in enumerate(rows):
                 if len(row) > self.max_input_length:

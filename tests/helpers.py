@@ -216,3 +216,15 @@ class EosBiasModel:
 
     def __call__(self, inputs, training=False):
         return self.model(inputs, training=training) + self.bias
+
+
+def build_sample_multilingual(cache_dir, deb_dir):
+    """The corpora of a two-pair multilingual run in `cache_dir`: the deb-en-de sample
+    (`build_sample_corpus`) and deb-en-ja from sample packages written into `deb_dir`
+    (`tests.data.helpers.write_sample_debs`). Returns {name: CorpusPaths}."""
+    from data import builtin_corpora
+    from tests.data.helpers import write_sample_debs
+
+    german = build_sample_corpus(cache_dir)
+    write_sample_debs(deb_dir, "ja")
+    return {"deb-en-de": german, "deb-en-ja": builtin_corpora.prepare_corpus("deb-en-ja", cache_dir, deb_dir)}

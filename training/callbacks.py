@@ -66,17 +66,20 @@ class DevBleu(keras.callbacks.Callback):
         every_epochs: evaluation period in epochs.
         tokenize: sacreBLEU's tokenizer for the target language (`common.bleu_tokenizers`), as
             evaluate.py scores it.
+        pairs: a multilingual model's dev sets instead of `sources` and `references`:
+            {pair name: (sources, references, tokenize)}; each pair's BLEU is logged as
+            `val_bleu_<pair>` and `val_bleu` is their mean.
     """
 
-    def __init__(self, translator_factory, sources, references, every_epochs, tokenize="13a"):
+    def __init__(self, translator_factory, sources, references, every_epochs, tokenize="13a", pairs=None):
         super().__init__()
-        self.tokenize = tokenize
+        self.pairs = dict(pairs) if pairs is not None else {"": (list(sources), list(references), tokenize)}
         self.translator_factory = translator_factory
-        self.sources = list(sources)
-        self.references = list(references)
+        self.sources = [source for pair_sources, _, _ in self.pairs.values() for source in pair_sources]
         self.every_epochs = every_epochs
         self.translator = None
         self.last_bleu = None
+        self.last_pair_bleu = {}
         self.stop_request = None  # A `training.preemption.StopRequest`: once it fires, no more BLEU.
 
     def on_train_begin(self, logs=None):
@@ -89,14 +92,23 @@ class DevBleu(keras.callbacks.Callback):
             return  # Stopping: the checkpoint matters, the score does not.
         if self.translator is None:
             self.translator = self.translator_factory(self.model)
-        hypotheses, _ = self.translator.translate(self.sources)
-        bleu = sacrebleu.corpus_bleu(hypotheses, [self.references], tokenize=self.tokenize)
-        self.last_bleu = bleu.score
+        scores = {}
+        for name, (sources, references, tokenize) in self.pairs.items():
+            if sources:
+                hypotheses, _ = self.translator.translate(sources)
+                scores[name] = sacrebleu.corpus_bleu(hypotheses, [references], tokenize=tokenize).score
+        self.last_bleu = sum(scores.values()) / len(scores)
+        self.last_pair_bleu = {name: score for name, score in scores.items() if name}
         if logs is not None:
-            logs["val_bleu"] = float(bleu.score)
+            logs["val_bleu"] = float(self.last_bleu)
+            logs.update({f"val_bleu_{name}": float(score) for name, score in self.last_pair_bleu.items()})
         beam = self.translator.search.beam_size
         search = "greedy" if beam == 1 else f"beam {beam}"
-        print(f"\nstep {_step(self.model)}: dev BLEU {bleu.score:.2f} on {len(self.sources)} sentences ({search})")
+        each = ", ".join(f"{name} {score:.2f}" for name, score in self.last_pair_bleu.items())
+        print(
+            f"\nstep {_step(self.model)}: dev BLEU {self.last_bleu:.2f} on {len(self.sources)} sentences ({search})"
+            + (f": {each} (their mean)" if each else "")
+        )
 
 
 class BestCheckpoint(keras.callbacks.Callback):

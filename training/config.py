@@ -22,7 +22,7 @@ import json
 import os
 
 from common.errors import UserError
-from data import builtin_corpora, deb_packages
+from data import builtin_corpora, deb_packages, multilingual
 from data.vocabulary_options import SUBWORD_MODELS, sampling_refusal
 from data.vocabulary_size import DEFAULT_VOCAB_SIZE, MIN_VOCAB_SIZE
 from models.presets import PRESETS
@@ -83,9 +83,10 @@ class DataConfig:
     corpus: str = option(
         "deb-en-de",
         "Training corpus: deb-en-XX (a language of Debian's LibreOffice translations; `python -m data.prepare "
-        "--list` shows them), tatoeba-en-es, or files (your own, with --train_tsv or --train_src/--train_tgt).",
-        "enum",
-        enum_values=list(CORPORA),
+        "--list` shows them), tatoeba-en-es, several of them joined by commas (one multilingual model from "
+        "English, each source tagged <2xx> with its target language), or files (your own, with --train_tsv or "
+        "--train_src/--train_tgt).",
+        "string",
     )
     cache_dir: str = option("cache/corpora", "Where corpora are built and cached.", "string")
     deb_dir: str | None = option(None, "Directory of already-downloaded .deb files for a deb-en-XX corpus.", "string")
@@ -110,6 +111,13 @@ class DataConfig:
     source_weights: dict = dataclasses.field(default_factory=dict)  # {source: weight} of a built-in corpus.
     dev_files: tuple = ()
     test_files: tuple = ()
+    pair_sampling_temperature: float = option(
+        multilingual.DEFAULT_TEMPERATURE,
+        "With several --corpus pairs: draw each with probability proportional to (its share of the pairs)^(1/T); "
+        "1 follows the sizes, larger values draw small pairs more often.",
+        "float",
+        lower_bound=1.0,
+    )
     subword_model: str = option(
         "bpe",
         "SentencePiece model of the vocabulary: bpe (the paper's byte-pair encoding) or unigram (a unigram language "

@@ -23,6 +23,7 @@ import zipfile
 
 from common.errors import UserError
 from common.json_files import read_json
+from data import multilingual
 from training.run_dir import (
     BEST_RECORD_FILE,
     BEST_WEIGHTS_FILE,
@@ -61,6 +62,23 @@ def symbols_refusal(parent, symbols):
     return (
         f"--user_defined_symbols={','.join(symbols)} with --init_from: a fine-tuned run keeps its parent's "
         f"vocabulary, whose symbols are {','.join(inherited) or 'none'}"
+    )
+
+
+def tags_refusal(path, parent_data, tags):
+    """Why a multilingual fine-tuning with target-language `tags` cannot start from the parent at
+    `path` (its config's data section `parent_data`): a tag its vocabulary lacks would be split into
+    pieces. None when the parent has them all."""
+    inherited = set(parent_data.get("user_defined_symbols", []))
+    corpus = parent_data.get("corpus", "")
+    if multilingual.is_multilingual(corpus):
+        inherited.update(multilingual.tags_of(corpus))
+    missing = [tag for tag in tags if tag not in inherited]
+    if not missing:
+        return None
+    return (
+        f"--init_from={path}: its vocabulary has no {', '.join(missing)} (trained on --corpus={corpus}); a fine-tuned "
+        "run keeps its parent's vocabulary, so a multilingual fine-tuning starts from a model trained on its languages"
     )
 
 

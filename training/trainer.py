@@ -25,7 +25,7 @@ import tensorflow as tf
 
 from common.bleu_tokenizers import bleu_tokenizer
 from common.errors import UserError
-from data import corpora, corpus_mix, pipeline, service
+from data import corpora, corpus_mix, multilingual, pipeline, service
 from data.tokenizer import Tokenizer, train_sentencepiece
 from data.vocabulary_options import vocabulary_stem
 from inference.translator import Translator
@@ -84,7 +84,7 @@ def resolve_tokenizer(model_dir, corpus, data, may_train=True, parent=None):
     if parent is not None and not run.has_trained():
         init_from.copy_vocabulary(parent, target)
     elif not os.path.exists(target) or not run.has_trained():
-        symbols = tuple(getattr(data, "user_defined_symbols", ()) or ())
+        symbols = corpora.vocabulary_symbols(data)
         model_type = getattr(data, "subword_model", "bpe")
         cached = os.path.join(corpus.root, vocabulary_stem(vocab_size, symbols, model_type) + ".model")
         if not os.path.exists(cached):
@@ -470,6 +470,7 @@ def _callbacks(start, extra):
     options, chief, chief_run = start.options, start.chief, start.chief_run
     dev_sources, dev_references = training_callbacks.read_pairs(start.corpus.dev, options.eval_sentences, start.reverse)
     tokenizer, max_length = start.tokenizer, start.config.data.max_length
+    pairs = _dev_pairs(start) if multilingual.is_multilingual(start.config.data.corpus) else None
     bleu = training_callbacks.DevBleu(
         lambda trained: Translator(
             trained,
@@ -481,6 +482,7 @@ def _callbacks(start, extra):
         dev_references,
         start.eval_epochs,
         tokenize=bleu_tokenizer(start.corpus.languages[0 if start.reverse else 1]),
+        pairs=pairs,
     )
     best = training_callbacks.BestCheckpoint(
         chief_run,
@@ -504,6 +506,18 @@ def _callbacks(start, extra):
             keras.callbacks.TensorBoard(chief_run.log_dir, update_freq="epoch"),
         ]
     return _Callbacks(keras_callbacks + list(extra), bleu, best, best.already_stopped())
+
+
+def _dev_pairs(start):
+    """A multilingual run's dev BLEU sets: {pair: (tagged sources, references, BLEU tokenizer)}, the
+    first --eval_sentences of each pair's dev split (the chief's; the others score none)."""
+    pairs = {}
+    for name, entry in multilingual.pairs_of(start.corpus).items():
+        dev = os.path.join(os.path.dirname(start.corpus.root), name, "dev.tsv")
+        sources, references = training_callbacks.read_pairs(dev, start.options.eval_sentences)
+        tagged = [f"{entry['tag']} {source}" for source in sources] if start.chief else []
+        pairs[name] = (tagged, references, bleu_tokenizer(entry["language"]))
+    return pairs
 
 
 def _fit(start, train_dataset_from, dev_dataset, fit_callbacks):

@@ -7,7 +7,7 @@ import random
 import struct
 import tarfile
 
-from data import cleaning, parallel_files
+from data import builtin_corpora, cleaning, gettext_catalog, libreoffice_help, parallel_files
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
 
@@ -108,3 +108,36 @@ def write_mo(entries: list[tuple[bytes, bytes]]) -> bytes:
     out += b"".join(struct.pack("<2I", *e) for e in id_index)
     out += b"".join(struct.pack("<2I", *e) for e in str_index)
     return out + blob_ids + blob_strs
+
+
+# Interface strings of Debian 12's libreoffice-l10n-ja and -af, as their catalogs hold them.
+UI_SAMPLES = {
+    "ja": [("Save Document", "文書を保存する時"), ("Page Style", "ページスタイル"), ("Spelling", "つづり")],
+    "af": [("Save Document", "Stoor dokument"), ("Page Style", "Bladsystyl"), ("Open", "Oopmaak")],
+}
+
+
+def help_files(language_dir):
+    """The fixture help pages of `language_dir` at their paths in a help package."""
+    root = os.path.join(FIXTURES, "libreoffice_help", language_dir, "text")
+    files = {}
+    for directory, _, names in os.walk(root):
+        for name in names:
+            path = os.path.join(directory, name)
+            with open(path, "rb") as f:
+                files[f"{libreoffice_help.HELP_ROOT}/{language_dir}/text/{os.path.relpath(path, root)}"] = f.read()
+    return files
+
+
+def write_sample_debs(deb_dir, code):
+    """The packages of corpus deb-en-`code`, under their pinned names, holding the fixture pages and
+    UI_SAMPLES[code] as the help pages and the catalog."""
+    os.makedirs(deb_dir, exist_ok=True)
+    language = builtin_corpora.LANGUAGES[code]
+    for package, pinned in builtin_corpora.deb_pins(code).items():
+        if package == language.l10n.package:
+            catalog = write_mo([(en.encode(), foreign.encode()) for en, foreign in UI_SAMPLES[code]])
+            files = {f"{gettext_catalog.LIBREOFFICE_RESOURCE_DIR}/{code}/LC_MESSAGES/sw.mo": catalog}
+        else:
+            files = help_files("en-US" if pinned == builtin_corpora.ENGLISH_HELP else language.help_dir)
+        write_deb(os.path.join(deb_dir, pinned.file_name), files, package=package, version=pinned.version)

@@ -4,42 +4,10 @@ import socket
 
 import pytest
 
-from data import builtin_corpora, corpus_cache, deb_packages, debian_languages, gettext_catalog, libreoffice_help
+from data import builtin_corpora, corpus_cache, deb_packages, debian_languages
 from data import prepare as prepare_command
-from tests.data.helpers import FIXTURES, english_by_split, write_deb, write_mo
+from tests.data.helpers import english_by_split, help_files, write_deb, write_sample_debs
 from tests.helpers import DEB_CACHE
-
-# Interface strings of Debian 12's libreoffice-l10n-ja and -af, as their catalogs hold them.
-UI_SAMPLES = {
-    "ja": [("Save Document", "文書を保存する時"), ("Page Style", "ページスタイル"), ("Spelling", "つづり")],
-    "af": [("Save Document", "Stoor dokument"), ("Page Style", "Bladsystyl"), ("Open", "Oopmaak")],
-}
-
-
-def _help_files(language_dir):
-    """The fixture help pages of `language_dir` at their paths in a help package."""
-    root = os.path.join(FIXTURES, "libreoffice_help", language_dir, "text")
-    files = {}
-    for directory, _, names in os.walk(root):
-        for name in names:
-            path = os.path.join(directory, name)
-            with open(path, "rb") as f:
-                files[f"{libreoffice_help.HELP_ROOT}/{language_dir}/text/{os.path.relpath(path, root)}"] = f.read()
-    return files
-
-
-def write_sample_debs(deb_dir, code):
-    """The packages of corpus deb-en-`code`, under their pinned names, holding the fixture pages and
-    UI_SAMPLES[code] as the help pages and the catalog."""
-    os.makedirs(deb_dir, exist_ok=True)
-    language = builtin_corpora.LANGUAGES[code]
-    for package, pinned in builtin_corpora.deb_pins(code).items():
-        if package == language.l10n.package:
-            catalog = write_mo([(en.encode(), foreign.encode()) for en, foreign in UI_SAMPLES[code]])
-            files = {f"{gettext_catalog.LIBREOFFICE_RESOURCE_DIR}/{code}/LC_MESSAGES/sw.mo": catalog}
-        else:
-            files = _help_files("en-US" if pinned == builtin_corpora.ENGLISH_HELP else language.help_dir)
-        write_deb(os.path.join(deb_dir, pinned.file_name), files, package=package, version=pinned.version)
 
 
 def _all_pairs(paths):
@@ -116,7 +84,7 @@ def test_the_language_table():
 def test_help_directory_of_a_help_package(tmp_path):
     """The table's command finds where a help package keeps its pages, or that it has none (Debian
     12's libreoffice-help-sk holds only its docs)."""
-    pages = write_deb(tmp_path / "libreoffice-help-ja_1_all.deb", _help_files("ja"), package="libreoffice-help-ja")
+    pages = write_deb(tmp_path / "libreoffice-help-ja_1_all.deb", help_files("ja"), package="libreoffice-help-ja")
     assert debian_languages.help_directory(pages) == "ja"
     empty = write_deb(
         tmp_path / "libreoffice-help-sk_1_all.deb",

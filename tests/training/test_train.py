@@ -285,7 +285,7 @@ def test_another_configuration_on_an_existing_model_dir_is_refused(tmp_path):
         (["--corpus=files", "--languages=en-de", "--train_src=a.en"], "--train_src and --train_tgt go together"),
         (["--corpus=files", "--train_tsv=a.tsv"], "--corpus=files needs --languages=SRC-TGT"),
         (["--hidden_dim=100", "--num_heads=8"], "--hidden_dim=100 must be even and divisible by --num_heads=8"),
-        (["--corpus=wmt14"], "flag --corpus=wmt14: value should be one of"),
+        (["--corpus=wmt14"], "--corpus=wmt14 is not a corpus: the built-in ones are deb-en-af"),
         (
             ["--steps_per_execution=3", "--checkpoint_every=10", "--train_steps=20", "--eval_every=20"],
             "--checkpoint_every=10 must be a multiple of --steps_per_execution=3",

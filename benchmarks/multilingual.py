@@ -1,0 +1,132 @@
+"""One multilingual model against one bilingual model per pair: per-pair test BLEU at the same total
+training steps, with the wall time of each.
+
+For each pair (default deb-en-de, deb-en-fr, deb-en-es) `train.py` trains the demo's run (`make
+demo`'s flags: recipe small_data, checkpoints every 200, the last five kept) for `--steps_per_pair`
+steps: the anchors. Then one model trains on all the pairs (`--corpus=deb-en-de,deb-en-fr,...`, the
+`<2xx>` tags, `--pair_sampling_temperature`) for the sum of their steps, the same total steps; its
+wall time beside theirs says how it compares at the same total time. `evaluation.evaluator.evaluate`
+(what `evaluate.py` runs) scores the mean of the last five checkpoints of each on each pair's test
+split with the run's recorded search, the multilingual model with `target_language`. A run
+directory that is already complete is scored as it is (train.py resumes it to its last step).
+`--json` writes every score and setting.
+
+    python benchmarks/multilingual.py --cache_dir=cache/corpora --pairs=deb-en-de,deb-en-fr,deb-en-es \
+        --steps_per_pair=1200 --json=benchmarks/results/multilingual.json
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO_ROOT)
+
+DEMO_FLAGS = ("--recipe=small_data", "--checkpoint_every=200", "--keep_checkpoints=5", "--eval_sentences=100")
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--pairs", default="deb-en-de,deb-en-fr,deb-en-es", help="built-in corpora, one per pair")
+    parser.add_argument("--steps_per_pair", type=int, default=1200, help="a bilingual run's steps (a multiple of 200)")
+    parser.add_argument("--temperature", type=float, default=5.0, help="train.py's --pair_sampling_temperature")
+    parser.add_argument("--checkpoint", default="average:5", help="the weights scored (evaluate.py's --checkpoint)")
+    parser.add_argument("--cache_dir", default=os.path.join(REPO_ROOT, "cache", "corpora"))
+    parser.add_argument("--deb_dir", default=None, help="train.py's --deb_dir")
+    parser.add_argument("--output_dir", default=os.path.join(REPO_ROOT, "runs", "multilingual"))
+    parser.add_argument("--split", default="test")
+    parser.add_argument("--train_flags", default="", help="more train.py flags, space-separated (e.g. for a smoke run)")
+    parser.add_argument("--json", default=None, help="write the results here")
+    return parser.parse_args(argv)
+
+
+def train(args, corpus, steps, model_dir, extra=()):
+    """Trains (or resumes) one run with train.py; returns its wall seconds."""
+    command = [
+        sys.executable,
+        os.path.join(REPO_ROOT, "train.py"),
+        f"--model_dir={model_dir}",
+        f"--corpus={corpus}",
+        f"--cache_dir={args.cache_dir}",
+        f"--train_steps={steps}",
+        f"--eval_every={steps}",
+        *DEMO_FLAGS,
+        *extra,
+        *([f"--deb_dir={args.deb_dir}"] if args.deb_dir else []),
+        *args.train_flags.split(),
+    ]
+    start = time.monotonic()
+    completed = subprocess.run(command, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if completed.returncode != 0:
+        raise SystemExit(f"train.py failed for {model_dir}:\n{completed.stderr[-3000:]}")
+    return time.monotonic() - start
+
+
+def scores(args, model_dir, target_language=None):
+    """BLEU, chrF and BLEU's signature of the run on the split (of `target_language`'s pair)."""
+    from evaluation import evaluator  # noqa: PLC0415 (TensorFlow: after the training subprocesses)
+    from models.search_config import DEFAULT_SEARCH  # noqa: PLC0415
+    from training.run_dir import RunDir  # noqa: PLC0415
+
+    search = DEFAULT_SEARCH.override(**RunDir(model_dir).recorded_search())
+    config = evaluator.EvalConfig(
+        model_dir=model_dir,
+        split=args.split,
+        checkpoint=args.checkpoint,
+        search=search,
+        progress=False,
+        target_language=target_language,
+    )
+    result = evaluator.evaluate(config)
+    return {key: result[key] for key in ("bleu", "chrf", "bleu_signature")}
+
+
+def run(args):
+    pairs = args.pairs.split(",")
+    results = {"bilingual": {}, "multilingual": {}}
+
+    def save():
+        if args.json:
+            with open(args.json, "w", encoding="utf-8") as f:
+                json.dump({"settings": vars(args), "results": results}, f, indent=1)
+
+    for pair in pairs:
+        model_dir = os.path.join(args.output_dir, pair)
+        seconds = train(args, pair, args.steps_per_pair, model_dir)
+        results["bilingual"][pair] = {
+            "model_dir": model_dir,
+            "steps": args.steps_per_pair,
+            "train_seconds": round(seconds),
+        }
+        save()
+    model_dir = os.path.join(args.output_dir, "multi-" + "-".join(pair.rsplit("-", 1)[-1] for pair in pairs))
+    steps = args.steps_per_pair * len(pairs)
+    seconds = train(args, ",".join(pairs), steps, model_dir, (f"--pair_sampling_temperature={args.temperature:g}",))
+    results["multilingual"] = {"model_dir": model_dir, "steps": steps, "train_seconds": round(seconds), "pairs": {}}
+    save()
+    for pair in pairs:
+        results["bilingual"][pair][args.split] = scores(args, results["bilingual"][pair]["model_dir"])
+        language = pair.rsplit("-", 1)[-1]
+        results["multilingual"]["pairs"][pair] = {args.split: scores(args, model_dir, language)}
+        save()
+        print(
+            f"{pair}: bilingual {results['bilingual'][pair][args.split]['bleu']:.2f}, "
+            f"multilingual {results['multilingual']['pairs'][pair][args.split]['bleu']:.2f} {args.split} BLEU",
+            flush=True,
+        )
+    bilingual_seconds = sum(results["bilingual"][pair]["train_seconds"] for pair in pairs)
+    print(
+        f"training: bilingual {bilingual_seconds} s in all, multilingual {results['multilingual']['train_seconds']} s"
+    )
+    return results
+
+
+def main(argv=None):
+    run(parse_args(argv))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,252 @@
+"""Multilingual corpora: several built-in pairs trained into one model, each source sentence
+tagged with its target language (fairseq's `--encoder-langtok tgt`, OpenNMT-py's prefix transform).
+
+`train.py --corpus=deb-en-de,deb-en-fr,deb-en-es` names the pairs. Each is built (or found) in the
+cache as on its own; their training and dev pairs are then written, tagged, into one cache entry
+`multi-<digest>` (the digest is of the pair names and their manifests):
+
+    train.<pair>.tsv    "<2fr> english<TAB>foreign", one file per pair (a training mix draws from each)
+    dev.tsv, test.tsv   the pairs' dev and test splits, tagged, one after the other
+    manifest.json       the pairs: their corpus, target language, tag and counts
+
+The tag `<2xx>` is a user-defined SentencePiece symbol of the run's vocabulary, so it is one piece
+the encoder reads first. Training draws pairs with temperature over their sizes
+(`temperature_weights`); translating, scoring and the dev BLEU read each pair's own, untagged
+corpus and prepend the tag of the language asked for (`inference.target_language`).
+"""
+
+import hashlib
+import os
+import re
+
+from common.errors import UserError
+from data import corpus_cache
+from data.corpus_cache import CorpusError, CorpusPaths
+
+DEFAULT_TEMPERATURE = 5.0
+PREFIX = "multi-"
+_TAG = re.compile(r"^<2([A-Za-z][A-Za-z0-9_]*)>$")
+
+
+class MultilingualError(CorpusError):
+    """A multilingual --corpus that cannot be used as given (the message names the entry)."""
+
+
+def is_multilingual(corpus: str) -> bool:
+    """Whether a --corpus value names several pairs (comma-separated)."""
+    return "," in corpus
+
+
+def tag(language: str) -> str:
+    """The target-language tag of `language`, e.g. "<2fr>", "<2zh_cn>"."""
+    return f"<2{language}>"
+
+
+def tag_language(piece: str) -> str | None:
+    """The language of a tag piece ("<2fr>" -> "fr"), or None for any other piece."""
+    match = _TAG.match(piece)
+    return match.group(1) if match else None
+
+
+def pair_names(value: str, known) -> tuple[str, ...]:
+    """The pairs of `--corpus=a,b,...`, in order.
+
+    Raises:
+        MultilingualError: an empty entry, a name given twice, a name that is not a built-in
+            corpus in `known` (the message lists them), or two pairs into the same language.
+    """
+    names = tuple(name.strip() for name in value.split(","))
+    if any(not name for name in names):
+        raise MultilingualError(f"--corpus={value}: an empty pair name; write the corpora as deb-en-de,deb-en-fr")
+    for name in names:
+        if names.count(name) > 1:
+            raise MultilingualError(f"--corpus={value}: {name} is given twice; name each pair once")
+        if name not in known:
+            raise MultilingualError(
+                f"--corpus={value}: {name} is not a built-in corpus; a multilingual model trains on built-in "
+                f"pairs: {', '.join(sorted(known))} (`python -m data.prepare --list`)"
+            )
+    targets = {}
+    for name in names:
+        language = target_language(name)
+        if language in targets:
+            raise MultilingualError(
+                f"--corpus={value}: {targets[language]} and {name} both translate into {language}: one tag cannot "
+                "tell them apart; keep one"
+            )
+        targets[language] = name
+    return names
+
+
+def temperature_weights(sizes: dict, temperature: float) -> dict:
+    """Sampling probabilities of the pairs: each pair's share of the pairs raised to 1/temperature,
+    normalized (temperature 1: in proportion to size; larger: flatter, so small pairs are seen more)."""
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0, received {temperature}")
+    total = sum(sizes.values())
+    raw = {name: (count / total) ** (1.0 / temperature) for name, count in sizes.items()}
+    norm = sum(raw.values())
+    return {name: value / norm for name, value in raw.items()}
+
+
+def _tagged_copy(sources, destination, prefix):
+    """Writes the lines of `sources` into `destination` with `prefix` before each; returns the count."""
+    count = 0
+    with open(destination, "w", encoding="utf-8") as out:
+        for path in sources:
+            with open(path, encoding="utf-8") as f:
+                for line in f:
+                    out.write(prefix + line)
+                    count += 1
+    return count
+
+
+def _write(tmp_dir: str, pairs: dict) -> None:
+    """Writes the multilingual entry of `pairs` ({name: CorpusPaths}) into `tmp_dir`."""
+    entries, files, shards = {}, {}, []
+    for name, paths in pairs.items():
+        language = target_language(name)
+        prefix = tag(language) + " "
+        shard = f"train.{name}.tsv"
+        shards.append(shard)
+        entries[name] = {
+            "language": language,
+            "tag": tag(language),
+            "train": _tagged_copy(paths.train, os.path.join(tmp_dir, shard), prefix),
+        }
+    for split in ("dev", "test"):
+        with open(os.path.join(tmp_dir, f"{split}.tsv"), "w", encoding="utf-8") as out:
+            for name, paths in pairs.items():
+                count = 0
+                with open(paths.split(split), encoding="utf-8") as f:
+                    for line in f:
+                        out.write(entries[name]["tag"] + " " + line)
+                        count += 1
+                entries[name][split] = count
+    for file in (*shards, "dev.tsv", "test.tsv"):
+        files[file] = {"bytes": os.path.getsize(os.path.join(tmp_dir, file))}
+    sources = {source for paths in pairs.values() for source in (paths.languages[0],)}
+    manifest = {
+        "format": corpus_cache.MANIFEST_FORMAT,
+        "corpus": ",".join(pairs),
+        "languages": [sources.pop() if len(sources) == 1 else "mul", "mul"],
+        "train_shards": shards,
+        "sources": {},
+        "pairs": entries,
+        "splits": {split: sum(entry[split] for entry in entries.values()) for split in ("train", "dev", "test")},
+        "files": files,
+    }
+    corpus_cache.write_manifest(os.path.join(tmp_dir, corpus_cache.MANIFEST), manifest)
+
+
+def prepare_multilingual(names, cache_dir: str, build) -> CorpusPaths:
+    """The multilingual entry of the pairs `names` in `cache_dir`, written unless complete there.
+
+    `build(name)` returns the `CorpusPaths` of one pair, built or found in the cache.
+    """
+    pairs = {name: build(name) for name in names}
+    digest = hashlib.sha256()
+    for name, paths in pairs.items():
+        digest.update(name.encode() + b"\0" + corpus_cache.sha256_file(paths.manifest).encode() + b"\0")
+    root_name = PREFIX + digest.hexdigest()[:16]
+    cached = corpus_cache.cached(os.path.join(cache_dir, root_name), rebuild_invalid=True)
+    if cached is not None:
+        return cached
+    return corpus_cache.build_atomically(cache_dir, root_name, lambda tmp_dir: _write(tmp_dir, pairs))
+
+
+def pairs_of(corpus: CorpusPaths) -> dict:
+    """{pair name: {"language", "tag", "train", "dev", "test"}} of a multilingual entry (each pair's
+    own corpus is `cache_dir/<pair name>`, beside it)."""
+    return corpus.load_manifest()["pairs"]
+
+
+def target_language(name: str) -> str:
+    """The target language of a built-in pair: its name's last part ("deb-en-zh_cn" -> "zh_cn")."""
+    return name.rsplit("-", 1)[-1]
+
+
+def languages_of(corpus_value: str) -> tuple[str, ...]:
+    """The target languages of a --corpus value naming several pairs, in order."""
+    return tuple(target_language(name.strip()) for name in corpus_value.split(","))
+
+
+def tags_of(corpus_value: str) -> tuple[str, ...]:
+    """The target-language tags of a --corpus value naming several pairs, in order."""
+    return tuple(tag(language) for language in languages_of(corpus_value))
+
+
+def vocabulary_symbols(corpus_value: str, symbols) -> tuple[str, ...]:
+    """The user-defined symbols of a vocabulary for --corpus=`corpus_value`: a multilingual
+    corpus's tags first, then the user's `symbols`."""
+    symbols = tuple(symbols or ())
+    if not is_multilingual(corpus_value):
+        return symbols
+    tags = tags_of(corpus_value)
+    return tags + tuple(symbol for symbol in symbols if symbol not in tags)
+
+
+class TargetLanguageError(UserError, ValueError):
+    """A target language the model cannot translate into, or none for a multilingual model."""
+
+
+def model_languages(data: dict) -> tuple[str, ...] | None:
+    """The target languages of a model trained with the data section `data` (config.json's), or
+    None for a bilingual model."""
+    corpus = data.get("corpus") or ""
+    return languages_of(corpus) if is_multilingual(corpus) else None
+
+
+def _bilingual_target(data: dict) -> str | None:
+    """The target language of a bilingual model's data section, where it names one."""
+    direction = data.get("direction") or data.get("languages")
+    corpus = data.get("corpus") or ""
+    if not direction and corpus.count("-") == 2:  # deb-en-de, tatoeba-en-es
+        direction = corpus.split("-", 1)[1]
+    return direction.split("-")[-1] if direction else None
+
+
+def target_tag(data: dict, target_language: str | None, where: str) -> str | None:
+    """The tag to put before each sentence to translate into `target_language` with the model
+    trained with the data section `data` (config.json's): None for a bilingual model (which takes
+    no target language, or its own).
+
+    Raises:
+        TargetLanguageError: a multilingual model without a target language, or with one it was not
+            trained for; a bilingual model asked for another language than its own. `where` (the
+            run or export) is named.
+    """
+    languages = model_languages(data)
+    if languages is None:
+        own = _bilingual_target(data)
+        if target_language is None or target_language == own:
+            return None
+        raise TargetLanguageError(
+            f"--target_language={target_language}: {where} is a bilingual model"
+            + (f" into {own}" if own else "")
+            + "; a target language chooses among the languages of a multilingual model (--corpus=deb-en-de,deb-en-fr)"
+        )
+    if target_language is None:
+        raise TargetLanguageError(
+            f"{where} is a multilingual model: pass --target_language, one of {', '.join(languages)}"
+        )
+    if target_language not in languages:
+        raise TargetLanguageError(
+            f"--target_language={target_language}: {where} was trained to translate into {', '.join(languages)} only"
+        )
+    return tag(target_language)
+
+
+def tag_ids(tokenizer, tag):
+    """The ids that a target-language `tag` puts before a sentence's tokens: those of `tag + " " +
+    sentence` are `tag_ids + tokens(sentence)` (SentencePiece segments around a user-defined symbol,
+    so with its leading word marker the tag is `["▁", tag]`).
+
+    Raises:
+        ValueError: `tag` is not a symbol of the vocabulary (the model was not trained with it).
+    """
+    ids = tokenizer.tokenize([tag]).to_list()[0]
+    last = tokenizer.id_to_piece(ids[-1:]).numpy()[0].decode() if ids else ""
+    if last != tag or len(ids) > 2:
+        raise ValueError(f"{tag} is not a symbol of the vocabulary: the model was not trained with that tag")
+    return ids

@@ -1,0 +1,149 @@
+"""A multilingual run end to end on the deb-en-de sample and sample deb-en-ja packages: training with
+the tags and a dev BLEU per pair, then translating, scoring, evaluating and exporting into a chosen
+target language, and each refusal of a language the model was not trained for."""
+
+import dataclasses
+import json
+import os
+
+import pytest
+
+from data import multilingual
+from tests.helpers import assert_train_refuses, build_sample_multilingual, small_run_config
+
+PAIRS = "deb-en-de,deb-en-ja"
+SENTENCES = ["Save the document.", "", "Choose Format - Page Style."]
+
+
+@pytest.fixture(scope="module")
+def multilingual_run(tmp_path_factory):
+    """`(model_dir, summary, cache_dir)` of a small model trained a few steps on both pairs."""
+    from training.trainer import train
+
+    root = tmp_path_factory.mktemp("multilingual")
+    cache, debs = str(root / "cache"), str(root / "debs")
+    build_sample_multilingual(cache, debs)
+    config = small_run_config(
+        root / "run", build_sample_multilingual(cache, debs)["deb-en-de"], train_steps=4, checkpoint_every=2
+    )
+    config = dataclasses.replace(
+        config,
+        data=dataclasses.replace(config.data, corpus=PAIRS, deb_dir=debs, user_defined_symbols=("<bt>",)),
+        train=dataclasses.replace(config.train, eval_every=4, eval_sentences=4),
+    )
+    return str(root / "run"), train(config), cache
+
+
+def test_training_tags_each_pair_and_scores_each_on_its_dev_split(multilingual_run):
+    from training.run_dir import RunDir
+
+    model_dir, summary, _ = multilingual_run
+    history = summary["history"]
+    per_pair = [history[f"val_bleu_{name}"][-1] for name in PAIRS.split(",")]
+    assert history["val_bleu"][-1] == pytest.approx(sum(per_pair) / 2)
+    tokenizer = RunDir(model_dir).load_tokenizer()
+    assert [tokenizer.id_to_piece([4, 5, 6]).numpy().tolist()] == [[b"<2de>", b"<2ja>", b"<bt>"]]
+    with open(os.path.join(model_dir, "config.json"), encoding="utf-8") as f:
+        mix = {entry["corpus"]: entry for entry in json.load(f)["training_corpora"]}
+    assert set(mix) == {"deb-en-de", "deb-en-ja"}
+    assert mix["deb-en-ja"]["share"] > mix["deb-en-ja"]["pairs"] / (
+        mix["deb-en-ja"]["pairs"] + mix["deb-en-de"]["pairs"]
+    )
+
+
+def test_translating_into_a_language_puts_its_tag_first(multilingual_run):
+    """The translator's tokens are those of the tagged text the model trained on; an empty line
+    stays empty; a cut line keeps its tag; the tag is no word of the alignment."""
+    from evaluation.translators import load_translator
+    from inference.alignment import pieces_of, word_indices
+    from inference.translator import Translator
+
+    model_dir, _, _ = multilingual_run
+    japanese = load_translator(model_dir, target_language="ja", quiet=True)
+    tagged = japanese.tokenizer.tokenize(["<2ja> Save the document."]).to_list()[0]
+    rows = japanese.encode(SENTENCES)
+    assert rows[0] == tagged + [2] and rows[1] == [2]
+    plain = Translator(japanese.model, japanese.tokenizer, japanese.search)
+    texts, scores = japanese.translate(SENTENCES)
+    assert (texts[1], scores[1]) == ("", 0.0)
+    expected = plain.translate([f"<2ja> {SENTENCES[0]}", f"<2ja> {SENTENCES[2]}"])
+    assert (texts[0], texts[2]) == tuple(expected[0]) and (scores[0], scores[2]) == pytest.approx(tuple(expected[1]))
+    german = load_translator(model_dir, target_language="de", quiet=True)
+    assert german.encode(SENTENCES[:1])[0][: len(german.tag_ids)] != rows[0][: len(german.tag_ids)]
+    short = load_translator(model_dir, target_language="ja", quiet=True, max_input_length=4)
+    assert short.encode(SENTENCES[:1]) == [tagged[:3] + [2]] and short.truncated_indices == [0]
+    words = word_indices(rows[0], pieces_of(japanese.tokenizer, rows[0]))
+    tag_position = len(japanese.tag_ids) - 1
+    assert words[tag_position] == -1 and words[tag_position + 1] == 0 and max(words) == 2  # Save the document.
+    _, _, alignments = japanese.translate(SENTENCES[:1], alignments=True)
+    assert {int(link.split("-")[0]) for link in alignments[0].split()} <= {0, 1, 2}
+    assert japanese.score(SENTENCES[:1], ["x"]) == plain.score([f"<2ja> {SENTENCES[0]}"], ["x"])
+
+
+def test_a_target_language_the_model_has_not_learnt_is_refused(multilingual_run):
+    from evaluation import evaluator
+    from evaluation.translators import load_translator
+
+    model_dir, _, _ = multilingual_run
+    with pytest.raises(
+        multilingual.TargetLanguageError, match="is a multilingual model: pass --target_language, one of de, ja"
+    ):
+        load_translator(model_dir, quiet=True)
+    with pytest.raises(multilingual.TargetLanguageError, match="--target_language=fr: .* into de, ja only"):
+        load_translator(model_dir, target_language="fr", quiet=True)
+    result = evaluator.evaluate(
+        evaluator.EvalConfig(model_dir=model_dir, split="dev", target_language="ja", progress=False)
+    )
+    assert result["sentences"] == 2 and "bleu" in result
+    with pytest.raises(multilingual.TargetLanguageError, match="pass --target_language"):
+        evaluator.evaluate(evaluator.EvalConfig(model_dir=model_dir, split="dev", progress=False))
+
+
+def test_train_py_refuses_a_pair_given_twice_and_a_direction(multilingual_run, tmp_path):
+    model_dir, _, cache = multilingual_run
+    common = (f"--cache_dir={cache}", "--train_steps=2", "--checkpoint_every=2", "--eval_every=2")
+    assert_train_refuses(
+        tmp_path / "twice", ["--corpus=deb-en-de,deb-en-ja,deb-en-de", *common], "deb-en-de is given twice"
+    )
+    assert_train_refuses(
+        tmp_path / "direction",
+        [f"--corpus={PAIRS}", "--direction=ja-en", *common],
+        "--direction=ja-en: a multilingual model translates from English",
+    )
+    assert_train_refuses(
+        tmp_path / "temperature",
+        ["--corpus=deb-en-de", "--pair_sampling_temperature=2", *common],
+        "--pair_sampling_temperature draws among several pairs",
+    )
+    assert_train_refuses(
+        tmp_path / "parent",
+        ["--corpus=deb-en-de,deb-en-fr", f"--init_from={model_dir}", *common],
+        f"--init_from={model_dir}: its vocabulary has no <2fr>",
+    )
+
+
+@pytest.mark.slow
+def test_the_export_takes_the_target_language_as_an_input(multilingual_run, tmp_path):
+    """The SavedModel's signatures take target_language; it translates as the run does with the
+    export's search; a language the model was not trained for fails the request."""
+    import tensorflow as tf
+
+    from evaluation.translators import load_translator
+    from export import exporter, warmup
+    from inference.saved_model_translator import SavedModelTranslator
+
+    model_dir, _, _ = multilingual_run
+    path = exporter.export_model(model_dir, str(tmp_path / "export"), length_buckets=(16,), checkpoint="last")
+    export = SavedModelTranslator(path, target_language="ja")
+    run = load_translator(model_dir, target_language="ja", quiet=True, search=export.search, checkpoint="last")
+    texts, scores = export.translate(SENTENCES)
+    expected_texts, expected_scores = run.translate(SENTENCES)
+    assert texts == expected_texts and scores == pytest.approx(expected_scores, abs=1e-4)
+    signature = export._loaded.signatures["serving_default"]
+    assert set(signature.structured_input_signature[1]) == {"inputs", "target_language"}
+    with pytest.raises(tf.errors.InvalidArgumentError, match="not a language the model was trained for \\(de, ja\\)"):
+        signature(inputs=tf.constant(["Open."]), target_language=tf.constant(["fr"]))
+    (request, *_) = warmup.read_warmup_requests(os.path.join(path, "assets.extra", warmup.WARMUP_FILE))
+    assert set(request.predict_log.request.inputs) == {"inputs", "target_language"}
+    with pytest.raises(multilingual.TargetLanguageError, match="pass --target_language"):
+        SavedModelTranslator(path)
