@@ -4,6 +4,8 @@
     python train.py --model_dir=runs/demo --preset=tiny --train_steps=2000 --batch_tokens=2048
     python train.py --model_dir=runs/esen --corpus=tatoeba-en-es --direction=es-en
     python train.py --model_dir=runs/multi --corpus=deb-en-de,deb-en-fr,deb-en-es   # one model, tagged <2xx>
+    python train.py --model_dir=runs/mine2 --corpus=files --languages=en-de,en-fr \
+        --train_tsv=de.tsv,fr.tsv --dev_tsv=dev-de.tsv,dev-fr.tsv                    # your files, one per pair
     python train.py --model_dir=runs/small --preset=base --early_stopping=5 --eval_every=1000 --eval_sentences=all
     python train.py --model_dir=runs/mine --corpus=files --languages=en-fr \
         --train_src=train.en --train_tgt=train.fr --dev_src=dev.en --dev_tgt=dev.fr
@@ -161,7 +163,7 @@ def _check_corpus(values):
     return True
 
 
-@flags.multi_flags_validator(["corpus", "languages", *user_corpus.FILE_FLAGS], message="")
+@flags.multi_flags_validator(["corpus", "languages", "direction", *user_corpus.FILE_FLAGS], message="")
 def _check_files(values):
     if values["corpus"] != "files":
         given = [name for name in user_corpus.FILE_FLAGS if values[name]]
@@ -169,9 +171,18 @@ def _check_files(values):
             raise flags.ValidationError(f"--{given[0]} needs --corpus=files (received --corpus={values['corpus']})")
         return True
     try:
-        user_corpus.user_files(values, "--corpus=files")
-    except user_corpus.UserFilesError as error:
+        if multilingual.is_multilingual("files", values["languages"]):
+            multilingual.pair_names(values["languages"], None, "--languages")
+            user_corpus.multilingual_files(values, "--corpus=files")
+        else:
+            user_corpus.user_files(values, "--corpus=files")
+    except UserError as error:
         raise flags.ValidationError(str(error)) from None
+    if multilingual.is_multilingual("files", values["languages"]) and values["direction"]:
+        raise flags.ValidationError(
+            f"--direction={values['direction']}: a multilingual model translates each pair of --languages="
+            f"{values['languages']} as given; leave --direction out"
+        )
     return True
 
 
@@ -328,6 +339,8 @@ def _files(split):
     """The split's user files as absolute paths (the config must mean the same files from any directory);
     `_check_files` has checked the flags."""
     tsv = getattr(FLAGS, f"{split}_tsv")
+    if tsv and multilingual.is_multilingual(FLAGS.corpus, FLAGS.languages):  # One file per pair.
+        return tuple(os.path.abspath(path.strip()) for path in tsv.split(","))
     if tsv and split == "train":
         return tuple(os.path.abspath(path) for path, _ in corpus_mix.parse_train_tsv("--train_tsv", tsv))
     if tsv:
@@ -338,7 +351,7 @@ def _files(split):
 
 def _train_weights():
     """The weights of several --train_tsv files, or () for one corpus."""
-    if FLAGS.corpus != "files" or not FLAGS.train_tsv:
+    if FLAGS.corpus != "files" or not FLAGS.train_tsv or multilingual.is_multilingual("files", FLAGS.languages):
         return ()
     entries = corpus_mix.parse_train_tsv("--train_tsv", FLAGS.train_tsv)
     return tuple(weight for _, weight in entries) if len(entries) > 1 else ()
@@ -432,7 +445,7 @@ def main(argv):
     if FLAGS.recipe:
         applied = apply_recipe(FLAGS, FLAGS.recipe)
         print(f"recipe {FLAGS.recipe}: {' '.join(applied) or 'every flag given on the command line'}", file=sys.stderr)
-    if FLAGS["pair_sampling_temperature"].present and not multilingual.is_multilingual(FLAGS.corpus):
+    if FLAGS["pair_sampling_temperature"].present and not multilingual.is_multilingual(FLAGS.corpus, FLAGS.languages):
         raise app.UsageError(
             f"--pair_sampling_temperature draws among several pairs: name them, --corpus=deb-en-de,deb-en-fr "
             f"(received --corpus={FLAGS.corpus})"

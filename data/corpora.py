@@ -24,6 +24,7 @@ here take any object with its attributes (data/ does not import training/):
                   the user's symbols of the vocabulary (a multilingual corpus adds its tags)
 """
 
+import dataclasses
 import os
 import shlex
 import sys
@@ -39,7 +40,7 @@ class CorpusChoiceError(CorpusError):
 
 def vocabulary_symbols(data):
     """The user-defined symbols of the run's vocabulary (`multilingual.vocabulary_symbols`)."""
-    return multilingual.vocabulary_symbols(data.corpus, getattr(data, "user_defined_symbols", ()))
+    return multilingual.vocabulary_symbols(data.corpus, getattr(data, "user_defined_symbols", ()), data.languages)
 
 
 def prepare_command(data, vocab_size):
@@ -95,7 +96,7 @@ def resolve_corpus(data):
         CorpusError, parallel_files.ParallelDataError, deb_packages.DebPackageError: the corpus
             cannot be built.
     """
-    if multilingual.is_multilingual(data.corpus):
+    if multilingual.is_multilingual(data.corpus, data.languages):
         return _resolve_multilingual(data), False
     if data.corpus == "files":
         name = user_corpus.cache_name(data)
@@ -119,7 +120,7 @@ def resolve_corpus(data):
 
 
 def _resolve_multilingual(data):
-    """The multilingual entry of the pairs `data.corpus` names, each pair built or found first.
+    """The multilingual entry of the pairs the data configuration names, each pair built or found first.
 
     Raises:
         CorpusChoiceError: a --direction (a multilingual model translates each pair as it is built,
@@ -128,11 +129,44 @@ def _resolve_multilingual(data):
     """
     if data.direction is not None:
         raise CorpusChoiceError(
-            f"--direction={data.direction}: a multilingual model translates from English into each pair's language "
-            "(the tag names it); leave --direction out"
+            f"--direction={data.direction}: a multilingual model translates each pair from its source language into "
+            "its target language (the tag names it); leave --direction out"
         )
-    names = multilingual.pair_names(data.corpus, builtin_corpora.CORPORA)
-    return multilingual.prepare_multilingual(names, data.cache_dir, lambda name: pair_corpus(data, name))
+    configs = pair_configs(data)
+    return multilingual.prepare_multilingual(
+        tuple(configs), data.cache_dir, lambda name: resolve_corpus(configs[name])[0]
+    )
+
+
+def pair_configs(data):
+    """{pair name: the data configuration of that pair alone} of a multilingual configuration: a
+    built-in corpus, or the user's files of one of --languages (their files at its position).
+
+    Raises:
+        multilingual.MultilingualError: a pair given twice, unknown, or two into one language;
+            user files that are not one per pair.
+    """
+    if data.corpus != "files":
+        names = multilingual.pair_names(data.corpus, builtin_corpora.CORPORA)
+        return {name: dataclasses.replace(data, corpus=name) for name in names}
+    names = multilingual.pair_names(data.languages, None, "--languages")
+    for split, files in (("train", data.train_files), ("dev", data.dev_files), ("test", data.test_files)):
+        if files and len(files) != len(names):
+            raise multilingual.MultilingualError(
+                f"--languages={data.languages} names {len(names)} pairs, --{split}_tsv {len(files)} files: give one "
+                "file per pair, in the order of --languages"
+            )
+    return {
+        name: dataclasses.replace(
+            data,
+            languages=name,
+            train_files=(data.train_files[index],),
+            dev_files=data.dev_files[index : index + 1],
+            test_files=data.test_files[index : index + 1],
+            train_weights=(),
+        )
+        for index, name in enumerate(names)
+    }
 
 
 def pair_corpus(data, name):
@@ -159,7 +193,7 @@ def training_mix(corpus, data):
         CorpusError: a source the corpus does not have, or one without training pairs.
     """
     weights = _train_weights(data)
-    if multilingual.is_multilingual(data.corpus):
+    if multilingual.is_multilingual(data.corpus, data.languages):
         return _pair_mix(corpus, data)
     if data.corpus == "files":
         if not weights:

@@ -32,9 +32,16 @@ class MultilingualError(CorpusError):
     """A multilingual --corpus that cannot be used as given (the message names the entry)."""
 
 
-def is_multilingual(corpus: str) -> bool:
-    """Whether a --corpus value names several pairs (comma-separated)."""
-    return "," in corpus
+def is_multilingual(corpus: str, languages: str | None = None) -> bool:
+    """Whether a --corpus value names several pairs (comma-separated), or --corpus=files several
+    --languages (en-de,en-fr: one file per pair)."""
+    return "," in corpus or (corpus == "files" and "," in (languages or ""))
+
+
+def pair_list(corpus: str, languages: str | None = None) -> str:
+    """The comma-separated pairs of a multilingual configuration: the built-in corpora of --corpus,
+    or the --languages of the user's files (each pair named by its languages, e.g. "en-fr")."""
+    return languages if corpus == "files" else corpus
 
 
 def tag(language: str) -> str:
@@ -48,8 +55,9 @@ def tag_language(piece: str) -> str | None:
     return match.group(1) if match else None
 
 
-def pair_names(value: str, known) -> tuple[str, ...]:
-    """The pairs of `--corpus=a,b,...`, in order.
+def pair_names(value: str, known, flag: str = "--corpus") -> tuple[str, ...]:
+    """The pairs of `--corpus=a,b,...` (or of the user files' `--languages=en-de,en-fr`: `flag`,
+    `known` None), in order.
 
     Raises:
         MultilingualError: an empty entry, a name given twice, a name that is not a built-in
@@ -57,11 +65,13 @@ def pair_names(value: str, known) -> tuple[str, ...]:
     """
     names = tuple(name.strip() for name in value.split(","))
     if any(not name for name in names):
-        raise MultilingualError(f"--corpus={value}: an empty pair name; write the corpora as deb-en-de,deb-en-fr")
+        raise MultilingualError(f"{flag}={value}: an empty pair name; write the pairs as deb-en-de,deb-en-fr")
     for name in names:
         if names.count(name) > 1:
-            raise MultilingualError(f"--corpus={value}: {name} is given twice; name each pair once")
-        if name not in known:
+            raise MultilingualError(f"{flag}={value}: {name} is given twice; name each pair once")
+        if known is None and (name.count("-") != 1 or not all(name.split("-"))):
+            raise MultilingualError(f"{flag}={value}: {name} is not two language codes like en-fr")
+        if known is not None and name not in known:
             raise MultilingualError(
                 f"--corpus={value}: {name} is not a built-in corpus; a multilingual model trains on built-in "
                 f"pairs: {', '.join(sorted(known))} (`python -m data.prepare --list`)"
@@ -71,7 +81,7 @@ def pair_names(value: str, known) -> tuple[str, ...]:
         language = target_language(name)
         if language in targets:
             raise MultilingualError(
-                f"--corpus={value}: {targets[language]} and {name} both translate into {language}: one tag cannot "
+                f"{flag}={value}: {targets[language]} and {name} both translate into {language}: one tag cannot "
                 "tell them apart; keep one"
             )
         targets[language] = name
@@ -110,6 +120,7 @@ def _write(tmp_dir: str, pairs: dict) -> None:
         shard = f"train.{name}.tsv"
         shards.append(shard)
         entries[name] = {
+            "corpus_dir": os.path.basename(paths.root),
             "language": language,
             "tag": tag(language),
             "train": _tagged_copy(paths.train, os.path.join(tmp_dir, shard), prefix),
@@ -156,8 +167,8 @@ def prepare_multilingual(names, cache_dir: str, build) -> CorpusPaths:
 
 
 def pairs_of(corpus: CorpusPaths) -> dict:
-    """{pair name: {"language", "tag", "train", "dev", "test"}} of a multilingual entry (each pair's
-    own corpus is `cache_dir/<pair name>`, beside it)."""
+    """{pair name: {"corpus_dir", "language", "tag", "train", "dev", "test"}} of a multilingual
+    entry; each pair's own corpus is `corpus_dir` beside it in the cache."""
     return corpus.load_manifest()["pairs"]
 
 
@@ -166,23 +177,23 @@ def target_language(name: str) -> str:
     return name.rsplit("-", 1)[-1]
 
 
-def languages_of(corpus_value: str) -> tuple[str, ...]:
-    """The target languages of a --corpus value naming several pairs, in order."""
-    return tuple(target_language(name.strip()) for name in corpus_value.split(","))
+def languages_of(corpus: str, languages: str | None = None) -> tuple[str, ...]:
+    """The target languages of a multilingual configuration (`pair_list`), in order."""
+    return tuple(target_language(name.strip()) for name in pair_list(corpus, languages).split(","))
 
 
-def tags_of(corpus_value: str) -> tuple[str, ...]:
-    """The target-language tags of a --corpus value naming several pairs, in order."""
-    return tuple(tag(language) for language in languages_of(corpus_value))
+def tags_of(corpus: str, languages: str | None = None) -> tuple[str, ...]:
+    """The target-language tags of a multilingual configuration, in order."""
+    return tuple(tag(language) for language in languages_of(corpus, languages))
 
 
-def vocabulary_symbols(corpus_value: str, symbols) -> tuple[str, ...]:
-    """The user-defined symbols of a vocabulary for --corpus=`corpus_value`: a multilingual
-    corpus's tags first, then the user's `symbols`."""
+def vocabulary_symbols(corpus: str, symbols, languages: str | None = None) -> tuple[str, ...]:
+    """The user-defined symbols of a vocabulary for --corpus=`corpus` (and `languages`): a
+    multilingual configuration's tags first, then the user's `symbols`."""
     symbols = tuple(symbols or ())
-    if not is_multilingual(corpus_value):
+    if not is_multilingual(corpus, languages):
         return symbols
-    tags = tags_of(corpus_value)
+    tags = tags_of(corpus, languages)
     return tags + tuple(symbol for symbol in symbols if symbol not in tags)
 
 
@@ -193,8 +204,8 @@ class TargetLanguageError(UserError, ValueError):
 def model_languages(data: dict) -> tuple[str, ...] | None:
     """The target languages of a model trained with the data section `data` (config.json's), or
     None for a bilingual model."""
-    corpus = data.get("corpus") or ""
-    return languages_of(corpus) if is_multilingual(corpus) else None
+    corpus, languages = data.get("corpus") or "", data.get("languages")
+    return languages_of(corpus, languages) if is_multilingual(corpus, languages) else None
 
 
 def _bilingual_target(data: dict) -> str | None:

@@ -66,6 +66,39 @@ def user_files(values, corpus_flag: str) -> tuple[tuple[str, str], dict]:
     return (codes[0], codes[1]), files
 
 
+def multilingual_files(values, corpus_flag: str) -> dict:
+    """Checks the flags of a multilingual user corpus (several --languages, en-de,en-fr: one
+    `--<split>_tsv` file per pair, in that order); returns {split: [paths]} ([] where not given).
+
+    Raises:
+        UserFilesError: a split given as --<split>_src/--<split>_tgt, a weight on a --train_tsv file
+            (pairs are drawn with --pair_sampling_temperature), or not one file per pair.
+    """
+    pairs = values["languages"].split(",")
+    files = {}
+    for split in cleaning.SPLITS:
+        if values[f"{split}_src"] or values[f"{split}_tgt"]:
+            raise UserFilesError(
+                f"{corpus_flag} with several --languages ({values['languages']}) takes one --{split}_tsv file per pair, "
+                f"not --{split}_src/--{split}_tgt"
+            )
+        files[split] = [path.strip() for path in values[f"{split}_tsv"].split(",")] if values[f"{split}_tsv"] else []
+        weighted = [path for path in files[split] if ":" in path and not os.path.exists(path)]
+        if weighted:
+            raise UserFilesError(
+                f"--{split}_tsv={values[f'{split}_tsv']}: {weighted[0]} has a weight; with several --languages each "
+                "file is one pair, drawn with --pair_sampling_temperature"
+            )
+        if files[split] and len(files[split]) != len(pairs):
+            raise UserFilesError(
+                f"--languages={values['languages']} names {len(pairs)} pairs, --{split}_tsv {len(files[split])} files: "
+                "give one file per pair, in the order of --languages"
+            )
+    if not files["train"]:
+        raise UserFilesError(f"{corpus_flag} needs --train_tsv, one file per pair of --languages")
+    return files
+
+
 def cache_name(data) -> str:
     """The cache entry of a `--corpus=files` corpus (`data` has `languages`, `train_files`,
     `dev_files` and `test_files`, as `data.corpora` describes them): a hash of its languages and

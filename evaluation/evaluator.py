@@ -105,10 +105,13 @@ def load_test_set(config, run_config):
     for key in ("train_files", "dev_files", "test_files"):
         if key in data:
             data[key] = tuple(data[key])
-    if multilingual.is_multilingual(data.get("corpus", "")):
-        data["corpus"] = _pair_of(data, config)
+    data_config = DataConfig(**data)
+    if multilingual.is_multilingual(data_config.corpus, data_config.languages):
+        multilingual.target_tag(data, config.target_language, config.model_dir or config.export_dir)
     try:
-        corpus, reverse = corpora.resolve_corpus(DataConfig(**data))
+        if multilingual.is_multilingual(data_config.corpus, data_config.languages):
+            data_config = _pair_of(data_config, config.target_language)
+        corpus, reverse = corpora.resolve_corpus(data_config)
     except corpora.CorpusChoiceError as error:  # Names its flag (--direction).
         raise EvaluationError(str(error)) from error
     except CorpusError as error:
@@ -121,16 +124,14 @@ def load_test_set(config, run_config):
     return sources, references, f"{path} ({languages[0]}->{languages[1]})", languages[1]
 
 
-def _pair_of(data, config):
-    """The pair of a multilingual run's corpus (--corpus=deb-en-de,deb-en-fr) that translates into
-    `config.target_language`: its test set is that pair's.
+def _pair_of(data_config, target_language):
+    """The data configuration of the pair of a multilingual run (--corpus=deb-en-de,deb-en-fr, or
+    user files of several --languages) that translates into `target_language`: its test set is
+    that pair's."""
+    from data import corpora  # Imported here: it pulls in the data pipeline.
 
-    Raises:
-        multilingual.TargetLanguageError: no target language, or one the run has no pair into.
-    """
-    multilingual.target_tag(data, config.target_language, config.model_dir or config.export_dir)
-    names = [name.strip() for name in data["corpus"].split(",")]
-    return next(name for name in names if multilingual.target_language(name) == config.target_language)
+    configs = corpora.pair_configs(data_config)
+    return next(pair for name, pair in configs.items() if multilingual.target_language(name) == target_language)
 
 
 def check_output(path):

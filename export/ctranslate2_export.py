@@ -14,7 +14,8 @@ Keras weights of a run directory. The directory it writes:
 
 Translate with `ctranslate2.Translator(ct2_dir).translate_batch([pieces, ...])`, the pieces from
 `spm.model` without BOS or EOS: CTranslate2 appends `</s>` to the source (`add_source_eos`) and starts
-the target with `<s>`, as the model was trained.
+the target with `<s>`, as the model was trained. A multilingual run's sources start with the pieces of
+their target language's tag, those of `spm.model` for "<2fr>" (`data.multilingual.tag_ids`).
 
 How the project's model maps onto the specification:
 

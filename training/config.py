@@ -101,7 +101,10 @@ class DataConfig:
         deb_packages.DEFAULT_MIRROR, "Root URL of the Debian mirror for --deb_source=mirror.", "string"
     )
     languages: str | None = option(
-        None, "With --corpus=files: source-target language codes of the files, e.g. en-fr.", "string"
+        None,
+        "With --corpus=files: source-target language codes of the files, e.g. en-fr; several (en-de,en-fr) train "
+        "one multilingual model, one --train_tsv/--dev_tsv/--test_tsv file per pair.",
+        "string",
     )  # Built-in corpora know theirs.
     direction: str | None = option(
         None, "Translation direction, e.g. en-de or de-en (default: the corpus's).", "string"

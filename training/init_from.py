@@ -70,14 +70,13 @@ def tags_refusal(path, parent_data, tags):
     `path` (its config's data section `parent_data`): a tag its vocabulary lacks would be split into
     pieces. None when the parent has them all."""
     inherited = set(parent_data.get("user_defined_symbols", []))
-    corpus = parent_data.get("corpus", "")
-    if multilingual.is_multilingual(corpus):
-        inherited.update(multilingual.tags_of(corpus))
+    inherited.update(multilingual.tag(language) for language in multilingual.model_languages(parent_data) or ())
     missing = [tag for tag in tags if tag not in inherited]
     if not missing:
         return None
     return (
-        f"--init_from={path}: its vocabulary has no {', '.join(missing)} (trained on --corpus={corpus}); a fine-tuned "
+        f"--init_from={path}: its vocabulary has no {', '.join(missing)} (trained on --corpus="
+        f"{parent_data.get('corpus', '')}); a fine-tuned "
         "run keeps its parent's vocabulary, so a multilingual fine-tuning starts from a model trained on its languages"
     )
 

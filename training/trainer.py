@@ -470,7 +470,8 @@ def _callbacks(start, extra):
     options, chief, chief_run = start.options, start.chief, start.chief_run
     dev_sources, dev_references = training_callbacks.read_pairs(start.corpus.dev, options.eval_sentences, start.reverse)
     tokenizer, max_length = start.tokenizer, start.config.data.max_length
-    pairs = _dev_pairs(start) if multilingual.is_multilingual(start.config.data.corpus) else None
+    data = start.config.data
+    pairs = _dev_pairs(start) if multilingual.is_multilingual(data.corpus, data.languages) else None
     bleu = training_callbacks.DevBleu(
         lambda trained: Translator(
             trained,
@@ -513,7 +514,7 @@ def _dev_pairs(start):
     first --eval_sentences of each pair's dev split (the chief's; the others score none)."""
     pairs = {}
     for name, entry in multilingual.pairs_of(start.corpus).items():
-        dev = os.path.join(os.path.dirname(start.corpus.root), name, "dev.tsv")
+        dev = os.path.join(os.path.dirname(start.corpus.root), entry["corpus_dir"], "dev.tsv")
         sources, references = training_callbacks.read_pairs(dev, start.options.eval_sentences)
         tagged = [f"{entry['tag']} {source}" for source in sources] if start.chief else []
         pairs[name] = (tagged, references, bleu_tokenizer(entry["language"]))

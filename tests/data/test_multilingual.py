@@ -7,6 +7,7 @@ import os
 import pytest
 
 from data import builtin_corpora, corpora, multilingual
+from tests.data.helpers import make_pairs
 from tests.helpers import build_sample_multilingual
 
 
@@ -114,6 +115,62 @@ def test_the_training_mix_of_an_entry_samples_its_pairs_with_temperature(tmp_pat
     ]
     assert corpora.vocabulary_symbols(data) == ("<2de>", "<2ja>")
     with pytest.raises(
-        corpora.CorpusChoiceError, match="--direction=ja-en: a multilingual model translates from English"
+        corpora.CorpusChoiceError,
+        match="--direction=ja-en: a multilingual model translates each pair from its source language",
     ):
         corpora.resolve_corpus(DataConfig(corpus="deb-en-de,deb-en-ja", cache_dir=cache, direction="ja-en"))
+
+
+def _tsv(path, pairs):
+    path.write_text("".join(f"{source}\t{target}\n" for source, target in pairs), encoding="utf-8")
+    return str(path)
+
+
+def test_user_files_of_several_languages_are_one_pair_each(tmp_path):
+    """--corpus=files --languages=en-de,en-nl: each TSV one pair, named by its languages, built as a
+    user corpus of its own; the entry tags each with its target language."""
+    from training.config import DataConfig
+
+    german = make_pairs(300, seed=1)
+    dutch = [(english, target.upper()) for english, target in make_pairs(200, seed=2)]
+    files = dict(
+        train_files=(_tsv(tmp_path / "de.tsv", german[:260]), _tsv(tmp_path / "nl.tsv", dutch[:170])),
+        dev_files=(_tsv(tmp_path / "dev-de.tsv", german[260:]), _tsv(tmp_path / "dev-nl.tsv", dutch[170:])),
+    )
+    data = DataConfig(corpus="files", languages="en-de,en-nl", cache_dir=str(tmp_path / "cache"), **files)
+    entry, _ = corpora.resolve_corpus(data)
+    pairs = multilingual.pairs_of(entry)
+    assert [(name, pair["tag"], pair["dev"]) for name, pair in pairs.items()] == [
+        ("en-de", "<2de>", 40),
+        ("en-nl", "<2nl>", 30),
+    ]
+    assert all(pair["corpus_dir"].startswith("user-") for pair in pairs.values())
+    assert corpora.vocabulary_symbols(data) == ("<2de>", "<2nl>")
+    assert multilingual.model_languages({"corpus": "files", "languages": "en-de,en-nl"}) == ("de", "nl")
+    with pytest.raises(
+        multilingual.MultilingualError, match="--languages=en-de,en-nl names 2 pairs, --dev_tsv 1 files"
+    ):
+        corpora.pair_configs(
+            DataConfig(corpus="files", languages="en-de,en-nl", **dict(files, dev_files=files["dev_files"][:1]))
+        )
+
+
+@pytest.mark.parametrize(
+    "given, message",
+    [
+        (dict(train_tsv="de.tsv:2,nl.tsv:1"), "de.tsv:2 has a weight; with several --languages each file is one pair"),
+        (dict(train_tsv="de.tsv"), "--languages=en-de,en-nl names 2 pairs, --train_tsv 1 files"),
+        (
+            dict(train_tsv="de.tsv,nl.tsv", dev_src="d.en", dev_tgt="d.de"),
+            "takes one --dev_tsv file per pair, not --dev_src",
+        ),
+        (dict(), "needs --train_tsv, one file per pair"),
+    ],
+)
+def test_the_flags_of_several_languages_name_one_tsv_per_pair(given, message):
+    from data import user_corpus
+
+    values = {name: None for name in user_corpus.FILE_FLAGS}
+    values.update(languages="en-de,en-nl", **given)
+    with pytest.raises(user_corpus.UserFilesError, match=message):
+        user_corpus.multilingual_files(values, "--corpus=files")

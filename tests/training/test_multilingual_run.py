@@ -22,14 +22,12 @@ def multilingual_run(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("multilingual")
     cache, debs = str(root / "cache"), str(root / "debs")
-    build_sample_multilingual(cache, debs)
-    config = small_run_config(
-        root / "run", build_sample_multilingual(cache, debs)["deb-en-de"], train_steps=4, checkpoint_every=2
-    )
+    german = build_sample_multilingual(cache, debs)["deb-en-de"]
+    config = small_run_config(root / "run", german, train_steps=2, checkpoint_every=2)
     config = dataclasses.replace(
         config,
         data=dataclasses.replace(config.data, corpus=PAIRS, deb_dir=debs, user_defined_symbols=("<bt>",)),
-        train=dataclasses.replace(config.train, eval_every=4, eval_sentences=4),
+        train=dataclasses.replace(config.train, eval_every=2, eval_sentences=2),
     )
     return str(root / "run"), train(config), cache
 
@@ -133,7 +131,9 @@ def test_the_export_takes_the_target_language_as_an_input(multilingual_run, tmp_
     from inference.saved_model_translator import SavedModelTranslator
 
     model_dir, _, _ = multilingual_run
-    path = exporter.export_model(model_dir, str(tmp_path / "export"), length_buckets=(16,), checkpoint="last")
+    path = exporter.export_model(
+        model_dir, str(tmp_path / "export"), length_buckets=(16,), checkpoint="last", max_input_length=16
+    )
     export = SavedModelTranslator(path, target_language="ja")
     run = load_translator(model_dir, target_language="ja", quiet=True, search=export.search, checkpoint="last")
     texts, scores = export.translate(SENTENCES)
