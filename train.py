@@ -136,30 +136,34 @@ def _check_steps(values):
     return True
 
 
-@flags.multi_flags_validator(["corpus", "direction", "init_from"], message="")
+@flags.multi_flags_validator(["corpus", "languages", "direction", "init_from"], message="")
 def _check_corpus(values):
-    corpus = values["corpus"]
+    corpus, languages = values["corpus"], values["languages"]
     if not multilingual.is_multilingual(corpus):
         if corpus not in CORPORA:
             raise flags.ValidationError(
                 f"--corpus={corpus} is not a corpus: the built-in ones are {', '.join(sorted(CORPORA[:-1]))} "
                 "(`python -m data.prepare --list`), several of them joined by commas, or files"
             )
-        return True
+        if not multilingual.is_multilingual(corpus, languages):
+            return True  # Several --languages of user files: _check_files.
     try:
-        multilingual.pair_names(corpus, builtin_corpora.CORPORA)
+        if corpus != "files":
+            multilingual.pair_names(corpus, builtin_corpora.CORPORA)
+        refusal = values["init_from"] and init_from.tags_refusal(
+            values["init_from"],
+            init_from.read_parent(values["init_from"]).get("data", {}),
+            multilingual.tags_of(corpus, languages),
+        )
     except UserError as error:
         raise flags.ValidationError(str(error)) from None
-    if values["direction"]:
+    if corpus != "files" and values["direction"]:
         raise flags.ValidationError(
             f"--direction={values['direction']}: a multilingual model translates from English into each pair's "
             f"language (--corpus={corpus}); leave --direction out"
         )
-    if values["init_from"]:
-        parent = init_from.read_parent(values["init_from"]).get("data", {})
-        refusal = init_from.tags_refusal(values["init_from"], parent, multilingual.tags_of(corpus))
-        if refusal:
-            raise flags.ValidationError(refusal)
+    if refusal:
+        raise flags.ValidationError(refusal)
     return True
 
 
@@ -473,7 +477,11 @@ def main(argv):
         print(f"trained to step {summary['step']}; model written to {summary['model_path']}")
     if summary["dev_bleu"] is not None:
         search = "greedy" if FLAGS.eval_beam_size == 1 else f"beam {FLAGS.eval_beam_size}"
-        print(f"dev BLEU ({search}, {summary['dev_bleu_sentences']} sentences): {summary['dev_bleu']:.2f}")
+        each = ", ".join(f"{name} {score:.2f}" for name, score in summary["dev_bleu_pairs"].items())
+        print(
+            f"dev BLEU ({search}, {summary['dev_bleu_sentences']} sentences): {summary['dev_bleu']:.2f}"
+            + (f", the mean of {each}" if each else "")
+        )
     if summary["best"]:
         best = summary["best"]
         print(

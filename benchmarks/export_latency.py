@@ -96,10 +96,13 @@ def main(argv=None):
     args = parse_args(argv)
     import tensorflow as tf
 
+    from data.multilingual import model_languages
     from export.exporter import export_model
     from inference.translator import Translator
     from training.run_dir import RunDir
 
+    if model_languages((RunDir(args.model_dir).read_config() or {}).get("data", {})):
+        raise SystemExit(f"{args.model_dir} is a multilingual model: this benchmark times one pair's model")
     sentences = read_sentences(args.sentences, args.count)
     search = dict(beam_size=args.beam_size, alpha=args.alpha, max_extra_length=args.max_extra_length)
     buckets = [int(value) for value in args.length_buckets.split(",") if value.strip()]

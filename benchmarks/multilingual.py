@@ -18,14 +18,11 @@ directory that is already complete is scored as it is (train.py resumes it to it
 import argparse
 import json
 import os
-import subprocess
 import sys
-import time
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO_ROOT)
-
-DEMO_FLAGS = ("--recipe=small_data", "--checkpoint_every=200", "--keep_checkpoints=5", "--eval_sentences=100")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import demo_runs  # noqa: E402
+from demo_runs import REPO_ROOT  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -43,45 +40,15 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
-def train(args, corpus, steps, model_dir, extra=()):
-    """Trains (or resumes) one run with train.py; returns its wall seconds."""
-    command = [
-        sys.executable,
-        os.path.join(REPO_ROOT, "train.py"),
-        f"--model_dir={model_dir}",
-        f"--corpus={corpus}",
-        f"--cache_dir={args.cache_dir}",
-        f"--train_steps={steps}",
-        f"--eval_every={steps}",
-        *DEMO_FLAGS,
-        *extra,
-        *([f"--deb_dir={args.deb_dir}"] if args.deb_dir else []),
-        *args.train_flags.split(),
-    ]
-    start = time.monotonic()
-    completed = subprocess.run(command, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    if completed.returncode != 0:
-        raise SystemExit(f"train.py failed for {model_dir}:\n{completed.stderr[-3000:]}")
-    return time.monotonic() - start
+def train(args, corpus, steps, model_dir, flags=()):
+    """Trains (or resumes) one run with train.py, its dev BLEU at the end only; returns its wall seconds."""
+    flags = [f"--eval_every={steps}", *flags, *args.train_flags.split()]
+    return demo_runs.train(model_dir, corpus, args.cache_dir, steps, flags, args.deb_dir)
 
 
 def scores(args, model_dir, target_language=None):
     """BLEU, chrF and BLEU's signature of the run on the split (of `target_language`'s pair)."""
-    from evaluation import evaluator  # noqa: PLC0415 (TensorFlow: after the training subprocesses)
-    from models.search_config import DEFAULT_SEARCH  # noqa: PLC0415
-    from training.run_dir import RunDir  # noqa: PLC0415
-
-    search = DEFAULT_SEARCH.override(**RunDir(model_dir).recorded_search())
-    config = evaluator.EvalConfig(
-        model_dir=model_dir,
-        split=args.split,
-        checkpoint=args.checkpoint,
-        search=search,
-        progress=False,
-        target_language=target_language,
-    )
-    result = evaluator.evaluate(config)
-    return {key: result[key] for key in ("bleu", "chrf", "bleu_signature")}
+    return demo_runs.scores(model_dir, args.split, args.checkpoint, target_language)
 
 
 def run(args):

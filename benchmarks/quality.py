@@ -147,6 +147,8 @@ def _check_args(args):
     Raises:
         QualityError: a value outside what the flag accepts (named).
     """
+    if "," in args.corpus:
+        raise QualityError(f"--corpus={args.corpus}: one pair (a multilingual model is benchmarks/multilingual.py's)")
     systems = [name for name in args.systems.split(",") if name]
     if not systems or any(name not in SYSTEMS for name in systems):
         raise QualityError(f"--systems={args.systems!r}: expected a comma-separated list of {', '.join(SYSTEMS)}")

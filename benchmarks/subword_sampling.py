@@ -16,21 +16,11 @@ directory that is already complete is scored as it is (train.py resumes it to it
 import argparse
 import json
 import os
-import subprocess
 import sys
-import time
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO_ROOT)
-
-DEMO_FLAGS = (
-    "--recipe=small_data",
-    "--checkpoint_every=200",
-    "--keep_checkpoints=5",
-    "--eval_every=1200",
-    "--eval_sentences=100",
-    "--nocache_tokenized",
-)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import demo_runs  # noqa: E402
+from demo_runs import REPO_ROOT  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -49,38 +39,10 @@ def parse_args(argv=None):
 
 
 def train(args, corpus, alpha, model_dir):
-    """Trains (or resumes) one run with train.py; returns its wall seconds."""
-    command = [
-        sys.executable,
-        os.path.join(REPO_ROOT, "train.py"),
-        f"--model_dir={model_dir}",
-        f"--corpus={corpus}",
-        f"--cache_dir={args.cache_dir}",
-        f"--train_steps={args.train_steps}",
-        f"--subword_alpha={alpha:g}",
-        *DEMO_FLAGS,
-        *([f"--deb_dir={args.deb_dir}"] if args.deb_dir else []),
-        *args.train_flags.split(),
-    ]
-    start = time.monotonic()
-    completed = subprocess.run(command, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    if completed.returncode != 0:
-        raise SystemExit(f"train.py failed for {model_dir}:\n{completed.stderr[-3000:]}")
-    return time.monotonic() - start
-
-
-def scores(args, model_dir, split):
-    """BLEU, chrF and their signatures of the run on one split."""
-    from evaluation import evaluator  # noqa: PLC0415 (TensorFlow: after the training subprocesses)
-    from models.search_config import DEFAULT_SEARCH  # noqa: PLC0415
-    from training.run_dir import RunDir  # noqa: PLC0415
-
-    search = DEFAULT_SEARCH.override(**RunDir(model_dir).recorded_search())
-    config = evaluator.EvalConfig(
-        model_dir=model_dir, split=split, checkpoint=args.checkpoint, search=search, progress=False
-    )
-    result = evaluator.evaluate(config)
-    return {key: result[key] for key in ("bleu", "chrf", "bleu_signature", "length_ratio")}
+    """Trains (or resumes) one run with train.py, without the recipe's token cache (which sampling
+    cannot use) so that only the segmentation differs; returns its wall seconds."""
+    flags = ["--eval_every=1200", "--nocache_tokenized", f"--subword_alpha={alpha:g}", *args.train_flags.split()]
+    return demo_runs.train(model_dir, corpus, args.cache_dir, args.train_steps, flags, args.deb_dir)
 
 
 def run(args):
@@ -90,7 +52,7 @@ def run(args):
             model_dir = os.path.join(args.output_dir, f"{corpus}-alpha{alpha:g}")
             seconds = train(args, corpus, alpha, model_dir)
             row = {"corpus": corpus, "subword_alpha": alpha, "model_dir": model_dir, "train_seconds": round(seconds)}
-            row.update({split: scores(args, model_dir, split) for split in args.splits.split(",")})
+            row.update({split: demo_runs.scores(model_dir, split, args.checkpoint) for split in args.splits.split(",")})
             results.append(row)
             print(
                 f"{corpus} alpha {alpha:g}: "

@@ -1,7 +1,8 @@
 """The corpus a run's data configuration names, built or found in the cache, and its direction.
 
 train.py and evaluate.py describe the corpus with a `training.config.DataConfig`. The functions
-here take any object with its attributes (data/ does not import training/):
+here take any object with its attributes (data/ does not import training/; `pair_configs`, which
+copies it with other values, a dataclass):
 
     corpus        a built-in corpus ("deb-en-de", any "deb-en-XX", "tatoeba-en-es"), several joined by
                   commas (a multilingual model, `data.multilingual`), or "files" (the user's own files)
@@ -10,7 +11,8 @@ here take any object with its attributes (data/ does not import training/):
     deb_source, deb_mirror
                   how missing packages are fetched ("auto", "apt", "mirror") and the Debian mirror
                   for "mirror" (None: deb_packages.DEFAULT_MIRROR)
-    languages     "SRC-TGT" of the user's files, e.g. "en-fr" (None for a built-in corpus)
+    languages     "SRC-TGT" of the user's files, e.g. "en-fr", or several ("en-de,en-fr": a multilingual
+                  model, one file per pair) (None for a built-in corpus)
     direction     "SRC-TGT" to translate, or None for the corpus's own
     train_files, dev_files, test_files
                   the user's files of each split: (tsv,), (source, target) or (); with

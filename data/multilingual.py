@@ -12,7 +12,7 @@ cache as on its own; their training and dev pairs are then written, tagged, into
 The tag `<2xx>` is a user-defined SentencePiece symbol of the run's vocabulary, so it is one piece
 the encoder reads first. Training draws pairs with temperature over their sizes
 (`temperature_weights`); translating, scoring and the dev BLEU read each pair's own, untagged
-corpus and prepend the tag of the language asked for (`inference.target_language`).
+corpus and put the tag of the language asked for before each sentence (`target_tag`, `tag_ids`).
 """
 
 import hashlib
@@ -136,7 +136,7 @@ def _write(tmp_dir: str, pairs: dict) -> None:
                 entries[name][split] = count
     for file in (*shards, "dev.tsv", "test.tsv"):
         files[file] = {"bytes": os.path.getsize(os.path.join(tmp_dir, file))}
-    sources = {source for paths in pairs.values() for source in (paths.languages[0],)}
+    sources = {paths.languages[0] for paths in pairs.values()}
     manifest = {
         "format": corpus_cache.MANIFEST_FORMAT,
         "corpus": ",".join(pairs),
@@ -208,7 +208,7 @@ def model_languages(data: dict) -> tuple[str, ...] | None:
     return languages_of(corpus, languages) if is_multilingual(corpus, languages) else None
 
 
-def _bilingual_target(data: dict) -> str | None:
+def bilingual_target(data: dict) -> str | None:
     """The target language of a bilingual model's data section, where it names one."""
     direction = data.get("direction") or data.get("languages")
     corpus = data.get("corpus") or ""
@@ -229,7 +229,7 @@ def target_tag(data: dict, target_language: str | None, where: str) -> str | Non
     """
     languages = model_languages(data)
     if languages is None:
-        own = _bilingual_target(data)
+        own = bilingual_target(data)
         if target_language is None or target_language == own:
             return None
         raise TargetLanguageError(
@@ -254,10 +254,10 @@ def tag_ids(tokenizer, tag):
     so with its leading word marker the tag is `["▁", tag]`).
 
     Raises:
-        ValueError: `tag` is not a symbol of the vocabulary (the model was not trained with it).
+        TargetLanguageError: `tag` is not a symbol of the vocabulary (the model was not trained with it).
     """
     ids = tokenizer.tokenize([tag]).to_list()[0]
     last = tokenizer.id_to_piece(ids[-1:]).numpy()[0].decode() if ids else ""
     if last != tag or len(ids) > 2:
-        raise ValueError(f"{tag} is not a symbol of the vocabulary: the model was not trained with that tag")
+        raise TargetLanguageError(f"{tag} is not a symbol of the vocabulary: the model was not trained with that tag")
     return ids

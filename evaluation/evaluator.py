@@ -92,6 +92,7 @@ def load_test_set(config, run_config):
     from training.config import DataConfig
 
     data = dict((run_config or {}).get("data", {}))
+    _check_multilingual_overrides(data, config)
     if not data and not config.corpus:
         where = config.model_dir or config.export_dir
         raise EvaluationError(
@@ -122,6 +123,32 @@ def load_test_set(config, run_config):
     sources, references = test_sets.read_tsv_pairs(path, reverse=reverse)
     languages = corpus.languages[::-1] if reverse else corpus.languages
     return sources, references, f"{path} ({languages[0]}->{languages[1]})", languages[1]
+
+
+def _check_multilingual_overrides(data, config):
+    """A multilingual run's test set is the pair into --target_language: a --corpus into another
+    language, or a --direction, would score its translations against other references.
+
+    Raises:
+        EvaluationError: naming the flag.
+    """
+    if multilingual.model_languages(data) is None:
+        return
+    if config.direction:
+        raise EvaluationError(
+            f"--direction={config.direction}: a multilingual run translates each pair as it was trained; "
+            "choose the pair with --target_language"
+        )
+    own = (
+        config.corpus
+        and not multilingual.is_multilingual(config.corpus)
+        and multilingual.bilingual_target({"corpus": config.corpus})
+    )
+    if own and own != config.target_language:
+        raise EvaluationError(
+            f"--corpus={config.corpus} translates into {own}, --target_language={config.target_language}: the "
+            "translations would be scored against references in another language"
+        )
 
 
 def _pair_of(data_config, target_language):

@@ -75,6 +75,28 @@ def _load_ensemble(paths, checkpoint, quiet):
     return Ensemble([model for model, _, _ in loaded]), loaded[0][1], loaded[0][2]
 
 
+def _target_tag(paths, target_language):
+    """The tag the runs at `paths` put before each sentence to translate into `target_language`
+    (`multilingual.target_tag`): one for all the runs of an ensemble.
+
+    Raises:
+        multilingual.TargetLanguageError: a language a run was not trained for, or none for a
+            multilingual run.
+        ModelDirError: runs of an ensemble that would take different tags.
+    """
+    tags = [
+        multilingual.target_tag((RunDir(path).read_config() or {}).get("data", {}), target_language, path)
+        for path in paths
+    ]
+    for path, tag in zip(paths[1:], tags[1:]):
+        if tag != tags[0]:
+            raise ModelDirError(
+                f"an ensemble reads one input: {paths[0]} takes {tags[0] or 'no tag'} before each sentence, {path} "
+                f"{tag or 'no tag'}"
+            )
+    return tags[0]
+
+
 def load_translator(
     path,
     *,
@@ -132,7 +154,7 @@ def load_translator(
         kind = "run"
     if kind == "run" or (kind is None and is_run_dir(path)):
         run = RunDir(paths[0])
-        tag = multilingual.target_tag((run.read_config() or {}).get("data", {}), target_language, paths[0])
+        tag = _target_tag(paths, target_language)
         if search is None:
             search = DEFAULT_SEARCH.override(**run.recorded_search())
         search = search.override(

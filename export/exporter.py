@@ -290,7 +290,8 @@ def export_model(
         write_saved_model(module, temporary)
         extra = os.path.join(temporary, "assets.extra")
         os.makedirs(extra, exist_ok=True)
-        batches = warmup.warmup_batches(tokenizer, module.length_buckets)
+        tags = module.language_tags or [[]]  # A multilingual export's requests go into its first language.
+        batches = warmup.warmup_batches(tokenizer, module.length_buckets, len(tags[0]))
         model_name = os.path.basename(os.path.normpath(export_dir))
         languages = module.languages or (None,)
         warmup.write_warmup_requests(os.path.join(extra, warmup.WARMUP_FILE), batches, model_name, languages[0])

@@ -67,8 +67,9 @@ def word_indices(ids, starts_word, has_text, is_tag=None):
     ids = tf.convert_to_tensor(ids, tf.int32)
     unknown = tf.equal(ids, UNK_ID)
     no_word = tf.reduce_any(tf.equal(ids[:, :, None], tf.constant(NOT_WORDS, tf.int32)), axis=2)
-    if is_tag is not None:
-        no_word = no_word | is_tag
+    if is_tag is not None:  # A tag, and the lone word marker before it, are no word.
+        next_is_tag = tf.concat([is_tag[:, 1:], tf.zeros_like(is_tag[:, :1])], axis=1)
+        no_word = no_word | is_tag | (starts_word & ~has_text & ~unknown & next_is_tag)
     text = tf.logical_or(has_text, unknown)  # what a token adds to its word's text
     rows = tf.shape(ids)[0]
 

@@ -237,10 +237,16 @@ class ServingModule(tf.Module):
             )
             match = tf.equal(languages[:, None], tf.constant(self.languages)[None, :])  # [batch, languages]
             known = tf.reduce_any(match, axis=1)
-            check = self._refusal(
-                ~known,
-                UNKNOWN_LANGUAGE.format(languages=", ".join(self.languages)),
-                tf.range(tf.size(known)),
+            check = tf.debugging.Assert(
+                tf.reduce_all(known),
+                [
+                    UNKNOWN_LANGUAGE.format(languages=", ".join(self.languages)),
+                    "sentences (from 0):",
+                    tf.where(~known)[:, 0],
+                    "target_language:",
+                    tf.boolean_mask(languages, ~known),
+                ],
+                summarize=MAX_REPORTED,
             )
             with tf.control_dependencies([check]):
                 index = tf.argmax(tf.cast(match, tf.int32), axis=1, output_type=tf.int32)

@@ -24,11 +24,12 @@ SAMPLE_SENTENCES = (
 )
 
 
-def warmup_batches(tokenizer, length_buckets):
+def warmup_batches(tokenizer, length_buckets, extra_tokens=0):
     """One batch of sample text per bucket, the longest fitting that bucket's token length.
 
-    Sentences are joined until their token count (EOS included) passes the previous bucket, so the
-    request is routed to this bucket. Returns a list of lists of strings.
+    Sentences are joined until their token count (EOS and `extra_tokens` included: a multilingual
+    export's tag) passes the previous bucket, so the request is routed to this bucket. Returns a
+    list of lists of strings.
     """
     batches = []
     lower = 0
@@ -37,7 +38,7 @@ def warmup_batches(tokenizer, length_buckets):
         index = 0
         while True:
             candidate = (text + " " + SAMPLE_SENTENCES[index % len(SAMPLE_SENTENCES)]).strip()
-            tokens = int(tokenizer.tokenize([candidate]).row_lengths()[0]) + 1
+            tokens = int(tokenizer.tokenize([candidate]).row_lengths()[0]) + 1 + extra_tokens
             if tokens > bucket:
                 break
             text = candidate

@@ -90,12 +90,15 @@ def word_indices(ids, pieces):
     marker alone (a space) joins the piece after it, as the detokenized text has it; `<unk>`, which
     SentencePiece detokenizes as " ⁇ ", is a word of its own.
 
-    A multilingual model's target-language tag (`data.multilingual.tag`) belongs to no word either.
+    A multilingual model's target-language tag (`data.multilingual.tag`), and the lone word marker
+    before it (`data.multilingual.tag_ids`), belong to no word either.
     """
     words, has_text = [], []  # per token; per word
     closed = True  # whether the next piece starts a word
-    for token, piece in zip(ids, pieces):
-        if token in NOT_WORDS or multilingual.tag_language(piece):
+    tags = [bool(multilingual.tag_language(piece)) for piece in pieces]
+    before_tag = [piece == WORD_MARKER and next_is_tag for piece, next_is_tag in zip(pieces, tags[1:] + [False])]
+    for token, piece, tag, marker in zip(ids, pieces, tags, before_tag):
+        if token in NOT_WORDS or tag or marker:
             words.append(-1)
             continue
         bare = bool(has_text) and not has_text[-1] and not closed  # the word so far is markers alone

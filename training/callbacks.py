@@ -215,7 +215,8 @@ class TrainingLog(keras.callbacks.Callback):
     the first epoch's logs, which have no dev values, so it never wrote them.
 
     A file written with other columns (an older run, Keras's logger) is rewritten once under these
-    columns, its rows kept (columns it lacks blank, columns not kept dropped).
+    columns, its rows kept (columns it lacks blank, columns not kept dropped). `extra_columns` follow
+    COLUMNS (a multilingual run's `val_bleu_<pair>`).
     """
 
     COLUMNS = (
@@ -230,16 +231,17 @@ class TrainingLog(keras.callbacks.Callback):
         "val_bleu",
     )
 
-    def __init__(self, path):
+    def __init__(self, path, extra_columns=()):
         super().__init__()
         self.path = path
+        self.columns = self.COLUMNS + tuple(extra_columns)
 
     def on_train_begin(self, logs=None):
         if not os.path.exists(self.path):
             return
         with open(self.path, newline="", encoding="utf-8") as handle:
             reader = csv.DictReader(handle)
-            if tuple(reader.fieldnames or ()) == self.COLUMNS:
+            if tuple(reader.fieldnames or ()) == self.columns:
                 return
             # Keras's logger appended rows of other lengths after a resume: short rows read as
             # None for the missing cells, long ones put the surplus under the key None.
@@ -249,14 +251,14 @@ class TrainingLog(keras.callbacks.Callback):
         checkpoints.write_atomically(self.path, lambda temporary: self._write(temporary, rows, "w"))
 
     def on_epoch_end(self, epoch, logs=None):
-        row = {key: value for key, value in (logs or {}).items() if key in self.COLUMNS}
+        row = {key: value for key, value in (logs or {}).items() if key in self.columns}
         row.update(epoch=epoch, step=_step(self.model))
         self._write(self.path, [row], "a")
 
     def _write(self, path, rows, mode):
         header = mode == "w" or not os.path.exists(path) or os.path.getsize(path) == 0
         with open(path, mode, newline="", encoding="utf-8") as handle:
-            writer = csv.DictWriter(handle, self.COLUMNS, extrasaction="ignore", restval="")
+            writer = csv.DictWriter(handle, self.columns, extrasaction="ignore", restval="")
             if header:
                 writer.writeheader()
             for row in rows:

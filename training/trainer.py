@@ -89,10 +89,10 @@ def resolve_tokenizer(model_dir, corpus, data, may_train=True, parent=None):
         cached = os.path.join(corpus.root, vocabulary_stem(vocab_size, symbols, model_type) + ".model")
         if not os.path.exists(cached):
             if not may_train:
-                raise TrainingError(
-                    f"{cached} is missing: with several workers, build the vocabulary first with "
-                    f"`{corpora.prepare_command(data, vocab_size)}`"
-                )
+                how = f"with `{corpora.prepare_command(data, vocab_size)}`"
+                if data.corpus == "files" and multilingual.is_multilingual(data.corpus, data.languages):
+                    how = "by starting this run on one worker (--distribution=one_device), which trains it"
+                raise TrainingError(f"{cached} is missing: with several workers, build the vocabulary first {how}")
             print(
                 f"training a {vocab_size}-piece SentencePiece vocabulary on the training split of {corpus.root}",
                 file=sys.stderr,
@@ -468,10 +468,11 @@ def _datasets(start):
 def _callbacks(start, extra):
     """The run's Keras callbacks, then `extra` (the caller's)."""
     options, chief, chief_run = start.options, start.chief, start.chief_run
-    dev_sources, dev_references = training_callbacks.read_pairs(start.corpus.dev, options.eval_sentences, start.reverse)
-    tokenizer, max_length = start.tokenizer, start.config.data.max_length
-    data = start.config.data
+    tokenizer, max_length, data = start.tokenizer, start.config.data.max_length, start.config.data
     pairs = _dev_pairs(start) if multilingual.is_multilingual(data.corpus, data.languages) else None
+    dev_sources, dev_references = (
+        ([], []) if pairs else training_callbacks.read_pairs(start.corpus.dev, options.eval_sentences, start.reverse)
+    )
     bleu = training_callbacks.DevBleu(
         lambda trained: Translator(
             trained,
@@ -503,7 +504,7 @@ def _callbacks(start, extra):
     ]
     if chief:
         keras_callbacks += [
-            training_callbacks.TrainingLog(chief_run.training_log),
+            training_callbacks.TrainingLog(chief_run.training_log, [f"val_bleu_{name}" for name in pairs or ()]),
             keras.callbacks.TensorBoard(chief_run.log_dir, update_freq="epoch"),
         ]
     return _Callbacks(keras_callbacks + list(extra), bleu, best, best.already_stopped())
@@ -617,6 +618,7 @@ def _final_model(start, fit_callbacks, history):
         "resumed_from": start.start_step,
         "history": {key: [float(v) for v in values] for key, values in history.items()},
         "dev_bleu": fit_callbacks.bleu.last_bleu,
+        "dev_bleu_pairs": fit_callbacks.bleu.last_pair_bleu,
         "dev_bleu_sentences": len(fit_callbacks.bleu.sources),
         "best": best.record,
         "stopped_early_at": stopped_at,

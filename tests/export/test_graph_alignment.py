@@ -12,7 +12,8 @@ from inference import alignment
 M = "\u2581"  # SentencePiece's word marker
 # Piece sequences with the special cases of `alignment.word_indices`: a bare marker joining the next
 # piece (or, last, no word), <unk> a word of its own, a first piece without the marker, pieces with
-# no text but markers, BOS/EOS/PAD anywhere, and rows with no word at all.
+# no text but markers, BOS/EOS/PAD anywhere, rows with no word at all, and a multilingual model's
+# target-language tags (with the lone marker before them: no word).
 ROWS = [
     [M + "Open", M + "the", M + "fi", "le", ".", "</s>"],
     [M + "a", M, M + "x", "<unk>", "y", M, "</s>"],
@@ -22,6 +23,8 @@ ROWS = [
     ["</s>"],
     ["<unk>", M, "<unk>", "d", M + M + "e", "</s>"],
     ["", "f", M, "", "g", M + "h", "</s>"],
+    [M, "<2fr>", M + "Open", "file", "</s>"],
+    ["<2zh_cn>", "x", M, M, "<2de>", M + "y", "</s>"],
 ]
 SPECIAL = {"<pad>": PAD_ID, "<s>": BOS_ID, "</s>": EOS_ID, "<unk>": UNK_ID}
 
@@ -38,12 +41,14 @@ def padded(rows, fill):
 def test_word_indices_equal_the_plain_version_on_every_special_case():
     expected = [alignment.word_indices(ids_of(row), row) for row in ROWS]
     assert expected[1] == [0, 1, 1, 2, 3, -1, -1]  # the cases hold what their comment says
+    assert expected[8] == [-1, -1, 0, 0, -1] and expected[9] == [-1, 0, 1, -1, -1, 1, -1]
     pieces = padded(ROWS, "<pad>")
     flags = [graph_alignment.piece_flags(row) for row in pieces]
     words = graph_alignment.word_indices(
         tf.constant([ids_of(row) for row in pieces], tf.int32),
         tf.constant([f.starts_word for f in flags]),
         tf.constant([f.has_text for f in flags]),
+        tf.constant([f.is_tag for f in flags]),
     ).numpy()
     assert [row[: len(pieces)].tolist() for row, pieces in zip(words, ROWS)] == expected
     assert all((row[len(pieces) :] == -1).all() for row, pieces in zip(words, ROWS))

@@ -71,8 +71,8 @@ def test_translating_into_a_language_puts_its_tag_first(multilingual_run):
     short = load_translator(model_dir, target_language="ja", quiet=True, max_input_length=4)
     assert short.encode(SENTENCES[:1]) == [tagged[:3] + [2]] and short.truncated_indices == [0]
     words = word_indices(rows[0], pieces_of(japanese.tokenizer, rows[0]))
-    tag_position = len(japanese.tag_ids) - 1
-    assert words[tag_position] == -1 and words[tag_position + 1] == 0 and max(words) == 2  # Save the document.
+    tag_length = len(japanese.tag_ids)  # The tag and the word marker before it: no word.
+    assert words[:tag_length] == [-1] * tag_length and words[tag_length] == 0 and max(words) == 2
     _, _, alignments = japanese.translate(SENTENCES[:1], alignments=True)
     assert {int(link.split("-")[0]) for link in alignments[0].split()} <= {0, 1, 2}
     assert japanese.score(SENTENCES[:1], ["x"]) == plain.score([f"<2ja> {SENTENCES[0]}"], ["x"])
