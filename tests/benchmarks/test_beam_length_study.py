@@ -2,8 +2,10 @@
 setting, the search's scores equal to the script's rescoring of its outputs."""
 
 import numpy as np
+import pytest
 
 
+@pytest.mark.slow  # A benchmark's smoke run: the full tier runs it.
 def test_study_rescores_what_the_search_returns(benchmark_script, tiny_run, capsys):
     study, _ = benchmark_script("beam_length_study")
     model_dir, _ = tiny_run

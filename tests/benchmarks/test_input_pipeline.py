@@ -11,6 +11,7 @@ import pytest
 from data.special_ids import PAD_ID
 
 
+@pytest.mark.slow  # A benchmark's smoke run: the full tier runs it.
 def test_counts_match_the_batches_train_py_reads(corpus, tiny_run, tmp_path, benchmark_script):
     from data.pipeline import make_dataset
     from data.tokenizer import Tokenizer

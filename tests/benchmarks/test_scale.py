@@ -1,5 +1,7 @@
 import json
 
+import pytest
+
 
 def _run(module, corpus, tmp_path, *flags):
     output = tmp_path / "scale.json"
@@ -15,6 +17,7 @@ def _run(module, corpus, tmp_path, *flags):
     return figures
 
 
+@pytest.mark.slow  # A benchmark's smoke run: the full tier runs it.
 def test_preparation_and_vocabulary_are_measured(corpus, tmp_path, benchmark_script):
     module, _ = benchmark_script("scale")
     figures = _run(module, corpus, tmp_path, "--train_steps=0")

@@ -28,6 +28,7 @@ def test_matmul_free_wall_counts_only_time_no_matmul_covers(benchmark_script):
     )
 
 
+@pytest.mark.slow  # A benchmark's smoke run: the full tier runs it.
 def test_profile_gemm_and_adam_run_at_tiny_sizes(benchmark_script, capsys):
     profile, _ = benchmark_script("tf_step_profile")
     tiny = ["--sizes", "num_layers=1,hidden_dim=32,intermediate_dim=64,num_heads=2", "--vocab", "48"]
