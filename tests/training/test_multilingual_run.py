@@ -97,6 +97,7 @@ def test_a_target_language_the_model_has_not_learnt_is_refused(multilingual_run)
         evaluator.evaluate(evaluator.EvalConfig(model_dir=model_dir, split="dev", progress=False))
 
 
+@pytest.mark.slow  # Four train.py processes; the refusals themselves: tests/data/test_multilingual.py.
 def test_train_py_refuses_a_pair_given_twice_and_a_direction(multilingual_run, tmp_path):
     model_dir, _, cache = multilingual_run
     common = (f"--cache_dir={cache}", "--train_steps=2", "--checkpoint_every=2", "--eval_every=2")
