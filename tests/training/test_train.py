@@ -245,7 +245,9 @@ def test_steps_per_execution_and_subword_sampling_change_only_what_they_say(samp
 
     first_epoch = dict(options, train_steps=5, eval_every=5)
     sampled = train(small_run_config(tmp_path / "sampled", sample_corpus, subword_alpha=0.3, **first_epoch))
-    assert not np.isclose(sampled["history"]["loss"][0], one["history"]["loss"][0], rtol=1e-3)
+    # Another stream: not the losses the same seed gives without sampling, which agree to rtol 1e-5
+    # above (the first steps of a fresh model are all near ln(vocabulary), so the gap is small).
+    assert not np.isclose(sampled["history"]["loss"][0], one["history"]["loss"][0], rtol=1e-5)
     with open(tmp_path / "sampled" / "config.json", encoding="utf-8") as f:
         recorded = json.load(f)["train"]
     assert (recorded["subword_alpha"], recorded["subword_nbest"]) == (0.3, -1)
