@@ -13,6 +13,17 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEMO_FLAGS = ("--recipe=small_data", "--checkpoint_every=200", "--keep_checkpoints=5", "--eval_sentences=100")
 
 
+def add_run_arguments(parser, name):
+    """The arguments every such benchmark takes: the weights scored, the corpus cache and packages,
+    where its runs go (`runs/<name>`), more train.py flags, and the JSON to write."""
+    parser.add_argument("--checkpoint", default="average:5", help="the weights scored (evaluate.py's --checkpoint)")
+    parser.add_argument("--cache_dir", default=os.path.join(REPO_ROOT, "cache", "corpora"))
+    parser.add_argument("--deb_dir", default=None, help="train.py's --deb_dir")
+    parser.add_argument("--output_dir", default=os.path.join(REPO_ROOT, "runs", name))
+    parser.add_argument("--train_flags", default="", help="more train.py flags, space-separated (e.g. for a smoke run)")
+    parser.add_argument("--json", default=None, help="write the results here")
+
+
 def train(model_dir, corpus, cache_dir, steps, flags=(), deb_dir=None):
     """Trains (or resumes) the demo's run on `corpus` for `steps` with `flags` on top; returns its
     wall seconds. A failed train.py ends the benchmark with its stderr's tail."""

@@ -22,7 +22,6 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import demo_runs  # noqa: E402
-from demo_runs import REPO_ROOT  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -30,13 +29,8 @@ def parse_args(argv=None):
     parser.add_argument("--pairs", default="deb-en-de,deb-en-fr,deb-en-es", help="built-in corpora, one per pair")
     parser.add_argument("--steps_per_pair", type=int, default=1200, help="a bilingual run's steps (a multiple of 200)")
     parser.add_argument("--temperature", type=float, default=5.0, help="train.py's --pair_sampling_temperature")
-    parser.add_argument("--checkpoint", default="average:5", help="the weights scored (evaluate.py's --checkpoint)")
-    parser.add_argument("--cache_dir", default=os.path.join(REPO_ROOT, "cache", "corpora"))
-    parser.add_argument("--deb_dir", default=None, help="train.py's --deb_dir")
-    parser.add_argument("--output_dir", default=os.path.join(REPO_ROOT, "runs", "multilingual"))
     parser.add_argument("--split", default="test")
-    parser.add_argument("--train_flags", default="", help="more train.py flags, space-separated (e.g. for a smoke run)")
-    parser.add_argument("--json", default=None, help="write the results here")
+    demo_runs.add_run_arguments(parser, "multilingual")
     return parser.parse_args(argv)
 
 

@@ -20,7 +20,6 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import demo_runs  # noqa: E402
-from demo_runs import REPO_ROOT  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -28,13 +27,8 @@ def parse_args(argv=None):
     parser.add_argument("--corpora", default="deb-en-de,deb-en-ja", help="built-in corpora (train.py's --corpus)")
     parser.add_argument("--alphas", default="0,0.1", help="train.py's --subword_alpha values; 0 is the anchor")
     parser.add_argument("--train_steps", type=int, default=2400)
-    parser.add_argument("--checkpoint", default="average:5", help="the weights scored (evaluate.py's --checkpoint)")
-    parser.add_argument("--cache_dir", default=os.path.join(REPO_ROOT, "cache", "corpora"))
-    parser.add_argument("--deb_dir", default=None, help="train.py's --deb_dir")
-    parser.add_argument("--output_dir", default=os.path.join(REPO_ROOT, "runs", "subword_sampling"))
     parser.add_argument("--splits", default="dev,test")
-    parser.add_argument("--train_flags", default="", help="more train.py flags, space-separated (e.g. for a smoke run)")
-    parser.add_argument("--json", default=None, help="write the results here")
+    demo_runs.add_run_arguments(parser, "subword_sampling")
     return parser.parse_args(argv)
 
 
