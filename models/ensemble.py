@@ -4,8 +4,8 @@ At each decoding step every member decodes from its own caches, and the ensemble
 scores are the mean of the members' log-probabilities (Marian's `--models` with equal `--weights`;
 the search's log-softmax then renormalizes them, a normalized geometric mean of the members'
 distributions). Forced decoding (`score_ids`) reads the same mean, so a translation's score is the
-one its search gave it. The members share the vocabulary (same size and pad id here; the same
-SentencePiece model is the caller's check) and may differ in size and depth.
+one its search gave it. The members share the vocabularies (same sizes and pad id here; the same
+SentencePiece models are the caller's check) and may differ in size and depth.
 
 `Ensemble` has the parts of a `models.transformer.Transformer` that `models.translation` reads:
 `encode`, `initial_cache`, `decode`, `pad_id`, `variables`, and a call on `(source_ids,
@@ -20,7 +20,8 @@ class Ensemble:
     """Members decoded in step, their log-probabilities averaged.
 
     Args:
-        models: two or more `Transformer`s with the same `vocabulary_size` and `pad_id`.
+        models: two or more `Transformer`s with the same `vocabulary_size`, `source_vocabulary_size`
+            and `pad_id`.
 
     Raises:
         ValueError: fewer than two models, or models with different vocabulary sizes or pad ids.
@@ -30,13 +31,14 @@ class Ensemble:
         models = tuple(models)
         if len(models) < 2:
             raise ValueError(f"an ensemble needs two or more models, received {len(models)}")
-        for name in ("vocabulary_size", "pad_id"):
+        for name in ("vocabulary_size", "source_vocabulary_size", "pad_id"):
             values = [getattr(model, name) for model in models]
             if len(set(values)) > 1:
                 raise ValueError(f"the ensemble's models differ in {name}: {values}")
         self.models = models
         first = models[0]
         self.vocabulary_size, self.pad_id = first.vocabulary_size, first.pad_id
+        self.source_vocabulary_size = first.source_vocabulary_size
         self.num_layers, self.num_heads = first.num_layers, first.num_heads  # for attention: the first's
 
     @property

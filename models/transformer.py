@@ -1,8 +1,9 @@
 """The Transformer of "Attention Is All You Need" (Vaswani et al., 2017) as a `keras.Model`.
 
 Shared embedding (section 3.4) -> encoder stack -> decoder stack -> the same embedding matrix,
-transposed, as the pre-softmax projection. Symbols: `vocabulary_size` the shared source/target
-vocabulary, `num_layers` N, `hidden_dim` d_model, `num_heads` h, `intermediate_dim` d_ff, `dropout`
+transposed, as the pre-softmax projection. With separate source and target vocabularies
+(`source_vocabulary_size`), the encoder has an embedding of its own and the decoder's stays tied to
+the projection. Symbols: `vocabulary_size` the shared (or target) vocabulary, `num_layers` N, `hidden_dim` d_model, `num_heads` h, `intermediate_dim` d_ff, `dropout`
 P_drop. Defaults are the base model of Table 3.
 """
 
@@ -23,7 +24,8 @@ class Transformer(keras.Model):
     """Encoder-decoder Transformer with tied embeddings.
 
     Args:
-        vocabulary_size: size of the shared vocabulary (from the tokenizer, not the preset).
+        vocabulary_size: size of the shared vocabulary (from the tokenizer, not the preset), or of
+            the target one when `source_vocabulary_size` is given.
         num_layers: N, layers in each of the encoder and decoder stacks. Defaults to 6.
         hidden_dim: d_model. Defaults to 512.
         num_heads: h. Defaults to 8.
@@ -34,6 +36,9 @@ class Transformer(keras.Model):
         normalize_first: pre-norm instead of the paper's post-norm. Defaults to False.
         layer_norm_epsilon: defaults to 1e-6.
         pad_id: the tokenizer's padding id; source positions holding it are masked.
+        source_vocabulary_size: None (the default) for one vocabulary and one matrix shared by
+            both embeddings and the projection; the source vocabulary's size for separate
+            vocabularies, which gives the encoder its own embedding matrix.
 
     Call arguments (teacher forcing):
         inputs: a pair `(source_ids, target_input_ids)`, int `[batch, source_length]` and
@@ -48,28 +53,51 @@ class Transformer(keras.Model):
     `quantize("int8")` makes the matmul weights int8, in place, for inference (`models.int8_weights`).
     """
 
-    def __init__(self, vocabulary_size, num_layers=6, *, pad_id=PAD_ID, **kwargs):
+    def __init__(self, vocabulary_size, num_layers=6, *, pad_id=PAD_ID, source_vocabulary_size=None, **kwargs):
         # The layer options (hidden_dim ... layer_norm_epsilon) are models.layer_stack.LAYER_DEFAULTS's.
         layer_options = pop_layer_options(kwargs)
         super().__init__(**kwargs)
         self.vocabulary_size = vocabulary_size
         self.num_layers = num_layers
         self.pad_id = pad_id
+        self.source_vocabulary_size = source_vocabulary_size
         for name, value in layer_options.items():
             setattr(self, name, value)
         stack_options = dict(num_layers=num_layers, **layer_options, dtype=self.dtype_policy)
+        # `embedding` is the target one, tied to the pre-softmax projection.
         self.embedding = SharedEmbedding(
-            vocabulary_size, self.hidden_dim, self.dropout, name="shared_embedding", dtype=self.dtype_policy
+            vocabulary_size,
+            self.hidden_dim,
+            self.dropout,
+            name="shared_embedding" if source_vocabulary_size is None else "target_embedding",
+            dtype=self.dtype_policy,
         )
+        if source_vocabulary_size is not None:
+            self.separate_source_embedding = SharedEmbedding(
+                source_vocabulary_size, self.hidden_dim, self.dropout, name="source_embedding", dtype=self.dtype_policy
+            )
         self.encoder = TransformerEncoder(**stack_options, name="encoder")
         self.decoder = TransformerDecoder(**stack_options, name="decoder")
 
     def build(self, input_shape=None):
         hidden_shape = (None, None, self.hidden_dim)
-        self.embedding.build((None, None))
+        for embedding in self.embeddings:
+            embedding.build((None, None))
         self.encoder.build(hidden_shape)
         self.decoder.build(hidden_shape, hidden_shape)
         self.built = True
+
+    @property
+    def source_embedding(self):
+        """The encoder's embedding: the shared one, or the source vocabulary's own."""
+        return self.embedding if self.source_vocabulary_size is None else self.separate_source_embedding
+
+    @property
+    def embeddings(self):
+        """The model's embedding layers: one shared, or the target's then the source's."""
+        if self.source_vocabulary_size is None:
+            return (self.embedding,)
+        return (self.embedding, self.separate_source_embedding)
 
     @staticmethod
     def _check_ids(ids, name):
@@ -96,7 +124,7 @@ class Transformer(keras.Model):
         """Returns `(encoder_output [batch, source_length, hidden_dim], padding_mask [batch, source_length])`."""
         self._check_ids(source_ids, "source_ids")
         padding_mask = self.padding_mask(source_ids)
-        embedded = self.embedding(source_ids, training=training)
+        embedded = self.source_embedding(source_ids, training=training)
         return self.encoder(embedded, padding_mask=padding_mask, training=training), padding_mask
 
     def initial_cache(self, encoder_output, cache_length):
@@ -174,7 +202,7 @@ class Transformer(keras.Model):
 
     def quantize(self, mode=None, config=None, **kwargs):
         """Int8 weights for inference (`models.int8_weights`): every attention and feed-forward
-        projection through Keras's `Dense.quantize`, and the shared embedding matrix.
+        projection through Keras's `Dense.quantize`, and the embedding matrices.
 
         Raises:
             ValueError: a mode other than "int8" (Keras refuses a model already quantized, or one
@@ -188,7 +216,8 @@ class Transformer(keras.Model):
         # collects garbage after each kernel it replaces: once for the whole model is enough.
         with compat.one_garbage_collection():
             super().quantize(mode, config=config, filters=lambda layer: isinstance(layer, Dense), type_check=False)
-            self.embedding.quantize(mode)
+            for embedding in self.embeddings:
+                embedding.quantize(mode)
 
     def call(self, inputs, training=None):
         if not isinstance(inputs, (tuple, list)) or len(inputs) != 2:
@@ -208,6 +237,7 @@ class Transformer(keras.Model):
                 "num_layers": self.num_layers,
                 **{name: getattr(self, name) for name in LAYER_DEFAULTS},
                 "pad_id": self.pad_id,
+                "source_vocabulary_size": self.source_vocabulary_size,
             }
         )
         return config

@@ -54,6 +54,43 @@ def test_one_shared_embedding_variable():
     assert np.max(np.abs(_numpy(model((source, target)))[..., 5] - before[..., 5])) > 1e-3
 
 
+def test_separate_vocabularies_give_the_encoder_its_own_matrix(tmp_path):
+    source_vocab = VOCAB + 9
+    model = Transformer(VOCAB, source_vocabulary_size=source_vocab, **SMALL)
+    model.build()
+    tables = {w.path.split("/")[-2]: w for w in model.weights if w.path.endswith("embeddings")}
+    assert {name: tuple(table.shape) for name, table in tables.items()} == {
+        "target_embedding": (VOCAB, SMALL["hidden_dim"]),
+        "source_embedding": (source_vocab, SMALL["hidden_dim"]),
+    }
+    # Source ids beyond the target vocabulary are valid; the logits span the target vocabulary.
+    source, target = _batch()
+    source[0, 0] = source_vocab - 1
+    before = _numpy(model((source, target)))
+    assert before.shape == (3, 6, VOCAB)
+    # The target matrix is the projection: a change to one row moves that token's logits alone
+    # where the target does not hold it; the source matrix moves the logits through the encoder.
+    for name, row in (("target_embedding", 3), ("source_embedding", source_vocab - 1)):
+        table = _numpy(tables[name]).copy()
+        table[row] += (
+            np.arange(SMALL["hidden_dim"]) / SMALL["hidden_dim"]
+        )  # not constant: the logits' LayerNorm input sums to 0
+        tables[name].assign(table)
+        after = _numpy(model((source, target)))
+        changed = np.abs(after - before).max(axis=(0, 1)) > 1e-4
+        assert changed.tolist() == ([i == 3 for i in range(VOCAB)] if name == "target_embedding" else [True] * VOCAB)
+        before = after
+    path = os.path.join(tmp_path, "model.keras")
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    assert loaded.get_config()["source_vocabulary_size"] == source_vocab
+    assert np.array_equal(_numpy(loaded((source, target))), before)
+    # Int8 weights quantize both matrices.
+    loaded.quantize("int8")
+    assert [keras.backend.standardize_dtype(e.embeddings.dtype) for e in loaded.embeddings] == ["int8", "int8"]
+    assert np.max(np.abs(_numpy(loaded((source, target))) - before)) < 0.1
+
+
 def _expected_parameters(vocab, layers, d_model, d_ff):
     attention = 4 * d_model * d_model + 4 * d_model  # W^Q, W^K, W^V, W^O and their biases.
     feed_forward = 2 * d_model * d_ff + d_ff + d_model
