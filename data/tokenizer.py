@@ -10,6 +10,7 @@ Byte fallback is on: a character outside the vocabulary becomes its UTF-8 bytes 
 unchanged (SentencePiece's default `nmt_nfkc` rule, which also collapses runs of spaces).
 """
 
+import hashlib
 import io
 import itertools
 import os
@@ -62,8 +63,9 @@ def _describe(inputs) -> str:
     return "the given sentences"
 
 
-def _sentences(inputs: str | os.PathLike | Iterable[str]) -> Iterator[str]:
-    """Sentences from text files (a `.tsv` gives both columns) or from an iterable of strings.
+def _sentences(inputs: str | os.PathLike | Iterable[str], tsv_column: int | None = None) -> Iterator[str]:
+    """Sentences from text files (a `.tsv` gives both columns, or its `tsv_column` alone) or from an
+    iterable of strings.
 
     A str or PathLike given alone must be an existing file. In an iterable, a PathLike must be an
     existing file, and so must a str that `_looks_like_path`; any other str is a sentence.
@@ -82,7 +84,10 @@ def _sentences(inputs: str | os.PathLike | Iterable[str]) -> Iterator[str]:
                 for line in f:
                     line = line.rstrip("\n")
                     if os.fspath(item).endswith(".tsv"):
-                        yield from (side for side in line.split("\t") if side)
+                        sides = line.split("\t")
+                        if tsv_column is not None:
+                            sides = sides[tsv_column : tsv_column + 1]
+                        yield from (side for side in sides if side)
                     elif line:
                         yield line
         elif isinstance(item, os.PathLike) or (isinstance(item, str) and _looks_like_path(item)):
@@ -150,6 +155,7 @@ def train_sentencepiece(
     num_threads: int | None = None,
     seed: int = 0,
     user_defined_symbols: Iterable[str] = (),
+    tsv_column: int | None = None,
 ) -> str:
     """Trains a shared SentencePiece model and returns the path of `model_prefix + ".model"`.
 
@@ -172,6 +178,8 @@ def train_sentencepiece(
         seed: the trainer's random seed (sentence sampling), for reproducible models.
         user_defined_symbols: pieces kept whole wherever they occur in the text (tags such as
             `<2fr>`, placeholders), with ids right after the special ones (`check_user_defined_symbols`).
+        tsv_column: learn from this column of the `.tsv` inputs only (0 or 1): one side's model of
+            separate source and target vocabularies. None (the default) reads both.
 
     The files are written under a temporary name and renamed, so a crash or a failed write leaves
     no partial model.
@@ -187,7 +195,9 @@ def train_sentencepiece(
     if model_type not in ("bpe", "unigram"):
         raise ValueError(f"model_type must be 'bpe' or 'unigram', got {model_type!r}.")
     user_defined_symbols = check_user_defined_symbols(user_defined_symbols)
-    sentences = _sentences(text_files_or_iterator)
+    if tsv_column not in (None, 0, 1):
+        raise ValueError(f"tsv_column must be None, 0 or 1, got {tsv_column!r}.")
+    sentences = _sentences(text_files_or_iterator, tsv_column)
     first = next(sentences, None)
     if first is None:
         raise TokenizerError(
@@ -299,7 +309,14 @@ class Tokenizer(tf.Module):
         self._sentencepiece = self._op()
 
     def _op(self):
-        return tf_text.SentencepieceTokenizer(model=self._model_proto, out_type=tf.int32, **self._sampling)
+        # tensorflow-text's SentencePiece resource is named after its op's node, which a graph
+        # rebuilds (a SavedModel loaded, a tf.data service's workers): two models in one graph
+        # under the default name share the first one's resource. A name per model and setting
+        # keeps them apart (separate source and target vocabularies).
+        digest = hashlib.sha256(self._model_proto + repr(sorted(self._sampling.items())).encode()).hexdigest()[:16]
+        return tf_text.SentencepieceTokenizer(
+            model=self._model_proto, out_type=tf.int32, name=f"sentencepiece_{digest}", **self._sampling
+        )
 
     def sampling(self, alpha: float, nbest_size: int = -1) -> "Tokenizer":
         """This vocabulary with subword regularization: `tokenize` samples a segmentation of each
