@@ -378,21 +378,28 @@ def _inherited_model():
     )
     if FLAGS["preset"].present and FLAGS.preset != preset:
         differences.insert(0, ("preset", preset, FLAGS.preset))
+    if FLAGS["vocabulary"].present and FLAGS.vocabulary != init_from.vocabulary_kind(parent):
+        differences.append(("vocabulary", init_from.vocabulary_kind(parent), FLAGS.vocabulary))
     if differences:
         raise app.UsageError(init_from.describe_differences(FLAGS.init_from, differences))
     return preset, requested, vocab_size
 
 
 def _vocabulary_options():
-    """The vocabulary's symbols and model type: the flags', or a fine-tuning's parent's (it keeps the
-    parent's vocabulary)."""
+    """The vocabulary's symbols, model type and kind: the flags', or a fine-tuning's parent's (it
+    keeps the parent's vocabulary)."""
     if FLAGS.init_from:
-        parent = init_from.read_parent(FLAGS.init_from).get("data", {})
+        parent = init_from.read_parent(FLAGS.init_from)
         return {
-            "user_defined_symbols": tuple(parent.get("user_defined_symbols", ())),
-            "subword_model": parent.get("subword_model", "bpe"),
+            "user_defined_symbols": tuple(parent.get("data", {}).get("user_defined_symbols", ())),
+            "subword_model": parent.get("data", {}).get("subword_model", "bpe"),
+            "vocabulary": init_from.vocabulary_kind(parent),
         }
-    return {"user_defined_symbols": tuple(FLAGS.user_defined_symbols or ()), "subword_model": FLAGS.subword_model}
+    return {
+        "user_defined_symbols": tuple(FLAGS.user_defined_symbols or ()),
+        "subword_model": FLAGS.subword_model,
+        "vocabulary": FLAGS.vocabulary,
+    }
 
 
 def config_from_flags():

@@ -52,6 +52,8 @@ def prepare_command(data, vocab_size):
     arguments = [f"--cache_dir={data.cache_dir}", f"--vocab_size={vocab_size}"]
     if getattr(data, "subword_model", "bpe") != "bpe":
         arguments.append(f"--model_type={data.subword_model}")
+    if getattr(data, "vocabulary", "shared") != "shared":
+        arguments.append(f"--vocabulary={data.vocabulary}")
     symbols = tuple(getattr(data, "user_defined_symbols", ()) or ())  # data.prepare adds the tags itself.
     if symbols:
         arguments.append(f"--user_defined_symbols={','.join(symbols)}")

@@ -168,14 +168,16 @@ def _tokenized_batches(
 ) -> tf.data.Dataset:
     """Lines -> batches of up to `pairs_per_batch` pairs (source_ids, target_input_ids,
     target_output_ids as ragged `[pairs, None]`) without the pairs longer than `max_length`, each
-    with the counts (pairs seen, pairs dropped) of its lines."""
+    with the counts (pairs seen, pairs dropped) of its lines. `tokenizer` tokenizes both sides, or
+    is a `(source tokenizer, target tokenizer)` pair."""
+    source_tokenizer, target_tokenizer = tokenizer if isinstance(tokenizer, tuple) else (tokenizer, tokenizer)
 
     def tokenize(batch_lines):
         columns = tf.strings.split(batch_lines, "\t", maxsplit=1).to_tensor(shape=[None, 2])
         english, foreign = columns[:, 0], columns[:, 1]
         source, target = (foreign, english) if reverse else (english, foreign)
-        source_ids = tokenizer.tokenize(source)
-        target_ids = tokenizer.tokenize(target)
+        source_ids = source_tokenizer.tokenize(source)
+        target_ids = target_tokenizer.tokenize(target)
         rows = tf.shape(batch_lines, out_type=tf.int64)[:1]
         eos = tf.RaggedTensor.from_row_lengths(tf.fill(rows, EOS_ID), tf.ones(rows, tf.int64), validate=False)
         bos = tf.RaggedTensor.from_row_lengths(tf.fill(rows, BOS_ID), tf.ones(rows, tf.int64), validate=False)
@@ -355,6 +357,7 @@ def make_dataset(
     cache_tokenized: bool = False,
     weights: Sequence[float] | None = None,
     data_service: str | None = None,
+    source_tokenizer=None,
 ) -> tf.data.Dataset:
     """A dataset of `((source_ids, target_input_ids), target_output_ids)` batches for `model.fit`.
 
@@ -385,6 +388,8 @@ def make_dataset(
         data_service: "grpc://HOST:PORT" of a tf.data service dispatcher (`data.service`): the
             dataset then runs on the service's workers, each producing the whole stream (with
             `seed=None`, each in its own order), and this process receives their batches.
+        source_tokenizer: the source side's tokenizer with separate vocabularies; None (the
+            default): `tokenizer` tokenizes both sides.
 
     Returns:
         A `tf.data.Dataset` of int32 tensors shaped `[batch, length]`, `length` a bucket length and
@@ -393,12 +398,14 @@ def make_dataset(
     paths = _as_paths(tsv_path_or_paths)
     if validate:
         validate_tsv(paths)
-    if hasattr(tokenizer, "ensure_resource"):
-        tokenizer.ensure_resource()
+    tokenizers = (source_tokenizer or tokenizer, tokenizer)
+    for side in tokenizers:
+        if hasattr(side, "ensure_resource"):
+            side.ensure_resource()
     plan = plan or bucket_plan(batch_tokens, max_length)
     probabilities = None if weights is None else _mix_probabilities(paths, weights, repeat)
     _check_plan(plan, max_length)
-    reader = _ShardReader(tokenizer, reverse, max_length, _pairs_per_batch(plan), num_shards, shard_index)
+    reader = _ShardReader(tokenizers, reverse, max_length, _pairs_per_batch(plan), num_shards, shard_index)
     fixed_seed = seed
 
     def build(_=None):
@@ -453,7 +460,7 @@ class _ShardReader:
     """How this input pipeline reads TSV files: its shard of their lines (every `num_shards`-th from
     `shard_index`), tokenized into `_short_pair_batches` of `pairs_per_batch`."""
 
-    tokenizer: object
+    tokenizer: tuple  # (source's, target's): one object twice with a shared vocabulary.
     reverse: bool
     max_length: int
     pairs_per_batch: int

@@ -27,7 +27,7 @@ from common.errors import UserError
 from data import builtin_corpora, cleaning, corpus_writer, deb_packages, multilingual, user_corpus
 from data.builtin_corpora import prepare_corpus
 from data.corpus_cache import CorpusPaths
-from data.vocabulary_options import check_user_defined_symbols, vocabulary_stem
+from data.vocabulary_options import VOCABULARIES, check_user_defined_symbols, vocabulary_stem
 
 FLAGS = flags.FLAGS
 # Pairs sampled for the vocabulary: two million sentences, SentencePiece's own default sample.
@@ -70,6 +70,12 @@ def define_flags():
     )
     flags.DEFINE_integer("vocab_size", 0, "If > 0, also train a SentencePiece model of this size on train.")
     flags.DEFINE_enum("model_type", "bpe", ["bpe", "unigram"], "SentencePiece model type.")
+    flags.DEFINE_enum(
+        "vocabulary",
+        "shared",
+        list(VOCABULARIES),
+        "shared: one model learnt from both sides; separate: one per column of the files (train.py's flag).",
+    )
     flags.DEFINE_list(
         "user_defined_symbols", [], "Pieces the vocabulary keeps whole (tags such as <2fr>): train.py's flag."
     )
@@ -164,18 +170,24 @@ def main(argv):
     if FLAGS.vocab_size > 0:
         from data import tokenizer  # Imports TensorFlow; only needed here.
 
-        try:
-            model = tokenizer.train_sentencepiece(
-                list(paths.train),
-                os.path.join(paths.root, vocabulary_stem(FLAGS.vocab_size, symbols, FLAGS.model_type)),
-                vocab_size=FLAGS.vocab_size,
-                model_type=FLAGS.model_type,
-                user_defined_symbols=symbols,
-                input_sentence_size=2 * FLAGS.vocab_sample_lines,
-            )
-        except UserError as e:
-            raise SystemExit(f"data.prepare: error: {e}") from None
-        print(f"SentencePiece model: {model}")
+        # Separate vocabularies: the source column's holds the multilingual tags, the target's the
+        # user's symbols alone (train.py's `resolve_tokenizer` reads the same files).
+        user_symbols = tuple(FLAGS.user_defined_symbols)
+        sides = [(None, symbols)] if FLAGS.vocabulary == "shared" else [(0, symbols), (1, user_symbols)]
+        for column, side_symbols in sides:
+            try:
+                model = tokenizer.train_sentencepiece(
+                    list(paths.train),
+                    os.path.join(paths.root, vocabulary_stem(FLAGS.vocab_size, side_symbols, FLAGS.model_type, column)),
+                    vocab_size=FLAGS.vocab_size,
+                    model_type=FLAGS.model_type,
+                    user_defined_symbols=side_symbols,
+                    input_sentence_size=(2 if column is None else 1) * FLAGS.vocab_sample_lines,
+                    tsv_column=column,
+                )
+            except UserError as e:
+                raise SystemExit(f"data.prepare: error: {e}") from None
+            print(f"SentencePiece model: {model}")
 
 
 if __name__ == "__main__":

@@ -16,6 +16,8 @@ class SymbolError(UserError, ValueError):
 # SentencePiece's bound on the n-best list it samples from.
 MAX_NBEST = 512
 SUBWORD_MODELS = ("bpe", "unigram")
+# One SentencePiece model for both sides, or one per side (the source's and the target's).
+VOCABULARIES = ("shared", "separate")
 
 
 def sampling_refusal(alpha: float, nbest_size: int) -> str | None:
@@ -66,12 +68,17 @@ def check_user_defined_symbols(symbols: Iterable[str]) -> tuple[str, ...]:
     return symbols
 
 
-def vocabulary_stem(vocab_size: int, user_defined_symbols: Iterable[str] = (), model_type: str = "bpe") -> str:
+def vocabulary_stem(
+    vocab_size: int, user_defined_symbols: Iterable[str] = (), model_type: str = "bpe", column: int | None = None
+) -> str:
     """The file name (without `.model`) of a corpus's cached vocabulary: `spm-bpe-8000`, with a
     digest of the user-defined symbols when there are any (`spm-bpe-8000-sym1a2b3c4d`), so runs
-    that ask for other symbols never share a model."""
+    that ask for other symbols never share a model; one side's of separate vocabularies, learnt
+    from one `column` of the corpus's files (0 or 1), ends in `-col0` or `-col1`."""
     stem = f"spm-{model_type}-{vocab_size}"
     symbols = tuple(user_defined_symbols)
     if symbols:
         stem += "-sym" + hashlib.sha256("\n".join(symbols).encode("utf-8")).hexdigest()[:8]
+    if column is not None:
+        stem += f"-col{column}"
     return stem

@@ -93,22 +93,30 @@ def draw_heatmap(weights, source_pieces, target_pieces, path, title=""):
     return path
 
 
-def translated_attention(model, tokenizer, source, search=DEFAULT_SEARCH, attention=DEFAULT_ALIGNMENT):
+def translated_attention(
+    model, tokenizer, source, search=DEFAULT_SEARCH, attention=DEFAULT_ALIGNMENT, source_tokenizer=None
+):
     """The `AttentionMatrix` of `source` translated alone (eagerly, with `search`, a `SearchConfig`,
     as the translator does), of the attention `attention` chooses: what `plot_attention` draws. The
-    input is not cut to `search.max_input_length`: the plot shows the whole sentence."""
-    source_ids = [int(i) for i in tokenizer.tokenize([source]).to_list()[0]] + [EOS_ID]
+    input is not cut to `search.max_input_length`: the plot shows the whole sentence.
+    `source_tokenizer` tokenizes the source with separate vocabularies."""
+    source_ids = [int(i) for i in (source_tokenizer or tokenizer).tokenize([source]).to_list()[0]] + [EOS_ID]
     ids, _ = translate_ids(
         model,
         keras.ops.convert_to_tensor(np.asarray([source_ids], "int32")),
         **search.search_arguments(),
     )
-    return attention_matrix(model, tokenizer, source, keras.ops.convert_to_numpy(ids)[0, 0], attention)
+    return attention_matrix(
+        model, tokenizer, source, keras.ops.convert_to_numpy(ids)[0, 0], attention, source_tokenizer
+    )
 
 
-def plot_attention(model, tokenizer, sources, output_dir, search=DEFAULT_SEARCH, attention=DEFAULT_ALIGNMENT):
+def plot_attention(
+    model, tokenizer, sources, output_dir, search=DEFAULT_SEARCH, attention=DEFAULT_ALIGNMENT, source_tokenizer=None
+):
     """Translates each of `sources` alone and writes its attention (`translated_attention`) as
-    `attention-<n>.png` in `output_dir`; returns the paths.
+    `attention-<n>.png` in `output_dir`; returns the paths (`source_tokenizer`: the source's, with
+    separate vocabularies).
 
     Raises:
         ValueError: an empty sentence (nothing to attend to).
@@ -118,7 +126,7 @@ def plot_attention(model, tokenizer, sources, output_dir, search=DEFAULT_SEARCH,
     for number, source in enumerate(sources, start=1):
         if not source.strip():
             raise ValueError(f"--plot_attention sentence {number} is empty")
-        matrix = translated_attention(model, tokenizer, source, search, attention)
+        matrix = translated_attention(model, tokenizer, source, search, attention, source_tokenizer)
         path = os.path.join(output_dir, f"attention-{number}.png")
         paths.append(draw_heatmap(matrix.weights, matrix.source_pieces, matrix.target_pieces, path, title=source[:80]))
     return paths

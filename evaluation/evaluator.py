@@ -238,7 +238,7 @@ def evaluate(config, out=sys.stdout):
         target_language=config.target_language,
     )
     if config.model_dir and config.plot_attention:
-        _check_plot_sentences(config, translator.tokenizer)
+        _check_plot_sentences(config, translator.source_tokenizer)
     hypotheses, _ = translator.translate(sources, progress=config.progress)
     result["truncated_lines"] = [index + 1 for index in translator.truncated_indices]
     _report_truncated(config, translator, len(sources), out)
@@ -310,7 +310,7 @@ def _plot(config, translator, out, search):
     """Draws the `plot_attention` heatmaps of the translator's model, translating with `search`
     (the translator's, so a sentence of the test set is plotted as it is scored; a multilingual
     model's after its target-language tag); returns their paths."""
-    _check_plot_sentences(config, translator.tokenizer)
+    _check_plot_sentences(config, translator.source_tokenizer)
     sentences = list(config.plot_attention)
     if translator.tag_ids:
         sentences = [f"{multilingual.tag(config.target_language)} {sentence}" for sentence in sentences]
@@ -320,6 +320,7 @@ def _plot(config, translator, out, search):
         sentences,
         config.plot_dir,
         search,
+        source_tokenizer=translator.source_tokenizer,
     )
     print(f"wrote {len(paths)} attention heatmap(s) to {config.plot_dir}", file=out)
     out.flush()

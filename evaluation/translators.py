@@ -33,7 +33,15 @@ from evaluation.search_flags import run_paths
 from inference.translator import Translator
 from models.ensemble import Ensemble
 from models.search_config import DEFAULT_SEARCH
-from training.run_dir import CONFIG_FILE, DEFAULT_CHECKPOINT, MODEL_FILE, ModelDirError, RunDir
+from training.run_dir import (
+    CONFIG_FILE,
+    DEFAULT_CHECKPOINT,
+    MODEL_FILE,
+    SOURCE_VOCABULARY_FILE,
+    VOCABULARY_FILE,
+    ModelDirError,
+    RunDir,
+)
 
 
 def is_run_dir(path):
@@ -63,14 +71,25 @@ def _load_ensemble(paths, checkpoint, quiet):
     Raises:
         ModelDirError: a run that cannot be loaded, or runs with different vocabularies (named).
     """
-    first = RunDir(paths[0]).load_tokenizer().model_proto
+    first = RunDir(paths[0])
     for path in paths[1:]:  # Before any model is loaded.
-        difference = vocabulary_difference(first, RunDir(path).load_tokenizer().model_proto)
-        if difference:
+        run = RunDir(path)
+        if run.has_separate_vocabularies() != first.has_separate_vocabularies():
+            kinds = ["separate" if one.has_separate_vocabularies() else "shared" for one in (first, run)]
             raise ModelDirError(
-                f"an ensemble needs one vocabulary: {paths[0]} and {path} have different SentencePiece models "
-                f"(spm.model: {difference})"
+                f"an ensemble needs one vocabulary: {paths[0]} has {kinds[0]} source and target vocabularies, "
+                f"{path} {kinds[1]} ones"
             )
+        sides = [(VOCABULARY_FILE, RunDir.load_tokenizer)]
+        if run.has_separate_vocabularies():
+            sides.append((SOURCE_VOCABULARY_FILE, RunDir.load_source_tokenizer))
+        for name, load in sides:
+            difference = vocabulary_difference(load(first).model_proto, load(run).model_proto)
+            if difference:
+                raise ModelDirError(
+                    f"an ensemble needs one vocabulary: {paths[0]} and {path} have different SentencePiece models "
+                    f"({name}: {difference})"
+                )
     loaded = [RunDir(path).load_model(checkpoint, quiet=quiet) for path in paths]
     return Ensemble([model for model, _, _ in loaded]), loaded[0][1], loaded[0][2]
 
@@ -170,7 +189,15 @@ def load_translator(
             model, tokenizer, run_config = run.load_model(checkpoint or DEFAULT_CHECKPOINT, quiet=quiet)
         if search.max_input_length is None:
             search = search.override(max_input_length=(run_config or {}).get("data", {}).get("max_length"))
-        return Translator(model, tokenizer, search, batch_size=batch_size, sampling=sampling, target_tag=tag)
+        return Translator(
+            model,
+            tokenizer,
+            search,
+            batch_size=batch_size,
+            sampling=sampling,
+            target_tag=tag,
+            source_tokenizer=run.load_source_tokenizer() if run.has_separate_vocabularies() else None,
+        )
     # TensorFlow, for an export only: a run loads under JAX on a machine without TensorFlow.
     from inference.saved_model_translator import SavedModelTranslator
 

@@ -10,18 +10,23 @@ Keras weights of a run directory. The directory it writes:
       config.json                 CTranslate2's: special tokens, EOS appended to the source, LayerNorm epsilon
       shared_vocabulary.json      the SentencePiece pieces in id order (source and target share them)
       spm.model                   the run's SentencePiece model, to make the pieces and join them again
+
+A run with separate vocabularies (`train.py --vocabulary=separate`) writes source_vocabulary.json and
+target_vocabulary.json instead, and spm.source.model beside spm.model (the target's): sources are
+made into pieces with spm.source.model, translations joined with spm.model.
       export_config.json          the run's config.json plus the export settings
 
 Translate with `ctranslate2.Translator(ct2_dir).translate_batch([pieces, ...])`, the pieces from
 `spm.model` without BOS or EOS: CTranslate2 appends `</s>` to the source (`add_source_eos`) and starts
 the target with `<s>`, as the model was trained. A multilingual run's sources start with the pieces of
-their target language's tag, those of `spm.model` for "<2fr>" (`data.multilingual.tag_ids`).
+their target language's tag, those of the source vocabulary for "<2fr>" (`data.multilingual.tag_ids`).
 
 How the project's model maps onto the specification:
 
 - Shared embedding: one matrix for the source embedding, the target embedding and the pre-softmax
   projection (no bias), multiplied by sqrt(d_model) on lookup (`scale_embeddings`); CTranslate2 stores
-  it once (the spec aliases equal weights).
+  it once (the spec aliases equal weights). With separate vocabularies the encoder's embedding is
+  its own matrix, and the decoder's is still the projection.
 - Positions: the table of `models.position_encoding.sinusoidal_position_encoding` (sines and cosines
   interleaved) for `MAX_POSITIONS` positions, given explicitly so that CTranslate2's built-in table
   (sines, then cosines) is never used.
@@ -51,7 +56,7 @@ from data.special_ids import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from export import exporter
 from models.position_encoding import sinusoidal_position_encoding
 from models.transformer import Transformer
-from training.run_dir import VOCABULARY_FILE, RunDir
+from training.run_dir import SOURCE_VOCABULARY_FILE, VOCABULARY_FILE, RunDir
 
 # Rows of the position table: CTranslate2's default `max_input_length` for `translate_batch`, and
 # more than any source plus `max_extra_length` the project's tools decode.
@@ -88,21 +93,28 @@ def position_table(hidden_dim, length=MAX_POSITIONS):
     return np.asarray(keras.ops.convert_to_numpy(sinusoidal_position_encoding(length, hidden_dim)), dtype=np.float32)
 
 
-def check_convertible(model, pieces):
+def check_convertible(model, pieces, source_pieces=None):
     """Raises `ConversionError` for a model or vocabulary the specification cannot express.
 
     Args:
         model: the loaded model.
-        pieces: the SentencePiece pieces, in id order.
+        pieces: the SentencePiece pieces, in id order (the target's, with separate vocabularies).
+        source_pieces: the source vocabulary's pieces with separate vocabularies, else None.
     """
     if not isinstance(model, Transformer):
         raise ConversionError(f"the model is a {type(model).__name__}, not models.transformer.Transformer")
-    if len(pieces) != model.vocabulary_size:
-        raise ConversionError(
-            f"the SentencePiece model has {len(pieces)} pieces but the model was built for {model.vocabulary_size}"
-        )
-    if len(set(pieces)) != len(pieces):
-        raise ConversionError("the SentencePiece model has duplicate pieces, and CTranslate2 looks tokens up by text")
+    vocabularies = [("", pieces, model.vocabulary_size)]
+    if source_pieces is not None or model.source_vocabulary_size is not None:
+        vocabularies.append(("source ", source_pieces or [], model.source_vocabulary_size))
+    for side, side_pieces, size in vocabularies:
+        if len(side_pieces) != size:
+            raise ConversionError(
+                f"the {side}SentencePiece model has {len(side_pieces)} pieces but the model was built for {size}"
+            )
+        if len(set(side_pieces)) != len(side_pieces):
+            raise ConversionError(
+                f"the {side}SentencePiece model has duplicate pieces, and CTranslate2 looks tokens up by text"
+            )
     if model.pad_id != PAD_ID:
         raise ConversionError(f"the model pads with id {model.pad_id}, the vocabulary with {PAD_ID}")
     for dense in _dense_layers(model):
@@ -160,12 +172,13 @@ def _feed_forward(spec, feed_forward, residual):
     _layer_norm(spec.layer_norm, residual.layer_norm)
 
 
-def build_spec(model, pieces):
+def build_spec(model, pieces, source_pieces=None):
     """The `ctranslate2.specs.TransformerSpec` of `model`, weights, vocabulary and config filled in.
 
     Args:
         model: a built `models.transformer.Transformer`.
-        pieces: the SentencePiece pieces, in id order.
+        pieces: the SentencePiece pieces, in id order (the target's, with separate vocabularies).
+        source_pieces: the source vocabulary's pieces with separate vocabularies, else None.
 
     Raises:
         ConversionError: `check_convertible`'s refusals.
@@ -173,7 +186,7 @@ def build_spec(model, pieces):
     _import_ctranslate2()
     from ctranslate2.specs import common_spec, transformer_spec  # Optional: checked by the line above.
 
-    check_convertible(model, pieces)
+    check_convertible(model, pieces, source_pieces)
     options = dict(pre_norm=bool(model.normalize_first), activation=common_spec.Activation.RELU)
     spec = transformer_spec.TransformerSpec(
         transformer_spec.TransformerEncoderSpec(model.num_layers, model.num_heads, **options),
@@ -186,7 +199,7 @@ def build_spec(model, pieces):
         stack_spec.position_encodings.encodings = positions
         if model.normalize_first:
             _layer_norm(stack_spec.layer_norm, stack.final_layer_norm)
-    spec.encoder.embeddings[0].weight = embeddings
+    spec.encoder.embeddings[0].weight = _array(model.source_embedding.embeddings)
     spec.decoder.embeddings.weight = embeddings
     spec.decoder.projection.weight = embeddings  # Tied, without a bias.
     for layer_spec, layer in zip(spec.encoder.layer, model.encoder.encoder_layers, strict=True):
@@ -202,7 +215,7 @@ def build_spec(model, pieces):
     config.decoder_start_token = pieces[BOS_ID]
     config.add_source_bos, config.add_source_eos = False, True
     config.layer_norm_epsilon = float(model.layer_norm_epsilon)
-    spec.register_source_vocabulary(list(pieces))
+    spec.register_source_vocabulary(list(pieces if source_pieces is None else source_pieces))
     spec.register_target_vocabulary(list(pieces))
     return spec
 
@@ -214,17 +227,21 @@ def sentencepiece_pieces(vocabulary_path):
     return [processor.id_to_piece(index) for index in range(processor.get_piece_size())]
 
 
-def converter(model, vocabulary_path):
+def converter(model, vocabulary_path, source_vocabulary_path=None):
     """A `ctranslate2.converters.Converter` whose `convert(output_dir, quantization=...)` writes `model`
-    with the SentencePiece model at `vocabulary_path` beside it."""
+    with the SentencePiece model at `vocabulary_path` beside it (and the source's at
+    `source_vocabulary_path`, with separate vocabularies)."""
     ctranslate2 = _import_ctranslate2()
 
     class KerasTransformerConverter(ctranslate2.converters.Converter):
         """Fills a `TransformerSpec` from a Keras `Transformer` (`build_spec`)."""
 
         def _load(self):
-            spec = build_spec(model, sentencepiece_pieces(vocabulary_path))
+            source_pieces = None if source_vocabulary_path is None else sentencepiece_pieces(source_vocabulary_path)
+            spec = build_spec(model, sentencepiece_pieces(vocabulary_path), source_pieces)
             spec.register_file(vocabulary_path, VOCABULARY_FILE)
+            if source_vocabulary_path is not None:
+                spec.register_file(source_vocabulary_path, SOURCE_VOCABULARY_FILE)
             return spec
 
     return KerasTransformerConverter()
@@ -269,8 +286,9 @@ def convert_run(model_dir, output_dir, *, quantization="float32", checkpoint=exp
     chosen = exporter.check_model_dir(model_dir, checkpoint)
     _import_ctranslate2()
     model, _, run_config = exporter.load_trained(model_dir, checkpoint)
-    vocabulary_path = RunDir(model_dir).vocabulary_path
-    conversion = converter(model, vocabulary_path)
+    run = RunDir(model_dir)
+    source_vocabulary = run.source_vocabulary_path if run.has_separate_vocabularies() else None
+    conversion = converter(model, run.vocabulary_path, source_vocabulary)
     parent = os.path.dirname(os.path.abspath(output_dir))
     name = os.path.basename(os.path.abspath(output_dir))
     try:

@@ -132,11 +132,14 @@ def load_trained(model_dir, checkpoint=DEFAULT_CHECKPOINT):
         raise ExportError(
             f"{RunDir(model_dir).model_path} holds a {type(model).__name__}, not the Transformer train.py saves"
         )
-    if tokenizer.vocabulary_size != model.vocabulary_size:
-        raise ExportError(
-            f"{RunDir(model_dir).vocabulary_path} has {tokenizer.vocabulary_size} pieces but "
-            f"{RunDir(model_dir).model_path} was built for {model.vocabulary_size}"
-        )
+    run = RunDir(model_dir)
+    sizes = [(run.vocabulary_path, tokenizer.vocabulary_size, model.vocabulary_size)]
+    if run.has_separate_vocabularies():
+        size = model.source_vocabulary_size
+        sizes.append((run.source_vocabulary_path, run.load_source_tokenizer().vocabulary_size, size))
+    for path, pieces, built_for in sizes:
+        if pieces != built_for:
+            raise ExportError(f"{path} has {pieces} pieces but {run.model_path} was built for {built_for}")
     return model, tokenizer, run_config
 
 
@@ -277,13 +280,17 @@ def export_model(
             model.quantize(quantize)
         except ValueError as error:  # Keras refuses int8 for a model computing in float16.
             raise ExportError(f"--quantize={quantize}: {error}") from error
+    run = RunDir(model_dir)
+    separate = run.has_separate_vocabularies()
     module = ServingModule(
         model,
         tokenizer,
-        RunDir(model_dir).vocabulary_path,
+        run.vocabulary_path,
         search,
         length_buckets=length_buckets,
         languages=multilingual.model_languages(run_config.get("data", {})),
+        source_tokenizer=run.load_source_tokenizer() if separate else None,
+        source_vocabulary_path=run.source_vocabulary_path if separate else None,
     )
     temporary, lock = locked_temporary_directory(export_dir, f"{TEMPORARY_PREFIX}{version}-")
     try:
@@ -291,7 +298,7 @@ def export_model(
         extra = os.path.join(temporary, "assets.extra")
         os.makedirs(extra, exist_ok=True)
         tags = module.language_tags or [[]]  # A multilingual export's requests go into its first language.
-        batches = warmup.warmup_batches(tokenizer, module.length_buckets, len(tags[0]))
+        batches = warmup.warmup_batches(module.source_tokenizer, module.length_buckets, len(tags[0]))
         model_name = os.path.basename(os.path.normpath(export_dir))
         languages = module.languages or (None,)
         warmup.write_warmup_requests(os.path.join(extra, warmup.WARMUP_FILE), batches, model_name, languages[0])

@@ -157,31 +157,44 @@ def forced_targets(translation_ids):
     return targets, decoder_inputs
 
 
-def alignments(model, flags, source_ids, translation_ids, layer, head):
+def alignments(model, flags, source_ids, translation_ids, layer, head, target_flags=None):
     """The Pharaoh word alignment of each translation: string `[batch]`, as
     `inference.alignment.AttentionMatrix.alignment` gives it for one sentence.
 
     Args:
         model: a `models.transformer.Transformer`.
-        flags: the `PieceFlags` of its vocabulary.
+        flags: the `PieceFlags` of its vocabulary (the source's, with separate vocabularies).
         source_ids: int32 `[batch, length]`, tokens + EOS, PAD-padded: the sources searched.
         translation_ids: int32 `[batch, length]`, the search's best hypotheses.
         layer, head: the attention read (`inference.protocol.AlignmentConfig.resolve`).
+        target_flags: the target vocabulary's `PieceFlags` with separate vocabularies; None: `flags`.
     """
+    target_flags = flags if target_flags is None else target_flags
     targets, decoder_inputs = forced_targets(translation_ids)
     weights = attention_weights(model, source_ids, decoder_inputs, layer, head)  # [batch, target, source]
     # Both sides numbered in one scan: the sources' rows, then the targets', PAD-padded to one length.
     batch, source_length, target_length = tf.shape(source_ids)[0], tf.shape(source_ids)[1], tf.shape(targets)[1]
     width = tf.maximum(source_length, target_length)
-    both = tf.concat(
-        [
-            tf.pad(source_ids, [[0, 0], [0, width - source_length]], constant_values=PAD_ID),
-            tf.pad(targets, [[0, 0], [0, width - target_length]], constant_values=PAD_ID),
-        ],
-        axis=0,
-    )  # [2 * batch, width]
-    is_tag = None if flags.is_tag is None else tf.gather(flags.is_tag, both)
-    words = word_indices(both, tf.gather(flags.starts_word, both), tf.gather(flags.has_text, both), is_tag)
+    sides = [
+        tf.pad(source_ids, [[0, 0], [0, width - source_length]], constant_values=PAD_ID),
+        tf.pad(targets, [[0, 0], [0, width - target_length]], constant_values=PAD_ID),
+    ]
+    both = tf.concat(sides, axis=0)  # [2 * batch, width]
+
+    def gathered(name):
+        """Each token's flag `name` from its side's vocabulary, None where neither has the flag."""
+        tables = [getattr(side_flags, name) for side_flags in (flags, target_flags)]
+        if all(table is None for table in tables):
+            return None
+        return tf.concat(
+            [
+                tf.zeros_like(ids, tf.bool) if table is None else tf.gather(table, ids)
+                for table, ids in zip(tables, sides)
+            ],
+            axis=0,
+        )
+
+    words = word_indices(both, gathered("starts_word"), gathered("has_text"), gathered("is_tag"))
     source_words, target_words = words[:batch, :source_length], words[batch:, :target_length]
     return pharaoh(
         word_weights(tf.convert_to_tensor(weights), source_words, target_words),

@@ -128,6 +128,11 @@ class ServingModule(tf.Module):
         length_buckets: source lengths with one traced search each (see the module docstring).
         alignment: the `inference.protocol.AlignmentConfig` whose attention `align` reads
             (default `DEFAULT_ALIGNMENT`: the penultimate decoder layer, the mean over heads).
+        languages: a multilingual model's target languages (the text functions then take a
+            `target_language` input), or None.
+        source_tokenizer, source_vocabulary_path: with separate vocabularies, the source side's
+            `Tokenizer` and `.model` file (the asset `spm.source.model`); `tokenizer` and
+            `vocabulary_path` are then the target's. None: one vocabulary for both sides.
         **settings: `SearchConfig` settings by name (`beam_size=2`), each replacing `search`'s.
 
     Functions (all `tf.function(jit_compile=False)` with an input signature). Those that search
@@ -166,14 +171,21 @@ class ServingModule(tf.Module):
         length_buckets=DEFAULT_LENGTH_BUCKETS,
         alignment=DEFAULT_ALIGNMENT,
         languages=None,
+        source_tokenizer=None,
+        source_vocabulary_path=None,
         name=None,
         **settings,
     ):
         super().__init__(name=name)
+        if (source_tokenizer is None) != (source_vocabulary_path is None):
+            raise ValueError("source_tokenizer and source_vocabulary_path go together (separate vocabularies)")
+        self.source_tokenizer = source_tokenizer or tokenizer
         # A multilingual model's target languages and the ids of each one's tag
         # (`data.multilingual.tag_ids`), or () for a bilingual model.
         self.languages = tuple(languages or ())
-        self.language_tags = [multilingual.tag_ids(tokenizer, multilingual.tag(code)) for code in self.languages]
+        self.language_tags = [
+            multilingual.tag_ids(self.source_tokenizer, multilingual.tag(code)) for code in self.languages
+        ]
         self._target_tags = None  # While a text function is traced: int32 ragged [batch, (tag ids)].
         search = search.override(**settings)
         if search.max_input_length is None:
@@ -186,6 +198,8 @@ class ServingModule(tf.Module):
         self.model_variables = [variable.value for variable in model.variables]
         self.tokenizer = tokenizer
         self.vocabulary = tf.saved_model.Asset(vocabulary_path)
+        if source_vocabulary_path is not None:
+            self.source_vocabulary = tf.saved_model.Asset(source_vocabulary_path)
         self.beam_size = search.beam_size
         self.max_input_length = search.max_input_length
         self.max_extra_length = search.max_extra_length
@@ -193,6 +207,9 @@ class ServingModule(tf.Module):
         self.output_length = self.max_input_length + self.max_extra_length
         self.alignment = alignment
         self.piece_flags = graph_alignment.vocabulary_flags(tokenizer)
+        self.source_piece_flags = (
+            self.piece_flags if source_tokenizer is None else graph_alignment.vocabulary_flags(source_tokenizer)
+        )
         self.serve = self._text_function(self._serve, "inputs")
         self.search = self._steered_search()
         self.prefix_search = self._steered_search(
@@ -284,23 +301,24 @@ class ServingModule(tf.Module):
         """
         return self.alignment.resolve(self.model.num_layers, self.model.num_heads)
 
-    def _pieces(self, texts):
-        """Ragged int32 `[batch, (pieces)]`: the SentencePiece ids of UTF-8-repaired `texts`."""
+    def _pieces(self, texts, tokenizer=None):
+        """Ragged int32 `[batch, (pieces)]`: the SentencePiece ids of UTF-8-repaired `texts`, by
+        `tokenizer` (default the target's, or the shared one)."""
         texts = tf.strings.unicode_transcode(
             texts, input_encoding="UTF-8", output_encoding="UTF-8", errors="replace", replacement_char=0xFFFD
         )
-        return self.tokenizer.tokenize(texts)
+        return (tokenizer or self.tokenizer).tokenize(texts)
 
     def _source_tokens(self, inputs):
         """`_tokens` of source sentences: cut to `max_input_length`, after their target-language
         tag (a multilingual model's)."""
-        return self._tokens(inputs, self.max_input_length, self._target_tags)
+        return self._tokens(inputs, self.max_input_length, self._target_tags, self.source_tokenizer)
 
-    def _tokens(self, inputs, limit=None, tags=None):
-        """Ragged int32 pieces + EOS of UTF-8-repaired `inputs`, after `tags` (ragged int32
-        `[batch, (ids)]`, put before the texts that have pieces), cut to `limit - 1` pieces, and
-        bool `[batch]`, True where a text has no pieces."""
-        tokens = self._pieces(inputs)  # ragged int32 [batch, (tokens)]
+    def _tokens(self, inputs, limit=None, tags=None, tokenizer=None):
+        """Ragged int32 pieces + EOS of UTF-8-repaired `inputs` (`_pieces` by `tokenizer`), after
+        `tags` (ragged int32 `[batch, (ids)]`, put before the texts that have pieces), cut to
+        `limit - 1` pieces, and bool `[batch]`, True where a text has no pieces."""
+        tokens = self._pieces(inputs, tokenizer)  # ragged int32 [batch, (tokens)]
         empty = tf.equal(tokens.row_lengths(), 0)  # [batch]
         if tags is not None:
             kept = tags.with_flat_values(tf.repeat(~empty, tags.row_lengths()))
@@ -457,7 +475,9 @@ class ServingModule(tf.Module):
         layer, head = self.alignment_attention()
 
         def aligned():
-            return graph_alignment.alignments(self.model, self.piece_flags, source_ids, ids[:, 0], layer, head)
+            return graph_alignment.alignments(
+                self.model, self.source_piece_flags, source_ids, ids[:, 0], layer, head, self.piece_flags
+            )
 
         def no_sentences():
             return tf.zeros([0], tf.string)

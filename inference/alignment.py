@@ -151,14 +151,15 @@ class AttentionMatrix(NamedTuple):
     target_pieces: list
 
     @classmethod
-    def of(cls, tokenizer, weights, source_ids, target_ids):
-        """The matrix `weights` of these tokens, with their pieces from `tokenizer`."""
+    def of(cls, tokenizer, weights, source_ids, target_ids, source_tokenizer=None):
+        """The matrix `weights` of these tokens, with their pieces from `tokenizer` (the source's
+        from `source_tokenizer`, with separate vocabularies)."""
         source_ids, target_ids = [int(i) for i in source_ids], [int(i) for i in target_ids]
         return cls(
             np.asarray(weights, "float32"),
             source_ids,
             target_ids,
-            pieces_of(tokenizer, source_ids),
+            pieces_of(source_tokenizer or tokenizer, source_ids),
             pieces_of(tokenizer, target_ids),
         )
 
@@ -175,16 +176,16 @@ class AttentionMatrix(NamedTuple):
         return pharaoh(self.word_weights())
 
 
-def attention_matrix(model, tokenizer, source, translation_ids, config=DEFAULT_ALIGNMENT):
+def attention_matrix(model, tokenizer, source, translation_ids, config=DEFAULT_ALIGNMENT, source_tokenizer=None):
     """The `AttentionMatrix` of `source` (a string) and its translation `translation_ids` (the
     search's ids; read up to EOS), computed eagerly for this one sentence, of the attention `config`
-    chooses.
+    chooses; `source_tokenizer` tokenizes the source with separate vocabularies.
 
     Raises:
         AlignmentError: a layer or head the model does not have.
     """
     layer, head = config.resolve(model.num_layers, model.num_heads)
-    source_ids = [int(i) for i in tokenizer.tokenize([source]).to_list()[0]] + [EOS_ID]
+    source_ids = [int(i) for i in (source_tokenizer or tokenizer).tokenize([source]).to_list()[0]] + [EOS_ID]
     target = forced_target(translation_ids)
     weights = attention_weights(
         model,
@@ -193,4 +194,4 @@ def attention_matrix(model, tokenizer, source, translation_ids, config=DEFAULT_A
         layer,
         head,
     )
-    return AttentionMatrix.of(tokenizer, keras.ops.convert_to_numpy(weights)[0], source_ids, target)
+    return AttentionMatrix.of(tokenizer, keras.ops.convert_to_numpy(weights)[0], source_ids, target, source_tokenizer)

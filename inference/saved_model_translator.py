@@ -29,6 +29,7 @@ SIGNATURE = "serving_default"
 # What `export.exporter` writes beside the graph.
 EXPORT_CONFIG = os.path.join("assets.extra", "export_config.json")
 VOCABULARY = os.path.join("assets", "spm.model")
+SOURCE_VOCABULARY = os.path.join("assets", "spm.source.model")  # With separate vocabularies only.
 # The export settings that fix the search and the input policy inside the graph.
 SEARCH_SETTINGS = ("beam_size", "alpha", "max_extra_length", "min_length_ratio", "max_input_length")
 
@@ -116,12 +117,18 @@ class SavedModelTranslator(TextTranslator):
         self.search = _recorded_search(self.settings, self.path)
         vocabulary = os.path.join(self.path, VOCABULARY)
         self.tokenizer = Tokenizer.from_file(vocabulary) if os.path.exists(vocabulary) else None
+        source_vocabulary = os.path.join(self.path, SOURCE_VOCABULARY)
+        self.source_tokenizer = (
+            Tokenizer.from_file(source_vocabulary) if os.path.exists(source_vocabulary) else self.tokenizer
+        )
         self._languages = {}  # The target_language input of a multilingual export's signatures.
         self._tag_length = 0  # Its tag's tokens before each sentence's.
         tag = multilingual.target_tag(config.get("data", {}), target_language, self.path)
         if tag is not None:
             self._languages = {"target_language": target_language}
-            self._tag_length = len(multilingual.tag_ids(self.tokenizer, tag)) if self.tokenizer is not None else 0
+            self._tag_length = (
+                len(multilingual.tag_ids(self.source_tokenizer, tag)) if self.source_tokenizer is not None else 0
+            )
         self.truncated_indices = []
         self.empty_indices = []
         self.unmet_indices = []
@@ -240,7 +247,7 @@ class SavedModelTranslator(TextTranslator):
     def _source_lengths(self, sentences):
         """Each sentence's source tokens as the graph counts them, EOS included (a multilingual
         export's tag included, before a sentence that has tokens)."""
-        rows = self.tokenizer.tokenize(sentences).to_list()
+        rows = self.source_tokenizer.tokenize(sentences).to_list()
         return [len(row) + 1 + (self._tag_length if row else 0) for row in rows]
 
     def _steered_signature(self, n_best, prefixes, constraints, alignments):

@@ -88,6 +88,8 @@ class Translator(TextTranslator):
             "<2fr>", a symbol of the vocabulary): each sentence's tokens are those of the tag and
             the sentence, as training reads them (`data.multilingual.tag_ids`); a sentence with no tokens stays
             empty, and one that is cut keeps its tag.
+        source_tokenizer: the source side's tokenizer of a model with separate vocabularies
+            (`tokenizer` is then the target's); None: `tokenizer` serves both sides.
         **settings: `SearchConfig` settings by name (`beam_size=2, max_input_length=64`), each
             replacing `search`'s.
 
@@ -103,11 +105,21 @@ class Translator(TextTranslator):
     """
 
     def __init__(
-        self, model, tokenizer, search=DEFAULT_SEARCH, *, batch_size=32, sampling=None, target_tag=None, **settings
+        self,
+        model,
+        tokenizer,
+        search=DEFAULT_SEARCH,
+        *,
+        batch_size=32,
+        sampling=None,
+        target_tag=None,
+        source_tokenizer=None,
+        **settings,
     ):
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, received {batch_size}")
-        self.tag_ids = [] if target_tag is None else multilingual.tag_ids(tokenizer, target_tag)
+        self.source_tokenizer = source_tokenizer or tokenizer
+        self.tag_ids = [] if target_tag is None else multilingual.tag_ids(self.source_tokenizer, target_tag)
         self.model = model
         self.tokenizer = tokenizer
         self.batch_size = batch_size
@@ -135,7 +147,7 @@ class Translator(TextTranslator):
         `max_input_length`."""
         if not sentences:
             return []
-        ragged = self.tokenizer.tokenize(list(sentences))
+        ragged = self.source_tokenizer.tokenize(list(sentences))
         rows = [(self.tag_ids + list(row) if row else []) + [EOS_ID] for row in ragged.to_list()]
         if self.max_input_length:
             for index, row in enumerate(rows):
@@ -350,7 +362,9 @@ class Translator(TextTranslator):
         )
         weights = keras.ops.convert_to_numpy(weights)  # [rows_padded, target length, source length]
         alignments = [
-            AttentionMatrix.of(self.tokenizer, weights[k, : len(target), : len(source)], source, target).alignment()
+            AttentionMatrix.of(
+                self.tokenizer, weights[k, : len(target), : len(source)], source, target, self.source_tokenizer
+            ).alignment()
             for k, (source, target) in enumerate(zip(sources, targets))
         ]
         return [alignments[start : start + hypotheses] for start in range(0, len(alignments), hypotheses)]

@@ -23,7 +23,7 @@ import os
 
 from common.errors import UserError
 from data import builtin_corpora, deb_packages, multilingual
-from data.vocabulary_options import SUBWORD_MODELS, sampling_refusal
+from data.vocabulary_options import SUBWORD_MODELS, VOCABULARIES, sampling_refusal
 from data.vocabulary_size import DEFAULT_VOCAB_SIZE, MIN_VOCAB_SIZE
 from models.presets import PRESETS
 from training.distribution import DISTRIBUTIONS
@@ -136,9 +136,17 @@ class DataConfig:
         to_config=tuple,
         to_flag=list,
     )
+    vocabulary: str = option(
+        "shared",
+        "shared: one SentencePiece vocabulary for both languages and one embedding matrix for both stacks and the "
+        "output projection (section 3.4); separate: each side its own vocabulary (other scripts) and the encoder its "
+        "own embedding.",
+        "enum",
+        enum_values=list(VOCABULARIES),
+    )
     vocab_size: int = option(
         DEFAULT_VOCAB_SIZE,
-        "SentencePiece vocabulary size (shared by both languages).",
+        "SentencePiece vocabulary size (shared by both languages, or of each with --vocabulary=separate).",
         "integer",
         lower_bound=MIN_VOCAB_SIZE,
     )
@@ -407,7 +415,13 @@ PATH_KEYS = ("train_files", "dev_files", "test_files")
 
 
 # Data keys added after configs were first written, with the value that an older config meant.
-_DATA_DEFAULTS = {"train_weights": [], "source_weights": {}, "user_defined_symbols": [], "subword_model": "bpe"}
+_DATA_DEFAULTS = {
+    "train_weights": [],
+    "source_weights": {},
+    "user_defined_symbols": [],
+    "subword_model": "bpe",
+    "vocabulary": "shared",
+}
 
 
 def _comparable(section, values, default_direction):

@@ -2,10 +2,11 @@
 
 The new run takes from the parent run directory:
 
-- its SentencePiece model, copied as the new run's spm.model: the new corpus is tokenized with the
-  parent's vocabulary, and no vocabulary is trained;
-- its architecture (config.json's `model` section) and vocabulary size: a run asking for another
-  layer count, width, head count, d_ff, residual-norm placement or vocabulary size is refused,
+- its SentencePiece model, copied as the new run's spm.model (and spm.source.model, with separate
+  vocabularies): the new corpus is tokenized with the parent's vocabulary, and none is trained;
+- its architecture (config.json's `model` section), vocabulary size and vocabulary kind (shared or
+  separate): a run asking for another layer count, width, head count, d_ff, residual-norm
+  placement, vocabulary size or kind is refused,
   naming each difference (dropout rates may change: they shape no weight);
 - one set of its weights, by `choice`: "best" its best checkpoint (`checkpoints/best.weights.h5`, the
   dev evaluation with the best score), "last" its newest checkpoint or, with none kept, its
@@ -123,6 +124,11 @@ def architecture_differences(parent_config, model, vocab_size):
     return differences
 
 
+def vocabulary_kind(parent_config):
+    """The parent's --vocabulary: shared (also for runs written before the flag) or separate."""
+    return parent_config.get("data", {}).get("vocabulary", "shared")
+
+
 def describe_differences(path, differences):
     listed = "; ".join(f"--{key}={value} differs from its {before}" for key, before, value in differences)
     return (
@@ -183,6 +189,7 @@ class ParentWeights:
     vocabulary_path: str
     values: list
     search: dict | None = None  # The parent's recorded search (config.json "search"), which the run keeps.
+    source_vocabulary_path: str | None = None  # With separate vocabularies: the source side's.
 
     def record(self):
         """What config.json records of the parent."""
@@ -209,15 +216,20 @@ def load_parent(path, choice, model, vocab_size):
         raise InitFromError(describe_differences(path, differences))
     run = RunDir(path)
     choice, weights_path, step = choose_weights(path, choice)
-    try:
-        tokenizer = Tokenizer.from_file(run.vocabulary_path)
-    except (OSError, ValueError, RuntimeError) as error:
-        raise InitFromError(f"{_flag(path)}: {run.vocabulary_path} cannot be read ({error})") from error
+    separate = vocabulary_kind(parent_config) == "separate"
+    sizes = {}
+    for side, vocabulary in (("target", run.vocabulary_path), ("source", run.source_vocabulary_path)):
+        if side == "source" and not separate:
+            continue
+        try:
+            sizes[side] = Tokenizer.from_file(vocabulary).vocabulary_size
+        except (OSError, ValueError, RuntimeError) as error:
+            raise InitFromError(f"{_flag(path)}: {vocabulary} cannot be read ({error})") from error
     try:
         if weights_path.endswith(".keras"):
             parent = keras.saving.load_model(weights_path, compile=False)
         else:
-            parent = Transformer(tokenizer.vocabulary_size, **parent_config["model"])
+            parent = Transformer(sizes["target"], source_vocabulary_size=sizes.get("source"), **parent_config["model"])
             parent.build()
             parent.load_weights(weights_path)
     except (OSError, ValueError, KeyError, TypeError, zipfile.BadZipFile) as error:
@@ -234,6 +246,7 @@ def load_parent(path, choice, model, vocab_size):
         run.vocabulary_path,
         values,
         search=_inherited_search(parent_config, run),
+        source_vocabulary_path=run.source_vocabulary_path if separate else None,
     )
 
 
@@ -250,12 +263,14 @@ def _inherited_search(parent_config, run):
     return {**record, "chosen_for": f"{chosen_for}, kept from the parent run {os.path.abspath(run.path)}"}
 
 
-def copy_vocabulary(parent, target):
-    """Copies the parent's spm.model to `target` (atomically)."""
+def copy_vocabulary(parent, target, side=None):
+    """Copies the parent's spm.model (or, for `side` "source", its spm.source.model) to `target`
+    (atomically)."""
     # Loads Keras: train.py's flag validators import this module.
     from training import checkpoints
 
-    checkpoints.write_atomically(target, lambda temporary: shutil.copyfile(parent.vocabulary_path, temporary))
+    vocabulary = parent.source_vocabulary_path if side == "source" else parent.vocabulary_path
+    checkpoints.write_atomically(target, lambda temporary: shutil.copyfile(vocabulary, temporary))
 
 
 def assign(model, parent):

@@ -19,10 +19,11 @@ from training.optimizers import FusedAdam, count_update_tokens
 POLICIES = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
 
 
-def build_model(model_config, vocabulary_size, train):
+def build_model(model_config, vocabulary_size, train, source_vocabulary_size=None):
     """A compiled Transformer with the paper's optimizer (or a constant learning rate, with
-    `train.learning_rate_schedule == "constant"`) and the global-token loss."""
-    model = Transformer(vocabulary_size, **model_config)
+    `train.learning_rate_schedule == "constant"`) and the global-token loss; `vocabulary_size` is
+    the shared vocabulary's, or the target's with separate ones (`source_vocabulary_size`)."""
+    model = Transformer(vocabulary_size, source_vocabulary_size=source_vocabulary_size, **model_config)
     model.build()
     constant = train.learning_rate if train.learning_rate_schedule == "constant" else None
     optimizer = transformer_optimizer(

@@ -2,7 +2,8 @@
 
 model_dir/
     config.json          the resolved RunConfig (`training.config`)
-    spm.model            the SentencePiece vocabulary
+    spm.model            the SentencePiece vocabulary (the target's with --vocabulary=separate)
+    spm.source.model     the source's SentencePiece vocabulary, with --vocabulary=separate only
     model.keras          the final model, written when training reaches --train_steps
     checkpoints/         ckpt-<step>.weights.h5 (`training.checkpoints`: their format and atomic writes),
                          the newest --keep_checkpoints of them, and best.weights.h5 with best.json (the
@@ -39,6 +40,7 @@ from models.search_config import SETTING_BOUNDS, SearchConfigError, check_settin
 
 CONFIG_FILE = "config.json"
 VOCABULARY_FILE = "spm.model"
+SOURCE_VOCABULARY_FILE = "spm.source.model"
 MODEL_FILE = "model.keras"
 CHECKPOINT_DIR = "checkpoints"
 LOG_DIR = "logs"
@@ -59,7 +61,16 @@ CHECKPOINT_HELP = (
 )
 
 # Everything train.py writes, in the order --start_over deletes it.
-RUN_ENTRIES = (CHECKPOINT_DIR, LOG_DIR, WORKERS_DIR, MODEL_FILE, VOCABULARY_FILE, TRAINING_LOG, CONFIG_FILE)
+RUN_ENTRIES = (
+    CHECKPOINT_DIR,
+    LOG_DIR,
+    WORKERS_DIR,
+    MODEL_FILE,
+    VOCABULARY_FILE,
+    SOURCE_VOCABULARY_FILE,
+    TRAINING_LOG,
+    CONFIG_FILE,
+)
 
 
 class ModelDirError(UserError, RuntimeError):
@@ -199,6 +210,14 @@ class RunDir:
     @property
     def vocabulary_path(self):
         return self.file(VOCABULARY_FILE)
+
+    @property
+    def source_vocabulary_path(self):
+        """The source side's vocabulary of separate vocabularies (`has_separate_vocabularies`)."""
+        return self.file(SOURCE_VOCABULARY_FILE)
+
+    def has_separate_vocabularies(self):
+        return os.path.exists(self.source_vocabulary_path)
 
     @property
     def model_path(self):
@@ -386,7 +405,7 @@ class RunDir:
             return
         if not self.has_trained():
             print(f"{self.path}: no checkpoint from the earlier start; starting afresh", file=sys.stderr)
-            self.remove((VOCABULARY_FILE, TRAINING_LOG, LOG_DIR, CONFIG_FILE))
+            self.remove((VOCABULARY_FILE, SOURCE_VOCABULARY_FILE, TRAINING_LOG, LOG_DIR, CONFIG_FILE))
             return
         self._check_resumable(mixed_precision, ema_decay)
 
@@ -419,6 +438,15 @@ class RunDir:
         if not os.path.exists(self.vocabulary_path):
             raise ModelDirError(f"{self.path} has no {VOCABULARY_FILE}: not a model directory written by train.py")
         return Tokenizer.from_file(self.vocabulary_path)
+
+    def load_source_tokenizer(self):
+        """The tokenizer of the source side: spm.source.model with separate vocabularies, else the
+        shared spm.model."""
+        if not self.has_separate_vocabularies():
+            return self.load_tokenizer()
+        from data.tokenizer import Tokenizer  # TensorFlow, as in load_tokenizer.
+
+        return Tokenizer.from_file(self.source_vocabulary_path)
 
     def available(self):
         """What `--checkpoint` can choose in this directory, in words (for refusals)."""
@@ -511,7 +539,8 @@ class RunDir:
         return ChosenWeights(choice, (ema[1],), (ema[0],))
 
     def load_model(self, checkpoint=DEFAULT_CHECKPOINT, flag="--checkpoint", quiet=False):
-        """`(model, tokenizer, run_config)`: the weights `checkpoint` names.
+        """`(model, tokenizer, run_config)`: the weights `checkpoint` names. `tokenizer` is the
+        shared vocabulary's, or the target's of separate ones (`load_source_tokenizer`).
 
         Args:
             checkpoint: "best" (the best dev evaluation's checkpoint), "last" (the newest
@@ -569,7 +598,8 @@ class RunDir:
         context = f"{flag}={chosen.choice}"
         for path in chosen.paths:
             _check_checkpoint(path, context)
-        model = Transformer(vocabulary_size, **run_config["model"])
+        source_size = self.load_source_tokenizer().vocabulary_size if self.has_separate_vocabularies() else None
+        model = Transformer(vocabulary_size, source_vocabulary_size=source_size, **run_config["model"])
         model.build()
         try:
             checkpoints.average_checkpoints(model, list(chosen.paths))

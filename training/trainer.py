@@ -72,43 +72,67 @@ def _check_writable(directory):
         raise TrainingError(f"--model_dir {directory!r} is not writable: {error}") from error
 
 
-def resolve_tokenizer(model_dir, corpus, data, may_train=True, parent=None):
+def resolve_tokenizer(model_dir, corpus, data, may_train=True, parent=None, reverse=False):
     """The run's SentencePiece model: model_dir/spm.model, trained on the corpus's training split
     once and kept in the corpus cache, so runs on the same corpus share one vocabulary; a
-    fine-tuning (`parent`, an `init_from.ParentWeights`) takes its parent's instead."""
-    vocab_size = data.vocab_size
+    fine-tuning (`parent`, an `init_from.ParentWeights`) takes its parent's instead.
+
+    With `data.vocabulary == "separate"` each side has its own, learnt from its own column (the
+    pairs are read target-first when `reverse`): model_dir/spm.source.model and spm.model, the
+    target's, which is returned (`RunDir.load_source_tokenizer` reads the other). The source's
+    holds a multilingual run's tags, the target's the user's symbols alone."""
     run = RunDir(model_dir)
-    target = run.vocabulary_path
-    # A run that has trained keeps its vocabulary; one that has not (a failed start, a worker's
-    # copy from an earlier start) takes the one its flags name.
-    if parent is not None and not run.has_trained():
-        init_from.copy_vocabulary(parent, target)
-    elif not os.path.exists(target) or not run.has_trained():
-        symbols = corpora.vocabulary_symbols(data)
-        model_type = getattr(data, "subword_model", "bpe")
-        cached = os.path.join(corpus.root, vocabulary_stem(vocab_size, symbols, model_type) + ".model")
-        if not os.path.exists(cached):
-            if not may_train:
-                how = f"with `{corpora.prepare_command(data, vocab_size)}`"
-                if data.corpus == "files" and multilingual.is_multilingual(data.corpus, data.languages):
-                    how = "by starting this run on one worker (--distribution=one_device), which trains it"
-                raise TrainingError(f"{cached} is missing: with several workers, build the vocabulary first {how}")
-            print(
-                f"training a {vocab_size}-piece SentencePiece vocabulary on the training split of {corpus.root}",
-                file=sys.stderr,
-            )
-            try:
-                train_sentencepiece(
-                    list(corpus.train),
-                    cached[: -len(".model")],
-                    vocab_size=vocab_size,
-                    model_type=model_type,
-                    user_defined_symbols=symbols,
-                )
-            except ValueError as error:
-                raise TrainingError(f"--vocab_size={vocab_size}: {error}") from error
-        checkpoints.write_atomically(target, lambda temporary: shutil.copyfile(cached, temporary))
-    return Tokenizer.from_file(target)
+    if getattr(data, "vocabulary", "shared") == "separate":
+        source_column = 1 if reverse else 0
+        user_symbols = tuple(getattr(data, "user_defined_symbols", ()) or ())
+        column_symbols = {0: corpora.vocabulary_symbols(data), 1: user_symbols}
+        sides = (
+            (run.source_vocabulary_path, source_column, column_symbols[source_column], "source"),
+            (run.vocabulary_path, 1 - source_column, column_symbols[1 - source_column], "target"),
+        )
+    else:
+        sides = ((run.vocabulary_path, None, corpora.vocabulary_symbols(data), None),)
+    for target, column, symbols, side in sides:
+        # A run that has trained keeps its vocabulary; one that has not (a failed start, a worker's
+        # copy from an earlier start) takes the one its flags name.
+        if parent is not None and not run.has_trained():
+            init_from.copy_vocabulary(parent, target, side)
+        elif not os.path.exists(target) or not run.has_trained():
+            cached = _cached_vocabulary(corpus, data, symbols, column, may_train)
+            checkpoints.write_atomically(target, lambda temporary, cached=cached: shutil.copyfile(cached, temporary))
+    return Tokenizer.from_file(run.vocabulary_path)
+
+
+def _cached_vocabulary(corpus, data, symbols, column, may_train):
+    """The path of the corpus cache's vocabulary for `data` (one `column`'s, or both sides' when
+    None), trained there first if missing."""
+    vocab_size = data.vocab_size
+    model_type = getattr(data, "subword_model", "bpe")
+    cached = os.path.join(corpus.root, vocabulary_stem(vocab_size, symbols, model_type, column) + ".model")
+    if os.path.exists(cached):
+        return cached
+    if not may_train:
+        how = f"with `{corpora.prepare_command(data, vocab_size)}`"
+        if data.corpus == "files" and multilingual.is_multilingual(data.corpus, data.languages):
+            how = "by starting this run on one worker (--distribution=one_device), which trains it"
+        raise TrainingError(f"{cached} is missing: with several workers, build the vocabulary first {how}")
+    of = "" if column is None else f" ({'source' if column == 0 else 'target'} column of the files)"
+    print(
+        f"training a {vocab_size}-piece SentencePiece vocabulary on the training split of {corpus.root}{of}",
+        file=sys.stderr,
+    )
+    try:
+        train_sentencepiece(
+            list(corpus.train),
+            cached[: -len(".model")],
+            vocab_size=vocab_size,
+            model_type=model_type,
+            user_defined_symbols=symbols,
+            tsv_column=column,
+        )
+    except ValueError as error:
+        raise TrainingError(f"--vocab_size={vocab_size}: {error}") from error
+    return cached
 
 
 def _check_resume_step(checkpoint_step, start_step, checkpoint_path):
@@ -299,7 +323,8 @@ class _Start:
     corpus: object = None  # A `corpora` corpus: its train and dev files.
     reverse: bool = False  # Whether the corpus's pairs are read target-first.
     mix: list | None = None  # The sources of a weighted training mix, or None.
-    tokenizer: Tokenizer | None = None
+    tokenizer: Tokenizer | None = None  # The target's (or the shared one).
+    source_tokenizer: Tokenizer | None = None  # The source's: `tokenizer` itself with a shared vocabulary.
     model: keras.Model | None = None
     start_step: int = 0
 
@@ -372,7 +397,10 @@ def _inputs(start):
         data,
         may_train=options.distribution != "multi_worker",
         parent=start.parent,
+        reverse=start.reverse,
     )
+    separate = start.run.has_separate_vocabularies()
+    start.source_tokenizer = start.run.load_source_tokenizer() if separate else start.tokenizer
 
 
 def _model(start):
@@ -381,7 +409,14 @@ def _model(start):
     strategy = start.strategy
     scope = strategy.scope() if strategy is not None else contextlib.nullcontext()
     with scope:
-        model = model_building.build_model(start.config.model, start.tokenizer.vocabulary_size, start.options)
+        model = model_building.build_model(
+            start.config.model,
+            start.tokenizer.vocabulary_size,
+            start.options,
+            source_vocabulary_size=(
+                start.source_tokenizer.vocabulary_size if start.source_tokenizer is not start.tokenizer else None
+            ),
+        )
     start.model = model
     if strategy is not None and num_replicas(strategy) > 1:
         model_building.build_metrics_before_fit(model, strategy)
@@ -422,10 +457,15 @@ def _datasets(start):
     """`(train_dataset_from, dev_dataset)`: a function from the step a fit starts at to its
     training stream, and the dev set (its length known, so Keras validates without reading past it)."""
     options, data, corpus, tokenizer = start.options, start.config.data, start.corpus, start.tokenizer
+    source_tokenizer = None if start.source_tokenizer is tokenizer else start.source_tokenizer
     # The corpus cache's files were checked as they were written (`data.corpus_writer`) and are
     # checked by size at each start (`corpus_cache.check_corpus`): no line-by-line pass here.
     dataset_options = dict(
-        batch_tokens=options.batch_tokens, max_length=data.max_length, reverse=start.reverse, validate=False
+        batch_tokens=options.batch_tokens,
+        max_length=data.max_length,
+        reverse=start.reverse,
+        validate=False,
+        source_tokenizer=source_tokenizer,
     )
     strategy, replicas = start.strategy, num_replicas(start.strategy)
 
@@ -443,6 +483,8 @@ def _datasets(start):
             stream.update(seed=None, data_service=options.data_service)
         files = list(corpus.train)
         sampled = tokenizer.sampling(options.subword_alpha, options.subword_nbest) if options.subword_alpha else None
+        if sampled and source_tokenizer is not None:
+            stream["source_tokenizer"] = source_tokenizer.sampling(options.subword_alpha, options.subword_nbest)
         if start.mix is not None:
             files, stream["weights"] = [source.path for source in start.mix], [source.weight for source in start.mix]
         if strategy is not None and replicas > 1:
@@ -479,6 +521,7 @@ def _callbacks(start, extra):
             tokenizer,
             SearchConfig(beam_size=options.eval_beam_size, max_input_length=max_length),
             batch_size=32,
+            source_tokenizer=start.source_tokenizer,
         ),
         dev_sources if chief else [],
         dev_references,

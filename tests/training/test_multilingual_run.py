@@ -1,6 +1,10 @@
 """A multilingual run end to end on the deb-en-de sample and sample deb-en-ja packages: training with
 the tags and a dev BLEU per pair, then translating, scoring, evaluating and exporting into a chosen
-target language, and each refusal of a language the model was not trained for."""
+target language, and each refusal of a language the model was not trained for.
+
+The run has separate source and target vocabularies (--vocabulary=separate, the choice for targets
+in other scripts), so the same tests hold them too: the tags are symbols of the source vocabulary
+only, and every tool reads each side with its own."""
 
 import dataclasses
 import json
@@ -17,7 +21,8 @@ SENTENCES = ["Save the document.", "", "Choose Format - Page Style."]
 
 @pytest.fixture(scope="module")
 def multilingual_run(tmp_path_factory):
-    """`(model_dir, summary, cache_dir)` of a small model trained a few steps on both pairs."""
+    """`(model_dir, summary, cache_dir)` of a small model trained a few steps on both pairs, with
+    separate vocabularies."""
     from training.trainer import train
 
     root = tmp_path_factory.mktemp("multilingual")
@@ -26,7 +31,9 @@ def multilingual_run(tmp_path_factory):
     config = small_run_config(root / "run", german, train_steps=2, checkpoint_every=2)
     config = dataclasses.replace(
         config,
-        data=dataclasses.replace(config.data, corpus=PAIRS, deb_dir=debs, user_defined_symbols=("<bt>",)),
+        data=dataclasses.replace(
+            config.data, corpus=PAIRS, deb_dir=debs, user_defined_symbols=("<bt>",), vocabulary="separate"
+        ),
         train=dataclasses.replace(config.train, eval_every=2, eval_sentences=2),
     )
     return str(root / "run"), train(config), cache
@@ -39,8 +46,13 @@ def test_training_tags_each_pair_and_scores_each_on_its_dev_split(multilingual_r
     history = summary["history"]
     per_pair = [history[f"val_bleu_{name}"][-1] for name in PAIRS.split(",")]
     assert history["val_bleu"][-1] == pytest.approx(sum(per_pair) / 2)
-    tokenizer = RunDir(model_dir).load_tokenizer()
-    assert [tokenizer.id_to_piece([4, 5, 6]).numpy().tolist()] == [[b"<2de>", b"<2ja>", b"<bt>"]]
+    run = RunDir(model_dir)
+    source, target = run.load_source_tokenizer(), run.load_tokenizer()
+    assert source.id_to_piece([4, 5, 6]).numpy().tolist() == [b"<2de>", b"<2ja>", b"<bt>"]
+    assert target.id_to_piece([4]).numpy().tolist() == [b"<bt>"]  # The tags are the source's alone.
+    # Japanese characters are pieces of the target vocabulary, not of the English source's.
+    japanese = target.tokenize(["ファイル"]).to_list()[0]
+    assert len(japanese) < len(source.tokenize(["ファイル"]).to_list()[0])
     with open(os.path.join(model_dir, "config.json"), encoding="utf-8") as f:
         mix = {entry["corpus"]: entry for entry in json.load(f)["training_corpora"]}
     assert set(mix) == {"deb-en-de", "deb-en-ja"}
@@ -58,10 +70,11 @@ def test_translating_into_a_language_puts_its_tag_first(multilingual_run):
 
     model_dir, _, _ = multilingual_run
     japanese = load_translator(model_dir, target_language="ja", quiet=True)
-    tagged = japanese.tokenizer.tokenize(["<2ja> Save the document."]).to_list()[0]
+    assert japanese.source_tokenizer is not japanese.tokenizer
+    tagged = japanese.source_tokenizer.tokenize(["<2ja> Save the document."]).to_list()[0]
     rows = japanese.encode(SENTENCES)
     assert rows[0] == tagged + [2] and rows[1] == [2]
-    plain = Translator(japanese.model, japanese.tokenizer, japanese.search)
+    plain = Translator(japanese.model, japanese.tokenizer, japanese.search, source_tokenizer=japanese.source_tokenizer)
     texts, scores = japanese.translate(SENTENCES)
     assert (texts[1], scores[1]) == ("", 0.0)
     expected = plain.translate([f"<2ja> {SENTENCES[0]}", f"<2ja> {SENTENCES[2]}"])
@@ -70,7 +83,7 @@ def test_translating_into_a_language_puts_its_tag_first(multilingual_run):
     assert german.encode(SENTENCES[:1])[0][: len(german.tag_ids)] != rows[0][: len(german.tag_ids)]
     short = load_translator(model_dir, target_language="ja", quiet=True, max_input_length=4)
     assert short.encode(SENTENCES[:1]) == [tagged[:3] + [2]] and short.truncated_indices == [0]
-    words = word_indices(rows[0], pieces_of(japanese.tokenizer, rows[0]))
+    words = word_indices(rows[0], pieces_of(japanese.source_tokenizer, rows[0]))
     tag_length = len(japanese.tag_ids)  # The tag and the word marker before it: no word.
     assert words[:tag_length] == [-1] * tag_length and words[tag_length] == 0 and max(words) == 2
     _, _, alignments = japanese.translate(SENTENCES[:1], alignments=True)
@@ -97,8 +110,8 @@ def test_a_target_language_the_model_has_not_learnt_is_refused(multilingual_run)
         evaluator.evaluate(evaluator.EvalConfig(model_dir=model_dir, split="dev", progress=False))
 
 
-@pytest.mark.slow  # Four train.py processes; the refusals themselves: tests/data/test_multilingual.py.
-def test_train_py_refuses_a_pair_given_twice_and_a_direction(multilingual_run, tmp_path):
+@pytest.mark.slow  # Five train.py processes; the refusals themselves: tests/data/test_multilingual.py.
+def test_train_py_refuses_a_pair_given_twice_and_a_direction(multilingual_run, tiny_run, tmp_path):
     model_dir, _, cache = multilingual_run
     common = (f"--cache_dir={cache}", "--train_steps=2", "--checkpoint_every=2", "--eval_every=2")
     assert_train_refuses(
@@ -119,16 +132,26 @@ def test_train_py_refuses_a_pair_given_twice_and_a_direction(multilingual_run, t
         ["--corpus=deb-en-de,deb-en-fr", f"--init_from={model_dir}", *common],
         f"--init_from={model_dir}: its vocabulary has no <2fr>",
     )
+    assert_train_refuses(
+        tmp_path / "separate",
+        ["--corpus=deb-en-de", f"--init_from={tiny_run[0]}", "--vocabulary=separate", *common],
+        "--vocabulary=separate differs from its shared",
+    )
 
 
 @pytest.mark.slow
 def test_the_export_takes_the_target_language_as_an_input(multilingual_run, tmp_path):
-    """The SavedModel's signatures take target_language; it translates as the run does with the
-    export's search; a language the model was not trained for fails the request."""
+    """The SavedModel's signatures take target_language; it translates and aligns as the run does
+    with the export's search, each side read by its own vocabulary (both are assets); a language
+    the model was not trained for fails the request. The CTranslate2 conversion keeps the two
+    vocabularies and scores as the run does."""
+    import ctranslate2
+    import numpy as np
+    import sentencepiece
     import tensorflow as tf
 
     from evaluation.translators import load_translator
-    from export import exporter, warmup
+    from export import ctranslate2_export, exporter, warmup
     from inference.saved_model_translator import SavedModelTranslator
 
     model_dir, _, _ = multilingual_run
@@ -137,9 +160,14 @@ def test_the_export_takes_the_target_language_as_an_input(multilingual_run, tmp_
     )
     export = SavedModelTranslator(path, target_language="ja")
     run = load_translator(model_dir, target_language="ja", quiet=True, search=export.search, checkpoint="last")
-    texts, scores = export.translate(SENTENCES)
-    expected_texts, expected_scores = run.translate(SENTENCES)
+    assert sorted(os.listdir(os.path.join(path, "assets"))) == ["spm.model", "spm.source.model"]
+    texts, scores, alignments = export.translate(SENTENCES, alignments=True)
+    expected_texts, expected_scores, expected_alignments = run.translate(SENTENCES, alignments=True)
     assert texts == expected_texts and scores == pytest.approx(expected_scores, abs=1e-4)
+    assert alignments == expected_alignments
+    scored = [export.score(SENTENCES, ["ファイル"] * 3), run.score(SENTENCES, ["ファイル"] * 3)]
+    assert [pair.tokens for pair in scored[0]] == [pair.tokens for pair in scored[1]]
+    assert [pair.log_prob for pair in scored[0]] == pytest.approx([pair.log_prob for pair in scored[1]], abs=1e-3)
     signature = export._loaded.signatures["serving_default"]
     assert set(signature.structured_input_signature[1]) == {"inputs", "target_language"}
     with pytest.raises(tf.errors.InvalidArgumentError, match="not a language the model was trained for \\(de, ja\\)"):
@@ -148,3 +176,18 @@ def test_the_export_takes_the_target_language_as_an_input(multilingual_run, tmp_
     assert set(request.predict_log.request.inputs) == {"inputs", "target_language"}
     with pytest.raises(multilingual.TargetLanguageError, match="pass --target_language"):
         SavedModelTranslator(path)
+    ct2_dir = ctranslate2_export.convert_run(model_dir, str(tmp_path / "ct2"), checkpoint="last")
+    assert {"source_vocabulary.json", "target_vocabulary.json", "spm.source.model", "spm.model"} <= set(
+        os.listdir(ct2_dir)
+    )
+    source, target = (
+        sentencepiece.SentencePieceProcessor(model_file=os.path.join(ct2_dir, name))
+        for name in ("spm.source.model", "spm.model")
+    )
+    sources, targets = [SENTENCES[0], "Open."], ["ファイルを保存", "x"]  # Not cut at the export's 16 tokens.
+    results = ctranslate2.Translator(ct2_dir, device="cpu", intra_threads=1).score_batch(
+        [source.encode(f"<2ja> {sentence}", out_type=str) for sentence in sources],
+        [target.encode(sentence, out_type=str) for sentence in targets],
+    )
+    expected = [pair.log_prob for pair in run.score(sources, targets)]
+    assert [float(np.sum(result.log_probs)) for result in results] == pytest.approx(expected, abs=1e-3)

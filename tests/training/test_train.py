@@ -222,6 +222,40 @@ def test_user_defined_symbols_and_the_subword_model_reach_the_runs_vocabulary(sa
     assert unigram.sampling(0.5, nbest_size=4).samples
 
 
+def test_separate_vocabularies_learn_each_side_from_its_own_column(sample_corpus, tmp_path):
+    """--vocabulary=separate: spm.source.model from the source column as the run reads it (the
+    German one for de-en), spm.model from the target's; each cached by column, the user's symbols
+    in both; a later run in the other direction finds both in the cache."""
+    from data import corpus_cache
+    from data.vocabulary_options import vocabulary_stem
+    from training.config import DataConfig
+    from training.run_dir import RunDir
+    from training.trainer import resolve_tokenizer
+
+    corpus = corpus_cache.check_corpus(shutil.copytree(sample_corpus.root, tmp_path / "corpus"))
+    data = DataConfig(vocab_size=400, vocabulary="separate", user_defined_symbols=("<x>",))
+    run = RunDir(str(tmp_path / "de-en"))
+    target = resolve_tokenizer(run.path, corpus, data, reverse=True)
+    source = run.load_source_tokenizer()
+    cached = [os.path.join(corpus.root, vocabulary_stem(400, ("<x>",), column=c) + ".model") for c in (0, 1)]
+    with open(cached[1], "rb") as german, open(cached[0], "rb") as english:
+        assert (source.model_proto, target.model_proto) == (german.read(), english.read())
+    pieces = [{p.decode() for p in t.id_to_piece(tf.range(400)).numpy()} for t in (source, target)]
+    assert "<x>" in pieces[0] and "<x>" in pieces[1]
+    assert any(c in piece for piece in pieces[0] for c in "äöüß") and not any(
+        c in piece for piece in pieces[1] for c in "äöüß"
+    )
+    assert (
+        source.tokenize(["Öffnen Sie die Datei."]).row_lengths()[0]
+        < target.tokenize(["Öffnen Sie die Datei."]).row_lengths()[0]
+    )
+    mtimes = [os.path.getmtime(path) for path in cached]
+    resolve_tokenizer(str(tmp_path / "en-de"), corpus, data)
+    assert [os.path.getmtime(path) for path in cached] == mtimes
+    assert RunDir(str(tmp_path / "en-de")).load_source_tokenizer().model_proto == target.model_proto
+    assert not RunDir(str(tmp_path / "shared")).has_separate_vocabularies()
+
+
 @pytest.mark.slow
 def test_steps_per_execution_and_subword_sampling_change_only_what_they_say(sample_corpus, tmp_path):
     """--steps_per_execution changes only how often the host looks: the same losses and weights.
