@@ -1,5 +1,6 @@
 """benchmarks/subword_sampling.py end to end on the sample corpus: one run trained through train.py
-with --subword_alpha for a few steps, scored on the dev split, and its JSON read back."""
+with --subword_alpha and separate vocabularies (each side sampled by its own) for a few steps,
+scored on the dev split, and its JSON read back."""
 
 import json
 import os
@@ -16,6 +17,7 @@ def test_a_run_with_subword_sampling_is_trained_and_scored(benchmark_script, sam
         [
             "--corpora=deb-en-de",
             "--alphas=0.1",
+            "--vocabularies=separate",
             "--train_steps=2",
             "--checkpoint=last",
             "--splits=dev",
@@ -28,9 +30,10 @@ def test_a_run_with_subword_sampling_is_trained_and_scored(benchmark_script, sam
     result = json.loads(output.read_text(encoding="utf-8"))
     (row,) = result["results"]
     assert row["corpus"] == "deb-en-de" and row["subword_alpha"] == 0.1 and row["train_seconds"] >= 0
+    assert row["vocabulary"] == "separate" and os.path.exists(os.path.join(row["model_dir"], "spm.source.model"))
     assert 0 <= row["dev"]["bleu"] <= 100 and "tok:13a" in row["dev"]["bleu_signature"]
     with open(os.path.join(row["model_dir"], "config.json"), encoding="utf-8") as f:
         recorded = json.load(f)
     assert recorded["train"]["subword_alpha"] == 0.1 and recorded["train"]["cache_tokenized"] is False
-    assert recorded["train"]["train_steps"] == 2
-    assert "deb-en-de alpha 0.1: dev BLEU" in capsys.readouterr().out
+    assert recorded["train"]["train_steps"] == 2 and recorded["data"]["vocabulary"] == "separate"
+    assert "deb-en-de alpha 0.1 separate vocabulary: dev BLEU" in capsys.readouterr().out

@@ -139,30 +139,44 @@ def test_runs_inside_a_graph(small_tokenizer):
     assert round_trip(tf.constant(NORMAL_TEXT[:2])).numpy().tolist() == [t.encode() for t in NORMAL_TEXT[:2]]
 
 
-def test_saved_model_carries_the_vocabulary(small_tokenizer, tmp_path):
+def test_saved_model_carries_the_vocabulary_and_keeps_two_apart(small_tokenizer, small_tsv, tmp_path):
+    """A SavedModel holds its vocabularies: one round-trips text in a fresh process, and two in one
+    graph (separate source and target vocabularies) each tokenize as their own, not as the first."""
+    german = tokenizer.Tokenizer.from_file(
+        tokenizer.train_sentencepiece(small_tsv, str(tmp_path / "de"), vocab_size=350, tsv_column=1)
+    )
     module = tf.Module()
     module.tokenizer = tokenizer.Tokenizer(small_tokenizer.model_proto)
+    module.german = german
     module.tokenize = tf.function(
-        lambda texts: module.tokenizer.tokenize(texts).to_tensor(default_value=PAD_ID),
+        lambda texts: {
+            name: side.tokenize(texts).to_tensor(default_value=PAD_ID)
+            for name, side in (("shared", module.tokenizer), ("german", module.german))
+        },
         input_signature=[tf.TensorSpec([None], tf.string)],
     )
     module.detokenize = tf.function(
         module.tokenizer.detokenize, input_signature=[tf.TensorSpec([None, None], tf.int32)]
     )
     tf.saved_model.save(module, str(tmp_path / "saved"))
-    # A fresh process has neither the .model file nor this Python object.
+    # A fresh process has neither the .model files nor these Python objects.
     code = (
         "import sys, tensorflow as tf, tensorflow_text\n"
         "m = tf.saved_model.load(sys.argv[1])\n"
-        "print(m.detokenize(m.tokenize(tf.constant([sys.argv[2]])))[0].numpy().decode())\n"
+        "ids = m.tokenize(tf.constant([sys.argv[2]]))\n"
+        "print(ids['german'][0].numpy().tolist())\n"
+        "print(m.detokenize(ids['shared'])[0].numpy().decode())\n"
     )
     result = subprocess.run(
-        [sys.executable, "-c", code, str(tmp_path / "saved"), NORMAL_TEXT[0]],
+        [sys.executable, "-c", code, str(tmp_path / "saved"), NORMAL_TEXT[1]],
         capture_output=True,
         text=True,
         check=True,
     )
-    assert result.stdout.strip().splitlines()[-1] == NORMAL_TEXT[0]
+    *_, german_ids, text = result.stdout.strip().splitlines()
+    assert text == NORMAL_TEXT[1]
+    assert german_ids == str(german.tokenize([NORMAL_TEXT[1]]).to_list()[0])
+    assert german_ids != str(small_tokenizer.tokenize([NORMAL_TEXT[1]]).to_list()[0])
 
 
 def test_rejects_a_model_with_other_special_ids(small_tsv, tmp_path):
