@@ -147,7 +147,10 @@ def main(argv=None):
     if args.sentences:
         sources, references = sources[: args.sentences], references[: args.sentences]
     max_length = run_config["data"]["max_length"]
-    source_rows = Translator(model, tokenizer, max_input_length=max_length).encode(sources)
+    source_tokenizer = RunDir(args.model_dir).separate_source_tokenizer()
+    source_rows = Translator(model, tokenizer, max_input_length=max_length, source_tokenizer=source_tokenizer).encode(
+        sources
+    )
     reference_rows = [row + [EOS_ID] for row in tokenizer.tokenize(references).to_list()]
     # Sentences with no source tokens translate to "" without a search; they are left out here.
     kept = [i for i, row in enumerate(source_rows) if len(row) > 1]

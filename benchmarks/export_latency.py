@@ -140,10 +140,16 @@ def main(argv=None):
 
     if not args.skip_python_path:
         model, tokenizer, _ = RunDir(args.model_dir).load_model("last")
+        source_tokenizer = RunDir(args.model_dir).separate_source_tokenizer()
         python_path = {}
         for name, batch in (("single", 1), ("batched", args.batch)):
             translator = Translator(
-                model, tokenizer, batch_size=batch, max_input_length=args.max_input_length, **search
+                model,
+                tokenizer,
+                batch_size=batch,
+                max_input_length=args.max_input_length,
+                source_tokenizer=source_tokenizer,
+                **search,
             )
             translator.translate(sentences)  # traces every padded shape once
             if name == "single":

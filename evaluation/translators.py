@@ -196,7 +196,7 @@ def load_translator(
             batch_size=batch_size,
             sampling=sampling,
             target_tag=tag,
-            source_tokenizer=run.load_source_tokenizer() if run.has_separate_vocabularies() else None,
+            source_tokenizer=run.separate_source_tokenizer(),
         )
     # TensorFlow, for an export only: a run loads under JAX on a machine without TensorFlow.
     from inference.saved_model_translator import SavedModelTranslator

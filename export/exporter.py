@@ -281,7 +281,6 @@ def export_model(
         except ValueError as error:  # Keras refuses int8 for a model computing in float16.
             raise ExportError(f"--quantize={quantize}: {error}") from error
     run = RunDir(model_dir)
-    separate = run.has_separate_vocabularies()
     module = ServingModule(
         model,
         tokenizer,
@@ -289,8 +288,8 @@ def export_model(
         search,
         length_buckets=length_buckets,
         languages=multilingual.model_languages(run_config.get("data", {})),
-        source_tokenizer=run.load_source_tokenizer() if separate else None,
-        source_vocabulary_path=run.source_vocabulary_path if separate else None,
+        source_tokenizer=run.separate_source_tokenizer(),
+        source_vocabulary_path=run.source_vocabulary_path if run.has_separate_vocabularies() else None,
     )
     temporary, lock = locked_temporary_directory(export_dir, f"{TEMPORARY_PREFIX}{version}-")
     try:

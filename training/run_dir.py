@@ -448,6 +448,11 @@ class RunDir:
 
         return Tokenizer.from_file(self.source_vocabulary_path)
 
+    def separate_source_tokenizer(self):
+        """The source side's own tokenizer with separate vocabularies, else None (what
+        `inference.translator.Translator(source_tokenizer=)` takes)."""
+        return self.load_source_tokenizer() if self.has_separate_vocabularies() else None
+
     def available(self):
         """What `--checkpoint` can choose in this directory, in words (for refusals)."""
         found = self.checkpoints()

@@ -274,21 +274,25 @@ def test_what_cleaning_did_to_the_users_files_is_printed(corpus, tmp_path, capsy
 
 
 def test_several_workers_are_told_the_command_that_builds_their_vocabulary(corpus, tmp_path):
+    """With separate vocabularies: the command builds both sides' models."""
+    import dataclasses
     import shlex
     import subprocess
     import sys
 
     from data.corpora import resolve_corpus
     from tests.helpers import REPO_ROOT
+    from training.run_dir import RunDir
     from training.trainer import TrainingError, resolve_tokenizer
 
     config = _user_run(tmp_path, corpus, _corpus_pairs(corpus, 300, longest=60))
+    config = dataclasses.replace(config, data=dataclasses.replace(config.data, vocabulary="separate"))
     user_corpus, _ = resolve_corpus(config.data)
-    with pytest.raises(TrainingError, match="spm-bpe-500.model is missing.*build the vocabulary first") as refused:
+    with pytest.raises(TrainingError, match="spm-bpe-500-col0.model is missing.*build the vocabulary first") as refused:
         resolve_tokenizer(str(tmp_path / "worker"), user_corpus, config.data, may_train=False)
     built = os.stat(user_corpus.manifest).st_ino
     command = str(refused.value).split("`")[1]
-    assert command.startswith("python -m data.prepare ")
+    assert command.startswith("python -m data.prepare ") and "--vocabulary=separate" in command
     completed = subprocess.run(
         [sys.executable, *shlex.split(command)[1:]],
         cwd=REPO_ROOT,
@@ -300,6 +304,8 @@ def test_several_workers_are_told_the_command_that_builds_their_vocabulary(corpu
     assert completed.returncode == 0, completed.stderr[-2000:]
     # The command built the vocabulary into the corpus entry the workers read, without rebuilding it.
     assert resolve_tokenizer(str(tmp_path / "worker"), user_corpus, config.data, may_train=False).vocabulary_size == 500
+    worker = RunDir(str(tmp_path / "worker"))
+    assert worker.load_source_tokenizer().model_proto != worker.load_tokenizer().model_proto
     assert os.stat(user_corpus.manifest).st_ino == built
 
 
