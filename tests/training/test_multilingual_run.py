@@ -91,6 +91,32 @@ def test_translating_into_a_language_puts_its_tag_first(multilingual_run):
     assert japanese.score(SENTENCES[:1], ["x"]) == plain.score([f"<2ja> {SENTENCES[0]}"], ["x"])
 
 
+def test_a_fine_tuning_starts_from_both_vocabularies_and_the_weights(multilingual_run, tmp_path):
+    """--init_from a run with separate vocabularies: the child copies both models and takes every
+    weight, the source embedding's included."""
+    import keras
+    import numpy as np
+
+    from training import init_from
+    from training.config import DataConfig, TrainConfig
+    from training.model_building import build_model
+    from training.run_dir import RunDir
+    from training.trainer import resolve_tokenizer
+
+    model_dir, _, _ = multilingual_run
+    parent_run = RunDir(model_dir)
+    config = parent_run.read_config()
+    parent = init_from.load_parent(model_dir, "last", config["model"], config["data"]["vocab_size"])
+    data = DataConfig(corpus=PAIRS, vocab_size=500, vocabulary="separate", user_defined_symbols=("<bt>",))
+    child = RunDir(str(tmp_path / "child"))
+    target = resolve_tokenizer(child.path, None, data, parent=parent)
+    assert target.model_proto == parent_run.load_tokenizer().model_proto
+    assert child.load_source_tokenizer().model_proto == parent_run.load_source_tokenizer().model_proto
+    model = build_model(config["model"], 500, TrainConfig(), source_vocabulary_size=500)
+    init_from.assign(model, parent)
+    assert all(np.array_equal(keras.ops.convert_to_numpy(w), v) for w, v in zip(model.weights, parent.values))
+
+
 def test_a_target_language_the_model_has_not_learnt_is_refused(multilingual_run):
     from evaluation import evaluator
     from evaluation.translators import load_translator
