@@ -382,6 +382,10 @@ def _inherited_model():
         differences.append(("vocabulary", init_from.vocabulary_kind(parent), FLAGS.vocabulary))
     if differences:
         raise app.UsageError(init_from.describe_differences(FLAGS.init_from, differences))
+    flags_data = {"corpus": FLAGS.corpus, "languages": FLAGS.languages, "direction": FLAGS.direction}
+    refusal = init_from.direction_refusal(FLAGS.init_from, parent, flags_data)
+    if refusal:
+        raise app.UsageError(refusal)
     return preset, requested, vocab_size
 
 

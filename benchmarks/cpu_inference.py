@@ -197,6 +197,11 @@ def check_args(parser, args):
                 f"measure {preset}: add it to --sizes"
             )
         args.run_preset = preset
+        if RunDir(args.model_dir).has_separate_vocabularies():
+            parser.error(
+                f"--model_dir={args.model_dir} has separate source and target vocabularies; the systems compared "
+                "here share one (train it with --vocabulary=shared)"
+            )
     if args.vocabulary is None:
         args.vocabulary = RunDir(args.model_dir).vocabulary_path if args.model_dir else DEFAULT_VOCABULARY
     if any(size != args.run_preset for size in args.sizes) and not os.path.isfile(args.vocabulary):

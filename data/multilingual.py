@@ -208,6 +208,21 @@ def model_languages(data: dict) -> tuple[str, ...] | None:
     return languages_of(corpus, languages) if is_multilingual(corpus, languages) else None
 
 
+def side_languages(data: dict) -> tuple[str | None, str | None]:
+    """The source and the target language of a run's data section (config.json's, or train.py's
+    flags as such a dict), each None where the section names none or several (a multilingual
+    model's targets)."""
+    if data.get("direction"):
+        directions = [data["direction"]]
+    elif data.get("languages"):
+        directions = data["languages"].split(",")
+    else:  # Built-in corpora: deb-en-de, tatoeba-en-es.
+        directions = [name.split("-", 1)[1] for name in (data.get("corpus") or "").split(",") if name.count("-") == 2]
+    sides = [{direction.split("-")[index] for direction in directions if direction.count("-") == 1} for index in (0, 1)]
+    source, target = (side.pop() if len(side) == 1 else None for side in sides)
+    return source, target
+
+
 def bilingual_target(data: dict) -> str | None:
     """The target language of a bilingual model's data section, where it names one."""
     direction = data.get("direction") or data.get("languages")

@@ -27,11 +27,9 @@ from common.errors import UserError
 from data import builtin_corpora, cleaning, corpus_writer, deb_packages, multilingual, user_corpus
 from data.builtin_corpora import prepare_corpus
 from data.corpus_cache import CorpusPaths
-from data.vocabulary_options import VOCABULARIES, check_user_defined_symbols, vocabulary_stem
+from data.vocabulary_options import VOCAB_SAMPLE_LINES, VOCABULARIES, check_user_defined_symbols, vocabulary_stem
 
 FLAGS = flags.FLAGS
-# Pairs sampled for the vocabulary: two million sentences, SentencePiece's own default sample.
-VOCAB_SAMPLE_LINES = 1_000_000
 
 
 def define_flags():

@@ -18,6 +18,9 @@ MAX_NBEST = 512
 SUBWORD_MODELS = ("bpe", "unigram")
 # One SentencePiece model for both sides, or one per side (the source's and the target's).
 VOCABULARIES = ("shared", "separate")
+# Pairs sampled for a vocabulary (data.prepare's --vocab_sample_lines, train.py's own): two million
+# sentences for a shared one, SentencePiece's own default sample; one million for one side's.
+VOCAB_SAMPLE_LINES = 1_000_000
 
 
 def sampling_refusal(alpha: float, nbest_size: int) -> str | None:

@@ -10,11 +10,11 @@ Keras weights of a run directory. The directory it writes:
       config.json                 CTranslate2's: special tokens, EOS appended to the source, LayerNorm epsilon
       shared_vocabulary.json      the SentencePiece pieces in id order (source and target share them)
       spm.model                   the run's SentencePiece model, to make the pieces and join them again
+      export_config.json          the run's config.json plus the export settings
 
 A run with separate vocabularies (`train.py --vocabulary=separate`) writes source_vocabulary.json and
 target_vocabulary.json instead, and spm.source.model beside spm.model (the target's): sources are
 made into pieces with spm.source.model, translations joined with spm.model.
-      export_config.json          the run's config.json plus the export settings
 
 Translate with `ctranslate2.Translator(ct2_dir).translate_batch([pieces, ...])`, the pieces from
 `spm.model` without BOS or EOS: CTranslate2 appends `</s>` to the source (`add_source_eos`) and starts

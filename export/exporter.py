@@ -40,7 +40,7 @@ from export.serving_module import DEFAULT_LENGTH_BUCKETS, ServingModule
 from models.search_config import DEFAULT_SEARCH
 from training import checkpoints
 from training.run_dir import CONFIG_FILE as RUN_CONFIG_FILE
-from training.run_dir import DEFAULT_CHECKPOINT, ModelDirError, RunDir
+from training.run_dir import DEFAULT_CHECKPOINT, SOURCE_VOCABULARY_FILE, ModelDirError, RunDir
 
 EXPORT_CONFIG_FILE = "export_config.json"
 SAVED_MODEL_FILES = ("saved_model.pb", "saved_model.pbtxt")
@@ -133,6 +133,12 @@ def load_trained(model_dir, checkpoint=DEFAULT_CHECKPOINT):
             f"{RunDir(model_dir).model_path} holds a {type(model).__name__}, not the Transformer train.py saves"
         )
     run = RunDir(model_dir)
+    if (model.source_vocabulary_size is not None) != run.has_separate_vocabularies():
+        has = "has" if run.has_separate_vocabularies() else "has no"
+        built = "with" if model.source_vocabulary_size is not None else "without"
+        raise ExportError(
+            f"{run.path} {has} {SOURCE_VOCABULARY_FILE} but its model was built {built} a source vocabulary of its own"
+        )
     sizes = [(run.vocabulary_path, tokenizer.vocabulary_size, model.vocabulary_size)]
     if run.has_separate_vocabularies():
         size = model.source_vocabulary_size

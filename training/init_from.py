@@ -129,6 +129,23 @@ def vocabulary_kind(parent_config):
     return parent_config.get("data", {}).get("vocabulary", "shared")
 
 
+def direction_refusal(path, parent_config, data):
+    """Why a run with the data section `data` (or train.py's flags as one) cannot fine-tune the
+    parent at `path`: separate vocabularies hold one language per side, so a run in another
+    direction would read each side with the other language's vocabulary. None where it can."""
+    if vocabulary_kind(parent_config) != "separate":
+        return None
+    parent = multilingual.side_languages(parent_config.get("data", {}))
+    child = multilingual.side_languages(data)
+    if all(theirs is None or ours is None or theirs == ours for theirs, ours in zip(parent, child)):
+        return None
+    return (
+        f"--init_from={path} has separate vocabularies, its source one for {parent[0] or 'several languages'} and "
+        f"its target one for {parent[1] or 'several languages'}; this run translates {child[0]}-{child[1]}: "
+        "fine-tune it in its own direction, or train a new model"
+    )
+
+
 def describe_differences(path, differences):
     listed = "; ".join(f"--{key}={value} differs from its {before}" for key, before, value in differences)
     return (

@@ -501,6 +501,12 @@ class RunDir:
             )
         if not os.path.exists(self.vocabulary_path):
             raise ModelDirError(f"{self.path} has no {VOCABULARY_FILE}: not a model directory written by train.py")
+        separate = (self.previous_config() or {}).get("data", {}).get("vocabulary") == "separate"
+        if separate and not self.has_separate_vocabularies():
+            raise ModelDirError(
+                f"{self.path} was trained with separate vocabularies (--vocabulary=separate) but has no "
+                f"{SOURCE_VOCABULARY_FILE}, the source's: copy it beside {VOCABULARY_FILE}"
+            )
         refusal = f"{flag}={choice}: {self.path}"
         if choice.kind == "best":
             record = self._best_record_or_none()

@@ -27,7 +27,7 @@ from common.bleu_tokenizers import bleu_tokenizer
 from common.errors import UserError
 from data import corpora, corpus_mix, multilingual, pipeline, service
 from data.tokenizer import Tokenizer, train_sentencepiece
-from data.vocabulary_options import vocabulary_stem
+from data.vocabulary_options import VOCAB_SAMPLE_LINES, vocabulary_stem
 from inference.translator import Translator
 from models.search_config import SearchConfig
 from training import callbacks as training_callbacks
@@ -82,7 +82,14 @@ def resolve_tokenizer(model_dir, corpus, data, may_train=True, parent=None, reve
     target's, which is returned (`RunDir.load_source_tokenizer` reads the other). The source's
     holds a multilingual run's tags, the target's the user's symbols alone."""
     run = RunDir(model_dir)
-    if getattr(data, "vocabulary", "shared") == "separate":
+    separate = getattr(data, "vocabulary", "shared") == "separate"
+    if parent is not None and (parent.source_vocabulary_path is not None) != separate:
+        kinds = ("separate", "shared") if separate else ("shared", "separate")
+        raise TrainingError(
+            f"--init_from={parent.model_dir}: --vocabulary={kinds[0]} differs from its {kinds[1]} vocabularies; a "
+            "fine-tuning keeps its parent's"
+        )
+    if separate:
         source_column = 1 if reverse else 0
         user_symbols = tuple(getattr(data, "user_defined_symbols", ()) or ())
         column_symbols = {0: corpora.vocabulary_symbols(data), 1: user_symbols}
@@ -92,20 +99,23 @@ def resolve_tokenizer(model_dir, corpus, data, may_train=True, parent=None, reve
         )
     else:
         sides = ((run.vocabulary_path, None, corpora.vocabulary_symbols(data), None),)
+        if not run.has_trained() and run.has_separate_vocabularies():
+            os.remove(run.source_vocabulary_path)  # A failed earlier start's, with --vocabulary=separate.
     for target, column, symbols, side in sides:
         # A run that has trained keeps its vocabulary; one that has not (a failed start, a worker's
         # copy from an earlier start) takes the one its flags name.
         if parent is not None and not run.has_trained():
             init_from.copy_vocabulary(parent, target, side)
         elif not os.path.exists(target) or not run.has_trained():
-            cached = _cached_vocabulary(corpus, data, symbols, column, may_train)
+            cached = _cached_vocabulary(corpus, data, symbols, column, side, may_train)
             checkpoints.write_atomically(target, lambda temporary, cached=cached: shutil.copyfile(cached, temporary))
     return Tokenizer.from_file(run.vocabulary_path)
 
 
-def _cached_vocabulary(corpus, data, symbols, column, may_train):
-    """The path of the corpus cache's vocabulary for `data` (one `column`'s, or both sides' when
-    None), trained there first if missing."""
+def _cached_vocabulary(corpus, data, symbols, column, side, may_train):
+    """The path of the corpus cache's vocabulary for `data` (one `column`'s, the `side` of
+    separate vocabularies, or both sides' when None), trained there first if missing. Its sample
+    is data.prepare's: `VOCAB_SAMPLE_LINES` pairs, both sides of each or the column's side."""
     vocab_size = data.vocab_size
     model_type = getattr(data, "subword_model", "bpe")
     cached = os.path.join(corpus.root, vocabulary_stem(vocab_size, symbols, model_type, column) + ".model")
@@ -116,7 +126,7 @@ def _cached_vocabulary(corpus, data, symbols, column, may_train):
         if data.corpus == "files" and multilingual.is_multilingual(data.corpus, data.languages):
             how = "by starting this run on one worker (--distribution=one_device), which trains it"
         raise TrainingError(f"{cached} is missing: with several workers, build the vocabulary first {how}")
-    of = "" if column is None else f" ({'source' if column == 0 else 'target'} column of the files)"
+    of = "" if column is None else f" (the {side} side: column {column + 1} of the files)"
     print(
         f"training a {vocab_size}-piece SentencePiece vocabulary on the training split of {corpus.root}{of}",
         file=sys.stderr,
@@ -129,6 +139,7 @@ def _cached_vocabulary(corpus, data, symbols, column, may_train):
             model_type=model_type,
             user_defined_symbols=symbols,
             tsv_column=column,
+            input_sentence_size=(2 if column is None else 1) * VOCAB_SAMPLE_LINES,
         )
     except ValueError as error:
         raise TrainingError(f"--vocab_size={vocab_size}: {error}") from error
@@ -399,7 +410,7 @@ def _inputs(start):
         parent=start.parent,
         reverse=start.reverse,
     )
-    separate = start.run.has_separate_vocabularies()
+    separate = getattr(data, "vocabulary", "shared") == "separate"
     start.source_tokenizer = start.run.load_source_tokenizer() if separate else start.tokenizer
 
 

@@ -323,3 +323,30 @@ def test_vocabulary_symbols_other_than_the_parents_are_refused(tiny_run):
     tagged = {**parent, "data": {**parent["data"], "user_defined_symbols": ["<2fr>", "<2de>"]}}
     assert init_from.symbols_refusal(tagged, ["<2fr>", "<2de>"]) is None
     assert "whose symbols are <2fr>,<2de>" in init_from.symbols_refusal(tagged, ["<2de>"])
+
+
+def test_separate_vocabularies_fine_tune_in_their_own_direction_only():
+    """A parent with separate vocabularies holds one language per side: a run in another
+    direction is refused; a shared-vocabulary parent takes either direction."""
+    from data import multilingual
+    from training import init_from
+
+    assert multilingual.side_languages({"corpus": "deb-en-de"}) == ("en", "de")
+    assert multilingual.side_languages({"corpus": "deb-en-de", "direction": "de-en"}) == ("de", "en")
+    assert multilingual.side_languages({"corpus": "files", "languages": "en-fr,en-ja"}) == ("en", None)
+    assert multilingual.side_languages({"corpus": "deb-en-de,deb-en-zh_cn"}) == ("en", None)
+    assert multilingual.side_languages({"corpus": "files"}) == (None, None)
+    parent = {"data": {"corpus": "deb-en-de", "direction": None, "vocabulary": "separate"}}
+    assert init_from.direction_refusal("runs/p", parent, {"corpus": "deb-en-de"}) is None
+    assert init_from.direction_refusal("runs/p", parent, {"corpus": "files", "languages": "en-de"}) is None
+    assert init_from.direction_refusal("runs/p", parent, {"corpus": "deb-en-de", "direction": "de-en"}) == (
+        "--init_from=runs/p has separate vocabularies, its source one for en and its target one for de; this run "
+        "translates de-en: fine-tune it in its own direction, or train a new model"
+    )
+    shared = {"data": {"corpus": "deb-en-de"}}
+    assert init_from.direction_refusal("runs/p", shared, {"corpus": "deb-en-de", "direction": "de-en"}) is None
+    multi = {"data": {"corpus": "deb-en-de,deb-en-fr", "vocabulary": "separate"}}
+    assert init_from.direction_refusal("runs/p", multi, {"corpus": "deb-en-fr"}) is None
+    assert "its source one for en and its target one for several languages" in init_from.direction_refusal(
+        "runs/p", multi, {"corpus": "files", "languages": "fr-en"}
+    )

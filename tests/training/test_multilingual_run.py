@@ -101,7 +101,7 @@ def test_a_fine_tuning_starts_from_both_vocabularies_and_the_weights(multilingua
     from training.config import DataConfig, TrainConfig
     from training.model_building import build_model
     from training.run_dir import RunDir
-    from training.trainer import resolve_tokenizer
+    from training.trainer import TrainingError, resolve_tokenizer
 
     model_dir, _, _ = multilingual_run
     parent_run = RunDir(model_dir)
@@ -112,9 +112,23 @@ def test_a_fine_tuning_starts_from_both_vocabularies_and_the_weights(multilingua
     target = resolve_tokenizer(child.path, None, data, parent=parent)
     assert target.model_proto == parent_run.load_tokenizer().model_proto
     assert child.load_source_tokenizer().model_proto == parent_run.load_source_tokenizer().model_proto
+    with pytest.raises(TrainingError, match="--vocabulary=shared differs from its separate vocabularies"):
+        resolve_tokenizer(str(tmp_path / "shared"), None, dataclasses.replace(data, vocabulary="shared"), parent=parent)
     model = build_model(config["model"], 500, TrainConfig(), source_vocabulary_size=500)
     init_from.assign(model, parent)
     assert all(np.array_equal(keras.ops.convert_to_numpy(w), v) for w, v in zip(model.weights, parent.values))
+
+
+def test_a_copy_without_the_source_vocabulary_is_refused(multilingual_run, tmp_path):
+    import shutil
+
+    from evaluation.translators import load_translator
+    from training.run_dir import ModelDirError
+
+    model_dir, _, _ = multilingual_run
+    copy = shutil.copytree(model_dir, tmp_path / "copy", ignore=shutil.ignore_patterns("spm.source.model", "logs"))
+    with pytest.raises(ModelDirError, match="separate vocabularies .* but has no spm.source.model, the source's"):
+        load_translator(str(copy), target_language="ja", quiet=True)
 
 
 def test_a_target_language_the_model_has_not_learnt_is_refused(multilingual_run):
@@ -136,7 +150,8 @@ def test_a_target_language_the_model_has_not_learnt_is_refused(multilingual_run)
         evaluator.evaluate(evaluator.EvalConfig(model_dir=model_dir, split="dev", progress=False))
 
 
-@pytest.mark.slow  # Five train.py processes; the refusals themselves: tests/data/test_multilingual.py.
+@pytest.mark.slow  # Six train.py processes; the refusals themselves: tests/data/test_multilingual.py and
+# tests/training/test_init_from.py.
 def test_train_py_refuses_a_pair_given_twice_and_a_direction(multilingual_run, tiny_run, tmp_path):
     model_dir, _, cache = multilingual_run
     common = (f"--cache_dir={cache}", "--train_steps=2", "--checkpoint_every=2", "--eval_every=2")
@@ -162,6 +177,12 @@ def test_train_py_refuses_a_pair_given_twice_and_a_direction(multilingual_run, t
         tmp_path / "separate",
         ["--corpus=deb-en-de", f"--init_from={tiny_run[0]}", "--vocabulary=separate", *common],
         "--vocabulary=separate differs from its shared",
+    )
+    assert_train_refuses(
+        tmp_path / "reversed",
+        ["--corpus=deb-en-de", "--direction=de-en", f"--init_from={model_dir}", *common],
+        "has separate vocabularies, its source one for en and its target one for several languages; this run "
+        "translates de-en",
     )
 
 

@@ -253,7 +253,9 @@ def test_separate_vocabularies_learn_each_side_from_its_own_column(sample_corpus
     resolve_tokenizer(str(tmp_path / "en-de"), corpus, data)
     assert [os.path.getmtime(path) for path in cached] == mtimes
     assert RunDir(str(tmp_path / "en-de")).load_source_tokenizer().model_proto == target.model_proto
-    assert not RunDir(str(tmp_path / "shared")).has_separate_vocabularies()
+    # A run that never trained, started again with a shared vocabulary, drops the source's.
+    resolve_tokenizer(run.path, corpus, DataConfig(vocab_size=400, user_defined_symbols=("<x>",)), reverse=True)
+    assert not run.has_separate_vocabularies()
 
 
 @pytest.mark.slow
