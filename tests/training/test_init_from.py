@@ -246,10 +246,10 @@ def _broken_parents(tiny_run, tmp_path):
         # named. Starts Keras (the parent's checkpoints are listed): seconds.
         pytest.param(
             "good",
-            ["--preset=base", "--hidden_dim=128", "--num_layers=3", "--vocab_size=4000"],
+            ["--preset=base", "--hidden_dim=128", "--num_layers=3", "--vocab_size=4000", "--vocabulary=separate"],
             "--init_from={good} fine-tunes the parent's model as it is: --preset=base differs from its tiny; "
             "--num_layers=3 differs from its 2; --hidden_dim=128 differs from its 64; "
-            "--vocab_size=4000 differs from its 2000",
+            "--vocab_size=4000 differs from its 2000; --vocabulary=separate differs from its shared",
             marks=pytest.mark.slow,
         ),
     ],

@@ -150,9 +150,9 @@ def test_a_target_language_the_model_has_not_learnt_is_refused(multilingual_run)
         evaluator.evaluate(evaluator.EvalConfig(model_dir=model_dir, split="dev", progress=False))
 
 
-@pytest.mark.slow  # Six train.py processes; the refusals themselves: tests/data/test_multilingual.py and
+@pytest.mark.slow  # Five train.py processes; the refusals themselves: tests/data/test_multilingual.py and
 # tests/training/test_init_from.py.
-def test_train_py_refuses_a_pair_given_twice_and_a_direction(multilingual_run, tiny_run, tmp_path):
+def test_train_py_refuses_a_pair_given_twice_and_a_direction(multilingual_run, tmp_path):
     model_dir, _, cache = multilingual_run
     common = (f"--cache_dir={cache}", "--train_steps=2", "--checkpoint_every=2", "--eval_every=2")
     assert_train_refuses(
@@ -172,11 +172,6 @@ def test_train_py_refuses_a_pair_given_twice_and_a_direction(multilingual_run, t
         tmp_path / "parent",
         ["--corpus=deb-en-de,deb-en-fr", f"--init_from={model_dir}", *common],
         f"--init_from={model_dir}: its vocabulary has no <2fr>",
-    )
-    assert_train_refuses(
-        tmp_path / "separate",
-        ["--corpus=deb-en-de", f"--init_from={tiny_run[0]}", "--vocabulary=separate", *common],
-        "--vocabulary=separate differs from its shared",
     )
     assert_train_refuses(
         tmp_path / "reversed",
