@@ -69,7 +69,7 @@ def test_each_iterator_of_a_repeated_stream_reads_the_same_passes(small_tsv, sma
     training's iterator reads the same batches however far that one has got, into a second pass
     (reshuffled), and so does one of a dataset made again with the same seed; another seed reads
     other batches (no seed, each iterator its own: tests/data/test_service.py)."""
-    options = dict(batch_tokens=512, max_length=96, seed=7)
+    options = dict(batch_tokens=1024, max_length=96, seed=7)
     one_pass = _batches(pipeline.make_dataset(small_tsv, small_tokenizer, **options))
     other = _batches(pipeline.make_dataset(small_tsv, small_tokenizer, **dict(options, seed=8)))
     assert [b[1].tolist() for b in other] != [b[1].tolist() for b in one_pass]
@@ -96,6 +96,30 @@ def test_reverse_swaps_source_and_target(small_tsv, small_tokenizer):
     german = small_tokenizer.detokenize(source[:1])[0].numpy().decode()
     assert german in pairs and german.endswith("Uhr (" + german.rsplit("(", 1)[1])
     del forward
+
+
+def test_a_source_tokenizer_of_its_own_tokenizes_the_source_side(small_tsv, small_tokenizer, tmp_path):
+    """Separate vocabularies: the source side is read by `source_tokenizer`, the target's by
+    `tokenizer`, as the translators read them."""
+    source_tokenizer = tokenizer.Tokenizer.from_file(
+        tokenizer.train_sentencepiece(small_tsv, str(tmp_path / "en"), vocab_size=350, tsv_column=0)
+    )
+    dataset = pipeline.make_dataset(
+        small_tsv,
+        small_tokenizer,
+        batch_tokens=4096,
+        max_length=128,
+        shuffle=False,
+        source_tokenizer=source_tokenizer,
+    )
+    (source, target_in), target_out = next(iter(dataset))
+    pairs = dict(parallel_files.read_tsv(small_tsv))
+    english = source_tokenizer.detokenize(source[:1])[0].numpy().decode()
+    german = small_tokenizer.detokenize(target_out[:1])[0].numpy().decode()
+    assert pairs[english] == german
+    ids = [int(i) for i in source[0] if i != PAD_ID]
+    assert ids == source_tokenizer.tokenize([english]).to_list()[0] + [EOS_ID]
+    assert ids != small_tokenizer.tokenize([english]).to_list()[0] + [EOS_ID]
 
 
 def _shard_files(tsv, directory, count):
