@@ -356,22 +356,21 @@ def test_an_unwritable_model_dir_is_named(tmp_path):
 
 
 def test_missing_user_files_are_named(tmp_path):
-    completed = _run(
-        [
-            sys.executable,
-            os.path.join(REPO_ROOT, "train.py"),
-            f"--model_dir={tmp_path / 'run'}",
-            "--corpus=files",
-            "--languages=en-fr",
-            f"--train_src={tmp_path / 'missing.en'}",
-            f"--train_tgt={tmp_path / 'missing.fr'}",
-            f"--cache_dir={tmp_path / 'cache'}",
-            "--preset=tiny",
-        ],
-        timeout=300,
+    """In process: how a UserError leaves train.py (one line, status 2) is its other tests'."""
+    from common.errors import UserError
+    from training.config import DataConfig, RunConfig, TrainConfig
+    from training.trainer import train
+
+    data = DataConfig(
+        corpus="files",
+        languages="en-fr",
+        train_files=(str(tmp_path / "missing.en"), str(tmp_path / "missing.fr")),
+        cache_dir=str(tmp_path / "cache"),
     )
-    assert completed.returncode != 0
-    assert "missing.en" in completed.stderr, completed.stderr[-2000:]
+    config = RunConfig(model_dir=str(tmp_path / "run"), model=dict(TINY_MODEL), data=data, train=TrainConfig())
+    with pytest.raises(UserError, match="missing.en: file not found"):
+        train(config)
+    assert not (tmp_path / "run").exists()
 
 
 def _wait_for(path, process, timeout=600):
