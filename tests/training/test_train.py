@@ -459,6 +459,12 @@ def test_a_signal_writes_a_checkpoint_at_the_current_step_and_the_rerun_resumes(
 
 
 def test_the_deb_source_and_mirror_flags_reach_the_package_fetch(tmp_path):
+    """In process (the flags are DataConfig's own, as every data flag); how a UserError leaves
+    train.py is its other tests'."""
+    from common.errors import UserError
+    from training.config import DataConfig, RunConfig, TrainConfig
+    from training.trainer import train
+
     (tmp_path / "mirror").mkdir()  # a mirror without the packages: each answer is a 404
 
     class Quiet(http.server.SimpleHTTPRequestHandler):
@@ -469,29 +475,18 @@ def test_the_deb_source_and_mirror_flags_reach_the_package_fetch(tmp_path):
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     mirror = f"http://127.0.0.1:{server.server_address[1]}/debian"
+    data = DataConfig(
+        cache_dir=str(tmp_path / "cache"), deb_dir=str(tmp_path / "debs"), deb_source="mirror", deb_mirror=mirror
+    )
+    config = RunConfig(model_dir=str(tmp_path / "run"), model=dict(TINY_MODEL), data=data, train=TrainConfig())
     try:
-        completed = subprocess.run(
-            [
-                sys.executable,
-                os.path.join(REPO_ROOT, "train.py"),
-                f"--model_dir={tmp_path / 'run'}",
-                f"--cache_dir={tmp_path / 'cache'}",
-                "--deb_source=mirror",
-                f"--deb_mirror={mirror}",
-                "--preset=tiny",
-            ],
-            cwd=REPO_ROOT,
-            env=dict(ENV, no_proxy="*", NO_PROXY="*"),
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        with pytest.raises(UserError) as refused:
+            train(config)
     finally:
         server.shutdown()
         server.server_close()
-    assert completed.returncode != 0
-    assert f"{mirror}/pool/main/libr/libreoffice/libreoffice-help-en-us_" in completed.stderr, completed.stderr[-2000:]
-    assert "HTTP 404" in completed.stderr and "Traceback" not in completed.stderr
+    assert f"{mirror}/pool/main/libr/libreoffice/libreoffice-help-en-us_" in str(refused.value)
+    assert "HTTP 404" in str(refused.value)
 
 
 def test_a_first_checkpoint_that_cannot_be_written_says_no_checkpoint_was_written_yet(tmp_path):
