@@ -48,6 +48,7 @@ def test_jax_path_runs_without_tensorflow(benchmark_script, tmp_path):
     assert no_tensorflow.refused_by_project(site) == []
 
 
+@pytest.mark.slow  # keras-hub's sampler traced; ours alone: the test above
 def test_whole_script_runs_both_candidates_under_the_suites_backend(benchmark_script, tmp_path, capsys):
     """The smoke run of main() in this process (the JAX run in a fresh process is the full tier's)."""
     bench, _ = benchmark_script("beam_search_speed")

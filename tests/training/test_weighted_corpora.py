@@ -140,6 +140,8 @@ def test_bad_source_weights_are_one_clear_error_and_nothing_is_written(tmp_path,
     assert not model_dir.exists()
 
 
+@pytest.mark.slow  # a data.prepare process; the fast tier runs the command for separate vocabularies
+# (tests/training/test_run_dir.py)
 def test_the_vocabulary_command_for_several_workers_builds_the_same_weighted_corpus(corpus, tmp_path):
     """Workers build their vocabulary with the command the first start prints: for a weighted mix
     it must name the same files and weights, so that it finds the corpus train.py built."""
