@@ -609,8 +609,10 @@ class RunDir:
         context = f"{flag}={chosen.choice}"
         for path in chosen.paths:
             _check_checkpoint(path, context)
-        source_size = self.load_source_tokenizer().vocabulary_size if self.has_separate_vocabularies() else None
-        model = Transformer(vocabulary_size, source_vocabulary_size=source_size, **run_config["model"])
+        source = self.separate_source_tokenizer()
+        model = Transformer(
+            vocabulary_size, source_vocabulary_size=source and source.vocabulary_size, **run_config["model"]
+        )
         model.build()
         try:
             checkpoints.average_checkpoints(model, list(chosen.paths))
