@@ -78,7 +78,7 @@ def translate(model, source_rows, order, batch_size, search_options):
     import keras
     import numpy as np
 
-    from data.special_ids import EOS_ID
+    from common.special_ids import EOS_ID
     from inference.translator import LENGTH_MULTIPLE, compile_search
     from models.translation import translate_ids
 
@@ -132,7 +132,7 @@ def main(argv=None):
     import sacrebleu
     import tensorflow as tf
 
-    from data.special_ids import BOS_ID, EOS_ID
+    from common.special_ids import BOS_ID, EOS_ID
     from evaluation import evaluator
     from inference.translator import Translator
     from training.run_dir import RunDir

@@ -77,7 +77,7 @@ def source_batch(args):
     """int32 `[batch, padded_length]`: random tokens (ids >= 4), EOS, PAD; and the lengths."""
     import numpy as np
 
-    from data.special_ids import EOS_ID, PAD_ID
+    from common.special_ids import EOS_ID, PAD_ID
 
     low, high = (int(v) for v in args.source_lengths.split(","))
     rng = np.random.default_rng(args.seed)
@@ -98,7 +98,7 @@ class NoEosModel:
     def __init__(self, model):
         import keras
 
-        from data.special_ids import EOS_ID
+        from common.special_ids import EOS_ID
 
         self.model = model
         self.pad_id = model.pad_id
@@ -154,7 +154,7 @@ def build_keras_hub(args):
     import numpy as np
     from keras import ops
 
-    from data.special_ids import BOS_ID, PAD_ID
+    from common.special_ids import BOS_ID, PAD_ID
 
     source_length = source_batch(args).shape[1]
     prompt_length = args.output_length + 1  # BOS + the generated tokens
@@ -191,7 +191,7 @@ def keras_hub_search(vocab, sizes, beam, max_source_length, max_prompt_length):
     import keras_hub
     from keras import ops
 
-    from data.special_ids import BOS_ID, PAD_ID
+    from common.special_ids import BOS_ID, PAD_ID
     from inference.translator import compile_search
 
     num_layers, hidden_dim, num_heads = sizes["num_layers"], sizes["hidden_dim"], sizes["num_heads"]

@@ -236,7 +236,7 @@ def padded_ids(processor, sentences, multiple=1):
     multiple of `multiple`."""
     import numpy as np
 
-    from data.special_ids import EOS_ID, PAD_ID
+    from common.special_ids import EOS_ID, PAD_ID
 
     ids = [pieces + [EOS_ID] for pieces in processor.encode(list(sentences))]
     source = np.full((len(ids), round_up(max(len(row) for row in ids), multiple)), PAD_ID, dtype="int32")
@@ -247,7 +247,7 @@ def padded_ids(processor, sentences, multiple=1):
 
 def output_tokens(ids):
     """Tokens of each row of int `[batch, length]` search output (EOS, then PAD), EOS not counted."""
-    from data.special_ids import EOS_ID, PAD_ID
+    from common.special_ids import EOS_ID, PAD_ID
 
     lengths = []
     for row in ids.tolist():
@@ -319,7 +319,7 @@ def keras_hub_system(model_config, processor, sentences, args):
     import numpy as np
     from beam_search_speed import keras_hub_search
 
-    from data.special_ids import BOS_ID, PAD_ID
+    from common.special_ids import BOS_ID, PAD_ID
 
     longest = max(source_tokens(processor, sentences))
     sizes = {key: model_config[key] for key in ("num_layers", "hidden_dim", "intermediate_dim", "num_heads")}

@@ -33,7 +33,7 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO_ROOT not in sys.path:
     sys.path.insert(0, REPO_ROOT)
 
-from data.special_ids import PAD_ID  # noqa: E402 (after the path)
+from common.special_ids import PAD_ID  # noqa: E402 (after the path)
 
 
 def parse_args(argv=None):

@@ -420,7 +420,7 @@ def torch_transformer(vocabulary_size, model_config, max_positions=1024):
     import torch.nn.functional as functional
     from torch import nn
 
-    from data.special_ids import PAD_ID
+    from common.special_ids import PAD_ID
 
     def heads(attention, inputs, part):
         """`inputs` [rows, length, d_model] through the query (part 0), key (1) or value (2)
@@ -592,7 +592,7 @@ def label_smoothed_loss(logits, target_ids, label_smoothing):
     project's target distribution q = (1 - eps) one_hot + eps / V."""
     import torch.nn.functional as functional
 
-    from data.special_ids import PAD_ID
+    from common.special_ids import PAD_ID
 
     tokens = (target_ids != PAD_ID).sum()
     total = functional.cross_entropy(
@@ -629,8 +629,8 @@ def training_batches(corpus, tokenizer, reverse, run_config, project_step_tokens
     """
     import keras
 
+    from common.special_ids import PAD_ID
     from data import pipeline
-    from data.special_ids import PAD_ID
 
     def stream(first_reads):
         keras.utils.set_random_seed(run_config.train.seed)
@@ -741,7 +741,7 @@ def no_early_eos(scores, length, min_lengths):
     scores stay as they are (the project's `min_lengths`, fairseq's `--min-len`)."""
     import torch
 
-    from data.special_ids import EOS_ID
+    from common.special_ids import EOS_ID
 
     scores = scores.clone()
     scores[:, EOS_ID] = torch.where(length < min_lengths, -math.inf, scores[:, EOS_ID])
@@ -782,7 +782,7 @@ def greedy_search(model, source_ids, max_extra_length, min_length_ratio=0.0, inc
     recomputes the decoder over the whole output at every step (the reference; see `NextLogits`)."""
     import torch
 
-    from data.special_ids import BOS_ID, EOS_ID, PAD_ID
+    from common.special_ids import BOS_ID, EOS_ID, PAD_ID
 
     with torch.no_grad():
         memory, source_padding = model.encode(source_ids)
@@ -817,7 +817,7 @@ def beam_search(model, source_ids, beam_size, alpha, max_extra_length, min_lengt
     finished hypothesis per sentence, EOS excluded. `incremental=False`: as `greedy_search`'s."""
     import torch
 
-    from data.special_ids import BOS_ID, EOS_ID
+    from common.special_ids import BOS_ID, EOS_ID
 
     with torch.no_grad():
         memory, source_padding = model.encode(source_ids)
@@ -886,7 +886,7 @@ def translate_torch(model, tokenizer, sentences, beam_size, args):
     import numpy as np
     import torch
 
-    from data.special_ids import EOS_ID, PAD_ID
+    from common.special_ids import EOS_ID, PAD_ID
 
     model.eval()
     rows = [row + [EOS_ID] for row in tokenizer.tokenize(sentences).to_list()]

@@ -166,7 +166,7 @@ def synthetic_batches(args, seed=0):
 
     if REPO_ROOT not in sys.path:
         sys.path.append(REPO_ROOT)
-    from data.special_ids import BOS_ID, EOS_ID, UNK_ID
+    from common.special_ids import BOS_ID, EOS_ID, UNK_ID
 
     first_word_id = max(BOS_ID, EOS_ID, UNK_ID) + 1
     rng = np.random.default_rng(seed)
@@ -443,7 +443,7 @@ def run_torch_worker(args, name):
 
     if REPO_ROOT not in sys.path:
         sys.path.append(REPO_ROOT)
-    from data.special_ids import PAD_ID
+    from common.special_ids import PAD_ID
 
     if not torch.cuda.is_available():
         raise SystemExit("the torch anchor needs CUDA")

@@ -42,8 +42,8 @@ from collections.abc import Callable, Sequence
 
 import tensorflow as tf
 
+from common.special_ids import BOS_ID, EOS_ID, PAD_ID
 from data import parallel_files
-from data.special_ids import BOS_ID, EOS_ID, PAD_ID
 
 _TOKENIZE_BATCH = 1024  # lines per tokenized batch, at least
 _SHUFFLE_BUFFER = 200_000

@@ -1,7 +1,7 @@
 """One SentencePiece vocabulary shared by source and target language, run inside the TF graph.
 
 `train_sentencepiece` trains the model with the `sentencepiece` trainer (BPE by default: the paper's
-byte-pair encoding, Section 5.1) and pins the special ids of `data.special_ids`. `Tokenizer` wraps the
+byte-pair encoding, Section 5.1) and pins the special ids of `common.special_ids`. `Tokenizer` wraps the
 serialized model in tensorflow-text's `SentencepieceTokenizer` ops, so tokenization and
 detokenization are graph ops that a SavedModel carries with the model bytes as its own asset.
 
@@ -23,8 +23,8 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from common.errors import UserError
+from common.special_ids import BOS_ID, EOS_ID, PAD_ID, SPECIAL_PIECES, UNK_ID
 from common.write_errors import WriteError, default_mode, writing
-from data.special_ids import BOS_ID, EOS_ID, PAD_ID, SPECIAL_PIECES, UNK_ID
 from data.vocabulary_options import check_user_defined_symbols, sampling_refusal
 from data.vocabulary_size import DEFAULT_VOCAB_SIZE
 
@@ -274,7 +274,7 @@ class Tokenizer(tf.Module):
 
     Args:
         model_proto: the serialized SentencePiece model (the bytes of a `.model` file). It must
-            use the special ids of `data.special_ids`.
+            use the special ids of `common.special_ids`.
         alpha, nbest_size: subword regularization (`sampling`); alpha 0 (the default) segments
             deterministically.
 
@@ -300,7 +300,7 @@ class Tokenizer(tf.Module):
         if found != expected:
             raise ValueError(
                 f"SentencePiece model has special ids {found}, expected {expected} "
-                f"(data/special_ids.py); retrain it with data.tokenizer.train_sentencepiece."
+                f"(common/special_ids.py); retrain it with data.tokenizer.train_sentencepiece."
             )
         self._model_proto = model_proto
         self._vocabulary_size = processor.get_piece_size()

@@ -6,7 +6,7 @@ import re
 from collections.abc import Iterable
 
 from common.errors import UserError
-from data.special_ids import SPECIAL_PIECES
+from common.special_ids import SPECIAL_PIECES
 
 
 class SymbolError(UserError, ValueError):

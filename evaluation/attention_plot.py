@@ -12,7 +12,7 @@ import keras
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
-from data.special_ids import EOS_ID
+from common.special_ids import EOS_ID
 from inference.alignment import WORD_MARKER, attention_matrix
 from inference.protocol import DEFAULT_ALIGNMENT
 from models.search_config import DEFAULT_SEARCH

@@ -52,7 +52,7 @@ import keras
 import numpy as np
 import sentencepiece
 
-from data.special_ids import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from common.special_ids import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from export import exporter
 from models.position_encoding import sinusoidal_position_encoding
 from models.transformer import Transformer

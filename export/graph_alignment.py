@@ -19,8 +19,8 @@ from typing import NamedTuple
 import numpy as np
 import tensorflow as tf
 
+from common.special_ids import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from data import multilingual
-from data.special_ids import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from inference.alignment import NOT_WORDS, WORD_MARKER, attention_weights, pieces_of
 
 # The name of the word numbering's loop, which the graph's function names carry.

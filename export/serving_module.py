@@ -58,8 +58,8 @@ one-by-one calls).
 
 import tensorflow as tf
 
+from common.special_ids import EOS_ID, PAD_ID
 from data import multilingual
-from data.special_ids import EOS_ID, PAD_ID
 from export import graph_alignment
 from inference.in_place_cache import traced_in_place
 from inference.protocol import DEFAULT_ALIGNMENT

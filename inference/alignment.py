@@ -40,8 +40,8 @@ from typing import NamedTuple
 import keras
 import numpy as np
 
+from common.special_ids import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from data import multilingual
-from data.special_ids import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from inference.protocol import DEFAULT_ALIGNMENT
 from models.translation import cross_attention_weights
 

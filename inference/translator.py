@@ -8,8 +8,8 @@ import sys
 import keras
 import numpy as np
 
+from common.special_ids import EOS_ID, PAD_ID
 from data import multilingual
-from data.special_ids import EOS_ID, PAD_ID
 from inference import steering
 from inference.alignment import AttentionMatrix, attention_weights, decoder_input, forced_target
 from inference.batching import translate_in_order

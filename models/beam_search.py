@@ -54,8 +54,8 @@ from typing import Any, NamedTuple
 import keras
 from keras import ops
 
+from common.special_ids import EOS_ID, PAD_ID
 from models.search_config import DEFAULT_SEARCH
-from models.special_ids import EOS_ID, PAD_ID
 
 # Scores are always computed in float32, whatever the model's compute dtype (bfloat16 / float16
 # logits are cast before the log-softmax), so "log 0" is a float32 constant: finite, far below any

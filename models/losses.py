@@ -12,7 +12,7 @@ smoothed one-hot) is materialised: -log p_v = logsumexp(logits) - logits_v.
 import keras
 from keras import ops
 
-from models.special_ids import PAD_ID
+from common.special_ids import PAD_ID
 
 
 def label_smoothed_token_losses(target_ids, logits, label_smoothing=0.1):

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from models.special_ids import PAD_ID
+from common.special_ids import PAD_ID
 
 
 @keras.saving.register_keras_serializable(package="transformer")

@@ -11,10 +11,10 @@ import keras
 from keras import ops
 
 from common import compat
+from common.special_ids import PAD_ID
 from models.fast_paths.fused_dense import Dense
 from models.layer_stack import LAYER_DEFAULTS, pop_layer_options
 from models.shared_embedding import SharedEmbedding
-from models.special_ids import PAD_ID
 from models.transformer_decoder import TransformerDecoder
 from models.transformer_encoder import TransformerEncoder
 

@@ -6,10 +6,10 @@ graph for the SavedModel. The model is seen by the search only through `next_log
 
 from keras import ops
 
+from common.special_ids import BOS_ID, EOS_ID
 from models import int8_weights
 from models.beam_search import beam_search, greedy_search, sampling_search
 from models.search_config import DEFAULT_SEARCH
-from models.special_ids import BOS_ID, EOS_ID
 
 
 def translate_ids(

@@ -11,7 +11,7 @@ import sys
 
 import keras
 
-from data.special_ids import EOS_ID
+from common.special_ids import EOS_ID
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Downloaded .deb files persist here between runs (the directory is git-ignored); CI starts empty.

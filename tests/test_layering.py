@@ -2,7 +2,8 @@
 -> `export` (docs/design.md, "Layers").
 
 Every module under these packages is parsed (imports at module level and inside functions); an
-import of a higher layer, or between `data` and `models`, fails the test with its file and line.
+import of a higher layer, or between `data` and `models`, fails the test with its file and line; so
+does an import of TensorFlow in `models` (backend-agnostic).
 """
 
 import ast
@@ -61,3 +62,18 @@ def test_every_product_package_has_a_layer():
         if os.path.isfile(os.path.join(REPO_ROOT, name, "__init__.py")) and name not in ("tests", "benchmarks")
     }
     assert packages == set(RANKS), f"packages without a layer: {sorted(packages - set(RANKS))}"
+
+
+def test_models_import_no_tensorflow():
+    # models/ is backend-agnostic (docs/design.md): keras and keras.ops only, also inside functions.
+    offending = []
+    for relative in product_files():
+        if relative.startswith("models/"):
+            with open(os.path.join(REPO_ROOT, relative), encoding="utf-8") as handle:
+                tree = ast.parse(handle.read(), filename=relative)
+            offending += [
+                f"{relative}:{line} imports {module}"
+                for line, module in _imported_modules(tree)
+                if module.split(".")[0] == "tensorflow"
+            ]
+    assert not offending, "\n".join(offending)

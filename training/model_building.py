@@ -8,7 +8,7 @@ import numpy as np
 import tensorflow as tf
 
 from common import compat
-from data.special_ids import BOS_ID
+from common.special_ids import BOS_ID
 from models.learning_rate_schedule import transformer_optimizer
 from models.metrics import MaskedAccuracy, TargetTokenCount
 from models.transformer import Transformer

@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from data.special_ids import EOS_ID, PAD_ID
+from common.special_ids import EOS_ID, PAD_ID
 from tests import no_tensorflow
 
 TINY = ["--num_layers=1", "--hidden_dim=16", "--intermediate_dim=32", "--num_heads=2", "--vocab=50"]

@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from data.special_ids import PAD_ID
+from common.special_ids import PAD_ID
 
 
 @pytest.mark.slow  # A benchmark's smoke run: the full tier runs it.

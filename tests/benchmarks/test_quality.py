@@ -15,7 +15,7 @@ import pytest
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import torch  # noqa: E402
 
-from data.special_ids import BOS_ID, EOS_ID, PAD_ID  # noqa: E402
+from common.special_ids import BOS_ID, EOS_ID, PAD_ID  # noqa: E402
 
 SMALL_MODEL = dict(num_layers=2, hidden_dim=16, num_heads=2, intermediate_dim=32, dropout=0.0)
 

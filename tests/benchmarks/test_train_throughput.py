@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from data.special_ids import BOS_ID, EOS_ID, PAD_ID
+from common.special_ids import BOS_ID, EOS_ID, PAD_ID
 from tests import no_tensorflow
 
 

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from common.special_ids import BOS_ID, EOS_ID, PAD_ID
 from data import parallel_files, pipeline, tokenizer
-from data.special_ids import BOS_ID, EOS_ID, PAD_ID
 
 
 def _batches(dataset):

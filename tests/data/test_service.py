@@ -10,8 +10,8 @@ import keras
 import numpy as np
 import pytest
 
+from common.special_ids import PAD_ID
 from data import pipeline, service
-from data.special_ids import PAD_ID
 from tests.helpers import REPO_ROOT, small_run_config
 
 

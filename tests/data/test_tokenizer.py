@@ -7,9 +7,8 @@ import pytest
 import sentencepiece
 import tensorflow as tf
 
+from common.special_ids import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from data import tokenizer, vocabulary_options
-from data.special_ids import BOS_ID, EOS_ID, PAD_ID, UNK_ID
-from models import special_ids as model_ids
 
 NORMAL_TEXT = [
     "The small dog waits for the train at 7 o'clock.",
@@ -23,13 +22,6 @@ def test_special_ids_are_pinned(small_tokenizer):
     pieces = small_tokenizer.id_to_piece(tf.constant([PAD_ID, BOS_ID, EOS_ID, UNK_ID])).numpy()
     assert pieces.tolist() == [b"<pad>", b"<s>", b"</s>", b"<unk>"]
     assert small_tokenizer.vocabulary_size == 400
-
-
-def test_special_ids_are_the_models_vocabulary_contract(small_tokenizer):
-    # models/ does not import data/: the ids the model assumes by default must be the tokenizer's.
-    assert (PAD_ID, BOS_ID, EOS_ID) == (model_ids.PAD_ID, model_ids.BOS_ID, model_ids.EOS_ID)
-    pieces = small_tokenizer.id_to_piece(tf.constant([model_ids.PAD_ID, model_ids.BOS_ID, model_ids.EOS_ID]))
-    assert pieces.numpy().tolist() == [b"<pad>", b"<s>", b"</s>"]
 
 
 def test_round_trip(small_tokenizer):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from sentencepiece import sentencepiece_model_pb2
 
-from data.special_ids import BOS_ID, EOS_ID
+from common.special_ids import BOS_ID, EOS_ID
 from evaluation.translators import load_translator, vocabulary_difference
 from inference.translator import Translator
 from models.ensemble import Ensemble

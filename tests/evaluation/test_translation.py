@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from keras import ops
 
-from data.special_ids import BOS_ID, EOS_ID, PAD_ID
+from common.special_ids import BOS_ID, EOS_ID, PAD_ID
 from models.beam_search import beam_search
 from models.translation import translate_ids
 

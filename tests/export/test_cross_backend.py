@@ -47,7 +47,7 @@ def test_weights_written_under_jax_export_with_the_same_outputs(exported, tmp_pa
     import keras
 
     import models.transformer  # noqa: F401
-    from data.special_ids import BOS_ID, EOS_ID, PAD_ID
+    from common.special_ids import BOS_ID, EOS_ID, PAD_ID
     from data.tokenizer import Tokenizer
     from export.exporter import export_model
 

@@ -13,7 +13,7 @@ import pytest
 import sentencepiece
 
 from common.errors import UserError
-from data.special_ids import BOS_ID, EOS_ID, PAD_ID
+from common.special_ids import BOS_ID, EOS_ID, PAD_ID
 from export import ctranslate2_export
 from inference.translator import Translator
 from models.learning_rate_schedule import transformer_optimizer

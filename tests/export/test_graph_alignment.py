@@ -5,7 +5,7 @@ signature against the Python translator: tests/export/test_fresh_process.py)."""
 import numpy as np
 import tensorflow as tf
 
-from data.special_ids import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from common.special_ids import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from export import graph_alignment
 from inference import alignment
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from data.special_ids import EOS_ID, PAD_ID
+from common.special_ids import EOS_ID, PAD_ID
 from export.serving_module import resolve_buckets
 from tests.export.helpers import SENTENCES
 from tests.helpers import EXPORT_SETTINGS

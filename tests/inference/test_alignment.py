@@ -4,7 +4,7 @@ string, the choice of layer and head; the translator's alignments over the share
 import numpy as np
 import pytest
 
-from data.special_ids import EOS_ID, UNK_ID
+from common.special_ids import EOS_ID, UNK_ID
 from inference.alignment import AttentionMatrix, pharaoh, word_indices, word_weights
 from inference.protocol import AlignmentConfig, AlignmentError
 from inference.translator import Translator

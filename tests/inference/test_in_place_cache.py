@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from common.special_ids import PAD_ID
 from inference.in_place_cache import IN_PLACE, traced_in_place
 from models import attention_cache
-from models.special_ids import PAD_ID
 from models.transformer import Transformer
 from models.translation import translate_ids
 

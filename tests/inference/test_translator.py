@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from common.errors import UserError
-from data.special_ids import EOS_ID
+from common.special_ids import EOS_ID
 from inference.translator import ConstraintError, PrefixError, Sampling, Translator
 from models.translation import score_ids, translate_ids
 from tests.helpers import REPO_ROOT
@@ -148,7 +148,7 @@ def test_score_is_the_models_cross_entropy_on_the_pair(tiny_model):
     import keras
     import numpy as np
 
-    from data.special_ids import BOS_ID, EOS_ID
+    from common.special_ids import BOS_ID, EOS_ID
 
     model, tokenizer, _, _ = tiny_model
     sources = ["Open the file.", "Print", "", "Select the cells that you want to format."]

@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 from keras import ops
 
+from common.special_ids import BOS_ID, EOS_ID, PAD_ID
 from models.beam_search import SearchResult, beam_search, greedy_search, length_penalty
-from models.special_ids import BOS_ID, EOS_ID, PAD_ID
 
 VOCAB_SIZE = 6
 A, B = 4, 5  # two ordinary tokens; PAD, BOS and UNK (ids 0, 1, 3) are never likely

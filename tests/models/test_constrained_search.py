@@ -8,8 +8,8 @@ import itertools
 import numpy as np
 import pytest
 
+from common.special_ids import EOS_ID, PAD_ID
 from models.beam_search import UNMET_SCORE
-from models.special_ids import EOS_ID, PAD_ID
 from tests.models.test_beam_search import REAL_TOKENS, A, B, BigramTable, PrefixTable, lp, padded, prefix_rows, run_beam
 
 NUM_SOURCES = 60

@@ -7,8 +7,8 @@ import keras
 import numpy as np
 import pytest
 
+from common.special_ids import PAD_ID
 from models import int8_weights
-from models.special_ids import PAD_ID
 from models.transformer import Transformer
 from tests.helpers import TINY_MODEL
 

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from keras import ops
 
+from common.special_ids import BOS_ID, EOS_ID, PAD_ID
 from models.beam_search import greedy_search, sampling_search
 from models.sampling import hash_uint32, sentence_keys, token_sampler, uniform
-from models.special_ids import BOS_ID, EOS_ID, PAD_ID
 
 MASK = 0xFFFFFFFF
 

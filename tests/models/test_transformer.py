@@ -5,11 +5,11 @@ import keras
 import numpy as np
 import pytest
 
+from common.special_ids import BOS_ID, EOS_ID, PAD_ID
 from models.learning_rate_schedule import transformer_optimizer
 from models.losses import LabelSmoothedCrossEntropy
 from models.metrics import MaskedAccuracy
 from models.presets import model_config
-from models.special_ids import BOS_ID, EOS_ID, PAD_ID
 from models.transformer import Transformer
 from tests.helpers import build_before_fit
 

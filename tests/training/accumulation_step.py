@@ -33,7 +33,7 @@ def batches(rng):
     8 per pair, 10 or 26 per batch, so that the mean of per-batch means weighs tokens unequally), and
     the `UPDATES` union batches. All share one shape, padding included: under JAX each new shape
     compiles the train step again."""
-    from data.special_ids import BOS_ID, PAD_ID
+    from common.special_ids import BOS_ID, PAD_ID
 
     micro = []
     for index in range(UPDATES * ACCUMULATE):

@@ -16,7 +16,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from data.special_ids import BOS_ID, PAD_ID  # noqa: E402
+from common.special_ids import BOS_ID, PAD_ID  # noqa: E402
 from models.learning_rate_schedule import transformer_optimizer  # noqa: E402
 from models.losses import LabelSmoothedCrossEntropy  # noqa: E402
 from models.transformer import Transformer  # noqa: E402

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from data.special_ids import BOS_ID, PAD_ID
+from common.special_ids import BOS_ID, PAD_ID
 from models.learning_rate_schedule import transformer_optimizer
 from models.losses import LabelSmoothedCrossEntropy
 from models.transformer import Transformer
