@@ -127,7 +127,8 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
 
     The loss is a sum (Keras reduction "sum") of per-token terms divided by `token_count`, so under
     `tf.distribute`, where the optimizer sums the replicas' gradients, the count must be the global
-    one: `train.py` uses `training.losses.GlobalTokenLabelSmoothedCrossEntropy`, which all-reduces it.
+    one: `train.py` uses `training.global_token_loss.GlobalTokenLabelSmoothedCrossEntropy`, which
+    all-reduces it.
     """
 
     def __init__(self, label_smoothing=0.1, pad_id=PAD_ID, name="label_smoothed_cross_entropy", **kwargs):

@@ -1,8 +1,8 @@
 """Choosing where training runs: one device, mirrored replicas, several workers (TensorFlow), or
 `keras.distribution.DataParallel` (JAX).
 
-The loss in `training/losses.py` normalises by the global number of target tokens, so the update
-does not depend on how a global batch is split across replicas.
+The loss in `training/global_token_loss.py` normalises by the global number of target tokens, so
+the update does not depend on how a global batch is split across replicas.
 """
 
 import json

@@ -12,7 +12,7 @@ from common.special_ids import BOS_ID
 from models.learning_rate_schedule import transformer_optimizer
 from models.metrics import MaskedAccuracy, TargetTokenCount
 from models.transformer import Transformer
-from training.losses import GlobalTokenLabelSmoothedCrossEntropy
+from training.global_token_loss import GlobalTokenLabelSmoothedCrossEntropy
 from training.optimizers import FusedAdam, count_update_tokens
 
 # --mixed_precision -> the Keras dtype policy.

@@ -42,9 +42,9 @@ and `model.keras` holds, the live weights; `training.checkpoints` writes the ave
 checkpoint.
 
 Importing this module does not import TensorFlow (the benchmarks import it under JAX). A
-`model.keras` written by `train.py` names this optimizer (and `training.losses`' loss) in its
-compile config: load it with `compile=False`, as `evaluate.py` and `export/` do, or import
-`training.optimizers` and `training.losses` before `keras.saving.load_model`.
+`model.keras` written by `train.py` names this optimizer (and `training.global_token_loss`'s loss)
+in its compile config: load it with `compile=False`, as `evaluate.py` and `export/` do, or import
+`training.optimizers` and `training.global_token_loss` before `keras.saving.load_model`.
 """
 
 import contextlib

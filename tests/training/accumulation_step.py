@@ -83,7 +83,7 @@ def train(initial, elements, strategy, accumulate_steps=1, keras_accumulation=No
 
     from models.learning_rate_schedule import transformer_optimizer
     from models.transformer import Transformer
-    from training.losses import GlobalTokenLabelSmoothedCrossEntropy
+    from training.global_token_loss import GlobalTokenLabelSmoothedCrossEntropy
     from training.optimizers import FusedAdam, count_update_tokens
 
     with strategy.scope() if strategy is not None else contextlib.nullcontext():

@@ -20,7 +20,7 @@ from common.special_ids import BOS_ID, PAD_ID  # noqa: E402
 from models.learning_rate_schedule import transformer_optimizer  # noqa: E402
 from models.losses import LabelSmoothedCrossEntropy  # noqa: E402
 from models.transformer import Transformer  # noqa: E402
-from training.losses import GlobalTokenLabelSmoothedCrossEntropy  # noqa: E402
+from training.global_token_loss import GlobalTokenLabelSmoothedCrossEntropy  # noqa: E402
 from training.optimizers import FusedAdam  # noqa: E402
 
 SMALL = dict(num_layers=1, hidden_dim=16, num_heads=2, intermediate_dim=32, dropout=0.0)

@@ -1,4 +1,5 @@
-"""The label-smoothed loss normalised by the target tokens of the whole global batch.
+"""The label-smoothed loss normalised by the target tokens of the whole global batch: the
+training-only (tf.distribute) form of `models.losses.LabelSmoothedCrossEntropy`.
 
 Under `tf.distribute`, each replica sees part of the global batch and the optimizer sums the
 replicas' gradients. Dividing each replica's summed loss by the token count of *all* replicas
