@@ -272,8 +272,8 @@ CORPORA: dict[str, Callable[..., dict]] = {}
 
 
 def reload_languages() -> None:
-    """Fills SOURCES and CORPORA from the language table (again, after its command rewrote it; a
-    module that copied a name, such as training.config's CORPORA, keeps what it had)."""
+    """Fills SOURCES and CORPORA from the language table (again, after tools/debian_languages_table.py
+    rewrote it; a module that copied a name, such as training.config's CORPORA, keeps what it had)."""
     global LIBREOFFICE_VERSION, ENGLISH_HELP, LANGUAGES, OTHER_COUNTS, DEB_EN_DE_DEBS, DEB_EN_DE_PACKAGES  # noqa: PLW0603
     LIBREOFFICE_VERSION, ENGLISH_HELP, LANGUAGES, OTHER_COUNTS = debian_languages.load_table()
     DEB_EN_DE_DEBS = deb_pins("de")

@@ -59,7 +59,7 @@ def test_every_product_package_has_a_layer():
     packages = {
         name
         for name in os.listdir(REPO_ROOT)
-        if os.path.isfile(os.path.join(REPO_ROOT, name, "__init__.py")) and name not in ("tests", "benchmarks")
+        if os.path.isfile(os.path.join(REPO_ROOT, name, "__init__.py")) and name not in ("tests", "benchmarks", "tools")
     }
     assert packages == set(RANKS), f"packages without a layer: {sorted(packages - set(RANKS))}"
 
@@ -76,4 +76,17 @@ def test_models_import_no_tensorflow():
                 for line, module in _imported_modules(tree)
                 if module.split(".")[0] == "tensorflow"
             ]
+    assert not offending, "\n".join(offending)
+
+
+def test_the_product_never_imports_the_maintainers_tools():
+    offending = []
+    for relative in product_files():
+        with open(os.path.join(REPO_ROOT, relative), encoding="utf-8") as handle:
+            tree = ast.parse(handle.read(), filename=relative)
+        offending += [
+            f"{relative}:{line} imports {module}"
+            for line, module in _imported_modules(tree)
+            if module.split(".")[0] == "tools"
+        ]
     assert not offending, "\n".join(offending)

@@ -4,10 +4,11 @@ import socket
 
 import pytest
 
-from data import builtin_corpora, corpus_cache, deb_packages, debian_languages
+from data import builtin_corpora, corpus_cache, deb_packages
 from data import prepare as prepare_command
-from tests.data.helpers import english_by_split, help_files, write_deb, write_sample_debs
+from tests.data.helpers import english_by_split, write_sample_debs
 from tests.helpers import DEB_CACHE
+from tools import debian_languages_table
 
 
 def _all_pairs(paths):
@@ -81,35 +82,6 @@ def test_the_language_table():
     assert listed == list(builtin_corpora.CORPORA) and "tatoeba-en-es" in listed
 
 
-def test_help_directory_of_a_help_package(tmp_path):
-    """The table's command finds where a help package keeps its pages, or that it has none (Debian
-    12's libreoffice-help-sk holds only its docs)."""
-    pages = write_deb(tmp_path / "libreoffice-help-ja_1_all.deb", help_files("ja"), package="libreoffice-help-ja")
-    assert debian_languages.help_directory(pages) == "ja"
-    empty = write_deb(
-        tmp_path / "libreoffice-help-sk_1_all.deb",
-        {"usr/share/doc/libreoffice-help-sk/copyright": b"MPL-2.0"},
-        package="libreoffice-help-sk",
-    )
-    assert debian_languages.help_directory(empty) is None
-
-
-def test_packages_index_parsing():
-    index = (
-        "Package: libreoffice-l10n-zh-cn\nVersion: 4:7.4.7-1+deb12u14\nArchitecture: all\n"
-        "Description: office productivity suite -- Chinese_simplified language package\n"
-        "Filename: pool/main/libr/libreoffice/libreoffice-l10n-zh-cn_7.4.7-1+deb12u14_all.deb\nSize: 1234\n"
-        "SHA256: " + "ab" * 32 + "\n\nPackage: no-file\nVersion: 1\n"
-    )
-    pins = debian_languages.parse_packages_index(index)
-    assert list(pins) == [("libreoffice-l10n-zh-cn", "4:7.4.7-1+deb12u14")]
-    assert pins["libreoffice-l10n-zh-cn", "4:7.4.7-1+deb12u14"].size_bytes == 1234
-    assert debian_languages.language_name("office productivity suite -- Chinese_simplified language package") == (
-        "Chinese simplified"
-    )
-    assert debian_languages.code_of("pt-br") == "pt_br"
-
-
 def test_missing_package_leaves_no_corpus_behind(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))  # no apt-get: the packages cannot be fetched with apt
     monkeypatch.setattr(deb_packages, "RETRY_BACKOFF_SECONDS", 0.0)
@@ -145,7 +117,7 @@ def test_deb_en_de_corpus_from_the_packages(deb_en_de):
         assert stats["splits"]["test"] == manifest["files"][f"test.{source}.tsv"]["lines"] > 300
     by_split = english_by_split(paths)
     assert not by_split["train"] & by_split["test"] and not by_split["train"] & by_split["dev"]
-    assert debian_languages.corpus_counts(manifest) == builtin_corpora.LANGUAGES["de"].counts  # --list's
+    assert debian_languages_table.corpus_counts(manifest) == builtin_corpora.LANGUAGES["de"].counts  # --list's
     # A second call finds the complete corpus and returns without building.
     again = builtin_corpora.prepare_corpus("deb-en-de", os.path.dirname(paths.root), "/nonexistent")
     assert again == paths
@@ -159,5 +131,5 @@ def test_deb_en_ja_from_the_packages_has_the_listed_counts(tmp_path):
     deb_packages.fetch_debs(list(pins), DEB_CACHE, pinned=pins)
     paths = builtin_corpora.prepare_corpus("deb-en-ja", str(tmp_path), DEB_CACHE)
     manifest = paths.load_manifest()
-    assert debian_languages.corpus_counts(manifest) == builtin_corpora.LANGUAGES["ja"].counts
+    assert debian_languages_table.corpus_counts(manifest) == builtin_corpora.LANGUAGES["ja"].counts
     assert ("Page Style", "ページスタイル") in _all_pairs(paths)
