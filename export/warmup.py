@@ -68,13 +68,3 @@ def write_warmup_requests(path, batches, model_name, target_language=None):
     with tf.io.TFRecordWriter(path) as writer:
         for sentences in batches:
             writer.write(prediction_log(sentences, model_name, target_language=target_language).SerializeToString())
-
-
-def read_warmup_requests(path):
-    """The `PredictionLog` protos of a warm-up file (for tests and inspection)."""
-    logs = []
-    for record in tf.data.TFRecordDataset(path):
-        log = prediction_log_pb2.PredictionLog()
-        log.ParseFromString(record.numpy())
-        logs.append(log)
-    return logs

@@ -228,3 +228,16 @@ def build_sample_multilingual(cache_dir, deb_dir):
     german = build_sample_corpus(cache_dir)
     write_sample_debs(deb_dir, "ja")
     return {"deb-en-de": german, "deb-en-ja": builtin_corpora.prepare_corpus("deb-en-ja", cache_dir, deb_dir)}
+
+
+def warmup_requests(export_version_dir):
+    """The `PredictionLog` protos of an export's warm-up file, read as TensorFlow Serving reads it
+    (a TFRecord file of serialized logs in `assets.extra/`)."""
+    # TensorFlow and its Serving protos load here only: the JAX runs of the tests import this module.
+    import tensorflow as tf
+    from tensorflow_serving.apis import prediction_log_pb2
+
+    from export import warmup
+
+    path = os.path.join(export_version_dir, "assets.extra", warmup.WARMUP_FILE)
+    return [prediction_log_pb2.PredictionLog.FromString(record.numpy()) for record in tf.data.TFRecordDataset(path)]

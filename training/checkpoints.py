@@ -242,22 +242,3 @@ def average_checkpoints(model, paths):
     for weight, total in zip(model.weights, sums):
         weight.assign((total / len(paths)).astype(keras.backend.standardize_dtype(weight.dtype)))
     return model
-
-
-def newest_checkpoints(directory, count):
-    """`[(step, path)]` of the newest `count` checkpoints in `directory`, oldest first: the
-    checkpoints an average of the last `count` uses.
-
-    Raises:
-        ValueError: `directory` holds fewer than `count` checkpoints (the message names them), so
-            that an average is never taken silently over fewer than asked for.
-    """
-    found = list_checkpoints(directory)
-    if not found:
-        raise ValueError(f"{directory} holds no ckpt-*.weights.h5 to average")
-    if len(found) < count:
-        raise ValueError(
-            f"{count} checkpoints asked for, but {directory} holds only {len(found)}: "
-            f"{[os.path.basename(path) for _, path in found]}"
-        )
-    return found[-count:]

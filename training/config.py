@@ -486,17 +486,6 @@ def write(config):
     return path
 
 
-def check_or_write(config, start_over):
-    """Checks model_dir/config.json against `config` (unless `start_over`), then writes it.
-
-    Raises:
-        ConfigMismatchError: the existing run used another model or data configuration (names the keys).
-    """
-    if not start_over:
-        check(config)
-    return write(config)
-
-
 def load(model_dir):
     path = os.path.join(model_dir, CONFIG_FILE)
     if not os.path.exists(path):

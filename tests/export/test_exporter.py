@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from export import exporter, warmup
+from export import exporter
 from tests.export.helpers import run_export
-from tests.helpers import EXPORT_SETTINGS, STARTUP_NOISE
+from tests.helpers import EXPORT_SETTINGS, STARTUP_NOISE, warmup_requests
 
 
 def test_layout_is_what_tensorflow_serving_watches(exported):
@@ -195,7 +195,7 @@ def test_command_writes_a_version_quietly_and_removes_a_killed_exports_leftover(
 
 def test_warmup_requests_are_prediction_logs_the_signature_answers(exported, served):
     _, path = exported
-    logs = warmup.read_warmup_requests(os.path.join(path, "assets.extra", warmup.WARMUP_FILE))
+    logs = warmup_requests(path)
     assert len(logs) == len(EXPORT_SETTINGS["length_buckets"]) + 2  # one per bucket, then a batch
     _, serving, _ = served
     for log in logs:

@@ -120,15 +120,20 @@ def test_averaging_needs_checkpoints():
         checkpoints.average_checkpoints(_model(0), [])
 
 
-def test_the_newest_checkpoints_to_average_are_never_fewer_than_asked(tmp_path):
+def test_an_average_takes_the_newest_checkpoints_and_never_fewer_than_asked(tmp_path):
+    from training.run_dir import ModelDirError, RunDir
+
+    run = RunDir(str(tmp_path))
     model = _model(0)
     for step in (100, 200, 300):
-        checkpoints.save_checkpoint(model, str(tmp_path), step, keep=5)
-    assert [step for step, _ in checkpoints.newest_checkpoints(str(tmp_path), 2)] == [200, 300]
-    with pytest.raises(ValueError, match=r"4 checkpoints asked for, but .* holds only 3: \['ckpt-000000100"):
-        checkpoints.newest_checkpoints(str(tmp_path), 4)
-    with pytest.raises(ValueError, match="holds no ckpt-"):
-        checkpoints.newest_checkpoints(str(tmp_path / "empty"), 1)
+        checkpoints.save_checkpoint(model, run.checkpoint_dir, step, keep=5)
+    # What a run directory needs beside its weights, present but not read by the check.
+    for path, content in ((run.vocabulary_path, ""), (run.config_path, "{}")):
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(content)
+    assert run.check_loadable("average:2").steps == (200, 300)
+    with pytest.raises(ModelDirError, match=r"average:4: .* keeps 3 checkpoint\(s\), fewer than the 4 asked for"):
+        run.check_loadable("average:4")
 
 
 def test_a_failed_write_names_the_path_and_leaves_nothing_behind(tmp_path):

@@ -13,7 +13,7 @@ import os
 import pytest
 
 from data import multilingual
-from tests.helpers import assert_train_refuses, build_sample_multilingual, small_run_config
+from tests.helpers import assert_train_refuses, build_sample_multilingual, small_run_config, warmup_requests
 
 PAIRS = "deb-en-de,deb-en-ja"
 SENTENCES = ["Save the document.", "", "Choose Format - Page Style."]
@@ -193,7 +193,7 @@ def test_the_export_takes_the_target_language_as_an_input(multilingual_run, tmp_
     import tensorflow as tf
 
     from evaluation.translators import load_translator
-    from export import ctranslate2_export, exporter, warmup
+    from export import ctranslate2_export, exporter
     from inference.saved_model_translator import SavedModelTranslator
 
     model_dir, _, _ = multilingual_run
@@ -214,7 +214,7 @@ def test_the_export_takes_the_target_language_as_an_input(multilingual_run, tmp_
     assert set(signature.structured_input_signature[1]) == {"inputs", "target_language"}
     with pytest.raises(tf.errors.InvalidArgumentError, match="not a language the model was trained for \\(de, ja\\)"):
         signature(inputs=tf.constant(["Open."]), target_language=tf.constant(["fr"]))
-    (request, *_) = warmup.read_warmup_requests(os.path.join(path, "assets.extra", warmup.WARMUP_FILE))
+    (request, *_) = warmup_requests(path)
     assert set(request.predict_log.request.inputs) == {"inputs", "target_language"}
     with pytest.raises(multilingual.TargetLanguageError, match="pass --target_language"):
         SavedModelTranslator(path)

@@ -301,15 +301,18 @@ def test_steps_per_execution_and_subword_sampling_change_only_what_they_say(samp
 def test_another_configuration_on_an_existing_model_dir_is_refused(tmp_path):
     from training import config as run_config
 
+    # The trainer's order: check against the directory's config.json, then write it.
     first = tiny_run_config(tmp_path, "unused")
-    run_config.check_or_write(first, start_over=False)
+    run_config.check(first)
+    run_config.write(first)
     changed = tiny_run_config(tmp_path, "unused")
     changed = run_config.RunConfig(changed.model_dir, dict(changed.model, hidden_dim=32), changed.data, changed.train)
     with pytest.raises(ValueError, match="another configuration.*model.hidden_dim: 64 -> 32.*--start_over"):
-        run_config.check_or_write(changed, start_over=False)
+        run_config.check(changed)
     # More steps on the same model and data is fine.
     longer = tiny_run_config(tmp_path, "unused", train_steps=400)
-    run_config.check_or_write(longer, start_over=False)
+    run_config.check(longer)
+    run_config.write(longer)
 
 
 @pytest.mark.parametrize(
