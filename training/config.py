@@ -10,8 +10,8 @@ Each field of `DataConfig` and `TrainConfig` that a train.py flag sets one to on
 `--<field name>` from them (`flag_fields`, `flag_default`, `from_flag`). So a default is written
 once, here: the flag's default is the dataclass's, and a config built in code (tests, the library)
 gets the same values as a run given no flags. The defaults live with the dataclasses rather than
-with the flags because the library must not read flags (STYLE.md), while the entry script can read
-dataclass metadata; constants other modules also need (the vocabulary size, the Debian mirror, the
+with the flags because only the entry scripts read flags (docs/design.md, "Layout"), and they can
+read dataclass metadata; constants other modules also need (the vocabulary size, the Debian mirror, the
 choices of a distribution or a preset) are imported from the module that owns them. Fields a flag
 reaches through a translation (the user files and their weights, a fine-tuning's inherited preset
 and vocabulary size) keep plain defaults, and their flags stay written out in train.py.
