@@ -333,10 +333,10 @@ def test_sources(corpus, reverse, sentences, directory):
     `sentences` pairs when that is not 0) when together they hold exactly the test split's pairs,
     and then `combine` is True: the "test" row is scored on their translations put together.
     Otherwise the test split (cut likewise) and the per-source files are each translated."""
-    from evaluation import test_sets
+    from evaluation import reference_sets
 
     names = ["test"] + [f"test.{source}" for source in sorted(corpus.test_by_source)]
-    pairs = {name: test_sets.read_tsv_pairs(test_sets.split_path(corpus, name), reverse) for name in names}
+    pairs = {name: reference_sets.read_tsv_pairs(reference_sets.split_path(corpus, name), reverse) for name in names}
     per_source = names[1:]
     union = collections.Counter(pair for name in per_source for pair in zip(*pairs[name]))
     combine = bool(per_source) and union == collections.Counter(zip(*pairs["test"]))

@@ -13,7 +13,7 @@ import sys
 from common.bleu_tokenizers import bleu_tokenizer
 from common.errors import UserError
 from data import multilingual
-from evaluation import scoring, test_sets
+from evaluation import reference_sets, scoring
 from evaluation.attention_plot import plot_attention
 from evaluation.search_flags import run_paths
 from evaluation.translators import load_translator
@@ -78,11 +78,11 @@ def load_test_set(config, run_config):
     run's direction or user-corpus languages (e.g. "en-zh"), None when neither names it.
 
     Raises:
-        test_sets.TestSetError: an unreadable or empty test set (names the file).
+        reference_sets.TestSetError: an unreadable or empty test set (names the file).
         EvaluationError: an unknown corpus or direction.
     """
     if config.src:
-        sources, references = test_sets.read_parallel_files(config.src, config.ref)
+        sources, references = reference_sets.read_parallel_files(config.src, config.ref)
         data = (run_config or {}).get("data", {})
         direction = config.direction or data.get("direction") or data.get("languages")
         target = config.target_language or (direction.split("-")[-1] if direction else None)
@@ -119,8 +119,8 @@ def load_test_set(config, run_config):
         raise EvaluationError(f"--corpus={data.get('corpus')}: {error}") from error
     except ValueError as error:
         raise EvaluationError(str(error)) from error
-    path = test_sets.split_path(corpus, config.split)
-    sources, references = test_sets.read_tsv_pairs(path, reverse=reverse)
+    path = reference_sets.split_path(corpus, config.split)
+    sources, references = reference_sets.read_tsv_pairs(path, reverse=reverse)
     languages = corpus.languages[::-1] if reverse else corpus.languages
     return sources, references, f"{path} ({languages[0]}->{languages[1]})", languages[1]
 
@@ -194,7 +194,7 @@ def evaluate(config, out=sys.stdout):
         `evaluation.scoring.score`), and `attention_plots`.
 
     Raises:
-        EvaluationError, ModelDirError, ExportDirError, test_sets.TestSetError: bad input, named;
+        EvaluationError, ModelDirError, ExportDirError, reference_sets.TestSetError: bad input, named;
             raised before any translation where it can be known then.
     """
     if bool(config.model_dir) == bool(config.export_dir):

@@ -12,7 +12,7 @@ import pytest
 import sacrebleu
 
 from common.errors import UserError
-from evaluation import evaluator, test_sets
+from evaluation import evaluator, reference_sets
 from inference.saved_model_translator import ExportDirError, SavedModelTranslator
 from models.search_config import SearchConfig
 from tests.helpers import EXPORT_SETTINGS, REPO_ROOT, STARTUP_NOISE
@@ -62,7 +62,7 @@ def test_evaluate_scores_the_tiny_run_on_its_test_split_averaging_and_plotting(t
     assert BLEU_SIGNATURE.search(stdout) and CHRF_SIGNATURE.search(stdout), stdout
 
     test_tsv = summary["corpus"]["test"]
-    _, references = test_sets.read_tsv_pairs(test_tsv)
+    _, references = reference_sets.read_tsv_pairs(test_tsv)
     hypotheses = output.read_text(encoding="utf-8").split("\n")[:-1]
     assert len(hypotheses) == len(references)
     # The printed scores are sacreBLEU's on the written, detokenized output.
@@ -99,7 +99,7 @@ def test_model_dir_without_a_model_fails_clearly(tiny_run, tmp_path):
 
 def test_unknown_split_lists_the_available_ones(tiny_run):
     model_dir, _ = tiny_run
-    with pytest.raises(test_sets.TestSetError, match=r"test\.ding"):
+    with pytest.raises(reference_sets.TestSetError, match=r"test\.ding"):
         evaluator.evaluate(evaluator.EvalConfig(model_dir=model_dir, split="test.nowhere", progress=False))
 
 

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from evaluation import test_sets
+from evaluation import reference_sets
 from tests.export.helpers import (
     FORBIDDEN_OPS,
     FRESH_PROCESS,
@@ -42,7 +42,7 @@ def fresh(exported, quantized, tiny_run):
     """One fresh process: the op types of both exports looked up in TensorFlow's registry, the
     float32 export serving SENTENCES and the test sentences, the int8 one serving the test sentences.
     Returns `(sentences, compared, outputs)`: the two lists of sentences and the process's JSON."""
-    sources, _ = test_sets.read_tsv_pairs(tiny_run[1]["corpus"]["test"])
+    sources, _ = reference_sets.read_tsv_pairs(tiny_run[1]["corpus"]["test"])
     sentences, compared = SENTENCES + EDGE_SENTENCES, sources[:COMPARED_SENTENCES] + EDGE_SENTENCES
     op_types = saved_model_ops(exported[1])[0] | saved_model_ops(quantized)[0]
     calls = [
