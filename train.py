@@ -25,7 +25,8 @@ from absl import app, flags
 
 from common import quiet_logs
 from common.errors import UserError, flags_parser
-from data import builtin_corpora, corpus_mix, multilingual, user_corpus
+from data import multilingual
+from data.sources import builtin_corpora, corpus_mix, user_corpus
 from data.vocabulary_options import check_user_defined_symbols
 from models.presets import MODEL_OPTIONS, model_config
 from training import init_from

@@ -106,7 +106,7 @@ def dev_scores(model_dir, dev_tsv, pairs, max_length):
 
 def run(args):
     """Trains the parent and the child, scores both; returns the results (a JSON-able dict)."""
-    from data import builtin_corpora, corpus_mix, parallel_files
+    from data.sources import builtin_corpora, corpus_mix, parallel_files
     from training.trainer import train
 
     corpus = builtin_corpora.prepare_corpus("deb-en-de", args.cache_dir, args.deb_dir)

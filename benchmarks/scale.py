@@ -78,7 +78,7 @@ def parse_args(argv=None):
 
 def base_pairs(base):
     """The base corpus's training pairs, as lines without their newline."""
-    from data import corpus_cache
+    from data.sources import corpus_cache
 
     lines = []
     for shard in corpus_cache.check_corpus(base).train:
@@ -156,7 +156,7 @@ def _epoch_rows(log_path):
 
 def measure_size(args, pairs, size):
     """One size's figures."""
-    from data import user_corpus
+    from data.sources import user_corpus
 
     work = os.path.join(args.work, str(size))
     pattern = write_synthetic(pairs, size, os.path.join(work, "input"))

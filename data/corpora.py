@@ -31,8 +31,9 @@ import os
 import shlex
 import sys
 
-from data import builtin_corpora, corpus_mix, deb_packages, multilingual, pipeline, user_corpus
-from data.corpus_cache import CorpusError
+from data import multilingual, pipeline
+from data.sources import builtin_corpora, corpus_mix, deb_packages, user_corpus
+from data.sources.corpus_cache import CorpusError
 
 
 class CorpusChoiceError(CorpusError):

@@ -20,8 +20,8 @@ import os
 import re
 
 from common.errors import UserError
-from data import corpus_cache
-from data.corpus_cache import CorpusError, CorpusPaths
+from data.sources import corpus_cache
+from data.sources.corpus_cache import CorpusError, CorpusPaths
 
 DEFAULT_TEMPERATURE = 5.0
 PREFIX = "multi-"

@@ -43,7 +43,7 @@ from collections.abc import Callable, Sequence
 import tensorflow as tf
 
 from common.special_ids import BOS_ID, EOS_ID, PAD_ID
-from data import parallel_files
+from data.sources import parallel_files
 
 _TOKENIZE_BATCH = 1024  # lines per tokenized batch, at least
 _SHUFFLE_BUFFER = 200_000

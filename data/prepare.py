@@ -24,9 +24,10 @@ from absl import app, flags
 
 from common import quiet_logs
 from common.errors import UserError
-from data import builtin_corpora, cleaning, corpus_writer, deb_packages, multilingual, user_corpus
-from data.builtin_corpora import prepare_corpus
-from data.corpus_cache import CorpusPaths
+from data import multilingual
+from data.sources import builtin_corpora, cleaning, corpus_writer, deb_packages, user_corpus
+from data.sources.builtin_corpora import prepare_corpus
+from data.sources.corpus_cache import CorpusPaths
 from data.vocabulary_options import VOCAB_SAMPLE_LINES, VOCABULARIES, check_user_defined_symbols, vocabulary_stem
 
 FLAGS = flags.FLAGS

@@ -88,7 +88,7 @@ def load_test_set(config, run_config):
         target = config.target_language or (direction.split("-")[-1] if direction else None)
         return sources, references, config.src, target
     from data import corpora  # Imported here: it pulls in the data pipeline.
-    from data.corpus_cache import CorpusError
+    from data.sources.corpus_cache import CorpusError
     from training.config import DataConfig
 
     data = dict((run_config or {}).get("data", {}))

@@ -4,7 +4,7 @@ import codecs
 import os
 
 from common.errors import UserError
-from data import cleaning
+from data.sources import cleaning
 
 
 class TestSetError(UserError, ValueError):

@@ -84,7 +84,7 @@ _LOOPBACK = ("localhost", "127.0.0.1", "::1", "")
 def _refuse_network():
     """Makes any connection or name lookup beyond the loopback interface, and any apt-get run,
     fail loudly in this process: the fast tier must work offline."""
-    from data import deb_packages
+    from data.sources import deb_packages
 
     def refuse(what):
         raise AssertionError(f"the fast tier (--fast) uses no network, but the test tried {what}")
@@ -121,7 +121,7 @@ def deb_en_de(request, tmp_path_factory):
 
     Returns (CorpusPaths, seconds spent fetching the packages, seconds spent building).
     """
-    from data import builtin_corpora, corpus_cache, deb_packages
+    from data.sources import builtin_corpora, corpus_cache, deb_packages
 
     if _fast(request.config):
         pytest.fail("the fast tier (--fast) has no real deb-en-de corpus: mark the test `full`, or use `corpus`")
@@ -147,7 +147,7 @@ def deb_en_de(request, tmp_path_factory):
 @pytest.fixture(scope="session")
 def sample_corpus(tmp_path_factory):
     """The deb-en-de sample built as corpus deb-en-de in a fresh directory (CorpusPaths)."""
-    from data import corpus_cache
+    from data.sources import corpus_cache
 
     root = once_per_session(tmp_path_factory, "sample_corpora", lambda directory: build_sample_corpus(directory).root)
     return corpus_cache.check_corpus(root)

@@ -83,7 +83,7 @@ def once_per_session(tmp_path_factory, name, build):
 def build_sample_corpus(cache_dir):
     """SAMPLE_TSV built as the corpus "deb-en-de" in `cache_dir`, by the same cleaning, hash split and
     per-source test files as the real one; `builtin_corpora.prepare_corpus` then finds it cached."""
-    from data import builtin_corpora, corpus_cache, corpus_writer
+    from data.sources import builtin_corpora, corpus_cache, corpus_writer
 
     sources = {}
     with open(SAMPLE_TSV, encoding="utf-8") as handle:
@@ -222,7 +222,7 @@ def build_sample_multilingual(cache_dir, deb_dir):
     """The corpora of a two-pair multilingual run in `cache_dir`: the deb-en-de sample
     (`build_sample_corpus`) and deb-en-ja from sample packages written into `deb_dir`
     (`tests.data.helpers.write_sample_debs`). Returns {name: CorpusPaths}."""
-    from data import builtin_corpora
+    from data.sources import builtin_corpora
     from tests.data.helpers import write_sample_debs
 
     german = build_sample_corpus(cache_dir)

@@ -17,8 +17,8 @@ import subprocess
 import sys
 
 from common import json_files
-from data import builtin_corpora, deb_packages, libreoffice_help
-from data.debian_languages import TABLE_FILE
+from data.sources import builtin_corpora, deb_packages, libreoffice_help
+from data.sources.debian_languages import TABLE_FILE
 
 ENGLISH_HELP_PACKAGE = "libreoffice-help-en-us"
 HELP_PREFIX = "libreoffice-help-"

@@ -22,7 +22,8 @@ import json
 import os
 
 from common.errors import UserError
-from data import builtin_corpora, deb_packages, multilingual
+from data import multilingual
+from data.sources import builtin_corpora, deb_packages
 from data.vocabulary_options import SUBWORD_MODELS, VOCABULARIES, sampling_refusal
 from data.vocabulary_size import DEFAULT_VOCAB_SIZE, MIN_VOCAB_SIZE
 from models.presets import PRESETS

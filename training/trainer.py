@@ -25,7 +25,8 @@ import tensorflow as tf
 
 from common.bleu_tokenizers import bleu_tokenizer
 from common.errors import UserError
-from data import corpora, corpus_mix, multilingual, pipeline, service
+from data import corpora, multilingual, pipeline, service
+from data.sources import corpus_mix
 from data.tokenizer import Tokenizer, train_sentencepiece
 from data.vocabulary_options import VOCAB_SAMPLE_LINES, vocabulary_stem
 from inference.translator import Translator

@@ -8,7 +8,7 @@ from common.errors import UserError
 from tests.helpers import LAYERS, REPO_ROOT, product_files
 
 # Not user errors: control flow inside one module, never raised to a tool.
-INTERNAL = {"data.deb_packages._TruncatedDownload"}
+INTERNAL = {"data.sources.deb_packages._TruncatedDownload"}
 
 
 def _error_classes():

@@ -3,7 +3,8 @@ real deb-en-de corpus is built once per session by tests/conftest.py)."""
 
 import pytest
 
-from data import parallel_files, tokenizer
+from data import tokenizer
+from data.sources import parallel_files
 from tests.data.helpers import make_pairs
 
 

@@ -7,7 +7,7 @@ import random
 import struct
 import tarfile
 
-from data import builtin_corpora, cleaning, gettext_catalog, libreoffice_help, parallel_files
+from data.sources import builtin_corpora, cleaning, gettext_catalog, libreoffice_help, parallel_files
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
 

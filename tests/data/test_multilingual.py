@@ -6,7 +6,8 @@ import os
 
 import pytest
 
-from data import builtin_corpora, corpora, multilingual
+from data import corpora, multilingual
+from data.sources import builtin_corpora
 from tests.data.helpers import make_pairs
 from tests.helpers import build_sample_multilingual
 
@@ -168,7 +169,7 @@ def test_user_files_of_several_languages_are_one_pair_each(tmp_path):
     ],
 )
 def test_the_flags_of_several_languages_name_one_tsv_per_pair(given, message):
-    from data import user_corpus
+    from data.sources import user_corpus
 
     values = {name: None for name in user_corpus.FILE_FLAGS}
     values.update(languages="en-de,en-nl", **given)

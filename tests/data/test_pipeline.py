@@ -6,7 +6,8 @@ import pytest
 import tensorflow as tf
 
 from common.special_ids import BOS_ID, EOS_ID, PAD_ID
-from data import parallel_files, pipeline, tokenizer
+from data import pipeline, tokenizer
+from data.sources import parallel_files
 
 
 def _batches(dataset):

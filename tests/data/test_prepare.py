@@ -157,7 +157,7 @@ def test_a_corpus_that_cannot_be_written_is_one_error_naming_the_file_and_leaves
 
 
 def test_list_prints_every_built_in_corpus_with_its_pair_counts(tmp_path):
-    from data import builtin_corpora  # noqa: PLC0415
+    from data.sources import builtin_corpora  # noqa: PLC0415
 
     result = _run_prepare("--list", f"--cache_dir={tmp_path}")
     assert result.returncode == 0, result.stderr

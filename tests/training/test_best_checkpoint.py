@@ -315,7 +315,7 @@ def test_eval_sentences_all_reads_the_whole_dev_split(tmp_path):
 
 
 def test_early_stopping_without_dev_pairs_is_refused_and_leaves_no_run_directory(corpus, tmp_path):
-    from data import cleaning
+    from data.sources import cleaning
     from training.config import DataConfig
     from training.trainer import TrainingError, train
 

@@ -10,7 +10,7 @@ import keras
 import numpy as np
 import pytest
 
-from data import corpus_mix, parallel_files
+from data.sources import corpus_mix, parallel_files
 from tests.helpers import (
     DEB_CACHE,
     QUICK_TRAIN_FLAGS,

@@ -50,7 +50,7 @@ def test_moved_caches_relative_paths_and_the_default_direction_are_the_same_run(
 
 
 def test_user_corpora_are_cached_by_absolute_path_and_languages(tmp_path, monkeypatch):
-    from data.user_corpus import cache_name as user_corpus_name
+    from data.sources.user_corpus import cache_name as user_corpus_name
     from training.config import DataConfig
 
     data = DataConfig(corpus="files", languages="en-de", train_files=("train.tsv",))
@@ -231,7 +231,7 @@ def _corpus_pairs(corpus, count, longest=None, shortest=None):
 @pytest.mark.slow
 @pytest.mark.full  # pairs of 100-150 characters, which the sample corpus lacks
 def test_data_that_cannot_train_is_named_before_the_run_is_bound(deb_en_de, tmp_path):
-    from data import cleaning
+    from data.sources import cleaning
     from training.trainer import TrainingError, train
 
     corpus = deb_en_de[0]

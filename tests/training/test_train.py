@@ -204,7 +204,7 @@ def test_fp16_training_stays_finite(sample_corpus, tmp_path):
 def test_user_defined_symbols_and_the_subword_model_reach_the_runs_vocabulary(sample_corpus, tmp_path):
     """The run's vocabulary holds the symbols right after the special ids; it is cached under a name
     of its own, beside the corpus's plain vocabulary; --subword_model=unigram trains a unigram one."""
-    from data import corpus_cache
+    from data.sources import corpus_cache
     from data.vocabulary_options import vocabulary_stem
     from training.config import DataConfig
     from training.trainer import resolve_tokenizer
@@ -226,7 +226,7 @@ def test_separate_vocabularies_learn_each_side_from_its_own_column(sample_corpus
     """--vocabulary=separate: spm.source.model from the source column as the run reads it (the
     German one for de-en), spm.model from the target's; each cached by column, the user's symbols
     in both; a later run in the other direction finds both in the cache."""
-    from data import corpus_cache
+    from data.sources import corpus_cache
     from data.vocabulary_options import vocabulary_stem
     from training.config import DataConfig
     from training.run_dir import RunDir

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from data import corpus_mix, parallel_files
+from data.sources import corpus_mix, parallel_files
 from tests.helpers import DEB_CACHE, QUICK_TRAIN_FLAGS, REPO_ROOT, TINY_MODEL, TOOL_ENV, run_train_py, tiny_run_config
 
 

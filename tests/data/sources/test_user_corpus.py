@@ -2,7 +2,7 @@ import os
 
 import pytest
 
-from data import corpus_cache, parallel_files, user_corpus
+from data.sources import corpus_cache, parallel_files, user_corpus
 from tests.data.helpers import english_by_split, make_pairs, write_parallel
 
 

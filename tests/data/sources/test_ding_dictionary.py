@@ -1,4 +1,4 @@
-from data import ding_dictionary
+from data.sources import ding_dictionary
 
 # Real lines of usr/share/trans/de-en (trans-de-en 1.9).
 _ENTRY_WITH_EXAMPLES = (

@@ -1,6 +1,6 @@
 import os
 
-from data import libreoffice_help
+from data.sources import libreoffice_help
 from tests.data.helpers import FIXTURES
 
 HELP = os.path.join(FIXTURES, "libreoffice_help")

@@ -1,7 +1,7 @@
 import re
 import unicodedata
 
-from data import cleaning
+from data.sources import cleaning
 
 
 def test_normalize_text():

@@ -2,7 +2,7 @@ import os
 
 import pytest
 
-from data import builtin_corpora, corpus_cache, parallel_files, user_corpus
+from data.sources import builtin_corpora, corpus_cache, parallel_files, user_corpus
 from tests.data.helpers import make_pairs, write_parallel
 
 

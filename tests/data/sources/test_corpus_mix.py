@@ -7,8 +7,9 @@ import os
 import numpy as np
 import pytest
 
-from data import corpus_mix, parallel_files, pipeline, user_corpus
-from data.corpus_cache import CorpusError
+from data import pipeline
+from data.sources import corpus_mix, parallel_files, user_corpus
+from data.sources.corpus_cache import CorpusError
 from tests.data.helpers import make_pairs
 
 

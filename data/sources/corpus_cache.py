@@ -23,7 +23,7 @@ from absl import logging
 
 from common.errors import UserError
 from common.write_errors import WriteError, default_mode, writing
-from data import cleaning
+from data.sources import cleaning
 
 MANIFEST = "manifest.json"
 # 2: the training split in shards. 3: a wide character counts twice in the length ratio (data.cleaning),

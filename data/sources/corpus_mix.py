@@ -23,7 +23,7 @@ import math
 import os
 
 from common.errors import UserError
-from data.corpus_cache import CorpusError
+from data.sources.corpus_cache import CorpusError
 
 
 class WeightsError(UserError, ValueError):

@@ -4,8 +4,8 @@ import socket
 
 import pytest
 
-from data import builtin_corpora, corpus_cache, deb_packages
 from data import prepare as prepare_command
+from data.sources import builtin_corpora, corpus_cache, deb_packages
 from tests.data.helpers import english_by_split, write_sample_debs
 from tests.helpers import DEB_CACHE
 from tools import debian_languages_table

@@ -12,7 +12,7 @@ import dataclasses
 import json
 import os
 
-from data import deb_packages
+from data.sources import deb_packages
 
 TABLE_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "debian_languages.json")
 

@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from data import builtin_corpora, deb_packages
+from data.sources import builtin_corpora, deb_packages
 from tests.data.helpers import write_deb
 from tests.helpers import DEB_CACHE, REPO_ROOT
 

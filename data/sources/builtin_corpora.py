@@ -26,7 +26,7 @@ from concurrent import futures
 
 from absl import logging
 
-from data import (
+from data.sources import (
     cleaning,
     corpus_cache,
     corpus_writer,
@@ -36,7 +36,7 @@ from data import (
     gettext_catalog,
     libreoffice_help,
 )
-from data.corpus_cache import CorpusError, CorpusPaths
+from data.sources.corpus_cache import CorpusError, CorpusPaths
 
 # The deb-en-XX corpora's LibreOffice packages, at one version (LIBREOFFICE_VERSION), are listed
 # with pool path, size and SHA256 in data/debian_languages.json, as the release's signed Packages

@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from data import parallel_files
+from data.sources import parallel_files
 
 
 def _write(path, data: bytes) -> str:

@@ -11,8 +11,8 @@ import json
 import os
 
 from common.errors import UserError
-from data import cleaning, corpus_cache, corpus_mix, corpus_writer, parallel_files
-from data.corpus_cache import CorpusError, CorpusPaths
+from data.sources import cleaning, corpus_cache, corpus_mix, corpus_writer, parallel_files
+from data.sources.corpus_cache import CorpusError, CorpusPaths
 
 FILE_KINDS = ("src", "tgt", "tsv")
 # The flags naming the user's files, e.g. --train_src, --train_tgt, --train_tsv, --dev_src, ...

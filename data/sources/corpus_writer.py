@@ -24,8 +24,8 @@ from collections.abc import Callable, Iterable
 import numpy as np
 
 from common.write_errors import writing
-from data import cleaning, duplicates
-from data.corpus_cache import MANIFEST, MANIFEST_FORMAT, write_manifest
+from data.sources import cleaning, duplicates
+from data.sources.corpus_cache import MANIFEST, MANIFEST_FORMAT, write_manifest
 
 # Training pairs per shard file: a multi-worker run gives each worker whole shards, so a corpus
 # needs several; about 30 MB of text each.

@@ -12,7 +12,7 @@ import time
 import numpy as np
 import pytest
 
-from data import cleaning, corpus_cache, corpus_writer, duplicates, parallel_files, user_corpus
+from data.sources import cleaning, corpus_cache, corpus_writer, duplicates, parallel_files, user_corpus
 from tests.data.helpers import make_pairs
 from tests.helpers import REPO_ROOT
 
@@ -127,7 +127,7 @@ def test_the_progress_line_says_how_much_is_read_and_left(tmp_path, capsys):
 
 _KILLED_BUILD = """
 import sys, time
-from data import user_corpus, parallel_files
+from data.sources import user_corpus, parallel_files
 
 def slow(pairs):
     for index, pair in enumerate(pairs):

@@ -1,6 +1,6 @@
 import pytest
 
-from data import gettext_catalog
+from data.sources import gettext_catalog
 from tests.data.helpers import write_mo
 
 
