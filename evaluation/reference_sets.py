@@ -64,7 +64,7 @@ def read_parallel_files(source_path, reference_path=None):
 
 
 def split_path(corpus, split):
-    """The TSV of `split` in a `data.corpus_cache.CorpusPaths`: "train", "dev", "test", or a per-source
+    """The TSV of `split` in a `data.sources.corpus_cache.CorpusPaths`: "train", "dev", "test", or a per-source
     test file "test.<source>" (e.g. "test.ding").
 
     Raises:

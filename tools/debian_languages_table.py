@@ -1,4 +1,4 @@
-"""Rewrites data/debian_languages.json, the table behind the deb-en-XX corpora: a maintainer's
+"""Rewrites data/sources/debian_languages.json, the table behind the deb-en-XX corpora: a maintainer's
 command, run by hand when Debian updates LibreOffice; the product only reads the table.
 
     python -m tools.debian_languages_table --deb_dir=cache/debs --cache_dir=/tmp/all-corpora

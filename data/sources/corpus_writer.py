@@ -1,12 +1,12 @@
 """Writing a corpus cache entry from its sources as a stream, in memory that does not grow with it.
 
-`write_corpus` reads the sources once: each pair is normalised and filtered (`data.cleaning`),
+`write_corpus` reads the sources once: each pair is normalised and filtered (`data.sources.cleaning`),
 assigned its split, appended to a candidates file on disk and its 64-bit hash handed to a
 `duplicates.DuplicateFinder`. Once every source is read, the finder's bitmap says which candidates
 repeat an earlier one, and a second, sequential pass writes the kept pairs into their files: the
 training split in shards of `shard_pairs` lines (`train-00000-of-00012.tsv`, ...), dev, test and the
 per-source test files whole. The order is the sources' own, so each source's training pairs are a
-run of consecutive lines across the shards (`data.corpus_mix` relies on it).
+run of consecutive lines across the shards (`data.sources.corpus_mix` relies on it).
 
 What is held for the whole corpus: the duplicate bitmap (one bit a pair) and the hashes of the
 user's evaluation pairs (kept out of training). Everything else is a buffer of fixed size.

@@ -258,7 +258,7 @@ def _real_debs(request):
         path = os.path.join(DEB_CACHE, pinned.file_name)
         assert os.path.exists(path), (
             f"{DEB_CACHE} has {deb_packages.find_deb(DEB_CACHE, package)}, not the pinned {pinned.file_name}: "
-            "Debian has a newer version; update the pins with `python -m tools.debian_languages_table` (data/debian_languages.json)"
+            "Debian has a newer version; update the pins with `python -m tools.debian_languages_table` (data/sources/debian_languages.json)"
         )
         paths[package] = path
     return paths
