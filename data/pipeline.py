@@ -1,38 +1,13 @@
 """The tf.data input pipeline: TSV pairs -> token-budgeted, length-bucketed batches for `model.fit`.
 
-    read TSV lines (shard files interleaved) -> (shuffle lines with a seed) -> split on the tab -> tokenize in graph (batched,
-    parallel) -> add BOS/EOS -> drop pairs longer than `max_length` (counted, logged once per pass)
-    -> bucket by max(source, target) length -> pad to the bucket's length -> shuffle batches -> prefetch
+    read lines (shards interleaved) -> (shuffle) -> tokenize in batches -> BOS/EOS -> drop pairs
+    over `max_length` -> (cache) -> bucket by length -> pad to the bucket -> shuffle batches
 
 Each element is `((source_ids, target_input_ids), target_output_ids)`, int32 `[batch, length]`:
-
-    source_ids        = tokens(source) + [EOS]
-    target_input_ids  = [BOS] + tokens(target)      (decoder input, shifted right)
-    target_output_ids = tokens(target) + [EOS]      (labels)
-
-padded with PAD_ID to the same `length` (the bucket length) for all three, so a step compiles to one
-of a handful of shapes. Batch sizes come from a token budget (the paper's batches held ~25k source
-and ~25k target tokens, Section 5.1): a bucket of length L gets `batch_tokens // L` pairs, so padded
-tokens per batch, source and target alike, never exceed `batch_tokens`.
-
-Pairs travel in batches of `_TOKENIZE_BATCH` or more (`_pairs_per_batch`) from the tokenizer to the
-bucketing, which is vectorized
-over them (`_bucketed`): tf.data has a fixed cost per element, so a serial stage that takes one
-pair at a time would cap the pipeline whatever the cores (benchmarks/README.md, input pipeline).
-Only the lines (read, shuffled, batched) and, with the cache below, the cached pairs (cached,
-shuffled, batched again) go one element at a time.
-
-With `cache_tokenized=True` the tokenized, filtered pairs are kept in memory after the first pass
-(`Dataset.cache()`), and the shuffle moves from the lines to the pairs, after the cache:
-
-    read -> split -> tokenize -> BOS/EOS -> drop over-length -> cache -> (shuffle pairs) -> bucket ...
-
-so later passes neither read nor tokenize: what a pass costs is then the shuffle, bucketing and
-padding (benchmarks/README.md measures both). The cache holds three int32 sequences per pair.
-
-With `weights`, the files are several corpora drawn from in proportion to their weights
-(`tf.data.Dataset.sample_from_datasets`), each shuffled and repeated on its own: the draw takes
-lines, before the tokenizer (with `cache_tokenized`, each corpus's cached pairs, after it).
+tokens(source) + [EOS], [BOS] + tokens(target), tokens(target) + [EOS], padded with PAD_ID to the
+bucket length. A bucket of length L takes `batch_tokens // L` pairs. Stages work on batches of pairs,
+never one pair at a time (tf.data's cost per element would cap the pipeline). docs/data.md, "The
+input pipeline", says what each option does and why.
 """
 
 import dataclasses
@@ -359,41 +334,29 @@ def make_dataset(
     data_service: str | None = None,
     source_tokenizer=None,
 ) -> tf.data.Dataset:
-    """A dataset of `((source_ids, target_input_ids), target_output_ids)` batches for `model.fit`.
+    """A dataset of `((source_ids, target_input_ids), target_output_ids)` batches for `model.fit`:
+    int32 `[batch, length]`, `length` a bucket length, `batch <= batch_tokens // length`.
 
     Args:
-        tsv_path_or_paths: one or more `english<TAB>foreign` TSV files (data.prepare's output).
-        tokenizer: a `data.tokenizer.Tokenizer` (anything with `tokenize(tf.string [batch])`).
-        batch_tokens: padded tokens per batch and per side (source, target), e.g. 25000 as in the
-            paper; per replica when used through `make_distributed_dataset_fn`.
-        max_length: longest sequence kept, counted with its BOS/EOS; longer pairs are dropped and
-            the count is printed to stderr once per pass.
-        shuffle: shuffle the lines (the pairs with `cache_tokenized`) and the batches, with `seed`;
-            reshuffled every pass.
-        seed: the shuffle seed; the same seed gives the same batches. None: each iterator draws
-            its own when it starts (the workers of a tf.data service each shuffle their own way).
-        reverse: read the TSV's second column as the source (xx->en from an en->xx corpus).
-        repeat: repeat forever; repeated before bucketing, so no pass ends with partial batches.
-        num_shards, shard_index: this is input pipeline `shard_index` of `num_shards`: it reads its
-            share of the files (`pipeline_lines`).
+        tsv_path_or_paths: `english<TAB>foreign` TSV files (data.prepare's output).
+        tokenizer: a `data.tokenizer.Tokenizer` (the target's, with `source_tokenizer`).
+        batch_tokens: padded tokens per batch and side (per replica under
+            `make_distributed_dataset_fn`).
+        max_length: longest sequence kept, BOS/EOS included; the pairs dropped are counted on
+            stderr once per pass.
+        shuffle, seed: shuffle lines (pairs with `cache_tokenized`) and batches each pass; one seed,
+            one order. seed None: each iterator draws its own (the tf.data service's workers).
+        reverse: the TSV's second column is the source.
+        repeat: repeat forever, before bucketing, so no pass ends with partial batches.
+        num_shards, shard_index: this pipeline's share of the files (`pipeline_lines`).
         plan: bucket lengths and batch sizes; default `bucket_plan(batch_tokens, max_length)`.
-        validate: check the TSV files line by line first (clear errors with file and line).
-        cache_tokenized: keep the tokenized pairs in memory after the first pass and shuffle the
-            pairs instead of the lines (see the module docstring); the over-length count is then
-            printed after the first pass only.
-        weights: one positive weight per path: the paths are then corpora drawn from in proportion
-            to their weights, pair by pair (`tf.data.Dataset.sample_from_datasets`), each shuffled
-            and repeated on its own; needs `repeat=True`. Without weights the paths are read one
-            after the other, as one corpus.
-        data_service: "grpc://HOST:PORT" of a tf.data service dispatcher (`data.service`): the
-            dataset then runs on the service's workers, each producing the whole stream (with
-            `seed=None`, each in its own order), and this process receives their batches.
-        source_tokenizer: the source side's tokenizer with separate vocabularies; None (the
-            default): `tokenizer` tokenizes both sides.
-
-    Returns:
-        A `tf.data.Dataset` of int32 tensors shaped `[batch, length]`, `length` a bucket length and
-        `batch <= batch_tokens // length`, padded with PAD_ID.
+        validate: check the files line by line first, for errors that name file and line.
+        cache_tokenized: keep the tokenized pairs in memory after the first pass.
+        weights: one per path: the paths are corpora drawn from in proportion (needs `repeat`);
+            without, they are read one after the other as one corpus.
+        data_service: "grpc://HOST:PORT" of a tf.data service dispatcher (`data.service`) whose
+            workers run the dataset.
+        source_tokenizer: the source side's, with separate vocabularies.
     """
     paths = _as_paths(tsv_path_or_paths)
     if validate:
@@ -424,12 +387,9 @@ def make_dataset(
 
     if not (repeat or seed is None or data_service):
         return build().prefetch(tf.data.AUTOTUNE)
-    # Built inside `flat_map`, the stream is built anew for each iterator, with shuffles whose seed
-    # generators are that iterator's own (and, with no seed, a seed it draws). Outside, every
-    # iterator of the dataset would draw each pass's shuffle seed from shared generators, so an
-    # iterator still running (the one Keras reads the first batch with before a fit, whose
-    # prefetching goes on) would change, by how far it got, the passes the training reads: a fit
-    # would not read the same batches at the same seed, nor a resumed one those of the run it resumes.
+    # Inside `flat_map` each iterator builds its own stream and shuffle seed generators: shared ones
+    # would let another iterator (Keras's first-batch peek before a fit) change, by how far it
+    # prefetched, the batches a fit or a resumed fit reads at the same seed.
     dataset = tf.data.Dataset.range(1).flat_map(build)
     if data_service:
         dataset = dataset.apply(tf.data.experimental.service.distribute("parallel_epochs", data_service))

@@ -157,40 +157,30 @@ def train_sentencepiece(
     user_defined_symbols: Iterable[str] = (),
     tsv_column: int | None = None,
 ) -> str:
-    """Trains a shared SentencePiece model and returns the path of `model_prefix + ".model"`.
+    """Trains a shared SentencePiece model; returns the path of `model_prefix + ".model"`.
 
     Args:
-        text_files_or_iterator: a file path, a list of paths (a `.tsv` contributes both columns,
-            other files every non-empty line), or an iterable of sentences. A str or PathLike
-            given alone must be an existing file. In a list, a str that is not an existing file
-            is a sentence unless it ends in `.tsv` or `.txt`: such a str is taken for a path, and a
-            missing file raises.
-        model_prefix: output path without extension; `.model` and `.vocab` are written.
-        vocab_size: number of pieces, special and byte pieces included (default
-            `data.vocabulary_size.DEFAULT_VOCAB_SIZE`, which says what it fits).
+        text_files_or_iterator: a file path, a list of paths (a `.tsv` gives both columns, other
+            files every non-empty line) or an iterable of sentences. In a list, a str is a sentence
+            unless it is an existing file or ends in `.tsv` / `.txt` (then a missing file raises).
+        model_prefix: output path without extension; `.model` and `.vocab` are written, each
+            under a temporary name and renamed, so a failure leaves no partial model.
+        vocab_size: number of pieces, special and byte pieces included.
         model_type: "bpe" (the paper's byte-pair encoding) or "unigram".
-        character_coverage: share of characters covered by single-character pieces; the rest
-            fall back to bytes.
-        byte_fallback: encode unknown characters as UTF-8 byte pieces instead of `<unk>`.
-        input_sentence_size: at most this many sentences are sampled for training (SentencePiece's
-            reservoir sample: uniform over the whole input, read once, in memory of this size).
-        num_threads: trainer threads; default all cores.
-        seed: the trainer's random seed (sentence sampling), for reproducible models.
-        user_defined_symbols: pieces kept whole wherever they occur in the text (tags such as
-            `<2fr>`, placeholders), with ids right after the special ones (`check_user_defined_symbols`).
-        tsv_column: learn from this column of the `.tsv` inputs only (0 or 1): one side's model of
-            separate source and target vocabularies. None (the default) reads both.
-
-    The files are written under a temporary name and renamed, so a crash or a failed write leaves
-    no partial model.
+        character_coverage: share of characters given single-character pieces; the rest fall back
+            to bytes (with `byte_fallback`, else to `<unk>`).
+        input_sentence_size: SentencePiece's reservoir sample, uniform over the input, read once.
+        num_threads: trainer threads (default all cores); `seed`: its sampling seed.
+        user_defined_symbols: pieces kept whole (`<2fr>`, placeholders), ids right after the
+            special ones (`check_user_defined_symbols`).
+        tsv_column: learn from this column of `.tsv` inputs only (0 or 1: one side of separate
+            vocabularies); None reads both.
 
     Raises:
-        FileNotFoundError: a path (as described above) that is not an existing file.
-        WriteError: a file could not be written (disk full, a file-size limit, a read-only directory).
-        TokenizerError: an input without sentences, or a vocab_size SentencePiece rejects for this
-            input (the message gives the bound SentencePiece reported, and its own text).
-        data.vocabulary_options.SymbolError: a user-defined symbol that collides with a special or
-            byte piece, is empty, holds whitespace or is given twice.
+        FileNotFoundError: a path, as above, that is not an existing file.
+        WriteError: a file could not be written.
+        TokenizerError: no sentences, or a vocab_size out of the range this input allows (named).
+        data.vocabulary_options.SymbolError: a user-defined symbol that cannot be a piece.
     """
     if model_type not in ("bpe", "unigram"):
         raise ValueError(f"model_type must be 'bpe' or 'unigram', got {model_type!r}.")
@@ -208,39 +198,54 @@ def train_sentencepiece(
     directory = os.path.dirname(os.path.abspath(model_prefix))
     with writing(directory):
         os.makedirs(directory, exist_ok=True)
-    # The trainer hands the model back in memory: its own file writes do not report a failed write
-    # (a full disk or a file-size limit left a cut model that it called a success).
-    proto = io.BytesIO()
-    sentencepiece.set_random_generator_seed(seed)
+    options = dict(
+        vocab_size=vocab_size,
+        model_type=model_type,
+        character_coverage=character_coverage,
+        byte_fallback=byte_fallback,
+        input_sentence_size=input_sentence_size,
+        user_defined_symbols=list(user_defined_symbols),
+        num_threads=num_threads or os.cpu_count() or 1,
+    )
     try:
-        sentencepiece.SentencePieceTrainer.train(
-            sentence_iterator=guarded,
-            model_writer=proto,
-            vocab_size=vocab_size,
-            model_type=model_type,
-            character_coverage=character_coverage,
-            byte_fallback=byte_fallback,
-            pad_id=PAD_ID,
-            bos_id=BOS_ID,
-            eos_id=EOS_ID,
-            unk_id=UNK_ID,
-            pad_piece=SPECIAL_PIECES[PAD_ID],
-            bos_piece=SPECIAL_PIECES[BOS_ID],
-            eos_piece=SPECIAL_PIECES[EOS_ID],
-            unk_piece=SPECIAL_PIECES[UNK_ID],
-            input_sentence_size=input_sentence_size,
-            shuffle_input_sentence=True,
-            user_defined_symbols=list(user_defined_symbols),
-            num_threads=num_threads or os.cpu_count() or 1,
-            minloglevel=2,
-        )
+        model = _trained_model(guarded, seed, options)
     except RuntimeError as error:
         if guarded.error is not None:
             raise guarded.error from None
         raise _trainer_error(error, vocab_size, text_files_or_iterator) from error
     if guarded.error is not None:
         raise guarded.error
-    model = proto.getvalue()
+    _write_model(model_prefix, model)
+    return model_prefix + ".model"
+
+
+def _trained_model(sentences, seed, options):
+    """The serialized model SentencePiece's trainer builds from `sentences` with `options`, its
+    special ids pinned. The trainer hands the model back in memory: its own file writes do not
+    report a failed write (a full disk left a cut model that it called a success)."""
+    proto = io.BytesIO()
+    sentencepiece.set_random_generator_seed(seed)
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=sentences,
+        model_writer=proto,
+        pad_id=PAD_ID,
+        bos_id=BOS_ID,
+        eos_id=EOS_ID,
+        unk_id=UNK_ID,
+        pad_piece=SPECIAL_PIECES[PAD_ID],
+        bos_piece=SPECIAL_PIECES[BOS_ID],
+        eos_piece=SPECIAL_PIECES[EOS_ID],
+        unk_piece=SPECIAL_PIECES[UNK_ID],
+        shuffle_input_sentence=True,
+        minloglevel=2,
+        **options,
+    )
+    return proto.getvalue()
+
+
+def _write_model(model_prefix, model):
+    """Writes `model_prefix.vocab` (each piece and its score) and then `model_prefix.model`; a
+    failed model write removes the listing too."""
     processor = sentencepiece.SentencePieceProcessor(model_proto=model)
     vocab = "".join(
         f"{processor.id_to_piece(i)}\t{processor.get_score(i):g}\n" for i in range(processor.get_piece_size())
@@ -251,7 +256,6 @@ def train_sentencepiece(
     except WriteError:
         os.remove(model_prefix + ".vocab")  # No vocabulary listing without its model.
         raise
-    return model_prefix + ".model"
 
 
 def _write_aside(path, content):
