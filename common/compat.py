@@ -1,25 +1,12 @@
 """Every use of private Keras and TensorFlow API in the project, each a small named function.
 
-Keras and TensorFlow are pinned (requirements.txt); what this module relies on is what those exact
-versions do, not what their documentation promises. Each function says what it relies on, why the
-public API does not suffice, and the version it was checked against (`CHECKED`); each has a test in
-tests/common/test_compat.py that fails when that behaviour changes, and that test fails too when the
-installed version differs from the checked one, so an upgrade forces a re-check of every entry here.
-No other module of the project uses private Keras or TensorFlow API (tests/common/test_compat.py
-scans them).
-
-One module for both libraries: it imports neither at module level (the Keras entries work on the
-objects they are given; the TensorFlow ones import it when called), so that `models/` and the JAX
-paths can import it without importing TensorFlow. It lives in `common/`, the lowest layer, so that
-every layer may use it.
-
-`tf.raw_ops` is public API (documented, and its ops keep GraphDef compatibility across versions), so
-a raw op used for its documented semantics stays where it is used (`ResourceApplyAdam` in
-`training/optimizers.py`, whose documented formula tests/training/test_optimizers.py checks against
-Keras's Adam). The two raw ops here are used for behaviour their documentation does not state:
-`InplaceUpdate` for writing into its input's buffer (its documentation says it works on a copy), and
-`Empty` for being stateful, so that the graph optimizer never folds it into a constant shared
-between runs.
+Each entry says what it relies on, why the public API does not suffice, and the version it was
+checked against (`CHECKED`); tests/common/test_compat.py tests each one and fails when the
+installed version differs, so an upgrade re-checks them all; tests/test_private_api.py keeps such
+API out of every other module. Neither library is imported at module level (TensorFlow entries
+import it when called), so `models/` and the JAX paths can use this module. A raw op used for its
+documented semantics is public API and stays where it is used; the two here (`InplaceUpdate`,
+`Empty`) are used for behaviour their documentation does not state.
 """
 
 import contextlib

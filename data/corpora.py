@@ -1,29 +1,9 @@
 """The corpus a run's data configuration names, built or found in the cache, and its direction.
 
-train.py and evaluate.py describe the corpus with a `training.config.DataConfig`. The functions
-here take any object with its attributes (data/ does not import training/; `pair_configs`, which
-copies it with other values, a dataclass):
-
-    corpus        a built-in corpus ("deb-en-de", any "deb-en-XX", "tatoeba-en-es"), several joined by
-                  commas (a multilingual model, `data.multilingual`), or "files" (the user's own files)
-    cache_dir     directory holding one subdirectory per corpus
-    deb_dir       directory of the deb-en-XX packages, or None (fetched into the cache)
-    deb_source, deb_mirror
-                  how missing packages are fetched ("auto", "apt", "mirror") and the Debian mirror
-                  for "mirror" (None: deb_packages.DEFAULT_MIRROR)
-    languages     "SRC-TGT" of the user's files, e.g. "en-fr", or several ("en-de,en-fr": a multilingual
-                  model, one file per pair) (None for a built-in corpus)
-    direction     "SRC-TGT" to translate, or None for the corpus's own
-    train_files, dev_files, test_files
-                  the user's files of each split: (tsv,), (source, target) or (); with
-                  train_weights, train_files holds several TSVs
-    train_weights the weight of each of several training TSVs (a weighted mix), or ()
-    source_weights
-                  {source: weight} of a built-in corpus's sources to sample in proportion, or {}
-    pair_sampling_temperature
-                  the temperature of a multilingual corpus's sampling over its pairs' sizes
-    user_defined_symbols
-                  the user's symbols of the vocabulary (a multilingual corpus adds its tags)
+The functions take any object with the attributes of `training.config.DataConfig` (whose fields
+say what each holds: `corpus`, `cache_dir`, `deb_dir`, `deb_source`, `deb_mirror`, `languages`,
+`direction`, the user's files and weights, `source_weights`, `pair_sampling_temperature`,
+`user_defined_symbols`): data/ does not import training/.
 """
 
 import dataclasses

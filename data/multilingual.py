@@ -1,18 +1,11 @@
 """Multilingual corpora: several built-in pairs trained into one model, each source sentence
 tagged with its target language (fairseq's `--encoder-langtok tgt`, OpenNMT-py's prefix transform).
 
-`train.py --corpus=deb-en-de,deb-en-fr,deb-en-es` names the pairs. Each is built (or found) in the
-cache as on its own; their training and dev pairs are then written, tagged, into one cache entry
-`multi-<digest>` (the digest is of the pair names and their manifests):
-
-    train.<pair>.tsv    "<2fr> english<TAB>foreign", one file per pair (a training mix draws from each)
-    dev.tsv, test.tsv   the pairs' dev and test splits, tagged, one after the other
-    manifest.json       the pairs: their corpus, target language, tag and counts
-
-The tag `<2xx>` is a user-defined SentencePiece symbol of the run's vocabulary, so it is one piece
-the encoder reads first. Training draws pairs with temperature over their sizes
-(`temperature_weights`); translating, scoring and the dev BLEU read each pair's own, untagged
-corpus and put the tag of the language asked for before each sentence (`target_tag`, `tag_ids`).
+The pairs' training and dev pairs are written, tagged `<2xx>`, into one cache entry `multi-<digest>`
+(`train.<pair>.tsv`, `dev.tsv`, `test.tsv`, `manifest.json`); the tag is a user-defined
+SentencePiece symbol, one piece. Training draws pairs with temperature over their sizes
+(`temperature_weights`); translating and scoring tag each sentence with the language asked for
+(`target_tag`, `tag_ids`). docs/training.md, "Several pairs in one model", is the user's guide.
 """
 
 import hashlib

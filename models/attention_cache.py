@@ -1,29 +1,19 @@
 """The key/value cache of `models.multi_head_attention.MultiHeadAttention`: its layout and its writes.
 
-A cache is a pair `(keys, values)`, each `[batch, num_heads, cache_length, head_dim]`:
-head-major, so that a decoding step's attention is two batched matmuls over the buffers as they lie
-(no per-step transpose or split of the cache), and kept as two tensors, never one to be split:
-- self-attention while decoding: the caller preallocates `cache_length` positions
-  (`empty_cache`); each call writes the keys/values of its new query positions at `cache_index`
-  (a scatter of those positions) and attends over the whole buffer under the caller's mask
-  (fixed shapes: XLA compiles one program for every step). A cache with `n` times fewer rows
-  than the queries holds `n` slots per row, one per query row (beam search: a sentence's beams,
-  each reading its ancestors' slots under the mask; `write_cache`, and
-  `MultiHeadAttention._attend_shared` for the reads);
-- encoder-decoder attention: `MultiHeadAttention.project_key_value(encoder_output)` is computed
-  once per sentence and passed as `cache` with `cache_index=None`; it is read, never written. Its
-  batch may divide the queries' (beam search: `batch` sentences, `batch * beam` hypotheses, a
-  sentence's beams on consecutive rows): the rows that share a sentence are attended together,
-  one read of its keys and values for all of them (`rows_per_cache_row`, `MultiHeadAttention._attend_shared`).
+A cache is a pair `(keys, values)`, each `[batch, num_heads, cache_length, head_dim]`, head-major
+so that a decoding step attends with two batched matmuls over the buffers as they lie:
+- self-attention while decoding: `empty_cache` preallocates `cache_length` positions; each call
+  writes its new positions at `cache_index` and attends over the whole buffer under the caller's
+  mask (fixed shapes: one compiled program for every step). A cache with `n` times fewer rows than
+  the queries holds `n` slots per row, one per query row (a sentence's beams; `write_cache`);
+- encoder-decoder attention: `MultiHeadAttention.project_key_value(encoder_output)`, computed once
+  per sentence, passed with `cache_index=None` and only read; a sentence's beams on consecutive
+  rows share one read of it (`rows_per_cache_row`).
 
 How a buffer is allocated and written is a `BufferOps`: by default `keras.ops.zeros` and
-`keras.ops.scatter_update`, which XLA runs in place. A TensorFlow graph without XLA copies the whole
-buffer at every `TensorScatterUpdate` (the loop still holds its input); a caller tracing a search
-into such a graph (`inference/in_place_cache.py`) sets other primitives for the trace with
-`using_buffer_ops`, since `models/` itself holds no TensorFlow code.
-
-The attention's math (projections, softmax) is in `models/multi_head_attention.py`; this module
-only says where keys and values lie in the buffers.
+`keras.ops.scatter_update`, which XLA runs in place; a TensorFlow graph without XLA would copy the
+buffer at every write, so `inference/in_place_cache.py` sets other primitives for its trace
+(`using_buffer_ops`), `models/` itself holding no TensorFlow code.
 """
 
 import contextlib

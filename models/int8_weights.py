@@ -1,26 +1,12 @@
 """Int8 weights for inference: the matmul weights stored as int8, one float scale per output channel.
 
-`Transformer.quantize("int8")` quantizes, in place and for inference only:
-
-- every projection of the attention and feed-forward layers (`models.fast_paths.fused_dense.Dense`,
-  through Keras's own `Dense.quantize`: an int8 `kernel` `[in, out]` and a float `kernel_scale`
-  `[out]`);
-- the shared embedding matrix (`SharedEmbedding.quantize`: an int8 `embeddings` `[vocabulary,
-  d_model]` and a float `embeddings_scale` `[vocabulary]`), whose per-row scales serve both the
-  lookup (a row) and the pre-softmax projection (an output channel).
-
-Symmetric absolute-maximum quantization, Keras's convention (`keras.quantizers.abs_max_quantize`):
-`q = round(w * scale)` with `scale = 127 / max |w|` over the channel, so `w ~ q / scale`. Biases,
-layer norms and the attention over the cache stay in float.
-
-Weight-only: the product is `x @ (q / scale)`, the int8 weights dequantized to `PRODUCT_DTYPE`
-for the matmul, and the inputs are not quantized. A search dequantizes each matrix once for all
-its decoding steps (`products_cast_once`, which `models.translation.translate_ids` enters): done at
-every step, the cast of a `[512, 2048]` matrix costs about what the product of 128 rows with it
-does. Keras's own int8 `Dense` call quantizes every input row to int8 and multiplies int8 by int8
-into int32; TensorFlow's CPU kernel for that product (`BatchMatMulV3`, Eigen, no VNNI) runs slower
-than its float32 matmul, so that path would make the int8 model slower than the float one
-(benchmarks/README.md).
+`Transformer.quantize("int8")` quantizes, in place and for inference only, every attention and
+feed-forward projection (Keras's own `Dense.quantize`: int8 `kernel` `[in, out]`, float
+`kernel_scale` `[out]`) and the shared embedding (int8 `embeddings`, float `embeddings_scale`
+`[vocabulary]`, one scale per row for both the lookup and the pre-softmax projection), with
+Keras's symmetric absolute-maximum convention: `q = round(w * scale)`, `scale = 127 / max |w|`.
+Weight-only: `x @ (q / scale)` in `PRODUCT_DTYPE`, the inputs not quantized; a search dequantizes
+each matrix once for all its steps (`products_cast_once`). docs/serving.md, "int8 weights", says why.
 """
 
 import contextlib

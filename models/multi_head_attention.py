@@ -5,17 +5,11 @@ Vaswani et al. (2017), sections 3.2.1 and 3.2.2:
     Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V
     MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O,  head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)
 
-with h = `num_heads` heads of d_k = d_v = d_model / h (`hidden_dim / num_heads`). The key and value
-projections are one fused weight (`key_value`, d_model -> 2 d_model): one matmul under TensorFlow,
-two over its contiguous halves in training and full passes on other backends
-(`_key_and_value_heads`). The attention itself, always with its logits and softmax in float32:
-under JAX in training and full passes `keras.ops.dot_product_attention` (XLA's fused softmax);
-otherwise (TensorFlow, decoding with a cache, returned weights, attention dropout) two batched
-matmuls over head-major `[batch, heads, length, head_dim]` keys and values (`_attend`), which
-TensorFlow runs faster than the einsums of its `dot_product_attention`.
-
-Caches (`(keys, values)`, each `[batch, num_heads, cache_length, head_dim]`): their layout, slots
-and writes are `models/attention_cache.py`'s; this module attends over them.
+with h = `num_heads` heads of d_k = d_v = d_model / h. Keys and values share one fused projection
+(`key_value`). Logits and softmax are always float32: under JAX in training and full passes through
+`keras.ops.dot_product_attention` (XLA's fused softmax), otherwise as two batched matmuls over
+head-major keys and values (`_attend`), which TensorFlow runs faster than the einsums of its
+`dot_product_attention`. The caches' layout and writes are `models/attention_cache.py`'s.
 """
 
 import math

@@ -1,20 +1,10 @@
 """Fine-tuning: a run that starts from another run's weights and vocabulary (`--init_from=RUN_DIR`).
 
-The new run takes from the parent run directory:
-
-- its SentencePiece model, copied as the new run's spm.model (and spm.source.model, with separate
-  vocabularies): the new corpus is tokenized with the parent's vocabulary, and none is trained;
-- its architecture (config.json's `model` section), vocabulary size and vocabulary kind (shared or
-  separate): a run asking for another layer count, width, head count, d_ff, residual-norm
-  placement, vocabulary size or kind is refused,
-  naming each difference (dropout rates may change: they shape no weight);
-- one set of its weights, by `choice`: "best" its best checkpoint (`checkpoints/best.weights.h5`, the
-  dev evaluation with the best score), "last" its newest checkpoint or, with none kept, its
-  model.keras; "auto" the best where the parent has one, else the last.
-
-The optimizer starts fresh (step 0, zero Adam moments), so the learning-rate schedule starts again:
-Noam's warm-up runs anew, or `--learning_rate_schedule=constant` gives a fixed rate. A run that has
-checkpoints of its own resumes from them and does not read the parent again.
+The new run takes the parent's SentencePiece model(s), its architecture, vocabulary size and kind
+(a run asking for other ones is refused, naming each difference; dropout may change) and one set of
+its weights by `choice` ("best", "last", or "auto": the best where there is one). The optimizer and
+the schedule start fresh; a run with checkpoints of its own resumes from them. docs/training.md,
+"Fine-tuning a trained model", is the user's guide.
 """
 
 import dataclasses

@@ -1,45 +1,11 @@
-"""Fast path: the paper's Adam, updating each variable with TensorFlow's fused Adam kernel.
+"""Fast path: the paper's Adam as TensorFlow's fused kernel, one `ResourceApplyAdam` per variable,
+on Keras's own moment variables; it must equal `keras.optimizers.Adam`
+(tests/training/test_optimizers.py), so checkpoints are interchangeable with it. Other backends,
+sparse gradients and `amsgrad` use Keras's update.
 
-It must equal `keras.optimizers.Adam` (tests/training/test_optimizers.py).
-
-`keras.optimizers.Adam.update_step` is written in `keras.ops`: under TensorFlow every variable's
-update is ~20 graph ops (casts, the two bias-correction powers, the moment updates, the square root
-and division of the step, three assignments), per variable and step (benchmarks/README.md has the
-measurements). `FusedAdam` runs the same update as
-one `ResourceApplyAdam` per variable, whose kernel computes, as Keras's Adam does,
-
-    m += (g - m) (1 - beta_1);  v += (g^2 - v) (1 - beta_2)
-    variable -= lr sqrt(1 - beta_2^t) / (1 - beta_1^t) m / (sqrt(v) + epsilon)
-
-with t = iterations + 1, on the same moment variables (`common.compat.adam_moments`), so checkpoints
-are interchangeable with Keras's Adam. Sparse gradients, `amsgrad` and other backends use Keras's
-update. Under `tf.distribute` the update runs inside `Strategy.extended.update`, where the variables'
-handles are the replica's own copies.
-
-With `accumulate_steps=K` > 1 it applies one update per K batches (gradient accumulation), from the
-gradient of the label-smoothed loss summed over the target tokens of all K batches and divided by
-their number: the update one batch holding the K batches' pairs would give. Keras's own
-`gradient_accumulation_steps` averages the K batches' gradients instead, which weights a short
-batch's tokens more than a long one's, and steps its learning-rate schedule per batch. Each batch's
-loss is already normalised by its own (global) token count n_i, so its gradient times n_i is the
-gradient of its token sum; those are accumulated, with the n_i, and the K-th batch applies
-sum_i n_i g_i / sum_i n_i. The count reaches the optimizer through `batch_tokens` (the train step that
-`count_update_tokens` wraps sets it). `iterations`, and with it the schedule and Adam's bias
-correction, counts updates; `accumulated_batches` the batches since the last one.
-
-An exponential moving average of the weights (train.py's `--ema_decay` D: fairseq's `--ema-decay`,
-Marian's `--exponential-smoothing`, OpenNMT-tf's `moving_average_decay`) is Keras's own
-(`use_ema=True, ema_momentum=D`): the first update copies the weights, each later one sets
-ema_t = D ema_{t-1} + (1 - D) w_t. Keras's rather than the project's own, because its averages are
-optimizer variables, so every checkpoint holds them and a resume restores them exactly, and they
-are updated inside `apply`, in the compiled step on every backend and under tf.distribute: once per
-update here, since accumulating batches do not reach Keras's `apply` (TensorFlow) or have the
-optimizer's variables restored after it (JAX, `_select_update`), as fp16's skipped steps do not
-reach it either. A callback would see batches (of K per update, of `steps_per_execution` per call),
-not updates. What Keras does with the averages at the end of `fit` is turned off
-(`finalize_variable_values`, which would overwrite the weights with them): training goes on from,
-and `model.keras` holds, the live weights; `training.checkpoints` writes the averages beside each
-checkpoint.
+`accumulate_steps=K` applies one update per K batches from the token-weighted sum of their
+gradients (the update of one batch holding their pairs), and `use_ema` is Keras's moving average of
+the weights, updated once per update: docs/training.md, "How FusedAdam updates", says how and why.
 
 Importing this module does not import TensorFlow (the benchmarks import it under JAX). A
 `model.keras` written by `train.py` names this optimizer (and `training.global_token_loss`'s loss)

@@ -1,20 +1,9 @@
-"""Several training corpora sampled in proportion to weights: the specs that name them and the
-per-corpus training files the input pipeline samples from.
-
-Two ways to give a mix:
-
-    --corpus=files --train_tsv=a.tsv:3,b.tsv:1      each file one corpus (cleaned as one training file)
-    --corpus=deb-en-de --source_weights=ding:3       the sources of a built-in corpus; unnamed ones weigh 1
-
-A weight is a relative sampling probability per pair: with `a.tsv:3,b.tsv:1` three pairs in four
-come from a.tsv, whatever the files' sizes, and each corpus repeats on its own (a small corpus with
-a large weight is seen many times over). The vocabulary is trained on the union of the corpora
-(the cleaned corpus's training shards).
-
-A corpus's training split holds its sources' training pairs one source after the other, in the
-manifest's order of sources (`corpus_writer.write_corpus`), and the manifest counts each source's
-training pairs; so the pairs of one source are a run of consecutive lines of the shards, written
-out once as `train.<source>.tsv` next to them when a mix first needs them.
+"""Several training corpora sampled in proportion to weights: the specs that name them
+(`--train_tsv=a.tsv:3,b.tsv:1`, `--source_weights=ding:3`) and the per-corpus training files the
+input pipeline samples from. A built-in corpus's shards hold each source's training pairs as one
+run of consecutive lines (`corpus_writer.write_corpus`), written out as `train.<source>.tsv` when a
+mix first needs them. docs/training.md, "Several training corpora with weights", says what a
+weight means.
 """
 
 import dataclasses

@@ -1,25 +1,13 @@
 """Fast path: dropout whose TensorFlow masks come from 16 random bits per element.
 
 It must equal `keras.layers.Dropout` in distribution: the same realised rate and the same expected
-output (tests/models/fast_paths/test_bit_mask_dropout.py).
-
-`keras.layers.Dropout` under TensorFlow calls `tf.nn.experimental.stateless_dropout`, which draws a
-uniform float of the input's dtype per element and keeps it where it is >= rate. Under
-`mixed_bfloat16` two things follow:
-
-- the uniform has bfloat16's precision, so the realised rate is off the requested one (float32
-  and JAX's dropout realise it);
-- the uniform costs a Philox draw of 32 bits per element, the largest non-matmul cost of a CPU
-  training step.
-
-This layer, under TensorFlow, draws 32 random bits per two elements (`keras.random.randint`, viewed
-as int16 pairs by `keras.ops.view`) and keeps an element where its 16 bits, read as an unsigned
-integer, are >= round(rate * 65536): the rate is realised to within 2**-17 whatever the dtype, from
-half the random bits (benchmarks/README.md has the measurements). Kept units are scaled by the
-reciprocal of the realised keep probability, rounded to the compute dtype as in Keras's dropout.
-Rates that 16 bits cannot express to within 0.1% of themselves (some below ~0.008), inputs with an
-odd or unknown last dimension and other backends use Keras's dropout (under JAX a float32 uniform,
-exact, and fused by XLA; the bit masks were not tried on a GPU). The layer has no weights; its arguments and config are
+output (tests/models/fast_paths/test_bit_mask_dropout.py). Under `mixed_bfloat16` Keras's
+TensorFlow dropout draws a bfloat16 uniform per element (its realised rate off the requested one)
+from 32 random bits each, the largest non-matmul cost of a CPU step. This layer draws 32 bits per
+two elements and keeps an element where its 16 bits, unsigned, are >= round(rate * 65536): the
+rate within 2**-17 whatever the dtype; kept units are scaled by the reciprocal of the realised keep
+probability. Rates 16 bits cannot express within 0.1% (some below ~0.008), an odd or unknown last
+dimension and other backends use Keras's dropout. No weights; arguments and config are
 `keras.layers.Dropout`'s.
 """
 

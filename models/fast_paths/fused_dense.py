@@ -1,25 +1,13 @@
 """Fast path: a Dense layer whose TensorFlow forward pass is one fused kernel and whose bias gradient is a matmul.
 
-It must equal `keras.layers.Dense` (tests/models/fast_paths/test_fused_dense.py checks outputs and gradients).
-
-Under TensorFlow, for the plain layer with a bias (the attention and feed-forward projections), the
-layer is one `keras.ops.custom_gradient` over inputs, kernel and bias:
-
-- Forward: `inputs` flattened to `[positions, in]`, `matmul(inputs, kernel) + bias`, then ReLU
-  when that is the activation, then reshaped back. On this 2-D form TensorFlow's graph optimizer
-  fuses the matmul, the bias add and the ReLU into one oneDNN kernel (`_MklNativeFusedMatMul`); on
-  Keras's `[batch, length, in]` matmul a reshape separates them, and the bias add and the ReLU
-  become passes of their own over the output, slow ones in bfloat16.
-- Backward: the ReLU's gradient as a select on the output, `upstream @ kernel^T`,
-  `inputs^T @ upstream`, and the bias gradient as `ones[1, positions] @ upstream[positions,
-  units]`. TensorFlow's own `BiasAddGrad` sums bfloat16 values in bfloat16, losing precision as
-  the number of positions grows; the GEMM accumulates in float32 and rounds once.
-
-LoRA and quantized layers, layers without a bias, and other backends use Keras's `Dense` (under
-XLA the bias and activation fuse anyway; the matmul bias gradient was not tried under XLA on a
-GPU), except that an int8 layer (`quantize("int8")`, inference only) multiplies by its int8 kernel
-as `models.int8_weights` does, not by Keras's int8 x int8 product. Weights, arguments and config
-are Keras's. benchmarks/README.md has the measurements.
+It must equal `keras.layers.Dense` (tests/models/fast_paths/test_fused_dense.py checks outputs and
+gradients). Under TensorFlow, with a bias, one `keras.ops.custom_gradient`: the forward pass on the
+2-D `[positions, in]` form, where Grappler fuses matmul, bias add and ReLU into one oneDNN kernel
+(Keras's 3-D matmul leaves the bias add and ReLU as slow bfloat16 passes of their own); the bias
+gradient as `ones[1, positions] @ upstream`, which accumulates in float32 where TensorFlow's
+`BiasAddGrad` sums in bfloat16. LoRA and quantized layers, layers without a bias and other backends
+use Keras's `Dense`, except that an int8 layer multiplies as `models.int8_weights` does. Weights,
+arguments and config are Keras's; benchmarks/README.md has the measurements.
 """
 
 import keras

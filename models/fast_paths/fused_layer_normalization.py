@@ -1,23 +1,16 @@
 """Fast path: layer normalization with a hand-written gradient under TensorFlow.
 
 It must equal `keras.layers.LayerNormalization` in outputs and gradients
-(tests/models/fast_paths/test_fused_layer_normalization.py).
-
-`keras.layers.LayerNormalization` computes in float32 from moments, and TensorFlow differentiates
-that expression op by op: some thirty graph ops per layer norm and step, each a pass over the
-`[batch, length, d_model]` activations. This subclass, under TensorFlow and for the usual case
-(normalised over the last axis, with scale and offset), computes the same forward pass and writes
-the gradient by hand, in float32:
+(tests/models/fast_paths/test_fused_layer_normalization.py). TensorFlow differentiates Keras's
+layer norm op by op, some thirty passes over the activations; this one writes the gradient, in
+float32 (means over the normalised axis):
 
     y = x_hat * gamma + beta,   x_hat = (x - mean(x)) * r,   r = 1 / sqrt(var(x) + epsilon)
     dL/dbeta = sum over positions of g,   dL/dgamma = sum over positions of g * x_hat
     dL/dx = r * (g' - mean(g') - x_hat * mean(g' * x_hat)),   g' = g * gamma
 
-(means over the normalised axis). The sums over positions are `ones[1, positions] @ rows` and the
-means of g' and g' * x_hat are `rows @ (gamma / width)` and `(g * x_hat) @ (gamma / width)`: small
-float32 matmuls in place of reduction kernels, and g' * x_hat is never formed (benchmarks/README.md
-has the measurements). Other backends, and other axes or options, use Keras's layer norm: under XLA
-the ops fuse whatever their number. Weights, arguments and config are Keras's.
+with the sums and means as small float32 matmuls. Other backends (XLA fuses the ops), axes and
+options use Keras's layer norm. Weights, arguments and config are Keras's.
 """
 
 import keras
