@@ -1,17 +1,10 @@
 """Cleaning parallel text and splitting it into train/dev/test by a hash of the English side.
 
-Every corpus goes through the same steps: normalise (Unicode NFC, every run of whitespace, tabs and
-line breaks included, becomes one space), then drop pairs with an empty side, pairs whose two sides
-are identical (untranslated), pairs whose length ratio is above `MAX_LENGTH_RATIO` or below its
-inverse (misaligned), and exact duplicates. Lengths count a wide character (CJK ideographs, kana,
-Hangul, fullwidth forms) as two, as a terminal shows it: one such character carries about as much
-as two or three Latin letters, so counted as one, most English-Chinese pairs would look misaligned.
-The split of a pair is a function of its English side alone, so a sentence never straddles splits
-and a rebuild gives the same split.
-
-A user's own dev and test files are evaluation sets whose scores must compare with published ones:
-`data.sources.corpus_writer` keeps every pair of them (normalised; only pairs left with an empty side are
-dropped) and drops training pairs equal to one of theirs.
+Normalise (NFC, whitespace runs to one space), then drop pairs with an empty side, identical sides,
+a length ratio beyond `MAX_LENGTH_RATIO` (a wide character counts two) or an exact duplicate. A
+pair's split depends on its English side alone, so a sentence never straddles splits. A user's dev
+and test files are kept whole (`data.sources.corpus_writer`). docs/data.md, "Cleaning and splits",
+says why.
 """
 
 import collections
