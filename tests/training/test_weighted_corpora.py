@@ -78,7 +78,7 @@ def test_train_py_samples_weighted_files_under_a_recipe_and_records_both(sample_
 def test_a_built_in_corpus_mixes_its_sources_by_weight(sample_corpus, tmp_path):
     """--source_weights on a built-in corpus: its sources with their weights, as config.json records
     the mix. `train` reads and records a built-in corpus's mix as it does the weighted files' (the
-    train.py run above); the stream draws in proportion to the weights (tests/data/test_corpus_mix.py)."""
+    train.py run above); the stream draws in proportion to the weights (tests/data/sources/test_corpus_mix.py)."""
     from data import corpora
 
     config = tiny_run_config(tmp_path / "run", os.path.dirname(sample_corpus.root))
