@@ -119,22 +119,16 @@ def prepare_user_corpus(
     shard_pairs: int = corpus_writer.SHARD_PAIRS,
 ) -> CorpusPaths:
     """Builds a corpus from the user's files: each split a TSV path or a (source, target) pair of
-    paths; a path may be a glob (its files read in name order, a source glob's files paired with the
-    target glob's) and a file may be gzip-compressed (.gz). `train` may also be a list of TSV paths,
-    several training corpora, each its own source of the manifest
-    (`corpus_mix.user_source_names`) for a weighted mix to sample from.
+    paths, a path possibly a glob (files in name order) or gzip-compressed. `train` may also be a
+    list of TSV paths, each its own source of the manifest, for a weighted mix
+    (`corpus_mix.user_source_names`).
 
-    The files are read as a stream and written in bounded memory (`corpus_writer.write_corpus`),
-    the training split in shards of `shard_pairs` pairs, with a progress line on stderr.
-
-    The columns keep the files' own direction (`languages` = (source, target)). Without dev or
-    test files those splits come from the training data by the hash split. The training data is
-    cleaned as the built-in corpora are. The user's dev and test files are kept whole, so that
-    scores on them compare with published ones: every pair read is kept in its order, normalised
-    (NFC, invisible characters removed, whitespace collapsed) but with no identical, length-ratio
-    or duplicate drops; training pairs equal to one of their pairs are dropped from the training
-    data. Empty lines are skipped and counted in the manifest. Rebuilt when the languages or the
-    input files change (their paths, sizes or modification times; their sha256 is in the manifest).
+    Streamed in bounded memory (`corpus_writer.write_corpus`), the training split in shards of
+    `shard_pairs` pairs. The columns keep the files' direction (`languages`); missing dev or test
+    splits come from the training data by the hash split. The training data is cleaned as the
+    built-in corpora are; the dev and test files are kept whole, only normalised, and training pairs
+    equal to one of theirs are dropped (docs/data.md, "Your own files"). Rebuilt when the languages
+    or the files (paths, sizes, modification times) change.
 
     Raises:
         parallel_files.ParallelDataError: malformed input, naming the file and line, or a glob that
