@@ -1,0 +1,201 @@
+"""Sentence segmentation inside the SavedModel's graph: `inference.segmentation.segment` as
+TensorFlow ops (core string ops and tensorflow-text's regex split, which TensorFlow Serving runs
+with the SentencePiece ops), for a batch of documents.
+
+The plain version, which this must equal, is `inference.segmentation`; the regular expressions are
+its own (`WORD`, `SENTENCE_END`, ...), which RE2 reads as Python's `re` does.
+tests/export/test_graph_segmentation.py checks both give the same pieces and separators on the
+sample corpus and on bad input.
+
+How. The words are found with their byte offsets (tensorflow-text's `regex_split_with_offsets`
+keeping the `WORD` matches; it stops reading at a NUL byte, so it reads a copy with each NUL
+replaced by another one-byte character, and the words are cut from the text itself), each gap's
+tests are full matches over the words on either side, and the greedy packing of
+`inference.segmentation.pack` is a `tf.scan` over the units of all rows at once: a unit's length
+in characters is the sum of its words' and gaps', as the length of its text is in Python.
+"""
+
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+from inference.segmentation import (
+    CJK_SENTENCE_END,
+    CLAUSE_END,
+    NO_SENTENCE_END,
+    SENTENCE_END,
+    SENTENCE_START,
+    WHITESPACE,
+    WORD,
+)
+
+# The name of the packing loop, which the graph's function names carry.
+PACKING = "segment_packing"
+
+
+def _tokens(texts):
+    """The words and whitespace runs of each text, in order, flat over the batch: `(tokens, rows,
+    is_word)`, each `[tokens]`; joined by row they give back the texts."""
+    readable = tf.strings.regex_replace(texts, "\\x00", "\x01")  # the same byte offsets
+    _, begins, ends = tf_text.regex_split_with_offsets(readable, WORD, WORD)
+    # The tokens cover their text; each is joined from the text's bytes, not cut from a copy of
+    # the whole text per token, which would grow with the square of a long line.
+    sizes = tf.cast(ends.flat_values - begins.flat_values, tf.int64)
+    text_bytes = tf.strings.bytes_split(texts).flat_values
+    tokens = tf.strings.unsorted_segment_join(text_bytes, _owners(sizes), tf.size(sizes, out_type=tf.int64))
+    rows = _owners(begins.row_lengths())
+    return tokens, rows, ~tf.strings.regex_full_match(tokens, f"[{WHITESPACE}]+")
+
+
+def _owners(sizes):
+    """int64 `[sum(sizes)]`: for each element of consecutive groups of `sizes` (int64 `[groups]`),
+    its group. (`tf.repeat` and a ragged tensor's `value_rowids` pad every group to the largest.)"""
+    ends = tf.cumsum(sizes)
+    total = tf.reduce_sum(sizes)
+    return tf.searchsorted(ends, tf.range(total, dtype=tf.int64), side="right", out_type=tf.int64)
+
+
+def _ragged(values, rows, nrows):
+    """A RaggedTensor `[nrows, (...)]` of flat `values` and their (sorted) `rows`."""
+    return tf.RaggedTensor.from_value_rowids(values, rows, nrows, validate=False)
+
+
+def _shifted(values, fill):
+    """Each element's predecessor in the flat order, `fill` for the first."""
+    return tf.concat([tf.fill([1], tf.cast(fill, values.dtype)), values[:-1]], axis=0)
+
+
+def _previous(values, first, fill):
+    """Each element's predecessor in the flat order, `fill` where `first`."""
+    return tf.where(first, tf.cast(fill, values.dtype), _shifted(values, fill))
+
+
+def _pack(starts, breakable, lengths, gap_lengths, rows, nrows, max_length):
+    """`inference.segmentation.pack` over flat words: the words that start a piece, bool `[words]`.
+
+    Args:
+        starts, breakable: bool `[words]`; every row's first word is both.
+        lengths, gap_lengths: int32 `[words]`, a word's characters and the gap's before it.
+        rows: int64 `[words]`, each word's row, of `nrows`.
+        max_length: int32 scalar.
+    """
+    units = tf.cumsum(tf.cast(breakable, tf.int32)) - 1
+    contribution = lengths + tf.where(breakable, 0, gap_lengths)
+    unit_lengths = tf.math.unsorted_segment_sum(contribution, units, tf.maximum(tf.reduce_max(units) + 1, 0))
+    first = tf.where(breakable)[:, 0]
+
+    def by_row(values):  # [most units + 1, rows]: time-major, one padding step so that none is empty
+        ragged = _ragged(tf.gather(values, first), tf.gather(rows, first), nrows)
+        return tf.transpose(tf.pad(ragged.to_tensor(), [[0, 0], [0, 1]])), ragged
+
+    forced, _ = by_row(starts)
+    gaps, _ = by_row(gap_lengths)
+    unit_sizes, shape = by_row(tf.gather(unit_lengths, units))
+
+    def step(state, unit):
+        current, _ = state
+        is_forced, gap, size = unit
+        start = is_forced | (current + gap + size > max_length)
+        return tf.where(start, size, current + gap + size), start
+
+    initial = (tf.zeros([nrows], tf.int32), tf.zeros([nrows], tf.bool))
+    _, unit_starts = tf.scan(step, (forced, gaps, unit_sizes), initializer=initial, name=PACKING)
+    unit_starts = tf.RaggedTensor.from_tensor(tf.transpose(unit_starts), lengths=shape.row_lengths()).flat_values
+    return tf.tensor_scatter_nd_update(tf.zeros_like(starts), first[:, None], unit_starts)
+
+
+def _boundaries(words, empty_gap, first):
+    """`(sentence, clause)`, bool `[words]`: whether the gap before each word ends a sentence, or a
+    clause (`inference.segmentation.sentence_boundaries` and `clause_boundaries`)."""
+    before = _previous(words, first, "")
+
+    def full(pattern, strings):
+        return tf.strings.regex_full_match(strings, pattern)
+
+    spaced = full(SENTENCE_END, before) & ~full(NO_SENTENCE_END, before) & full(SENTENCE_START, words)
+    sentence = ~first & tf.where(empty_gap, full(CJK_SENTENCE_END, before), spaced)
+    return sentence, ~first & (sentence | full(CLAUSE_END, before))
+
+
+def _hard_cuts(pieces, max_length):
+    """Each piece longer than `max_length` characters cut into parts of `max_length` (the last
+    shorter): `(parts, numbers)`, flat, the number of each part in its piece."""
+    lengths = tf.strings.length(pieces, unit="UTF8_CHAR")
+    counts = tf.where(lengths > max_length, (lengths + max_length - 1) // max_length, 1)
+    characters = tf.strings.unicode_split(pieces, "UTF-8")
+    part_of = tf.ragged.range(tf.cast(characters.row_lengths(), tf.int32)) // max_length
+    base = tf.cumsum(counts, exclusive=True)
+    parts = tf.strings.unsorted_segment_join(
+        characters.flat_values,
+        tf.cast((part_of + tf.expand_dims(base, 1)).flat_values, tf.int64),
+        tf.cast(tf.reduce_sum(counts), tf.int64),
+    )
+    owner = _owners(tf.cast(counts, tf.int64))
+    numbers = tf.ragged.range(counts).flat_values
+    return tf.where(tf.gather(lengths, owner) > max_length, parts, tf.gather(pieces, owner)), numbers, owner
+
+
+@tf.autograph.experimental.do_not_convert  # plain TensorFlow ops: nothing for autograph to convert
+def segment(texts, max_length=None):
+    """`inference.segmentation.segment` of each text: `(pieces, separators)`, string RaggedTensors
+    `[batch, (pieces)]` and `[batch, (pieces + 1)]`.
+
+    Args:
+        texts: string `[batch]`, UTF-8.
+        max_length: a piece's budget in characters (a positive int or int32 scalar), or None for
+            sentences only.
+    """
+    texts = tf.convert_to_tensor(texts, tf.string)
+    nrows = tf.shape(texts, out_type=tf.int64)[0]
+    tokens, token_rows, is_word = _tokens(texts)
+    at = tf.where(is_word)[:, 0]  # each word's token
+    words, rows = tf.gather(tokens, at), tf.gather(token_rows, at)
+    first = tf.not_equal(rows, _shifted(rows, -1))
+    empty_gap = tf.equal(at - _shifted(at, -2), 1)
+    sentence, clause = _boundaries(words, empty_gap, first)
+    starts = first | sentence
+    if max_length is not None:
+        max_length = tf.convert_to_tensor(max_length, tf.int32)
+        lengths = tf.strings.length(words, unit="UTF8_CHAR")
+        gap_lengths = tf.where(
+            first | empty_gap, 0, tf.strings.length(tf.gather(tokens, tf.maximum(at - 1, 0)), unit="UTF8_CHAR")
+        )
+        for breakable in (first | clause, tf.ones_like(first)):
+            starts = _pack(starts, breakable, lengths, gap_lengths, rows, nrows, max_length)
+    starts = tf.scatter_nd(at[:, None], starts, tf.shape(tokens, out_type=tf.int64))  # per token
+    pieces, separators = _assemble(tokens, token_rows, is_word, starts, nrows)
+    if max_length is not None:
+        pieces, separators = _cut(pieces, separators, max_length)
+    return pieces, separators
+
+
+def _assemble(tokens, rows, is_word, starts, nrows):
+    """The pieces (a start word to the word before the next start) and separators of each row: the
+    tokens are numbered by the segment they belong to, separator 0, piece 0, separator 1, ..."""
+    counts = tf.math.unsorted_segment_sum(tf.cast(starts, tf.int64), rows, nrows)  # pieces per row
+    started = tf.cumsum(tf.cast(starts, tf.int64)) - tf.gather(tf.cumsum(counts, exclusive=True), rows)
+    next_same_row = tf.equal(tf.concat([rows[1:], [-1]], axis=0), rows)
+    next_starts = tf.concat([starts[1:], [True]], axis=0)
+    inside = is_word | (next_same_row & ~next_starts & (started > 0))
+    local = tf.where(inside, 2 * started - 1, 2 * started)
+    sizes = 2 * counts + 1
+    joined = tf.strings.unsorted_segment_join(
+        tokens, tf.gather(tf.cumsum(sizes, exclusive=True), rows) + local, tf.reduce_sum(sizes)
+    )
+    is_piece = tf.ragged.range(sizes).flat_values % 2 == 1
+    segment_rows = _owners(sizes)
+    pieces = _ragged(tf.boolean_mask(joined, is_piece), tf.boolean_mask(segment_rows, is_piece), nrows)
+    separators = _ragged(tf.boolean_mask(joined, ~is_piece), tf.boolean_mask(segment_rows, ~is_piece), nrows)
+    return pieces, separators
+
+
+def _cut(pieces, separators, max_length):
+    """`pieces` and `separators` with each piece longer than `max_length` cut hard (`_hard_cuts`),
+    an empty separator between its parts."""
+    parts, numbers, owner = _hard_cuts(pieces.flat_values, max_length)
+    rows = tf.gather(_owners(pieces.row_lengths()), owner)
+    nrows = pieces.nrows()
+    before = tf.where(numbers == 0, tf.gather(separators[:, :-1].flat_values, owner), "")
+    return (
+        _ragged(parts, rows, nrows),
+        tf.concat([_ragged(before, rows, nrows), separators[:, -1:]], axis=1),
+    )
