@@ -32,21 +32,21 @@ from inference.segmentation import (
 PACKING = "segment_packing"
 
 
-def _tokens(texts):
-    """The words and whitespace runs of each text, in order, flat over the batch: `(tokens, rows,
-    is_word)`, each `[tokens]`; joined by row they give back the texts."""
+def tokens_of(texts, pattern):
+    """The matches of `pattern` in each text and the text between them, in order, flat over the
+    batch: `(tokens, rows)`, each `[tokens]`; joined by row they give back the texts (no token
+    is empty)."""
     readable = tf.strings.regex_replace(texts, "\\x00", "\x01")  # the same byte offsets
-    _, begins, ends = tf_text.regex_split_with_offsets(readable, WORD, WORD)
+    _, begins, ends = tf_text.regex_split_with_offsets(readable, pattern, pattern)
     # The tokens cover their text; each is joined from the text's bytes, not cut from a copy of
     # the whole text per token, which would grow with the square of a long line.
     sizes = tf.cast(ends.flat_values - begins.flat_values, tf.int64)
     text_bytes = tf.strings.bytes_split(texts).flat_values
-    tokens = tf.strings.unsorted_segment_join(text_bytes, _owners(sizes), tf.size(sizes, out_type=tf.int64))
-    rows = _owners(begins.row_lengths())
-    return tokens, rows, ~tf.strings.regex_full_match(tokens, f"[{WHITESPACE}]+")
+    tokens = tf.strings.unsorted_segment_join(text_bytes, owners(sizes), tf.size(sizes, out_type=tf.int64))
+    return tokens, owners(begins.row_lengths())
 
 
-def _owners(sizes):
+def owners(sizes):
     """int64 `[sum(sizes)]`: for each element of consecutive groups of `sizes` (int64 `[groups]`),
     its group. (`tf.repeat` and a ragged tensor's `value_rowids` pad every group to the largest.)"""
     ends = tf.cumsum(sizes)
@@ -54,19 +54,19 @@ def _owners(sizes):
     return tf.searchsorted(ends, tf.range(total, dtype=tf.int64), side="right", out_type=tf.int64)
 
 
-def _ragged(values, rows, nrows):
+def ragged(values, rows, nrows):
     """A RaggedTensor `[nrows, (...)]` of flat `values` and their (sorted) `rows`."""
     return tf.RaggedTensor.from_value_rowids(values, rows, nrows, validate=False)
 
 
-def _shifted(values, fill):
+def shifted(values, fill):
     """Each element's predecessor in the flat order, `fill` for the first."""
     return tf.concat([tf.fill([1], tf.cast(fill, values.dtype)), values[:-1]], axis=0)
 
 
 def _previous(values, first, fill):
     """Each element's predecessor in the flat order, `fill` where `first`."""
-    return tf.where(first, tf.cast(fill, values.dtype), _shifted(values, fill))
+    return tf.where(first, tf.cast(fill, values.dtype), shifted(values, fill))
 
 
 def _pack(starts, breakable, lengths, gap_lengths, rows, nrows, max_length):
@@ -84,8 +84,8 @@ def _pack(starts, breakable, lengths, gap_lengths, rows, nrows, max_length):
     first = tf.where(breakable)[:, 0]
 
     def by_row(values):  # [most units + 1, rows]: time-major, one padding step so that none is empty
-        ragged = _ragged(tf.gather(values, first), tf.gather(rows, first), nrows)
-        return tf.transpose(tf.pad(ragged.to_tensor(), [[0, 0], [0, 1]])), ragged
+        grouped = ragged(tf.gather(values, first), tf.gather(rows, first), nrows)
+        return tf.transpose(tf.pad(grouped.to_tensor(), [[0, 0], [0, 1]])), grouped
 
     forced, _ = by_row(starts)
     gaps, _ = by_row(gap_lengths)
@@ -129,7 +129,7 @@ def _hard_cuts(pieces, max_length):
         tf.cast((part_of + tf.expand_dims(base, 1)).flat_values, tf.int64),
         tf.cast(tf.reduce_sum(counts), tf.int64),
     )
-    owner = _owners(tf.cast(counts, tf.int64))
+    owner = owners(tf.cast(counts, tf.int64))
     numbers = tf.ragged.range(counts).flat_values
     return tf.where(tf.gather(lengths, owner) > max_length, parts, tf.gather(pieces, owner)), numbers, owner
 
@@ -146,11 +146,12 @@ def segment(texts, max_length=None):
     """
     texts = tf.convert_to_tensor(texts, tf.string)
     nrows = tf.shape(texts, out_type=tf.int64)[0]
-    tokens, token_rows, is_word = _tokens(texts)
+    tokens, token_rows = tokens_of(texts, WORD)
+    is_word = ~tf.strings.regex_full_match(tokens, f"[{WHITESPACE}]+")
     at = tf.where(is_word)[:, 0]  # each word's token
     words, rows = tf.gather(tokens, at), tf.gather(token_rows, at)
-    first = tf.not_equal(rows, _shifted(rows, -1))
-    empty_gap = tf.equal(at - _shifted(at, -2), 1)
+    first = tf.not_equal(rows, shifted(rows, -1))
+    empty_gap = tf.equal(at - shifted(at, -2), 1)
     sentence, clause = _boundaries(words, empty_gap, first)
     starts = first | sentence
     if max_length is not None:
@@ -182,9 +183,9 @@ def _assemble(tokens, rows, is_word, starts, nrows):
         tokens, tf.gather(tf.cumsum(sizes, exclusive=True), rows) + local, tf.reduce_sum(sizes)
     )
     is_piece = tf.ragged.range(sizes).flat_values % 2 == 1
-    segment_rows = _owners(sizes)
-    pieces = _ragged(tf.boolean_mask(joined, is_piece), tf.boolean_mask(segment_rows, is_piece), nrows)
-    separators = _ragged(tf.boolean_mask(joined, ~is_piece), tf.boolean_mask(segment_rows, ~is_piece), nrows)
+    segment_rows = owners(sizes)
+    pieces = ragged(tf.boolean_mask(joined, is_piece), tf.boolean_mask(segment_rows, is_piece), nrows)
+    separators = ragged(tf.boolean_mask(joined, ~is_piece), tf.boolean_mask(segment_rows, ~is_piece), nrows)
     return pieces, separators
 
 
@@ -192,10 +193,10 @@ def _cut(pieces, separators, max_length):
     """`pieces` and `separators` with each piece longer than `max_length` cut hard (`_hard_cuts`),
     an empty separator between its parts."""
     parts, numbers, owner = _hard_cuts(pieces.flat_values, max_length)
-    rows = tf.gather(_owners(pieces.row_lengths()), owner)
+    rows = tf.gather(owners(pieces.row_lengths()), owner)
     nrows = pieces.nrows()
     before = tf.where(numbers == 0, tf.gather(separators[:, :-1].flat_values, owner), "")
     return (
-        _ragged(parts, rows, nrows),
-        tf.concat([_ragged(before, rows, nrows), separators[:, -1:]], axis=1),
+        ragged(parts, rows, nrows),
+        tf.concat([ragged(before, rows, nrows), separators[:, -1:]], axis=1),
     )

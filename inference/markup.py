@@ -152,7 +152,7 @@ def mask(line):
         parts.append(replacement)
         length += len(replacement)
     parts.append(line[cursor:])
-    tags = [tag._replace(partner=new_index.get(tag.partner, -1)) for tag in tags]
+    tags = [Tag(text, kind, position, new_index.get(partner, -1)) for text, kind, position, partner in tags]
     return Masked(line, "".join(parts), tags, masked, positions)
 
 
