@@ -78,6 +78,13 @@ def _pack(starts, breakable, lengths, gap_lengths, rows, nrows, max_length):
         rows: int64 `[words]`, each word's row, of `nrows`.
         max_length: int32 scalar.
     """
+    # Only the pieces over the budget are packed (the others would stay whole), so the loop runs
+    # over the pieces and the units of the long ones, not over every word.
+    pieces = tf.cumsum(tf.cast(starts, tf.int32)) - 1
+    piece_lengths = tf.math.unsorted_segment_sum(
+        lengths + tf.where(starts, 0, gap_lengths), pieces, tf.maximum(tf.reduce_max(pieces) + 1, 0)
+    )
+    breakable = starts | (breakable & tf.gather(piece_lengths > max_length, pieces))
     units = tf.cumsum(tf.cast(breakable, tf.int32)) - 1
     contribution = lengths + tf.where(breakable, 0, gap_lengths)
     unit_lengths = tf.math.unsorted_segment_sum(contribution, units, tf.maximum(tf.reduce_max(units) + 1, 0))
