@@ -11,7 +11,7 @@ How. The words are found with their byte offsets (tensorflow-text's `regex_split
 keeping the `WORD` matches; it stops reading at a NUL byte, so it reads a copy with each NUL
 replaced by another one-byte character, and the words are cut from the text itself), each gap's
 tests are full matches over the words on either side, and the greedy packing of
-`inference.segmentation.pack` is a `tf.scan` over the units of all rows at once: a unit's length
+`inference.segmentation.pack` runs over the units of all rows at once (`_pack`): a unit's length
 in characters is the sum of its words' and gaps', as the length of its text is in Python.
 """
 
@@ -69,45 +69,51 @@ def _previous(values, first, fill):
     return tf.where(first, tf.cast(fill, values.dtype), shifted(values, fill))
 
 
-def _pack(starts, breakable, lengths, gap_lengths, rows, nrows, max_length):
+def _pack(starts, breakable, lengths, gap_lengths, max_length):
     """`inference.segmentation.pack` over flat words: the words that start a piece, bool `[words]`.
 
+    Greedy packing as jumps: from a unit that starts a piece, the next start is the first unit
+    that would take the piece over the budget (found on the running sum of lengths) or the next
+    forced start; the starts are the units reachable from the forced ones, found by pointer
+    doubling (a jump of 2^k units per round), so the loop runs log2(units) rounds, not one per unit.
+
     Args:
-        starts, breakable: bool `[words]`; every row's first word is both.
+        starts, breakable: bool `[words]`; the forced starts (every row's first word among them)
+            and the words a unit may start at (the starts among them).
         lengths, gap_lengths: int32 `[words]`, a word's characters and the gap's before it.
-        rows: int64 `[words]`, each word's row, of `nrows`.
         max_length: int32 scalar.
     """
-    # Only the pieces over the budget are packed (the others would stay whole), so the loop runs
-    # over the pieces and the units of the long ones, not over every word.
+    # Only the pieces over the budget are packed (the others would stay whole).
     pieces = tf.cumsum(tf.cast(starts, tf.int32)) - 1
     piece_lengths = tf.math.unsorted_segment_sum(
         lengths + tf.where(starts, 0, gap_lengths), pieces, tf.maximum(tf.reduce_max(pieces) + 1, 0)
     )
     breakable = starts | (breakable & tf.gather(piece_lengths > max_length, pieces))
+    first = tf.where(breakable)[:, 0]  # each unit's first word
     units = tf.cumsum(tf.cast(breakable, tf.int32)) - 1
-    contribution = lengths + tf.where(breakable, 0, gap_lengths)
-    unit_lengths = tf.math.unsorted_segment_sum(contribution, units, tf.maximum(tf.reduce_max(units) + 1, 0))
-    first = tf.where(breakable)[:, 0]
+    count = tf.shape(first)[0]
+    sizes = tf.math.unsorted_segment_sum(lengths + tf.where(breakable, 0, gap_lengths), units, count)
+    gaps, forced = tf.gather(gap_lengths, first), tf.gather(starts, first)
+    ends = tf.cumsum(gaps + sizes)  # the running length up to each unit's end
+    # From unit u starting a piece: the first unit v whose end passes ends[u - 1] + gaps[u] + budget.
+    threshold = ends - sizes + max_length  # ends[u - 1] + gaps[u] + max_length
+    over = tf.searchsorted(ends, threshold, side="right", out_type=tf.int32)
+    forced_at = tf.cast(tf.where(forced)[:, 0], tf.int32)
+    following = tf.searchsorted(forced_at, tf.range(count), side="right", out_type=tf.int32)
+    next_forced = tf.gather(tf.concat([forced_at, [count]], axis=0), following)
+    jump = tf.minimum(tf.maximum(over, tf.range(count) + 1), next_forced)
+    jump = tf.concat([jump, [count]], axis=0)  # [units + 1], the last the end of all
+    rounds = tf.cast(tf.math.ceil(tf.math.log(tf.cast(count + 2, tf.float32)) / tf.math.log(2.0)), tf.int32)
 
-    def by_row(values):  # [most units + 1, rows]: time-major, one padding step so that none is empty
-        grouped = ragged(tf.gather(values, first), tf.gather(rows, first), nrows)
-        return tf.transpose(tf.pad(grouped.to_tensor(), [[0, 0], [0, 1]])), grouped
+    def double(reached, jump, done):
+        """After round k, every unit within 2^(k+1) jumps of a forced start is reached."""
+        targets = tf.boolean_mask(jump, reached)[:, None]
+        reached |= tf.scatter_nd(targets, tf.ones_like(targets[:, 0]), tf.shape(jump)) > 0
+        return reached, tf.gather(jump, jump), done + 1
 
-    forced, _ = by_row(starts)
-    gaps, _ = by_row(gap_lengths)
-    unit_sizes, shape = by_row(tf.gather(unit_lengths, units))
-
-    def step(state, unit):
-        current, _ = state
-        is_forced, gap, size = unit
-        start = is_forced | (current + gap + size > max_length)
-        return tf.where(start, size, current + gap + size), start
-
-    initial = (tf.zeros([nrows], tf.int32), tf.zeros([nrows], tf.bool))
-    _, unit_starts = tf.scan(step, (forced, gaps, unit_sizes), initializer=initial, name=PACKING)
-    unit_starts = tf.RaggedTensor.from_tensor(tf.transpose(unit_starts), lengths=shape.row_lengths()).flat_values
-    return tf.tensor_scatter_nd_update(tf.zeros_like(starts), first[:, None], unit_starts)
+    reached = tf.concat([forced, [False]], axis=0)
+    reached, _, _ = tf.while_loop(lambda *state: state[2] < rounds, double, (reached, jump, 0), name=PACKING)
+    return tf.tensor_scatter_nd_update(tf.zeros_like(starts), first[:, None], reached[:-1])
 
 
 def _boundaries(words, empty_gap, first):
@@ -168,7 +174,7 @@ def segment(texts, max_length=None):
             first | empty_gap, 0, tf.strings.length(tf.gather(tokens, tf.maximum(at - 1, 0)), unit="UTF8_CHAR")
         )
         for breakable in (first | clause, tf.ones_like(first)):
-            starts = _pack(starts, breakable, lengths, gap_lengths, rows, nrows, max_length)
+            starts = _pack(starts, breakable, lengths, gap_lengths, max_length)
     starts = tf.scatter_nd(at[:, None], starts, tf.shape(tokens, out_type=tf.int64))  # per token
     pieces, separators = _assemble(tokens, token_rows, is_word, starts, nrows)
     if max_length is not None:

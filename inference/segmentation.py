@@ -30,7 +30,7 @@ units packed greedily (a unit joins the piece before it while the piece stays wi
 a single word still too long is cut hard into pieces of at most `max_length`. The budget counts
 characters (code points), as the graph does, or what a `length` function says (e.g. SentencePiece
 tokens; Python only). Leading and trailing whitespace, and whitespace between pieces, are
-separators; NUL bytes, a BOM and CR are ordinary characters (CR before LF is whitespace).
+separators (CR too, as in CRLF); NUL bytes and a BOM are ordinary characters, never a boundary.
 """
 
 import functools
