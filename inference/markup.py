@@ -28,6 +28,8 @@ import functools
 import re
 from typing import NamedTuple
 
+from common.errors import UserError
+
 _SPACE = "[ \\t\\r\\n]"
 _NAME = "[A-Za-z][A-Za-z0-9_:.-]*"
 _ATTRIBUTE = f"{_SPACE}+[A-Za-z_:][A-Za-z0-9_:.-]*(?:{_SPACE}*={_SPACE}*(?:\"[^\"<>]*\"|'[^'<>]*'))?"
@@ -47,6 +49,10 @@ VOID_ELEMENTS = ("br", "hr", "img", "wbr", "input")
 MASK = "%[1-9][0-9]*"
 
 OPEN, CLOSE, EMPTY = "open", "close", "empty"
+
+
+class AlignmentFormatError(UserError, ValueError):
+    """An alignment that is not Pharaoh links `source-target`."""
 
 
 class Tag(NamedTuple):
@@ -94,6 +100,7 @@ class Restored(NamedTuple):
 
 @functools.cache
 def _compiled(pattern):
+    """`pattern` compiled, once."""
     return re.compile(pattern)
 
 
@@ -165,13 +172,15 @@ def links_of(alignment):
     """The `(source, target)` word index pairs of a Pharaoh alignment string (`"0-0 2-1"`).
 
     Raises:
-        ValueError: a link that is not two numbers joined by `-`.
+        AlignmentFormatError: a link that is not two numbers joined by `-`.
     """
     links = []
     for link in alignment.split():
-        source, dash, target = link.partition("-")
-        if not (dash and source.isdigit() and target.isdigit()):
-            raise ValueError(f"alignment link {link!r} in {alignment!r}: expected source-target word indices")
+        if not _compiled("[0-9]+-[0-9]+").fullmatch(link):
+            raise AlignmentFormatError(
+                f"alignment link {link!r} in {alignment!r}: expected source-target word indices, e.g. 0-1"
+            )
+        source, _, target = link.partition("-")
         links.append((int(source), int(target)))
     return links
 

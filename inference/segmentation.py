@@ -34,8 +34,11 @@ separators (CR too, as in CRLF); NUL bytes and a BOM are ordinary characters, ne
 """
 
 import functools
+import numbers
 import re
 from typing import NamedTuple
+
+from common.errors import UserError
 
 # Whitespace that separates words: ASCII's and Unicode's, not the no-break spaces (U+00A0, U+202F).
 WHITESPACE = "\t\n\v\f\r \x85\u1680\u2000-\u200a\u2028\u2029\u205f\u3000"
@@ -58,6 +61,10 @@ NO_SENTENCE_END = f"(?s)[{OPENERS}]*(?:(?:[A-Za-z]\\.)+|[0-9]+\\.|(?:{ABBREVIATI
 SENTENCE_START = f"(?s)[{OPENERS}]*[^{LOWER_CASE},;:.!?…{CLOSERS}].*"
 CJK_SENTENCE_END = f"(?s).*[{CJK_SENTENCE_MARKS}][{CLOSERS}]*"
 CLAUSE_END = f"(?s).*[,;:{CJK_CLAUSE_MARKS}–—][{CLOSERS}]*|[-–—]+"
+
+
+class LengthBudgetError(UserError, ValueError):
+    """A length budget that is not a positive number."""
 
 
 class Segments(NamedTuple):
@@ -116,8 +123,8 @@ def segment(text, max_length=None, length=None):
         max_length: the budget of a piece (a positive int), or None for sentences only.
         length: a function of a str giving its length in the budget's unit; None: characters.
     """
-    if max_length is not None and max_length < 1:
-        raise ValueError(f"max_length must be a positive number, got {max_length}")
+    if max_length is not None and not (isinstance(max_length, numbers.Integral) and max_length >= 1):
+        raise LengthBudgetError(f"a sentence's length budget must be a positive whole number, got {max_length!r}")
     spans = words_of(text)
     if not spans:
         return Segments([], [text])

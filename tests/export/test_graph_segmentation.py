@@ -99,6 +99,11 @@ def test_the_budget_can_be_a_python_number():
     assert [row.decode() for row in pieces[0].numpy()] == segment(texts[0], 5).pieces
 
 
+def test_a_budget_below_one_is_refused():
+    with pytest.raises(tf.errors.InvalidArgumentError, match="length budget must be positive"):
+        run_graph(["a b"], 0)
+
+
 def test_a_saved_model_runs_the_segmentation(tmp_path):
     module = tf.Module()
     module.segment = graph_function(True)

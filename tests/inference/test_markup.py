@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from inference.markup import CLOSE, OPEN, Tag, mask, restore
+from inference.markup import CLOSE, OPEN, AlignmentFormatError, Tag, mask, restore
 
 
 def test_mask_takes_tags_out_and_numbers_placeholders_urls_and_mails():
@@ -100,8 +100,9 @@ def test_an_empty_translation_keeps_every_tag_and_placeholder():
 
 
 def test_a_malformed_alignment_is_refused():
-    with pytest.raises(ValueError, match="'0:1'"):
-        restore(mask("<b>a</b>"), "a", "0:1")
+    for alignment in ("0:1", "0-x", "²-0"):
+        with pytest.raises(AlignmentFormatError, match=f"'{alignment}'.*expected source-target"):
+            restore(mask("<b>a</b>"), "a", alignment)
 
 
 def test_every_tag_and_placeholder_survives_any_alignment():

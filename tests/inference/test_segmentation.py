@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from inference.segmentation import WHITESPACE, Segments, segment
+from inference.segmentation import WHITESPACE, LengthBudgetError, Segments, segment
 from tests.helpers import REPO_ROOT
 
 SAMPLE = os.path.join(REPO_ROOT, "tests", "fixtures", "deb_en_de_sample.tsv")
@@ -91,8 +91,9 @@ def test_a_length_function_sets_the_budget():
     segments = segment(text, max_length=3, length=words)
     assert segments.pieces == ["One two three", "four five,", "six seven.", "Eight nine ten", "eleven twelve thirteen"]
     assert_sound(text, segments, 3, words)
-    with pytest.raises(ValueError, match="positive"):
-        segment(text, max_length=0)
+    for budget in (0, -3, 2.5):
+        with pytest.raises(LengthBudgetError, match=f"positive whole number, got {budget}"):
+            segment(text, max_length=budget)
 
 
 def test_bad_input_has_a_defined_result():
