@@ -131,7 +131,7 @@ def _boundaries(words, empty_gap, first):
 
 def _hard_cuts(pieces, max_length):
     """Each piece longer than `max_length` characters cut into parts of `max_length` (the last
-    shorter): `(parts, numbers)`, flat, the number of each part in its piece."""
+    shorter): `(parts, numbers, owners)`, flat, each part's number in its piece and its piece."""
     lengths = tf.strings.length(pieces, unit="UTF8_CHAR")
     counts = tf.where(lengths > max_length, (lengths + max_length - 1) // max_length, 1)
     characters = tf.strings.unicode_split(pieces, "UTF-8")
@@ -153,7 +153,8 @@ def segment(texts, max_length=None):
     `[batch, (pieces)]` and `[batch, (pieces + 1)]`.
 
     Args:
-        texts: string `[batch]`, UTF-8.
+        texts: string `[batch]`, UTF-8 (a word cut hard is read as UTF-8, an invalid byte in it
+            becoming U+FFFD; Python's str has none).
         max_length: a piece's budget in characters (a positive int or int32 scalar), or None for
             sentences only.
     """
