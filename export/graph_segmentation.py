@@ -170,7 +170,9 @@ def segment(texts, max_length=None):
     starts = first | sentence
     if max_length is not None:
         max_length = tf.convert_to_tensor(max_length, tf.int32)
-        tf.debugging.assert_positive(max_length, message="a sentence's length budget must be positive")
+        positive = tf.debugging.assert_positive(max_length, message="a sentence's length budget must be positive")
+        with tf.control_dependencies([positive]):  # checked before any use, whose error would come first
+            max_length = tf.identity(max_length)
         lengths = tf.strings.length(words, unit="UTF8_CHAR")
         gap_lengths = tf.where(
             first | empty_gap, 0, tf.strings.length(tf.gather(tokens, tf.maximum(at - 1, 0)), unit="UTF8_CHAR")
