@@ -249,17 +249,19 @@ def _unmask(masked, words, source_starts, gap, report):
             placed.add(number)
             parts.append(masked.masked[number - 1] + digits[len(str(number)) :])
         restored.append("".join(parts) + word[cursor:])
+    missing = {}  # target position: the originals put back there, in order
     for number, original in enumerate(masked.masked, start=1):
-        if number in placed:
-            continue
-        position = gap(sum(start <= masked.positions[number - 1] for start in source_starts) - 1)
-        report.append(f"{original!r} missing from the translation: put back at word {position}")
+        if number not in placed:
+            position = gap(sum(start <= masked.positions[number - 1] for start in source_starts) - 1)
+            report.append(f"{original!r} missing from the translation: put back at word {position}")
+            missing.setdefault(position, []).append(original)
+    for position, originals in sorted(missing.items(), reverse=True):
         if not restored:
-            restored.append(original)
+            restored.append(" ".join(originals))
         elif position == 0:
-            restored[0] = f"{original} {restored[0]}"
+            restored[0] = " ".join(originals + [restored[0]])
         else:
-            restored[position - 1] += f" {original}"
+            restored[position - 1] = " ".join([restored[position - 1]] + originals)
     return restored
 
 

@@ -92,6 +92,12 @@ def test_lines_of_only_tags_and_empty_lines_translate_to_themselves():
         assert restore(mask(line), "", "") == (line, [])
 
 
+def test_several_missing_placeholders_come_back_in_their_order():
+    masked = mask("%1 and {0} then $[x]")
+    assert restore(masked, "und dann", "1-0 3-1").text == "%1 und {0} dann $[x]"
+    assert restore(masked, "", "").text == "%1 {0} $[x]"
+
+
 def test_an_empty_translation_keeps_every_tag_and_placeholder():
     masked = mask("<b>Open %1</b>")
     restored = restore(masked, "", "")
