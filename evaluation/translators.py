@@ -29,11 +29,7 @@ import os
 import sentencepiece
 
 from data import multilingual
-from evaluation.search_flags import run_paths
-from inference.translator import Translator
-from models.ensemble import Ensemble
-from models.search_config import DEFAULT_SEARCH
-from training.run_dir import (
+from inference.runs import (
     CONFIG_FILE,
     DEFAULT_CHECKPOINT,
     MODEL_FILE,
@@ -41,7 +37,11 @@ from training.run_dir import (
     VOCABULARY_FILE,
     ModelDirError,
     RunDir,
+    run_paths,
 )
+from inference.translator import Translator
+from models.ensemble import Ensemble
+from models.search_config import DEFAULT_SEARCH
 
 
 def is_run_dir(path):

@@ -12,8 +12,8 @@ import os
 from absl import app, flags
 
 from common.errors import UserError
+from inference.runs import RunDir
 from training import run_dir
-from training.run_dir import RunDir
 
 FLAGS = flags.FLAGS
 
@@ -29,7 +29,7 @@ def define_flags():
 
 def write_chosen(model_dir, checkpoint, output):
     """Writes the weights `checkpoint` names in `model_dir` (the rule of `RunDir.load_model`, as
-    `evaluate.py --checkpoint`) to `output`; returns the `training.run_dir.ChosenWeights`."""
+    `evaluate.py --checkpoint`) to `output`; returns the `inference.runs.ChosenWeights`."""
     # Loads Keras: after the flags are parsed.
     from training import checkpoints
 

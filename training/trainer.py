@@ -28,6 +28,7 @@ from common.errors import UserError
 from data import corpora, corpus_mix, multilingual, pipeline, service
 from data.tokenizer import Tokenizer, train_sentencepiece
 from data.vocabulary_options import VOCAB_SAMPLE_LINES, vocabulary_stem
+from inference.runs import MODEL_FILE, ModelDirError, describe_score
 from inference.translator import Translator
 from models.search_config import SearchConfig
 from training import callbacks as training_callbacks
@@ -41,7 +42,7 @@ from training.distribution import (
     reduce_logs_across_workers,
     worker_info,
 )
-from training.run_dir import MODEL_FILE, ModelDirError, RunDir, describe_score
+from training.run_dir import RunDir
 
 
 class TrainingError(UserError, RuntimeError):

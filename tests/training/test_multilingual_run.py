@@ -123,7 +123,7 @@ def test_a_copy_without_the_source_vocabulary_is_refused(multilingual_run, tmp_p
     import shutil
 
     from evaluation.translators import load_translator
-    from training.run_dir import ModelDirError
+    from inference.runs import ModelDirError
 
     model_dir, _, _ = multilingual_run
     copy = shutil.copytree(model_dir, tmp_path / "copy", ignore=shutil.ignore_patterns("spm.source.model", "logs"))
