@@ -352,7 +352,7 @@ def export_conflict():
 
 def run(write):
     """Translates (or scores) the input, calling `write(line)` for every output line."""
-    from evaluation.translators import load_translator  # Loads Keras: after the flag checks.
+    from inference.loading import load_translator  # Loads Keras: after the flag checks.
 
     if FLAGS.export_dir:
         conflict = export_conflict()

@@ -85,7 +85,7 @@ def main(argv=None):
     import tensorflow as tf
 
     from evaluation import evaluator
-    from evaluation.translators import load_translator
+    from inference.loading import load_translator
     from inference.runs import RunDir
 
     translator = load_translator(

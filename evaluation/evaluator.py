@@ -15,7 +15,7 @@ from common.errors import UserError
 from data import multilingual
 from evaluation import scoring, test_sets
 from evaluation.attention_plot import plot_attention
-from evaluation.translators import load_translator
+from inference.loading import load_translator
 from inference.runs import ModelDirError, RunDir, run_paths
 from inference.saved_model_translator import ExportDirError, read_export_config, resolve_saved_model
 from models.search_config import DEFAULT_SEARCH, SearchConfig

@@ -79,7 +79,7 @@ def test_evaluate_and_translate_say_what_they_loaded_and_refuse_what_the_run_lac
 
     from common.errors import UserError
     from evaluation import evaluator
-    from evaluation.translators import load_translator
+    from inference.loading import load_translator
     from models.search_config import SearchConfig
 
     run = best_at_100

@@ -11,7 +11,7 @@ import pytest
 from sentencepiece import sentencepiece_model_pb2
 
 from data.special_ids import BOS_ID, EOS_ID
-from evaluation.translators import load_translator, vocabulary_difference
+from inference.loading import load_translator, vocabulary_difference
 from inference.runs import ModelDirError, RunDir
 from inference.translator import Translator
 from models.ensemble import Ensemble

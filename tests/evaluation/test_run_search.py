@@ -14,7 +14,7 @@ from absl import flags
 
 from common.errors import UserError
 from evaluation import search_flags
-from evaluation.translators import load_translator
+from inference.loading import load_translator
 from inference.runs import RunDir
 from models.search_config import SearchConfig
 from tests.helpers import REPO_ROOT, TOOL_ENV

@@ -264,7 +264,7 @@ def test_steps_per_execution_and_subword_sampling_change_only_what_they_say(samp
     --subword_alpha resegments the training stream (other losses from the same seed), while the
     run's translations segment deterministically: a sampling tokenizer in the translator would give
     other translations at each call."""
-    from evaluation.translators import load_translator
+    from inference.loading import load_translator
     from training.trainer import TrainingError, train
 
     options = dict(train_steps=10, checkpoint_every=5, eval_every=10, eval_sentences=0)
