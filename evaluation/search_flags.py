@@ -8,10 +8,10 @@ The flags' defaults are `models.search_config.DEFAULT_SEARCH`'s; their values ar
 
 from absl import flags
 
+from cli import checkpoint_flag
 from inference import runs
 from inference.runs import run_paths
 from models.search_config import DEFAULT_SEARCH, EXPORT_MAX_INPUT_LENGTH, SETTING_BOUNDS, SearchConfig, check_setting
-from training import run_dir
 
 # Said of --model_dir in the tools' help: where the search flags' defaults may come from.
 RECORDED_SEARCH_HELP = (
@@ -105,7 +105,7 @@ def define_model_and_search_flags():
         "The language a multilingual model (trained on --corpus=deb-en-de,deb-en-fr,...) translates into, e.g. fr: "
         "one it was trained for.",
     )
-    run_dir.define_checkpoint_flag()
+    checkpoint_flag.define_checkpoint_flag()
     flags.declare_key_flag("checkpoint")  # listed by --helpshort as this module's own
     flags.register_multi_flags_validator(
         ["model_dir", "export_dir"],

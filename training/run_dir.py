@@ -14,13 +14,10 @@ import socket
 import sys
 import time
 
-from absl import flags
-
 from inference import runs
 from inference.runs import (
     CHECKPOINT_DIR,
     CONFIG_FILE,
-    DEFAULT_CHECKPOINT,
     LOCK_FILE,
     LOG_DIR,
     MODEL_FILE,
@@ -29,14 +26,6 @@ from inference.runs import (
     VOCABULARY_FILE,
     WORKERS_DIR,
     ModelDirError,
-    parse_checkpoint,
-)
-
-CHECKPOINT_HELP = (
-    "Which weights of --model_dir to load: best (the checkpoint of the best dev evaluation, "
-    "train.py --best_metric), last (the newest checkpoint; model.keras where no checkpoint is kept), "
-    "average:N (the mean of the newest N checkpoints, section 6.1 of the paper) or ema (the exponential moving "
-    "average of the weights at the newest checkpoint, of a run trained with train.py --ema_decay)."
 )
 
 # Everything train.py writes, in the order --start_over deletes it.
@@ -50,21 +39,6 @@ RUN_ENTRIES = (
     TRAINING_LOG,
     CONFIG_FILE,
 )
-
-
-def define_checkpoint_flag(default=DEFAULT_CHECKPOINT, help_text=CHECKPOINT_HELP):
-    """Defines the tools' `--checkpoint` flag (absl), its value checked by `parse_checkpoint`."""
-
-    flags.DEFINE_string("checkpoint", default, help_text)
-
-    def check(value):
-        try:
-            parse_checkpoint(value)
-        except ModelDirError as error:
-            raise flags.ValidationError(str(error)) from None
-        return True
-
-    flags.register_validator("checkpoint", check)
 
 
 class RunDir(runs.RunDir):
