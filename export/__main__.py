@@ -21,10 +21,9 @@ import sys
 from absl import app, flags
 from absl import logging as absl_logging
 
-from cli import checkpoint_flag
+from cli import checkpoint_flag, search_flags
 from common import quiet_logs
 from common.errors import BAD_INPUT_STATUS, UserError, flags_parser
-from evaluation import search_flags
 
 FLAGS = flags.FLAGS
 

@@ -12,8 +12,8 @@ import sys
 import pytest
 from absl import flags
 
+from cli import search_flags
 from common.errors import UserError
-from evaluation import search_flags
 from inference.loading import load_translator
 from inference.runs import RunDir
 from models.search_config import SearchConfig
