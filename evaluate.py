@@ -17,10 +17,10 @@ import sys
 from absl import app, flags
 from sacrebleu.metrics.bleu import BLEU
 
+from cli import search_flags
+from cli.search_flags import SEARCH_FLAGS
 from common import quiet_logs
 from common.errors import UserError, flags_parser
-from evaluation import search_flags
-from evaluation.search_flags import SEARCH_FLAGS
 
 FLAGS = flags.FLAGS
 

@@ -28,6 +28,7 @@ from common.errors import UserError, flags_parser
 from data import multilingual
 from data.sources import builtin_corpora, corpus_mix, user_corpus
 from data.vocabulary_options import check_user_defined_symbols
+from inference.runs import describe_score
 from models.presets import MODEL_OPTIONS, model_config
 from training import init_from
 from training.config import (
@@ -44,7 +45,7 @@ from training.config import (
     subword_refusal,
 )
 from training.recipes import RECIPES, apply_recipe, search_record
-from training.run_dir import RunDir, describe_score
+from training.run_dir import RunDir
 
 FLAGS = flags.FLAGS
 

@@ -27,11 +27,11 @@ import sys
 
 from absl import app, flags
 
+from cli import search_flags
+from cli.search_flags import SEARCH_FLAGS
 from common import quiet_logs
 from common.errors import BAD_INPUT_STATUS, UserError, flags_parser
 from common.write_errors import WriteError
-from evaluation import search_flags
-from evaluation.search_flags import SEARCH_FLAGS
 from inference.protocol import AlignmentConfig, ConstraintError, Sampling, SteeringError
 
 FLAGS = flags.FLAGS
@@ -352,7 +352,7 @@ def export_conflict():
 
 def run(write):
     """Translates (or scores) the input, calling `write(line)` for every output line."""
-    from evaluation.translators import load_translator  # Loads Keras: after the flag checks.
+    from inference.loading import load_translator  # Loads Keras: after the flag checks.
 
     if FLAGS.export_dir:
         conflict = export_conflict()

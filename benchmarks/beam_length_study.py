@@ -134,8 +134,8 @@ def main(argv=None):
 
     from common.special_ids import BOS_ID, EOS_ID
     from evaluation import evaluator
+    from inference.runs import RunDir
     from inference.translator import Translator
-    from training.run_dir import RunDir
 
     tf.get_logger().setLevel("ERROR")  # one search compiled per padded length is expected here
     if args.split.startswith("test"):

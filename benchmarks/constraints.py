@@ -85,8 +85,8 @@ def main(argv=None):
     import tensorflow as tf
 
     from evaluation import evaluator
-    from evaluation.translators import load_translator
-    from training.run_dir import RunDir
+    from inference.loading import load_translator
+    from inference.runs import RunDir
 
     translator = load_translator(
         args.model_dir, kind="run", checkpoint=args.checkpoint, batch_size=args.batch_size, quiet=True

@@ -79,9 +79,9 @@ sys.path.insert(0, BENCHMARKS)
 
 from export_latency import percentile, read_sentences  # noqa: E402 (after the path)
 
+from inference.runs import CONFIG_FILE, DEFAULT_CHECKPOINT, ModelDirError, RunDir  # noqa: E402
 from models.presets import PRESETS  # noqa: E402
 from models.search_config import DEFAULT_SEARCH, EXPORT_MAX_INPUT_LENGTH  # noqa: E402
-from training.run_dir import CONFIG_FILE, DEFAULT_CHECKPOINT, ModelDirError, RunDir  # noqa: E402
 
 SYSTEMS = ("saved_model_float32", "saved_model_int8", "ct2_float32", "ct2_int8", "keras_hub")
 LABELS = {

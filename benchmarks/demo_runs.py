@@ -50,8 +50,8 @@ def scores(model_dir, split, checkpoint, target_language=None):
     `target_language`'s pair, for a multilingual run)."""
     sys.path.insert(0, REPO_ROOT)
     from evaluation import evaluator  # noqa: PLC0415 (TensorFlow: after the training subprocesses)
+    from inference.runs import RunDir  # noqa: PLC0415
     from models.search_config import DEFAULT_SEARCH  # noqa: PLC0415
-    from training.run_dir import RunDir  # noqa: PLC0415
 
     search = DEFAULT_SEARCH.override(**RunDir(model_dir).recorded_search())
     config = evaluator.EvalConfig(

@@ -90,9 +90,9 @@ def dev_scores(model_dir, dev_tsv, pairs, max_length):
     """`{loss, bleu, chrf}` of a run's newest weights on the domain's dev pairs (greedy search)."""
     from data import pipeline
     from evaluation import scoring
+    from inference.runs import RunDir
     from inference.translator import Translator
     from models.losses import LabelSmoothedCrossEntropy
-    from training.run_dir import RunDir
 
     model, tokenizer, _ = RunDir(model_dir).load_model(checkpoint="last", quiet=True)
     model.compile(loss=LabelSmoothedCrossEntropy())

@@ -98,8 +98,8 @@ def main(argv=None):
 
     from data.multilingual import model_languages
     from export.exporter import export_model
+    from inference.runs import RunDir
     from inference.translator import Translator
-    from training.run_dir import RunDir
 
     if model_languages((RunDir(args.model_dir).read_config() or {}).get("data", {})):
         raise SystemExit(f"{args.model_dir} is a multilingual model: this benchmark times one pair's model")

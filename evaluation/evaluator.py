@@ -15,11 +15,10 @@ from common.errors import UserError
 from data import multilingual
 from evaluation import reference_sets, scoring
 from evaluation.attention_plot import plot_attention
-from evaluation.search_flags import run_paths
-from evaluation.translators import load_translator
+from inference.loading import load_translator
+from inference.runs import ModelDirError, RunDir, run_paths
 from inference.saved_model_translator import ExportDirError, read_export_config, resolve_saved_model
 from models.search_config import DEFAULT_SEARCH, SearchConfig
-from training.run_dir import ModelDirError, RunDir
 
 
 class EvaluationError(UserError, RuntimeError):
@@ -37,7 +36,7 @@ class EvalConfig:
     language (`common.bleu_tokenizers.bleu_tokenizer`: "zh" for Chinese, "char" for Japanese and
     the Thai, Khmer and Dzongkha scripts, else "13a"). `plot_only`: draw the
     `plot_attention` heatmaps without translating a test set. `checkpoint`: "best", "last",
-    "average:N" or "ema" (`training.run_dir.parse_checkpoint`; None: `DEFAULT_CHECKPOINT`), for `model_dir` only.
+    "average:N" or "ema" (`inference.runs.parse_checkpoint`; None: `DEFAULT_CHECKPOINT`), for `model_dir` only.
     `target_language`: the language a multilingual model translates into (`data.multilingual`); its
     corpus split is that of the pair into the language (the run's deb-en-XX).
     """

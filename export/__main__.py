@@ -21,10 +21,9 @@ import sys
 from absl import app, flags
 from absl import logging as absl_logging
 
+from cli import checkpoint_flag, search_flags
 from common import quiet_logs
 from common.errors import BAD_INPUT_STATUS, UserError, flags_parser
-from evaluation import search_flags
-from training import run_dir
 
 FLAGS = flags.FLAGS
 
@@ -75,7 +74,7 @@ flags.DEFINE_integer(
 )
 search_flags.define_search_flags(export=True)
 flags.adopt_module_key_flags(search_flags)  # listed by --help as this tool's own
-run_dir.define_checkpoint_flag()
+checkpoint_flag.define_checkpoint_flag()
 flags.declare_key_flag("checkpoint")  # listed by --helpshort as this module's own
 flags.DEFINE_enum(
     "quantize", None, ["int8"], "int8: the matmul weights as int8 (weight-only; docs/serving.md); default float."

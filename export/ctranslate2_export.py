@@ -54,9 +54,9 @@ import sentencepiece
 
 from common.special_ids import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from export import exporter
+from inference.runs import SOURCE_VOCABULARY_FILE, VOCABULARY_FILE, RunDir
 from models.position_encoding import sinusoidal_position_encoding
 from models.transformer import Transformer
-from training.run_dir import SOURCE_VOCABULARY_FILE, VOCABULARY_FILE, RunDir
 
 # Rows of the position table: CTranslate2's default `max_input_length` for `translate_batch`, and
 # more than any source plus `max_extra_length` the project's tools decode.
@@ -274,7 +274,7 @@ def convert_run(model_dir, output_dir, *, quantization="float32", checkpoint=exp
         output_dir: the CTranslate2 model directory to create (must not exist).
         quantization: the weight type, one of `QUANTIZATIONS`.
         checkpoint: the weights converted: "best", "last", "average:N" or "ema"
-            (`training.run_dir.parse_checkpoint`).
+            (`inference.runs.parse_checkpoint`).
 
     Raises:
         ConversionError, exporter.ExportError: the reason, naming the flag or file, before anything

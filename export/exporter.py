@@ -37,10 +37,10 @@ from common.errors import UserError
 from data import multilingual
 from export import warmup
 from export.serving_module import DEFAULT_LENGTH_BUCKETS, ServingModule
+from inference.runs import CONFIG_FILE as RUN_CONFIG_FILE
+from inference.runs import DEFAULT_CHECKPOINT, SOURCE_VOCABULARY_FILE, ModelDirError, RunDir
 from models.search_config import DEFAULT_SEARCH
 from training import checkpoints
-from training.run_dir import CONFIG_FILE as RUN_CONFIG_FILE
-from training.run_dir import DEFAULT_CHECKPOINT, SOURCE_VOCABULARY_FILE, ModelDirError, RunDir
 
 EXPORT_CONFIG_FILE = "export_config.json"
 SAVED_MODEL_FILES = ("saved_model.pb", "saved_model.pbtxt")
@@ -72,12 +72,12 @@ def next_version(export_dir):
 
 def check_model_dir(model_dir, checkpoint=DEFAULT_CHECKPOINT):
     """Raises `ExportError` unless `model_dir` holds what the export loads; reads no model. Returns
-    the `training.run_dir.ChosenWeights`.
+    the `inference.runs.ChosenWeights`.
 
     Args:
         model_dir: a directory written by train.py.
         checkpoint: the weights to export: "best", "last", "average:N" or "ema"
-            (`training.run_dir.parse_checkpoint`).
+            (`inference.runs.parse_checkpoint`).
     """
     try:
         chosen = RunDir(model_dir).check_loadable(checkpoint)
@@ -117,7 +117,7 @@ def load_trained(model_dir, checkpoint=DEFAULT_CHECKPOINT):
     """`(model, tokenizer, run_config dict)` of a model_dir written by train.py.
 
     Args:
-        checkpoint: "best", "last", "average:N" or "ema" (`training.run_dir.RunDir.load_model`, as
+        checkpoint: "best", "last", "average:N" or "ema" (`inference.runs.RunDir.load_model`, as
             `evaluate.py --checkpoint`).
 
     Raises:
@@ -252,7 +252,7 @@ def export_model(
             `EXPORT_MAX_INPUT_LENGTH`.
         length_buckets: source lengths with one traced search each (`export.serving_module`).
         checkpoint: the weights exported: "best", "last", "average:N" or "ema"
-            (`training.run_dir.parse_checkpoint`).
+            (`inference.runs.parse_checkpoint`).
         quantize: None (float weights), or "int8": the matmul weights as int8
             (`models.int8_weights`), the same signatures and search.
         **settings: `SearchConfig` settings by name (`beam_size=2`), each replacing `search`'s.

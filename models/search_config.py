@@ -1,8 +1,8 @@
 """The search settings every tool decodes with: the paper's section 6.1 (beam 4, length penalty
 alpha 0.6, at most input length + 50 output tokens), and how many source tokens are kept.
 
-One `SearchConfig` travels from the flags (`evaluation.search_flags`) or a run's recorded search
-(`training.run_dir.search_settings`) to every search above `models/`: the translators, the dev BLEU
+One `SearchConfig` travels from the flags (`cli.search_flags`) or a run's recorded search
+(`inference.runs.search_settings`) to every search above `models/`: the translators, the dev BLEU
 of training, the attention plots, the evaluator and the export. Its constructor is the one place
 the settings are checked (`check_setting`, which the flags' parsers call too).
 """

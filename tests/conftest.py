@@ -183,7 +183,7 @@ def tiny_run(corpus, tmp_path_factory):
 @pytest.fixture(scope="module")
 def tiny_model(tiny_run):
     """`(model, tokenizer, run_config, model_dir)` of the shared tiny run."""
-    from training.run_dir import RunDir
+    from inference.runs import RunDir
 
     model_dir, _ = tiny_run
     model, tokenizer, run_config = RunDir(model_dir).load_model()

@@ -19,7 +19,7 @@ DEB_CACHE = os.environ.get("TRANSFORMER_TEST_DEB_DIR", os.path.join(REPO_ROOT, "
 
 # The product's packages by layer: a package imports only those of lower rank (tests/test_layering.py;
 # docs/design.md, "Layers"), and the entry scripts sit on top.
-LAYERS = {"common": 0, "data": 1, "models": 1, "inference": 2, "training": 3, "evaluation": 4, "export": 5}
+LAYERS = {"common": 0, "data": 1, "models": 1, "inference": 2, "cli": 3, "training": 4, "evaluation": 5, "export": 6}
 ENTRY_SCRIPTS = ("train.py", "evaluate.py", "translate.py")
 
 

@@ -1,5 +1,5 @@
-"""Imports point one way: `common` -> `data`, `models` -> `inference` -> `training` -> `evaluation`
--> `export` (docs/design.md, "Layers").
+"""Imports point one way: `common` -> `data`, `models` -> `inference` -> `cli` -> `training` ->
+`evaluation` -> `export` (docs/design.md, "Layers").
 
 Every module under these packages is parsed (imports at module level and inside functions); an
 import of a higher layer, or between `data` and `models`, fails the test with its file and line; so

@@ -21,7 +21,7 @@ import pytest
 
 from tests.helpers import REPO_ROOT
 
-SCANNED = ("common", "data", "models", "inference", "training", "evaluation", "export", "benchmarks")
+SCANNED = ("common", "data", "models", "inference", "cli", "training", "evaluation", "export", "benchmarks")
 ENTRY_SCRIPTS = ("train.py", "evaluate.py", "translate.py")
 COMPAT = "common/compat.py"
 PRIVATE_MODULES = (

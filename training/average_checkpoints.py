@@ -11,9 +11,9 @@ import os
 
 from absl import app, flags
 
+from cli import checkpoint_flag
 from common.errors import UserError
-from training import run_dir
-from training.run_dir import RunDir
+from inference.runs import RunDir
 
 FLAGS = flags.FLAGS
 
@@ -22,14 +22,14 @@ def define_flags():
     """The command's flags: defined when it runs, not on import, so `write_chosen` can be imported
     beside another tool's flags (train.py's `--model_dir`)."""
     flags.DEFINE_string("model_dir", None, "A model directory written by train.py.", required=True)
-    run_dir.define_checkpoint_flag("average:5")
+    checkpoint_flag.define_checkpoint_flag("average:5")
     flags.declare_key_flag("checkpoint")  # listed by --helpshort as this module's own
     flags.DEFINE_string("output", None, "Where to write the model (default: MODEL_DIR/averaged.keras).")
 
 
 def write_chosen(model_dir, checkpoint, output):
     """Writes the weights `checkpoint` names in `model_dir` (the rule of `RunDir.load_model`, as
-    `evaluate.py --checkpoint`) to `output`; returns the `training.run_dir.ChosenWeights`."""
+    `evaluate.py --checkpoint`) to `output`; returns the `inference.runs.ChosenWeights`."""
     # Loads Keras: after the flags are parsed.
     from training import checkpoints
 

@@ -10,7 +10,8 @@ import time
 import keras
 import sacrebleu
 
-from training import checkpoints, run_dir
+from inference import runs
+from training import checkpoints
 
 
 def _step(model):
@@ -143,7 +144,7 @@ class BestCheckpoint(keras.callbacks.Callback):
         if enabled:
             try:
                 record = run.read_best() if os.path.exists(run.best_weights_path) else None
-            except run_dir.ModelDirError as error:
+            except runs.ModelDirError as error:
                 print(f"{error}: the best checkpoint is chosen anew", file=sys.stderr)
                 record = None
             if record is not None and record.get("metric") != metric:
@@ -192,7 +193,7 @@ class BestCheckpoint(keras.callbacks.Callback):
             record["stopped_at"] = step
         self.run.write_best(record, write_weights)
         self.record = record
-        score = run_dir.describe_score(record)
+        score = runs.describe_score(record)
         if write_weights is not None:
             line = f"step {step}: new best checkpoint ({score})"
         else:

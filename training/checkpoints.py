@@ -3,81 +3,30 @@
 A checkpoint is `ckpt-<step>.weights.h5` (model and optimizer variables, Keras's weights format).
 Each is written to a temporary file in the same directory, flushed, and renamed into place, so a
 process killed mid-write leaves the previous checkpoints untouched and at worst a stray temporary
-file, which is ignored and cleaned up. `latest_checkpoint` returns the newest one that opens.
+file, which is ignored and cleaned up. `inference.checkpoint_files` names them and finds the newest one that opens.
 
 A run trained with a moving average of the weights (`--ema_decay`; the averages are optimizer
 variables, `training.optimizers`) has them in every checkpoint, which a resume restores; each
 checkpoint also writes them as the model's weights to `ema-<step>.weights.h5` (the checkpoint's
 format, the live weights replaced by their averages), atomically, after the checkpoint, and the
-older one is then deleted: one is kept, the newest. `latest_ema` finds it.
+older one is then deleted: one is kept, the newest.
 """
 
 import contextlib
 import errno
 import glob
 import os
-import re
 import resource
 import shutil
 import sys
 import tempfile
 
-import h5py
 import keras
 import numpy as np
 
 from common import compat
 from common.write_errors import WriteError, default_mode
-
-_CHECKPOINT = re.compile(r"^ckpt-(\d+)\.weights\.h5$")
-_EMA = re.compile(r"^ema-(\d+)\.weights\.h5$")
-
-
-def checkpoint_path(directory, step):
-    return os.path.join(directory, f"ckpt-{step:09d}.weights.h5")
-
-
-def ema_path(directory, step):
-    return os.path.join(directory, f"ema-{step:09d}.weights.h5")
-
-
-def _list(directory, pattern):
-    found = []
-    for path in glob.glob(os.path.join(directory, "*.weights.h5")):
-        match = pattern.match(os.path.basename(path))
-        if match:
-            found.append((int(match.group(1)), path))
-    return sorted(found)
-
-
-def list_checkpoints(directory):
-    """`[(step, path)]` of the complete checkpoints in `directory`, oldest first."""
-    return _list(directory, _CHECKPOINT)
-
-
-def _readable(path):
-    try:
-        with h5py.File(path, "r") as handle:
-            return "vars" in handle or len(handle.keys()) > 0
-    except OSError:
-        return False
-
-
-def latest_checkpoint(directory):
-    """`(step, path)` of the newest checkpoint that opens, or None."""
-    for step, path in reversed(list_checkpoints(directory)):
-        if _readable(path):
-            return step, path
-    return None
-
-
-def latest_ema(directory):
-    """`(step, path)` of the newest moving-average weights file that opens, or None."""
-    for step, path in reversed(_list(directory, _EMA)):
-        if _readable(path):
-            return step, path
-    return None
-
+from inference.checkpoint_files import checkpoint_path, ema_path, list_checkpoints, list_emas
 
 # The OSErrors of failed writes, kept alive on purpose: a Keras/h5py weights file whose write failed
 # holds HDF5 objects that crash the interpreter (a segmentation fault) when they are freed. While
@@ -221,24 +170,6 @@ def _save_averages(model, averages, path, size):
     finally:
         for (variable, _), value in zip(averages, live):
             variable.assign(value)
-    for _, old in _list(os.path.dirname(path), _EMA):
+    for _, old in list_emas(os.path.dirname(path)):
         if old != path:
             os.remove(old)
-
-
-def average_checkpoints(model, paths):
-    """Sets `model`'s weights to the element-wise mean of the checkpoints at `paths` (section 6.1
-    averages the last 5 checkpoints of base models and the last 20 of big ones).
-
-    Only the model's variables are averaged (the optimizer's are not read). Returns the model.
-    """
-    if not paths:
-        raise ValueError("average_checkpoints needs at least one checkpoint path, received none")
-    sums = None
-    for path in paths:
-        model.load_weights(path, skip_mismatch=False)
-        values = [np.asarray(keras.ops.convert_to_numpy(weight), dtype="float64") for weight in model.weights]
-        sums = values if sums is None else [total + value for total, value in zip(sums, values)]
-    for weight, total in zip(model.weights, sums):
-        weight.assign((total / len(paths)).astype(keras.backend.standardize_dtype(weight.dtype)))
-    return model

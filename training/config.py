@@ -26,10 +26,10 @@ from data import multilingual
 from data.sources import builtin_corpora, deb_packages
 from data.vocabulary_options import SUBWORD_MODELS, VOCABULARIES, sampling_refusal
 from data.vocabulary_size import DEFAULT_VOCAB_SIZE, MIN_VOCAB_SIZE
+from inference.runs import CONFIG_FILE
 from models.presets import PRESETS
 from training.distribution import DISTRIBUTIONS
 from training.init_from import CHOICES as INIT_CHECKPOINTS
-from training.run_dir import CONFIG_FILE
 
 BEST_METRICS = ("bleu", "loss")
 CORPORA = (*builtin_corpora.CORPORA, "files")

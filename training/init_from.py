@@ -15,7 +15,7 @@ import zipfile
 from common.errors import UserError
 from common.json_files import read_json
 from data import multilingual
-from training.run_dir import (
+from inference.runs import (
     BEST_RECORD_FILE,
     BEST_WEIGHTS_FILE,
     CONFIG_FILE,

@@ -29,6 +29,7 @@ from data import corpora, multilingual, pipeline, service
 from data.sources import corpus_mix
 from data.tokenizer import Tokenizer, train_sentencepiece
 from data.vocabulary_options import VOCAB_SAMPLE_LINES, vocabulary_stem
+from inference.runs import MODEL_FILE, ModelDirError, describe_score
 from inference.translator import Translator
 from models.search_config import SearchConfig
 from training import callbacks as training_callbacks
@@ -42,7 +43,7 @@ from training.distribution import (
     reduce_logs_across_workers,
     worker_info,
 )
-from training.run_dir import MODEL_FILE, ModelDirError, RunDir, describe_score
+from training.run_dir import RunDir
 
 
 class TrainingError(UserError, RuntimeError):

@@ -35,7 +35,7 @@ def _run(*command, stdin=None):
 def best_at_100(tiny_run, tmp_path_factory):
     """A copy of the shared run whose best evaluation was at step 100 (of 200): the files train.py
     writes when step 100 scores best, its checkpoint copied as the best one."""
-    from training.run_dir import RunDir
+    from inference.runs import RunDir
 
     run = RunDir(str(shutil.copytree(tiny_run[0], tmp_path_factory.mktemp("best") / "run")))
     shutil.copyfile(dict(run.checkpoints())[100], run.best_weights_path)
@@ -79,7 +79,7 @@ def test_evaluate_and_translate_say_what_they_loaded_and_refuse_what_the_run_lac
 
     from common.errors import UserError
     from evaluation import evaluator
-    from evaluation.translators import load_translator
+    from inference.loading import load_translator
     from models.search_config import SearchConfig
 
     run = best_at_100

@@ -11,10 +11,10 @@ import pytest
 from sentencepiece import sentencepiece_model_pb2
 
 from common.special_ids import BOS_ID, EOS_ID
-from evaluation.translators import load_translator, vocabulary_difference
+from inference.loading import load_translator, vocabulary_difference
+from inference.runs import ModelDirError, RunDir
 from inference.translator import Translator
 from models.ensemble import Ensemble
-from training.run_dir import ModelDirError, RunDir
 
 SENTENCES = ["Open the file.", "Click OK to close the dialog.", "Select the cells that you want to delete."]
 

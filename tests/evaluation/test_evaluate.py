@@ -13,10 +13,10 @@ import sacrebleu
 
 from common.errors import UserError
 from evaluation import evaluator, reference_sets
+from inference.runs import ModelDirError, RunDir
 from inference.saved_model_translator import ExportDirError, SavedModelTranslator
 from models.search_config import SearchConfig
 from tests.helpers import EXPORT_SETTINGS, REPO_ROOT, STARTUP_NOISE
-from training.run_dir import ModelDirError, RunDir
 
 # The search settings an export records: the direct evaluation is given the shared export's.
 SEARCH_KEYS = ("beam_size", "alpha", "max_extra_length", "max_input_length")

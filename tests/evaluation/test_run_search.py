@@ -12,12 +12,12 @@ import sys
 import pytest
 from absl import flags
 
+from cli import search_flags
 from common.errors import UserError
-from evaluation import search_flags
-from evaluation.translators import load_translator
+from inference.loading import load_translator
+from inference.runs import RunDir
 from models.search_config import SearchConfig
 from tests.helpers import REPO_ROOT, TOOL_ENV
-from training.run_dir import RunDir
 
 RECORDED = {"alpha": 1.0, "min_length_ratio": 0.8, "chosen_for": "recipe small_data"}
 SENTENCES = ["Open the file.", "Click OK to close the dialog.", "Select the cells that you want to delete."]

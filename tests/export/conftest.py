@@ -110,7 +110,7 @@ def served(exported):
 @pytest.fixture(scope="session")
 def tiny_model_and_tokenizer(tiny_run):
     """The exported run's model and tokenizer, loaded in this process."""
-    from training.run_dir import RunDir
+    from inference.runs import RunDir
 
     model, tokenizer, _ = RunDir(tiny_run[0]).load_model()
     return model, tokenizer

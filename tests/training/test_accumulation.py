@@ -121,7 +121,7 @@ def test_a_run_with_accumulation_checkpoints_on_updates_and_resumes_exactly(samp
     checkpoint and resumed: it starts from that checkpoint's weights and whole optimizer state (empty
     accumulators, step 2) and ends at update 4 with its checkpoint there."""
     from data.tokenizer import Tokenizer
-    from training import checkpoints
+    from inference import checkpoint_files
     from training.model_building import build_model
     from training.trainer import train
 
@@ -133,22 +133,22 @@ def test_a_run_with_accumulation_checkpoints_on_updates_and_resumes_exactly(samp
     first = train(config)
     assert first["step"] == 4
     checkpoint_dir = str(model_dir / "checkpoints")
-    assert [step for step, _ in checkpoints.list_checkpoints(checkpoint_dir)] == [2, 4]
+    assert [step for step, _ in checkpoint_files.list_checkpoints(checkpoint_dir)] == [2, 4]
     tokenizer = Tokenizer.from_file(str(model_dir / "spm.model"))
     saved = build_model(config.model, tokenizer.vocabulary_size, config.train)
-    saved.load_weights(checkpoints.checkpoint_path(checkpoint_dir, 2))
+    saved.load_weights(checkpoint_files.checkpoint_path(checkpoint_dir, 2))
     assert int(keras.ops.convert_to_numpy(saved.optimizer.iterations)) == 2
     assert at_update_boundary(saved.optimizer)
     assert float(keras.ops.convert_to_numpy(saved.optimizer.accumulated_tokens)) == 0.0
 
-    os.remove(checkpoints.checkpoint_path(checkpoint_dir, 4))
+    os.remove(checkpoint_files.checkpoint_path(checkpoint_dir, 4))
     os.remove(model_dir / "model.keras")
     state = _StateAtStart()
     resumed = train(config, callbacks=[state])
     assert resumed["resumed_from"] == 2 and resumed["step"] == 4
     for value, expected in zip(state.weights + state.optimizer_state, saved.weights + saved.optimizer.variables):
         assert np.array_equal(value, keras.ops.convert_to_numpy(expected))
-    assert [step for step, _ in checkpoints.list_checkpoints(checkpoint_dir)] == [2, 4]
+    assert [step for step, _ in checkpoint_files.list_checkpoints(checkpoint_dir)] == [2, 4]
 
 
 @pytest.mark.parametrize(

@@ -102,7 +102,7 @@ def test_the_best_is_kept_apart_from_the_rotation_and_patience_counts_small_gain
 
 
 def test_checkpoint_choices_parse_or_are_refused_naming_the_flag():
-    from training.run_dir import CheckpointChoice, ModelDirError, parse_checkpoint
+    from inference.runs import CheckpointChoice, ModelDirError, parse_checkpoint
 
     assert parse_checkpoint("best") == CheckpointChoice("best")
     assert parse_checkpoint(" last ") == CheckpointChoice("last")
@@ -118,7 +118,8 @@ def test_checkpoint_choices_parse_or_are_refused_naming_the_flag():
 def test_every_choice_resolves_in_one_place_or_names_what_the_run_has(tiny_run, tmp_path):
     import shutil
 
-    from training.run_dir import ModelDirError, RunDir
+    from inference.runs import ModelDirError
+    from training.run_dir import RunDir
 
     model_dir, summary = tiny_run
     run = RunDir(model_dir)
@@ -339,8 +340,9 @@ def test_early_stopping_without_dev_pairs_is_refused_and_leaves_no_run_directory
 
 
 def test_a_run_without_dev_bleu_has_no_best_by_bleu_and_the_refusal_says_why(tmp_path):
+    from inference.runs import ModelDirError
     from training import config as run_config
-    from training.run_dir import ModelDirError, RunDir
+    from training.run_dir import RunDir
 
     config = tiny_run_config(tmp_path / "run", str(tmp_path / "cache"), eval_sentences=0)
     run = RunDir(config.model_dir)

@@ -5,6 +5,7 @@ import keras
 import numpy as np
 import pytest
 
+from inference import checkpoint_files
 from models.learning_rate_schedule import transformer_optimizer
 from models.losses import LabelSmoothedCrossEntropy
 from models.transformer import Transformer
@@ -31,17 +32,17 @@ def test_keeps_the_newest_and_resumes_from_the_latest(tmp_path):
     model = _model(0)
     for step in (100, 200, 300, 400):
         checkpoints.save_checkpoint(model, str(tmp_path), step, keep=2)
-    assert [step for step, _ in checkpoints.list_checkpoints(str(tmp_path))] == [300, 400]
-    assert checkpoints.latest_checkpoint(str(tmp_path))[0] == 400
+    assert [step for step, _ in checkpoint_files.list_checkpoints(str(tmp_path))] == [300, 400]
+    assert checkpoint_files.latest_checkpoint(str(tmp_path))[0] == 400
     assert sorted(os.listdir(tmp_path)) == ["ckpt-000000300.weights.h5", "ckpt-000000400.weights.h5"]
 
 
 def test_a_corrupt_newest_checkpoint_falls_back_to_the_previous_one(tmp_path):
     model = _model(0)
     checkpoints.save_checkpoint(model, str(tmp_path), 100, keep=5)
-    with open(checkpoints.checkpoint_path(str(tmp_path), 200), "wb") as handle:
+    with open(checkpoint_files.checkpoint_path(str(tmp_path), 200), "wb") as handle:
         handle.write(b"half a file")
-    step, path = checkpoints.latest_checkpoint(str(tmp_path))
+    step, path = checkpoint_files.latest_checkpoint(str(tmp_path))
     assert step == 100 and path.endswith("ckpt-000000100.weights.h5")
 
 
@@ -108,7 +109,7 @@ def test_averaging_equals_the_elementwise_mean(tmp_path):
         values = [w.astype("float64") for w in _weights(model)]
         expected = values if expected is None else [a + b for a, b in zip(expected, values)]
     expected = [total / 3 for total in expected]
-    averaged = checkpoints.average_checkpoints(_model(7), paths)
+    averaged = checkpoint_files.average_checkpoints(_model(7), paths)
     for mean, value in zip(expected, _weights(averaged)):
         assert np.max(np.abs(mean - value)) < 1e-6
     # Not a copy of any one input.
@@ -117,7 +118,7 @@ def test_averaging_equals_the_elementwise_mean(tmp_path):
 
 def test_averaging_needs_checkpoints():
     with pytest.raises(ValueError, match="at least one checkpoint"):
-        checkpoints.average_checkpoints(_model(0), [])
+        checkpoint_files.average_checkpoints(_model(0), [])
 
 
 def test_an_average_takes_the_newest_checkpoints_and_never_fewer_than_asked(tmp_path):

@@ -112,7 +112,7 @@ def test_two_workers_on_loopback_end_on_the_same_weights(sample_corpus, tmp_path
     assert len(chief.weights) == len(other.weights) > 0
     for a, b in zip(chief.weights, other.weights):
         assert np.array_equal(keras.ops.convert_to_numpy(a), keras.ops.convert_to_numpy(b)), a.path
-    from training.checkpoints import latest_checkpoint
+    from inference.checkpoint_files import latest_checkpoint
 
     assert latest_checkpoint(os.path.join(model_dir, "checkpoints"))[0] == 4
     assert latest_checkpoint(os.path.join(model_dir, "workers", "1", "checkpoints"))[0] == 4

@@ -1,6 +1,6 @@
 """train.py --ema_decay: the exponential moving average of the weights (training/optimizers.py), written
 with each checkpoint (training/checkpoints.py), restored exactly on resume (training/trainer.py), and
-loaded by the tools' --checkpoint=ema (training/run_dir.py)."""
+loaded by the tools' --checkpoint=ema (inference/runs.py)."""
 
 import json
 import os
@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 
 from common import compat
+from inference import checkpoint_files
+from inference.runs import CheckpointChoice, ModelDirError, parse_checkpoint
 from models.learning_rate_schedule import transformer_optimizer
 from models.losses import LabelSmoothedCrossEntropy
 from models.transformer import Transformer
@@ -18,7 +20,7 @@ from training import checkpoints
 from training.config import TrainConfig, ema_refusal
 from training.model_building import build_model
 from training.optimizers import FusedAdam, batch_tokens
-from training.run_dir import CheckpointChoice, ModelDirError, RunDir, parse_checkpoint
+from training.run_dir import RunDir
 from training.trainer import TrainingError, train
 
 # Far from 1, so that a few updates leave the average visibly apart from the weights.
@@ -121,7 +123,7 @@ def test_a_checkpoint_holds_the_average_and_a_restored_one_continues_it_exactly(
         trajectory.append(_numpy(model.trainable_variables))
     checkpoints.save_checkpoint(model, directory, 2, keep=1)
     assert sorted(os.listdir(directory)) == ["ckpt-000000002.weights.h5", "ema-000000002.weights.h5"]
-    written = _file_weights(checkpoints.ema_path(directory, 2), 20, SMALL)
+    written = _file_weights(checkpoint_files.ema_path(directory, 2), 20, SMALL)
     _assert_close(written, _closed_form(trajectory, DECAY))
     _assert_equal(written, _averages(model.optimizer))
     _assert_equal(_numpy(model.trainable_variables), trajectory[-1])  # The live weights given back.
@@ -130,13 +132,13 @@ def test_a_checkpoint_holds_the_average_and_a_restored_one_continues_it_exactly(
     model.train_on_batch((ids[2], ids[2]), ids[2])
     uninterrupted = _averages(model.optimizer)
     _assert_close(uninterrupted, _closed_form([_numpy(model.trainable_variables)], DECAY, start=written))
-    model.load_weights(checkpoints.checkpoint_path(directory, 2))
+    model.load_weights(checkpoint_files.checkpoint_path(directory, 2))
     _assert_equal(_averages(model.optimizer), written)
     model.train_on_batch((ids[2], ids[2]), ids[2])
     _assert_equal(_averages(model.optimizer), uninterrupted)
     checkpoints.save_checkpoint(model, directory, 3, keep=1)
     assert sorted(os.listdir(directory)) == ["ckpt-000000003.weights.h5", "ema-000000003.weights.h5"]
-    assert checkpoints.latest_ema(directory) == (3, checkpoints.ema_path(directory, 3))
+    assert checkpoint_files.latest_ema(directory) == (3, checkpoint_files.ema_path(directory, 3))
 
 
 @pytest.fixture(scope="module")
@@ -157,7 +159,7 @@ def test_training_writes_the_average_with_each_checkpoint_and_a_resume_restores_
     run = RunDir(config.model_dir)
     assert listing == ["ckpt-000000001.weights.h5", "ckpt-000000002.weights.h5", "ema-000000002.weights.h5"]
     vocabulary_size = run.load_tokenizer().vocabulary_size
-    written = _file_weights(checkpoints.ema_path(run.checkpoint_dir, 2), vocabulary_size, config.model)
+    written = _file_weights(checkpoint_files.ema_path(run.checkpoint_dir, 2), vocabulary_size, config.model)
     assert len(watch.trajectory) == 2
     _assert_close(written, _closed_form(watch.trajectory, DECAY))
     _assert_equal(written, watch.averages[2])
@@ -167,7 +169,7 @@ def test_training_writes_the_average_with_each_checkpoint_and_a_resume_restores_
     _assert_equal(_numpy(final.trainable_variables), watch.trajectory[-1])
     # What a resume from step 1 restores (trainer._model): that step's averages, bit for bit.
     resumed = build_model(config.model, vocabulary_size, config.train)
-    resumed.load_weights(checkpoints.checkpoint_path(run.checkpoint_dir, 1))
+    resumed.load_weights(checkpoint_files.checkpoint_path(run.checkpoint_dir, 1))
     _assert_equal(_averages(resumed.optimizer), watch.averages[1])
 
 
@@ -176,7 +178,7 @@ def test_checkpoint_ema_loads_the_newest_average(ema_run):
     config = ema_run[0]
     run = RunDir(config.model_dir)
     model, tokenizer, _ = run.load_model("ema", quiet=True)
-    path = checkpoints.ema_path(run.checkpoint_dir, 2)
+    path = checkpoint_files.ema_path(run.checkpoint_dir, 2)
     _assert_equal(_numpy(model.trainable_variables), _file_weights(path, tokenizer.vocabulary_size, config.model))
     chosen = run.check_loadable("ema")
     assert chosen.paths == (path,) and chosen.describe() == "the moving average of the weights, of step 2"

@@ -64,8 +64,8 @@ def test_training_tags_each_pair_and_scores_each_on_its_dev_split(multilingual_r
 def test_translating_into_a_language_puts_its_tag_first(multilingual_run):
     """The translator's tokens are those of the tagged text the model trained on; an empty line
     stays empty; a cut line keeps its tag; the tag is no word of the alignment."""
-    from evaluation.translators import load_translator
     from inference.alignment import pieces_of, word_indices
+    from inference.loading import load_translator
     from inference.translator import Translator
 
     model_dir, _, _ = multilingual_run
@@ -122,8 +122,8 @@ def test_a_fine_tuning_starts_from_both_vocabularies_and_the_weights(multilingua
 def test_a_copy_without_the_source_vocabulary_is_refused(multilingual_run, tmp_path):
     import shutil
 
-    from evaluation.translators import load_translator
-    from training.run_dir import ModelDirError
+    from inference.loading import load_translator
+    from inference.runs import ModelDirError
 
     model_dir, _, _ = multilingual_run
     copy = shutil.copytree(model_dir, tmp_path / "copy", ignore=shutil.ignore_patterns("spm.source.model", "logs"))
@@ -133,7 +133,7 @@ def test_a_copy_without_the_source_vocabulary_is_refused(multilingual_run, tmp_p
 
 def test_a_target_language_the_model_has_not_learnt_is_refused(multilingual_run):
     from evaluation import evaluator
-    from evaluation.translators import load_translator
+    from inference.loading import load_translator
 
     model_dir, _, _ = multilingual_run
     with pytest.raises(
@@ -192,8 +192,8 @@ def test_the_export_takes_the_target_language_as_an_input(multilingual_run, tmp_
     import sentencepiece
     import tensorflow as tf
 
-    from evaluation.translators import load_translator
     from export import ctranslate2_export, exporter
+    from inference.loading import load_translator
     from inference.saved_model_translator import SavedModelTranslator
 
     model_dir, _, _ = multilingual_run

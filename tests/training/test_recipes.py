@@ -6,10 +6,10 @@ import types
 import pytest
 from absl import flags
 
+from inference.runs import ModelDirError, search_settings
 from tests.helpers import assert_train_refuses
 from training.config import DataConfig, RunConfig, TrainConfig
 from training.recipes import RECIPE_SEARCH, RECIPES, apply_recipe, search_record
-from training.run_dir import ModelDirError, search_settings
 from training.trainer import _record
 
 

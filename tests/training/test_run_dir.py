@@ -65,7 +65,8 @@ def test_user_corpora_are_cached_by_absolute_path_and_languages(tmp_path, monkey
 
 
 def test_start_over_deletes_only_a_train_py_run(tmp_path):
-    from training.run_dir import ModelDirError, RunDir
+    from inference.runs import ModelDirError
+    from training.run_dir import RunDir
 
     run = RunDir(str(tmp_path))
     (tmp_path / "logs").mkdir()
@@ -313,8 +314,9 @@ def test_the_averaging_tool_and_the_tools_share_one_checkpoint_rule(tiny_run, tm
     import keras
     import numpy as np
 
+    from inference.runs import ModelDirError
     from training.average_checkpoints import write_chosen
-    from training.run_dir import ModelDirError, RunDir
+    from training.run_dir import RunDir
 
     model_dir, _ = tiny_run
     run = RunDir(model_dir)
@@ -352,8 +354,9 @@ def test_one_writer_per_run_directory_and_a_killed_holder_leaves_no_lock(tmp_pat
     import sys
     import textwrap
 
+    from inference.runs import ModelDirError
     from tests.helpers import REPO_ROOT
-    from training.run_dir import ModelDirError, RunDir
+    from training.run_dir import RunDir
 
     run = RunDir(str(tmp_path / "run"))
     with run.lock():

@@ -85,7 +85,7 @@ class _StateAtStart(keras.callbacks.Callback):
 @pytest.mark.slow
 @pytest.mark.full
 def test_a_run_killed_mid_training_resumes_from_its_checkpoint(sample_corpus, tmp_path):
-    from training import checkpoints
+    from inference import checkpoint_files
     from training.model_building import build_model
     from training.trainer import train
 
@@ -105,7 +105,7 @@ def test_a_run_killed_mid_training_resumes_from_its_checkpoint(sample_corpus, tm
     assert process.returncode == -signal.SIGKILL, (tmp_path / "first.log").read_text()[-2000:]
     assert not os.path.exists(os.path.join(model_dir, "model.keras"))
     killed_rows = _log_rows(model_dir)
-    resumed_at, checkpoint = checkpoints.latest_checkpoint(os.path.join(model_dir, "checkpoints"))
+    resumed_at, checkpoint = checkpoint_files.latest_checkpoint(os.path.join(model_dir, "checkpoints"))
     assert resumed_at in (10, 20)
 
     # The same run again (what the same command line does, here in this process to look inside).
@@ -264,7 +264,7 @@ def test_steps_per_execution_and_subword_sampling_change_only_what_they_say(samp
     --subword_alpha resegments the training stream (other losses from the same seed), while the
     run's translations segment deterministically: a sampling tokenizer in the translator would give
     other translations at each call."""
-    from evaluation.translators import load_translator
+    from inference.loading import load_translator
     from training.trainer import TrainingError, train
 
     options = dict(train_steps=10, checkpoint_every=5, eval_every=10, eval_sentences=0)
@@ -393,10 +393,10 @@ def _stop_mid_epoch(process, checkpoint_dir, after_step, stop_signal, log_path):
     """Waits for the checkpoint an epoch after `after_step`, sends `stop_signal` a second later (mid-epoch)
     and checks the exit: 128 + the signal within a minute, a checkpoint at the step reached and one
     line naming it, no traceback or startup noise. Returns that checkpoint's `(step, path)`."""
-    from training import checkpoints
+    from inference import checkpoint_files
 
     try:
-        _wait_for(checkpoints.checkpoint_path(checkpoint_dir, after_step + SIGNAL_RUN_EPOCH), process)
+        _wait_for(checkpoint_files.checkpoint_path(checkpoint_dir, after_step + SIGNAL_RUN_EPOCH), process)
         time.sleep(1.0)
         process.send_signal(stop_signal)
         started = time.monotonic()
@@ -409,7 +409,7 @@ def _stop_mid_epoch(process, checkpoint_dir, after_step, stop_signal, log_path):
     assert time.monotonic() - started < 60
     assert not [noise for noise in STARTUP_NOISE if noise in output], output[-3000:]
     assert "Traceback" not in output
-    stopped_at, path = checkpoints.latest_checkpoint(checkpoint_dir)
+    stopped_at, path = checkpoint_files.latest_checkpoint(checkpoint_dir)
     assert (
         f"{signal.Signals(stop_signal).name} at step {stopped_at}: stopped after that step and wrote {path}" in output
     )
@@ -424,7 +424,7 @@ def test_a_signal_writes_a_checkpoint_at_the_current_step_and_the_rerun_resumes(
     loads. The rerun (here, in this process) resumes from that step and ends on the epoch
     boundaries. (The lock held by another process: test_run_dir.py. Ctrl-C, SIGINT, takes the
     same path with exit 130: test_preemption.py sends it to the handlers and the callback.)"""
-    from training import checkpoints
+    from inference import checkpoint_files
     from training.run_dir import RunDir
     from training.trainer import TrainingError, train
 
@@ -435,14 +435,14 @@ def test_a_signal_writes_a_checkpoint_at_the_current_step_and_the_rerun_resumes(
     with open(tmp_path / "first.log", "w") as log:
         process = subprocess.Popen(command, cwd=REPO_ROOT, env=ENV, stdout=log, stderr=subprocess.STDOUT)
         try:
-            _wait_for(checkpoints.checkpoint_path(checkpoint_dir, SIGNAL_RUN_EPOCH), process)
+            _wait_for(checkpoint_files.checkpoint_path(checkpoint_dir, SIGNAL_RUN_EPOCH), process)
             with pytest.raises(
                 TrainingError, match=f"is being trained by another train.py \\(pid {process.pid} on host"
             ):
                 train(_command_config(model_dir, sample_corpus, **run))
             model, _, _ = RunDir(model_dir).load_model("last", quiet=True)  # A complete checkpoint.
             assert model.count_params() > 0
-            newest = checkpoints.latest_checkpoint(checkpoint_dir)[0]
+            newest = checkpoint_files.latest_checkpoint(checkpoint_dir)[0]
         except BaseException:
             process.kill()
             raise
@@ -456,7 +456,7 @@ def test_a_signal_writes_a_checkpoint_at_the_current_step_and_the_rerun_resumes(
     summary = train(_command_config(model_dir, sample_corpus, **dict(run, train_steps=end, eval_every=end)))
     assert f"resuming from {path} at step {stopped_at}" in capsys.readouterr().err
     assert summary["resumed_from"] == stopped_at and summary["step"] == end
-    steps = [step for step, _ in checkpoints.list_checkpoints(checkpoint_dir)]
+    steps = [step for step, _ in checkpoint_files.list_checkpoints(checkpoint_dir)]
     # After the signal's step, checkpoints are back on the epoch boundaries, up to exactly the end.
     assert [step for step in steps if step > stopped_at] == [first_boundary, end]
 
@@ -497,6 +497,7 @@ def test_a_first_checkpoint_that_cannot_be_written_says_no_checkpoint_was_writte
     checkpoint fails: the message names the path, the step and that a rerun starts afresh, and no
     temporary file stays. (The same error stopping train.py, with a checkpoint to resume from: the
     full-disk test.)"""
+    from inference import checkpoint_files
     from models.transformer import Transformer
     from training import checkpoints
     from training.run_dir import RunDir
@@ -510,7 +511,7 @@ def test_a_first_checkpoint_that_cannot_be_written_says_no_checkpoint_was_writte
     model.optimizer.iterations.assign(10)
     with pytest.raises(checkpoints.WriteError) as failed:
         under_file_size_limit(100_000, lambda: checkpoints.save_checkpoint(model, run.checkpoint_dir, 10, keep=5))
-    checkpoint = checkpoints.checkpoint_path(run.checkpoint_dir, 10)
+    checkpoint = checkpoint_files.checkpoint_path(run.checkpoint_dir, 10)
     message = _write_failure(failed.value, model, run)
     assert message.startswith(f"cannot write {checkpoint}: File too large"), message
     assert "at step 10; no checkpoint was written yet. Make room" in message
@@ -544,7 +545,7 @@ def test_a_full_disk_stops_with_one_clear_error_and_keeps_the_checkpoint_to_resu
     traceback or crash, no temporary file). With room (the tmpfs's files on the disk beneath, as
     the namespace ends), that checkpoint is the run's latest and loads whole: what a rerun resumes
     from (a rerun resuming from a checkpoint: the killed-run and signal tests)."""
-    from training import checkpoints
+    from inference import checkpoint_files
     from training.run_dir import RunDir
 
     size_kib = int(2.5 * _tiny_checkpoint_bytes(tmp_path)) // 1024 + 64
@@ -580,6 +581,6 @@ def test_a_full_disk_stops_with_one_clear_error_and_keeps_the_checkpoint_to_resu
     ]
     for name in os.listdir(tmp_path / "kept"):
         shutil.copy2(tmp_path / "kept" / name, mount_point / name)
-    assert checkpoints.latest_checkpoint(str(mount_point)) == (20, str(newest))
+    assert checkpoint_files.latest_checkpoint(str(mount_point)) == (20, str(newest))
     model, _, _ = RunDir(str(model_dir)).load_model("last", quiet=True)
     assert model.count_params() > 0

@@ -6,12 +6,12 @@ The flags' defaults are `models.search_config.DEFAULT_SEARCH`'s; their values ar
 (`search_from_flags`), after `apply_run_search` has filled those not given from the run's record.
 """
 
-import os
-
 from absl import flags
 
+from cli import checkpoint_flag
+from inference import runs
+from inference.runs import run_paths
 from models.search_config import DEFAULT_SEARCH, EXPORT_MAX_INPUT_LENGTH, SETTING_BOUNDS, SearchConfig, check_setting
-from training import run_dir
 
 # Said of --model_dir in the tools' help: where the search flags' defaults may come from.
 RECORDED_SEARCH_HELP = (
@@ -105,24 +105,13 @@ def define_model_and_search_flags():
         "The language a multilingual model (trained on --corpus=deb-en-de,deb-en-fr,...) translates into, e.g. fr: "
         "one it was trained for.",
     )
-    run_dir.define_checkpoint_flag()
+    checkpoint_flag.define_checkpoint_flag()
     flags.declare_key_flag("checkpoint")  # listed by --helpshort as this module's own
     flags.register_multi_flags_validator(
         ["model_dir", "export_dir"],
         lambda values: bool(values["model_dir"]) != bool(values["export_dir"]),
         message="pass exactly one of --model_dir and --export_dir",
     )
-
-
-def run_paths(model_dir):
-    """The run directories of `--model_dir`: a list or tuple as it is, a directory alone, or else a
-    string of directories joined by commas (an ensemble)."""
-    if isinstance(model_dir, (list, tuple)):
-        return [str(path) for path in model_dir]
-    model_dir = str(model_dir)
-    if "," not in model_dir or os.path.isdir(model_dir):
-        return [model_dir]
-    return [path.strip() for path in model_dir.split(",")]
 
 
 def apply_run_search(flag_values, model_dir):
@@ -134,9 +123,9 @@ def apply_run_search(flag_values, model_dir):
         ModelDirError: config.json is not JSON or its "search" is not valid (the file named).
     """
     model_dir = run_paths(model_dir)[0]  # An ensemble's first run.
-    run = run_dir.RunDir(model_dir)
+    run = runs.RunDir(model_dir)
     config = run.read_config() or {}
-    settings = run_dir.search_settings(config.get("search"), run.config_path)
+    settings = runs.search_settings(config.get("search"), run.config_path)
     applied = []
     for name, value in settings.items():
         if not flag_values[name].present:

@@ -1,6 +1,6 @@
 """The Python API for translating: one call that opens a training run or an export.
 
-    from evaluation.translators import load_translator
+    from inference.loading import load_translator
     from models.search_config import SearchConfig
 
     translator = load_translator("runs/demo")                    # or "runs/demo/export"
@@ -29,11 +29,7 @@ import os
 import sentencepiece
 
 from data import multilingual
-from evaluation.search_flags import run_paths
-from inference.translator import Translator
-from models.ensemble import Ensemble
-from models.search_config import DEFAULT_SEARCH
-from training.run_dir import (
+from inference.runs import (
     CONFIG_FILE,
     DEFAULT_CHECKPOINT,
     MODEL_FILE,
@@ -41,7 +37,11 @@ from training.run_dir import (
     VOCABULARY_FILE,
     ModelDirError,
     RunDir,
+    run_paths,
 )
+from inference.translator import Translator
+from models.ensemble import Ensemble
+from models.search_config import DEFAULT_SEARCH
 
 
 def is_run_dir(path):
@@ -141,13 +141,13 @@ def load_translator(
             decides by its contents (a run has config.json or model.keras).
         batch_size: sentences per search call.
         search: a run's default `SearchConfig` (an export has its own), e.g. built from the tools'
-            flags (`evaluation.search_flags.search_from_flags`). None: the run's recorded search
+            flags (`cli.search_flags.search_from_flags`). None: the run's recorded search
             (config.json "search", a recipe's search chosen on the dev split), else the paper's
             (`DEFAULT_SEARCH`). Its `max_input_length` None is the run's `max_length`.
         beam_size, alpha, max_extra_length, min_length_ratio, max_input_length: single settings
             that replace `search`'s (or the recorded one's) where not None.
-        checkpoint: a run's weights: "best", "last", "average:N" or "ema" (`training.run_dir.parse_checkpoint`);
-            None: `training.run_dir.DEFAULT_CHECKPOINT`. An export has its weights built in.
+        checkpoint: a run's weights: "best", "last", "average:N" or "ema" (`inference.runs.parse_checkpoint`);
+            None: `inference.runs.DEFAULT_CHECKPOINT`. An export has its weights built in.
         sampling: a `inference.translator.Sampling` to draw translations by default (runs only).
         quiet: load a run without printing what was loaded.
         target_language: the language a multilingual model translates into (one it was trained

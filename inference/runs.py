@@ -1,0 +1,478 @@
+"""Reading the model_dir that train.py writes: `RunDir` (`training.run_dir` adds the writing).
+
+model_dir/
+    config.json          the resolved RunConfig (`training.config`)
+    spm.model            the SentencePiece vocabulary (the target's with --vocabulary=separate)
+    spm.source.model     the source's SentencePiece vocabulary, with --vocabulary=separate only
+    model.keras          the final model, written when training reaches --train_steps
+    checkpoints/         ckpt-<step>.weights.h5 (`inference.checkpoint_files`: their names; `training.checkpoints`:
+                         their atomic writes), the newest --keep_checkpoints of them, and best.weights.h5
+                         with best.json (the dev evaluation with the best score, its step and the
+                         early-stopping patience used), which the rotation never removes; with --ema_decay,
+                         ema-<step>.weights.h5 (the moving average of the weights at the newest checkpoint's step)
+    logs/                TensorBoard
+    training_log.csv     one row per epoch (checkpoint), appended across restarts
+    workers/<index>/     a multi-worker run's other workers' own run directories
+    .train.lock          held by the train.py process writing the directory (`training.run_dir.RunDir.lock`)
+
+Evaluation, translation, export and checkpoint averaging load from it what their one flag
+`--checkpoint=best|last|average:N|ema` names (`parse_checkpoint`, `RunDir.load_model`): the best
+checkpoint, the newest one, the mean of the newest N, or the moving average of the weights, refused
+with what the run has when it has no such thing.
+"""
+
+import dataclasses
+import os
+import sys
+import zipfile
+
+from common.errors import UserError
+from common.json_files import read_json
+from models.search_config import SETTING_BOUNDS, SearchConfigError, check_setting
+
+CONFIG_FILE = "config.json"
+VOCABULARY_FILE = "spm.model"
+SOURCE_VOCABULARY_FILE = "spm.source.model"
+MODEL_FILE = "model.keras"
+CHECKPOINT_DIR = "checkpoints"
+LOG_DIR = "logs"
+TRAINING_LOG = "training_log.csv"
+WORKERS_DIR = "workers"
+LOCK_FILE = ".train.lock"
+BEST_WEIGHTS_FILE = "best.weights.h5"  # In CHECKPOINT_DIR; its name is not a rotated ckpt-<step>.
+BEST_RECORD_FILE = "best.json"
+
+# The tools' `--checkpoint` (evaluate.py, translate.py, `python -m export`,
+# `training.average_checkpoints`): docs/training.md, "The best checkpoint", argues the default.
+DEFAULT_CHECKPOINT = "best"
+
+
+class ModelDirError(UserError, RuntimeError):
+    """A model_dir that does not hold what a tool needs, or cannot be used as asked (names the path)."""
+
+
+# The search settings a run may record in config.json ("search"); `SearchConfig` checks them.
+RECORDED_SEARCH = ("beam_size", "alpha", "max_extra_length", "min_length_ratio")
+
+
+def search_settings(record, where):
+    """The search settings of a config.json "search" record as `{name: value}` ({} for None);
+    its "chosen_for" says where they came from and is not a setting.
+
+    Raises:
+        ModelDirError: a record that is not an object, an unknown name, or a value of the wrong
+            type or below its least value (`where`, the file, and the name given).
+    """
+    if record is None:
+        return {}
+    if not isinstance(record, dict):
+        raise ModelDirError(f'{where}: "search" must be an object of search settings, found {record!r}')
+    settings = {}
+    for name, value in record.items():
+        if name == "chosen_for":
+            continue
+        if name not in RECORDED_SEARCH:
+            raise ModelDirError(f'{where}: "search" has {name!r}, which is not one of {", ".join(RECORDED_SEARCH)}')
+        try:
+            settings[name] = check_setting(name, value)
+        except SearchConfigError:
+            kind, least = SETTING_BOUNDS[name]
+            raise ModelDirError(
+                f'{where}: "search" has {name}={value!r}; it must be {kind.__name__} >= {least}'
+            ) from None
+    return settings
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointChoice:
+    """A parsed `--checkpoint`: `kind` "best", "last", "ema" or "average" (of the newest `count`)."""
+
+    kind: str
+    count: int = 0
+
+    def __str__(self):
+        return f"average:{self.count}" if self.kind == "average" else self.kind
+
+
+def parse_checkpoint(value, flag="--checkpoint"):
+    """The `CheckpointChoice` that `value` ("best", "last", "ema", "average:N" or a `CheckpointChoice`) names.
+
+    Raises:
+        ModelDirError: a malformed value (the message names `flag` and the values it takes).
+    """
+    if isinstance(value, CheckpointChoice):
+        return value
+    text = str(value).strip()
+    if text in ("best", "last", "ema"):
+        return CheckpointChoice(text)
+    kind, colon, count = text.partition(":")
+    if kind == "average" and colon and count.isdigit() and int(count) >= 1:
+        return CheckpointChoice("average", int(count))
+    raise ModelDirError(
+        f"{flag}={value!r} is not a checkpoint choice: expected best, last, ema or average:N with N a positive "
+        "integer (e.g. average:5)"
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class ChosenWeights:
+    """What a `--checkpoint` choice resolved to in one run directory.
+
+    `paths` and `steps`: the weights files (one, or the N averaged), oldest first; empty when the
+    choice is `model.keras` itself (`last` in a directory that keeps no checkpoint).
+    """
+
+    choice: CheckpointChoice
+    paths: tuple = ()
+    steps: tuple = ()
+    record: dict | None = None  # The best record, for `best`.
+
+    def describe(self):
+        if self.choice.kind == "best":
+            return f"the best checkpoint, of step {self.steps[0]} ({describe_score(self.record)})"
+        if self.choice.kind == "ema":
+            return f"the moving average of the weights, of step {self.steps[0]}"
+        if self.choice.kind == "average":
+            return f"the mean of {len(self.steps)} checkpoint(s), of steps {', '.join(map(str, self.steps))}"
+        if self.paths:
+            return f"the newest checkpoint, of step {self.steps[0]}"
+        return MODEL_FILE
+
+
+def describe_score(record):
+    """ "dev BLEU 12.30" or "dev loss 3.2100": the best record's score by its metric."""
+    if record.get("metric") == "loss":
+        return f"dev loss {record['score']:.4f}"
+    return f"dev BLEU {record['score']:.2f}"
+
+
+class RunDir:
+    """A training run's directory as the tools read it: the paths of its files, its checkpoints, and
+    loading its model (`training.run_dir.RunDir` adds the writing).
+
+    Keras, h5py and the checkpoint files module are imported where used, so that the flag checks of
+    the command-line tools, which import this module (through `cli` and `training.config`), stay quick.
+    """
+
+    def __init__(self, path):
+        self.path = path
+
+    def __repr__(self):
+        return f"RunDir({self.path!r})"
+
+    def file(self, name):
+        return os.path.join(self.path, name)
+
+    @property
+    def config_path(self):
+        return self.file(CONFIG_FILE)
+
+    @property
+    def vocabulary_path(self):
+        return self.file(VOCABULARY_FILE)
+
+    @property
+    def source_vocabulary_path(self):
+        """The source side's vocabulary of separate vocabularies (`has_separate_vocabularies`)."""
+        return self.file(SOURCE_VOCABULARY_FILE)
+
+    def has_separate_vocabularies(self):
+        return os.path.exists(self.source_vocabulary_path)
+
+    @property
+    def model_path(self):
+        return self.file(MODEL_FILE)
+
+    @property
+    def checkpoint_dir(self):
+        return self.file(CHECKPOINT_DIR)
+
+    @property
+    def log_dir(self):
+        return self.file(LOG_DIR)
+
+    @property
+    def training_log(self):
+        return self.file(TRAINING_LOG)
+
+    @property
+    def best_weights_path(self):
+        return os.path.join(self.checkpoint_dir, BEST_WEIGHTS_FILE)
+
+    @property
+    def best_record_path(self):
+        return os.path.join(self.checkpoint_dir, BEST_RECORD_FILE)
+
+    # Checkpoints and the best record.
+
+    def checkpoints(self):
+        """`[(step, path)]` of the complete checkpoints, oldest first."""
+        # Loads Keras: the tools import this module before their flag checks.
+        from inference import checkpoint_files
+
+        return checkpoint_files.list_checkpoints(self.checkpoint_dir)
+
+    def latest_checkpoint(self):
+        """`(step, path)` of the newest checkpoint that opens, or None."""
+        # Loads Keras: the tools import this module before their flag checks.
+        from inference import checkpoint_files
+
+        return checkpoint_files.latest_checkpoint(self.checkpoint_dir)
+
+    def latest_ema(self):
+        """`(step, path)` of the newest moving average of the weights (`--ema_decay`) that opens, or None."""
+        # Loads Keras: the tools import this module before their flag checks.
+        from inference import checkpoint_files
+
+        return checkpoint_files.latest_ema(self.checkpoint_dir)
+
+    def read_best(self):
+        """The best record (best.json: `step`, `metric`, `score`, `dev_loss`, `dev_bleu`,
+        `evaluations_without_improvement`, ...) as a dict, or None when the run has none.
+
+        Raises:
+            ModelDirError: best.json is not JSON.
+        """
+        return read_json(self.best_record_path, ModelDirError)
+
+    def read_config(self):
+        """config.json as a dict, or None if there is none.
+
+        Raises:
+            ModelDirError: config.json is not JSON.
+        """
+        return read_json(self.config_path, ModelDirError)
+
+    def recorded_search(self):
+        """The search settings config.json records (`search_settings`), {} when it has none.
+
+        Raises:
+            ModelDirError: config.json is not JSON, or its "search" is not valid.
+        """
+        return search_settings((self.read_config() or {}).get("search"), self.config_path)
+
+    def previous_config(self):
+        """config.json as a dict, or None if there is none or it is not JSON (the config check names that)."""
+        try:
+            return self.read_config()
+        except ModelDirError:
+            return None
+
+    # Loading what training wrote.
+
+    def load_tokenizer(self):
+        # Loads TensorFlow: the tools import this module before their flag checks.
+        from data.tokenizer import Tokenizer
+
+        if not os.path.exists(self.vocabulary_path):
+            raise ModelDirError(f"{self.path} has no {VOCABULARY_FILE}: not a model directory written by train.py")
+        return Tokenizer.from_file(self.vocabulary_path)
+
+    def load_source_tokenizer(self):
+        """The tokenizer of the source side: spm.source.model with separate vocabularies, else the
+        shared spm.model."""
+        if not self.has_separate_vocabularies():
+            return self.load_tokenizer()
+        from data.tokenizer import Tokenizer  # TensorFlow, as in load_tokenizer.
+
+        return Tokenizer.from_file(self.source_vocabulary_path)
+
+    def separate_source_tokenizer(self):
+        """The source side's own tokenizer with separate vocabularies, else None (what
+        `inference.translator.Translator(source_tokenizer=)` takes)."""
+        return self.load_source_tokenizer() if self.has_separate_vocabularies() else None
+
+    def available(self):
+        """What `--checkpoint` can choose in this directory, in words (for refusals)."""
+        found = self.checkpoints()
+        choices = []
+        if found:
+            choices.append(f"last (step {found[-1][0]})")
+        elif os.path.exists(self.model_path):
+            choices.append(f"last ({MODEL_FILE})")
+        record = self._best_record_or_none()
+        if record is not None:
+            choices.append(f"best (step {record['step']}, {describe_score(record)})")
+        ema = self.latest_ema()
+        if ema is not None:
+            choices.append(f"ema (step {ema[0]})")
+        if found:
+            steps = ", ".join(str(step) for step, _ in found)
+            averages = "average:1" if len(found) == 1 else f"average:1 to average:{len(found)}"
+            choices.append(f"{averages} (checkpoints of steps {steps})")
+        return "; ".join(choices) if choices else "nothing"
+
+    def _best_record_or_none(self):
+        try:
+            record = self.read_best()
+        except ModelDirError:
+            return None
+        if not record or not os.path.exists(self.best_weights_path):
+            return None
+        return record
+
+    def check_loadable(self, checkpoint=DEFAULT_CHECKPOINT, flag="--checkpoint"):
+        """Checks, without loading anything, that `load_model(checkpoint)` has what it needs;
+        returns the `ChosenWeights`. `flag` names `checkpoint` in messages.
+
+        Raises:
+            ModelDirError: a malformed choice, or one this directory cannot give; the message
+                names the flag and what the directory has.
+        """
+        choice = parse_checkpoint(checkpoint, flag)
+        if not os.path.isdir(self.path):
+            raise ModelDirError(f"--model_dir {self.path!r} is not a directory")
+        found = self.checkpoints()
+        if not os.path.exists(self.model_path) and not found and not os.path.exists(self.best_weights_path):
+            raise ModelDirError(
+                f"{self.path} holds no model: it has no {MODEL_FILE} and no {CHECKPOINT_DIR}/ckpt-*.weights.h5 "
+                "(train one with train.py --model_dir=...)"
+            )
+        if not os.path.exists(self.vocabulary_path):
+            raise ModelDirError(f"{self.path} has no {VOCABULARY_FILE}: not a model directory written by train.py")
+        separate = (self.previous_config() or {}).get("data", {}).get("vocabulary") == "separate"
+        if separate and not self.has_separate_vocabularies():
+            raise ModelDirError(
+                f"{self.path} was trained with separate vocabularies (--vocabulary=separate) but has no "
+                f"{SOURCE_VOCABULARY_FILE}, the source's: copy it beside {VOCABULARY_FILE}"
+            )
+        refusal = f"{flag}={choice}: {self.path}"
+        if choice.kind == "best":
+            record = self._best_record_or_none()
+            if record is None:
+                train = (self.previous_config() or {}).get("train", {})
+                why = "train.py keeps one from the first dev evaluation on, by --best_metric"
+                if train.get("eval_sentences") == 0 and train.get("best_metric", "bleu") == "bleu":
+                    why = "the run ranks by --best_metric=bleu but decodes no dev sentence, --eval_sentences=0"
+                raise ModelDirError(
+                    f"{refusal} has no best checkpoint ({CHECKPOINT_DIR}/{BEST_WEIGHTS_FILE} and "
+                    f"{BEST_RECORD_FILE}: {why}). It has: {self.available()}"
+                )
+            chosen = ChosenWeights(choice, (self.best_weights_path,), (record["step"],), record)
+        elif choice.kind == "ema":
+            chosen = self._ema_choice(choice, refusal)
+        elif choice.kind == "average" or found:
+            count = choice.count or 1
+            if len(found) < count:
+                raise ModelDirError(
+                    f"{refusal} keeps {len(found)} checkpoint(s), fewer than the {count} asked for. "
+                    f"It has: {self.available()}"
+                )
+            newest = found[-count:]
+            chosen = ChosenWeights(choice, tuple(path for _, path in newest), tuple(step for step, _ in newest))
+        elif os.path.exists(self.model_path):
+            return ChosenWeights(choice)
+        else:
+            raise ModelDirError(f"{refusal} has no checkpoint and no {MODEL_FILE}. It has: {self.available()}")
+        if not os.path.exists(self.config_path):
+            raise ModelDirError(f"{refusal}: {self.config_path} is missing, and building the model needs it")
+        return chosen
+
+    def _ema_choice(self, choice, refusal):
+        """The `ChosenWeights` of `--checkpoint=ema`; `refusal` begins the message of its refusal."""
+        ema = self.latest_ema()
+        if ema is None:
+            raise ModelDirError(
+                f"{refusal} has no moving average of the weights ({CHECKPOINT_DIR}/ema-<step>.weights.h5, which "
+                f"train.py writes with each checkpoint when given --ema_decay). It has: {self.available()}"
+            )
+        return ChosenWeights(choice, (ema[1],), (ema[0],))
+
+    def load_model(self, checkpoint=DEFAULT_CHECKPOINT, flag="--checkpoint", quiet=False):
+        """`(model, tokenizer, run_config)`: the weights `checkpoint` names. `tokenizer` is the
+        shared vocabulary's, or the target's of separate ones (`load_source_tokenizer`).
+
+        Args:
+            checkpoint: "best" (the best dev evaluation's checkpoint), "last" (the newest
+                checkpoint, or `model.keras` where none is kept), "average:N" (the mean of the
+                newest N checkpoints; section 6.1 averages the last 5 for base models) or "ema"
+                (the moving average of the weights, `--ema_decay`); or a `CheckpointChoice`.
+                Checkpoints are loaded into a model built from `config.json`.
+            flag: the name of `checkpoint` in messages (the tool's flag).
+            quiet: leaves out the line saying which weights were loaded.
+
+        Raises:
+            ModelDirError: a missing directory, vocabulary, model or checkpoint, a choice the run
+                cannot give, or a file that cannot be read (names the path).
+        """
+        # Loads Keras: the tools import this module before their flag checks.
+        import keras
+
+        import models.transformer  # noqa: F401  (registers the Keras classes that model.keras names)
+
+        chosen = self.check_loadable(checkpoint, flag)
+        run_config = self.read_config()
+        tokenizer = self.load_tokenizer()
+        if not chosen.paths:
+            try:
+                model = keras.saving.load_model(self.model_path, compile=False)
+            except (OSError, ValueError, zipfile.BadZipFile) as error:
+                raise ModelDirError(f"{self.model_path} cannot be loaded ({type(error).__name__}: {error})") from error
+            return model, tokenizer, run_config
+        model = self._model_from(chosen, flag, tokenizer.vocabulary_size, run_config)
+        if not quiet:
+            print(f"loaded {chosen.describe()}", file=sys.stderr)
+        return model, tokenizer, run_config
+
+    def chosen_model(self, checkpoint, flag="--checkpoint"):
+        """`(model, ChosenWeights)`: a model built from config.json with the weights `checkpoint`
+        names (`load_model`'s rule; "last" in a directory without checkpoints is refused, its
+        `model.keras` being that model already).
+
+        Raises:
+            ModelDirError: as `load_model`.
+        """
+        chosen = self.check_loadable(checkpoint, flag)
+        if not chosen.paths:
+            raise ModelDirError(
+                f"{flag}={chosen.choice}: {self.path} keeps no checkpoint; its {MODEL_FILE} is the last model"
+            )
+        return self._model_from(chosen, flag, self.load_tokenizer().vocabulary_size, self.read_config()), chosen
+
+    def _model_from(self, chosen, flag, vocabulary_size, run_config):
+        """The model of `chosen` (weights files) once `check_loadable` has passed."""
+        # Loads Keras: the tools import this module before their flag checks.
+        from inference import checkpoint_files
+        from models.transformer import Transformer
+
+        context = f"{flag}={chosen.choice}"
+        for path in chosen.paths:
+            _check_checkpoint(path, context)
+        source = self.separate_source_tokenizer()
+        model = Transformer(
+            vocabulary_size, source_vocabulary_size=source and source.vocabulary_size, **run_config["model"]
+        )
+        model.build()
+        try:
+            checkpoint_files.average_checkpoints(model, list(chosen.paths))
+        except (OSError, ValueError) as error:
+            raise ModelDirError(
+                f"{context}: loading {', '.join(chosen.paths)} failed ({type(error).__name__}: {error})"
+            ) from error
+        return model
+
+
+def _check_checkpoint(path, context):
+    """Opens the checkpoint `path` as HDF5, so that a truncated or corrupt file (a run killed while
+    writing it, a full disk) is reported by name: h5py's own message does not name the file."""
+    import h5py  # NumPy and HDF5 on use, not at the tools' start.
+
+    try:
+        with h5py.File(path, "r"):
+            pass
+    except OSError as error:
+        raise ModelDirError(
+            f"{context}: checkpoint {path} cannot be read ({error}); a run killed while writing a checkpoint "
+            "leaves such a file: delete it and evaluate again"
+        ) from error
+
+
+def run_paths(model_dir):
+    """The run directories of `--model_dir`: a list or tuple as it is, a directory alone, or else a
+    string of directories joined by commas (an ensemble)."""
+    if isinstance(model_dir, (list, tuple)):
+        return [str(path) for path in model_dir]
+    model_dir = str(model_dir)
+    if "," not in model_dir or os.path.isdir(model_dir):
+        return [model_dir]
+    return [path.strip() for path in model_dir.split(",")]
