@@ -77,9 +77,9 @@ def test_load_translator_searches_as_the_run_records_unless_told_otherwise(tiny_
     run = _with_search(tiny_run, tmp_path / "run", RECORDED)
     recorded = load_translator(run, quiet=True)
     assert _settings(recorded) == (4, 1.0, 50, 0.8)
-    assert _settings(load_translator(run, alpha=0.6, quiet=True)) == (4, 0.6, 50, 0.8)
+    assert _settings(load_translator(run, search=recorded.search.override(alpha=0.6), quiet=True)) == (4, 0.6, 50, 0.8)
     assert _settings(load_translator(tiny_run[0], quiet=True)) == (4, 0.6, 50, 0.0)
-    explicit = load_translator(tiny_run[0], alpha=1.0, min_length_ratio=0.8, quiet=True)
+    explicit = load_translator(tiny_run[0], search=SearchConfig(alpha=1.0, min_length_ratio=0.8), quiet=True)
     assert recorded.translate(SENTENCES)[0] == explicit.translate(SENTENCES)[0]
 
 
@@ -93,7 +93,7 @@ def test_flags_then_record_then_default_make_one_search_config(tiny_run, tmp_pat
     translator = load_translator(run, search=search, quiet=True)
     max_length = RunDir(run).read_config()["data"]["max_length"]
     assert translator.search == dataclasses.replace(search, max_input_length=max_length)
-    assert load_translator(run, search=search, beam_size=3, quiet=True).search.beam_size == 3
+    assert load_translator(run, search=search.override(beam_size=3), quiet=True).search.beam_size == 3
 
 
 @pytest.mark.parametrize(
