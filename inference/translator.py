@@ -186,7 +186,8 @@ class Translator(TextTranslator):
         """`TextTranslator.translate`: returns `(translations, scores)` in the order of `sentences`
         (with `alignments`, `(translations, scores, alignments)`).
 
-        Here a caller translating a stream in pieces passes line numbers as `keys`. `truncated_indices` is reset to the positions (in `sentences`) of the inputs cut to
+        Here a caller translating a stream in pieces passes line numbers as `keys`.
+        `truncated_indices` is reset to the positions (in `sentences`) of the inputs cut to
         `max_input_length`, `empty_indices` to those of the inputs with no tokens (and no prefix).
         A batch in which no sentence has a prefix runs the search without prefixes; sentences
         without constraints are searched without them, apart from those with constraints.
