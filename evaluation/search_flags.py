@@ -97,24 +97,30 @@ def define_search_flags(export=False, flag_values=flags.FLAGS):
         )
 
 
-def define_sampling_flags():
-    """Defines --sampling_topk, --sampling_topp, --sampling_temperature and --seed (translate.py's),
-    and the check of their values, by `Sampling`, as they are parsed."""
+def define_sampling_flags(flag_values=flags.FLAGS):
+    """Defines --sampling_topk, --sampling_topp, --sampling_temperature and --seed (translate.py's)
+    in `flag_values`, and the check of their values, by `Sampling`, as they are parsed."""
     flags.DEFINE_integer(
         "sampling_topk",
         None,
         "Sample translations instead of searching, among the K most likely tokens at each step (0: all).",
         lower_bound=SETTING_BOUNDS["top_k"][1],
+        flag_values=flag_values,
     )
     flags.DEFINE_float(
         "sampling_topp",
         None,
         "Sample translations instead of searching, within the nucleus at each step: the most likely tokens whose "
         "probability reaches P, in (0, 1]. With --sampling_topk, among those K tokens (top-k, then top-p).",
+        flag_values=flag_values,
     )
-    flags.DEFINE_float("sampling_temperature", 1.0, "Sampling: logits are divided by this (> 0).")
-    flags.DEFINE_integer("seed", 0, "Sampling: the seed; with the line number it fixes each line's sample.")
-    flags.register_multi_flags_validator(list(SAMPLING_FLAGS), _check_sampling, message="")
+    flags.DEFINE_float(
+        "sampling_temperature", 1.0, "Sampling: logits are divided by this (> 0).", flag_values=flag_values
+    )
+    flags.DEFINE_integer(
+        "seed", 0, "Sampling: the seed; with the line number it fixes each line's sample.", flag_values=flag_values
+    )
+    flags.register_multi_flags_validator(list(SAMPLING_FLAGS), _check_sampling, message="", flag_values=flag_values)
 
 
 def _sampling(values):

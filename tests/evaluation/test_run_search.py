@@ -15,7 +15,7 @@ from absl import flags
 from common.errors import UserError
 from evaluation import search_flags
 from evaluation.translators import load_translator
-from models.search_config import SearchConfig
+from models.search_config import Sampling, SearchConfig
 from tests.helpers import REPO_ROOT, TOOL_ENV
 from training.run_dir import RunDir
 
@@ -41,9 +41,11 @@ def _tool(*argv):
     )
 
 
-def _search_flag_values(argv):
+def _search_flag_values(argv, sampling=False):
     values = flags.FlagValues()
     search_flags.define_search_flags(flag_values=values)
+    if sampling:
+        search_flags.define_sampling_flags(flag_values=values)
     values(["tool", *argv])
     return values
 
@@ -94,6 +96,14 @@ def test_flags_then_record_then_default_make_one_search_config(tiny_run, tmp_pat
     max_length = RunDir(run).read_config()["data"]["max_length"]
     assert translator.search == dataclasses.replace(search, max_input_length=max_length)
     assert load_translator(run, search=search.override(beam_size=3), quiet=True).search.beam_size == 3
+
+
+def test_the_sampling_flags_join_the_one_value_and_are_checked_by_it():
+    assert search_flags.search_from_flags(_search_flag_values([], sampling=True)).sampling is None
+    search = search_flags.search_from_flags(_search_flag_values(["--sampling_topp=0.9", "--seed=3"], sampling=True))
+    assert search == SearchConfig(sampling=Sampling(top_p=0.9, seed=3))
+    with pytest.raises(flags.IllegalFlagValueError, match=r"--sampling_temperature must be > 0, received -1\.0"):
+        _search_flag_values(["--sampling_topk=2", "--sampling_temperature=-1"], sampling=True)
 
 
 @pytest.mark.parametrize(
