@@ -32,12 +32,13 @@ from cli.search_flags import SEARCH_FLAGS
 from common import quiet_logs
 from common.errors import BAD_INPUT_STATUS, UserError, flags_parser
 from common.write_errors import WriteError
-from inference.protocol import AlignmentConfig, ConstraintError, Sampling, SteeringError
+from inference.protocol import AlignmentConfig, ConstraintError, SteeringError
 
 FLAGS = flags.FLAGS
 EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = BAD_INPUT_STATUS, 130, 141
 
 search_flags.define_model_and_search_flags()
+search_flags.define_sampling_flags()
 flags.adopt_module_key_flags(search_flags)  # listed by --help as this tool's own
 flags.DEFINE_string("input", "-", "Sentences to translate, one per line ('-': stdin).")
 flags.DEFINE_string("output", "-", "Where the translations go, one per line ('-': stdout).")
@@ -71,20 +72,6 @@ flags.DEFINE_string(
 )
 flags.DEFINE_string("src", None, "--score: the sources, one per line (with --tgt, instead of TSV input).")
 flags.DEFINE_string("tgt", None, "--score: the targets, line-aligned with --src.")
-flags.DEFINE_integer(
-    "sampling_topk",
-    None,
-    "Sample translations instead of searching, among the K most likely tokens at each step (0: all).",
-    lower_bound=0,
-)
-flags.DEFINE_float(
-    "sampling_topp",
-    None,
-    "Sample translations instead of searching, within the nucleus at each step: the most likely tokens whose "
-    "probability reaches P, in (0, 1]. With --sampling_topk, among those K tokens (top-k, then top-p).",
-)
-flags.DEFINE_float("sampling_temperature", 1.0, "Sampling: logits are divided by this (> 0).")
-flags.DEFINE_integer("seed", 0, "Sampling: the seed; with the line number it fixes each line's sample.")
 flags.DEFINE_boolean(
     "alignments",
     False,
@@ -119,7 +106,7 @@ class InputError(UserError, ValueError):
 
 
 @flags.multi_flags_validator(
-    ["n_best", "beam_size", "score", "prefix", "sampling_topk", "sampling_topp", "sampling_temperature"]
+    ["n_best", "beam_size", "score", "prefix", "sampling_topk", "sampling_topp"]
     + ["src", "tgt", "input", "export_dir", "alignments", "alignment_layer", "alignment_head", "constraints"]
     + ["tag", "with_scores"],
     message="",
@@ -131,12 +118,8 @@ def _check_modes(values):
             "beam_size hypotheses per line"
         )
     sampling = values["sampling_topk"] is not None or values["sampling_topp"] is not None
-    if values["sampling_topp"] is not None and not 0 < values["sampling_topp"] <= 1:
-        raise flags.ValidationError(f"--sampling_topp must be in (0, 1], received {values['sampling_topp']}")
     if sampling and values["n_best"] not in (None, 1):
         raise flags.ValidationError("--n_best needs a beam search; sampling draws one translation per line")
-    if not values["sampling_temperature"] > 0:
-        raise flags.ValidationError(f"--sampling_temperature must be > 0, received {values['sampling_temperature']}")
     if values["score"] and (sampling or values["n_best"] is not None):
         raise flags.ValidationError(
             "--score scores given translations; it takes no --n_best, --sampling_topk or --sampling_topp"
@@ -231,20 +214,11 @@ def translation_lines(translator, numbers, sentences, first_index, name, limit, 
     """The output lines for one window of input lines (with `prefixes`, their target prefixes, and
     `constraints`, their phrases); InputError for a prefix or phrase the search cannot follow,
     before any line of the window is translated."""
-    sampling = None
-    if FLAGS.sampling_topk is not None or FLAGS.sampling_topp is not None:
-        sampling = Sampling(
-            top_k=FLAGS.sampling_topk or 0,
-            temperature=FLAGS.sampling_temperature,
-            seed=FLAGS.seed,
-            top_p=1.0 if FLAGS.sampling_topp is None else FLAGS.sampling_topp,
-        )
     alignments = AlignmentConfig(FLAGS.alignment_layer, FLAGS.alignment_head) if FLAGS.alignments else False
     try:
         texts, scores, *aligned = translator.translate(
             sentences,
             n_best=FLAGS.n_best,
-            sampling=sampling,
             keys=range(first_index, first_index + len(sentences)),
             prefixes=prefixes,
             constraints=constraints,

@@ -50,7 +50,7 @@ def parse_args(argv=None):
 
 
 def settings(args):
-    """`[(name, search keyword arguments)]`, greedy first."""
+    """`[(name, SearchConfig settings)]`, greedy first."""
     alphas = [float(value) for value in args.alphas.split(",") if value]
     rows = [("greedy", dict(beam_size=1, alpha=alphas[0]))]
     rows += [
@@ -80,9 +80,11 @@ def translate(model, source_rows, order, batch_size, search_options):
 
     from common.special_ids import EOS_ID
     from inference.translator import LENGTH_MULTIPLE, compile_search
+    from models.search_config import SearchConfig
     from models.translation import translate_ids
 
-    search = compile_search(lambda source: translate_ids(model, source, **search_options), model.variables)
+    search_config = SearchConfig(**search_options)
+    search = compile_search(lambda source: translate_ids(model, source, search_config), model.variables)
     outputs, scores = [None] * len(source_rows), [None] * len(source_rows)
     for start in range(0, len(order), batch_size):
         indices = order[start : start + batch_size]
@@ -136,6 +138,7 @@ def main(argv=None):
     from evaluation import evaluator
     from inference.runs import RunDir
     from inference.translator import Translator
+    from models.search_config import SearchConfig
 
     tf.get_logger().setLevel("ERROR")  # one search compiled per padded length is expected here
     if args.split.startswith("test"):
@@ -148,9 +151,9 @@ def main(argv=None):
         sources, references = sources[: args.sentences], references[: args.sentences]
     max_length = run_config["data"]["max_length"]
     source_tokenizer = RunDir(args.model_dir).separate_source_tokenizer()
-    source_rows = Translator(model, tokenizer, max_input_length=max_length, source_tokenizer=source_tokenizer).encode(
-        sources
-    )
+    source_rows = Translator(
+        model, tokenizer, search=SearchConfig(max_input_length=max_length), source_tokenizer=source_tokenizer
+    ).encode(sources)
     reference_rows = [row + [EOS_ID] for row in tokenizer.tokenize(references).to_list()]
     # Sentences with no source tokens translate to "" without a search; they are left out here.
     kept = [i for i, row in enumerate(source_rows) if len(row) > 1]

@@ -123,6 +123,7 @@ class NoEosModel:
 
 def build_ours(args):
     from inference.translator import compile_search
+    from models.search_config import SearchConfig
     from models.transformer import Transformer
     from models.translation import translate_ids
 
@@ -141,9 +142,7 @@ def build_ours(args):
         return translate_ids(
             wrapped,
             source_ids,
-            beam_size=args.beam,
-            alpha=0.6,
-            max_extra_length=args.output_length,
+            search=SearchConfig(beam_size=args.beam, alpha=0.6, max_extra_length=args.output_length),
             max_decode_length=args.output_length,
         ).ids
 

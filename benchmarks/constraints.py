@@ -115,9 +115,13 @@ def main(argv=None):
     for size in [int(value) for value in args.constrained_beam_sizes.split(",") if value]:
         searches.append((f"constrained, beam {size}", constraints, size))
     for name, steering, beam_size in searches:
-        translator.translate(sources, constraints=steering, beam_size=beam_size)  # traces every shape
+        translator.translate(
+            sources, constraints=steering, search=translator.search.override(beam_size=beam_size)
+        )  # traces every shape
         started = time.perf_counter()
-        translations, _ = translator.translate(sources, constraints=steering, beam_size=beam_size)
+        translations, _ = translator.translate(
+            sources, constraints=steering, search=translator.search.override(beam_size=beam_size)
+        )
         seconds = time.perf_counter() - started
         phrases_found, sentences_found = found(translations, constraints, normal)
         results[name] = dict(
@@ -144,7 +148,7 @@ def main(argv=None):
         command=" ".join(["python", "benchmarks/constraints.py", *(argv if argv is not None else sys.argv[1:])]),
         sentences=len(sources),
         phrases=phrase_count,
-        search=translator.search.search_arguments(),
+        search=translator.search.search_settings(),
         results=results,
     )
     if args.output:

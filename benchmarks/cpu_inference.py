@@ -81,7 +81,7 @@ from export_latency import percentile, read_sentences  # noqa: E402 (after the p
 
 from inference.runs import CONFIG_FILE, DEFAULT_CHECKPOINT, ModelDirError, RunDir  # noqa: E402
 from models.presets import PRESETS  # noqa: E402
-from models.search_config import DEFAULT_SEARCH, EXPORT_MAX_INPUT_LENGTH  # noqa: E402
+from models.search_config import DEFAULT_SEARCH, EXPORT_MAX_INPUT_LENGTH, SearchConfig  # noqa: E402
 
 SYSTEMS = ("saved_model_float32", "saved_model_int8", "ct2_float32", "ct2_int8", "keras_hub")
 LABELS = {
@@ -381,11 +381,13 @@ def build_systems(size, run_path, checkpoint, output_length, processor, sentence
             path = export_model(
                 run_path,
                 target,
-                beam_size=args.beam_size,
-                alpha=args.alpha,
-                max_input_length=args.max_input_length,
-                max_extra_length=output_length.max_extra_length,
-                min_length_ratio=output_length.min_length_ratio,
+                search=SearchConfig(
+                    beam_size=args.beam_size,
+                    alpha=args.alpha,
+                    max_input_length=args.max_input_length,
+                    max_extra_length=output_length.max_extra_length,
+                    min_length_ratio=output_length.min_length_ratio,
+                ),
                 length_buckets=args.length_buckets,
                 checkpoint=checkpoint,
                 quantize="int8" if name.endswith("int8") else None,

@@ -93,12 +93,15 @@ def dev_scores(model_dir, dev_tsv, pairs, max_length):
     from inference.runs import RunDir
     from inference.translator import Translator
     from models.losses import LabelSmoothedCrossEntropy
+    from models.search_config import SearchConfig
 
     model, tokenizer, _ = RunDir(model_dir).load_model(checkpoint="last", quiet=True)
     model.compile(loss=LabelSmoothedCrossEntropy())
     dev = pipeline.make_dataset(dev_tsv, tokenizer, batch_tokens=2048, max_length=max_length, shuffle=False)
     loss = float(model.evaluate(dev, verbose=0))
-    translator = Translator(model, tokenizer, beam_size=1, batch_size=32, max_input_length=max_length)
+    translator = Translator(
+        model, tokenizer, search=SearchConfig(beam_size=1, max_input_length=max_length), batch_size=32
+    )
     hypotheses, _ = translator.translate([source for source, _ in pairs])
     scores = scoring.score(hypotheses, [target for _, target in pairs])
     return dict(loss=loss, bleu=scores["bleu"], chrf=scores["chrf"], signature=scores["bleu_signature"])

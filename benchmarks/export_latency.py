@@ -100,26 +100,30 @@ def main(argv=None):
     from export.exporter import export_model
     from inference.runs import RunDir
     from inference.translator import Translator
+    from models.search_config import SearchConfig
 
     if model_languages((RunDir(args.model_dir).read_config() or {}).get("data", {})):
         raise SystemExit(f"{args.model_dir} is a multilingual model: this benchmark times one pair's model")
     sentences = read_sentences(args.sentences, args.count)
-    search = dict(beam_size=args.beam_size, alpha=args.alpha, max_extra_length=args.max_extra_length)
+    search = SearchConfig(
+        beam_size=args.beam_size,
+        alpha=args.alpha,
+        max_extra_length=args.max_extra_length,
+        max_input_length=args.max_input_length,
+    )
     buckets = [int(value) for value in args.length_buckets.split(",") if value.strip()]
     results = {
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs",
         "tensorflow": tf.__version__,
         "model_dir": args.model_dir,
         "sentences": len(sentences),
-        "search": dict(search, max_input_length=args.max_input_length),
+        "search": {name: value for name, value in search.search_settings().items() if name != "min_length_ratio"},
     }
     with tempfile.TemporaryDirectory() as scratch:
         path = args.export_dir
         if path is None:
             start = time.perf_counter()
-            path = export_model(
-                args.model_dir, scratch, max_input_length=args.max_input_length, length_buckets=buckets, **search
-            )
+            path = export_model(args.model_dir, scratch, search=search, length_buckets=buckets)
             results["export_seconds"] = time.perf_counter() - start
         results["length_buckets"] = json.load(open(os.path.join(path, "assets.extra", "export_config.json")))["export"][
             "length_buckets"
@@ -146,10 +150,9 @@ def main(argv=None):
             translator = Translator(
                 model,
                 tokenizer,
+                search,
                 batch_size=batch,
-                max_input_length=args.max_input_length,
                 source_tokenizer=source_tokenizer,
-                **search,
             )
             translator.translate(sentences)  # traces every padded shape once
             if name == "single":

@@ -1,9 +1,11 @@
-"""The search flags of evaluate.py, translate.py and `python -m export` (`define_search_flags`), and
-the flags evaluate.py and translate.py share: the model (a run or an export) and the batching.
+"""The search flags of evaluate.py, translate.py and `python -m export` (`define_search_flags`),
+translate.py's sampling flags (`define_sampling_flags`), and the flags evaluate.py and translate.py
+share: the model (a run or an export) and the batching.
 
 The flags' defaults are `models.search_config.DEFAULT_SEARCH`'s; their values are checked by
-`models.search_config.check_setting` as they are parsed, and become one `SearchConfig`
-(`search_from_flags`), after `apply_run_search` has filled those not given from the run's record.
+`models.search_config.check_setting` as they are parsed (the sampling flags, by `Sampling`, together),
+and become one `SearchConfig` (`search_from_flags`), after `apply_run_search` has filled those not
+given from the run's record.
 """
 
 from absl import flags
@@ -11,7 +13,16 @@ from absl import flags
 from cli import checkpoint_flag
 from inference import runs
 from inference.runs import run_paths
-from models.search_config import DEFAULT_SEARCH, EXPORT_MAX_INPUT_LENGTH, SETTING_BOUNDS, SearchConfig, check_setting
+from models.search_config import (
+    DEFAULT_SEARCH,
+    EXPORT_MAX_INPUT_LENGTH,
+    SEARCH_SETTINGS,
+    SETTING_BOUNDS,
+    Sampling,
+    SearchConfig,
+    SearchConfigError,
+    check_setting,
+)
 
 # Said of --model_dir in the tools' help: where the search flags' defaults may come from.
 RECORDED_SEARCH_HELP = (
@@ -19,7 +30,14 @@ RECORDED_SEARCH_HELP = (
 )
 
 # Flags that configure the search and input length of --model_dir; an export has them built in.
-SEARCH_FLAGS = ("beam_size", "alpha", "max_extra_length", "min_length_ratio", "max_input_length")
+SEARCH_FLAGS = SEARCH_SETTINGS
+# translate.py's sampling flags and the `Sampling` setting each sets.
+SAMPLING_FLAGS = {
+    "sampling_topk": "top_k",
+    "sampling_topp": "top_p",
+    "sampling_temperature": "temperature",
+    "seed": "seed",
+}
 
 # Each search flag's help: for the tools that translate with a run (evaluate.py, translate.py), and
 # for the export, whose graph has the search built in.
@@ -79,9 +97,60 @@ def define_search_flags(export=False, flag_values=flags.FLAGS):
         )
 
 
+def define_sampling_flags(flag_values=flags.FLAGS):
+    """Defines --sampling_topk, --sampling_topp, --sampling_temperature and --seed (translate.py's)
+    in `flag_values`, and the check of their values, by `Sampling`, as they are parsed."""
+    flags.DEFINE_integer(
+        "sampling_topk",
+        None,
+        "Sample translations instead of searching, among the K most likely tokens at each step (0: all).",
+        lower_bound=SETTING_BOUNDS["top_k"][1],
+        flag_values=flag_values,
+    )
+    flags.DEFINE_float(
+        "sampling_topp",
+        None,
+        "Sample translations instead of searching, within the nucleus at each step: the most likely tokens whose "
+        "probability reaches P, in (0, 1]. With --sampling_topk, among those K tokens (top-k, then top-p).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_float(
+        "sampling_temperature", 1.0, "Sampling: logits are divided by this (> 0).", flag_values=flag_values
+    )
+    flags.DEFINE_integer(
+        "seed", 0, "Sampling: the seed; with the line number it fixes each line's sample.", flag_values=flag_values
+    )
+    flags.register_multi_flags_validator(list(SAMPLING_FLAGS), _check_sampling, message="", flag_values=flag_values)
+
+
+def _sampling(values):
+    """The `Sampling` of the sampling flags' values (by flag name)."""
+    return Sampling(
+        top_k=values["sampling_topk"] or 0,
+        temperature=values["sampling_temperature"],
+        seed=values["seed"],
+        top_p=1.0 if values["sampling_topp"] is None else values["sampling_topp"],
+    )
+
+
+def _check_sampling(values):
+    try:
+        _sampling(values)
+    except SearchConfigError as error:
+        flag = next(flag for flag, name in SAMPLING_FLAGS.items() if name == error.name)
+        raise flags.ValidationError(f"--{flag} must be {error.expected}, received {error.value!r}") from None
+    return True
+
+
 def search_from_flags(flag_values):
-    """The `SearchConfig` the search flags of `flag_values` (parsed) set."""
-    return SearchConfig(**{name: flag_values[name].value for name in SEARCH_FLAGS})
+    """The `SearchConfig` the search flags of `flag_values` (parsed) set, with the `Sampling` of the
+    sampling flags where the tool has them and --sampling_topk or --sampling_topp is given."""
+    sampling = None
+    if "sampling_topk" in flag_values:
+        values = {name: flag_values[name].value for name in SAMPLING_FLAGS}
+        if values["sampling_topk"] is not None or values["sampling_topp"] is not None:
+            sampling = _sampling(values)
+    return SearchConfig(**{name: flag_values[name].value for name in SEARCH_FLAGS}, sampling=sampling)
 
 
 def define_model_and_search_flags():

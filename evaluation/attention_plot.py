@@ -101,11 +101,7 @@ def translated_attention(
     input is not cut to `search.max_input_length`: the plot shows the whole sentence.
     `source_tokenizer` tokenizes the source with separate vocabularies."""
     source_ids = [int(i) for i in (source_tokenizer or tokenizer).tokenize([source]).to_list()[0]] + [EOS_ID]
-    ids, _ = translate_ids(
-        model,
-        keras.ops.convert_to_tensor(np.asarray([source_ids], "int32")),
-        **search.search_arguments(),
-    )
+    ids, _ = translate_ids(model, keras.ops.convert_to_tensor(np.asarray([source_ids], "int32")), search)
     return attention_matrix(
         model, tokenizer, source, keras.ops.convert_to_numpy(ids)[0, 0], attention, source_tokenizer
     )

@@ -30,16 +30,7 @@ FLAGS = flags.FLAGS
 FORMATS = ("saved_model", "ctranslate2")
 # Flags that set the SavedModel's graph (its search, buckets, version): refused with --format=ctranslate2,
 # whose search is chosen by the caller of `ctranslate2.Translator.translate_batch`.
-SAVED_MODEL_FLAGS = (
-    "version",
-    "beam_size",
-    "alpha",
-    "max_input_length",
-    "max_extra_length",
-    "min_length_ratio",
-    "length_buckets",
-    "quantize",
-)
+SAVED_MODEL_FLAGS = ("version", *search_flags.SEARCH_FLAGS, "length_buckets", "quantize")
 CT2_FLAGS = ("ct2_quantization",)
 # The exit status of a refused CTranslate2 conversion or a flag of the other format.
 REFUSED_STATUS = BAD_INPUT_STATUS

@@ -20,7 +20,6 @@ export, and the next export into the same export_dir removes it. The version dir
 mode `os.makedirs` would give (0o777 less the umask), so a server running as another user can read it.
 """
 
-import dataclasses
 import fcntl
 import json
 import os
@@ -218,7 +217,7 @@ def _export_settings(module, version, chosen, quantize):
     alignment_layer, alignment_head = module.alignment_attention()
     return {
         "version": version,
-        **dataclasses.asdict(module.search_config),
+        **module.search_config.search_settings(),
         "length_buckets": list(module.length_buckets),
         "alignment_layer": alignment_layer,
         "alignment_head": alignment_head,
@@ -239,7 +238,6 @@ def export_model(
     length_buckets=DEFAULT_LENGTH_BUCKETS,
     checkpoint=DEFAULT_CHECKPOINT,
     quantize=None,
-    **settings,
 ):
     """Exports `model_dir` to `export_dir/<version>/` and returns that path.
 
@@ -249,16 +247,14 @@ def export_model(
         version: positive int; default `next_version(export_dir)`.
         search: the `SearchConfig` baked into the graph; its `max_input_length` is the source
             tokens kept per sentence, EOS included (longer inputs are cut), None meaning
-            `EXPORT_MAX_INPUT_LENGTH`.
+            `EXPORT_MAX_INPUT_LENGTH`. Not one that samples (`ServingModule` refuses it).
         length_buckets: source lengths with one traced search each (`export.serving_module`).
         checkpoint: the weights exported: "best", "last", "average:N" or "ema"
             (`inference.runs.parse_checkpoint`).
         quantize: None (float weights), or "int8": the matmul weights as int8
             (`models.int8_weights`), the same signatures and search.
-        **settings: `SearchConfig` settings by name (`beam_size=2`), each replacing `search`'s.
 
     Raises:
-        SearchConfigError: a search setting out of range.
         ExportError: before any model is loaded, a model_dir without the files the export needs, an
             export_dir that is a file or a SavedModel version directory, or an existing
             `export_dir/<version>` (versions are never overwritten); after, a write that failed
@@ -270,7 +266,6 @@ def export_model(
         raise ValueError(f"version must be a positive int, received {version!r}")
     if quantize not in QUANTIZE_MODES:
         raise ValueError(f"quantize must be one of {QUANTIZE_MODES}, received {quantize!r}")
-    search = search.override(**settings)
     check_export_dir(export_dir, version)
     chosen = check_model_dir(model_dir, checkpoint)
     try:

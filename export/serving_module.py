@@ -125,6 +125,7 @@ class ServingModule(tf.Module):
             `models.search_config.DEFAULT_SEARCH`); its `max_input_length` is the source tokens
             kept per sentence, EOS included (see the module docstring), None meaning
             `EXPORT_MAX_INPUT_LENGTH`; kept as `search_config` (`search` is the traced search).
+            Not one that samples.
         length_buckets: source lengths with one traced search each (see the module docstring).
         alignment: the `inference.protocol.AlignmentConfig` whose attention `align` reads
             (default `DEFAULT_ALIGNMENT`: the penultimate decoder layer, the mean over heads).
@@ -133,7 +134,6 @@ class ServingModule(tf.Module):
         source_tokenizer, source_vocabulary_path: with separate vocabularies, the source side's
             `Tokenizer` and `.model` file (the asset `spm.source.model`); `tokenizer` and
             `vocabulary_path` are then the target's. None: one vocabulary for both sides.
-        **settings: `SearchConfig` settings by name (`beam_size=2`), each replacing `search`'s.
 
     Functions (all `tf.function(jit_compile=False)` with an input signature). Those that search
     call one of three traced searches, `search` (plain), `prefix_search` (`prefix_ids` forced) or
@@ -174,7 +174,6 @@ class ServingModule(tf.Module):
         source_tokenizer=None,
         source_vocabulary_path=None,
         name=None,
-        **settings,
     ):
         super().__init__(name=name)
         if (source_tokenizer is None) != (source_vocabulary_path is None):
@@ -187,7 +186,8 @@ class ServingModule(tf.Module):
             multilingual.tag_ids(self.source_tokenizer, multilingual.tag(code)) for code in self.languages
         ]
         self._target_tags = None  # While a text function is traced: int32 ragged [batch, (tag ids)].
-        search = search.override(**settings)
+        if search.sampling is not None:
+            raise ValueError("an export searches: sampling needs a run directory (inference.translator.Translator)")
         if search.max_input_length is None:
             search = search.override(max_input_length=EXPORT_MAX_INPUT_LENGTH)
         self.search_config = search
@@ -537,7 +537,7 @@ class ServingModule(tf.Module):
                 ids, scores = translate_ids(
                     self.model,
                     padded,
-                    **self.search_config.search_arguments(),
+                    self.search_config,
                     num_return=self.beam_size,
                     **steering,
                 )

@@ -1,22 +1,25 @@
 """The Python API for translating: one call that opens a training run or an export.
 
     from inference.loading import load_translator
-    from models.search_config import SearchConfig
+    from models.search_config import Sampling, SearchConfig
 
     translator = load_translator("runs/demo")                    # or "runs/demo/export"
     texts, scores = translator.translate(["Open the file."])
-    lists, list_scores = translator.translate(["Open the file."], beam_size=4, n_best=4)
+    lists, list_scores = translator.translate(["Open the file."], n_best=4)  # at most the beam's size
     started, _ = translator.translate(["Open the file."], prefixes=["Öffnen Sie"])
     texts, scores, alignments = translator.translate(["Open the file."], alignments=True)
     ensemble = load_translator(["runs/a", "runs/b"])             # or "runs/a,runs/b": an ensemble
     greedy = load_translator("runs/demo", search=SearchConfig(beam_size=1))
+    wider, _ = translator.translate(["Open the file."], search=translator.search.override(beam_size=8))
+    sampled = load_translator("runs/demo", search=SearchConfig(sampling=Sampling(top_p=0.9, seed=1)))
     french = load_translator("runs/multi", target_language="fr")  # a multilingual model (or its export)
     pair_scores = translator.score(["Open the file."], ["Öffnen Sie die Datei."])
 
 Both kinds of translator (`inference.translator.Translator` for a run directory,
 `inference.saved_model_translator.SavedModelTranslator` for an export) are an
 `inference.protocol.TextTranslator`: the same `translate` and `score`; an export has its search
-built in and cannot sample.
+built in and cannot sample. Everything that shapes a search is one `SearchConfig`, the
+translator's default or given to one `translate` call.
 
 Several runs (a list, or their directories joined by commas) translate as an ensemble
 (`models.ensemble.Ensemble`: at each step the mean of their log-probabilities, in one search); they
@@ -122,13 +125,7 @@ def load_translator(
     kind=None,
     batch_size=32,
     search=None,
-    beam_size=None,
-    alpha=None,
-    max_extra_length=None,
-    min_length_ratio=None,
-    max_input_length=None,
     checkpoint=None,
-    sampling=None,
     quiet=False,
     target_language=None,
 ):
@@ -140,15 +137,13 @@ def load_translator(
         kind: "run" or "export" to say which `path` is (errors then name what it lacks); None
             decides by its contents (a run has config.json or model.keras).
         batch_size: sentences per search call.
-        search: a run's default `SearchConfig` (an export has its own), e.g. built from the tools'
-            flags (`cli.search_flags.search_from_flags`). None: the run's recorded search
-            (config.json "search", a recipe's search chosen on the dev split), else the paper's
-            (`DEFAULT_SEARCH`). Its `max_input_length` None is the run's `max_length`.
-        beam_size, alpha, max_extra_length, min_length_ratio, max_input_length: single settings
-            that replace `search`'s (or the recorded one's) where not None.
+        search: a run's default `SearchConfig` (an export has its own, and cannot sample), e.g.
+            built from the tools' flags (`cli.search_flags.search_from_flags`). None: the
+            run's recorded search (config.json "search", a recipe's search chosen on the dev
+            split), else the paper's (`DEFAULT_SEARCH`). Its `max_input_length` None is the run's
+            `max_length`; its `sampling` draws translations instead of searching.
         checkpoint: a run's weights: "best", "last", "average:N" or "ema" (`inference.runs.parse_checkpoint`);
             None: `inference.runs.DEFAULT_CHECKPOINT`. An export has its weights built in.
-        sampling: a `inference.translator.Sampling` to draw translations by default (runs only).
         quiet: load a run without printing what was loaded.
         target_language: the language a multilingual model translates into (one it was trained
             for, `data.multilingual`); needed for one, refused for a bilingual model unless its own.
@@ -176,13 +171,6 @@ def load_translator(
         tag = _target_tag(paths, target_language)
         if search is None:
             search = DEFAULT_SEARCH.override(**run.recorded_search())
-        search = search.override(
-            beam_size=beam_size,
-            alpha=alpha,
-            max_extra_length=max_extra_length,
-            min_length_ratio=min_length_ratio,
-            max_input_length=max_input_length,
-        )
         if len(paths) > 1:
             model, tokenizer, run_config = _load_ensemble(paths, checkpoint or DEFAULT_CHECKPOINT, quiet)
         else:
@@ -194,14 +182,13 @@ def load_translator(
             tokenizer,
             search,
             batch_size=batch_size,
-            sampling=sampling,
             target_tag=tag,
             source_tokenizer=run.separate_source_tokenizer(),
         )
     # TensorFlow, for an export only: a run loads under JAX on a machine without TensorFlow.
     from inference.saved_model_translator import SavedModelTranslator
 
-    if checkpoint is not None or sampling is not None:
+    if checkpoint is not None or (search is not None and search.sampling is not None):
         raise ModelDirError(
             f"{path} is an export: choosing a checkpoint and sampling need a run directory (a SavedModel has its "
             "weights and search built in)"

@@ -8,7 +8,7 @@ import math
 from typing import NamedTuple, Protocol
 
 from common.errors import UserError
-from models.search_config import SearchConfig
+from models.search_config import Sampling, SearchConfig  # noqa: F401 (Sampling: the translators' too)
 
 
 class SteeringError(UserError, ValueError):
@@ -83,23 +83,6 @@ class AlignmentConfig(NamedTuple):
 DEFAULT_ALIGNMENT = AlignmentConfig()
 
 
-class Sampling(NamedTuple):
-    """Decoding by sampling instead of search (`models.sampling.token_sampler`).
-
-    Attributes:
-        top_k: draw among the `top_k` most likely tokens; 0 for the whole vocabulary.
-        temperature: > 0; the logits are divided by it before the softmax.
-        seed: with the sentence's position (or the `keys` given to `translate`), fixes its draws.
-        top_p: in (0, 1]: then draw within the nucleus, the most likely tokens (of those `top_k`
-            keeps) whose probability mass reaches `top_p`; 1 for no nucleus.
-    """
-
-    top_k: int = 0
-    temperature: float = 1.0
-    seed: int = 0
-    top_p: float = 1.0
-
-
 class PairScore(NamedTuple):
     """The model's forced-decoding score of a target given a source (`TextTranslator.score`).
 
@@ -146,12 +129,8 @@ class TextTranslator(Protocol):
         sentences,
         progress=False,
         *,
+        search=None,
         n_best=None,
-        beam_size=None,
-        alpha=None,
-        max_extra_length=None,
-        min_length_ratio=None,
-        sampling=None,
         keys=None,
         prefixes=None,
         constraints=None,
@@ -163,11 +142,11 @@ class TextTranslator(Protocol):
         Args:
             sentences: strings.
             progress: print a line on stderr counting the sentences done.
+            search: this call's `SearchConfig` (default: the translator's `search`; a
+                `max_input_length` of None keeps the translator's). With `sampling`, one translation
+                is drawn per sentence.
             n_best: None for the best translation of each sentence (a string and a float); an int
                 K in `[1, beam_size]` for the K best, best first (a list of K strings and K floats).
-            beam_size, alpha, max_extra_length, min_length_ratio: this call's search where not
-                None (default: `search`'s).
-            sampling: a `Sampling` to draw one translation per sentence.
             keys: ints, one per sentence, that fix a sample's draws (default: the positions).
             prefixes: target prefixes, one string (or None) per sentence: each translation (each
                 of the n best, each sample) starts with its prefix's SentencePiece pieces, forced,

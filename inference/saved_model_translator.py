@@ -23,15 +23,13 @@ from inference.protocol import (
     PairScore,
     TextTranslator,
 )
-from models.search_config import SearchConfig, SearchConfigError
+from models.search_config import SEARCH_SETTINGS, SearchConfig, SearchConfigError
 
 SIGNATURE = "serving_default"
 # What `export.exporter` writes beside the graph.
 EXPORT_CONFIG = os.path.join("assets.extra", "export_config.json")
 VOCABULARY = os.path.join("assets", "spm.model")
 SOURCE_VOCABULARY = os.path.join("assets", "spm.source.model")  # With separate vocabularies only.
-# The export settings that fix the search and the input policy inside the graph.
-SEARCH_SETTINGS = ("beam_size", "alpha", "max_extra_length", "min_length_ratio", "max_input_length")
 
 
 class ExportDirError(UserError, RuntimeError):
@@ -143,9 +141,12 @@ class SavedModelTranslator(TextTranslator):
             )
         return self._loaded.signatures[name]
 
-    def _check_settings(self, **given):
-        """Raises ValueError for a search setting other than the one built into the export."""
-        for name, value in given.items():
+    def _check_search(self, search):
+        """Raises ValueError for a search other than the one built into the export (a setting it
+        records with another value, or sampling); a `max_input_length` of None is the export's."""
+        if search.sampling is not None:
+            raise ValueError("sampling needs a run directory (--model_dir): an export has its search built in")
+        for name, value in search.search_settings().items():
             if value is not None and name in self.settings and value != self.settings[name]:
                 raise ValueError(
                     f"{name}={value} differs from the export's built-in {name}={self.settings[name]} "
@@ -157,12 +158,8 @@ class SavedModelTranslator(TextTranslator):
         sentences,
         progress=False,
         *,
+        search=None,
         n_best=None,
-        beam_size=None,
-        alpha=None,
-        max_extra_length=None,
-        min_length_ratio=None,
-        sampling=None,
         keys=None,
         prefixes=None,
         constraints=None,
@@ -172,9 +169,9 @@ class SavedModelTranslator(TextTranslator):
         does (with `n_best`: lists of the K best, from the `n_best` signature; with `alignments`:
         `(translations, scores, alignments)`).
 
-        The search settings are the export's: `beam_size`, `alpha`, `max_extra_length` and
-        `min_length_ratio` may be given only with the values it was exported with, and sampling is
-        refused (it needs the run directory). Target `prefixes` go through the `prefix` signature
+        The search is the export's: a `search` given must hold the settings it was exported with
+        (a `max_input_length` of None stands for the export's), and sampling is refused (it needs
+        the run directory). Target `prefixes` go through the `prefix` signature
         (when some prefix is not empty; else the search is the plain one), `constraints` through
         the `constrain` signature (which searches the sentences without phrases, and those whose
         phrases it cannot place, without constraints; `unmet_indices` records the latter), word
@@ -195,11 +192,8 @@ class SavedModelTranslator(TextTranslator):
             ExportDirError: an export written before the signature that the request needs.
         """
         del keys  # Searches do not draw; keys only matter to sampling.
-        if sampling is not None:
-            raise ValueError("sampling needs a run directory (--model_dir): an export has its search built in")
-        self._check_settings(
-            beam_size=beam_size, alpha=alpha, max_extra_length=max_extra_length, min_length_ratio=min_length_ratio
-        )
+        if search is not None:
+            self._check_search(search)
         beam = self.settings.get("beam_size")
         if n_best is not None and (n_best < 1 or (beam is not None and n_best > beam)):
             raise ValueError(f"n_best must be in [1, beam_size={beam}] (the export's beam), received {n_best}")

@@ -23,8 +23,7 @@ from inference.protocol import (
     TextTranslator,
 )
 from models.beam_search import UNMET_SCORE
-from models.sampling import sentence_keys, token_sampler
-from models.search_config import DEFAULT_SEARCH
+from models.search_config import DEFAULT_SEARCH, SearchConfig
 from models.translation import score_ids, translate_ids
 
 LENGTH_MULTIPLE = 8
@@ -76,22 +75,19 @@ class Translator(TextTranslator):
     Args:
         model: a trained `Transformer`.
         tokenizer: a `data.tokenizer.Tokenizer`.
-        search: the default `SearchConfig` (default `models.search_config.DEFAULT_SEARCH`);
-            `translate` can override its settings per call. Its `max_input_length` is the source
-            tokens (EOS included) kept per sentence: longer inputs are cut to it and the input
-            position of each is recorded in `truncated_indices` (and counted in `truncated`); None
-            keeps everything.
+        search: the default `SearchConfig` (default `models.search_config.DEFAULT_SEARCH`), with
+            its `sampling` to draw translations instead of searching; `translate` can take another
+            per call. Its `max_input_length` is the source tokens (EOS included) kept per sentence:
+            longer inputs are cut to it and the input position of each is recorded in
+            `truncated_indices` (and counted in `truncated`); None keeps everything.
         batch_size: sentences per search call. Batches are padded to `batch_size` rows and to a
             multiple of 8 source tokens, so the search is compiled for a handful of shapes.
-        sampling: a `Sampling` to draw translations instead of searching by default.
         target_tag: a multilingual model's target-language tag (`data.multilingual.tag`, e.g.
             "<2fr>", a symbol of the vocabulary): each sentence's tokens are those of the tag and
             the sentence, as training reads them (`data.multilingual.tag_ids`); a sentence with no tokens stays
             empty, and one that is cut keeps its tag.
         source_tokenizer: the source side's tokenizer of a model with separate vocabularies
             (`tokenizer` is then the target's); None: `tokenizer` serves both sides.
-        **settings: `SearchConfig` settings by name (`beam_size=2, max_input_length=64`), each
-            replacing `search`'s.
 
     Sentences with no tokens (empty, blank, or only characters that the vocabulary's
     normalization drops, such as U+200B ZERO WIDTH SPACE) translate to "" with score 0.0, without
@@ -99,9 +95,6 @@ class Translator(TextTranslator):
     sentence's translation does not depend on the other sentences of its batch: the search masks
     the source padding and limits every sentence to its own length + `max_extra_length` output
     tokens, and a sample depends on the seed and the sentence's key only.
-
-    Raises:
-        SearchConfigError: a search setting out of range.
     """
 
     def __init__(
@@ -111,10 +104,8 @@ class Translator(TextTranslator):
         search=DEFAULT_SEARCH,
         *,
         batch_size=32,
-        sampling=None,
         target_tag=None,
         source_tokenizer=None,
-        **settings,
     ):
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, received {batch_size}")
@@ -123,8 +114,7 @@ class Translator(TextTranslator):
         self.model = model
         self.tokenizer = tokenizer
         self.batch_size = batch_size
-        self.search = search.override(**settings)
-        self.sampling = sampling
+        self.search = search
         self.truncated_indices = []
         self.empty_indices = []
         self.unmet_indices = []
@@ -142,24 +132,25 @@ class Translator(TextTranslator):
         """How many inputs were cut to `max_input_length` so far."""
         return len(self.truncated_indices)
 
-    def encode(self, sentences):
+    def encode(self, sentences, max_input_length=None):
         """Token ids (the target tag first, EOS appended) of each sentence, as lists, cut to
-        `max_input_length`."""
+        `max_input_length` (default: the translator's)."""
         if not sentences:
             return []
+        limit = max_input_length or self.max_input_length
         ragged = self.source_tokenizer.tokenize(list(sentences))
         rows = [(self.tag_ids + list(row) if row else []) + [EOS_ID] for row in ragged.to_list()]
-        if self.max_input_length:
+        if limit:
             for index, row in enumerate(rows):
-                if len(row) > self.max_input_length:
-                    rows[index] = row[: self.max_input_length - 1] + [EOS_ID]
+                if len(row) > limit:
+                    rows[index] = row[: limit - 1] + [EOS_ID]
                     self.truncated_indices.append(index)
         return rows
 
-    def _search_function(self, search, n_best, sampling, prefixed=False, constrained=False):
+    def _search_function(self, search, n_best, prefixed=False, constrained=False):
         """The compiled `(source_ids, keys[, prefix_ids][, constraint_ids]) -> (ids, scores)` for
         these settings (kept for reuse); `prefixed` and `constrained` say which of the two it takes."""
-        settings = (search, n_best, sampling, prefixed, constrained)
+        settings = (search, n_best, prefixed, constrained)
         if settings not in self._searches:
             model = self.model
 
@@ -167,20 +158,12 @@ class Translator(TextTranslator):
                 steering = list(steering)
                 prefix_ids = steering.pop(0) if prefixed else None
                 constraint_ids = steering.pop(0) if constrained else None
-                sampler = None
-                if sampling is not None:
-                    sampler = token_sampler(
-                        sentence_keys(sampling.seed, keys),
-                        top_k=sampling.top_k,
-                        temperature=sampling.temperature,
-                        top_p=sampling.top_p,
-                    )
                 return translate_ids(
                     model,
                     source_ids,
-                    **search.search_arguments(),
+                    search,
                     num_return=n_best,
-                    sampler=sampler,
+                    keys=keys if search.sampling is not None else None,
                     prefix_ids=prefix_ids,
                     constraint_ids=constraint_ids,
                 )
@@ -193,12 +176,8 @@ class Translator(TextTranslator):
         sentences,
         progress=False,
         *,
+        search=None,
         n_best=None,
-        beam_size=None,
-        alpha=None,
-        max_extra_length=None,
-        min_length_ratio=None,
-        sampling=None,
         keys=None,
         prefixes=None,
         constraints=None,
@@ -207,8 +186,8 @@ class Translator(TextTranslator):
         """`TextTranslator.translate`: returns `(translations, scores)` in the order of `sentences`
         (with `alignments`, `(translations, scores, alignments)`).
 
-        Here `sampling` defaults to the translator's own, and a caller translating a stream in
-        pieces passes line numbers as `keys`. `truncated_indices` is reset to the positions (in `sentences`) of the inputs cut to
+        Here a caller translating a stream in pieces passes line numbers as `keys`.
+        `truncated_indices` is reset to the positions (in `sentences`) of the inputs cut to
         `max_input_length`, `empty_indices` to those of the inputs with no tokens (and no prefix).
         A batch in which no sentence has a prefix runs the search without prefixes; sentences
         without constraints are searched without them, apart from those with constraints.
@@ -218,20 +197,16 @@ class Translator(TextTranslator):
         cut to `max_input_length` is aligned over the words it kept.
 
         Raises:
-            SearchConfigError: a search setting out of range.
             AlignmentError: an alignment layer or head the model does not have.
             PrefixError: a prefix of more SentencePiece pieces than its sentence's maximum output
                 length (its source tokens, EOS included, + `max_extra_length`), before any search.
             ConstraintError: an empty phrase, or one of more pieces than that length, before any
                 search.
         """
-        search = self.search.override(
-            beam_size=beam_size, alpha=alpha, max_extra_length=max_extra_length, min_length_ratio=min_length_ratio
-        )
         sentences = list(sentences)
-        search, sampling, keys = self._call_settings(search, sampling, n_best, constraints, len(sentences), keys)
+        search, keys = self._call_settings(search, n_best, constraints, len(sentences), keys)
         self.truncated_indices, self.unmet_indices = [], []
-        rows = self.encode(sentences)
+        rows = self.encode(sentences, search.max_input_length)
         source_lengths = [len(row) for row in rows]
         prefix_rows = steering.prefix_pieces(self.tokenizer, prefixes, source_lengths, search.max_extra_length)
         phrase_rows = steering.constraint_pieces(self.tokenizer, constraints, source_lengths, search.max_extra_length)
@@ -256,7 +231,7 @@ class Translator(TextTranslator):
             constrained = any(phrase_rows[i] for i in indices)
             if constrained:
                 arrays.append(self._pad_constraints([phrase_rows[i] for i in indices]))
-            compiled = self._search_function(search, n_best or 1, sampling, prefixed, constrained)
+            compiled = self._search_function(search, n_best or 1, prefixed, constrained)
             ids, batch_scores = compiled(*(keras.ops.convert_to_tensor(array) for array in arrays))
             ids = keras.ops.convert_to_numpy(ids)[: len(indices)]
             batch_scores = keras.ops.convert_to_numpy(batch_scores)[: len(indices)]
@@ -279,7 +254,7 @@ class Translator(TextTranslator):
             len(sentences), order, self.batch_size, translate_batch, progress, n_best
         )
         if unmet:
-            settings = dict(search.search_arguments(), n_best=n_best, alignments=alignments)
+            settings = dict(search=search, n_best=n_best, alignments=alignments)
             self._translate_unconstrained(
                 sorted(unmet), sentences, keys, prefixes, (translations, scores, aligned), settings
             )
@@ -288,16 +263,21 @@ class Translator(TextTranslator):
         unaligned = "" if n_best is None else [""] * n_best
         return translations, scores, [aligned.get(i, unaligned) for i in range(len(sentences))]
 
-    def _call_settings(self, search, sampling, n_best, constraints, count, keys):
-        """`(search, sampling, keys)` of a `translate` call of `count` sentences: sampling searches
-        with one beam, `keys` default to the positions.
+    def _call_settings(self, search, n_best, constraints, count, keys):
+        """`(search, keys)` of a `translate` call of `count` sentences: the call's search (by
+        default the translator's; its input limit the translator's unless it has one), one beam
+        when sampling, `keys` by default the positions.
 
         Raises:
             ValueError: sampling with n-best lists or constraints, an `n_best` out of range, or
                 not one key per sentence.
         """
-        sampling = self.sampling if sampling is None else sampling
-        if sampling is not None:
+        if search is None:
+            search = self.search
+        elif not isinstance(search, SearchConfig):
+            raise TypeError(f"search must be a SearchConfig, received {search!r}")
+        search = search.override(max_input_length=search.max_input_length or self.max_input_length)
+        if search.sampling is not None:
             if constraints is not None and any(constraints):
                 raise ValueError("sampling draws translations without a search; constraints need the beam search")
             if n_best not in (None, 1):
@@ -308,7 +288,7 @@ class Translator(TextTranslator):
         keys = list(range(count)) if keys is None else [int(key) for key in keys]
         if len(keys) != count:
             raise ValueError(f"keys must have one int per sentence: {len(keys)} keys for {count} sentences")
-        return search, sampling, keys
+        return search, keys
 
     def _translate_unconstrained(self, unmet, sentences, keys, prefixes, results, settings):
         """Replaces the results at positions `unmet` (whose constraints were not met) in `results`,

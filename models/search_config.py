@@ -1,65 +1,134 @@
-"""The search settings every tool decodes with: the paper's section 6.1 (beam 4, length penalty
-alpha 0.6, at most input length + 50 output tokens), and how many source tokens are kept.
+"""The decoding value: everything that shapes a search, checked once when built. Its defaults are
+the paper's section 6.1 (beam 4, length penalty alpha 0.6, at most input length + 50 output
+tokens); it also says how many source tokens are kept and, to draw instead of searching, how.
 
-One `SearchConfig` travels from the flags (`cli.search_flags`) or a run's recorded search
-(`inference.runs.search_settings`) to every search above `models/`: the translators, the dev BLEU
-of training, the attention plots, the evaluator and the export. Its constructor is the one place
-the settings are checked (`check_setting`, which the flags' parsers call too).
+One `SearchConfig` travels from the flags (`cli.search_flags.search_from_flags`) or a run's
+recorded search (`inference.runs.search_settings`) to every search above `models/`: the
+translators, the dev BLEU of training, the attention plots, the evaluator and the export. Its
+constructor is the one place the settings are checked (`check_setting`, which the flags' parsers
+call too). Per-sentence inputs (prefixes, constraints, sampling keys, the target language) travel
+beside it, not in it.
 """
 
 import dataclasses
+from typing import NamedTuple
 
 from common.errors import UserError
 
-# Each setting's type and least value: what `check_setting` accepts, and the flags' lower bounds.
-SETTING_BOUNDS = {
-    "beam_size": (int, 1),
-    "alpha": (float, 0.0),
-    "max_extra_length": (int, 1),
-    "min_length_ratio": (float, 0.0),
-    "max_input_length": (int, 2),  # A token and EOS.
+
+class _Range(NamedTuple):
+    kind: type
+    least: float | None = None  # None: no lower bound
+    strict: bool = False  # `least` itself is refused
+    most: float | None = None  # None: no upper bound
+
+    def holds(self, value):
+        above = self.least is None or (value > self.least if self.strict else value >= self.least)
+        return above and (self.most is None or value <= self.most)
+
+    def words(self):
+        """The range as a message says it: ">= 1", "> 0", "in (0, 1]"; "" for any value."""
+        if self.most is not None:
+            return f"in {'(' if self.strict else '['}{self.least:g}, {self.most:g}]"
+        if self.least is None:
+            return ""
+        return f"{'>' if self.strict else '>='} {self.least:g}"
+
+
+# Each setting's type and range: what `check_setting` accepts.
+_RANGES = {
+    "beam_size": _Range(int, 1),
+    "alpha": _Range(float, 0.0),
+    "max_extra_length": _Range(int, 1),
+    "min_length_ratio": _Range(float, 0.0),
+    "max_input_length": _Range(int, 2),  # A token and EOS.
+    "top_k": _Range(int, 0),
+    "temperature": _Range(float, 0.0, strict=True),
+    "seed": _Range(int),
+    "top_p": _Range(float, 0.0, strict=True, most=1.0),
 }
+# The type and least value of each setting whose range is `>= least`: the flags' lower bounds.
+SETTING_BOUNDS = {
+    name: (range_.kind, range_.least)
+    for name, range_ in _RANGES.items()
+    if range_.least is not None and not range_.strict and range_.most is None
+}
+# The settings of a beam search that the search flags set and an export builds into its graph.
+SEARCH_SETTINGS = ("beam_size", "alpha", "max_extra_length", "min_length_ratio", "max_input_length")
 _KINDS = {int: "an int", float: "a number"}
 
 
 class SearchConfigError(UserError, ValueError):
-    """A search setting of the wrong type or below its least value (the message names both).
+    """A decoding setting of the wrong type or out of its range (the message names both).
 
     Attributes:
         name: the setting, e.g. "beam_size".
         value: the value received.
+        expected: the range in words, e.g. ">= 1" or "in (0, 1]" ("" for any value of its type).
     """
 
     def __init__(self, name, value):
-        kind, least = SETTING_BOUNDS[name]
-        super().__init__(f"{name} must be >= {least:g} ({_KINDS[kind]}), received {value!r}")
+        range_ = _RANGES[name]
+        self.expected = range_.words()
+        condition = f"{self.expected} ({_KINDS[range_.kind]})" if self.expected else _KINDS[range_.kind]
+        super().__init__(f"{name} must be {condition}, received {value!r}")
         self.name = name
         self.value = value
 
 
 def check_setting(name, value):
-    """`value` as search setting `name` holds it (an int, or a float for alpha and
-    min_length_ratio); None is kept for max_input_length.
+    """`value` as decoding setting `name` holds it (an int, or a float for alpha,
+    min_length_ratio, temperature and top_p); None is kept for max_input_length.
 
     Raises:
-        SearchConfigError: a bool, a string, a float for an int setting, NaN, or a value below the
-            setting's least value (`SETTING_BOUNDS`).
+        SearchConfigError: a bool, a string, a float for an int setting, NaN, or a value out of
+            the setting's range.
     """
     if value is None and name == "max_input_length":
         return None
-    kind, least = SETTING_BOUNDS[name]
+    range_ = _RANGES[name]
     number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if not number or (kind is int and not isinstance(value, int)) or not value >= least:
+    if not number or (range_.kind is int and not isinstance(value, int)) or not range_.holds(value):
         raise SearchConfigError(name, value)
-    return kind(value)
+    return range_.kind(value)
+
+
+def _check_fields(value, names):
+    for name in names:
+        object.__setattr__(value, name, check_setting(name, getattr(value, name)))
+
+
+@dataclasses.dataclass(frozen=True)
+class Sampling:
+    """Decoding by drawing each token (`models.sampling.token_sampler`) instead of searching.
+
+    Args:
+        top_k: draw among the `top_k` most likely tokens; 0 for the whole vocabulary.
+        temperature: > 0; the logits are divided by it before the softmax.
+        seed: with each sentence's key (its position, or the `keys` given), fixes its draws.
+        top_p: in (0, 1]: then draw within the nucleus, the most likely tokens (of those `top_k`
+            keeps) whose probability mass reaches `top_p`; 1 for no nucleus.
+
+    Raises:
+        SearchConfigError: a setting of the wrong type or out of range.
+    """
+
+    top_k: int = 0
+    temperature: float = 1.0
+    seed: int = 0
+    top_p: float = 1.0
+
+    def __post_init__(self):
+        _check_fields(self, [field.name for field in dataclasses.fields(self)])
 
 
 @dataclasses.dataclass(frozen=True)
 class SearchConfig:
-    """Beam search settings, checked when built.
+    """Everything that shapes a search, checked when built.
 
     Args:
-        beam_size: hypotheses kept per sentence; 1 is greedy decoding.
+        beam_size: hypotheses kept per sentence; 1 is greedy decoding. Sampling draws one,
+            whatever the beam.
         alpha: length-penalty exponent of Wu et al. (2016).
         max_extra_length: a sentence of n source tokens gets at most n + this many output tokens.
         min_length_ratio: a sentence of n source tokens gets at least floor(n * this) output
@@ -67,6 +136,8 @@ class SearchConfig:
         max_input_length: source tokens kept per sentence, EOS included; longer inputs are cut. None:
             the tool's own default (evaluate.py: the run's `max_length`; the export:
             `EXPORT_MAX_INPUT_LENGTH`, since its graph needs a fixed bound; `Translator`: no limit).
+        sampling: a `Sampling` to draw translations instead of searching (a run's translator
+            only); None: the beam search.
 
     Raises:
         SearchConfigError: a setting of the wrong type or out of range (`check_setting`).
@@ -77,10 +148,12 @@ class SearchConfig:
     max_extra_length: int = 50
     min_length_ratio: float = 0.0
     max_input_length: int | None = None
+    sampling: Sampling | None = None
 
     def __post_init__(self):
-        for field in dataclasses.fields(self):
-            object.__setattr__(self, field.name, check_setting(field.name, getattr(self, field.name)))
+        _check_fields(self, SEARCH_SETTINGS)
+        if self.sampling is not None and not isinstance(self.sampling, Sampling):
+            raise TypeError(f"sampling must be a Sampling or None, received {self.sampling!r}")
 
     def override(self, **settings):
         """A copy with the settings given that are not None (the rest kept), checked.
@@ -90,14 +163,9 @@ class SearchConfig:
         """
         return dataclasses.replace(self, **{name: value for name, value in settings.items() if value is not None})
 
-    def search_arguments(self):
-        """The keyword arguments of `models.translation.translate_ids` this search sets."""
-        return dict(
-            beam_size=self.beam_size,
-            alpha=self.alpha,
-            max_extra_length=self.max_extra_length,
-            min_length_ratio=self.min_length_ratio,
-        )
+    def search_settings(self):
+        """`{name: value}` of the beam search's settings (`SEARCH_SETTINGS`): what an export records."""
+        return {name: getattr(self, name) for name in SEARCH_SETTINGS}
 
 
 DEFAULT_SEARCH = SearchConfig()

@@ -9,20 +9,18 @@ from keras import ops
 from common.special_ids import BOS_ID, EOS_ID
 from models import int8_weights
 from models.beam_search import beam_search, greedy_search, sampling_search
+from models.sampling import sentence_keys, token_sampler
 from models.search_config import DEFAULT_SEARCH
 
 
 def translate_ids(
     model,
     source_ids,
+    search=DEFAULT_SEARCH,
     *,
-    beam_size=DEFAULT_SEARCH.beam_size,
-    alpha=DEFAULT_SEARCH.alpha,
-    max_extra_length=DEFAULT_SEARCH.max_extra_length,
-    min_length_ratio=0.0,
     num_return=1,
     max_decode_length=None,
-    sampler=None,
+    keys=None,
     prefix_ids=None,
     constraint_ids=None,
     bos_id=BOS_ID,
@@ -36,29 +34,28 @@ def translate_ids(
             `pad_id`, and `variables` (where int8 matrices are found, `int8_weights.products_cast_once`).
         source_ids: int `[batch, source_length]`, each row tokens + EOS, padded with the model's
             pad id. Padding does not change a sentence's translation.
-        beam_size: hypotheses kept per sentence. 1 is greedy decoding, the argmax at every step
-            (`greedy_search`: beam search with one beam would also keep a runner-up EOS ending).
-        alpha: length-penalty exponent.
-        max_extra_length: a sentence of n source tokens (EOS included) gets at most
-            n + max_extra_length output tokens.
-        min_length_ratio: a sentence of n source tokens gets at least floor(n * min_length_ratio)
-            output tokens (both counts with EOS); 0 sets no minimum, as in the paper. (A minimum
-            length is fairseq's `--min-len` and OpenNMT's `min_length`, taken here relative to the
-            source since sentence lengths vary.)
-        num_return: hypotheses returned per sentence (n-best), at most `beam_size`.
-        sampler: draw every token with this `(logits, step) -> tokens` function
-            (`models.sampling.token_sampler`) instead of searching; needs `beam_size=1`.
+        search: the `SearchConfig` (its `max_input_length` is the caller's: rows come cut). Its
+            `beam_size` 1 is greedy decoding, the argmax at every step (`greedy_search`: beam search
+            with one beam would also keep a runner-up EOS ending). A sentence of n source tokens
+            (EOS included) gets at most n + `max_extra_length` output tokens and at least
+            floor(n * `min_length_ratio`) (both counts with EOS; a minimum length is fairseq's
+            `--min-len` and OpenNMT's `min_length`, taken here relative to the source since
+            sentence lengths vary). With `sampling`, every token is drawn
+            (`models.sampling.token_sampler`) instead of searched, one hypothesis per sentence.
+        num_return: hypotheses returned per sentence (n-best), at most `beam_size` (1 with sampling).
         max_decode_length: the overall cap and each hypothesis's slot of the self caches; default the padded source length +
             `max_extra_length` (must then be static).
         prefix_ids: int `[batch, prefix_length]` (static length), each row the tokens its output
             starts with (forced, then searched on), padded with the model's pad id; a row of pad
             ids alone searches as without `prefix_ids`. A prefix longer than its sentence's
             maximum output length is cut there: callers check.
+        keys: ints `[batch]` that fix each sentence's draws with the sampling seed
+            (`models.sampling.sentence_keys`); default the rows' positions. Only with sampling.
         constraint_ids: int `[batch, phrases, phrase_length]` (static sizes), each sentence's target
             phrases (terminology constraints), each row a phrase's tokens padded with the model's
             pad id (a row of pad ids: no phrase). Searched by `beam_search`'s constrained search
             (also at `beam_size=1`); a sentence whose phrases no hypothesis met returns rows
-            scored `models.beam_search.UNMET_SCORE`. Not with `sampler`.
+            scored `models.beam_search.UNMET_SCORE`. Not with sampling.
         bos_id: the tokenizer's beginning-of-sentence id, the first decoder input.
         eos_id: the tokenizer's end-of-sentence id, which ends a hypothesis.
 
@@ -66,9 +63,11 @@ def translate_ids(
         `SearchResult(ids [batch, num_return, max_decode_length], scores [batch, num_return])`,
         ids ending with EOS (or cut at the length limit) and padded after it.
     """
-    max_decode_length = _decode_length(source_ids, max_decode_length, max_extra_length, sampler, beam_size, num_return)
-    if sampler is not None and constraint_ids is not None:
-        raise ValueError("sampling does not search, so it cannot meet constraints: pass constraint_ids or sampler")
+    sampling = search.sampling
+    beam_size = 1 if sampling is not None else search.beam_size
+    max_decode_length = _decode_length(source_ids, max_decode_length, search.max_extra_length, sampling, num_return)
+    if sampling is not None and constraint_ids is not None:
+        raise ValueError("sampling does not search, so it cannot meet constraints: pass constraint_ids or sampling")
     # An int8 model's matrices are cast for their products once here, not at every decoding step.
     with int8_weights.products_cast_once(model.variables):
         encoder_output, padding_mask = model.encode(source_ids, training=False)
@@ -78,13 +77,18 @@ def translate_ids(
         next_logits_fn = _shared_slot_decoding(
             model, cache["cross"], ops.repeat(padding_mask, beam_size, axis=0), batch_size, beam_size, max_decode_length
         )
-        options = _search_options(
-            model, source_lengths, max_decode_length, max_extra_length, min_length_ratio, alpha, eos_id
-        )
+        options = _search_options(model, source_lengths, max_decode_length, search, eos_id)
         if prefix_ids is not None:
             options["prefix_ids"] = prefix_ids
         initial_ids = ops.full((batch_size,), bos_id, dtype="int32")
-        if sampler is not None:
+        if sampling is not None:
+            keys = ops.arange(batch_size) if keys is None else keys
+            sampler = token_sampler(
+                sentence_keys(sampling.seed, keys),
+                top_k=sampling.top_k,
+                temperature=sampling.temperature,
+                top_p=sampling.top_p,
+            )
             return sampling_search(next_logits_fn, initial_ids, {"self": cache["self"]}, sampler=sampler, **options)
         if beam_size == 1 and constraint_ids is None:  # One slot per sentence: no ancestry to keep.
             return greedy_search(next_logits_fn, initial_ids, {"self": cache["self"]}, **options)
@@ -114,13 +118,11 @@ def translate_ids(
         )
 
 
-def _decode_length(source_ids, max_decode_length, max_extra_length, sampler, beam_size, num_return):
+def _decode_length(source_ids, max_decode_length, max_extra_length, sampling, num_return):
     """`max_decode_length`, by default the static padded source length + `max_extra_length`; raises
     ValueError on settings `translate_ids` cannot search with."""
-    if sampler is not None and (beam_size != 1 or num_return != 1):
-        raise ValueError(
-            f"sampling draws one hypothesis: it needs beam_size=1 and num_return=1, received {beam_size}, {num_return}"
-        )
+    if sampling is not None and num_return != 1:
+        raise ValueError(f"sampling draws one hypothesis: it needs num_return=1, received {num_return}")
     if max_decode_length is None:
         source_length = source_ids.shape[1]
         if source_length is None:
@@ -175,18 +177,19 @@ def _reorder_ancestry(state, parent_rows):
     return {"self": state["self"], "ancestry": ops.take(state["ancestry"], parent_rows, axis=0)}
 
 
-def _search_options(model, source_lengths, max_decode_length, max_extra_length, min_length_ratio, alpha, eos_id):
+def _search_options(model, source_lengths, max_decode_length, search, eos_id):
     """The keyword arguments every search takes: the length limits of each sentence from its source
-    length, the length penalty, EOS and the model's pad id."""
+    length and `search`, the length penalty, EOS and the model's pad id."""
     options = dict(
         max_decode_length=max_decode_length,
-        max_lengths=source_lengths + int(max_extra_length),
-        alpha=alpha,
+        max_lengths=source_lengths + search.max_extra_length,
+        alpha=search.alpha,
         eos_id=eos_id,
         pad_id=model.pad_id,
     )
-    if min_length_ratio:
-        options["min_lengths"] = ops.cast(ops.floor(ops.cast(source_lengths, "float32") * min_length_ratio), "int32")
+    if search.min_length_ratio:
+        ratio = search.min_length_ratio
+        options["min_lengths"] = ops.cast(ops.floor(ops.cast(source_lengths, "float32") * ratio), "int32")
     return options
 
 

@@ -23,6 +23,7 @@ from tests.helpers import (  # noqa: E402
     EXPORT_SETTINGS,
     EosBiasModel,
     build_sample_corpus,
+    export_arguments,
     once_per_session,
     tiny_run_config,
 )
@@ -206,7 +207,7 @@ def tiny_export(tiny_run, tmp_path_factory):
 
     def build(directory):
         export_dir = os.path.join(directory, "transformer")
-        exporter.export_model(model_dir, export_dir, **EXPORT_SETTINGS)
+        exporter.export_model(model_dir, export_dir, **export_arguments(EXPORT_SETTINGS))
         return export_dir
 
     return once_per_session(tmp_path_factory, "tiny_export", build)

@@ -46,6 +46,15 @@ SAMPLE_TSV = os.path.join(REPO_ROOT, "tests", "fixtures", "deb_en_de_sample.tsv"
 EXPORT_SETTINGS = dict(beam_size=4, alpha=0.6, max_input_length=48, max_extra_length=12, length_buckets=(8, 16))
 
 
+def export_arguments(settings):
+    """`export.exporter.export_model`'s keyword arguments for settings such as EXPORT_SETTINGS: the
+    search's as one `SearchConfig`, and the length buckets."""
+    from models.search_config import SearchConfig
+
+    search = {name: value for name, value in settings.items() if name != "length_buckets"}
+    return dict(search=SearchConfig(**search), length_buckets=settings["length_buckets"])
+
+
 # What TensorFlow and Keras print on their own that a tool's stderr must not show
 # (common/quiet_logs.py; the tools' tests check their output for these).
 STARTUP_NOISE = (

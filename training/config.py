@@ -28,6 +28,7 @@ from data.vocabulary_options import SUBWORD_MODELS, VOCABULARIES, sampling_refus
 from data.vocabulary_size import DEFAULT_VOCAB_SIZE, MIN_VOCAB_SIZE
 from inference.runs import CONFIG_FILE
 from models.presets import PRESETS
+from models.search_config import SearchConfig, SearchConfigError
 from training.distribution import DISTRIBUTIONS
 from training.init_from import CHOICES as INIT_CHECKPOINTS
 
@@ -207,9 +208,7 @@ class TrainConfig:
         to_config=eval_sentences_from_flag,
         to_flag=eval_sentences_to_flag,
     )
-    eval_beam_size: int = option(
-        1, "Beam size of the dev BLEU's search (1: greedy, the quickest).", "integer", lower_bound=1
-    )
+    eval_beam_size: int = option(1, "Beam size of the dev BLEU's search (1: greedy, the quickest).", "integer")
     best_metric: str = option(
         "bleu",
         "What ranks the dev evaluations for the best checkpoint (checkpoints/best.weights.h5): dev BLEU "
@@ -307,6 +306,14 @@ class TrainConfig:
         "float",
     )
 
+    def dev_search(self, max_input_length=None):
+        """The `SearchConfig` of the dev BLEU (the --eval_* flags), keeping `max_input_length` source tokens.
+
+        Raises:
+            SearchConfigError: a setting out of range.
+        """
+        return SearchConfig(beam_size=self.eval_beam_size, max_input_length=max_input_length)
+
 
 @dataclasses.dataclass(frozen=True)
 class RunConfig:
@@ -338,8 +345,10 @@ def evaluation_refusal(train, distribution=None):
     """
     if train.best_metric not in BEST_METRICS:
         return f"--best_metric={train.best_metric} is not one of {', '.join(BEST_METRICS)}"
-    if train.eval_beam_size < 1:
-        return f"--eval_beam_size={train.eval_beam_size} must be 1 (greedy) or more"
+    try:
+        train.dev_search()
+    except SearchConfigError as error:
+        return f"--eval_beam_size={train.eval_beam_size}: the dev BLEU's {error}"
     if train.early_stopping_min_delta < 0:
         return f"--early_stopping_min_delta={train.early_stopping_min_delta} must be 0 or more"
     if not train.early_stopping:

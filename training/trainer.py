@@ -31,7 +31,6 @@ from data.tokenizer import Tokenizer, train_sentencepiece
 from data.vocabulary_options import VOCAB_SAMPLE_LINES, vocabulary_stem
 from inference.runs import MODEL_FILE, ModelDirError, describe_score
 from inference.translator import Translator
-from models.search_config import SearchConfig
 from training import callbacks as training_callbacks
 from training import checkpoints, init_from, model_building, preemption
 from training import config as run_config
@@ -532,7 +531,7 @@ def _callbacks(start, extra):
         lambda trained: Translator(
             trained,
             tokenizer,
-            SearchConfig(beam_size=options.eval_beam_size, max_input_length=max_length),
+            options.dev_search(max_input_length=max_length),
             batch_size=32,
             source_tokenizer=start.source_tokenizer,
         ),

@@ -15,6 +15,7 @@ from inference.loading import load_translator, vocabulary_difference
 from inference.runs import ModelDirError, RunDir
 from inference.translator import Translator
 from models.ensemble import Ensemble
+from models.search_config import SearchConfig
 
 SENTENCES = ["Open the file.", "Click OK to close the dialog.", "Select the cells that you want to delete."]
 
@@ -42,7 +43,9 @@ def test_two_members_are_searched_and_scored_on_the_mean_of_their_log_probabilit
     run = RunDir(model_dir)
     last, tokenizer, _ = run.load_model("last", quiet=True)
     averaged, _, _ = run.load_model("average:2", quiet=True)  # Other weights, the same vocabulary.
-    translator = Translator(Ensemble([last, averaged]), tokenizer, beam_size=3, alpha=0.0, batch_size=4)
+    translator = Translator(
+        Ensemble([last, averaged]), tokenizer, search=SearchConfig(beam_size=3, alpha=0.0), batch_size=4
+    )
     translations, search_scores = translator.translate(SENTENCES)
     scored = translator.score(SENTENCES, translations)
     # The search's score of its own output (alpha 0: the sum of log-probabilities) is forced decoding's,
@@ -53,7 +56,9 @@ def test_two_members_are_searched_and_scored_on_the_mean_of_their_log_probabilit
     assert "Datei" in constrained[0] and "Zellen" in constrained[2] and translator.unmet_indices == []
     rescored = translator.score(SENTENCES, constrained)
     np.testing.assert_allclose(constrained_scores, [pair.log_prob for pair in rescored], atol=1e-4)
-    alone = Translator(last, tokenizer, beam_size=3, alpha=0.0, batch_size=4).score(SENTENCES, translations)
+    alone = Translator(last, tokenizer, search=SearchConfig(beam_size=3, alpha=0.0), batch_size=4).score(
+        SENTENCES, translations
+    )
     assert not np.allclose([pair.log_prob for pair in alone], [pair.log_prob for pair in scored], atol=1e-3)
 
     # The mean of the members' log-softmax, renormalized, at every target position.

@@ -16,7 +16,7 @@ from cli import search_flags
 from common.errors import UserError
 from inference.loading import load_translator
 from inference.runs import RunDir
-from models.search_config import SearchConfig
+from models.search_config import Sampling, SearchConfig
 from tests.helpers import REPO_ROOT, TOOL_ENV
 
 RECORDED = {"alpha": 1.0, "min_length_ratio": 0.8, "chosen_for": "recipe small_data"}
@@ -41,9 +41,11 @@ def _tool(*argv):
     )
 
 
-def _search_flag_values(argv):
+def _search_flag_values(argv, sampling=False):
     values = flags.FlagValues()
     search_flags.define_search_flags(flag_values=values)
+    if sampling:
+        search_flags.define_sampling_flags(flag_values=values)
     values(["tool", *argv])
     return values
 
@@ -77,9 +79,9 @@ def test_load_translator_searches_as_the_run_records_unless_told_otherwise(tiny_
     run = _with_search(tiny_run, tmp_path / "run", RECORDED)
     recorded = load_translator(run, quiet=True)
     assert _settings(recorded) == (4, 1.0, 50, 0.8)
-    assert _settings(load_translator(run, alpha=0.6, quiet=True)) == (4, 0.6, 50, 0.8)
+    assert _settings(load_translator(run, search=recorded.search.override(alpha=0.6), quiet=True)) == (4, 0.6, 50, 0.8)
     assert _settings(load_translator(tiny_run[0], quiet=True)) == (4, 0.6, 50, 0.0)
-    explicit = load_translator(tiny_run[0], alpha=1.0, min_length_ratio=0.8, quiet=True)
+    explicit = load_translator(tiny_run[0], search=SearchConfig(alpha=1.0, min_length_ratio=0.8), quiet=True)
     assert recorded.translate(SENTENCES)[0] == explicit.translate(SENTENCES)[0]
 
 
@@ -93,7 +95,15 @@ def test_flags_then_record_then_default_make_one_search_config(tiny_run, tmp_pat
     translator = load_translator(run, search=search, quiet=True)
     max_length = RunDir(run).read_config()["data"]["max_length"]
     assert translator.search == dataclasses.replace(search, max_input_length=max_length)
-    assert load_translator(run, search=search, beam_size=3, quiet=True).search.beam_size == 3
+    assert load_translator(run, search=search.override(beam_size=3), quiet=True).search.beam_size == 3
+
+
+def test_the_sampling_flags_join_the_one_value_and_are_checked_by_it():
+    assert search_flags.search_from_flags(_search_flag_values([], sampling=True)).sampling is None
+    search = search_flags.search_from_flags(_search_flag_values(["--sampling_topp=0.9", "--seed=3"], sampling=True))
+    assert search == SearchConfig(sampling=Sampling(top_p=0.9, seed=3))
+    with pytest.raises(flags.IllegalFlagValueError, match=r"--sampling_temperature must be > 0, received -1\.0"):
+        _search_flag_values(["--sampling_topk=2", "--sampling_temperature=-1"], sampling=True)
 
 
 @pytest.mark.parametrize(

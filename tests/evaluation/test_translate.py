@@ -15,6 +15,7 @@ import pytest
 
 from inference.protocol import AlignmentConfig
 from inference.translator import Sampling, Translator
+from models.search_config import SearchConfig
 from tests.helpers import REPO_ROOT, STARTUP_NOISE
 
 SENTENCES = [
@@ -45,7 +46,10 @@ def lines_of(sentences):
 def python_translator(tiny_model):
     model, tokenizer, run_config, _ = tiny_model
     return Translator(
-        model, tokenizer, max_extra_length=6, batch_size=2, max_input_length=run_config["data"]["max_length"]
+        model,
+        tokenizer,
+        search=SearchConfig(max_extra_length=6, max_input_length=run_config["data"]["max_length"]),
+        batch_size=2,
     )
 
 
@@ -70,7 +74,10 @@ def test_stdin_to_a_file_in_input_order_with_bad_and_long_lines_reported(tiny_ru
     assert stdout == ""
     inputs = SENTENCES[:3] + ["caf\ufffd au lait"] + SENTENCES[3:] + [long_line, "no newline at the end"]
     translator = Translator(
-        python_translator.model, python_translator.tokenizer, max_extra_length=6, batch_size=2, max_input_length=12
+        python_translator.model,
+        python_translator.tokenizer,
+        search=SearchConfig(max_extra_length=6, max_input_length=12),
+        batch_size=2,
     )
     expected, _ = translator.translate(inputs)
     written = output.read_text(encoding="utf-8")
@@ -104,9 +111,8 @@ def test_alignments_follow_their_translations_after_a_tab(tiny_run, python_trans
     translator = Translator(
         python_translator.model,
         python_translator.tokenizer,
-        python_translator.search,
+        python_translator.search.override(min_length_ratio=1.0),
         batch_size=2,
-        min_length_ratio=1.0,
     )
     texts, _, alignments = translator.translate(SENTENCES, alignments=AlignmentConfig(layer=-1, head=1))
     assert lines == [f"{text}\t{alignment}" for text, alignment in zip(texts, alignments)]
@@ -173,10 +179,17 @@ def test_sampling_is_reproducible_per_line_whatever_the_window(tiny_run, python_
     first, _, stderr = translate_here(
         f"--model_dir={model_dir}", "--seed=7", "--window=2", *sample, stdin=lines_of(SENTENCES)
     )
-    expected, _ = python_translator.translate(SENTENCES, sampling=Sampling(seed=7, top_p=0.9))
+    expected, _ = python_translator.translate(
+        SENTENCES, search=python_translator.search.override(sampling=Sampling(seed=7, top_p=0.9))
+    )
     assert first == expected, stderr
     # Not the default seed's samples: the run read --seed.
-    assert expected != python_translator.translate(SENTENCES, sampling=Sampling(seed=0, top_p=0.9))[0]
+    assert (
+        expected
+        != python_translator.translate(
+            SENTENCES, search=python_translator.search.override(sampling=Sampling(seed=0, top_p=0.9))
+        )[0]
+    )
     # Back-translation: the same samples as pairs for the reverse direction, tagged as synthetic.
     # A line cut at the maximum input length would pair its whole text with a translation of its
     # start: it is left out, and said so.

@@ -12,6 +12,7 @@ from keras import ops
 
 from common.special_ids import BOS_ID, EOS_ID, PAD_ID
 from models.beam_search import beam_search
+from models.search_config import SearchConfig
 from models.translation import translate_ids
 
 SENTENCES = [
@@ -59,7 +60,7 @@ def test_beam_one_equals_greedy_without_cache(tiny_model, eos_bias_model, eos_bi
     wrapped = eos_bias_model(model, eos_bias)
     source, lengths = source_batch(tokenizer, SENTENCES)
     extra = 6
-    ids, _ = translate_ids(wrapped, ops.convert_to_tensor(source), beam_size=1, max_extra_length=extra)
+    ids, _ = translate_ids(wrapped, ops.convert_to_tensor(source), SearchConfig(beam_size=1, max_extra_length=extra))
     ids = ops.convert_to_numpy(ids)
     for row, length in enumerate(lengths):
         expected = greedy_without_cache(wrapped, source[row, :length], length + extra)
@@ -113,7 +114,9 @@ def test_cached_beam_search_equals_search_without_cache(tiny_model, eos_bias_mod
     model, tokenizer, _, _ = tiny_model
     wrapped = eos_bias_model(model, eos_bias)
     source, _ = source_batch(tokenizer, SENTENCES)
-    cached = translate_ids(wrapped, ops.convert_to_tensor(source), beam_size=4, max_extra_length=5, num_return=4)
+    cached = translate_ids(
+        wrapped, ops.convert_to_tensor(source), SearchConfig(beam_size=4, max_extra_length=5), num_return=4
+    )
     reference = beam_search_without_cache(wrapped, source, beam_size=4, max_extra_length=5, num_return=4)
     cached_ids, reference_ids = ops.convert_to_numpy(cached.ids), ops.convert_to_numpy(reference.ids)
     cached_scores, reference_scores = ops.convert_to_numpy(cached.scores), ops.convert_to_numpy(reference.scores)
@@ -138,7 +141,9 @@ def test_cached_beam_search_equals_search_without_cache(tiny_model, eos_bias_mod
 def test_eos_stops_a_hypothesis(tiny_model, eos_bias_model, beam_size):
     model, tokenizer, _, _ = tiny_model
     source, _ = source_batch(tokenizer, SENTENCES)
-    ids, scores = translate_ids(eos_bias_model(model, 1e9), ops.convert_to_tensor(source), beam_size=beam_size)
+    ids, scores = translate_ids(
+        eos_bias_model(model, 1e9), ops.convert_to_tensor(source), SearchConfig(beam_size=beam_size)
+    )
     ids = ops.convert_to_numpy(ids)
     assert (ids[:, 0, 0] == EOS_ID).all()
     assert (ids[:, 0, 1:] == PAD_ID).all()
@@ -153,7 +158,9 @@ def test_min_length_ratio_holds_eos_back(tiny_model, eos_bias_model, beam_size):
     model, tokenizer, _, _ = tiny_model
     source, lengths = source_batch(tokenizer, SENTENCES)
     ids, _ = translate_ids(
-        eos_bias_model(model, 1e9), ops.convert_to_tensor(source), beam_size=beam_size, min_length_ratio=0.5
+        eos_bias_model(model, 1e9),
+        ops.convert_to_tensor(source),
+        SearchConfig(beam_size=beam_size, min_length_ratio=0.5),
     )
     ids = ops.convert_to_numpy(ids)
     for row, length in enumerate(lengths):
@@ -167,7 +174,9 @@ def test_maximum_length_stops_a_hypothesis(tiny_model, eos_bias_model, beam_size
     source, lengths = source_batch(tokenizer, SENTENCES)
     extra = 3
     ids, _ = translate_ids(
-        eos_bias_model(model, -1e9), ops.convert_to_tensor(source), beam_size=beam_size, max_extra_length=extra
+        eos_bias_model(model, -1e9),
+        ops.convert_to_tensor(source),
+        SearchConfig(beam_size=beam_size, max_extra_length=extra),
     )
     ids = ops.convert_to_numpy(ids)
     for row, length in enumerate(lengths):
@@ -182,7 +191,9 @@ def test_real_hypotheses_end_with_eos_or_at_the_limit(tiny_model):
     model, tokenizer, _, _ = tiny_model
     source, lengths = source_batch(tokenizer, SENTENCES)
     extra = 2
-    ids, _ = translate_ids(model, ops.convert_to_tensor(source), beam_size=4, max_extra_length=extra, num_return=4)
+    ids, _ = translate_ids(
+        model, ops.convert_to_tensor(source), SearchConfig(beam_size=4, max_extra_length=extra), num_return=4
+    )
     ids = ops.convert_to_numpy(ids)
     for row, length in enumerate(lengths):
         for produced in ids[row]:

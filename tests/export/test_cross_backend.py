@@ -10,6 +10,7 @@ import pytest
 import tensorflow as tf
 
 from tests.export.helpers import run_fresh_python
+from tests.helpers import export_arguments
 
 pytestmark = pytest.mark.full
 
@@ -23,6 +24,7 @@ os.environ["KERAS_BACKEND"] = "jax"
 import keras, numpy as np
 import jax
 import models.transformer  # noqa: F401
+from models.search_config import SearchConfig
 from models.translation import translate_ids
 assert keras.backend.backend() == "jax"
 source_dir, target_dir, settings = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
@@ -35,8 +37,9 @@ model.save(os.path.join(target_dir, "model.keras"))
 source = np.array(settings["source"], dtype="int32")
 target_in = np.array(settings["target_in"], dtype="int32")
 logits = model((source, target_in), training=False)
-search = jax.jit(lambda s: translate_ids(model, s, beam_size=settings["beam_size"], alpha=settings["alpha"],
-                                         max_extra_length=settings["max_extra_length"]))
+search_config = SearchConfig(beam_size=settings["beam_size"], alpha=settings["alpha"],
+                             max_extra_length=settings["max_extra_length"])
+search = jax.jit(lambda s: translate_ids(model, s, search_config))
 ids, scores = search(source)
 print(json.dumps({"backend": keras.backend.backend(), "logits": np.asarray(logits).tolist(),
                   "ids": np.asarray(ids)[:, 0].tolist(), "scores": np.asarray(scores)[:, 0].tolist()}))
@@ -73,7 +76,9 @@ def test_weights_written_under_jax_export_with_the_same_outputs(exported, tmp_pa
     logits = keras.ops.convert_to_numpy(reloaded((source, target_in), training=False))
     np.testing.assert_allclose(logits, np.array(jax_side["logits"]), atol=1e-4)
 
-    path = export_model(str(jax_dir), str(tmp_path / "exports"), checkpoint="last", **SETTINGS)  # model.keras alone
+    path = export_model(
+        str(jax_dir), str(tmp_path / "exports"), checkpoint="last", **export_arguments(SETTINGS)
+    )  # model.keras alone
     outputs = tf.saved_model.load(path).signatures["translate_ids"](source_ids=tf.constant(source))
     ids, jax_ids = outputs["ids"].numpy(), np.array(jax_side["ids"])
     width = jax_ids.shape[1]

@@ -18,6 +18,7 @@ from export import ctranslate2_export
 from inference.translator import Translator
 from models.learning_rate_schedule import transformer_optimizer
 from models.losses import LabelSmoothedCrossEntropy
+from models.search_config import SearchConfig
 from models.transformer import Transformer
 from tests.export.helpers import run_export
 from tests.helpers import STARTUP_NOISE, TINY_MODEL
@@ -135,7 +136,9 @@ def test_greedy_outputs_equal_the_projects(converted, tiny_model_and_tokenizer, 
     ct2_dir, _ = converted
     model, tokenizer = tiny_model_and_tokenizer
     sources = [source for source, _ in _read_pairs(corpus)]
-    ours, _ = Translator(model, tokenizer, beam_size=1, max_extra_length=MAX_EXTRA_LENGTH).translate(sources)
+    ours, _ = Translator(
+        model, tokenizer, search=SearchConfig(beam_size=1, max_extra_length=MAX_EXTRA_LENGTH)
+    ).translate(sources)
     theirs = _ct2_translate(ct2_dir, sources, beam_size=1)
     equal = sum(text == ct2_text for text, (ct2_text, _, _) in zip(_texts(ours), theirs))
     print(f"\ngreedy: {equal} of {len(sources)} CTranslate2 translations equal the project's")
@@ -150,7 +153,7 @@ def test_target_prefixes_give_the_projects_outputs(converted, tiny_model_and_tok
     model, tokenizer = tiny_model_and_tokenizer
     pairs = [(source, target) for source, target in _read_pairs(corpus, limit=100) if len(target.split()) > 2]
     sources, prefixes = [source for source, _ in pairs], [" ".join(target.split()[:2]) for _, target in pairs]
-    translator = Translator(model, tokenizer, beam_size=1, max_extra_length=MAX_EXTRA_LENGTH)
+    translator = Translator(model, tokenizer, search=SearchConfig(beam_size=1, max_extra_length=MAX_EXTRA_LENGTH))
     ours, _ = translator.translate(sources, prefixes=prefixes)
     theirs = _ct2_translate(ct2_dir, sources, beam_size=1, prefixes=prefixes)
     # Each starts with its prefix as the vocabulary normalizes it (NFKC: "…" becomes "...").
@@ -168,7 +171,9 @@ def test_beam_scores_agree_with_the_projects(converted, tiny_model_and_tokenizer
     ct2_dir, _ = converted
     model, tokenizer = tiny_model_and_tokenizer
     sources = [source for source, _ in _read_pairs(corpus, limit=100)]
-    translator = Translator(model, tokenizer, beam_size=4, alpha=0.0, max_extra_length=MAX_EXTRA_LENGTH)
+    translator = Translator(
+        model, tokenizer, search=SearchConfig(beam_size=4, alpha=0.0, max_extra_length=MAX_EXTRA_LENGTH)
+    )
     ours, our_scores = translator.translate(sources)
     theirs = _ct2_translate(ct2_dir, sources, beam_size=4, length_penalty=0.0)
     differences = [
@@ -192,7 +197,9 @@ def test_forced_log_probs_agree_with_translator_score(converted, tiny_model_and_
     model, tokenizer = tiny_model_and_tokenizer
     pairs = _read_pairs(corpus, limit=100)
     sources, references = [source for source, _ in pairs], [target for _, target in pairs]
-    translator = Translator(model, tokenizer, beam_size=4, alpha=ALPHA, max_extra_length=MAX_EXTRA_LENGTH)
+    translator = Translator(
+        model, tokenizer, search=SearchConfig(beam_size=4, alpha=ALPHA, max_extra_length=MAX_EXTRA_LENGTH)
+    )
     translations, search_scores = translator.translate(sources)
     translations = _texts(translations)
     largest = 0.0
@@ -251,7 +258,7 @@ def test_a_pre_norm_model_converts_and_matches(tiny_run, tiny_model_and_tokenize
 
     pairs = _read_pairs(corpus, limit=48)
     sources, references = [source for source, _ in pairs], [target for _, target in pairs]
-    translator = Translator(model, tokenizer, beam_size=1, max_extra_length=8)
+    translator = Translator(model, tokenizer, search=SearchConfig(beam_size=1, max_extra_length=8))
     ours, _ = translator.translate(sources)
     theirs = _ct2_translate(ct2_dir, sources, beam_size=1, max_extra_length=8)
     assert [text for text, _, _ in theirs] == _texts(ours)
@@ -307,7 +314,9 @@ def test_varied_greedy_outputs_of_a_copy_trained_model_equal_the_projects(
     model, run = _copy_trained_run(tmp_path / "copy", tokenizer, vocabulary_path, corpus, normalize_first)
     ct2_dir = ctranslate2_export.convert_run(run, str(tmp_path / "copy-ct2"), checkpoint="last")
     sources = [source for source, _ in _read_pairs(corpus)]
-    ours, _ = Translator(model, tokenizer, beam_size=1, max_extra_length=MAX_EXTRA_LENGTH).translate(sources)
+    ours, _ = Translator(
+        model, tokenizer, search=SearchConfig(beam_size=1, max_extra_length=MAX_EXTRA_LENGTH)
+    ).translate(sources)
     ours = _texts(ours)
     theirs = [text for text, _, _ in _ct2_translate(ct2_dir, sources, beam_size=1)]
     equal = sum(a == b for a, b in zip(ours, theirs))

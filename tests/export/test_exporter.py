@@ -11,8 +11,9 @@ import pytest
 import tensorflow as tf
 
 from export import exporter
+from models.search_config import SearchConfig
 from tests.export.helpers import run_export
-from tests.helpers import EXPORT_SETTINGS, STARTUP_NOISE, warmup_requests
+from tests.helpers import EXPORT_SETTINGS, STARTUP_NOISE, export_arguments, warmup_requests
 
 
 def test_layout_is_what_tensorflow_serving_watches(exported):
@@ -64,7 +65,7 @@ def test_failed_export_leaves_no_version_directory(exported, tmp_path, monkeypat
     monkeypatch.setattr(exporter, "write_saved_model", broken_save)
     export_dir = tmp_path / "exports"
     with pytest.raises(RuntimeError, match="disk full"):
-        exporter.export_model(model_dir, str(export_dir), version=3, **EXPORT_SETTINGS)
+        exporter.export_model(model_dir, str(export_dir), version=3, **export_arguments(EXPORT_SETTINGS))
     assert os.listdir(export_dir) == []
 
 
@@ -226,7 +227,9 @@ def test_an_export_that_cannot_be_written_is_one_error_and_keeps_the_versions_th
     resource.setrlimit(resource.RLIMIT_FSIZE, (300_000, hard))  # The soft limit only: raised again below.
     try:
         with pytest.raises(exporter.ExportError) as refused:
-            exporter.export_model(model_dir, str(export_dir), max_input_length=16, length_buckets=())
+            exporter.export_model(
+                model_dir, str(export_dir), search=SearchConfig(max_input_length=16), length_buckets=()
+            )
     finally:
         resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
         signal.signal(signal.SIGXFSZ, handler)

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from evaluation import reference_sets
+from models.search_config import SearchConfig
 from tests.export.helpers import (
     FORBIDDEN_OPS,
     FRESH_PROCESS,
@@ -75,10 +76,12 @@ def python_translator(exported):
     return Translator(
         model,
         Tokenizer.from_file(f"{model_dir}/spm.model"),
-        beam_size=EXPORT_SETTINGS["beam_size"],
-        alpha=EXPORT_SETTINGS["alpha"],
-        max_extra_length=EXPORT_SETTINGS["max_extra_length"],
-        max_input_length=EXPORT_SETTINGS["max_input_length"],
+        search=SearchConfig(
+            beam_size=EXPORT_SETTINGS["beam_size"],
+            alpha=EXPORT_SETTINGS["alpha"],
+            max_extra_length=EXPORT_SETTINGS["max_extra_length"],
+            max_input_length=EXPORT_SETTINGS["max_input_length"],
+        ),
     )
 
 

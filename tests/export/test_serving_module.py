@@ -6,6 +6,7 @@ import tensorflow as tf
 
 from common.special_ids import EOS_ID, PAD_ID
 from export.serving_module import resolve_buckets
+from models.search_config import SearchConfig
 from tests.export.helpers import SENTENCES
 from tests.helpers import EXPORT_SETTINGS
 
@@ -122,7 +123,9 @@ def test_n_best_signature_is_the_beam_best_first_led_by_serving_default(served, 
     # The same lists as the Python translator's with the export's settings.
     model, tokenizer = tiny_model_and_tokenizer
     settings = {k: EXPORT_SETTINGS[k] for k in ("beam_size", "alpha", "max_extra_length", "max_input_length")}
-    expected, expected_scores = Translator(model, tokenizer, **settings).translate(sentences[:4], n_best=beam)
+    expected, expected_scores = Translator(model, tokenizer, SearchConfig(**settings)).translate(
+        sentences[:4], n_best=beam
+    )
     assert texts[:4] == expected
     np.testing.assert_allclose(scores[:4], expected_scores, atol=1e-4)
 
@@ -225,11 +228,11 @@ def test_align_gives_the_python_translators_alignments_of_many_words(tiny_model_
     bias = 10.0 * starts_word + np.random.default_rng(0).uniform(0.0, 3.0, model.vocabulary_size)
     bias[EOS_ID] = -1e9
     wordy.bias = keras.ops.convert_to_tensor(bias.astype("float32"))
-    settings = dict(beam_size=2, max_input_length=16, max_extra_length=4)
+    search = SearchConfig(beam_size=2, max_input_length=16, max_extra_length=4)
     sentences = SENTENCES + ["", "Click " * 20]
-    module = ServingModule(wordy, tokenizer, f"{tiny_run[0]}/spm.model", length_buckets=(), **settings)
+    module = ServingModule(wordy, tokenizer, f"{tiny_run[0]}/spm.model", search, length_buckets=())
     outputs = module.align(tf.constant(sentences))
-    texts, _, alignments = Translator(wordy, tokenizer, batch_size=4, **settings).translate(sentences, alignments=True)
+    texts, _, alignments = Translator(wordy, tokenizer, search, batch_size=4).translate(sentences, alignments=True)
     assert [t.decode("utf-8") for t in outputs["translations"].numpy()] == texts
     assert [a.decode("utf-8") for a in outputs["alignments"].numpy()] == alignments
     links = [len(alignment.split()) for alignment in alignments]
@@ -243,12 +246,14 @@ def test_min_length_ratio_is_built_into_the_graph(tiny_model_and_tokenizer, tiny
 
     model, tokenizer = tiny_model_and_tokenizer
     forced_end = EosBiasModel(model, 1e9)  # EOS first: empty translations unless a minimum bars it.
-    settings = dict(beam_size=2, max_input_length=16, max_extra_length=4, length_buckets=())
+    search = SearchConfig(beam_size=2, max_input_length=16, max_extra_length=4)
     vocabulary = f"{tiny_run[0]}/spm.model"
     sentences = tf.constant(["Select the cells that you want to format.", "Open the file."])
-    plain = ServingModule(forced_end, tokenizer, vocabulary, **settings).serve(sentences)
-    barred = ServingModule(forced_end, tokenizer, vocabulary, min_length_ratio=0.5, **settings).serve(sentences)
+    plain = ServingModule(forced_end, tokenizer, vocabulary, search, length_buckets=()).serve(sentences)
+    barred = ServingModule(
+        forced_end, tokenizer, vocabulary, search.override(min_length_ratio=0.5), length_buckets=()
+    ).serve(sentences)
     assert [t.decode() for t in plain["translations"].numpy()] == ["", ""]
     assert all(t.decode() for t in barred["translations"].numpy())
     with pytest.raises(ValueError, match="min_length_ratio must be >= 0"):
-        ServingModule(forced_end, tokenizer, vocabulary, min_length_ratio=-0.5, **settings)
+        ServingModule(forced_end, tokenizer, vocabulary, search.override(min_length_ratio=-0.5), length_buckets=())

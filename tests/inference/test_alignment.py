@@ -8,6 +8,7 @@ from common.special_ids import EOS_ID, UNK_ID
 from inference.alignment import AttentionMatrix, pharaoh, word_indices, word_weights
 from inference.protocol import AlignmentConfig, AlignmentError
 from inference.translator import Translator
+from models.search_config import SearchConfig
 
 M = "\u2581"  # SentencePiece's word marker
 WORD = 100  # any id of an ordinary piece
@@ -86,7 +87,7 @@ def links(alignment):
 def test_greedy_translations_get_one_link_per_target_word_within_both_sentences(tiny_model):
     model, tokenizer, _, _ = tiny_model
     sentences = ["Open the file.", "", "The document could not be saved because the disk is full.", "Print"]
-    translator = Translator(model, tokenizer, beam_size=1, max_extra_length=6, batch_size=4)
+    translator = Translator(model, tokenizer, search=SearchConfig(beam_size=1, max_extra_length=6), batch_size=4)
     texts, _, alignments = translator.translate(sentences, alignments=True)
     assert alignments[1] == ""
     for sentence, text, alignment in zip(sentences, texts, alignments):
@@ -96,7 +97,7 @@ def test_greedy_translations_get_one_link_per_target_word_within_both_sentences(
 
 def test_each_of_the_n_best_of_a_beam_gets_its_own_alignment(tiny_model):
     model, tokenizer, _, _ = tiny_model
-    translator = Translator(model, tokenizer, beam_size=3, max_extra_length=6, batch_size=2)
+    translator = Translator(model, tokenizer, search=SearchConfig(beam_size=3, max_extra_length=6), batch_size=2)
     sentences = ["Open the file.", "Close the window."]
     lists, _, alignments = translator.translate(sentences, n_best=3, alignments=AlignmentConfig(layer=-1))
     for texts, hypotheses in zip(lists, alignments):

@@ -10,6 +10,7 @@ import tensorflow as tf
 from common.special_ids import PAD_ID
 from inference.in_place_cache import IN_PLACE, traced_in_place
 from models import attention_cache
+from models.search_config import SearchConfig
 from models.transformer import Transformer
 from models.translation import translate_ids
 
@@ -25,11 +26,11 @@ def _source(seed, batch=3, length=9):
     return tf.constant(source)
 
 
-def _searches(model, **options):
-    """The plain tf.function of the search and its in-place twin."""
+def _searches(model, num_return=1, **settings):
+    """The plain tf.function of the search and its in-place twin (`settings`: the SearchConfig's)."""
 
     def search(source):
-        return translate_ids(model, source, max_extra_length=7, **options)
+        return translate_ids(model, source, SearchConfig(max_extra_length=7, **settings), num_return=num_return)
 
     return tf.function(search, jit_compile=False), tf.function(traced_in_place(search), jit_compile=False)
 

@@ -31,7 +31,7 @@ def test_each_translator_has_the_protocols_signature(translator_class, method):
 
 
 def test_a_translator_has_the_protocols_attributes():
-    translator = Translator(model=None, tokenizer=None, beam_size=2, max_input_length=16)
+    translator = Translator(model=None, tokenizer=None, search=SearchConfig(beam_size=2, max_input_length=16))
     for name in TextTranslator.__annotations__:
         assert hasattr(translator, name), name
     assert translator.search == SearchConfig(beam_size=2, max_input_length=16)

@@ -12,6 +12,7 @@ from tensorflow.core.protobuf import saved_model_pb2
 from inference.protocol import AlignmentConfig, AlignmentError, ConstraintError, PrefixError
 from inference.saved_model_translator import ExportDirError, ExportRequestError, SavedModelTranslator
 from inference.translator import Translator
+from models.search_config import SearchConfig
 from tests.helpers import EXPORT_SETTINGS
 
 pytestmark = pytest.mark.slow  # the shared export loaded and run in this process
@@ -30,7 +31,9 @@ def exported(tiny_export):
 @pytest.fixture(scope="module")
 def python_translator(tiny_model):
     model, tokenizer, _, _ = tiny_model
-    return Translator(model, tokenizer, batch_size=2, **{name: EXPORT_SETTINGS[name] for name in SEARCH_SETTINGS})
+    return Translator(
+        model, tokenizer, SearchConfig(**{name: EXPORT_SETTINGS[name] for name in SEARCH_SETTINGS}), batch_size=2
+    )
 
 
 def test_prefixes_and_alignments_are_the_python_translators(exported, python_translator):

@@ -13,6 +13,7 @@ import pytest
 from common.errors import UserError
 from common.special_ids import EOS_ID
 from inference.translator import ConstraintError, PrefixError, Sampling, Translator
+from models.search_config import SearchConfig
 from models.translation import score_ids, translate_ids
 from tests.helpers import REPO_ROOT
 
@@ -30,7 +31,9 @@ def test_sentence_alone_equals_it_in_a_batch_of_other_lengths(tiny_model, eos_bi
     # EOS forbidden: every translation runs to its own length limit, so a sentence whose limit
     # came from its batch (the padded length) would show it.
     for candidate in (model, eos_bias_model(model, -1e9)):
-        translator = Translator(candidate, tokenizer, beam_size=4, max_extra_length=4, batch_size=8)
+        translator = Translator(
+            candidate, tokenizer, search=SearchConfig(beam_size=4, max_extra_length=4), batch_size=8
+        )
         together, together_scores = translator.translate(SENTENCES)
         for index, sentence in enumerate(SENTENCES):
             alone, alone_scores = translator.translate([sentence])
@@ -42,7 +45,9 @@ def test_empty_lines_translate_to_empty_lines_and_long_lines_are_cut_and_reporte
     model, tokenizer, _, _ = tiny_model
     long_line = " ".join(["the file"] * 200)
     sentences = ["", "Open the file.", "   ", long_line, "Print"]
-    translator = Translator(model, tokenizer, beam_size=2, max_extra_length=3, batch_size=2, max_input_length=16)
+    translator = Translator(
+        model, tokenizer, search=SearchConfig(beam_size=2, max_extra_length=3, max_input_length=16), batch_size=2
+    )
     translations, scores = translator.translate(sentences)
     assert len(translations) == len(sentences)
     assert translations[0] == "" and translations[2] == ""
@@ -62,7 +67,9 @@ def test_lines_without_tokens_translate_to_empty_lines(tiny_model, eos_bias_mode
     lengths = [len(row) for row in tokenizer.tokenize(sentences).to_list()]
     assert lengths[0] == lengths[2] == lengths[3] == 0 < lengths[1]
     # EOS forbidden: any searched line gives output, so "" shows that no search ran.
-    translator = Translator(eos_bias_model(model, -1e9), tokenizer, beam_size=2, max_extra_length=3, batch_size=2)
+    translator = Translator(
+        eos_bias_model(model, -1e9), tokenizer, search=SearchConfig(beam_size=2, max_extra_length=3), batch_size=2
+    )
     translations, scores = translator.translate(sentences)
     assert translations[0] == translations[2] == translations[3] == "" and translations[1] != ""
     assert scores[0] == scores[2] == scores[3] == 0.0
@@ -123,12 +130,12 @@ def test_n_best_lists_are_the_searchs_own(tiny_model):
     from models.translation import translate_ids
 
     model, tokenizer, _, _ = tiny_model
-    translator = Translator(model, tokenizer, beam_size=4, max_extra_length=6, batch_size=8)
+    translator = Translator(model, tokenizer, search=SearchConfig(beam_size=4, max_extra_length=6), batch_size=8)
     texts, scores = translator.translate(SENTENCES, n_best=4)
     best, best_scores = translator.translate(SENTENCES)
     source = translator._pad(translator.encode(SENTENCES))
     ids, search_scores = translate_ids(
-        model, keras.ops.convert_to_tensor(source), beam_size=4, max_extra_length=6, num_return=4
+        model, keras.ops.convert_to_tensor(source), search=SearchConfig(beam_size=4, max_extra_length=6), num_return=4
     )
     ids, search_scores = keras.ops.convert_to_numpy(ids), keras.ops.convert_to_numpy(search_scores)
     for index in range(len(SENTENCES)):
@@ -140,7 +147,7 @@ def test_n_best_lists_are_the_searchs_own(tiny_model):
         np.testing.assert_allclose(scores[index], search_scores[index], atol=1e-4)
     with pytest.raises(ValueError, match="n_best must be in"):
         translator.translate(SENTENCES, n_best=5)
-    two, _ = translator.translate(SENTENCES, n_best=2, beam_size=2)
+    two, _ = translator.translate(SENTENCES, n_best=2, search=translator.search.override(beam_size=2))
     assert all(len(row) == 2 for row in two)
 
 
@@ -182,7 +189,9 @@ def test_forced_decoding_of_the_search_output_gives_the_search_score(tiny_model)
     model, tokenizer, _, _ = tiny_model
     translator = Translator(model, tokenizer)
     source = keras.ops.convert_to_tensor(translator._pad(translator.encode(SENTENCES)))
-    ids, scores = translate_ids(model, source, beam_size=4, alpha=0.0, max_extra_length=40, num_return=4)
+    ids, scores = translate_ids(
+        model, source, search=SearchConfig(beam_size=4, alpha=0.0, max_extra_length=40), num_return=4
+    )
     for rank in range(4):
         log_probs, lengths = score_ids(model, source, ids[:, rank])
         np.testing.assert_allclose(
@@ -197,42 +206,54 @@ def test_sampling_is_reproducible_and_follows_the_sentence(tiny_model):
     from inference.translator import Sampling
 
     model, tokenizer, _, _ = tiny_model
-    translator = Translator(model, tokenizer, max_extra_length=8, batch_size=3)
-    first, _ = translator.translate(SENTENCES, sampling=Sampling(seed=1))
-    again, _ = translator.translate(SENTENCES, sampling=Sampling(seed=1))
-    other, _ = translator.translate(SENTENCES, sampling=Sampling(seed=2))
+    translator = Translator(model, tokenizer, search=SearchConfig(max_extra_length=8), batch_size=3)
+    first, _ = translator.translate(SENTENCES, search=translator.search.override(sampling=Sampling(seed=1)))
+    again, _ = translator.translate(SENTENCES, search=translator.search.override(sampling=Sampling(seed=1)))
+    other, _ = translator.translate(SENTENCES, search=translator.search.override(sampling=Sampling(seed=2)))
     assert first == again
     assert first != other
     reversed_texts, _ = translator.translate(
-        SENTENCES[::-1], sampling=Sampling(seed=1), keys=range(len(SENTENCES))[::-1]
+        SENTENCES[::-1], search=translator.search.override(sampling=Sampling(seed=1)), keys=range(len(SENTENCES))[::-1]
     )
     assert reversed_texts[::-1] == first
-    greedy, _ = translator.translate(SENTENCES, beam_size=1)
+    greedy, _ = translator.translate(SENTENCES, search=translator.search.override(beam_size=1))
     # Top-k 2, then a nucleus this small: the most likely token alone.
-    assert translator.translate(SENTENCES, sampling=Sampling(top_k=2, top_p=1e-6, seed=5))[0] == greedy
+    assert (
+        translator.translate(
+            SENTENCES, search=translator.search.override(sampling=Sampling(top_k=2, top_p=1e-6, seed=5))
+        )[0]
+        == greedy
+    )
     with pytest.raises(ValueError, match="n_best must be 1"):
-        translator.translate(SENTENCES, n_best=2, sampling=Sampling())
+        translator.translate(SENTENCES, n_best=2, search=translator.search.override(sampling=Sampling()))
 
 
 def test_min_length_ratio_bars_an_early_end(tiny_model, eos_bias_model):
     model, tokenizer, _, _ = tiny_model
     # EOS forced first: without a minimum every translation is empty.
-    translator = Translator(eos_bias_model(model, 1e9), tokenizer, beam_size=2, max_extra_length=4, batch_size=8)
+    translator = Translator(
+        eos_bias_model(model, 1e9), tokenizer, search=SearchConfig(beam_size=2, max_extra_length=4), batch_size=8
+    )
     assert translator.translate(SENTENCES)[0] == [""] * len(SENTENCES)
-    texts, _ = translator.translate(SENTENCES, min_length_ratio=0.5)
+    texts, _ = translator.translate(SENTENCES, search=translator.search.override(min_length_ratio=0.5))
     for sentence, text in zip(SENTENCES, texts):
         source_tokens = len(tokenizer.tokenize([sentence]).to_list()[0]) + 1  # EOS included
         if source_tokens // 2 > 1:  # At least one token before the EOS.
             assert text, sentence
-    assert Translator(eos_bias_model(model, 1e9), tokenizer, min_length_ratio=0.5).translate(SENTENCES)[0] == texts
+    assert (
+        Translator(eos_bias_model(model, 1e9), tokenizer, search=SearchConfig(min_length_ratio=0.5)).translate(
+            SENTENCES
+        )[0]
+        == texts
+    )
     with pytest.raises(ValueError, match="min_length_ratio must be >= 0"):
-        translator.translate(SENTENCES, min_length_ratio=-1.0)
+        translator.translate(SENTENCES, search=translator.search.override(min_length_ratio=-1.0))
 
 
 def test_prefixes_start_the_translations_and_no_prefix_changes_nothing(tiny_model):
     model, tokenizer, _, _ = tiny_model
     sentences = SENTENCES + [""]
-    translator = Translator(model, tokenizer, beam_size=4, max_extra_length=6, batch_size=8)
+    translator = Translator(model, tokenizer, search=SearchConfig(beam_size=4, max_extra_length=6), batch_size=8)
     plain, plain_scores = translator.translate(sentences, n_best=4)
     assert translator.empty_indices == [5]
     for no_prefixes in ([""] * len(sentences), [None] * len(sentences)):
@@ -260,13 +281,15 @@ def test_a_forced_prefix_scores_as_the_scoring_path_gives_it(tiny_model):
     source = keras.ops.convert_to_tensor(translator._pad(translator.encode(sources)))
     pieces = tokenizer.tokenize(targets).to_list()
     whole = translator._pad_prefixes([row + [EOS_ID] for row in pieces])
-    _, scores = translate_ids(model, source, beam_size=4, alpha=0.0, max_extra_length=8, prefix_ids=whole)
+    _, scores = translate_ids(
+        model, source, search=SearchConfig(beam_size=4, alpha=0.0, max_extra_length=8), prefix_ids=whole
+    )
     expected = [result.log_prob for result in translator.score(sources, targets)]
     np.testing.assert_allclose(keras.ops.convert_to_numpy(scores)[:, 0], expected, atol=1e-4)
 
     prefix = translator._pad_prefixes([row[:2] for row in pieces])
     ids, scores = translate_ids(
-        model, source, beam_size=4, alpha=0.0, max_extra_length=8, num_return=4, prefix_ids=prefix
+        model, source, search=SearchConfig(beam_size=4, alpha=0.0, max_extra_length=8), num_return=4, prefix_ids=prefix
     )
     ids, scores = keras.ops.convert_to_numpy(ids), keras.ops.convert_to_numpy(scores)
     for rank in range(4):
@@ -277,7 +300,7 @@ def test_a_forced_prefix_scores_as_the_scoring_path_gives_it(tiny_model):
 
 def test_a_prefix_longer_than_the_maximum_output_is_refused_before_any_search(tiny_model):
     model, tokenizer, _, _ = tiny_model
-    translator = Translator(model, tokenizer, max_extra_length=2, batch_size=2)
+    translator = Translator(model, tokenizer, search=SearchConfig(max_extra_length=2), batch_size=2)
     source_tokens = len(tokenizer.tokenize(["Print"]).to_list()[0]) + 1
     too_long = " ".join(["Drucken"] * (source_tokens + 3))
     with pytest.raises(PrefixError, match=r"prefixes\[1\]: the target prefix has \d+ SentencePiece pieces") as caught:
@@ -294,7 +317,7 @@ def test_constraints_appear_in_every_translation_and_leave_the_other_sentences_a
     source with a phrase is searched; no constraints at all is the plain search, bit for bit."""
     model, tokenizer, _, _ = tiny_model
     sentences = SENTENCES + [""]
-    translator = Translator(model, tokenizer, beam_size=4, max_extra_length=8, batch_size=4)
+    translator = Translator(model, tokenizer, search=SearchConfig(beam_size=4, max_extra_length=8), batch_size=4)
     plain, plain_scores = translator.translate(sentences, n_best=2)
     for none in ([None] * len(sentences), [[]] * len(sentences)):
         assert translator.translate(sentences, n_best=2, constraints=none) == (plain, plain_scores)
@@ -313,7 +336,7 @@ def test_constraints_that_cannot_all_be_met_give_the_unconstrained_translation(t
     """Two phrases that each fit the maximum output length but not together: the sentence is
     translated without them and its position is recorded."""
     model, tokenizer, _, _ = tiny_model
-    translator = Translator(model, tokenizer, beam_size=2, max_extra_length=2, batch_size=2)
+    translator = Translator(model, tokenizer, search=SearchConfig(beam_size=2, max_extra_length=2), batch_size=2)
     limit = len(tokenizer.tokenize(["Print"]).to_list()[0]) + 1 + 2
     pieces = [len(row) for row in tokenizer.tokenize(["Datei", "Drucken"]).to_list()]
     phrases = [" ".join([word] * (limit // count)) for word, count in zip(("Datei", "Drucken"), pieces)]
@@ -328,7 +351,7 @@ def test_constraints_that_cannot_all_be_met_give_the_unconstrained_translation(t
 
 def test_bad_constraints_are_refused_before_any_search(tiny_model):
     model, tokenizer, _, _ = tiny_model
-    translator = Translator(model, tokenizer, max_extra_length=2, batch_size=2)
+    translator = Translator(model, tokenizer, search=SearchConfig(max_extra_length=2), batch_size=2)
     source_tokens = len(tokenizer.tokenize(["Print"]).to_list()[0]) + 1
     too_long = " ".join(["Drucken"] * (source_tokens + 3))
     with pytest.raises(ConstraintError, match=r"constraints\[1\]: phrase 2 has \d+ SentencePiece pieces") as caught:
@@ -343,4 +366,6 @@ def test_bad_constraints_are_refused_before_any_search(tiny_model):
     with pytest.raises(ValueError, match="not strings"):
         translator.translate(["Print"], constraints=["Drucken"])
     with pytest.raises(ValueError, match="constraints need the beam search"):
-        translator.translate(["Print"], constraints=[["Drucken"]], sampling=Sampling(top_k=5))
+        translator.translate(
+            ["Print"], constraints=[["Drucken"]], search=translator.search.override(sampling=Sampling(top_k=5))
+        )

@@ -9,6 +9,7 @@ import pytest
 
 from common.special_ids import PAD_ID
 from models import int8_weights
+from models.search_config import SearchConfig
 from models.transformer import Transformer
 from tests.helpers import TINY_MODEL
 
@@ -106,9 +107,9 @@ def test_a_search_casts_each_int8_matrix_once_and_translates_as_with_a_cast_per_
     monkeypatch.setattr(
         int8_weights, "product_matrix", lambda *args, **kw: made.append(1) or product_matrix(*args, **kw)
     )
-    once = translate_ids(model, source, beam_size=3, num_return=3, max_extra_length=5)
+    once = translate_ids(model, source, search=SearchConfig(beam_size=3, max_extra_length=5), num_return=3)
     assert len(made) == len(int8_variables)  # Each matrix dequantized once, before the search.
     monkeypatch.setattr(int8_weights, "products_cast_once", lambda variables: contextlib.nullcontext())
-    every_product = translate_ids(model, source, beam_size=3, num_return=3, max_extra_length=5)
+    every_product = translate_ids(model, source, search=SearchConfig(beam_size=3, max_extra_length=5), num_return=3)
     for got, want in zip(once, every_product):
         np.testing.assert_array_equal(keras.ops.convert_to_numpy(got), keras.ops.convert_to_numpy(want))

@@ -7,7 +7,7 @@ import inspect
 import pytest
 
 from common.errors import UserError
-from models.search_config import DEFAULT_SEARCH, SearchConfig, SearchConfigError, check_setting
+from models.search_config import DEFAULT_SEARCH, Sampling, SearchConfig, SearchConfigError, check_setting
 from models.translation import translate_ids
 
 
@@ -62,8 +62,30 @@ def test_override_replaces_the_settings_given_and_checks_them():
         search.override(length_penalty=1.0)
 
 
-def test_search_arguments_are_translate_ids_keywords():
-    arguments = SearchConfig(beam_size=2, min_length_ratio=0.5, max_input_length=16).search_arguments()
-    assert arguments == dict(beam_size=2, alpha=0.6, max_extra_length=50, min_length_ratio=0.5)
+def test_translate_ids_takes_the_value_not_its_settings_one_by_one():
     accepted = inspect.signature(translate_ids).parameters
-    assert all(accepted[name].kind is inspect.Parameter.KEYWORD_ONLY for name in arguments)
+    assert accepted["search"].default is DEFAULT_SEARCH
+    assert not set(accepted) & {field.name for field in dataclasses.fields(SearchConfig)}
+    search = SearchConfig(beam_size=2, min_length_ratio=0.5, max_input_length=16)
+    assert search.search_settings() == dict(
+        beam_size=2, alpha=0.6, max_extra_length=50, min_length_ratio=0.5, max_input_length=16
+    )
+
+
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        (dict(top_k=-1), "top_k must be >= 0 (an int), received -1"),
+        (dict(temperature=0), "temperature must be > 0 (a number), received 0"),
+        (dict(top_p=1.5), "top_p must be in (0, 1] (a number), received 1.5"),
+        (dict(top_p=0.0), "top_p must be in (0, 1] (a number), received 0.0"),
+        (dict(seed=1.0), "seed must be an int, received 1.0"),
+    ],
+)
+def test_sampling_settings_are_checked_as_the_search_settings_are(settings, message):
+    with pytest.raises(SearchConfigError) as raised:
+        Sampling(**settings)
+    assert str(raised.value) == message
+    assert SearchConfig(sampling=Sampling(top_p=1, temperature=2)).sampling == Sampling(top_p=1.0, temperature=2.0)
+    with pytest.raises(TypeError, match="sampling must be a Sampling"):
+        SearchConfig(sampling=dict(top_p=0.9))

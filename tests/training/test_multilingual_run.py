@@ -13,6 +13,7 @@ import os
 import pytest
 
 from data import multilingual
+from models.search_config import SearchConfig
 from tests.helpers import assert_train_refuses, build_sample_multilingual, small_run_config, warmup_requests
 
 PAIRS = "deb-en-de,deb-en-ja"
@@ -81,7 +82,7 @@ def test_translating_into_a_language_puts_its_tag_first(multilingual_run):
     assert (texts[0], texts[2]) == tuple(expected[0]) and (scores[0], scores[2]) == pytest.approx(tuple(expected[1]))
     german = load_translator(model_dir, target_language="de", quiet=True)
     assert german.encode(SENTENCES[:1])[0][: len(german.tag_ids)] != rows[0][: len(german.tag_ids)]
-    short = load_translator(model_dir, target_language="ja", quiet=True, max_input_length=4)
+    short = load_translator(model_dir, target_language="ja", quiet=True, search=SearchConfig(max_input_length=4))
     assert short.encode(SENTENCES[:1]) == [tagged[:3] + [2]] and short.truncated_indices == [0]
     words = word_indices(rows[0], pieces_of(japanese.source_tokenizer, rows[0]))
     tag_length = len(japanese.tag_ids)  # The tag and the word marker before it: no word.
@@ -198,7 +199,11 @@ def test_the_export_takes_the_target_language_as_an_input(multilingual_run, tmp_
 
     model_dir, _, _ = multilingual_run
     path = exporter.export_model(
-        model_dir, str(tmp_path / "export"), length_buckets=(16,), checkpoint="last", max_input_length=16
+        model_dir,
+        str(tmp_path / "export"),
+        length_buckets=(16,),
+        checkpoint="last",
+        search=SearchConfig(max_input_length=16),
     )
     export = SavedModelTranslator(path, target_language="ja")
     run = load_translator(model_dir, target_language="ja", quiet=True, search=export.search, checkpoint="last")
