@@ -415,7 +415,10 @@ def _clamped(spans, rows, nrows, counts):
     of the open pairs' spans (the line's, `[0, counts)`, at its bottom)."""
     by_row = [ragged(values, rows, nrows) for values in spans]
     width = tf.cast(tf.maximum(tf.reduce_max(_padded(by_row[0].row_lengths(), 0)), 1), tf.int32)
-    padded = [tf.transpose(values.to_tensor(default_value=-1)) for values in by_row]  # [tags, rows]
+    # [width, rows]: one step at least (a scan of none fails), the padding's kind -1 a no-op
+    padded = [
+        tf.transpose(values.to_tensor(default_value=-1, shape=[nrows, tf.cast(width, tf.int64)])) for values in by_row
+    ]
     columns = tf.range(width + 1)[None, :]
 
     def step(state, element):

@@ -187,6 +187,11 @@ def test_the_graph_restores_the_corpus_with_synthetic_alignments_as_python_does(
     assert_restored_as_python(cases)
 
 
+def test_a_batch_without_any_tag_or_placeholder():
+    assert_restored_as_python([("plain words", "schlichte Wörter", "0-0 1-1")])
+    assert_restored_as_python([("", "", ""), ("a", "", "")])
+
+
 def test_a_malformed_alignment_fails_in_the_graph_as_python_refuses_it():
     with pytest.raises(tf.errors.InvalidArgumentError, match="0:1.*expected source-target"):
         restore_function()(tf.constant(["<b>a</b>"]), tf.constant(["a"]), tf.constant(["0-0 0:1"]))
