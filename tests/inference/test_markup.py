@@ -1,5 +1,5 @@
 """`inference.markup`: what `mask` takes out and replaces, and `restore` on hand-made translations
-with given word alignments (the graph twin of `mask`: tests/export/test_graph_markup.py)."""
+with given word alignments (the graph twins of both: tests/export/test_graph_markup.py)."""
 
 import random
 import re
