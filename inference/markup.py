@@ -21,7 +21,9 @@ and `VOID_ELEMENTS` (`<br>`) and `<x/>` stand alone. A tag that does not pair (u
 and anything malformed stays in the text as text. Pairs stay well-formed in the translation: a pair
 is clamped inside the pair around it and after the sibling before it, keeping the source's order;
 one whose words have no aligned target word is left empty at the position after its source
-neighbour's translation, as is a standalone tag. `export.graph_markup` is the graph twin of `mask`.
+neighbour's translation, as is a standalone tag. A link naming a word beyond either side is
+ignored. The report names each element as written, in single quotes (`quoted`).
+`export.graph_markup` is the graph twin of `mask` and `restore`.
 """
 
 import functools
@@ -47,6 +49,10 @@ ELEMENT = f"{URL}|{EMAIL}|{CLOSING_TAG}|{EMPTY_TAG}|{OPENING_TAG}|{PLACEHOLDER}"
 VOID_ELEMENTS = ("br", "hr", "img", "wbr", "input")
 # A mask in the translation: `%` and a number (the longest number that names a mask is read).
 MASK = "%[1-9][0-9]*"
+# What separates the words of the masked text and of the translation: Python's whitespace
+# (`str.isspace`), written out so that RE2 reads the same class (`export.graph_markup.restore`).
+WORD_SPACE = "\t\n\v\f\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+WORD = f"[^{WORD_SPACE}]+"
 
 OPEN, CLOSE, EMPTY = "open", "close", "empty"
 
@@ -185,15 +191,23 @@ def links_of(alignment):
     return links
 
 
+def quoted(text):
+    """`text` in single quotes for a report, each ASCII control character as `\\xNN` (so that a
+    report's notes joined by newlines stay one a line)."""
+    return "'" + _compiled("[\x00-\x1f\x7f]").sub(lambda match: f"\\x{ord(match.group()):02x}", text) + "'"
+
+
 def restore(masked, translation, alignment):
     """The `Restored` translation of a `Masked` line: its masks replaced by their originals (one
     missing put back at its aligned position), its tags placed by `alignment` (a Pharaoh string or
-    `links_of` pairs). A line with no word but its tags translates to itself."""
-    if not masked.text.split():
+    `links_of` pairs; a link naming a word beyond either side is ignored). A line with no word but
+    its tags translates to itself."""
+    source_starts = [match.start() for match in _compiled(WORD).finditer(masked.text)]
+    if not source_starts:
         return Restored(masked.source, [])
     links = links_of(alignment) if isinstance(alignment, str) else list(alignment)
-    words, spaces = re.findall(r"\S+", translation), re.split(r"\S+", translation)  # spaces: one more
-    source_starts = [match.start() for match in re.finditer(r"\S+", masked.text)]
+    words, spaces = _compiled(WORD).findall(translation), _compiled(WORD).split(translation)  # spaces: one more
+    links = [(source, target) for source, target in links if source < len(source_starts) and target < len(words)]
     gap = functools.partial(_gap, _targets_by_source(links), len(source_starts), len(words))
     report = []
     words = _unmask(masked, words, source_starts, gap, report)
@@ -242,7 +256,7 @@ def _unmask(masked, words, source_starts, gap, report):
             cursor = match.end()
             if number is None or number in placed:
                 report.append(
-                    f"{match.group()!r} in the translation is {'a repeated' if number else 'no'} mask: dropped"
+                    f"{quoted(match.group())} in the translation is {'a repeated' if number else 'no'} mask: dropped"
                 )
                 parts.append(digits[len(str(number)) :] if number else "")
                 continue
@@ -253,7 +267,7 @@ def _unmask(masked, words, source_starts, gap, report):
     for number, original in enumerate(masked.masked, start=1):
         if number not in placed:
             position = gap(sum(start <= masked.positions[number - 1] for start in source_starts) - 1)
-            report.append(f"{original!r} missing from the translation: put back at word {position}")
+            report.append(f"{quoted(original)} missing from the translation: put back at word {position}")
             missing.setdefault(position, []).append(original)
     for position, originals in sorted(missing.items(), reverse=True):
         if not restored:
@@ -270,7 +284,7 @@ def _tag_spans(masked, source_starts, links, gap, report):
     words aligned to the source words the pair encloses; empty where it encloses none or none is
     aligned, at the `gap` of the first source word after it."""
     spans = {}
-    ends = [start + len(word) for start, word in zip(source_starts, masked.text.split())]
+    ends = [match.end() for match in _compiled(WORD).finditer(masked.text)]
     for index, tag in enumerate(masked.tags):
         if tag.kind == CLOSE:
             continue
@@ -285,7 +299,7 @@ def _tag_spans(masked, source_starts, links, gap, report):
         position = gap(sum(start < tag.position for start in source_starts))
         spans[index] = (position, position)
         if enclosed or tag.kind == OPEN:
-            report.append(f"tag {tag.text!r} has no aligned word: placed at word {position}")
+            report.append(f"tag {quoted(tag.text)} has no aligned word: placed at word {position}")
     return spans
 
 

@@ -1,5 +1,5 @@
 """`inference.markup`: what `mask` takes out and replaces, and `restore` on hand-made translations
-with given word alignments (the graph twin of `mask`: tests/export/test_graph_markup.py)."""
+with given word alignments (the graph twins of both: tests/export/test_graph_markup.py)."""
 
 import random
 import re
@@ -139,3 +139,10 @@ def _well_formed(text):
         elif not stack or stack.pop() != name:
             return False
     return not stack
+
+
+def test_links_beyond_the_words_are_ignored_and_notes_escape_control_characters():
+    masked = mask("Click <b>here</b> please")
+    assert restore(masked, "Bitte klicken", "2-0 0-1 1-7 9-0") == restore(masked, "Bitte klicken", "2-0 0-1")
+    restored = restore(mask("<a title='x\ty'>a</a> b"), "b", "1-0")
+    assert restored.report == ["tag '<a title='x\\x09y'>' has no aligned word: placed at word 0"]

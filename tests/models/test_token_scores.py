@@ -1,0 +1,30 @@
+"""`models.token_scores.token_log_probs`: each token's log-probability, against a NumPy log-softmax
+of the model's logits; 0 at padding; a row's sum is `score_ids`'s; padding does not change a row."""
+
+import keras
+import numpy as np
+
+from common.special_ids import BOS_ID, EOS_ID, PAD_ID
+from models.token_scores import token_log_probs
+from models.transformer import Transformer
+from models.translation import score_ids
+
+VOCAB = 19
+
+
+def test_token_log_probs_are_the_forced_tokens_log_softmax_and_sum_to_score_ids():
+    keras.utils.set_random_seed(0)
+    model = Transformer(VOCAB, num_layers=1, hidden_dim=16, num_heads=2, intermediate_dim=32, dropout=0.0)
+    source = np.array([[5, 6, 7, EOS_ID], [8, EOS_ID, PAD_ID, PAD_ID]], "int32")
+    target = np.array([[9, 10, EOS_ID, PAD_ID], [11, 12, 13, EOS_ID]], "int32")
+    log_probs, lengths = (keras.ops.convert_to_numpy(x) for x in token_log_probs(model, source, target))
+    assert lengths.tolist() == [3, 4] and log_probs[0, 3] == 0.0
+    decoder_input = np.concatenate([np.full((2, 1), BOS_ID, "int32"), target[:, :-1]], axis=1)
+    logits = keras.ops.convert_to_numpy(model((source, decoder_input), training=False)).astype("float64")
+    expected = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    expected = np.take_along_axis(expected, target[:, :, None], axis=2)[:, :, 0] * (target != PAD_ID)
+    assert np.max(np.abs(log_probs - expected)) < 1e-5
+    totals, counts = (keras.ops.convert_to_numpy(x) for x in score_ids(model, source, target))
+    assert np.max(np.abs(log_probs.sum(1) - totals)) < 1e-5 and counts.tolist() == lengths.tolist()
+    alone, _ = token_log_probs(model, source[:1, :], target[:1, :3])
+    assert np.max(np.abs(keras.ops.convert_to_numpy(alone)[0] - log_probs[0, :3])) < 1e-5
