@@ -11,6 +11,7 @@ from keras import ops
 from models.constrained_search import LexicalConstraints
 from models.forced_prefix import ForcedPrefix
 from models.minimum_length import MinimumLength
+from models.no_repeat_ngram import NoRepeatNgram
 from models.search_config import DEFAULT_SEARCH
 from models.search_loop import UNMET_SCORE, LoopSettings, SearchResult, clipped_max_lengths, length_penalty, run_search
 from models.special_ids import EOS_ID, PAD_ID
@@ -34,46 +35,41 @@ def beam_search(
     reorder_state=None,
     prefix_ids=None,
     constraint_ids=None,
+    no_repeat_ngram_size=0,
 ):
     """Finds the `num_return` best translations of every sentence by beam search.
 
     Args:
-        next_logits_fn: `(ids, step, state) -> (logits, state)`: `ids` int32 `[batch * beam]`, the
-            token each hypothesis chose at the previous step (the initial ids at step 0); `step` a
-            scalar int32, the 0-based position being produced; `state` a nested structure of
-            tensors with leading dimension `batch * beam` (the decoder's key/value cache), which the
-            search reorders with the hypotheses. Returns `logits` `[batch * beam, vocab]` (any float
-            dtype) and the new `state` (same structure, shapes and dtypes). What is identical
-            across a sentence's beams (the encoder output) belongs in the closure: it is never
-            reordered.
+        next_logits_fn: `(ids, step, state) -> (logits [batch * beam, vocab], state)`: `ids` int32
+            `[batch * beam]`, each hypothesis's last token; `step` int32, the 0-based position being
+            produced; `state` tensors with leading dimension `batch * beam` (the decoder's cache),
+            reordered with the hypotheses and returned with the same structure, shapes and dtypes.
+            What a sentence's beams share (the encoder output) belongs in the closure.
         initial_ids: int `[batch]`, the first input token of every sentence (BOS).
-        initial_state: the `state` for step 0, tiled to `batch * beam` rows, row `b * beam + k`
-            beam `k` of sentence `b` (`ops.repeat(x, beam_size, axis=0)`).
+        initial_state: the `state` of step 0, row `b * beam + k` beam `k` of sentence `b`.
         beam_size: int >= 1, hypotheses kept per sentence (alive and finished each).
         max_decode_length: int >= 1, static: the size of the id buffer; no hypothesis is longer.
-        max_lengths: optional int `[batch]`, each sentence's maximum output length (EOS included),
-            clipped to `[1, max_decode_length]`; a hypothesis that reaches it ends there, without
-            EOS. None: `max_decode_length`.
-        min_lengths: optional int `[batch]`, each sentence's minimum output length (EOS included):
-            EOS is barred below it (allowed at the max length).
+        max_lengths: optional int `[batch]`, each sentence's maximum output length (EOS included,
+            at most `max_decode_length`, the default); a hypothesis ends there, without EOS.
+        min_lengths: optional int `[batch]`, each sentence's minimum output length: EOS barred below.
         alpha: float >= 0, the length-penalty exponent (0: no penalty).
         eos_id: int, the token that ends a hypothesis.
         pad_id: int, written after the end of every hypothesis.
         num_return: int in `[1, beam_size]`, hypotheses returned per sentence.
-        reorder_state: optional `(state, parent_rows) -> state` that replaces the gather of every
-            tensor of `state` along axis 0 (`parent_rows` int32 `[batch * beam]`), for a state that
-            is not one row per hypothesis.
+        reorder_state: optional `(state, parent_rows int32 [batch * beam]) -> state`, for a state
+            that is not one row per hypothesis; default: every tensor gathered along axis 0.
         prefix_ids: optional int `[batch, prefix_length]`, static `prefix_length`: tokens forced at
             the start of each sentence's output, then `pad_id` (a row of `pad_id`: no prefix).
         constraint_ids: optional int `[batch, phrases, phrase_length]`, static `phrases` and
             `phrase_length`: each sentence's target phrases, each row a phrase then `pad_id`. Every
             returned hypothesis contains each phrase; a sentence where none could returns rows of
             `pad_id` scored `UNMET_SCORE`.
+        no_repeat_ngram_size: int >= 0: no hypothesis holds an n-gram of this many output tokens
+            twice (a forced prefix token excepted); 0: no guard.
 
     Returns:
-        `SearchResult(ids, scores)`: `ids` int32 `[batch, num_return, max_decode_length]` (EOS
-        included, `pad_id` after it), `scores` float32 `[batch, num_return]` (log-probability over
-        the length penalty), best first; a missing hypothesis is all `pad_id` scored `UNMET_SCORE`.
+        `SearchResult(ids, scores)`, best first: `ids` int32 `[batch, num_return, max_decode_length]`
+        (EOS included, `pad_id` after it), `scores` float32 `[batch, num_return]`.
 
     Raises:
         ValueError: an argument out of range or of the wrong rank.
@@ -81,7 +77,6 @@ def beam_search(
     initial_ids, max_lengths, min_lengths, prefix_ids = _validate(
         beam_size, max_decode_length, alpha, num_return, initial_ids, max_lengths, min_lengths, prefix_ids
     )
-    constraint_ids = _validate_constraints(constraint_ids)
     settings = LoopSettings(
         beam_size=int(beam_size),
         num_candidates=2 * int(beam_size),
@@ -93,7 +88,15 @@ def beam_search(
         reorder_state=reorder_state,
     )
     return _search(
-        next_logits_fn, initial_ids, initial_state, settings, max_lengths, min_lengths, prefix_ids, constraint_ids
+        next_logits_fn,
+        initial_ids,
+        initial_state,
+        settings,
+        max_lengths=max_lengths,
+        min_lengths=min_lengths,
+        prefix_ids=prefix_ids,
+        constraint_ids=constraint_ids,
+        no_repeat_ngram_size=no_repeat_ngram_size,
     )
 
 
@@ -109,6 +112,7 @@ def greedy_search(
     eos_id=EOS_ID,
     pad_id=PAD_ID,
     prefix_ids=None,
+    no_repeat_ngram_size=0,
 ):
     """Greedy decoding: the most likely token at every step, until EOS or the max length.
 
@@ -132,6 +136,7 @@ def greedy_search(
         eos_id=eos_id,
         pad_id=pad_id,
         prefix_ids=prefix_ids,
+        no_repeat_ngram_size=no_repeat_ngram_size,
     )
 
 
@@ -148,6 +153,7 @@ def sampling_search(
     eos_id=EOS_ID,
     pad_id=PAD_ID,
     prefix_ids=None,
+    no_repeat_ngram_size=0,
 ):
     """Decoding by sampling: `greedy_search` with each token drawn by `sampler` instead of the argmax.
 
@@ -173,18 +179,41 @@ def sampling_search(
         num_return=1,
         sampler=sampler,
     )
-    return _search(next_logits_fn, initial_ids, initial_state, settings, max_lengths, min_lengths, prefix_ids, None)
+    return _search(
+        next_logits_fn,
+        initial_ids,
+        initial_state,
+        settings,
+        max_lengths=max_lengths,
+        min_lengths=min_lengths,
+        prefix_ids=prefix_ids,
+        no_repeat_ngram_size=no_repeat_ngram_size,
+    )
 
 
-def _search(next_logits_fn, initial_ids, initial_state, settings, max_lengths, min_lengths, prefix_ids, constraint_ids):
+def _search(
+    next_logits_fn,
+    initial_ids,
+    initial_state,
+    settings,
+    *,
+    max_lengths,
+    min_lengths,
+    prefix_ids,
+    constraint_ids=None,
+    no_repeat_ngram_size=0,
+):
     """Runs the loop with the parts the arguments ask for, in their order: the parts that bar tokens,
     then the forced prefix, which overrides their bars."""
+    constraint_ids = _validate_constraints(constraint_ids)
     max_lengths = clipped_max_lengths(initial_ids, max_lengths, settings.max_decode_length)
     parts = []
     if min_lengths is not None:
         parts.append(MinimumLength(min_lengths, max_lengths, settings.beam_size, settings.eos_id))
     if constraint_ids is not None:
         parts.append(LexicalConstraints(constraint_ids, settings.beam_size, settings.eos_id, settings.pad_id))
+    if no_repeat_ngram_size:
+        parts.append(NoRepeatNgram(no_repeat_ngram_size))
     if prefix_ids is not None:
         parts.append(ForcedPrefix(prefix_ids, settings.max_decode_length, settings.beam_size, settings.pad_id))
     result, _ = run_search(next_logits_fn, initial_ids, initial_state, max_lengths, parts, settings)

@@ -55,6 +55,18 @@ class _Hypotheses(NamedTuple):
     finished_part_states: tuple  # the state of the finished hypotheses, for parts that keep it
 
 
+class _Loop(NamedTuple):
+    """What every step of one search reads."""
+
+    next_logits_fn: Any
+    parts: tuple
+    chooser: Any  # the part that chooses the alive set, or None: the best by log-probability
+    settings: LoopSettings
+    positions: Any  # int32 [L + 1]
+    sentence_index: Any  # int32 [batch, 1]: the sentence of every row, for gathers over [batch * beams]
+    max_lengths: Any  # int32 [batch]
+
+
 def length_penalty(length, alpha):
     """Wu et al. (2016), eq. 14: `((5 + length) / 6) ** alpha`, in float32.
 
@@ -79,21 +91,23 @@ def run_search(next_logits_fn, initial_ids, initial_state, max_lengths, parts, s
     (`LoopSettings`); `max_lengths` int32 `[batch]` from `clipped_max_lengths`. Returns the
     `SearchResult` and, for each part, the state of the returned hypotheses (`()` for a part that
     does not keep it)."""
+    parts = tuple(parts)
     choosers = [part for part in parts if part.chooses_alive]
     if len(choosers) > 1:
         raise ValueError(f"at most one search part may choose the alive set, received {choosers}")
     positions = ops.arange(settings.max_decode_length + 1, dtype="int32")  # [L + 1]
     hypotheses = _initial_hypotheses(ops.cast(initial_ids, "int32"), positions, parts, settings)
     sentence_index = ops.arange(ops.shape(initial_ids)[0], dtype="int32")[:, None]  # [batch, 1]
+    chooser = choosers[0] if choosers else None
+    loop = _Loop(next_logits_fn, parts, chooser, settings, positions, sentence_index, max_lengths)
     max_length_penalty = length_penalty(max_lengths, settings.alpha)  # [batch]
-    context = (next_logits_fn, parts, choosers[0] if choosers else None, settings, positions, sentence_index)
 
     def cond(step, hypotheses, state):
         done = _sentence_done(hypotheses.alive_log_probs, hypotheses.finished_scores, max_length_penalty)
         return ops.logical_and(step < settings.max_decode_length, ops.logical_not(ops.all(done)))
 
     def body(step, hypotheses, state):
-        hypotheses, state = _step(context, step, hypotheses, state, max_lengths)
+        hypotheses, state = _step(loop, step, hypotheses, state)
         return step + 1, hypotheses, state
 
     step = ops.convert_to_tensor(0, dtype="int32")
@@ -121,25 +135,25 @@ def _initial_hypotheses(initial_ids, positions, parts, settings):
     return _Hypotheses(alive_seq, alive_log_probs, part_states, finished_seq, finished_scores, finished_part_states)
 
 
-def _step(context, step, hypotheses, state, max_lengths):
+def _step(loop, step, hypotheses, state):
     """One step: the model's logits, the candidates, the new finished and alive sets."""
-    next_logits_fn, parts, chooser, settings, positions, sentence_index = context
+    parts, settings, sentence_index = loop.parts, loop.settings, loop.sentence_index
     alive_seq = hypotheses.alive_seq
     ids = ops.reshape(ops.take(alive_seq, step, axis=2), [-1])  # [batch * beam]
-    logits, state = next_logits_fn(ids, step, state)
+    logits, state = loop.next_logits_fn(ids, step, state)
     inputs = StepInputs(step, ops.cast(logits, SCORE_DTYPE), alive_seq)  # [batch * beam, vocab]
     row_tokens, row_log_probs = _offers(inputs, parts, hypotheses.part_states, settings)
-    pool_size = None if chooser is not None else settings.num_candidates
+    pool_size = None if loop.chooser is not None else settings.num_candidates
     candidates = _candidates(hypotheses.alive_log_probs, row_tokens, row_log_probs, pool_size)
     cand_seq = _gather_beams(alive_seq, candidates.beam, sentence_index)  # [batch, candidates, L + 1]
-    cand_seq = ops.where(positions == step + 1, candidates.token[:, :, None], cand_seq)
+    cand_seq = ops.where(loop.positions == step + 1, candidates.token[:, :, None], cand_seq)
     cand_states = tuple(
         part.advance(_gather_tree(part_state, candidates.beam, sentence_index), candidates, step)
         for part, part_state in zip(parts, hypotheses.part_states)
     )
 
     length = step + 1
-    ended, real = _ended_candidates(candidates, length, max_lengths, settings.eos_id)
+    ended, real = _ended_candidates(candidates, length, loop.max_lengths, settings.eos_id)
     finishing = ended
     for part, cand_state in zip(parts, cand_states):
         may_finish = part.may_finish(cand_state)
@@ -149,11 +163,11 @@ def _step(context, step, hypotheses, state, max_lengths):
     )
 
     growing = ops.logical_and(real, ops.logical_not(ended))
-    if chooser is None:
+    if loop.chooser is None:
         _, chosen = ops.top_k(ops.where(growing, candidates.log_probs, LARGE_NEGATIVE), settings.beam_size)
     else:
-        cand_state = cand_states[parts.index(chooser)]
-        chosen = chooser.choose_alive(candidates.log_probs, growing, cand_state, settings.beam_size)
+        cand_state = cand_states[parts.index(loop.chooser)]
+        chosen = loop.chooser.choose_alive(candidates.log_probs, growing, cand_state, settings.beam_size)
     alive_log_probs = ops.take_along_axis(ops.where(growing, candidates.log_probs, LARGE_NEGATIVE), chosen, axis=1)
     alive_seq = _gather_beams(cand_seq, chosen, sentence_index)
     part_states = tuple(_gather_tree(cand_state, chosen, sentence_index) for cand_state in cand_states)
@@ -217,7 +231,7 @@ def _ended_candidates(candidates, length, max_lengths, eos_id):
     return ended, real
 
 
-def _keep_best_finished(hypotheses, parts, cand_seq, cand_states, candidates, finishing, length, settings, rows):
+def _keep_best_finished(hypotheses, parts, cand_seq, cand_states, candidates, finishing, length, settings, sentences):
     """The new finished set (`finished_seq`, `finished_scores`, `finished_part_states`): the best
     `beam_size` of the old finished and the `finishing` candidates, by length-penalised score."""
     scores = ops.where(finishing, candidates.log_probs / length_penalty(length, settings.alpha), LARGE_NEGATIVE)
@@ -225,9 +239,11 @@ def _keep_best_finished(hypotheses, parts, cand_seq, cand_states, candidates, fi
     # Once a sentence is done, every later candidate scores below its worst finished hypothesis
     # (`_sentence_done`), so its finished set no longer changes while the rest of the batch goes on.
     finished_scores, chosen = ops.top_k(pooled_scores, settings.beam_size)
-    finished_seq = _gather_beams(ops.concatenate([hypotheses.finished_seq, cand_seq], axis=1), chosen, rows)
+    finished_seq = _gather_beams(ops.concatenate([hypotheses.finished_seq, cand_seq], axis=1), chosen, sentences)
     finished_part_states = tuple(
-        _gather_tree(keras.tree.map_structure(lambda a, b: ops.concatenate([a, b], axis=1), old, new), chosen, rows)
+        _gather_tree(
+            keras.tree.map_structure(lambda a, b: ops.concatenate([a, b], axis=1), old, new), chosen, sentences
+        )
         if part.keeps_finished_state
         else ()
         for part, old, new in zip(parts, hypotheses.finished_part_states, cand_states)
