@@ -61,6 +61,25 @@ def test_the_allow_list_holds_only_functions_still_over_the_limit():
     assert not stale, "no longer over the limit (remove from ALLOWED): " + ", ".join(stale)
 
 
+# In models/ the limit counts the docstring too, `def` to the last line; `MODELS_ALLOWED` as `ALLOWED`.
+MODELS_ALLOWED = {"models/translation.py::translate_ids": "its loose search settings are to become one value first"}
+
+
+def test_no_models_function_is_longer_than_the_limit_docstring_included():
+    long = []
+    for path in product_files():
+        if not path.startswith("models/"):
+            continue
+        with open(os.path.join(REPO_ROOT, path), encoding="utf-8") as handle:
+            tree = ast.parse(handle.read(), filename=path)
+        for node in ast.walk(tree):
+            is_function = isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            if is_function and node.end_lineno - node.lineno + 1 > MAX_LINES:
+                if f"{path}::{node.name}" not in MODELS_ALLOWED:
+                    long.append(f"{path}:{node.lineno} {node.name} has {node.end_lineno - node.lineno + 1} lines")
+    assert not long, f"models/ functions over {MAX_LINES} lines, docstring included:\n" + "\n".join(long)
+
+
 def test_the_check_measures_nested_functions_and_methods():
     tree = ast.parse("def f():\n    def g():\n        pass\n    return g\n\nclass C:\n    def m(self):\n        pass\n")
     assert list(_functions(tree)) == [("f", 1, 4), ("f.g", 2, 2), ("C.m", 7, 2)]

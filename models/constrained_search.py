@@ -1,0 +1,104 @@
+"""The lexical-constraints search part: every output contains each of its sentence's target
+phrases, by dynamic beam allocation (DBA: Post & Vilar, 2018), the algorithm of fairseq's
+`--constraints` and Sockeye. Why DBA, and how: docs/translating.md, "How the search works".
+"""
+
+from keras import ops
+
+from models.search_part import LARGE_NEGATIVE, SearchPart
+
+
+class LexicalConstraints(SearchPart):
+    """Phrases `constraint_ids` int `[batch, phrases, phrase_length]` (static `phrases` and
+    `phrase_length`; each row a phrase's tokens then `pad_id`, a row of `pad_id` alone no phrase).
+
+    Its state is every phrase's progress in each hypothesis, int32 `[batch, beam, phrases]`: how
+    many of the phrase's first tokens end the hypothesis, kept once the phrase is complete. EOS is
+    barred until every phrase is met; an ended hypothesis that misses one is dropped; each
+    hypothesis offers the next token of every phrase it has not met; the alive set is shared out
+    among the counts of constraint tokens met (`allocate_beam`).
+    """
+
+    chooses_alive = True
+
+    def __init__(self, constraint_ids, beam_size, eos_id, pad_id):
+        self.phrases = ops.cast(constraint_ids, "int32")  # [batch, phrases, phrase_length]
+        self.num_phrases, self.phrase_length = self.phrases.shape[1], self.phrases.shape[2]
+        self.lengths = ops.sum(ops.cast(self.phrases != pad_id, "int32"), axis=2)  # [batch, phrases]
+        self.row_phrases = ops.repeat(self.phrases, beam_size, axis=0)  # [batch * beam, phrases, phrase_length]
+        self.row_lengths = ops.repeat(self.lengths, beam_size, axis=0)  # [batch * beam, phrases]
+        # Above any bank (count of constraint tokens met), a static bound for the allocation's keys.
+        self.banks = self.num_phrases * self.phrase_length + 1
+        self.eos_id = eos_id
+
+    def initial_state(self, zeros):
+        return zeros[:, :, None] + ops.zeros((1, 1, self.num_phrases), "int32")
+
+    def _row_progress(self, state):
+        """Each hypothesis's progress `[batch * beam, phrases]` and which phrases it has met."""
+        progress = ops.reshape(state, [-1, self.num_phrases])
+        return progress, progress >= self.row_lengths
+
+    def restrict(self, choice_logits, inputs, state):
+        _, met = self._row_progress(state)
+        unmet = ops.logical_not(ops.all(met, axis=1))  # [batch * beam]
+        is_eos = (ops.arange(ops.shape(choice_logits)[-1]) == self.eos_id)[None, :]
+        return ops.where(ops.logical_and(unmet[:, None], is_eos), LARGE_NEGATIVE, choice_logits)
+
+    def offer(self, choice_logits, offered, state):
+        """For each phrase not met, its next token, once (not where it is offered already or by an
+        earlier phrase)."""
+        progress, met = self._row_progress(state)
+        next_index = ops.minimum(progress, self.phrase_length - 1)[:, :, None]
+        next_tokens = ops.take_along_axis(self.row_phrases, next_index, axis=2)[:, :, 0]  # [batch * beam, phrases]
+        among_offered = ops.any(next_tokens[:, :, None] == offered[:, None, :], axis=2)
+        index = ops.arange(self.num_phrases)
+        earlier = (index[None, :] < index[:, None])[None, :, :]  # [1, phrase, earlier phrase]
+        # An earlier phrase not met offers the same token (a met phrase offers none).
+        earlier = ops.logical_and(earlier, ops.logical_not(met)[:, None, :])
+        repeated = ops.any(ops.logical_and(next_tokens[:, :, None] == next_tokens[:, None, :], earlier), axis=2)
+        offers = ops.logical_not(ops.logical_or(met, ops.logical_or(among_offered, repeated)))
+        logits = ops.where(offers, ops.take_along_axis(choice_logits, next_tokens, axis=1), LARGE_NEGATIVE)
+        return next_tokens, logits
+
+    def advance(self, parent_state, candidates, step):
+        """A phrase's next token adds one to its progress, else its first token restarts it at 1,
+        else it falls to 0; a met phrase stays met. (A phrase whose start repeats inside it can be
+        missed where it overlaps itself, "a a b" after "a a a": that only costs the search a path.)"""
+        lengths = self.lengths[:, None, :]  # [batch, 1, phrases]
+        phrases = ops.broadcast_to(
+            self.phrases[:, None],
+            (ops.shape(parent_state)[0], ops.shape(parent_state)[1]) + tuple(self.phrases.shape[1:]),
+        )  # [batch, candidates, phrases, phrase_length]
+        next_index = ops.minimum(parent_state, self.phrase_length - 1)[:, :, :, None]
+        next_tokens = ops.take_along_axis(phrases, next_index, axis=3)[:, :, :, 0]  # [batch, candidates, phrases]
+        token = candidates.token[:, :, None]
+        restarted = ops.where(token == phrases[:, :, :, 0], 1, 0)
+        moved = ops.where(token == next_tokens, parent_state + 1, restarted)
+        return ops.where(parent_state >= lengths, parent_state, moved)
+
+    def may_finish(self, state):
+        return ops.all(state >= self.lengths[:, None, :], axis=2)
+
+    def choose_alive(self, log_probs, growing, state, beam_size):
+        banks_met = ops.sum(ops.minimum(state, self.lengths[:, None, :]), axis=2)  # [batch, candidates]
+        return allocate_beam(log_probs, banks_met, growing, beam_size, self.banks)
+
+
+def allocate_beam(log_probs, banks_met, eligible, beam_size, banks):
+    """int32 `[batch, beam]`: the candidates (indices into axis 1 of `log_probs` `[batch,
+    candidates]`) that stay alive. Among the `eligible` ones, round robin over `banks_met` (constraint
+    tokens met, each < `banks`): first the best of every bank, from the highest bank down, then the
+    second best of every bank, and so on; ineligible candidates come last, in order."""
+    count = log_probs.shape[1]
+    index = ops.arange(count, dtype="int32")
+    # above[b, i, j]: candidate j ranks above candidate i within a bank (ties to the lower index).
+    higher = log_probs[:, None, :] > log_probs[:, :, None]
+    tied_before = ops.logical_and(
+        log_probs[:, None, :] == log_probs[:, :, None], index[None, None, :] < index[None, :, None]
+    )
+    above = ops.logical_and(ops.logical_or(higher, tied_before), banks_met[:, None, :] == banks_met[:, :, None])
+    rank = ops.sum(ops.cast(ops.logical_and(above, eligible[:, None, :]), "int32"), axis=2)  # [batch, candidates]
+    key = ops.where(eligible, rank * banks + (banks - 1 - banks_met), banks * count + index[None, :])
+    _, chosen = ops.top_k(-ops.cast(key, "float32"), beam_size)
+    return chosen

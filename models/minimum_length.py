@@ -1,0 +1,22 @@
+"""The minimum-length search part: EOS cannot end a hypothesis shorter than its sentence's minimum
+(fairseq's `--min-len`, OpenNMT's `min_length`); scores stay the model's own log-probabilities."""
+
+from keras import ops
+
+from models.search_part import LARGE_NEGATIVE, SearchPart
+
+
+class MinimumLength(SearchPart):
+    """Bars EOS below `min_lengths` int `[batch]` (tokens, EOS included), capped at `max_lengths`
+    int32 `[batch]` (a hypothesis at its max length may still end with EOS)."""
+
+    def __init__(self, min_lengths, max_lengths, beam_size, eos_id):
+        self.min_lengths = ops.minimum(ops.cast(min_lengths, "int32"), max_lengths)
+        self.beam_size = beam_size
+        self.eos_id = eos_id
+
+    def restrict(self, choice_logits, inputs, state):
+        barred = ops.repeat(inputs.step + 1 < self.min_lengths, self.beam_size, axis=0)  # [batch * beam]
+        is_eos = (ops.arange(ops.shape(choice_logits)[-1]) == self.eos_id)[None, :]
+        # EOS is out of the choice; the normaliser of the log-probabilities stays the model's.
+        return ops.where(ops.logical_and(barred[:, None], is_eos), LARGE_NEGATIVE, choice_logits)

@@ -1,0 +1,288 @@
+"""The one search loop that beam search, greedy search, sampling, forced prefixes and constraints all
+run: per sentence, `beam_size` alive and `beam_size` finished hypotheses, stepped in a `while_loop`
+of fixed shapes. What differs between searches is a list of `SearchPart`s (models/search_part.py)
+that the loop calls at fixed points. The algorithm and its conventions: docs/translating.md,
+"How the search works".
+"""
+
+from typing import Any, NamedTuple
+
+import keras
+from keras import ops
+
+from models.search_part import DEAD_THRESHOLD, LARGE_NEGATIVE, SCORE_DTYPE, Candidates, StepInputs
+
+# The score of a returned row that holds no hypothesis (a sentence whose constraints were not met,
+# or fewer possible hypotheses than `num_return`): a score at or below it is no translation.
+UNMET_SCORE = LARGE_NEGATIVE
+
+
+class SearchResult(NamedTuple):
+    """The n-best hypotheses of every sentence, best first.
+
+    Attributes:
+        ids: int32 `[batch, num_return, max_decode_length]`, the tokens after BOS, EOS included,
+            `pad_id` after the EOS (and after the last token of a hypothesis cut at its max length).
+        scores: float32 `[batch, num_return]`, log-probability divided by the length penalty.
+    """
+
+    ids: Any
+    scores: Any
+
+
+class LoopSettings(NamedTuple):
+    """The static settings of one search (`run_search`)."""
+
+    beam_size: int
+    num_candidates: int  # extensions kept per sentence and step (unless a part chooses the alive set)
+    max_decode_length: int
+    alpha: float
+    eos_id: int
+    pad_id: int
+    num_return: int
+    sampler: Any = None  # `(logits, step) -> tokens [rows]`: each hypothesis draws its one token
+    reorder_state: Any = None  # `(state, parent_rows) -> state`; None gathers every tensor on axis 0
+
+
+class _Hypotheses(NamedTuple):
+    """The loop's variables besides the step and the model's state."""
+
+    alive_seq: Any  # int32 [batch, beam, L + 1]: position 0 the initial id, t + 1 the token of step t
+    alive_log_probs: Any  # float32 [batch, beam]
+    part_states: tuple  # each part's state of the alive hypotheses, [batch, beam, ...]
+    finished_seq: Any  # int32 [batch, beam, L + 1]
+    finished_scores: Any  # float32 [batch, beam], length-penalised
+    finished_part_states: tuple  # the state of the finished hypotheses, for parts that keep it
+
+
+class _Loop(NamedTuple):
+    """What every step of one search reads."""
+
+    next_logits_fn: Any
+    parts: tuple
+    chooser: Any  # the part that chooses the alive set, or None: the best by log-probability
+    settings: LoopSettings
+    positions: Any  # int32 [L + 1]
+    sentence_index: Any  # int32 [batch, 1]: the sentence of every row, for gathers over [batch * beams]
+    max_lengths: Any  # int32 [batch]
+
+
+def length_penalty(length, alpha):
+    """Wu et al. (2016), eq. 14: `((5 + length) / 6) ** alpha`, in float32.
+
+    Args:
+        length: int or tensor of ints, the number of tokens produced, EOS included.
+        alpha: float >= 0; 0 disables the penalty (scores are plain log-probabilities).
+    """
+    length = ops.cast(length, SCORE_DTYPE)
+    return ops.power((5.0 + length) / 6.0, alpha)
+
+
+def clipped_max_lengths(initial_ids, max_lengths, max_decode_length):
+    """int32 `[batch]`: `max_lengths` clipped to `[1, max_decode_length]` (all `max_decode_length`
+    when None), the lengths at which hypotheses end."""
+    if max_lengths is None:
+        return ops.full_like(ops.cast(initial_ids, "int32"), max_decode_length)
+    return ops.clip(ops.cast(max_lengths, "int32"), 1, max_decode_length)
+
+
+def run_search(next_logits_fn, initial_ids, initial_state, max_lengths, parts, settings):
+    """Searches with `parts` (a sequence of `SearchPart`, called in order) under `settings`
+    (`LoopSettings`); `max_lengths` int32 `[batch]` from `clipped_max_lengths`. Returns the
+    `SearchResult` and, for each part, the state of the returned hypotheses (`()` for a part that
+    does not keep it)."""
+    parts = tuple(parts)
+    choosers = [part for part in parts if part.chooses_alive]
+    if len(choosers) > 1:
+        raise ValueError(f"at most one search part may choose the alive set, received {choosers}")
+    positions = ops.arange(settings.max_decode_length + 1, dtype="int32")  # [L + 1]
+    hypotheses = _initial_hypotheses(ops.cast(initial_ids, "int32"), positions, parts, settings)
+    sentence_index = ops.arange(ops.shape(initial_ids)[0], dtype="int32")[:, None]  # [batch, 1]
+    chooser = choosers[0] if choosers else None
+    loop = _Loop(next_logits_fn, parts, chooser, settings, positions, sentence_index, max_lengths)
+    max_length_penalty = length_penalty(max_lengths, settings.alpha)  # [batch]
+
+    def cond(step, hypotheses, state):
+        done = _sentence_done(hypotheses.alive_log_probs, hypotheses.finished_scores, max_length_penalty)
+        return ops.logical_and(step < settings.max_decode_length, ops.logical_not(ops.all(done)))
+
+    def body(step, hypotheses, state):
+        hypotheses, state = _step(loop, step, hypotheses, state)
+        return step + 1, hypotheses, state
+
+    step = ops.convert_to_tensor(0, dtype="int32")
+    _, hypotheses, _ = ops.while_loop(cond, body, (step, hypotheses, initial_state))
+    keep = settings.num_return
+    result = SearchResult(ids=hypotheses.finished_seq[:, :keep, 1:], scores=hypotheses.finished_scores[:, :keep])
+    returned_states = keras.tree.map_structure(lambda x: x[:, :keep], hypotheses.finished_part_states)
+    return result, returned_states
+
+
+def _initial_hypotheses(initial_ids, positions, parts, settings):
+    """The `_Hypotheses` of step 0: one live hypothesis per sentence (the initial id), an empty
+    finished set."""
+    beam_size = settings.beam_size
+    tiled_ids = ops.tile(initial_ids[:, None], [1, beam_size])  # [batch, beam]
+    alive_seq = ops.where(positions == 0, tiled_ids[:, :, None], settings.pad_id)  # [batch, beam, L + 1]
+    # One live beam per sentence at step 0, so the beams do not all extend the same prefix.
+    first_beam_only = ops.cast(ops.where(ops.arange(beam_size) == 0, 0.0, LARGE_NEGATIVE), SCORE_DTYPE)
+    alive_log_probs = ops.zeros_like(tiled_ids, SCORE_DTYPE) + first_beam_only  # [batch, beam]
+    part_states = tuple(part.initial_state(ops.zeros_like(tiled_ids)) for part in parts)
+    finished_seq = ops.full_like(alive_seq, settings.pad_id)
+    # An empty finished slot scores LARGE_NEGATIVE: any real hypothesis replaces it.
+    finished_scores = ops.full_like(alive_log_probs, LARGE_NEGATIVE)
+    finished_part_states = tuple(s if p.keeps_finished_state else () for p, s in zip(parts, part_states))
+    return _Hypotheses(alive_seq, alive_log_probs, part_states, finished_seq, finished_scores, finished_part_states)
+
+
+def _step(loop, step, hypotheses, state):
+    """One step: the model's logits, the candidates, the new finished and alive sets."""
+    parts, settings, sentence_index = loop.parts, loop.settings, loop.sentence_index
+    alive_seq = hypotheses.alive_seq
+    ids = ops.reshape(ops.take(alive_seq, step, axis=2), [-1])  # [batch * beam]
+    logits, state = loop.next_logits_fn(ids, step, state)
+    inputs = StepInputs(step, ops.cast(logits, SCORE_DTYPE), alive_seq)  # [batch * beam, vocab]
+    row_tokens, row_log_probs = _offers(inputs, parts, hypotheses.part_states, settings)
+    pool_size = None if loop.chooser is not None else settings.num_candidates
+    candidates = _candidates(hypotheses.alive_log_probs, row_tokens, row_log_probs, pool_size)
+    cand_seq = _gather_beams(alive_seq, candidates.beam, sentence_index)  # [batch, candidates, L + 1]
+    cand_seq = ops.where(loop.positions == step + 1, candidates.token[:, :, None], cand_seq)
+    cand_states = tuple(
+        part.advance(_gather_tree(part_state, candidates.beam, sentence_index), candidates, step)
+        for part, part_state in zip(parts, hypotheses.part_states)
+    )
+
+    length = step + 1
+    ended, real = _ended_candidates(candidates, length, loop.max_lengths, settings.eos_id)
+    finishing = ended
+    for part, cand_state in zip(parts, cand_states):
+        may_finish = part.may_finish(cand_state)
+        finishing = finishing if may_finish is None else ops.logical_and(finishing, may_finish)
+    finished = _keep_best_finished(
+        hypotheses, parts, cand_seq, cand_states, candidates, finishing, length, settings, sentence_index
+    )
+
+    growing = ops.logical_and(real, ops.logical_not(ended))
+    if loop.chooser is None:
+        _, chosen = ops.top_k(ops.where(growing, candidates.log_probs, LARGE_NEGATIVE), settings.beam_size)
+    else:
+        cand_state = cand_states[parts.index(loop.chooser)]
+        chosen = loop.chooser.choose_alive(candidates.log_probs, growing, cand_state, settings.beam_size)
+    alive_log_probs = ops.take_along_axis(ops.where(growing, candidates.log_probs, LARGE_NEGATIVE), chosen, axis=1)
+    alive_seq = _gather_beams(cand_seq, chosen, sentence_index)
+    part_states = tuple(_gather_tree(cand_state, chosen, sentence_index) for cand_state in cand_states)
+    parent_beam = ops.take_along_axis(candidates.beam, chosen, axis=1)  # [batch, beam]
+    state = _follow_parents(state, parent_beam, sentence_index, settings)
+    return _Hypotheses(alive_seq, alive_log_probs, part_states, *finished), state
+
+
+def _offers(inputs, parts, part_states, settings):
+    """The tokens each hypothesis offers and their log-probabilities, each `[batch * beam, offers]`:
+    its best tokens (or its draw, with a `sampler`) under the parts' restrictions, then the parts'
+    own offers."""
+    choice_logits = inputs.logits
+    for part, part_state in zip(parts, part_states):
+        choice_logits = part.restrict(choice_logits, inputs, part_state)
+    if settings.sampler is None:
+        # Each of a sentence's best extensions is among its own hypothesis's `num_candidates` best
+        # tokens, so only those are normalised (the log-softmax shifts a row by a constant).
+        per_row = min(settings.num_candidates, inputs.logits.shape[-1] or settings.num_candidates)
+        row_logits, row_tokens = ops.top_k(choice_logits, per_row)  # [batch * beam, per_row]
+        for part, part_state in zip(parts, part_states):
+            extra = part.offer(choice_logits, row_tokens, part_state)
+            if extra is not None:
+                row_tokens = ops.concatenate([row_tokens, extra[0]], axis=1)
+                row_logits = ops.concatenate([row_logits, extra[1]], axis=1)
+    else:
+        row_tokens = settings.sampler(choice_logits, inputs.step)  # [batch]
+        for part, part_state in zip(parts, part_states):
+            row_tokens = part.overrule(row_tokens, inputs, part_state)
+        row_tokens = row_tokens[:, None]  # [batch, 1]
+        row_logits = ops.take_along_axis(inputs.logits, row_tokens, axis=1)
+    return row_tokens, row_logits - ops.logsumexp(inputs.logits, axis=-1, keepdims=True)
+
+
+def _candidates(alive_log_probs, row_tokens, row_log_probs, pool_size):
+    """The `Candidates` of every sentence: each hypothesis's offers extended from it, the best
+    `pool_size` over the sentence's hypotheses (ties to the lower (beam, offer), as one `top_k`
+    over the flattened scores), or all of them in (beam, offer) order when `pool_size` is None."""
+    beam_size, per_row = alive_log_probs.shape[1], row_tokens.shape[1]
+    extended = alive_log_probs[:, :, None] + ops.reshape(row_log_probs, [-1, beam_size, per_row])
+    flat = ops.reshape(extended, [-1, beam_size * per_row])  # [batch, beam * per_row]
+    flat_tokens = ops.reshape(row_tokens, [-1, beam_size * per_row])
+    flat_token_log_probs = ops.reshape(row_log_probs, [-1, beam_size * per_row])
+    if pool_size is None:
+        index = ops.zeros_like(flat_tokens) + ops.arange(beam_size * per_row, dtype="int32")[None, :]
+        return Candidates(flat, flat_tokens, index // per_row, flat_token_log_probs)
+    log_probs, index = ops.top_k(flat, pool_size)  # [batch, candidates]
+    token = ops.take_along_axis(flat_tokens, index, axis=1)
+    token_log_probs = ops.take_along_axis(flat_token_log_probs, index, axis=1)
+    return Candidates(log_probs, token, ops.floor_divide(index, per_row), token_log_probs)
+
+
+def _ended_candidates(candidates, length, max_lengths, eos_id):
+    """`ended` (by EOS or at the sentence's max length) and `real` (a hypothesis at all), each bool
+    `[batch, candidates]`."""
+    at_max_length = (length >= max_lengths)[:, None]  # [batch, 1]
+    # Extensions of a dead hypothesis (only picked when fewer real ones exist) or by a token with
+    # -inf logits are not hypotheses.
+    real = candidates.log_probs > DEAD_THRESHOLD
+    ended = ops.logical_and(ops.logical_or(candidates.token == eos_id, at_max_length), real)
+    return ended, real
+
+
+def _keep_best_finished(hypotheses, parts, cand_seq, cand_states, candidates, finishing, length, settings, sentences):
+    """The new finished set (`finished_seq`, `finished_scores`, `finished_part_states`): the best
+    `beam_size` of the old finished and the `finishing` candidates, by length-penalised score."""
+    scores = ops.where(finishing, candidates.log_probs / length_penalty(length, settings.alpha), LARGE_NEGATIVE)
+    pooled_scores = ops.concatenate([hypotheses.finished_scores, scores], axis=1)
+    # Once a sentence is done, every later candidate scores below its worst finished hypothesis
+    # (`_sentence_done`), so its finished set no longer changes while the rest of the batch goes on.
+    finished_scores, chosen = ops.top_k(pooled_scores, settings.beam_size)
+    finished_seq = _gather_beams(ops.concatenate([hypotheses.finished_seq, cand_seq], axis=1), chosen, sentences)
+    finished_part_states = tuple(
+        _gather_tree(
+            keras.tree.map_structure(lambda a, b: ops.concatenate([a, b], axis=1), old, new), chosen, sentences
+        )
+        if part.keeps_finished_state
+        else ()
+        for part, old, new in zip(parts, hypotheses.finished_part_states, cand_states)
+    )
+    return finished_seq, finished_scores, finished_part_states
+
+
+def _sentence_done(alive_log_probs, finished_scores, max_length_penalty):
+    """[batch] bool: the sentence's finished set can no longer change."""
+    best_alive = ops.max(alive_log_probs, axis=1)
+    # For alpha >= 0, lp grows with the length and a log-probability only falls when tokens
+    # are added, so an alive hypothesis can end with at best best_alive / lp(max length).
+    best_possible = best_alive / max_length_penalty
+    # Stays LARGE_NEGATIVE until beam_size hypotheses have finished, so the n-best is exact.
+    worst_finished = ops.min(finished_scores, axis=1)
+    no_alive = best_alive <= DEAD_THRESHOLD
+    return ops.logical_or(no_alive, best_possible < worst_finished)
+
+
+def _gather_beams(x, beam_indices, sentence_index):
+    """x `[batch, beams, ...]`, beam_indices `[batch, n]` -> `[batch, n, ...]`; `sentence_index` is
+    `arange(batch)[:, None]`, the sentence of every row."""
+    num_beams = ops.shape(x)[1]
+    rows = ops.reshape(sentence_index * num_beams + beam_indices, [-1])
+    gathered = ops.take(ops.reshape(x, (-1,) + tuple(x.shape[2:])), rows, axis=0)
+    return ops.reshape(gathered, (-1, ops.shape(beam_indices)[1]) + tuple(x.shape[2:]))
+
+
+def _gather_tree(tree, beam_indices, sentence_index):
+    """`_gather_beams` on every tensor of a nested structure."""
+    return keras.tree.map_structure(lambda x: _gather_beams(x, beam_indices, sentence_index), tree)
+
+
+def _follow_parents(state, parent_beam, sentence_index, settings):
+    """The model's state of the new alive hypotheses: each takes its parent's rows (gathered along
+    axis 0, or by `settings.reorder_state`)."""
+    if settings.beam_size == 1:  # With one hypothesis per sentence the parent is always itself.
+        return state
+    parent_rows = ops.reshape(sentence_index * settings.beam_size + parent_beam, [-1])
+    if settings.reorder_state is None:
+        return keras.tree.map_structure(lambda x: ops.take(x, parent_rows, axis=0), state)
+    return settings.reorder_state(state, parent_rows)
