@@ -6,8 +6,9 @@ straight to file descriptor 2, some at import and some at first use, whatever
 `TF_CPP_MIN_LOG_LEVEL` says. `quiet_tool_output` routes descriptor 2 through a thread that drops
 those lines (absl-formatted INFO and WARNING lines, and the known harmless errors of a machine
 without a GPU) and passes everything else on at once, so the tool's own messages, progress lines
-and errors still reach stderr. TensorFlow's `tf.function` retracing warnings (Python logging) are
-dropped too. With absl's `--verbosity=0` (INFO) or above nothing is filtered.
+and errors still reach stderr. TensorFlow's Python warnings (`tf.function` retracing, autograph) are
+dropped too: its Python logger shows errors only. With absl's `--verbosity=0` (INFO) or above
+nothing is filtered.
 """
 
 import atexit
@@ -28,8 +29,6 @@ _NOISE_PREFIXES = (
     b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",
     b"To enable the following instructions:",
 )
-_RETRACING = "triggered tf.function retracing"
-
 _installed = None
 
 
@@ -98,11 +97,6 @@ class _StderrFilter:
         self.read_end = None
 
 
-class _DropRetracing(logging.Filter):
-    def filter(self, record):
-        return _RETRACING not in record.getMessage()
-
-
 def restore_stderr():
     """Stops filtering and writes out what is pending (before an `os._exit`, which skips atexit)."""
     global _installed
@@ -122,7 +116,7 @@ def quiet_tool_output():
     if (verbosity is not None and verbosity.present and verbosity.value >= 0) or _installed is not None:
         return
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    logging.getLogger("tensorflow").addFilter(_DropRetracing())
+    logging.getLogger("tensorflow").setLevel(logging.ERROR)
     try:
         _installed = _StderrFilter()
     except OSError:
