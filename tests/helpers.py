@@ -177,9 +177,10 @@ TOOL_ENV = dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="2", KERA
 
 
 def run_train_py(model_dir, *flags, timeout=600):
-    """`python train.py --model_dir=model_dir *flags` in a new process (the CompletedProcess)."""
+    """`python train.py --model_dir=model_dir *flags` in a new process, its output into files
+    (`run_logged`: the CompletedProcess, its output checked plain)."""
     command = [sys.executable, os.path.join(REPO_ROOT, "train.py"), f"--model_dir={model_dir}", *flags]
-    return subprocess.run(command, cwd=REPO_ROOT, env=TOOL_ENV, capture_output=True, text=True, timeout=timeout)
+    return run_logged(command, cwd=REPO_ROOT, env=TOOL_ENV, text=True, timeout=timeout)
 
 
 # What progress meant for a terminal leaves in a file: carriage returns, backspaces, escape codes.

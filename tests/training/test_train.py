@@ -341,8 +341,11 @@ def test_bad_flags_are_refused_before_training(flags, message, tmp_path):
     completed = _run(
         [sys.executable, os.path.join(REPO_ROOT, "train.py"), f"--model_dir={tmp_path}", *flags], timeout=120
     )
-    assert completed.returncode != 0
-    assert message in completed.stderr, completed.stderr[-2000:]
+    assert completed.returncode == 2
+    # One line about the flag that is wrong (and absl's pointer to --helpshort): no other flag's value.
+    first, *rest = completed.stderr.splitlines()
+    assert first.startswith("train.py: error: ") and message in first, completed.stderr[-2000:]
+    assert not first.startswith("train.py: error: flags ") and len(rest) <= 1, completed.stderr[-2000:]
     assert not os.path.exists(os.path.join(tmp_path, "config.json"))
 
 
