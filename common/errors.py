@@ -16,6 +16,8 @@ import sys
 
 from absl import app, flags
 
+from common import quiet_logs
+
 FAILURE_STATUS = 1
 BAD_INPUT_STATUS = 2
 INTERRUPTED_STATUS = 130  # SIGINT (Ctrl-C).
@@ -76,7 +78,8 @@ def run_tool(main, tool):
     `app.UsageError` or `UserError` raised by `main` printed as one line `<tool>: error: ...` (absl
     would print the module's docstring and every flag) with `BAD_INPUT_STATUS` (a `UserError`: its
     `exit_status`); Ctrl-C (KeyboardInterrupt) printed as `<tool>: interrupted` with
-    `INTERRUPTED_STATUS`, without a traceback."""
+    `INTERRUPTED_STATUS`, without a traceback. TensorFlow's start-up lines are kept off stderr
+    from the start (`quiet_logs`), before the flags' validators run."""
 
     def guarded(argv):
         try:
@@ -88,4 +91,5 @@ def run_tool(main, tool):
             print(f"{tool}: interrupted", file=sys.stderr)
             sys.exit(INTERRUPTED_STATUS)
 
+    quiet_logs.quiet_tool_output()
     app.run(guarded, flags_parser=flags_parser(tool))

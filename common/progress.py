@@ -8,10 +8,12 @@ writes with `ProgressLine` (train.py's per-step lines: `training.callbacks.Plain
 """
 
 import dataclasses
+import os
 import re
 import sys
 import time
 
+from common import quiet_logs
 from common.errors import UserError
 
 # Plain lines into a file or a pipe: at most one per this many seconds (besides the last).
@@ -21,9 +23,14 @@ TERMINAL_SECONDS = 0.1
 
 
 def is_terminal(stream) -> bool:
-    """Whether `stream` (a file object) is a terminal; False for a file, a pipe or a closed stream."""
+    """Whether `stream` (a file object) is a terminal; False for a file, a pipe or a closed stream.
+    Stderr is asked about where `common.quiet_logs` sends it, not about the filter's pipe."""
     try:
-        return stream.isatty()
+        descriptor = stream.fileno()
+    except (AttributeError, ValueError, OSError):
+        descriptor = None
+    try:
+        return os.isatty(quiet_logs.stderr_descriptor()) if descriptor == 2 else stream.isatty()
     except (AttributeError, ValueError, OSError):
         return False
 

@@ -97,6 +97,12 @@ class _StderrFilter:
         self.read_end = None
 
 
+def stderr_descriptor():
+    """The descriptor of the stderr the tool's messages reach: the original one while the filter
+    runs (descriptor 2 is then the filter's pipe), else 2."""
+    return _installed.original if _installed is not None else 2
+
+
 def restore_stderr():
     """Stops filtering and writes out what is pending (before an `os._exit`, which skips atexit)."""
     global _installed
@@ -105,15 +111,32 @@ def restore_stderr():
         _installed = None
 
 
-def quiet_tool_output():
-    """Filters this process's stderr (see the module docstring) unless absl's `--verbosity` (`-v`)
-    was given at INFO (0) or above; call it at the start of a tool's `main`, after absl parsed the
-    flags and before TensorFlow is imported. Idempotent."""
-    global _installed
-
+def _verbose():
+    """Whether absl's `--verbosity` (`-v`) was given at INFO (0) or above: from the parsed flags, or,
+    before absl parsed them, from the command line itself."""
     # absl defines --verbosity with its logging module; a script parsing its own arguments may not.
     verbosity = flags.FLAGS["verbosity"] if "verbosity" in flags.FLAGS else None
-    if (verbosity is not None and verbosity.present and verbosity.value >= 0) or _installed is not None:
+    if verbosity is not None and verbosity.present:
+        return verbosity.value >= 0
+    if flags.FLAGS.is_parsed():
+        return False
+    probe = flags.FlagValues()
+    flags.DEFINE_integer("verbosity", -1, "absl's verbosity", short_name="v", flag_values=probe)
+    try:
+        probe(sys.argv, known_only=True)
+    except flags.Error:
+        return False  # absl's own parse says what is wrong with it.
+    return bool(probe["verbosity"].present) and probe.verbosity >= 0
+
+
+def quiet_tool_output():
+    """Filters this process's stderr (see the module docstring) unless absl's `--verbosity` (`-v`)
+    was given at INFO (0) or above; call it before TensorFlow is imported: `common.errors.run_tool`
+    calls it before the flags are parsed (a tool's flag validators may load a model), a tool's
+    `main` again (it is idempotent)."""
+    global _installed
+
+    if _installed is not None or _verbose():
         return
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     logging.getLogger("tensorflow").setLevel(logging.ERROR)

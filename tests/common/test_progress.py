@@ -2,11 +2,16 @@
 interval flag's values."""
 
 import io
+import os
+import pty
+import subprocess
+import sys
 
 import pytest
 
 from common.errors import UserError
 from common.progress import Interval, ProgressLine, is_terminal, parse_interval
+from tests.helpers import REPO_ROOT
 
 
 class Terminal(io.StringIO):
@@ -57,3 +62,35 @@ def test_intervals_are_steps_seconds_or_epoch_ends_only():
     for bad in ("abc", "1.5", "-3", "10m", ""):
         with pytest.raises(UserError, match=f"--progress_every={bad}: expected a number of steps"):
             parse_interval("progress_every", bad)
+
+
+PROGRAM = r"""
+import sys
+from common import progress
+from common.errors import run_tool
+
+def main(argv):
+    print(progress.is_terminal(sys.stderr), progress.is_terminal(sys.stdout))
+
+run_tool(main, "program")
+"""
+
+
+def test_stderr_at_a_terminal_is_a_terminal_behind_the_quiet_logs_filter():
+    """A tool's descriptor 2 is the filter's pipe (`common.quiet_logs`); its progress still goes to
+    a terminal when the tool's stderr is one."""
+    controller, terminal = pty.openpty()
+    try:
+        result = subprocess.run(
+            [sys.executable, "-c", PROGRAM],
+            cwd=REPO_ROOT,
+            env=dict(os.environ, PYTHONPATH=REPO_ROOT),
+            stdout=subprocess.PIPE,
+            stderr=terminal,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        os.close(terminal)
+        os.close(controller)
+    assert result.returncode == 0 and result.stdout.split() == ["True", "False"]
