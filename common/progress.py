@@ -51,10 +51,6 @@ class ProgressLine:
     def stream(self):
         return self._stream if self._stream is not None else sys.stderr
 
-    @property
-    def terminal(self):
-        return self._terminal
-
     def update(self, text, final=False):
         """Reports `text` (one line, without its newline) if it is time to, or if `final`."""
         now = time.monotonic()

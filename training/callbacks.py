@@ -251,7 +251,10 @@ class PlainProgress(keras.callbacks.Callback):
         step = _step(self.model)
         if self.interval.steps and step - self._last_step < self.interval.steps:
             return
-        line = f"step {step}/{self.total_steps}: " + _values(logs, ("loss",))
+        learning_rate = float(keras.ops.convert_to_numpy(self.model.optimizer.learning_rate))
+        line = f"step {step}/{self.total_steps}: " + _values(
+            dict(logs or {}, learning_rate=learning_rate), ("loss", "learning_rate")
+        )
         self._write(f"{line}, {self._rate(step):.2f} steps/s")
         self._mark()
 

@@ -27,11 +27,11 @@ def test_plain_progress_writes_a_line_every_n_steps_and_one_per_epoch_with_the_d
     progress = PlainProgress(total_steps=6, interval=Interval(steps=2), stream=stream)
     model.fit(x, y, batch_size=4, epochs=2, verbose=0, callbacks=[_DevBleu(), progress])
     lines = stream.getvalue().splitlines()
-    step = r"loss \d+\.\d{4}, \d+\.\d\d steps/s"
+    step = r"loss \d+\.\d{4}, lr 0\.001, \d+\.\d\d steps/s"
     assert [re.sub(r"\d+\.\d+", "X", line) for line in lines] == [
-        "step 2/6: loss X, X steps/s",
+        "step 2/6: loss X, lr X, X steps/s",
         "epoch 1/2, step 3/6: loss X, X steps/s",
-        "step 5/6: loss X, X steps/s",
+        "step 5/6: loss X, lr X, X steps/s",
         "epoch 2/2, step 6/6: loss X, X steps/s; dev BLEU X",
     ], lines
     assert re.fullmatch(f"step 2/6: {step}", lines[0])
