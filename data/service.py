@@ -105,9 +105,9 @@ def main(argv):
         print(
             f"tf.data service worker of {FLAGS.dispatcher} at {FLAGS.worker_host}:{port}", file=sys.stderr, flush=True
         )
-    # The server serves until the process ends. Not `server.join()`: it waits in C++, where Ctrl-C
+    # `server` serves until the process ends. Not `server.join()`: it waits in C++, where Ctrl-C
     # never reaches Python; a sleep ends with KeyboardInterrupt (exit status 130).
-    while server is not None:
+    while True:
         time.sleep(3600)
 
 
