@@ -39,21 +39,25 @@ class WorkError(UserError):
 def refused_flags_message(error, flag_values=None):
     """The message of absl's `flags.Error` without the values absl puts before a validator's
     refusal: every checked flag's before a multi-flag validator's (`flags a=1, b=None, ...: --b
-    must ...`), and the flag's own where the refusal names it with its value (`flag --b=3: --b=3
-    must ...`). Each line names the flag that is wrong, its value and what is allowed."""
+    must ...` becomes `--b must ...`); a single flag's joined to a refusal that names the flag
+    (`flag --b=3: --b must ...` becomes `--b=3 must ...`). Each line names the flag that is wrong,
+    its value and what is allowed."""
     flag_values = flag_values if flag_values is not None else flags.FLAGS
-    prefixes = {}  # prefix -> what the rest must start with for the prefix to go
+    prefixes = {}  # `<absl's list of values>: ` -> the flag of a single-flag validator, or None
     for name in flag_values:
         for validator in flag_values[name].validators:
-            prefix = validator.print_flags_with_values(flag_values) + ": "
-            single = getattr(validator, "flag_name", None)
-            prefixes[prefix] = f"--{single}=" if single else ""
+            prefixes[validator.print_flags_with_values(flag_values) + ": "] = getattr(validator, "flag_name", None)
     lines = []
     for line in str(error).split("\n"):
-        for prefix, rest in sorted(prefixes.items(), key=lambda item: -len(item[0])):
-            if line.startswith(prefix + rest):
-                line = line[len(prefix) :]
-                break
+        for prefix, single in sorted(prefixes.items(), key=lambda item: -len(item[0])):
+            if not line.startswith(prefix):
+                continue
+            rest = line[len(prefix) :]
+            if single is None or rest.startswith(f"--{single}="):
+                line = rest
+            elif rest.startswith(f"--{single} "):  # `flag --b=3: ` -> `--b=3`
+                line = prefix[len("flag ") : -len(": ")] + rest[len(f"--{single}") :]
+            break
         lines.append(line)
     return "\n".join(lines)
 

@@ -329,7 +329,7 @@ def test_another_configuration_on_an_existing_model_dir_is_refused(tmp_path):
             "--checkpoint_every=10 must be a multiple of --steps_per_execution=3",
         ),
         (["--seed=-1"], "flag --seed=-1: -1 is not an integer in the range [0, 4294967295]"),
-        (["--learning_rate_scale=0"], "--learning_rate_scale must be above 0"),
+        (["--learning_rate_scale=0"], "--learning_rate_scale=0.0 must be above 0"),
         (["--batch_tokens=16"], "--batch_tokens=16 cannot hold one pair of --max_length=128 tokens"),
         (["--subword_alpha=1.5"], "--subword_alpha=1.5 must lie in (0, 1]"),
         (["--user_defined_symbols=<2fr>,<s>"], "--user_defined_symbols: user-defined symbol '<s>' collides with"),
