@@ -14,13 +14,13 @@ and chrF.
 import os
 import sys
 
-from absl import app, flags
+from absl import flags
 from sacrebleu.metrics.bleu import BLEU
 
 from cli import search_flags
 from cli.search_flags import SEARCH_FLAGS
 from common import quiet_logs
-from common.errors import UserError, flags_parser
+from common.errors import UserError, run_tool
 
 FLAGS = flags.FLAGS
 
@@ -128,11 +128,11 @@ def main(argv):
     )
     try:
         evaluator.evaluate(config)
-    except UserError as error:
+    except UserError as error:  # 2: bad input; 1: a failure during the work (an --output not written).
         print(f"evaluate.py: error: {error}", file=sys.stderr)
-        return 2
+        return error.exit_status
     return 0
 
 
 if __name__ == "__main__":
-    app.run(main, flags_parser=flags_parser("evaluate.py"))
+    run_tool(main, "evaluate.py")

@@ -23,8 +23,8 @@ import sys
 
 from absl import app, flags
 
-from common import quiet_logs
-from common.errors import UserError, flags_parser
+from common import progress, quiet_logs
+from common.errors import UserError, run_tool
 from data import multilingual
 from data.sources import builtin_corpora, corpus_mix, user_corpus
 from data.vocabulary_options import check_user_defined_symbols
@@ -53,6 +53,12 @@ flags.DEFINE_string(
     "model_dir", None, "Directory for the config, vocabulary, checkpoints, logs and model.keras.", required=True
 )
 flags.DEFINE_boolean("start_over", False, "Delete the run in --model_dir (checkpoints, logs, model) and start again.")
+flags.DEFINE_string(
+    "progress_every",
+    "60s",
+    "When stdout is a file or a pipe (not a terminal, which shows Keras's progress bar): a plain progress line "
+    "every N steps (100) or N seconds (30s), besides the one at the end of each epoch; 0: epoch ends only.",
+)
 # Data: the user files, and weights, which DataConfig holds translated (`_files`, `_train_weights`).
 for split in ("train", "dev", "test"):
     flags.DEFINE_string(f"{split}_src", None, f"With --corpus=files: {split} source sentences, one per line.")
@@ -341,6 +347,15 @@ def _check_evaluations(values):
     return True
 
 
+@flags.validator("progress_every", message="")
+def _check_progress_every(value):
+    try:
+        progress.parse_interval("progress_every", value)
+    except UserError as error:
+        raise flags.ValidationError(str(error)) from None
+    return True
+
+
 def _files(split):
     """The split's user files as absolute paths (the config must mean the same files from any directory);
     `_check_files` has checked the flags."""
@@ -472,15 +487,19 @@ def main(argv):
     from training.trainer import TrainingInterrupted, train
 
     try:
-        summary = train(config, start_over=FLAGS.start_over)
+        summary = train(
+            config,
+            start_over=FLAGS.start_over,
+            progress_every=progress.parse_interval("progress_every", FLAGS.progress_every),
+        )
     except TrainingInterrupted as stop:
         print(f"train.py: {stop}", file=sys.stderr)
         raise SystemExit(stop.exit_status) from None
-    except UserError as error:
+    except UserError as error:  # 2: refused before training; 1: failed during it (a full disk, NaN).
         print(f"train.py: error: {error}", file=sys.stderr)
         quiet_logs.restore_stderr()
-        checkpoints.exit_after_failed_write(1)
-        raise SystemExit(1) from None
+        checkpoints.exit_after_failed_write(error.exit_status)
+        raise SystemExit(error.exit_status) from None
     if summary["stopped_early_at"] is not None:
         print(
             f"stopped early at step {summary['stopped_early_at']}; model written to {summary['model_path']} from the "
@@ -503,4 +522,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main, flags_parser=flags_parser("train.py"))
+    run_tool(main, "train.py")

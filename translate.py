@@ -16,8 +16,9 @@
 Piped input is read in windows of --window lines, sorted by length and batched; at a terminal every
 line is answered as soon as it is entered. Only translations (or scores) go to stdout; what went
 wrong with a line (invalid UTF-8, a line cut to the maximum input length) goes to stderr with its
-line number. Exit status: 0 done, 2 bad flags or input, 130 interrupted (Ctrl-C), 141 the reader of
-stdout went away (as `head` does; what it read is complete).
+line number. Exit status: 0 done, 2 bad flags or input, 1 a failure during the work (an output not
+written), 130 interrupted (Ctrl-C), 141 the reader of stdout went away (as `head` does; what it read
+is complete).
 """
 
 import os
@@ -25,12 +26,12 @@ import re
 import signal
 import sys
 
-from absl import app, flags
+from absl import flags
 
 from cli import search_flags
 from cli.search_flags import SEARCH_FLAGS
 from common import quiet_logs
-from common.errors import BAD_INPUT_STATUS, UserError, flags_parser
+from common.errors import BAD_INPUT_STATUS, UserError, run_tool
 from common.write_errors import WriteError
 from inference.protocol import AlignmentConfig, ConstraintError, SteeringError
 
@@ -443,7 +444,7 @@ def main(argv):
         return _broken_pipe()
     except UserError as error:
         print(f"translate.py: error: {error}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return error.exit_status
     except KeyboardInterrupt:
         print("translate.py: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -463,4 +464,4 @@ def _broken_pipe():
 
 if __name__ == "__main__":
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    app.run(main, flags_parser=flags_parser("translate.py"))
+    run_tool(main, "translate.py")

@@ -6,8 +6,9 @@ straight to file descriptor 2, some at import and some at first use, whatever
 `TF_CPP_MIN_LOG_LEVEL` says. `quiet_tool_output` routes descriptor 2 through a thread that drops
 those lines (absl-formatted INFO and WARNING lines, and the known harmless errors of a machine
 without a GPU) and passes everything else on at once, so the tool's own messages, progress lines
-and errors still reach stderr. TensorFlow's `tf.function` retracing warnings (Python logging) are
-dropped too. With absl's `--verbosity=0` (INFO) or above nothing is filtered.
+and errors still reach stderr. TensorFlow's Python warnings (`tf.function` retracing, autograph) are
+dropped too: its Python logger shows errors only. With absl's `--verbosity=0` (INFO) or above
+nothing is filtered.
 """
 
 import atexit
@@ -28,8 +29,6 @@ _NOISE_PREFIXES = (
     b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",
     b"To enable the following instructions:",
 )
-_RETRACING = "triggered tf.function retracing"
-
 _installed = None
 
 
@@ -98,9 +97,10 @@ class _StderrFilter:
         self.read_end = None
 
 
-class _DropRetracing(logging.Filter):
-    def filter(self, record):
-        return _RETRACING not in record.getMessage()
+def stderr_descriptor():
+    """The descriptor of the stderr the tool's messages reach: the original one while the filter
+    runs (descriptor 2 is then the filter's pipe), else 2."""
+    return _installed.original if _installed is not None else 2
 
 
 def restore_stderr():
@@ -111,18 +111,35 @@ def restore_stderr():
         _installed = None
 
 
-def quiet_tool_output():
-    """Filters this process's stderr (see the module docstring) unless absl's `--verbosity` (`-v`)
-    was given at INFO (0) or above; call it at the start of a tool's `main`, after absl parsed the
-    flags and before TensorFlow is imported. Idempotent."""
-    global _installed
-
+def _verbose():
+    """Whether absl's `--verbosity` (`-v`) was given at INFO (0) or above: from the parsed flags, or,
+    before absl parsed them, from the command line itself."""
     # absl defines --verbosity with its logging module; a script parsing its own arguments may not.
     verbosity = flags.FLAGS["verbosity"] if "verbosity" in flags.FLAGS else None
-    if (verbosity is not None and verbosity.present and verbosity.value >= 0) or _installed is not None:
+    if verbosity is not None and verbosity.present:
+        return verbosity.value >= 0
+    if flags.FLAGS.is_parsed():
+        return False
+    probe = flags.FlagValues()
+    flags.DEFINE_integer("verbosity", -1, "absl's verbosity", short_name="v", flag_values=probe)
+    try:
+        probe(sys.argv, known_only=True)
+    except flags.Error:
+        return False  # absl's own parse says what is wrong with it.
+    return bool(probe["verbosity"].present) and probe.verbosity >= 0
+
+
+def quiet_tool_output():
+    """Filters this process's stderr (see the module docstring) unless absl's `--verbosity` (`-v`)
+    was given at INFO (0) or above; call it before TensorFlow is imported: `common.errors.run_tool`
+    calls it before the flags are parsed (a tool's flag validators may load a model), a tool's
+    `main` again (it is idempotent)."""
+    global _installed
+
+    if _installed is not None or _verbose():
         return
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    logging.getLogger("tensorflow").addFilter(_DropRetracing())
+    logging.getLogger("tensorflow").setLevel(logging.ERROR)
     try:
         _installed = _StderrFilter()
     except OSError:

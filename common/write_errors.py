@@ -8,7 +8,7 @@ traceback whose OSError (raised by `write()`) often names no file at all.
 import contextlib
 import os
 
-from common.errors import UserError
+from common.errors import WorkError
 
 
 def default_mode(directory=False):
@@ -19,9 +19,9 @@ def default_mode(directory=False):
     return (0o777 if directory else 0o666) & ~umask
 
 
-class WriteError(UserError, RuntimeError):
+class WriteError(WorkError, RuntimeError):
     """A file could not be written; the message names the path and the reason. Nothing was left
-    in its place."""
+    in its place. A failure during the work: the tools exit with status 1."""
 
     def __init__(self, path, error, detail=None):
         reason = os.strerror(error.errno) if getattr(error, "errno", None) else str(error)

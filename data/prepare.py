@@ -8,22 +8,24 @@
       [--dev_tsv dev.tsv] [--test_src test.en --test_tgt test.de] [--vocab_size 8000]
 
 The built-in corpora (deb-en-XX for the 89 languages of Debian 12's LibreOffice translations,
-tatoeba-en-es) are `data.builtin_corpora`'s; a user corpus (the
-user's own dev and test files kept whole) is `data.user_corpus`'s; the cache entry (train/dev/test
-TSV files and a manifest, built atomically, returned at once when complete) is `data.corpus_cache`'s.
+tatoeba-en-es) are `data.sources.builtin_corpora`'s; a user corpus (the
+user's own dev and test files kept whole) is `data.sources.user_corpus`'s; the cache entry (train/dev/test
+TSV files and a manifest, built atomically, returned at once when complete) is `data.sources.corpus_cache`'s.
 
 An input error (a malformed file, a package that cannot be fetched, a corpus left without training
-pairs, a vocab_size the data does not allow) ends the command with `data.prepare: error: ...`.
+pairs, a vocab_size the data does not allow) ends the command with `data.prepare: error: ...` and
+exit status 2; a failure while writing (a full disk) with status 1.
 """
 
 import functools
 import os
+import sys
 import time
 
 from absl import app, flags
 
 from common import quiet_logs
-from common.errors import UserError
+from common.errors import UserError, run_tool
 from data import multilingual
 from data.sources import builtin_corpora, cleaning, corpus_writer, deb_packages, user_corpus
 from data.sources.builtin_corpora import prepare_corpus
@@ -156,8 +158,9 @@ def main(argv):
     try:
         check_user_defined_symbols(FLAGS.user_defined_symbols)  # before the corpus is built
         paths = _prepare()
-    except UserError as e:
-        raise SystemExit(f"data.prepare: error: {e}") from None
+    except UserError as error:
+        print(f"data.prepare: error: {error}", file=sys.stderr)
+        raise SystemExit(error.exit_status) from None
     manifest = paths.load_manifest()
     print(f"{manifest['corpus']}: {manifest['splits']} in {paths.root} ({time.monotonic() - start:.1f} s)")
     for source, stats in manifest["sources"].items():
@@ -184,11 +187,12 @@ def main(argv):
                     input_sentence_size=(2 if column is None else 1) * FLAGS.vocab_sample_lines,
                     tsv_column=column,
                 )
-            except UserError as e:
-                raise SystemExit(f"data.prepare: error: {e}") from None
+            except UserError as error:
+                print(f"data.prepare: error: {error}", file=sys.stderr)
+                raise SystemExit(error.exit_status) from None
             print(f"SentencePiece model: {model}")
 
 
 if __name__ == "__main__":
     define_flags()
-    app.run(main)
+    run_tool(main, "data.prepare")

@@ -16,12 +16,12 @@ filesystem, or the same corpus prepared at the same path on each machine).
 import re
 import socket
 import sys
+import time
 
-import tensorflow as tf
-import tensorflow_text  # noqa: F401  (registers the SentencePiece ops the workers run)
 from absl import app, flags
 
-from common.errors import UserError
+from common import quiet_logs
+from common.errors import UserError, run_tool
 
 _ADDRESS = re.compile(r"^grpc://(?P<host>[^:/\s]+):(?P<port>\d{1,5})$")
 
@@ -75,8 +75,20 @@ def define_flags():
 
 
 def main(argv):
+    quiet_logs.quiet_tool_output()
     if len(argv) != 2 or argv[1] not in ("dispatcher", "worker"):
-        raise app.UsageError("usage: python -m data.service dispatcher|worker [--flags]")
+        raise app.UsageError(
+            f"expected dispatcher or worker (python -m data.service dispatcher|worker [--flags]), received "
+            f"{' '.join(argv[1:]) or 'nothing'}"
+        )
+    if argv[1] == "worker":
+        if not FLAGS.dispatcher:
+            raise app.UsageError("worker needs --dispatcher=HOST:PORT")
+        check_dispatcher(f"grpc://{FLAGS.dispatcher}", flag="--dispatcher")  # exit status 2 (`run_tool`)
+    # TensorFlow after the flags and the quiet logs.
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (registers the SentencePiece ops the workers run)
+
     service = tf.data.experimental.service
     if argv[1] == "dispatcher":
         config = service.DispatcherConfig(
@@ -85,12 +97,6 @@ def main(argv):
         server = service.DispatchServer(config)
         print(f"tf.data service dispatcher at {server.target}", file=sys.stderr, flush=True)
     else:
-        if not FLAGS.dispatcher:
-            raise app.UsageError("worker needs --dispatcher=HOST:PORT")
-        try:
-            check_dispatcher(f"grpc://{FLAGS.dispatcher}", flag="--dispatcher")
-        except DataServiceError as error:
-            raise SystemExit(f"data.service: error: {error}") from None
         port = FLAGS.port or _free_port()
         config = service.WorkerConfig(
             dispatcher_address=FLAGS.dispatcher, port=port, worker_address=f"{FLAGS.worker_host}:{port}"
@@ -99,9 +105,12 @@ def main(argv):
         print(
             f"tf.data service worker of {FLAGS.dispatcher} at {FLAGS.worker_host}:{port}", file=sys.stderr, flush=True
         )
-    server.join()
+    # `server` serves until the process ends. Not `server.join()`: it waits in C++, where Ctrl-C
+    # never reaches Python; a sleep ends with KeyboardInterrupt (exit status 130).
+    while True:
+        time.sleep(3600)
 
 
 if __name__ == "__main__":
     define_flags()
-    app.run(main)
+    run_tool(main, "data.service")

@@ -10,11 +10,10 @@ tensorflow/serving` (docs/serving.md).
     python -m export --format=ctranslate2 --model_dir=runs/base --export_dir=exports/base-ct2 [--ct2_quantization=int8]
 
 writes the CTranslate2 model directory `exports/base-ct2/` (export/ctranslate2_export.py). Errors
-print one line `export: error: ...`; those of --format=ctranslate2 and of flags that do not fit the
-format exit with status 2.
+print one line `export: error: ...` and exit with status 2 (bad flags or input) or 1 (a failure
+while writing, such as a full disk).
 """
 
-import logging
 import os
 import sys
 
@@ -23,7 +22,7 @@ from absl import logging as absl_logging
 
 from cli import checkpoint_flag, search_flags
 from common import quiet_logs
-from common.errors import BAD_INPUT_STATUS, UserError, flags_parser
+from common.errors import BAD_INPUT_STATUS, UserError, run_tool
 
 FLAGS = flags.FLAGS
 
@@ -109,7 +108,7 @@ def _convert_ctranslate2():
         )
     except UserError as error:
         print(f"export: error: {error}", file=sys.stderr)
-        raise SystemExit(REFUSED_STATUS) from None
+        raise SystemExit(error.exit_status) from None
 
 
 def main(argv):
@@ -124,7 +123,6 @@ def main(argv):
     if not FLAGS["verbosity"].present:
         # absl shows INFO; saving a SavedModel logs a dozen lines that name the temporary directory.
         absl_logging.set_verbosity(absl_logging.WARNING)
-        logging.getLogger("tensorflow").setLevel(logging.WARNING)
     if FLAGS.format == "ctranslate2":
         print(_convert_ctranslate2(), file=sys.stdout)
         return
@@ -134,7 +132,7 @@ def main(argv):
         search_note = search_flags.apply_run_search(FLAGS, FLAGS.model_dir)
     except UserError as error:
         print(f"export: error: {error}", file=sys.stderr)
-        raise SystemExit(REFUSED_STATUS) from None
+        raise SystemExit(error.exit_status) from None
     if search_note:
         print(search_note, file=sys.stderr)
     try:
@@ -149,9 +147,9 @@ def main(argv):
         )
     except UserError as error:
         print(f"export: error: {error}", file=sys.stderr)
-        raise SystemExit(REFUSED_STATUS) from None
+        raise SystemExit(error.exit_status) from None
     print(path, file=sys.stdout)
 
 
 if __name__ == "__main__":
-    app.run(main, flags_parser=flags_parser("export"))
+    run_tool(main, "export")

@@ -32,7 +32,7 @@ import keras
 import tensorflow as tf
 
 import models.transformer  # Also registers the Keras classes that model.keras names.
-from common.errors import UserError
+from common.errors import UserError, WorkError
 from data import multilingual
 from export import warmup
 from export.serving_module import DEFAULT_LENGTH_BUCKETS, ServingModule
@@ -52,6 +52,10 @@ _TEMPORARY_NAME = re.compile(r"\.tmp-\d+-[a-z0-9_]+")
 
 class ExportError(UserError, ValueError):
     """A model_dir, export_dir or version the export cannot use (the message names the flag and path)."""
+
+
+class ExportWriteError(WorkError, ExportError):
+    """The export could not be written (a full disk, a file-size limit): a failure during the work."""
 
 
 def existing_versions(export_dir):
@@ -310,7 +314,7 @@ def export_model(
         os.rename(temporary, final_path)  # Atomic on one file system; fails if final_path appeared.
     except (OSError, tf.errors.OpError) as error:
         shutil.rmtree(temporary, ignore_errors=True)
-        raise ExportError(
+        raise ExportWriteError(
             f"cannot write {final_path}: {_write_failure_reason(error)}; nothing was installed "
             f"(the temporary directory is removed) and {export_dir} keeps the versions it had"
         ) from None

@@ -1,8 +1,9 @@
 """The batching loop both translators share: sentences in a given order, a batch at a time, the
 results put back in input order, with an optional progress line on stderr."""
 
-import sys
 import time
+
+from common.progress import ProgressLine
 
 
 def translate_in_order(sentence_count, order, batch_size, translate_batch, progress=False, n_best=None):
@@ -17,7 +18,8 @@ def translate_in_order(sentence_count, order, batch_size, translate_batch, progr
         translate_batch: `indices -> (texts, scores)`, bytes (UTF-8) or str texts and float scores
             for those positions, in the same order (with `n_best`: a list of `n_best` of each per
             position).
-        progress: print `translated done/total sentences (rate/s)` on stderr as batches finish.
+        progress: report `translated done/total sentences (rate/s)` on stderr as batches finish
+            (`common.progress.ProgressLine`: in place at a terminal, plain lines in a file).
         n_best: None for one translation per sentence, else how many `translate_batch` gives.
 
     Returns:
@@ -27,6 +29,7 @@ def translate_in_order(sentence_count, order, batch_size, translate_batch, progr
     translations = [""] * sentence_count if n_best is None else [[""] * n_best for _ in range(sentence_count)]
     scores = [0.0] * sentence_count if n_best is None else [[0.0] * n_best for _ in range(sentence_count)]
     started = time.perf_counter()
+    line = ProgressLine() if progress else None
     for start in range(0, len(order), batch_size):
         indices = order[start : start + batch_size]
         texts, batch_scores = translate_batch(indices)
@@ -36,12 +39,10 @@ def translate_in_order(sentence_count, order, batch_size, translate_batch, progr
             else:
                 translations[index] = [_text(text) for text in texts[row]]
                 scores[index] = [float(score) for score in batch_scores[row]]
-        if progress:
+        if line is not None:
             done = min(start + batch_size, len(order))
             rate = done / max(time.perf_counter() - started, 1e-9)
-            print(f"\rtranslated {done}/{len(order)} sentences ({rate:.1f}/s)", end="", file=sys.stderr, flush=True)
-    if progress and order:
-        print(file=sys.stderr)
+            line.update(f"translated {done}/{len(order)} sentences ({rate:.1f}/s)", final=done == len(order))
     return translations, scores
 
 

@@ -5,12 +5,12 @@ tokenization, search and detokenization inside the graph; `n_best`, `prefix` (ta
 `score` scores given translations (the signatures: docs/serving.md)."""
 
 import os
-import sys
 
 import tensorflow as tf
 
 from common.errors import UserError
 from common.json_files import read_json
+from common.progress import ProgressLine
 from data import multilingual
 from data.tokenizer import Tokenizer
 from inference import steering
@@ -347,7 +347,7 @@ class SavedModelTranslator(TextTranslator):
         if self.tokenizer is not None and self.max_input_length and sources:
             lengths = self._source_lengths(sources)
             self.truncated_indices = [i for i, length in enumerate(lengths) if length > self.max_input_length]
-        results = []
+        results, line = [], ProgressLine() if progress else None
         for start in range(0, len(sources), self.batch_size):
             batch = range(start, min(start + self.batch_size, len(sources)))
             outputs = signature(
@@ -359,10 +359,8 @@ class SavedModelTranslator(TextTranslator):
                 PairScore(float(log_prob), int(length))
                 for log_prob, length in zip(outputs["log_probs"].numpy(), outputs["lengths"].numpy())
             ]
-            if progress:
-                print(f"\rscored {len(results)}/{len(sources)} pairs", end="", file=sys.stderr, flush=True)
-        if progress and sources:
-            print(file=sys.stderr)
+            if line is not None:
+                line.update(f"scored {len(results)}/{len(sources)} pairs", final=len(results) == len(sources))
         return results
 
 

@@ -3,11 +3,11 @@ fixed shapes, beam search (compiled once per shape), detokenize, restore the inp
 """
 
 import math
-import sys
 
 import keras
 import numpy as np
 
+from common.progress import ProgressLine
 from common.special_ids import EOS_ID, PAD_ID
 from data import multilingual
 from inference import steering
@@ -397,12 +397,15 @@ class Translator(TextTranslator):
         source_rows = self.encode(sources)
         target_rows = [list(row) + [EOS_ID] for row in self.tokenizer.tokenize(targets).to_list()] if targets else []
         if self._scorer is None:
-            self._scorer = compile_search(
-                lambda source, target: score_ids(self.model, source, target), self.model.variables, any_shape=True
-            )
+            model = self.model
+
+            def scorer(source, target):  # A def, not a lambda: autograph reads its source.
+                return score_ids(model, source, target)
+
+            self._scorer = compile_search(scorer, model.variables, any_shape=True)
         order = sorted(range(len(sources)), key=lambda i: (len(source_rows[i]), len(target_rows[i])))
         results = [None] * len(sources)
-        done = 0
+        done, line = 0, ProgressLine() if progress else None
         for start in range(0, len(order), self.batch_size):
             indices = order[start : start + self.batch_size]
             source = self._pad([source_rows[i] for i in indices])
@@ -412,10 +415,8 @@ class Translator(TextTranslator):
             for row, index in enumerate(indices):
                 results[index] = PairScore(float(log_probs[row]), int(lengths[row]))
             done += len(indices)
-            if progress:
-                print(f"\rscored {done}/{len(order)} pairs", end="", file=sys.stderr, flush=True)
-        if progress and order:
-            print(file=sys.stderr)
+            if line is not None:
+                line.update(f"scored {done}/{len(order)} pairs", final=done == len(order))
         return results
 
 

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 
 import keras
 
@@ -65,6 +66,8 @@ STARTUP_NOISE = (
     "cpu_feature_guard",
     "shuffle=True",
     "triggered tf.function retracing",
+    "To enable the following instructions",
+    "AutoGraph could not transform",
 )
 
 
@@ -183,9 +186,41 @@ TOOL_ENV = dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="2", KERA
 
 
 def run_train_py(model_dir, *flags, timeout=600):
-    """`python train.py --model_dir=model_dir *flags` in a new process (the CompletedProcess)."""
+    """`python train.py --model_dir=model_dir *flags` in a new process, its output into files
+    (`run_logged`: the CompletedProcess, its output checked plain)."""
     command = [sys.executable, os.path.join(REPO_ROOT, "train.py"), f"--model_dir={model_dir}", *flags]
-    return subprocess.run(command, cwd=REPO_ROOT, env=TOOL_ENV, capture_output=True, text=True, timeout=timeout)
+    return run_logged(command, cwd=REPO_ROOT, env=TOOL_ENV, text=True, timeout=timeout)
+
+
+# What progress meant for a terminal leaves in a file: carriage returns, backspaces, escape codes.
+TERMINAL_CONTROLS = ("\r", "\b", "\x1b")
+
+
+def assert_plain_output(text):
+    """A tool's stdout or stderr written to a file: plain lines, without terminal controls or
+    TensorFlow's start-up lines."""
+    found = [control for control in TERMINAL_CONTROLS if control in text]
+    assert not found, f"{found} in: {text[-2000:]!r}"
+    noise = [line for line in text.splitlines() if any(marker in line for marker in STARTUP_NOISE)]
+    assert not noise, noise
+
+
+def run_logged(command, text=False, **options):
+    """`subprocess.run(command, **options)` with stdout and stderr each written to a file, as
+    `tool > out.log 2> err.log` (or cron, or CI) runs a tool: no terminal, no pipe. Returns the
+    CompletedProcess with the files' contents as `stdout` and `stderr` (str with `text`), each
+    checked by `assert_plain_output`."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        completed = subprocess.run(command, stdout=out, stderr=err, **options)
+        out.seek(0)
+        err.seek(0)
+        outputs = [out.read(), err.read()]
+    for output in outputs:
+        assert_plain_output(output.decode("utf-8", "replace"))
+    if text:
+        outputs = [output.decode("utf-8", "replace") for output in outputs]
+    completed.stdout, completed.stderr = outputs
+    return completed
 
 
 def assert_train_refuses(model_dir, argv, message, status=None):

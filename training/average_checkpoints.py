@@ -12,7 +12,8 @@ import os
 from absl import app, flags
 
 from cli import checkpoint_flag
-from common.errors import UserError
+from common import quiet_logs
+from common.errors import run_tool
 from inference.runs import RunDir
 
 FLAGS = flags.FLAGS
@@ -39,16 +40,14 @@ def write_chosen(model_dir, checkpoint, output):
 
 
 def main(argv):
+    quiet_logs.quiet_tool_output()
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
     output = FLAGS.output or os.path.join(FLAGS.model_dir, "averaged.keras")
-    try:
-        chosen = write_chosen(FLAGS.model_dir, FLAGS.checkpoint, output)
-    except UserError as error:
-        raise SystemExit(f"average_checkpoints: error: {error}") from None
+    chosen = write_chosen(FLAGS.model_dir, FLAGS.checkpoint, output)  # A UserError: one line (`run_tool`).
     print(f"wrote {chosen.describe()} to {output}")
 
 
 if __name__ == "__main__":
     define_flags()
-    app.run(main)
+    run_tool(main, "average_checkpoints")

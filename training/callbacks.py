@@ -1,5 +1,5 @@
 """Keras callbacks of `train.py`: checkpoints, learning rate and throughput, dev-set BLEU, the best
-checkpoint and early stopping."""
+checkpoint and early stopping, and plain progress lines for a log file."""
 
 import csv
 import math
@@ -10,6 +10,7 @@ import time
 import keras
 import sacrebleu
 
+from common import progress
 from inference import runs
 from training import checkpoints
 
@@ -107,7 +108,8 @@ class DevBleu(keras.callbacks.Callback):
         search = "greedy" if beam == 1 else f"beam {beam}"
         each = ", ".join(f"{name} {score:.2f}" for name, score in self.last_pair_bleu.items())
         print(
-            f"\nstep {_step(self.model)}: dev BLEU {self.last_bleu:.2f} on {len(self.sources)} sentences ({search})"
+            ("\n" if progress.is_terminal(sys.stdout) else "")  # Below Keras's bar, not on it.
+            + f"step {_step(self.model)}: dev BLEU {self.last_bleu:.2f} on {len(self.sources)} sentences ({search})"
             + (f": {each} (their mean)" if each else "")
         )
 
@@ -208,6 +210,82 @@ class BestCheckpoint(keras.callbacks.Callback):
     def _write_weights(self, path):
         checkpoints.check_room(path, checkpoints.expected_bytes(self.model, self.run.checkpoint_dir))
         self.model.save_weights(path)
+
+
+class PlainProgress(keras.callbacks.Callback):
+    """Training progress as plain lines on stdout, for a file or a pipe (Keras's bar, `verbose=1`,
+    is for a terminal): one `step S/T: loss ..., lr ..., N steps/s` line every `interval`
+    (`common.progress.Interval`) and one at the end of each epoch, which adds the dev loss and dev
+    BLEU of the epochs that have them.
+
+    Args:
+        total_steps: the run's last step (optimizer updates).
+        interval: how often a line is written within an epoch.
+        epochs: the run's epochs (default: the fit's; a resumed run is several fits).
+        stream: where the lines go (default: stdout at the time of the line).
+    """
+
+    def __init__(self, total_steps, interval, epochs=None, stream=None):
+        super().__init__()
+        self.total_steps, self.interval, self.epochs, self._stream = total_steps, interval, epochs, stream
+
+    def _write(self, text):
+        stream = self._stream if self._stream is not None else sys.stdout
+        stream.write(text + "\n")
+        stream.flush()
+
+    def _mark(self):
+        self._last_step, self._last_time = _step(self.model), time.perf_counter()
+
+    def _rate(self, step):
+        return (step - self._last_step) / max(time.perf_counter() - self._last_time, 1e-9)
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._mark()
+        self._epoch_start = (self._last_step, self._last_time)
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.interval.seconds and time.perf_counter() - self._last_time < self.interval.seconds:
+            return  # Checked first: reading the step waits for the device.
+        if not (self.interval.seconds or self.interval.steps):
+            return
+        step = _step(self.model)
+        if self.interval.steps and step - self._last_step < self.interval.steps:
+            return
+        learning_rate = float(keras.ops.convert_to_numpy(self.model.optimizer.learning_rate))
+        line = f"step {step}/{self.total_steps}: " + _values(
+            dict(logs or {}, learning_rate=learning_rate), ("loss", "learning_rate")
+        )
+        self._write(f"{line}, {self._rate(step):.2f} steps/s")
+        self._mark()
+
+    def on_epoch_end(self, epoch, logs=None):
+        step = _step(self.model)
+        self._last_step, self._last_time = self._epoch_start
+        line = f"epoch {epoch + 1}/{self.epochs or self.params.get('epochs', '?')}, step {step}/{self.total_steps}: "
+        line += _values(logs, ("loss", "accuracy", "learning_rate"))
+        line += f", {self._rate(step):.2f} steps/s"
+        if (logs or {}).get("target_tokens_per_second") is not None:
+            line += f", {logs['target_tokens_per_second']:,.0f} target tokens/s"
+        dev = _values(logs, ("val_loss", "val_accuracy", "val_bleu"))
+        self._write(line + (f"; dev {dev}" if dev else ""))
+        self._mark()
+
+
+_SHORT_NAMES = {"learning_rate": "lr", "val_loss": "loss", "val_accuracy": "accuracy", "val_bleu": "BLEU"}
+
+
+def _values(logs, names):
+    """`name value, ...` of those of `names` that `logs` holds (Keras's per-epoch or running values)."""
+    logs = logs or {}
+    shown = []
+    for name in names:
+        if logs.get(name) is None:
+            continue
+        value = float(logs[name])
+        text = f"{value:.3g}" if name == "learning_rate" else f"{value:.2f}" if name == "val_bleu" else f"{value:.4f}"
+        shown.append(f"{_SHORT_NAMES.get(name, name)} {text}")
+    return ", ".join(shown)
 
 
 class TrainingLog(keras.callbacks.Callback):

@@ -23,8 +23,9 @@ import sys
 import keras
 import tensorflow as tf
 
+from common import progress
 from common.bleu_tokenizers import bleu_tokenizer
-from common.errors import UserError
+from common.errors import UserError, WorkError
 from data import corpora, multilingual, pipeline, service
 from data.sources import corpus_mix
 from data.tokenizer import Tokenizer, train_sentencepiece
@@ -44,9 +45,17 @@ from training.distribution import (
 )
 from training.run_dir import RunDir
 
+# Plain progress lines within an epoch (besides one at its end) when stdout is no terminal.
+DEFAULT_PROGRESS = progress.Interval(seconds=60.0)
+
 
 class TrainingError(UserError, RuntimeError):
     """Training stopped for a reason the user must act on (the message says which)."""
+
+
+class TrainingFailure(WorkError, TrainingError):
+    """Training started and failed (a write failed, the loss became NaN): exit status 1, where a
+    refused start exits with 2."""
 
 
 class TrainingInterrupted(RuntimeError):
@@ -201,10 +210,12 @@ def _validation_epochs(eval_epochs, epochs):
     return sorted(set(range(eval_epochs, epochs + 1, eval_epochs)) | {epochs})
 
 
-def train(config, start_over=False, callbacks=()):
+def train(config, start_over=False, callbacks=(), progress_every=DEFAULT_PROGRESS):
     """Trains (or resumes) the run described by a `training.config.RunConfig`; returns a summary dict.
 
-    `callbacks` are extra Keras callbacks, run after the built-in ones.
+    `callbacks` are extra Keras callbacks, run after the built-in ones. Progress goes to stdout:
+    Keras's bar at a terminal, else plain lines every `progress_every` (a `common.progress.Interval`)
+    and at each epoch's end (`training.callbacks.PlainProgress`).
 
     Raises:
         TrainingError: unwritable model_dir, a non-finite loss, and other conditions to act on.
@@ -253,13 +264,13 @@ def train(config, start_over=False, callbacks=()):
         lock = run.lock()  # Each worker of a multi-worker run locks its own directory.
     except ModelDirError as error:
         raise TrainingError(str(error)) from error
-    start = _Start(config, start_over, strategy, chief, chief_run, run, parent)
+    start = _Start(config, start_over, strategy, chief, chief_run, run, parent, progress_every=progress_every)
     try:
         with lock:
             try:
                 return _train_locked(start, callbacks)
             except (checkpoints.WriteError, OSError) as error:
-                raise TrainingError(_write_failure(error, start.model, run)) from None
+                raise TrainingFailure(_write_failure(error, start.model, run)) from None
     except BaseException:
         if created:
             run.remove_if_unused()  # A run refused before it wrote anything (bad data) leaves no directory.
@@ -332,6 +343,7 @@ class _Start:
     chief_run: RunDir
     run: RunDir  # The chief's run directory, or this worker's own.
     parent: object  # The `init_from.ParentWeights` of a fine-tuning's first start, or None.
+    progress_every: progress.Interval = DEFAULT_PROGRESS  # Plain progress lines, when stdout is no terminal.
     corpus: object = None  # A `corpora` corpus: its train and dev files.
     reverse: bool = False  # Whether the corpus's pairs are read target-first.
     mix: list | None = None  # The sources of a weighted training mix, or None.
@@ -470,7 +482,7 @@ def _datasets(start):
     training stream, and the dev set (its length known, so Keras validates without reading past it)."""
     options, data, corpus, tokenizer = start.options, start.config.data, start.corpus, start.tokenizer
     source_tokenizer = None if start.source_tokenizer is tokenizer else start.source_tokenizer
-    # The corpus cache's files were checked as they were written (`data.corpus_writer`) and are
+    # The corpus cache's files were checked as they were written (`data.sources.corpus_writer`) and are
     # checked by size at each start (`corpus_cache.check_corpus`): no line-by-line pass here.
     dataset_options = dict(
         batch_tokens=options.batch_tokens,
@@ -599,8 +611,8 @@ def _fit(start, train_dataset_from, dev_dataset, fit_callbacks):
             shuffle=False,  # The stream is shuffled by tf.data.
             validation_data=dev_dataset,
             validation_freq=_validation_epochs(start.eval_epochs, start.epochs),
-            callbacks=[preemption.StopOnSignal(stop_request)] + fit_callbacks.all,
-            verbose=2 if os.environ.get("CI") else 1,
+            callbacks=[preemption.StopOnSignal(stop_request)] + fit_callbacks.all + _progress_callbacks(start),
+            verbose=1 if progress.is_terminal(sys.stdout) else 0,
         )
         try:
             history = _fit_epochs(
@@ -628,6 +640,13 @@ def _fit(start, train_dataset_from, dev_dataset, fit_callbacks):
     return history
 
 
+def _progress_callbacks(start):
+    """Keras's bar (`verbose=1`) at a terminal; plain lines in a file or a pipe."""
+    if progress.is_terminal(sys.stdout):
+        return []
+    return [training_callbacks.PlainProgress(start.options.train_steps, start.progress_every, epochs=start.epochs)]
+
+
 def _training_plan(start):
     """The line that announces a fit: the model, the steps, the replicas and the batches."""
     options, model = start.options, start.model
@@ -643,7 +662,7 @@ def _check_finite(history, run):
     """Refuses a history whose training loss became NaN or infinite (TerminateOnNaN stopped the fit)."""
     if any(not math.isfinite(loss) for loss in history.get("loss", [])):
         last = run.latest_checkpoint()
-        raise TrainingError(
+        raise TrainingFailure(
             "the training loss became NaN or infinite; training stopped and no checkpoint was written from "
             f"that state (newest good one: {last[1] if last else 'none'}). Lower --learning_rate_scale, "
             "raise --warmup_steps, or use --mixed_precision=bf16 instead of fp16."

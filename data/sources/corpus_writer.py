@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
+from common.progress import PLAIN_SECONDS, is_terminal
 from common.write_errors import writing
 from data.sources import cleaning, duplicates
 from data.sources.corpus_cache import MANIFEST, MANIFEST_FORMAT, write_manifest
@@ -40,10 +41,15 @@ def shard_name(index: int, count: int) -> str:
 
 
 class ProgressLine:
-    """A line on stderr, at most every `every` seconds, with the pairs read and kept, the rate and,
-    when `fraction_done` can say how far the input is, an estimate of the time left."""
+    """A plain line on stderr, at most every `every` seconds (default: 2 at a terminal, else
+    `common.progress.PLAIN_SECONDS`), with the pairs read and kept, the rate and, when
+    `fraction_done` can say how far the input is, an estimate of the time left."""
 
-    def __init__(self, label: str, fraction_done: Callable[[], float | None] = lambda: None, every: float = 2.0):
+    def __init__(
+        self, label: str, fraction_done: Callable[[], float | None] = lambda: None, every: float | None = None
+    ):
+        if every is None:
+            every = 2.0 if is_terminal(sys.stderr) else PLAIN_SECONDS
         self._label, self._fraction_done, self._every = label, fraction_done, every
         self._start = self._last = time.monotonic()
         self.printed = False

@@ -29,9 +29,10 @@ PROGRAM = r"""
 import os, sys, time
 from absl import app, flags
 from common import quiet_logs
+from common.errors import run_tool
 
 def main(argv):
-    quiet_logs.quiet_tool_output()
+    quiet_logs.quiet_tool_output()  # As the tools do: run_tool has already filtered, before parsing.
     for line in sys.argv[-1].split("|"):
         os.write(2, line.encode() + b"\n")  # As TensorFlow's C++ code writes: to the descriptor.
     os.write(2, b"\rprogress 1/2")  # An unfinished line goes through at once.
@@ -39,7 +40,7 @@ def main(argv):
     os.write(2, b"\rprogress 2/2\n")
     print("python's own stderr", file=sys.stderr)
 
-app.run(main)
+run_tool(main, "program")
 """
 
 

@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from tests.data.helpers import make_pairs, write_parallel
-from tests.helpers import REPO_ROOT
+from tests.helpers import REPO_ROOT, run_logged
 
 
 def test_command_line_user_corpus(tmp_path):
@@ -16,7 +16,7 @@ def test_command_line_user_corpus(tmp_path):
         with _open(tmp_path / f"part{part}.en{suffix}") as en, _open(tmp_path / f"part{part}.de{suffix}") as de:
             en.write("".join(f"{english}\n" for english, _ in pairs[part::3]).encode())
             de.write("".join(f"{german}\n" for _, german in pairs[part::3]).encode())
-    result = subprocess.run(
+    result = run_logged(  # Its output into files, as cron or CI runs it: plain lines.
         [
             sys.executable,
             "-m",
@@ -32,9 +32,7 @@ def test_command_line_user_corpus(tmp_path):
             "--vocab_sample_lines=150",
         ],
         cwd=REPO_ROOT,
-        capture_output=True,
         text=True,
-        check=False,
     )
     assert result.returncode == 0, result.stderr
     with open(tmp_path / "cache" / "cli" / "manifest.json", encoding="utf-8") as f:
@@ -50,20 +48,17 @@ def _open(path):
 
 
 def _run_prepare(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "data.prepare", *args],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    return run_logged([sys.executable, "-m", "data.prepare", *args], cwd=REPO_ROOT, text=True)
 
 
 @pytest.mark.parametrize("flag", ["--train_tsv=pairs.tsv", "--languages=en-de", "--name=mine", "--test_src=test.en"])
 def test_command_line_refuses_user_corpus_flags_without_corpus_user(tmp_path, flag):
     result = _run_prepare("--corpus=tatoeba-en-es", f"--cache_dir={tmp_path / 'cache'}", flag)
-    assert result.returncode != 0
-    assert f"{flag.split('=')[0]} describe a user corpus: add --corpus=user" in result.stderr
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        f"data.prepare: error: {flag.split('=')[0]} describe a user corpus: add --corpus=user "
+        "(--corpus=tatoeba-en-es builds a built-in corpus and would ignore them)."
+    ]
     assert not (tmp_path / "cache").exists()
 
 
@@ -77,7 +72,7 @@ def test_command_line_needs_two_language_codes(tmp_path, languages):
         f"--train_src={src}",
         f"--train_tgt={tgt}",
     )
-    assert result.returncode != 0
+    assert result.returncode == 2
     assert f"--languages must be two codes like en-de, got '{languages}'" in result.stderr
 
 
@@ -93,7 +88,7 @@ def test_command_line_reports_input_errors_without_a_traceback(tmp_path):
         (tmp_path / "missing.tsv", f"data.prepare: error: {tmp_path / 'missing.tsv'}: file not found"),
     ]:
         result = _run_prepare("--corpus=user", "--languages=en-de", cache, f"--train_tsv={train}")
-        assert result.returncode != 0
+        assert result.returncode == 2
         assert result.stderr.strip().splitlines()[-1].startswith(message), result.stderr
         assert "Traceback" not in result.stderr
 
@@ -108,7 +103,7 @@ def test_command_line_reports_a_vocab_size_error_without_a_traceback(tmp_path):
         f"--train_tgt={tgt}",
         "--vocab_size=100",
     )
-    assert result.returncode != 0
+    assert result.returncode == 2
     assert "data.prepare: error: vocab_size=100 is too small for" in result.stderr
     assert "Traceback" not in result.stderr
 
@@ -127,7 +122,7 @@ def _limit_file_size(limit_bytes):
 
 def test_a_corpus_that_cannot_be_written_is_one_error_naming_the_file_and_leaves_nothing(tmp_path):
     """Under a 20 kB file-size limit the training split does not fit: one line naming the file as
-    it would have been installed, exit 1, and nothing in the cache (no entry, no temporary
+    it would have been installed, exit 1 (a failure during the work), and nothing in the cache (no entry, no temporary
     directory); without the limit the same command builds the corpus."""
     src, tgt = write_parallel(tmp_path, make_pairs(2000, seed=5))
     cache = tmp_path / "cache"

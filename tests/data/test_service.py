@@ -3,6 +3,7 @@
 import collections
 import contextlib
 import dataclasses
+import signal
 import subprocess
 import sys
 
@@ -10,44 +11,51 @@ import keras
 import numpy as np
 import pytest
 
+from common.errors import BAD_INPUT_STATUS, INTERRUPTED_STATUS
 from common.special_ids import PAD_ID
 from data import pipeline, service
-from tests.helpers import REPO_ROOT, small_run_config
+from tests.helpers import REPO_ROOT, STARTUP_NOISE, run_logged, small_run_config
 
 
 @contextlib.contextmanager
 def _service(workers=2):
     """`(address, worker processes)` of a dispatcher and `workers` workers started with
-    `python -m data.service`, stopped on exit."""
+    `python -m data.service`, stopped on exit: the dispatcher by Ctrl-C (SIGINT), which it answers
+    with one line and exit status 130."""
     processes = []
+    # Ctrl-C as at a terminal, even where the test runner was started with SIGINT ignored.
+    options = dict(cwd=REPO_ROOT, stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint)
     try:
-        dispatcher = subprocess.Popen(
-            [sys.executable, "-m", "data.service", "dispatcher", "--port=0"],
-            cwd=REPO_ROOT,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        dispatcher = subprocess.Popen([sys.executable, "-m", "data.service", "dispatcher", "--port=0"], **options)
         processes.append(dispatcher)
         address = _announced(dispatcher, "dispatcher at ")
         started = []
         for _ in range(workers):
             command = [sys.executable, "-m", "data.service", "worker", f"--dispatcher={address.split('://')[1]}"]
-            started.append(subprocess.Popen(command, cwd=REPO_ROOT, stderr=subprocess.PIPE, text=True))
+            started.append(subprocess.Popen(command, **options))
         processes += started
         for worker in started:
             _announced(worker, "worker of ")
         yield address, started
+        dispatcher.send_signal(signal.SIGINT)
+        assert dispatcher.wait(timeout=60) == INTERRUPTED_STATUS
+        assert dispatcher.stderr.read().strip() == "data.service: interrupted"
     finally:
         for process in processes:
             process.kill()
             process.wait()
 
 
+def _default_sigint():
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _announced(process, marker):
-    """The last word of the line of `process`'s stderr that holds `marker`."""
+    """The last word of the line of `process`'s stderr that holds `marker`, its first line: no
+    TensorFlow start-up line comes before it."""
     for line in process.stderr:
-        if marker in line:
-            return line.split()[-1]
+        assert marker in line and not any(noise in line for noise in STARTUP_NOISE), line
+        return line.split()[-1]
     raise AssertionError(f"{process.args} ended without saying {marker!r}")
 
 
@@ -107,6 +115,22 @@ def test_an_address_where_no_dispatcher_answers_is_one_error_naming_it():
         service.check_dispatcher("localhost:5050")
 
 
+def test_a_worker_whose_dispatcher_does_not_answer_is_refused_in_one_line():
+    """Before TensorFlow is imported: a quick process, exit status 2."""
+    with socket_bound() as port:
+        refused = run_logged(
+            [sys.executable, "-m", "data.service", "worker", f"--dispatcher=localhost:{port}"],
+            cwd=REPO_ROOT,
+            text=True,
+            timeout=60,
+        )
+    assert refused.returncode == BAD_INPUT_STATUS, refused.stderr
+    assert refused.stderr.splitlines() == [
+        f"data.service: error: --dispatcher=grpc://localhost:{port}: no tf.data service dispatcher answers at "
+        f"localhost:{port} (Connection refused); start one with `python -m data.service dispatcher --port={port}`"
+    ]
+
+
 @contextlib.contextmanager
 def socket_bound():
     """A loopback port that is bound but not listening: connections to it are refused."""
@@ -127,5 +151,8 @@ def test_training_with_no_dispatcher_at_its_address_stops_naming_it(sample_corpu
         config = dataclasses.replace(
             config, train=dataclasses.replace(config.train, data_service=f"grpc://localhost:{port}")
         )
-        with pytest.raises(TrainingError, match=f"no tf.data service dispatcher answers at localhost:{port}"):
+        with pytest.raises(
+            TrainingError, match=f"no tf.data service dispatcher answers at localhost:{port}"
+        ) as refused:
             train(config)
+    assert refused.value.exit_status == BAD_INPUT_STATUS  # A refused start: train.py exits with 2.

@@ -147,6 +147,6 @@ def test_export_records_the_choice_and_the_averaging_tool_shares_it(best_at_100,
     refused = _run(
         "-m", "training.average_checkpoints", f"--model_dir={run.path}", f"--output={tmp_path / 'five.keras'}"
     )
-    assert refused.returncode != 0
+    assert refused.returncode == 2
     assert "average_checkpoints: error: --checkpoint=average:5: " in refused.stderr  # The tool's default.
     assert not (tmp_path / "five.keras").exists()

@@ -5,7 +5,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 
 import pytest
@@ -16,7 +15,7 @@ from evaluation import evaluator, reference_sets
 from inference.runs import ModelDirError, RunDir
 from inference.saved_model_translator import ExportDirError, SavedModelTranslator
 from models.search_config import SearchConfig
-from tests.helpers import EXPORT_SETTINGS, REPO_ROOT, STARTUP_NOISE
+from tests.helpers import EXPORT_SETTINGS, REPO_ROOT, STARTUP_NOISE, run_logged
 
 # The search settings an export records: the direct evaluation is given the shared export's.
 SEARCH_KEYS = ("beam_size", "alpha", "max_extra_length", "max_input_length")
@@ -24,13 +23,13 @@ BLEU_SIGNATURE = re.compile(r"^signature: nrefs:1\|case:mixed\|eff:no\|tok:13a\|
 CHRF_SIGNATURE = re.compile(r"^signature: nrefs:1\|case:mixed\|eff:yes\|nc:6\|nw:0\|space:no\|version:\S+$", re.M)
 
 
-def run_evaluate(*flags, timeout=300):
+def run_evaluate(*flags, timeout=300, progress=False):
+    """evaluate.py in a new process, its output into files (`run_logged`: checked plain)."""
     environment = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO_ROOT)
-    return subprocess.run(
-        [sys.executable, os.path.join(REPO_ROOT, "evaluate.py"), "--noprogress", *flags],
+    return run_logged(
+        [sys.executable, os.path.join(REPO_ROOT, "evaluate.py"), "--progress" if progress else "--noprogress", *flags],
         cwd=REPO_ROOT,
         env=environment,
-        capture_output=True,
         text=True,
         timeout=timeout,
     )
@@ -51,9 +50,12 @@ def test_evaluate_scores_the_tiny_run_on_its_test_split_averaging_and_plotting(t
         "--max_extra_length=5",
         "--plot_attention=Open the file.",
         f"--plot_dir={plots}",
+        progress=True,
     )
     assert completed.returncode == 0, completed.stderr[-4000:]
     assert "loaded the mean of 2 checkpoint(s), of steps 100, 200" in completed.stderr
+    # In a file, progress is plain lines (`run_logged` checks: no \r), the last one the whole set.
+    assert re.search(r"^translated (\d+)/\1 sentences \(\d+\.\d/s\)$", completed.stderr, re.M), completed.stderr
     assert not [noise for noise in STARTUP_NOISE if noise in completed.stderr], completed.stderr
     stdout = completed.stdout
     bleu = re.search(r"^sacreBLEU: BLEU = (\d+\.\d+) ", stdout, re.M)

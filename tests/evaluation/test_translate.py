@@ -16,7 +16,7 @@ import pytest
 from inference.protocol import AlignmentConfig
 from inference.translator import Sampling, Translator
 from models.search_config import SearchConfig
-from tests.helpers import REPO_ROOT, STARTUP_NOISE
+from tests.helpers import REPO_ROOT, STARTUP_NOISE, run_logged
 
 SENTENCES = [
     "Open the file.",
@@ -31,10 +31,9 @@ SEARCH = ["--max_extra_length=6", "--batch_size=2"]
 
 
 def translate(*flags, stdin=b"", timeout=300):
-    """translate.py's `(return code, stdout text, stderr text)`."""
-    completed = subprocess.run(
-        COMMAND + list(flags), input=stdin, capture_output=True, env=ENVIRONMENT, cwd=REPO_ROOT, timeout=timeout
-    )
+    """translate.py's `(return code, stdout text, stderr text)`, its output into files (`run_logged`:
+    checked plain)."""
+    completed = run_logged(COMMAND + list(flags), input=stdin, env=ENVIRONMENT, cwd=REPO_ROOT, timeout=timeout)
     return completed.returncode, completed.stdout.decode("utf-8"), completed.stderr.decode("utf-8", "replace")
 
 
@@ -285,7 +284,10 @@ def test_constraint_lines_steer_their_translations_and_bad_ones_are_refused(
 )
 def test_bad_flags_are_refused(tiny_run, flags, message):
     code, stdout, stderr = translate(f"--model_dir={tiny_run[0]}", *flags)
-    assert code == 2 and message in stderr and stdout == ""
+    assert code == 2 and stdout == ""
+    # One line about the flag that is wrong, without every other flag's value before it.
+    first = stderr.splitlines()[0]
+    assert first.startswith("translate.py: error: --") and message in first, stderr
 
 
 @pytest.mark.slow  # an export of its own

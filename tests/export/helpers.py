@@ -8,19 +8,15 @@ import sys
 
 from tensorflow.core.protobuf import saved_model_pb2
 
-from tests.helpers import REPO_ROOT
+from tests.helpers import REPO_ROOT, run_logged
 
 
 def run_export(*arguments, timeout=300, **options):
-    """`python -m export *arguments` in a new process from the repository root (the CompletedProcess,
-    text output captured); `options` go to subprocess.run (env, preexec_fn)."""
-    return subprocess.run(
-        [sys.executable, "-m", "export", *arguments],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        **options,
+    """`python -m export *arguments` in a new process from the repository root, its output into
+    files (`run_logged`: the CompletedProcess, its text output checked plain); `options` go to
+    subprocess.run (env, preexec_fn)."""
+    return run_logged(
+        [sys.executable, "-m", "export", *arguments], cwd=REPO_ROOT, text=True, timeout=timeout, **options
     )
 
 

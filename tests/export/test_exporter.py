@@ -213,8 +213,8 @@ def test_warmup_requests_are_prediction_logs_the_signature_answers(exported, ser
 def test_an_export_that_cannot_be_written_is_one_error_and_keeps_the_versions_there(exported, tmp_path):
     """Under a 300 kB file-size limit (SIGXFSZ ignored: writes fail with EFBIG) the SavedModel does
     not fit: one ExportError naming the version directory, no temporary directory, and the version
-    already there untouched. The command prints an ExportError as one line with exit status 1:
-    test_command_errors_are_one_line_naming_the_flag."""
+    already there untouched. A failure during the work: the command prints it as one line
+    (test_command_errors_are_one_line_naming_the_flag) with exit status 1."""
     import resource
     import signal
 
@@ -233,6 +233,7 @@ def test_an_export_that_cannot_be_written_is_one_error_and_keeps_the_versions_th
     finally:
         resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
         signal.signal(signal.SIGXFSZ, handler)
+    assert refused.value.exit_status == 1
     assert str(refused.value) == (
         f"cannot write {export_dir / '2'}: File too large; nothing was installed (the temporary "
         f"directory is removed) and {export_dir} keeps the versions it had"

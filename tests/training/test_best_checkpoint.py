@@ -279,7 +279,7 @@ def test_train_py_refuses_early_stopping_without_evaluations_and_writes_nothing(
             "--early_stopping=3 ranks dev evaluations by --best_metric=bleu",
         ),
         (["--early_stopping=3", "--eval_every=1000", "--train_steps=1000"], "evaluates only at the end"),
-        (["--eval_sentences=some"], "--eval_sentences must be a number of sentences (0 or more) or all"),
+        (["--eval_sentences=some"], "--eval_sentences=some must be a number of sentences (0 or more) or all"),
         # "all" passes its own check and meets the next one.
         (["--eval_sentences=all", "--early_stopping=1", "--eval_every=500", "--train_steps=500"], "evaluates only at"),
     ]:

@@ -102,6 +102,10 @@ def test_train_py_fine_tunes_the_parents_model_on_a_domain_and_lowers_its_dev_lo
     assert completed.returncode == 0, completed.stderr[-3000:]
     assert f"fine-tuning from {parent}/checkpoints/best.weights.h5 (step 200), the best" in completed.stderr
     assert f"trained to step 60; model written to {model_dir / 'model.keras'}" in completed.stdout
+    # Its output went to a file (`run_train_py`): a plain line per epoch, not Keras's bar.
+    epochs = [line for line in completed.stdout.splitlines() if line.startswith("epoch ")]
+    assert [line.split(":")[0] for line in epochs] == ["epoch 1/2, step 30/60", "epoch 2/2, step 60/60"], epochs
+    assert "; dev loss " in epochs[-1], epochs
     with open(model_dir / "config.json") as handle:
         recorded = json.load(handle)
     assert recorded["model"] == dict(TINY_MODEL, dropout=0.0)
