@@ -209,6 +209,12 @@ class TrainConfig:
         to_flag=eval_sentences_to_flag,
     )
     eval_beam_size: int = option(1, "Beam size of the dev BLEU's search (1: greedy, the quickest).", "integer")
+    eval_no_repeat_ngram_size: int = option(
+        0,
+        "The dev BLEU's repetition guard (as --no_repeat_ngram_size of evaluate.py; 0: off).",
+        "integer",
+        lower_bound=0,
+    )
     best_metric: str = option(
         "bleu",
         "What ranks the dev evaluations for the best checkpoint (checkpoints/best.weights.h5): dev BLEU "
@@ -312,7 +318,11 @@ class TrainConfig:
         Raises:
             SearchConfigError: a setting out of range.
         """
-        return SearchConfig(beam_size=self.eval_beam_size, max_input_length=max_input_length)
+        return SearchConfig(
+            beam_size=self.eval_beam_size,
+            max_input_length=max_input_length,
+            no_repeat_ngram_size=self.eval_no_repeat_ngram_size,
+        )
 
 
 @dataclasses.dataclass(frozen=True)
