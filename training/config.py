@@ -358,7 +358,8 @@ def evaluation_refusal(train, distribution=None):
     try:
         train.dev_search()
     except SearchConfigError as error:
-        return f"--eval_beam_size={train.eval_beam_size}: the dev BLEU's {error}"
+        flag = f"eval_{error.name}"  # --eval_beam_size or --eval_no_repeat_ngram_size
+        return f"--{flag}={getattr(train, flag)}: the dev BLEU's {error}"
     if train.early_stopping_min_delta < 0:
         return f"--early_stopping_min_delta={train.early_stopping_min_delta} must be 0 or more"
     if not train.early_stopping:
