@@ -60,6 +60,12 @@ _HELP = {
         "SentencePiece tokens kept per input sentence, EOS included; longer inputs keep their first "
         "max_input_length - 1 tokens.",
     ),
+    "no_repeat_ngram_size": (
+        "Repetition guard: no translation holds an n-gram of this many tokens twice (1: no token twice); "
+        "0 (the default): off.",
+        "Repetition guard baked into the graph: no translation holds an n-gram of this many tokens twice "
+        "(1: no token twice); 0: off.",
+    ),
 }
 
 
@@ -77,7 +83,8 @@ def _setting_parser(name):
 
 
 def define_search_flags(export=False, flag_values=flags.FLAGS):
-    """Defines --beam_size, --alpha, --max_extra_length, --min_length_ratio and --max_input_length.
+    """Defines --beam_size, --alpha, --max_extra_length, --min_length_ratio, --max_input_length and
+    --no_repeat_ngram_size.
 
     Args:
         export: the export's help texts (the search is built into the graph) and its default
@@ -216,5 +223,5 @@ def export_dir_refusal(export_dir, given):
         f"{', '.join(given)} cannot be used with --export_dir: the export has its weights, search and input "
         f"length built in ({describe_search_settings(export_dir)}); leave {'them' if len(given) > 1 else 'it'} "
         "out, use --model_dir, or export again with other values (python -m export --beam_size=... --alpha=... "
-        "--max_extra_length=... --min_length_ratio=... --max_input_length=...)"
+        "--max_extra_length=... --min_length_ratio=... --max_input_length=... --no_repeat_ngram_size=...)"
     )

@@ -52,7 +52,7 @@ class ModelDirError(UserError, RuntimeError):
 
 
 # The search settings a run may record in config.json ("search"); `SearchConfig` checks them.
-RECORDED_SEARCH = ("beam_size", "alpha", "max_extra_length", "min_length_ratio")
+RECORDED_SEARCH = ("beam_size", "alpha", "max_extra_length", "min_length_ratio", "no_repeat_ngram_size")
 
 
 def search_settings(record, where):

@@ -66,11 +66,21 @@ def read_export_config(saved_model_path):
     return read_json(os.path.join(saved_model_path, EXPORT_CONFIG), ExportDirError)
 
 
+def export_settings(config):
+    """The "export" section of an export_config.json (`config`, parsed; {} for none), with the
+    settings an older export did not record filled in as it has them built in: an export written
+    before the repetition guard searches without one (no_repeat_ngram_size=0)."""
+    settings = (config or {}).get("export", {})
+    if settings and "no_repeat_ngram_size" not in settings:
+        settings = {**settings, "no_repeat_ngram_size": 0}
+    return settings
+
+
 def describe_search_settings(export_dir):
     """The search settings built into the export, e.g. "beam_size=4, alpha=0.6, ... (from
     <path>/assets.extra/export_config.json)", for messages; says so when the export lacks them."""
     path = resolve_saved_model(export_dir)
-    settings = (read_export_config(path) or {}).get("export", {})
+    settings = export_settings(read_export_config(path))
     known = [f"{name}={settings[name]}" for name in SEARCH_SETTINGS if name in settings]
     if not known:
         return f"{path} records no export settings (no {EXPORT_CONFIG})"
@@ -109,7 +119,7 @@ class SavedModelTranslator(TextTranslator):
         self._signature = loaded.signatures[SIGNATURE]
         self.batch_size = batch_size
         config = read_export_config(self.path) or {}
-        self.settings = config.get("export", {})
+        self.settings = export_settings(config)
         self._model_config = config.get("model", {})
         self.max_input_length = self.settings.get("max_input_length")
         self.search = _recorded_search(self.settings, self.path)

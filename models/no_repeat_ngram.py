@@ -20,10 +20,13 @@ class NoRepeatNgram(SearchPart):
         step, n = inputs.step, self.size
         seq = ops.reshape(inputs.alive_seq, [-1, inputs.alive_seq.shape[2]])  # [batch * beam, L + 1]
         starts = seq.shape[1] - n + 1  # an n-gram at every position j: tokens j .. j + n - 1
+        if starts < 1:  # Longer than any output: nothing can repeat.
+            return choice_logits
         start = ops.arange(starts, dtype="int32")
         # The n-gram at j is complete (its last token produced at step j + n - 2) and not over BOS.
         valid = ops.logical_and(start >= 1, start + n - 1 <= step)[None, :]  # [1, starts]
-        matched = ops.logical_and(valid, step >= n - 1)
+        # [batch * beam, starts], a row per hypothesis also when no token is compared (size 1).
+        matched = ops.logical_and(ops.logical_and(valid, step >= n - 1), ops.ones_like(seq[:, :starts], "bool"))
         # The last n - 1 tokens, positions step - n + 2 .. step, against each n-gram's first n - 1.
         for k in range(n - 1):
             last = ops.take(seq, ops.maximum(step - n + 2 + k, 0), axis=1)  # [batch * beam]

@@ -42,6 +42,7 @@ _RANGES = {
     "max_extra_length": _Range(int, 1),
     "min_length_ratio": _Range(float, 0.0),
     "max_input_length": _Range(int, 2),  # A token and EOS.
+    "no_repeat_ngram_size": _Range(int, 0),  # 0: off; 1 bars repeating any token (as in fairseq).
     "top_k": _Range(int, 0),
     "temperature": _Range(float, 0.0, strict=True),
     "seed": _Range(int),
@@ -54,7 +55,14 @@ SETTING_BOUNDS = {
     if range_.least is not None and not range_.strict and range_.most is None
 }
 # The settings of a beam search that the search flags set and an export builds into its graph.
-SEARCH_SETTINGS = ("beam_size", "alpha", "max_extra_length", "min_length_ratio", "max_input_length")
+SEARCH_SETTINGS = (
+    "beam_size",
+    "alpha",
+    "max_extra_length",
+    "min_length_ratio",
+    "max_input_length",
+    "no_repeat_ngram_size",
+)
 _KINDS = {int: "an int", float: "a number"}
 
 
@@ -136,6 +144,9 @@ class SearchConfig:
         max_input_length: source tokens kept per sentence, EOS included; longer inputs are cut. None:
             the tool's own default (evaluate.py: the run's `max_length`; the export:
             `EXPORT_MAX_INPUT_LENGTH`, since its graph needs a fixed bound; `Translator`: no limit).
+        no_repeat_ngram_size: the repetition guard (`models.no_repeat_ngram`, fairseq's
+            `--no-repeat-ngram-size`): no output holds an n-gram of this many tokens twice; 1 bars
+            repeating any token; 0 (the paper's search) is off. Every search applies it.
         sampling: a `Sampling` to draw translations instead of searching (a run's translator
             only); None: the beam search.
 
@@ -149,6 +160,7 @@ class SearchConfig:
     min_length_ratio: float = 0.0
     max_input_length: int | None = None
     sampling: Sampling | None = None
+    no_repeat_ngram_size: int = 0
 
     def __post_init__(self):
         _check_fields(self, SEARCH_SETTINGS)

@@ -40,7 +40,8 @@ def translate_ids(
             (EOS included) gets at most n + `max_extra_length` output tokens and at least
             floor(n * `min_length_ratio`) (both counts with EOS; a minimum length is fairseq's
             `--min-len` and OpenNMT's `min_length`, taken here relative to the source since
-            sentence lengths vary). With `sampling`, every token is drawn
+            sentence lengths vary). Its `no_repeat_ngram_size` guards every search (greedy, beam,
+            sampling, constrained, prefixed). With `sampling`, every token is drawn
             (`models.sampling.token_sampler`) instead of searched, one hypothesis per sentence.
         num_return: hypotheses returned per sentence (n-best), at most `beam_size` (1 with sampling).
         max_decode_length: the overall cap and each hypothesis's slot of the self caches; default the padded source length +
@@ -82,40 +83,41 @@ def translate_ids(
             options["prefix_ids"] = prefix_ids
         initial_ids = ops.full((batch_size,), bos_id, dtype="int32")
         if sampling is not None:
-            keys = ops.arange(batch_size) if keys is None else keys
-            sampler = token_sampler(
-                sentence_keys(sampling.seed, keys),
-                top_k=sampling.top_k,
-                temperature=sampling.temperature,
-                top_p=sampling.top_p,
-            )
+            sampler = _sampler(sampling, ops.arange(batch_size) if keys is None else keys)
             return sampling_search(next_logits_fn, initial_ids, {"self": cache["self"]}, sampler=sampler, **options)
-        if beam_size == 1 and constraint_ids is None:  # One slot per sentence: no ancestry to keep.
-            return greedy_search(next_logits_fn, initial_ids, {"self": cache["self"]}, **options)
-        if beam_size == 1:  # Constrained, with one slot per sentence: the greedy state.
-            return beam_search(
-                next_logits_fn,
-                initial_ids,
-                {"self": cache["self"]},
-                beam_size=1,
-                constraint_ids=constraint_ids,
-                **options,
-            )
-        if constraint_ids is not None:
-            options["constraint_ids"] = constraint_ids
-        initial_state = {
-            "self": cache["self"],
-            "ancestry": ops.zeros((batch_size * beam_size, max_decode_length), dtype="int32"),
-        }
-        return beam_search(
-            next_logits_fn,
-            initial_ids,
-            initial_state,
-            beam_size=beam_size,
-            num_return=num_return,
-            reorder_state=_reorder_ancestry,
-            **options,
-        )
+        return _run_search(next_logits_fn, initial_ids, cache["self"], beam_size, num_return, constraint_ids, options)
+
+
+def _sampler(sampling, keys):
+    """The token sampler of `sampling` (a `Sampling`), each sentence's draws fixed by its key."""
+    return token_sampler(
+        sentence_keys(sampling.seed, keys),
+        top_k=sampling.top_k,
+        temperature=sampling.temperature,
+        top_p=sampling.top_p,
+    )
+
+
+def _run_search(next_logits_fn, initial_ids, self_cache, beam_size, num_return, constraint_ids, options):
+    """The greedy search for one slot per sentence and no constraints, else the beam search
+    (constrained when `constraint_ids` is given), with `options` (`_search_options`)."""
+    if beam_size == 1 and constraint_ids is None:  # One slot per sentence: no ancestry to keep.
+        return greedy_search(next_logits_fn, initial_ids, {"self": self_cache}, **options)
+    if constraint_ids is not None:
+        options = {**options, "constraint_ids": constraint_ids}
+    if beam_size == 1:  # Constrained, with one slot per sentence: the greedy state.
+        return beam_search(next_logits_fn, initial_ids, {"self": self_cache}, beam_size=1, **options)
+    rows = ops.shape(initial_ids)[0] * beam_size
+    initial_state = {"self": self_cache, "ancestry": ops.zeros((rows, options["max_decode_length"]), dtype="int32")}
+    return beam_search(
+        next_logits_fn,
+        initial_ids,
+        initial_state,
+        beam_size=beam_size,
+        num_return=num_return,
+        reorder_state=_reorder_ancestry,
+        **options,
+    )
 
 
 def _decode_length(source_ids, max_decode_length, max_extra_length, sampling, num_return):
@@ -179,11 +181,12 @@ def _reorder_ancestry(state, parent_rows):
 
 def _search_options(model, source_lengths, max_decode_length, search, eos_id):
     """The keyword arguments every search takes: the length limits of each sentence from its source
-    length and `search`, the length penalty, EOS and the model's pad id."""
+    length and `search`, the length penalty, the repetition guard, EOS and the model's pad id."""
     options = dict(
         max_decode_length=max_decode_length,
         max_lengths=source_lengths + search.max_extra_length,
         alpha=search.alpha,
+        no_repeat_ngram_size=search.no_repeat_ngram_size,
         eos_id=eos_id,
         pad_id=model.pad_id,
     )

@@ -209,6 +209,12 @@ class TrainConfig:
         to_flag=eval_sentences_to_flag,
     )
     eval_beam_size: int = option(1, "Beam size of the dev BLEU's search (1: greedy, the quickest).", "integer")
+    eval_no_repeat_ngram_size: int = option(
+        0,
+        "The dev BLEU's repetition guard (as --no_repeat_ngram_size of evaluate.py; 0: off).",
+        "integer",
+        lower_bound=0,
+    )
     best_metric: str = option(
         "bleu",
         "What ranks the dev evaluations for the best checkpoint (checkpoints/best.weights.h5): dev BLEU "
@@ -312,7 +318,11 @@ class TrainConfig:
         Raises:
             SearchConfigError: a setting out of range.
         """
-        return SearchConfig(beam_size=self.eval_beam_size, max_input_length=max_input_length)
+        return SearchConfig(
+            beam_size=self.eval_beam_size,
+            max_input_length=max_input_length,
+            no_repeat_ngram_size=self.eval_no_repeat_ngram_size,
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -348,7 +358,8 @@ def evaluation_refusal(train, distribution=None):
     try:
         train.dev_search()
     except SearchConfigError as error:
-        return f"--eval_beam_size={train.eval_beam_size}: the dev BLEU's {error}"
+        flag = f"eval_{error.name}"  # --eval_beam_size or --eval_no_repeat_ngram_size
+        return f"--{flag}={getattr(train, flag)}: the dev BLEU's {error}"
     if train.early_stopping_min_delta < 0:
         return f"--early_stopping_min_delta={train.early_stopping_min_delta} must be 0 or more"
     if not train.early_stopping:

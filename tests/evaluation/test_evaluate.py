@@ -166,15 +166,22 @@ def test_export_dir_evaluates_like_the_model_dir(tiny_run, tiny_export, tmp_path
 def test_search_flags_with_export_dir_are_refused_naming_the_exports_values(tiny_export, tmp_path):
     src = tmp_path / "src.en"
     src.write_text("Open the file.\n", encoding="utf-8")
-    completed = run_evaluate(f"--export_dir={tiny_export}", f"--src={src}", "--beam_size=8", "--max_input_length=300")
+    completed = run_evaluate(
+        f"--export_dir={tiny_export}",
+        f"--src={src}",
+        "--beam_size=8",
+        "--max_input_length=300",
+        "--no_repeat_ngram_size=2",
+    )
     assert completed.returncode == 2, completed.stderr[-4000:]
     assert "Traceback" not in completed.stderr and "evaluating on" not in completed.stderr
     message = completed.stderr.strip().splitlines()[-1]
-    assert message.startswith("evaluate.py: error: --beam_size, --max_input_length cannot be used with --export_dir")
+    refused = "--beam_size, --max_input_length, --no_repeat_ngram_size cannot be used with --export_dir"
+    assert message.startswith(f"evaluate.py: error: {refused}")
     config = os.path.join(tiny_export, "1", "assets.extra", "export_config.json")
     assert (
-        f"beam_size=4, alpha=0.6, max_extra_length=12, min_length_ratio=0.0, max_input_length=48 (from {config})"
-        in message
+        f"beam_size=4, alpha=0.6, max_extra_length=12, min_length_ratio=0.0, max_input_length=48, "
+        f"no_repeat_ngram_size=0 (from {config})" in message
     )
 
 

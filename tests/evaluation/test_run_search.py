@@ -15,7 +15,7 @@ from absl import flags
 from cli import search_flags
 from common.errors import UserError
 from inference.loading import load_translator
-from inference.runs import RunDir
+from inference.runs import RunDir, search_settings
 from models.search_config import Sampling, SearchConfig
 from tests.helpers import REPO_ROOT, TOOL_ENV
 
@@ -104,6 +104,19 @@ def test_the_sampling_flags_join_the_one_value_and_are_checked_by_it():
     assert search == SearchConfig(sampling=Sampling(top_p=0.9, seed=3))
     with pytest.raises(flags.IllegalFlagValueError, match=r"--sampling_temperature must be > 0, received -1\.0"):
         _search_flag_values(["--sampling_topk=2", "--sampling_temperature=-1"], sampling=True)
+
+
+def test_the_repetition_guard_is_a_search_flag_and_a_recorded_setting():
+    assert search_flags.search_from_flags(_search_flag_values([])).no_repeat_ngram_size == 0
+    search = search_flags.search_from_flags(_search_flag_values(["--no_repeat_ngram_size=3"]))
+    assert search == SearchConfig(no_repeat_ngram_size=3)
+    with pytest.raises(flags.IllegalFlagValueError, match="no_repeat_ngram_size must be >= 0"):
+        _search_flag_values(["--no_repeat_ngram_size=-1"])
+    assert search_settings({"no_repeat_ngram_size": 2, "chosen_for": "a recipe"}, "config.json") == {
+        "no_repeat_ngram_size": 2
+    }
+    with pytest.raises(UserError, match=r'config.json: "search" has no_repeat_ngram_size=-1; it must be int >= 0'):
+        search_settings({"no_repeat_ngram_size": -1}, "config.json")
 
 
 @pytest.mark.parametrize(

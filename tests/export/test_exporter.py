@@ -187,7 +187,7 @@ def test_command_writes_a_version_quietly_and_removes_a_killed_exports_leftover(
     assert {name: settings[name] for name in EXPORT_SETTINGS} == dict(
         EXPORT_SETTINGS, length_buckets=[*EXPORT_SETTINGS["length_buckets"], EXPORT_SETTINGS["max_input_length"]]
     )
-    assert (settings["quantize"], settings["min_length_ratio"]) == ("int8", 0.0)
+    assert (settings["quantize"], settings["min_length_ratio"], settings["no_repeat_ngram_size"]) == ("int8", 0.0, 0)
     for noise in STARTUP_NOISE + ("Writing fingerprint", "Assets written"):
         assert noise not in command_export["stderr"], command_export["stderr"][-4000:]
     os.makedirs(tmp_path / "probe")

@@ -257,3 +257,25 @@ def test_min_length_ratio_is_built_into_the_graph(tiny_model_and_tokenizer, tiny
     assert all(t.decode() for t in barred["translations"].numpy())
     with pytest.raises(ValueError, match="min_length_ratio must be >= 0"):
         ServingModule(forced_end, tokenizer, vocabulary, search.override(min_length_ratio=-0.5), length_buckets=())
+
+
+def test_no_repeat_ngram_size_is_built_into_the_graph(tiny_model_and_tokenizer, tiny_run):
+    """With EOS barred the tiny model repeats itself; the graph's guard (1: no piece twice) changes
+    its translations, to the Python translator's under the same search."""
+    from export.serving_module import ServingModule
+    from inference.translator import Translator
+    from tests.helpers import EosBiasModel
+
+    model, tokenizer = tiny_model_and_tokenizer
+    looping = EosBiasModel(model, -1e9)
+    search = SearchConfig(beam_size=2, max_input_length=16, max_extra_length=4)
+    guarded = search.override(no_repeat_ngram_size=1)
+    vocabulary = f"{tiny_run[0]}/spm.model"
+    sentences = ["Select the cells that you want to format.", "Open the file."]
+
+    def served(search):
+        outputs = ServingModule(looping, tokenizer, vocabulary, search, length_buckets=()).serve(tf.constant(sentences))
+        return [t.decode() for t in outputs["translations"].numpy()]
+
+    assert served(guarded) != served(search)
+    assert served(guarded) == Translator(looping, tokenizer, guarded, batch_size=2).translate(sentences)[0]

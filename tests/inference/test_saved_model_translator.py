@@ -2,6 +2,7 @@
 terminology constraints and word alignments through the export's `prefix`, `constrain` and `align`
 signatures, as the Python translator gives them, and what it refuses, before the graph runs."""
 
+import json
 import os
 import shutil
 
@@ -10,7 +11,12 @@ import pytest
 from tensorflow.core.protobuf import saved_model_pb2
 
 from inference.protocol import AlignmentConfig, AlignmentError, ConstraintError, PrefixError
-from inference.saved_model_translator import ExportDirError, ExportRequestError, SavedModelTranslator
+from inference.saved_model_translator import (
+    ExportDirError,
+    ExportRequestError,
+    SavedModelTranslator,
+    describe_search_settings,
+)
 from inference.translator import Translator
 from models.search_config import SearchConfig
 from tests.helpers import EXPORT_SETTINGS
@@ -101,9 +107,14 @@ def test_constraints_are_the_python_translators(exported, python_translator):
 
 
 def test_an_export_written_before_the_steering_signatures_is_told_to_export_again(exported, tiny_export, tmp_path):
-    """A copy of the shared export without the two signatures, as an older export has none."""
+    """A copy of the shared export without the three signatures, as an older export has none, and
+    without the repetition guard in its settings: it has none built in."""
     old = tmp_path / "transformer" / "1"
     shutil.copytree(os.path.join(tiny_export, "1"), old)
+    settings_path = old / "assets.extra" / "export_config.json"
+    settings = json.loads(settings_path.read_text())
+    assert settings["export"].pop("no_repeat_ngram_size") == 0 == exported.search.no_repeat_ngram_size
+    settings_path.write_text(json.dumps(settings))
     saved_model = saved_model_pb2.SavedModel()
     saved_model.ParseFromString((old / "saved_model.pb").read_bytes())
     for meta_graph in saved_model.meta_graphs:
@@ -117,6 +128,12 @@ def test_an_export_written_before_the_steering_signatures_is_told_to_export_agai
         objects[signatures].children.extend(kept)
     (old / "saved_model.pb").write_bytes(saved_model.SerializeToString())
     translator = SavedModelTranslator(str(old.parent))
+    assert translator.search.no_repeat_ngram_size == 0
+    assert "max_input_length=48, no_repeat_ngram_size=0 (from" in describe_search_settings(str(old.parent))
+    with pytest.raises(
+        ValueError, match="no_repeat_ngram_size=2 differs from the export's built-in no_repeat_ngram_size=0"
+    ):
+        translator.translate(SENTENCES, search=translator.search.override(no_repeat_ngram_size=2))
     texts, scores = translator.translate(SENTENCES)
     expected, expected_scores = exported.translate(SENTENCES)
     assert texts == expected

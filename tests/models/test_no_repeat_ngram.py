@@ -1,8 +1,10 @@
 """Tests for models/no_repeat_ngram.py: the tokens it bars, hand-counted, and a bigram model that
-loops "A B A B ..." searched with the guard by beam, greedy, sampling and constrained search."""
+loops "A B A B ..." searched with the guard by beam, greedy, sampling and constrained search, and
+`translate_ids` applying a `SearchConfig`'s guard to each of its searches on a small model."""
 
 import math
 
+import keras
 import numpy as np
 import pytest
 from keras import ops
@@ -11,7 +13,11 @@ from common.special_ids import BOS_ID, EOS_ID, PAD_ID
 from models.beam_search import beam_search, greedy_search, sampling_search
 from models.no_repeat_ngram import NoRepeatNgram
 from models.sampling import sentence_keys, token_sampler
+from models.search_config import Sampling, SearchConfig
 from models.search_part import LARGE_NEGATIVE, StepInputs
+from models.transformer import Transformer
+from models.translation import translate_ids
+from tests.helpers import EosBiasModel
 
 VOCAB_SIZE = 6
 A, B = 4, 5
@@ -39,6 +45,7 @@ def test_the_barred_tokens_complete_a_repeated_ngram():
     assert barred_tokens(3, [A, B, A], step=3) == set()  # B A has not been followed yet
     assert barred_tokens(2, [A], step=1) == set()  # BOS A is not an n-gram of the output
     assert barred_tokens(2, [], step=0) == set()
+    assert barred_tokens(9, [A, B, A, B], step=4) == set()  # longer than the 8 positions: never fires
 
 
 # log P(next | previous token): BOS -> A; A -> B 0.9 or EOS 0.1; B -> A 0.9 or EOS 0.1.
@@ -102,3 +109,40 @@ def test_sampled_outputs_never_repeat_a_bigram():
 def test_a_bad_size_raises():
     with pytest.raises(ValueError, match="no_repeat_ngram_size"):
         search("greedy", size=-1)
+
+
+# translate_ids with the guard as a `SearchConfig` field: a small untrained Transformer with EOS
+# barred (every output runs to its length limit), which repeats its tokens unguarded.
+MODEL_VOCAB = 24
+SOURCE = np.array([[7, 9, 11, 13, EOS_ID], [8, 10, EOS_ID, PAD_ID, PAD_ID]], np.int32)
+SEARCHES = {
+    "greedy": (SearchConfig(beam_size=1, max_extra_length=6), {}),
+    "beam": (SearchConfig(beam_size=3, max_extra_length=6), {}),
+    "sampling": (SearchConfig(max_extra_length=6, sampling=Sampling(temperature=0.5, seed=1)), {}),
+    "constrained": (SearchConfig(beam_size=2, max_extra_length=6), {"constraint_ids": np.array([[[5, 6]], [[6, 5]]])}),
+    "prefixed": (SearchConfig(beam_size=2, max_extra_length=6), {"prefix_ids": np.array([[5, 6], [6, PAD_ID]])}),
+}
+
+
+def translated(model, kind, size):
+    search, steering = SEARCHES[kind]
+    steering = {name: ops.convert_to_tensor(value, "int32") for name, value in steering.items()}
+    result = translate_ids(model, ops.convert_to_tensor(SOURCE), search.override(no_repeat_ngram_size=size), **steering)
+    return [[int(t) for t in row if t != PAD_ID] for row in ops.convert_to_numpy(result.ids)[:, 0]]
+
+
+@pytest.mark.parametrize("kind", list(SEARCHES))
+def test_translate_ids_applies_the_guard_of_the_search_config_to_every_search(kind):
+    keras.utils.set_random_seed(0)
+    model = Transformer(MODEL_VOCAB, num_layers=1, hidden_dim=16, num_heads=2, intermediate_dim=32, dropout=0.0)
+    model((SOURCE, SOURCE), training=False)  # builds the weights
+    looping = EosBiasModel(model, -1e9)
+    unguarded = translated(looping, kind, 0)
+    assert any(len(set(row)) < len(row) for row in unguarded), unguarded  # a token repeats: the guard can fire
+    assert translated(looping, kind, 20) == unguarded  # no 20-gram fits in 11 tokens: it cannot
+    guarded = translated(looping, kind, 1)  # 1: no token twice (within the vocabulary of 24)
+    assert all(len(set(row)) == len(row) for row in guarded), guarded
+    if kind == "prefixed":
+        assert [row[: len(prefix)] for row, prefix in zip(guarded, ([5, 6], [6]))] == [[5, 6], [6]]
+    if kind == "constrained":
+        assert "5, 6" in str(guarded[0]) and "6, 5" in str(guarded[1])

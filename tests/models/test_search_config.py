@@ -34,6 +34,8 @@ def test_search_config_is_frozen():
         (dict(max_extra_length=0), "max_extra_length must be >= 1 (an int), received 0"),
         (dict(min_length_ratio=-1), "min_length_ratio must be >= 0 (a number), received -1"),
         (dict(max_input_length=1), "max_input_length must be >= 2 (an int), received 1"),
+        (dict(no_repeat_ngram_size=-1), "no_repeat_ngram_size must be >= 0 (an int), received -1"),
+        (dict(no_repeat_ngram_size=2.0), "no_repeat_ngram_size must be >= 0 (an int), received 2.0"),
     ],
 )
 def test_each_bad_setting_is_one_clear_error_naming_it(settings, message):
@@ -68,8 +70,9 @@ def test_translate_ids_takes_the_value_not_its_settings_one_by_one():
     assert not set(accepted) & {field.name for field in dataclasses.fields(SearchConfig)}
     search = SearchConfig(beam_size=2, min_length_ratio=0.5, max_input_length=16)
     assert search.search_settings() == dict(
-        beam_size=2, alpha=0.6, max_extra_length=50, min_length_ratio=0.5, max_input_length=16
+        beam_size=2, alpha=0.6, max_extra_length=50, min_length_ratio=0.5, max_input_length=16, no_repeat_ngram_size=0
     )
+    assert (DEFAULT_SEARCH.no_repeat_ngram_size, SearchConfig(no_repeat_ngram_size=1).no_repeat_ngram_size) == (0, 1)
 
 
 @pytest.mark.parametrize(

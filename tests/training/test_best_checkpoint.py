@@ -256,6 +256,9 @@ def test_options_that_cannot_work_are_refused_before_anything_is_written(tmp_pat
         "not available with --distribution=multi_worker": dict(early_stopping=2, distribution="multi_worker"),
         "--best_metric=bleu4 is not one of bleu, loss": dict(best_metric="bleu4"),
         "--eval_beam_size=0: the dev BLEU's beam_size must be >= 1": dict(eval_beam_size=0),
+        "--eval_no_repeat_ngram_size=-1: the dev BLEU's no_repeat_ngram_size must be >= 0": dict(
+            eval_no_repeat_ngram_size=-1
+        ),
     }
     for message, changes in cases.items():
         config = dataclasses.replace(base, train=dataclasses.replace(base.train, **changes))
