@@ -1,9 +1,7 @@
 """The corpus a run's data configuration names, built or found in the cache, and its direction.
 
-The functions take any object with the attributes of `training.config.DataConfig` (whose fields
-say what each holds: `corpus`, `cache_dir`, `deb_dir`, `deb_source`, `deb_mirror`, `languages`,
-`direction`, the user's files and weights, `source_weights`, `pair_sampling_temperature`,
-`user_defined_symbols`): data/ does not import training/.
+The functions take any object with `training.config.DataConfig`'s attributes (data/ does not import
+training/).
 """
 
 import dataclasses
@@ -28,8 +26,7 @@ def vocabulary_symbols(data):
 
 def prepare_command(data, vocab_size):
     """The `python -m data.prepare` command that builds the corpus and its `vocab_size`-piece BPE
-    vocabulary (`spm-<bpe|unigram>-<vocab_size>.model`, `data.vocabulary_options.vocabulary_stem`)
-    into the corpus's cache entry."""
+    vocabulary into the corpus's cache entry."""
     arguments = [f"--cache_dir={data.cache_dir}", f"--vocab_size={vocab_size}"]
     if getattr(data, "subword_model", "bpe") != "bpe":
         arguments.append(f"--model_type={data.subword_model}")
@@ -56,10 +53,10 @@ def prepare_command(data, vocab_size):
 
 
 def check_dev_split(corpus, data):
-    """Training needs dev pairs (dev loss and BLEU); the hash split of a small corpus may give none.
+    """Checks that the corpus has dev pairs (the hash split of a small corpus may give none).
 
     Raises:
-        CorpusChoiceError: the corpus has no dev pairs; names the flags that give a dev file.
+        CorpusChoiceError: no dev pairs; names the flags that give a dev file.
     """
     if corpus.load_manifest()["splits"]["dev"]:
         return
@@ -73,11 +70,11 @@ def check_dev_split(corpus, data):
 
 
 def resolve_corpus(data):
-    """`(CorpusPaths, reverse)` for the data configuration: the corpus built (or found in the cache)
-    and whether its `english<TAB>foreign` columns are read in reverse for the direction.
+    """`(CorpusPaths, reverse)`: the corpus built or found, and whether its columns are read in
+    reverse for the direction.
 
     Raises:
-        CorpusChoiceError: a direction the corpus does not hold (names --direction).
+        CorpusChoiceError: a direction the corpus does not hold.
         CorpusError, parallel_files.ParallelDataError, deb_packages.DebPackageError: the corpus
             cannot be built.
     """
@@ -105,11 +102,10 @@ def resolve_corpus(data):
 
 
 def _resolve_multilingual(data):
-    """The multilingual entry of the pairs the data configuration names, each pair built or found first.
+    """The multilingual entry of the configuration's pairs, each pair built or found first.
 
     Raises:
-        CorpusChoiceError: a --direction (a multilingual model translates each pair as it is built,
-            from English).
+        CorpusChoiceError: a --direction (multilingual pairs translate from English).
         multilingual.MultilingualError: a pair given twice, unknown, or two into one language.
     """
     if data.direction is not None:
@@ -124,8 +120,7 @@ def _resolve_multilingual(data):
 
 
 def pair_configs(data):
-    """{pair name: the data configuration of that pair alone} of a multilingual configuration: a
-    built-in corpus, or the user's files of one of --languages (their files at its position).
+    """{pair name: the data configuration of that pair alone} of a multilingual configuration.
 
     Raises:
         multilingual.MultilingualError: a pair given twice, unknown, or two into one language;
@@ -171,8 +166,7 @@ def _train_weights(data):
 
 
 def training_mix(corpus, data):
-    """The weighted training mix the data configuration asks for, or None for the corpus's whole
-    training split read as one (a single corpus).
+    """The weighted training mix asked for, or None to read the training split as one corpus.
 
     Raises:
         CorpusError: a source the corpus does not have, or one without training pairs.

@@ -1,11 +1,6 @@
-"""Multilingual corpora: several built-in pairs trained into one model, each source sentence
-tagged with its target language (fairseq's `--encoder-langtok tgt`, OpenNMT-py's prefix transform).
-
-The pairs' training and dev pairs are written, tagged `<2xx>`, into one cache entry `multi-<digest>`
-(`train.<pair>.tsv`, `dev.tsv`, `test.tsv`, `manifest.json`); the tag is a user-defined
-SentencePiece symbol, one piece. Training draws pairs with temperature over their sizes
-(`temperature_weights`); translating and scoring tag each sentence with the language asked for
-(`target_tag`, `tag_ids`). docs/training.md, "Several pairs in one model", is the user's guide.
+"""Multilingual corpora: several built-in pairs in one model, each source sentence tagged `<2xx>`
+with its target language (fairseq's `--encoder-langtok tgt`). docs/training.md, "Several pairs in one
+model", is the user's guide.
 """
 
 import hashlib
@@ -49,12 +44,11 @@ def tag_language(piece: str) -> str | None:
 
 
 def pair_names(value: str, known, flag: str = "--corpus") -> tuple[str, ...]:
-    """The pairs of `--corpus=a,b,...` (or of the user files' `--languages=en-de,en-fr`: `flag`,
-    `known` None), in order.
+    """The pairs of `--corpus=a,b,...` (or of `--languages=en-de,en-fr`: `known` None), in order.
 
     Raises:
-        MultilingualError: an empty entry, a name given twice, a name that is not a built-in
-            corpus in `known` (the message lists them), or two pairs into the same language.
+        MultilingualError: an empty or repeated entry, a name not in `known`, or two pairs into the
+            same language.
     """
     names = tuple(name.strip() for name in value.split(","))
     if any(not name for name in names):
@@ -144,10 +138,8 @@ def _write(tmp_dir: str, pairs: dict) -> None:
 
 
 def prepare_multilingual(names, cache_dir: str, build) -> CorpusPaths:
-    """The multilingual entry of the pairs `names` in `cache_dir`, written unless complete there.
-
-    `build(name)` returns the `CorpusPaths` of one pair, built or found in the cache.
-    """
+    """The multilingual entry of `names` in `cache_dir`, written unless complete; `build(name)`
+    returns one pair's `CorpusPaths`."""
     pairs = {name: build(name) for name in names}
     digest = hashlib.sha256()
     for name, paths in pairs.items():
@@ -202,9 +194,8 @@ def model_languages(data: dict) -> tuple[str, ...] | None:
 
 
 def side_languages(data: dict) -> tuple[str | None, str | None]:
-    """The source and the target language of a run's data section (config.json's, or train.py's
-    flags as such a dict), each None where the section names none or several (a multilingual
-    model's targets)."""
+    """The (source, target) languages of a run's data section, each None where it names none or
+    several."""
     if data.get("direction"):
         directions = [data["direction"]]
     elif data.get("languages"):
@@ -226,14 +217,12 @@ def bilingual_target(data: dict) -> str | None:
 
 
 def target_tag(data: dict, target_language: str | None, where: str) -> str | None:
-    """The tag to put before each sentence to translate into `target_language` with the model
-    trained with the data section `data` (config.json's): None for a bilingual model (which takes
-    no target language, or its own).
+    """The tag before each sentence to translate into `target_language` with a model trained on
+    `data` (config.json's data section); None for a bilingual model.
 
     Raises:
-        TargetLanguageError: a multilingual model without a target language, or with one it was not
-            trained for; a bilingual model asked for another language than its own. `where` (the
-            run or export) is named.
+        TargetLanguageError: a multilingual model without a target language or with an unknown
+            one; a bilingual model asked for another language. Names `where`.
     """
     languages = model_languages(data)
     if languages is None:
@@ -257,12 +246,11 @@ def target_tag(data: dict, target_language: str | None, where: str) -> str | Non
 
 
 def tag_ids(tokenizer, tag):
-    """The ids that a target-language `tag` puts before a sentence's tokens: those of `tag + " " +
-    sentence` are `tag_ids + tokens(sentence)` (SentencePiece segments around a user-defined symbol,
-    so with its leading word marker the tag is `["▁", tag]`).
+    """The ids `tag` puts before a sentence's tokens (`["▁", tag]`: SentencePiece segments around a
+    user-defined symbol).
 
     Raises:
-        TargetLanguageError: `tag` is not a symbol of the vocabulary (the model was not trained with it).
+        TargetLanguageError: `tag` is not in the vocabulary.
     """
     ids = tokenizer.tokenize([tag]).to_list()[0]
     last = tokenizer.id_to_piece(ids[-1:]).numpy()[0].decode() if ids else ""
