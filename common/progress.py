@@ -82,11 +82,8 @@ _INTERVAL = re.compile(r"^(?P<number>\d+(\.\d+)?)(?P<unit>s?)$")
 
 
 def parse_interval(flag, text):
-    """`Interval` of a flag's value: `N` steps, `Ns` seconds, 0 for epoch ends only.
-
-    Raises:
-        UserError: any other form (names `flag` and the value).
-    """
+    """`Interval` of a flag's value: `N` steps, `Ns` seconds, 0 for epoch ends only. Raises
+    `UserError` on any other form (names `flag` and the value)."""
     match = _INTERVAL.match(text.strip())
     if match is None or (not match["unit"] and "." in match["number"]):
         raise UserError(f"--{flag}={text}: expected a number of steps (100), of seconds (30s), or 0 for epoch ends")

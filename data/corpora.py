@@ -53,11 +53,8 @@ def prepare_command(data, vocab_size):
 
 
 def check_dev_split(corpus, data):
-    """Checks that the corpus has dev pairs (the hash split of a small corpus may give none).
-
-    Raises:
-        CorpusChoiceError: no dev pairs; names the flags that give a dev file.
-    """
+    """Checks that the corpus has dev pairs (the hash split of a small corpus may give none). Raises
+    `CorpusChoiceError`, naming the flags that give a dev file, when there are none."""
     if corpus.load_manifest()["splits"]["dev"]:
         return
     if data.corpus == "files" and not data.dev_files:
@@ -71,13 +68,9 @@ def check_dev_split(corpus, data):
 
 def resolve_corpus(data):
     """`(CorpusPaths, reverse)`: the corpus built or found, and whether its columns are read in
-    reverse for the direction.
-
-    Raises:
-        CorpusChoiceError: a direction the corpus does not hold.
-        CorpusError, parallel_files.ParallelDataError, deb_packages.DebPackageError: the corpus
-            cannot be built.
-    """
+    reverse for the direction. Raises `CorpusChoiceError` on a direction the corpus does not hold;
+    `CorpusError`, `parallel_files.ParallelDataError` or `deb_packages.DebPackageError` when the
+    corpus cannot be built."""
     if multilingual.is_multilingual(data.corpus, data.languages):
         return _resolve_multilingual(data), False
     if data.corpus == "files":
@@ -102,12 +95,9 @@ def resolve_corpus(data):
 
 
 def _resolve_multilingual(data):
-    """The multilingual entry of the configuration's pairs, each pair built or found first.
-
-    Raises:
-        CorpusChoiceError: a --direction (multilingual pairs translate from English).
-        multilingual.MultilingualError: a pair given twice, unknown, or two into one language.
-    """
+    """The multilingual entry of the configuration's pairs, each pair built or found first. Raises
+    `CorpusChoiceError` on a --direction (multilingual pairs translate from English);
+    `multilingual.MultilingualError` on a pair given twice, unknown, or two into one language."""
     if data.direction is not None:
         raise CorpusChoiceError(
             f"--direction={data.direction}: a multilingual model translates each pair from its source language into "
@@ -121,11 +111,8 @@ def _resolve_multilingual(data):
 
 def pair_configs(data):
     """{pair name: the data configuration of that pair alone} of a multilingual configuration.
-
-    Raises:
-        multilingual.MultilingualError: a pair given twice, unknown, or two into one language;
-            user files that are not one per pair.
-    """
+    Raises `multilingual.MultilingualError` on a pair given twice, unknown, or two into one
+    language; user files that are not one per pair."""
     if data.corpus != "files":
         names = multilingual.pair_names(data.corpus, builtin_corpora.CORPORA)
         return {name: dataclasses.replace(data, corpus=name) for name in names}
@@ -166,11 +153,8 @@ def _train_weights(data):
 
 
 def training_mix(corpus, data):
-    """The weighted training mix asked for, or None to read the training split as one corpus.
-
-    Raises:
-        CorpusError: a source the corpus does not have, or one without training pairs.
-    """
+    """The weighted training mix asked for, or None to read the training split as one corpus. Raises
+    `CorpusError` on a source the corpus does not have, or one without training pairs."""
     weights = _train_weights(data)
     if multilingual.is_multilingual(data.corpus, data.languages):
         return _pair_mix(corpus, data)

@@ -45,11 +45,8 @@ def tag_language(piece: str) -> str | None:
 
 def pair_names(value: str, known, flag: str = "--corpus") -> tuple[str, ...]:
     """The pairs of `--corpus=a,b,...` (or of `--languages=en-de,en-fr`: `known` None), in order.
-
-    Raises:
-        MultilingualError: an empty or repeated entry, a name not in `known`, or two pairs into the
-            same language.
-    """
+    Raises `MultilingualError` on an empty or repeated entry, a name not in `known`, or two pairs
+    into the same language."""
     names = tuple(name.strip() for name in value.split(","))
     if any(not name for name in names):
         raise MultilingualError(f"{flag}={value}: an empty pair name; write the pairs as deb-en-de,deb-en-fr")
@@ -218,12 +215,9 @@ def bilingual_target(data: dict) -> str | None:
 
 def target_tag(data: dict, target_language: str | None, where: str) -> str | None:
     """The tag before each sentence to translate into `target_language` with a model trained on
-    `data` (config.json's data section); None for a bilingual model.
-
-    Raises:
-        TargetLanguageError: a multilingual model without a target language or with an unknown
-            one; a bilingual model asked for another language. Names `where`.
-    """
+    `data` (config.json's data section); None for a bilingual model. Raises `TargetLanguageError` on
+    a multilingual model without a target language or with an unknown one; a bilingual model asked
+    for another language. Names `where`."""
     languages = model_languages(data)
     if languages is None:
         own = bilingual_target(data)
@@ -247,11 +241,7 @@ def target_tag(data: dict, target_language: str | None, where: str) -> str | Non
 
 def tag_ids(tokenizer, tag):
     """The ids `tag` puts before a sentence's tokens (`["▁", tag]`: SentencePiece segments around a
-    user-defined symbol).
-
-    Raises:
-        TargetLanguageError: `tag` is not in the vocabulary.
-    """
+    user-defined symbol). Raises `TargetLanguageError` when `tag` is not in the vocabulary."""
     ids = tokenizer.tokenize([tag]).to_list()[0]
     last = tokenizer.id_to_piece(ids[-1:]).numpy()[0].decode() if ids else ""
     if last != tag or len(ids) > 2:

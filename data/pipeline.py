@@ -45,11 +45,8 @@ def bucket_plan(
     growth: float = 1.2,
 ) -> BucketPlan:
     """Bucket lengths from `min_length` to `max_length`, each >= `growth` x the previous and a
-    multiple of `length_multiple` (except the last).
-
-    Raises:
-        ValueError: `max_length` not positive, or `batch_tokens` < `max_length`.
-    """
+    multiple of `length_multiple` (except the last). Raises `ValueError` on `max_length` not
+    positive, or `batch_tokens` < `max_length`."""
     if max_length < 1:
         raise ValueError(f"max_length must be positive, got {max_length}.")
     if batch_tokens < max_length:
@@ -80,11 +77,8 @@ def _as_paths(tsv_path_or_paths: str | Sequence[str]) -> list[str]:
 
 def validate_tsv(tsv_path_or_paths: str | Sequence[str]) -> int:
     """Checks that every line is UTF-8 `source<TAB>target`, both sides non-empty, in Python (the
-    graph cannot name the file and line); returns the number of pairs.
-
-    Raises:
-        parallel_files.ParallelDataError: naming the file and line.
-    """
+    graph cannot name the file and line); returns the number of pairs. Raises
+    `parallel_files.ParallelDataError` naming the file and line."""
     total = 0
     for path in _as_paths(tsv_path_or_paths):
         stats = parallel_files.ReadStats()
@@ -219,11 +213,8 @@ def _pair_batches(pairs: tf.data.Dataset, pairs_per_batch: int) -> tf.data.Datas
 
 
 def _mix_probabilities(paths: Sequence[str], weights: Sequence[float], repeat: bool) -> list[float]:
-    """Each corpus's sampling probability: its weight over the sum.
-
-    Raises:
-        ValueError: not one positive finite weight per path, or a mix that is not repeated.
-    """
+    """Each corpus's sampling probability: its weight over the sum. Raises `ValueError` without one
+    positive finite weight per path, or for a mix that is not repeated."""
     weights = list(weights)
     if len(weights) != len(paths) or not all(math.isfinite(w) and w > 0 for w in weights):
         raise ValueError(f"weights must be one positive number per path ({len(paths)}), got {weights}.")
@@ -234,12 +225,10 @@ def _mix_probabilities(paths: Sequence[str], weights: Sequence[float], repeat: b
 
 def _bucketed(pair_batches: tf.data.Dataset, plan: BucketPlan) -> tf.data.Dataset:
     """Ragged pair batches (with a flush flag) -> `(source, target_input, target_output)` batches
-    padded to a bucket length.
-
-    `bucket_by_sequence_length` one input batch at a time instead of one pair at a time: a `scan`
-    carries the pairs waiting for their bucket to fill; each bucket emits its full batches in
-    arrival order; a flush emits what is left. Every pair must fit the last bucket.
-    """
+    padded to a bucket length. `bucket_by_sequence_length` one input batch at a time instead of one
+    pair at a time: a `scan` carries the pairs waiting for their bucket to fill; each bucket emits
+    its full batches in arrival order; a flush emits what is left. Every pair must fit the last
+    bucket."""
     lengths = tf.constant(plan.lengths, tf.int64)
     sizes = tf.constant(plan.batch_sizes, tf.int64)
     buckets = len(plan.lengths)
@@ -543,12 +532,9 @@ def make_distributed_dataset_fn(
 
 
 def resolve_direction(languages: Sequence[str], direction: str) -> bool:
-    """Whether to reverse a corpus with columns `languages` (("en", "de")) to translate
-    `direction` ("de-en": True).
-
-    Raises:
-        ValueError: a direction that is not the corpus's languages in either order.
-    """
+    """Whether to reverse a corpus with columns `languages` (("en", "de")) to translate `direction`
+    ("de-en": True). Raises `ValueError` on a direction that is not the corpus's languages in either
+    order."""
     languages = tuple(languages)
     if direction == f"{languages[0]}-{languages[1]}":
         return False

@@ -60,12 +60,9 @@ def _describe(inputs) -> str:
 
 def _sentences(inputs: str | os.PathLike | Iterable[str], tsv_column: int | None = None) -> Iterator[str]:
     """Sentences from text files (a `.tsv` gives both columns, or `tsv_column`) or an iterable of
-    strings, where a PathLike, or a str that `_looks_like_path`, is a file.
-
-    Raises:
-        FileNotFoundError: such a path that is not an existing file.
-        TypeError: an item that is neither a str nor a PathLike.
-    """
+    strings, where a PathLike, or a str that `_looks_like_path`, is a file. Raises
+    `FileNotFoundError` on such a path that is not an existing file; `TypeError` on an item that is
+    neither a str nor a PathLike."""
     if isinstance(inputs, (str, os.PathLike)):
         if not os.path.isfile(inputs):
             raise FileNotFoundError(f"SentencePiece training input {os.fspath(inputs)!r}: no such file.")
@@ -316,12 +313,10 @@ class Tokenizer(tf.Module):
         return self._sampling["nbest_size"] != 0
 
     def ensure_resource(self) -> None:
-        """Recreates the SentencePiece op's resource if TensorFlow dropped it (eager only).
-
-        Clearing the eager kernel cache (`tf.random.set_seed`, `keras.utils.set_random_seed`)
-        destroys it ("SentencepieceResource does not exist"); a graph traced before still holds
-        the old handle, so set seeds first.
-        """
+        """Recreates the SentencePiece op's resource if TensorFlow dropped it (eager only). Clearing
+        the eager kernel cache (`tf.random.set_seed`, `keras.utils.set_random_seed`) destroys it
+        ("SentencepieceResource does not exist"); a graph traced before still holds the old handle,
+        so set seeds first."""
         with tf.init_scope():  # while tracing a tf.function or dataset function: check eagerly
             if not tf.executing_eagerly():
                 return

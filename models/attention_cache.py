@@ -101,11 +101,8 @@ def rows_per_cache_row(queries, keys, name):
 def write_cache(cache, new_keys, new_values, cache_index, name):
     """Writes `new_keys`/`new_values` (`[query_batch, num_heads, length, head_dim]`) into `cache`
     from `cache_index` on; returns the new `(keys, values)`. With `n` slots per row, query row `r`
-    writes row `r // n` from position `(r % n) * cache_length / n + cache_index`.
-
-    Raises:
-        ValueError: positions that do not fit in a slot (names layer `name`).
-    """
+    writes row `r // n` from position `(r % n) * cache_length / n + cache_index`. Raises
+    `ValueError` on positions that do not fit in a slot (names layer `name`)."""
     keys, values = cache
     start = concrete_int(cache_index)
     slots = rows_per_cache_row(new_keys, keys, name)

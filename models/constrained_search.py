@@ -9,12 +9,10 @@ from models.search_part import LARGE_NEGATIVE, SearchPart
 
 class LexicalConstraints(SearchPart):
     """Phrases `constraint_ids` int `[batch, phrases, phrase_length]` (each row a phrase's tokens
-    then `pad_id`; a row of `pad_id` alone is no phrase).
-
-    State: each phrase's progress per hypothesis, int32 `[batch, beam, phrases]`. EOS is barred
-    until every phrase is met, hypotheses offer each unmet phrase's next token, and the alive set is
-    shared out by constraint tokens met (`allocate_beam`).
-    """
+    then `pad_id`; a row of `pad_id` alone is no phrase). State: each phrase's progress per
+    hypothesis, int32 `[batch, beam, phrases]`. EOS is barred until every phrase is met, hypotheses
+    offer each unmet phrase's next token, and the alive set is shared out by constraint tokens met
+    (`allocate_beam`)."""
 
     chooses_alive = True
 

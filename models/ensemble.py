@@ -8,11 +8,8 @@ from keras import ops
 
 class Ensemble:
     """Members decoded in step, their log-probabilities averaged; the parts of a `Transformer` that
-    `models.translation` reads.
-
-    Raises:
-        ValueError: fewer than two models, or different vocabulary sizes or pad ids.
-    """
+    `models.translation` reads. Raises `ValueError` on fewer than two models, or different
+    vocabulary sizes or pad ids."""
 
     def __init__(self, models):
         models = tuple(models)

@@ -219,13 +219,11 @@ class MultiHeadAttention(keras.layers.Layer):
         return ops.transpose(attended, (0, 2, 1, 3)), weights
 
     def _attend_shared(self, queries, keys, values, attention_mask, scale, training):
-        """`_attend` over keys/values shared by `n` consecutive query rows (beam `k` of sentence
-        `b` is row `b * beam + k`; caches have `batch` rows).
-
-        Each sentence's beams' queries are stacked into one operand, so its keys and values are
-        read once per step; the per-row mask `[query_batch, query_length, key_length]` selects
-        each row's slots. Weights come back per query row.
-        """
+        """`_attend` over keys/values shared by `n` consecutive query rows (beam `k` of sentence `b`
+        is row `b * beam + k`; caches have `batch` rows). Each sentence's beams' queries are stacked
+        into one operand, so its keys and values are read once per step; the per-row mask
+        `[query_batch, query_length, key_length]` selects each row's slots. Weights come back per
+        query row."""
         query_batch, query_length = ops.shape(queries)[0], ops.shape(queries)[1]
         key_batch, key_length = ops.shape(keys)[0], ops.shape(keys)[2]
         groups = attention_cache.rows_per_cache_row(queries, keys, self.name)

@@ -32,11 +32,8 @@ class PresetError(UserError, ValueError):
 
 
 def model_config(preset, **overrides):
-    """A fresh dict of `Transformer` arguments: the preset's, then `overrides` not None.
-
-    Raises:
-        ValueError: unknown preset name or an override that is not a model option.
-    """
+    """A fresh dict of `Transformer` arguments: the preset's, then `overrides` not None. Raises
+    `ValueError` on an unknown preset name or an override that is not a model option."""
     if preset not in PRESETS:
         raise PresetError(f"Unknown preset {preset!r}; expected one of {sorted(PRESETS)}")
     unknown = sorted(set(overrides) - set(MODEL_OPTIONS))

@@ -99,11 +99,8 @@ class SharedEmbedding(keras.layers.Layer):
         return self.built and keras.backend.standardize_dtype(self.embeddings.dtype) == "int8"
 
     def quantize(self, mode=None, type_check=True, config=None):
-        """Makes the matrix int8 with one float32 scale per token, for inference.
-
-        Raises:
-            ValueError: a mode other than "int8", or a matrix already quantized.
-        """
+        """Makes the matrix int8 with one float32 scale per token, for inference. Raises
+        `ValueError` on a mode other than "int8", or a matrix already quantized."""
         if mode != "int8":
             raise ValueError(f"{self.name}: only int8 quantization is implemented, received mode={mode!r}")
         if self.quantized:

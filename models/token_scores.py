@@ -10,11 +10,9 @@ from common.special_ids import BOS_ID
 
 def token_log_probs(model, source_ids, target_ids, *, bos_id=BOS_ID):
     """log P(token | source, previous tokens) of every target token of `model` (a `Transformer`).
-
     `source_ids` int `[batch, source_length]` and `target_ids` int `[batch, target_length]` are
     tokens + EOS padded with the model's pad id. Returns float32 `[batch, target_length]` (0 at
-    padding) and the int32 `[batch]` lengths, EOS included; a row's sum is `score_ids`'s.
-    """
+    padding) and the int32 `[batch]` lengths, EOS included; a row's sum is `score_ids`'s."""
     target_ids = ops.cast(target_ids, "int32")
     batch_size = ops.shape(target_ids)[0]
     decoder_input = ops.concatenate([ops.full((batch_size, 1), bos_id, dtype="int32"), target_ids[:, :-1]], axis=1)

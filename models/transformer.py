@@ -184,11 +184,8 @@ class Transformer(keras.Model):
         return results[0] if len(results) == 1 else results
 
     def quantize(self, mode=None, config=None, **kwargs):
-        """Int8 weights for inference (`models.int8_weights`).
-
-        Raises:
-            ValueError: a mode other than "int8", a model already quantized or in float16.
-        """
+        """Int8 weights for inference (`models.int8_weights`). Raises `ValueError` on a mode other
+        than "int8", a model already quantized or in float16."""
         if mode != "int8":
             raise ValueError(f"Transformer.quantize supports mode='int8' only, received mode={mode!r}")
         if self.embedding.quantized:

@@ -90,11 +90,8 @@ def _corpus_paths(root: str, manifest: dict) -> CorpusPaths:
 
 
 def check_corpus(root: str) -> CorpusPaths:
-    """Returns the paths of the complete corpus at `root`.
-
-    Raises:
-        CorpusError: naming what is missing or wrong in the manifest or the files it lists.
-    """
+    """Returns the paths of the complete corpus at `root`. Raises `CorpusError` naming what is
+    missing or wrong in the manifest or the files it lists."""
     manifest_path = os.path.join(root, MANIFEST)
     if not os.path.exists(manifest_path):
         raise CorpusError(f"{root}: incomplete corpus, no {MANIFEST}.")
@@ -165,10 +162,8 @@ def cached(
 def build_atomically(cache_dir: str, name: str, build: Callable[[str], None]) -> CorpusPaths:
     """Runs `build(tmp_dir)` in a fresh, locked directory and installs it as `cache_dir/name`;
     returns its paths. A failed build leaves nothing behind; killed builds' directories are removed.
-
-    Raises:
-        WriteError: a file of the entry (named as installed) or the directory cannot be written.
-    """
+    Raises `WriteError` when a file of the entry (named as installed) or the directory cannot be
+    written."""
     root = os.path.join(cache_dir, name)
     with writing(root):
         os.makedirs(cache_dir, exist_ok=True)

@@ -40,11 +40,9 @@ def _weight(flag, value, name, text):
 
 
 def parse_weights(flag: str, value: str) -> list[tuple[str, float]]:
-    """`"ding:3,libreoffice-ui:1"` -> `[("ding", 3.0), ("libreoffice-ui", 1.0)]`.
-
-    Raises:
-        WeightsError: not NAME:WEIGHT, a weight not positive and finite, or a name given twice.
-    """
+    """`"ding:3,libreoffice-ui:1"` -> `[("ding", 3.0), ("libreoffice-ui", 1.0)]`. Raises
+    `WeightsError` on an entry not NAME:WEIGHT, a weight not positive and finite, or a name given
+    twice."""
     entries = []
     for entry in value.split(","):
         name, separator, text = entry.strip().rpartition(":")
@@ -60,12 +58,9 @@ def parse_weights(flag: str, value: str) -> list[tuple[str, float]]:
 
 def parse_train_tsv(flag: str, value: str) -> list[tuple[str, float | None]]:
     """`"a.tsv"` -> `[("a.tsv", None)]`; `"a.tsv:3,b.tsv:1"` -> `[("a.tsv", 3.0), ("b.tsv", 1.0)]`.
-    An existing file's whole name is a path, even with ':' or ','.
-
-    Raises:
-        WeightsError: several files without a weight each, a bad weight, an empty entry, a file
-            given twice, or a weighted file that does not exist.
-    """
+    An existing file's whole name is a path, even with ':' or ','. Raises `WeightsError` on several
+    files without a weight each, a bad weight, an empty entry, a file given twice, or a weighted
+    file that does not exist."""
     if os.path.isfile(value):
         return [(value, None)]
     entries = []
@@ -130,12 +125,9 @@ def _count_lines(path: str) -> int:
 
 
 def source_training_files(corpus, names) -> dict[str, tuple[str, int]]:
-    """`source -> (path, pairs)`: each named source's `train.<source>.tsv`, written atomically
-    from the training shards when missing.
-
-    Raises:
-        CorpusError: an unknown source, or manifest counts that do not match the shards.
-    """
+    """`source -> (path, pairs)`: each named source's `train.<source>.tsv`, written atomically from
+    the training shards when missing. Raises `CorpusError` on an unknown source, or manifest counts
+    that do not match the shards."""
     ranges = _training_lines(corpus)
     unknown = [name for name in names if name not in ranges]
     if unknown:
@@ -156,11 +148,8 @@ def source_training_files(corpus, names) -> dict[str, tuple[str, int]]:
 
 def training_mix(corpus, weights: dict[str, float], labels: dict[str, str] | None = None) -> list[TrainingSource]:
     """The mix of a corpus's sources with `weights` (unnamed sources weigh 1); `labels` gives a
-    source the name the user knows it by.
-
-    Raises:
-        CorpusError: an unknown source, or a source with no training pairs.
-    """
+    source the name the user knows it by. Raises `CorpusError` on an unknown source, or a source
+    with no training pairs."""
     ranges = _training_lines(corpus)
     unknown = [name for name in weights if name not in ranges]
     if unknown:

@@ -135,13 +135,10 @@ def write_corpus(
     progress: ProgressLine | None = None,
 ) -> dict:
     """Cleans, deduplicates, splits and writes the corpus files and manifest into `out_dir`; returns
-    the manifest.
-
-    `splitters`: source -> (English side -> split); others use `cleaning.split_of`. Sources in
-    `kept_whole` (the user's dev/test files, first in `sources`) are only normalised, and other
-    pairs equal to theirs are dropped; elsewhere a pair's repeats are dropped. `extra` (or what it
-    returns once the sources are read) is added to the manifest.
-    """
+    the manifest. `splitters`: source -> (English side -> split); others use `cleaning.split_of`.
+    Sources in `kept_whole` (the user's dev/test files, first in `sources`) are only normalised, and
+    other pairs equal to theirs are dropped; elsewhere a pair's repeats are dropped. `extra` (or
+    what it returns once the sources are read) is added to the manifest."""
     kept_whole = tuple(kept_whole)
     splitters = splitters or {}
     work = os.path.join(out_dir, _WORK_DIR)

@@ -216,12 +216,9 @@ def _is_transient_http(code: int) -> bool:
 
 
 def _download_once(url: str, pinned: PinnedDeb, deb_dir: str, timeout_seconds: float) -> str:
-    """One attempt: `url` into a temporary file in `deb_dir`, checked, renamed into place.
-
-    Raises:
-        DebPackageError: size or SHA256 differs from the pin (not worth retrying).
-        urllib.error.URLError, OSError, http.client.HTTPException: the transfer failed.
-    """
+    """One attempt: `url` into a temporary file in `deb_dir`, checked, renamed into place. Raises
+    `DebPackageError` when size or SHA256 differs from the pin (not worth retrying);
+    `urllib.error.URLError`, `OSError` or `http.client.HTTPException` when the transfer fails."""
     target = os.path.join(deb_dir, pinned.file_name)
     descriptor, partial = tempfile.mkstemp(dir=deb_dir, prefix=".download-", suffix=".part")
     try:
@@ -272,12 +269,9 @@ def download_from_mirror(
 ) -> str:
     """Downloads `mirror/pinned.pool_path` into `deb_dir/pinned.file_name`, checked before it takes
     its name; returns its path. Transient failures are retried `attempts` times in all, the wait
-    doubling from `backoff_seconds`.
-
-    Raises:
-        DebPackageError: a checksum or size mismatch, or an HTTP error retrying cannot fix (404).
-        MirrorUnreachableError: every attempt failed with a transient error.
-    """
+    doubling from `backoff_seconds`. Raises `DebPackageError` on a checksum or size mismatch, or an
+    HTTP error retrying cannot fix (404); `MirrorUnreachableError` when every attempt failed with a
+    transient error."""
     attempts = DOWNLOAD_ATTEMPTS if attempts is None else attempts
     if attempts < 1:
         raise ValueError(f"attempts={attempts}: expected at least 1")
@@ -346,16 +340,11 @@ def fetch_debs(
     mirror: str = DEFAULT_MIRROR,
 ) -> dict[str, str]:
     """Makes sure `deb_dir` holds a `.deb` for every package (reusing those there); returns their
-    paths by package.
-
-    `source` "apt": one `apt-get download` (after one `apt-get update` if apt does not know a
-    package; private lists under `deb_dir/.apt` unless root), the version apt offers. "mirror":
-    `download_from_mirror` for each `pinned` file. "auto": "apt" where apt-get is installed.
-
-    Raises:
-        DebPackageError: naming the missing packages and why.
-        MirrorUnreachableError: the mirror cannot be reached.
-    """
+    paths by package. `source` "apt": one `apt-get download` (after one `apt-get update` if apt does
+    not know a package; private lists under `deb_dir/.apt` unless root), the version apt offers.
+    "mirror": `download_from_mirror` for each `pinned` file. "auto": "apt" where apt-get is
+    installed. Raises `DebPackageError` naming the missing packages and why;
+    `MirrorUnreachableError` when the mirror cannot be reached."""
     if source not in DEB_SOURCES:
         raise ValueError(f"source={source!r}: expected one of {DEB_SOURCES}")
     os.makedirs(deb_dir, exist_ok=True)

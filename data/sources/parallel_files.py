@@ -29,11 +29,7 @@ class ReadStats:
 
 def expand(pattern: str) -> list[str]:
     """The files a path names: itself, or a glob's matches sorted by name (so source and target
-    globs pair in order).
-
-    Raises:
-        ParallelDataError: a glob that matches no file.
-    """
+    globs pair in order). Raises `ParallelDataError` on a glob that matches no file."""
     if not glob.has_magic(pattern):
         return [pattern]
     paths = sorted(path for path in glob.glob(pattern) if os.path.isfile(path))
@@ -44,9 +40,7 @@ def expand(pattern: str) -> list[str]:
 
 def _lines(path: str, stats: ReadStats) -> Iterator[tuple[int, str]]:
     """Yields `(line_number, text)`, 1-based, newline removed, strict UTF-8, `.gz` through gzip.
-
-    Raises:
-        ParallelDataError: invalid UTF-8, a bad .gz file, or a failed read (file and line).
+    Raises `ParallelDataError` on invalid UTF-8, a bad .gz file, or a failed read (file and line).
     """
     base = stats.bytes_done
     number = 0
@@ -87,12 +81,8 @@ def _check_not_empty(path: str) -> None:
 
 
 def read_tsv(paths: str | list[str], stats: ReadStats | None = None) -> Iterator[tuple[str, str]]:
-    """Yields `(source, target)` from one or several TSV files, in order.
-
-    Raises:
-        ParallelDataError: an empty or missing file, invalid UTF-8, or a row without exactly one
-            tab (file:line).
-    """
+    """Yields `(source, target)` from one or several TSV files, in order. Raises `ParallelDataError`
+    on an empty or missing file, invalid UTF-8, or a row without exactly one tab (file:line)."""
     stats = ReadStats() if stats is None else stats
     paths = [paths] if isinstance(paths, str) else paths
     for path in paths:
@@ -119,12 +109,9 @@ def read_parallel(
     source_paths: str | list[str], target_paths: str | list[str], stats: ReadStats | None = None
 ) -> Iterator[tuple[str, str]]:
     """Yields `(source, target)` from line-aligned files: two paths, or two lists pairing in order;
-    pairs with an empty side are counted in `stats.empty_lines_skipped`.
-
-    Raises:
-        ParallelDataError: an empty or missing file, invalid UTF-8, lists of different lengths, or
-            files of different numbers of lines (both files and the line).
-    """
+    pairs with an empty side are counted in `stats.empty_lines_skipped`. Raises `ParallelDataError`
+    on an empty or missing file, invalid UTF-8, lists of different lengths, or files of different
+    numbers of lines (both files and the line)."""
     stats = ReadStats() if stats is None else stats
     source_paths = [source_paths] if isinstance(source_paths, str) else source_paths
     target_paths = [target_paths] if isinstance(target_paths, str) else target_paths
@@ -159,11 +146,8 @@ def read_parallel(
 
 
 def write_tsv(path: str, pairs: Iterator[tuple[str, str]] | list[tuple[str, str]]) -> int:
-    """Writes `source<TAB>target` lines; returns the number written.
-
-    Raises:
-        ValueError: a side containing a tab or a line break.
-    """
+    """Writes `source<TAB>target` lines; returns the number written. Raises `ValueError` on a side
+    containing a tab or a line break."""
     count = 0
     with open(path, "w", encoding="utf-8", newline="\n") as f:
         for source, target in pairs:

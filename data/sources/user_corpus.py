@@ -63,11 +63,8 @@ def user_files(values, corpus_flag: str) -> tuple[tuple[str, str], dict]:
 
 def multilingual_files(values, corpus_flag: str) -> dict:
     """Checks a multilingual user corpus's flags (one `--<split>_tsv` per pair of --languages, in
-    order); returns {split: [paths]} ([] where not given).
-
-    Raises:
-        UserFilesError: --<split>_src/--<split>_tgt, a weighted --train_tsv, or not one file per pair.
-    """
+    order); returns {split: [paths]} ([] where not given). Raises `UserFilesError` on
+    --<split>_src/--<split>_tgt flags, a weighted --train_tsv, or not one file per pair."""
     pairs = values["languages"].split(",")
     files = {}
     for split in cleaning.SPLITS:
@@ -112,15 +109,11 @@ def prepare_user_corpus(
 ) -> CorpusPaths:
     """Builds a corpus from the user's files: each split a TSV path or a (source, target) pair, a
     path possibly a glob or gzip-compressed; `train` may be a list of TSV paths for a weighted mix.
-
     Streamed in bounded memory, the training split in shards of `shard_pairs` pairs; missing dev or
     test splits come from training by the hash split (docs/data.md, "Your own files"). Rebuilt when
-    the languages or the files (paths, sizes, modification times) change.
-
-    Raises:
-        parallel_files.ParallelDataError: malformed input (file and line), or a glob matching nothing.
-        CorpusError: bad languages, or no training pairs left after cleaning.
-    """
+    the languages or the files (paths, sizes, modification times) change. Raises
+    `parallel_files.ParallelDataError` on malformed input (file and line), or a glob matching
+    nothing; `CorpusError` on bad languages, or no training pairs left after cleaning."""
     languages = tuple(languages)
     if len(languages) != 2 or not all(isinstance(code, str) and code for code in languages):
         raise CorpusError(f"languages must be two non-empty codes like ('en', 'de'), got {languages!r}.")
