@@ -2,8 +2,7 @@
 
 Each says what it relies on, why public API does not suffice, and the version checked (`CHECKED`);
 tests/common/test_compat.py fails when the installed version differs. No module-level import of
-either library, so `models/` and the JAX paths can use it.
-"""
+either library, so `models/` and the JAX paths can use it."""
 
 import contextlib
 import gc

@@ -1,7 +1,6 @@
 """One base class for every error a user's input or environment can cause, and the exit statuses
 (docs/design.md, "Exit status"). Entry points catch `UserError` alone and print it as one line; any
-other exception is a bug and keeps its traceback.
-"""
+other exception is a bug and keeps its traceback."""
 
 import sys
 

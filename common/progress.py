@@ -1,6 +1,5 @@
 """Progress that fits where it goes: a line rewritten in place at a terminal, plain lines in a file
-or pipe (docs/design.md, "Output in logs and pipes").
-"""
+or pipe (docs/design.md, "Output in logs and pipes")."""
 
 import dataclasses
 import os

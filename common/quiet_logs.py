@@ -2,8 +2,7 @@
 
 TensorFlow's C++ libraries write to file descriptor 2 whatever `TF_CPP_MIN_LOG_LEVEL` says, so
 `quiet_tool_output` routes it through a thread that drops absl-formatted INFO and WARNING lines and
-known harmless errors of a machine without a GPU, and passes the rest on at once.
-"""
+known harmless errors of a machine without a GPU, and passes the rest on at once."""
 
 import atexit
 import logging

@@ -1,7 +1,6 @@
 """The special-token ids every vocabulary pins: PAD (masked in attention, loss and metrics), BOS
-(first decoder input), EOS (end of source and translation), UNK. Everything reads them from here
-as the defaults of `pad_id` / `bos_id` / `eos_id`, never as literals.
-"""
+(first decoder input), EOS (end of source and translation), UNK. Everything reads them from here as
+the defaults of `pad_id` / `bos_id` / `eos_id`, never as literals."""
 
 PAD_ID = 0
 BOS_ID = 1

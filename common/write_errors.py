@@ -1,6 +1,5 @@
 """Writing files: `WriteError`, which names the path and reason of an OSError on write (disk full,
-quota, read-only directory) so a tool prints one line, and the mode of new files.
-"""
+quota, read-only directory) so a tool prints one line, and the mode of new files."""
 
 import contextlib
 import os

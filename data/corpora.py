@@ -1,8 +1,7 @@
 """The corpus a run's data configuration names, built or found in the cache, and its direction.
 
 The functions take any object with `training.config.DataConfig`'s attributes (data/ does not import
-training/).
-"""
+training/)."""
 
 import dataclasses
 import os

@@ -1,7 +1,6 @@
 """Multilingual corpora: several built-in pairs in one model, each source sentence tagged `<2xx>`
-with its target language (fairseq's `--encoder-langtok tgt`). docs/training.md, "Several pairs in one
-model", is the user's guide.
-"""
+with its target language (fairseq's `--encoder-langtok tgt`). docs/training.md, "Several pairs in
+one model", is the user's guide."""
 
 import hashlib
 import os

@@ -1,8 +1,7 @@
 """The tf.data input pipeline: TSV pairs -> token-budgeted, length-bucketed batches for `model.fit`.
 
 Elements are `((source_ids, target_input_ids), target_output_ids)`, int32 `[batch, length]`, padded
-with PAD_ID to a bucket length. docs/data.md, "The input pipeline", gives the stages and options.
-"""
+with PAD_ID to a bucket length. docs/data.md, "The input pipeline", gives the stages and options."""
 
 import dataclasses
 import math
@@ -303,7 +302,6 @@ def make_dataset(
         shuffle, seed: seed None lets each iterator draw its own (tf.data service workers).
         reverse: the TSV's second column is the source.
         repeat: repeat forever, before bucketing.
-        plan: default `bucket_plan(batch_tokens, max_length)`.
         weights: one per path: draw from the paths in proportion (needs `repeat`); None reads
             them one after the other.
         data_service: "grpc://HOST:PORT" of a tf.data service dispatcher.

@@ -1,9 +1,8 @@
 """One SentencePiece vocabulary shared by source and target, run inside the TF graph.
 
 `train_sentencepiece` trains it (BPE by default: the paper's Section 5.1) with the special ids of
-`common.special_ids` and byte fallback (no `<unk>`); `Tokenizer` runs it as tensorflow-text ops, so a
-SavedModel carries it as an asset.
-"""
+`common.special_ids` and byte fallback (no `<unk>`); `Tokenizer` runs it as tensorflow-text ops, so
+a SavedModel carries it as an asset."""
 
 import hashlib
 import io
@@ -153,11 +152,9 @@ def train_sentencepiece(
             ends in `.tsv` / `.txt`.
         model_prefix: output path without extension; `.model` and `.vocab` are written atomically.
         vocab_size: number of pieces, special and byte pieces included.
-        model_type: "bpe" or "unigram".
         character_coverage: share of characters given single-character pieces; the rest fall back
             to bytes.
         input_sentence_size: size of SentencePiece's uniform sample of the input.
-        num_threads: default all cores.
         user_defined_symbols: pieces kept whole (`<2fr>`), ids right after the special ones.
         tsv_column: learn from this column (0 or 1) of `.tsv` inputs only; None reads both.
 

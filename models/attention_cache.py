@@ -3,8 +3,7 @@
 `(keys, values)`, each `[batch, num_heads, cache_length, head_dim]`: self caches preallocated by
 `empty_cache` and written at `cache_index`; cross caches computed once and only read. A cache with
 `n` times fewer rows than the queries holds `n` slots per row (a sentence's beams). docs/design.md,
-"The model", says how writes run per backend (`BufferOps`).
-"""
+"The model", says how writes run per backend (`BufferOps`)."""
 
 import contextlib
 import threading

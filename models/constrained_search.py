@@ -1,6 +1,5 @@
 """The lexical-constraints search part: every output contains each of its sentence's target phrases,
-by dynamic beam allocation (Post & Vilar, 2018; docs/translating.md, "How the search works").
-"""
+by dynamic beam allocation (Post & Vilar, 2018; docs/translating.md, "How the search works")."""
 
 from keras import ops
 

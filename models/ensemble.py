@@ -1,7 +1,6 @@
 """Several trained Transformers searched as one model: each step averages the members'
 log-probabilities (Marian's `--models` with equal weights). The members share vocabularies and may
-differ in size; caches are lists, one entry per member; attention weights are the first member's.
-"""
+differ in size; caches are lists, one entry per member; attention weights are the first member's."""
 
 from keras import ops
 

@@ -1,6 +1,5 @@
-"""Position-wise feed-forward network (Vaswani et al., 2017, Section 3.3):
-FFN(x) = max(0, x W_1 + b_1) W_2 + b_2.
-"""
+"""Position-wise feed-forward network (Vaswani et al., 2017, Section 3.3): FFN(x) = max(0, x W_1 +
+b_1) W_2 + b_2."""
 
 import keras
 
@@ -15,9 +14,7 @@ class PositionwiseFeedForward(keras.layers.Layer):
     Args:
         hidden_dim: d_model. Defaults to 512.
         intermediate_dim: d_ff. Defaults to 2048.
-        activation: defaults to "relu", the paper's.
         activation_dropout: after the activation (not in the paper). Defaults to 0.0.
-        kernel_initializer: defaults to "glorot_uniform".
 
     Call arguments:
         inputs: `[batch, length, hidden_dim]`.

@@ -1,7 +1,6 @@
-"""Int8 weights for inference: matmul weights as int8 with one float scale per output channel
-(per row for the embedding), Keras's symmetric convention `q = round(w * scale)`,
-`scale = 127 / max |w|`. Weight-only; docs/serving.md, "int8 weights", says why.
-"""
+"""Int8 weights for inference: matmul weights as int8 with one float scale per output channel (per
+row for the embedding), Keras's symmetric convention `q = round(w * scale)`, `scale = 127 / max
+|w|`. Weight-only; docs/serving.md, "int8 weights", says why."""
 
 import contextlib
 import threading

@@ -1,6 +1,5 @@
 """The warm-up learning-rate schedule and Adam optimizer of Vaswani et al. (2017), Section 5.3:
-lrate = d_model^-0.5 * min(step_num^-0.5, step_num * warmup_steps^-1.5) (equation 3).
-"""
+lrate = d_model^-0.5 * min(step_num^-0.5, step_num * warmup_steps^-1.5) (equation 3)."""
 
 import keras
 from keras import ops

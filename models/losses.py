@@ -1,7 +1,6 @@
 """Label-smoothed cross-entropy over non-pad target tokens (Vaswani et al., 2017, Section 5.4).
 
-docs/training.md, "The loss", gives the formula and why the gradient is written by hand.
-"""
+docs/training.md, "The loss", gives the formula and why the gradient is written by hand."""
 
 import keras
 from keras import ops

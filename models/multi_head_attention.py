@@ -1,8 +1,7 @@
 """Multi-head scaled dot-product attention (Sections 3.2.1, 3.2.2) with a preallocated cache.
 
 Keys and values share one fused projection; logits and softmax are float32. The cache layout is
-`models/attention_cache.py`'s; docs/design.md says which attention kernel runs where.
-"""
+`models/attention_cache.py`'s; docs/design.md says which attention kernel runs where."""
 
 import math
 

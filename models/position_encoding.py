@@ -1,7 +1,6 @@
 """Sinusoidal positional encoding (Vaswani et al., 2017, Section 3.5), sines on even and cosines on
 odd dimensions as in the paper, computed in float32 for any start position (so decoding step t gets
-the row a full pass gives position t).
-"""
+the row a full pass gives position t)."""
 
 import keras
 from keras import ops

@@ -1,7 +1,6 @@
 """The residual wrapper around every sublayer (Vaswani et al., 2017, Section 5.4): post-norm,
-`LayerNorm(x + Dropout(Sublayer(x)))`, or pre-norm (`normalize_first`, not in the paper),
-`x + Dropout(Sublayer(LayerNorm(x)))` with a final LayerNorm on the stack.
-"""
+`LayerNorm(x + Dropout(Sublayer(x)))`, or pre-norm (`normalize_first`, not in the paper), `x +
+Dropout(Sublayer(LayerNorm(x)))` with a final LayerNorm on the stack."""
 
 import keras
 

@@ -1,6 +1,5 @@
 """Random sampling of the next token (for back-translation, Edunov et al., 2018), reproducible under
-a seed on every backend. docs/translating.md, "How the search works", explains the draw.
-"""
+a seed on every backend. docs/translating.md, "How the search works", explains the draw."""
 
 from keras import ops
 

@@ -1,7 +1,6 @@
 """The one search loop of every search (beam, greedy, sampling, forced prefixes, constraints): a
 `while_loop` of fixed shapes over `beam_size` alive and finished hypotheses per sentence, calling
-`SearchPart`s at fixed points. docs/translating.md, "How the search works", explains it.
-"""
+`SearchPart`s at fixed points. docs/translating.md, "How the search works", explains it."""
 
 from typing import Any, NamedTuple
 

@@ -1,7 +1,6 @@
-"""One embedding matrix for source tokens, target tokens and the pre-softmax projection (Vaswani
-et al., 2017, Section 3.4: shared weights, multiplied by sqrt(d_model); Section 5.4: dropout on
-embeddings plus positions).
-"""
+"""One embedding matrix for source tokens, target tokens and the pre-softmax projection (Vaswani et
+al., 2017, Section 3.4: shared weights, multiplied by sqrt(d_model); Section 5.4: dropout on
+embeddings plus positions)."""
 
 import math
 

@@ -1,7 +1,6 @@
 """Per-token log-probabilities of given translations forced through the model (no search), what a
 confidence (`inference.confidence`) is computed from; keras.ops only, so it also traces into the
-SavedModel (`export.graph_confidence`).
-"""
+SavedModel (`export.graph_confidence`)."""
 
 from keras import ops
 

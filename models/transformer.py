@@ -2,8 +2,7 @@
 
 Shared embedding (Section 3.4) -> encoder stack -> decoder stack -> the embedding matrix transposed
 as the pre-softmax projection. Symbols: `num_layers` N, `hidden_dim` d_model, `num_heads` h,
-`intermediate_dim` d_ff, `dropout` P_drop; defaults are Table 3's base model.
-"""
+`intermediate_dim` d_ff, `dropout` P_drop; defaults are Table 3's base model."""
 
 import keras
 from keras import ops
@@ -24,14 +23,10 @@ class Transformer(keras.Model):
     Args:
         vocabulary_size: the shared vocabulary's size (the target's with `source_vocabulary_size`).
         num_layers: N, in each stack. Defaults to 6.
-        hidden_dim: d_model. Defaults to 512.
-        num_heads: h. Defaults to 8.
-        intermediate_dim: d_ff. Defaults to 2048.
-        dropout: P_drop on embeddings + positions and every sublayer output. Defaults to 0.1.
-        attention_dropout: on attention weights (not in the paper). Defaults to 0.0.
-        activation_dropout: after the ReLU (not in the paper). Defaults to 0.0.
-        normalize_first: pre-norm instead of the paper's post-norm. Defaults to False.
-        layer_norm_epsilon: defaults to 1e-6.
+        hidden_dim, num_heads, intermediate_dim, dropout, attention_dropout, activation_dropout,
+            normalize_first, layer_norm_epsilon: the layers' options, with the paper's symbols and
+            defaults in `TransformerLayerBase` (`models/layer_stack.py`); dropout also applies to
+            embeddings + positions.
         pad_id: source positions holding it are masked.
         source_vocabulary_size: None shares one matrix; else the encoder's own vocabulary size.
 

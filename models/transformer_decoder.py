@@ -2,8 +2,7 @@
 
 Masked self-attention, encoder-decoder attention and feed-forward, each with residual dropout and
 layer normalization. For incremental decoding, `empty_self_caches` preallocates the self caches and
-`cross_caches` projects the encoder output once.
-"""
+`cross_caches` projects the encoder output once."""
 
 import keras
 from keras import ops

@@ -1,6 +1,5 @@
 """Encoder layer and encoder stack (Vaswani et al., 2017, Section 3.1): self-attention and
-feed-forward, each with residual dropout and layer normalization (`models/residual.py`).
-"""
+feed-forward, each with residual dropout and layer normalization (`models/residual.py`)."""
 
 import keras
 

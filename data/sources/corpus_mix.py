@@ -1,8 +1,7 @@
 """Several training corpora sampled in proportion to weights: the flags that name them
 (`--train_tsv=a.tsv:3,b.tsv:1`, `--source_weights=ding:3`) and the per-corpus training files
 (`train.<source>.tsv`) the input pipeline samples from. docs/training.md, "Several training corpora
-with weights", says what a weight means.
-"""
+with weights", says what a weight means."""
 
 import dataclasses
 import itertools

@@ -2,8 +2,7 @@
 
 Pass one cleans each pair, assigns its split, appends it to a candidates file and hashes it into a
 `duplicates.DuplicateFinder`; pass two writes the non-duplicates into shards and split files in the
-sources' order (so each source's training pairs are consecutive lines, as `corpus_mix` needs).
-"""
+sources' order (so each source's training pairs are consecutive lines, as `corpus_mix` needs)."""
 
 import hashlib
 import itertools

@@ -1,9 +1,8 @@
 """Fetching Debian packages and reading their files without installing them.
 
-`.deb` archives are read in pure Python (zstd through the `zstd` program), so neither `dpkg` nor root
-is needed; packages come from `apt-get download` where it exists, else from a Debian mirror, checked
-against a `PinnedDeb`.
-"""
+`.deb` archives are read in pure Python (zstd through the `zstd` program), so neither `dpkg` nor
+root is needed; packages come from `apt-get download` where it exists, else from a Debian mirror,
+checked against a `PinnedDeb`."""
 
 import dataclasses
 import glob

@@ -1,7 +1,6 @@
 """The languages of Debian 12's LibreOffice translations, the table behind the deb-en-XX corpora:
 `debian_languages.json` pins each language's packages and counts its corpus's pairs; a maintainer
-rewrites it with `python -m tools.debian_languages_table` (docs/data.md, "Pins").
-"""
+rewrites it with `python -m tools.debian_languages_table` (docs/data.md, "Pins")."""
 
 import dataclasses
 import json

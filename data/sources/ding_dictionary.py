@@ -1,7 +1,6 @@
-"""Example sentences from the Ding German-English dictionary (`trans-de-en`): lines of
-`German :: English` sub-entries separated by ` | `, of which those that are whole sentences on both
-sides become pairs.
-"""
+"""Example sentences from the Ding German-English dictionary (`trans-de-en`): lines of `German ::
+English` sub-entries separated by ` | `, of which those that are whole sentences on both sides
+become pairs."""
 
 import re
 from collections.abc import Iterator

@@ -2,8 +2,7 @@
 
 Pairs are known by a 64-bit hash (`pair_hash`), spilled with their positions to `PARTITIONS` files
 and compared one partition at a time; only a one-bit-per-pair bitmap is held. Two pairs colliding
-(probability about n^2 / 2^65) would drop one.
-"""
+(probability about n^2 / 2^65) would drop one."""
 
 import hashlib
 import os

@@ -1,6 +1,5 @@
 """Translated strings from compiled gettext catalogs (`.mo` files, both byte orders), every entry
-kept rather than `gettext`'s one per msgid.
-"""
+kept rather than `gettext`'s one per msgid."""
 
 import re
 import struct

@@ -1,7 +1,6 @@
 """Aligned paragraphs from the LibreOffice help pages in two languages, joined exactly on (page path
 below `text/`, paragraph `id`), ids being shared by every language's page: no sentence alignment is
-guessed.
-"""
+guessed."""
 
 import html.parser
 import re

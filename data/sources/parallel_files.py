@@ -1,7 +1,6 @@
 """Reading and writing parallel text: `source<TAB>target` TSV files and pairs of plain-text files,
 plain or `.gz`, one file or a glob. Readers stream and fail naming the file and line; empty lines
-are skipped and counted.
-"""
+are skipped and counted."""
 
 import dataclasses
 import glob

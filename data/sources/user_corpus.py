@@ -1,7 +1,6 @@
 """A corpus built from the user's own parallel files (`prepare_user_corpus`) and `user_files`, the
 one check of the flags that name them. Dev and test files are kept whole (normalised only) so that
-scores compare with published ones.
-"""
+scores compare with published ones."""
 
 import dataclasses
 import hashlib
@@ -29,9 +28,8 @@ def user_files(values, corpus_flag: str) -> tuple[tuple[str, str], dict]:
         corpus_flag: the flag named in the messages ("--corpus=files").
 
     Returns:
-        languages: e.g. ("en", "de").
-        files: split -> a TSV path, a (source, target) pair, or None; "train" is a list when
-            --train_tsv names several weighted files (`corpus_mix.parse_train_tsv`).
+        languages ("en", "de") and files: split -> a TSV path, a (source, target) pair, or None;
+            "train" is a list when --train_tsv names several weighted files.
 
     Raises:
         UserFilesError: any inconsistent or missing flag.

@@ -4,8 +4,7 @@
 Keras's TensorFlow dropout under `mixed_bfloat16` draws 32 bits per element with a rate off the
 requested one; this draws 32 bits per two elements, keeps where the 16 bits are >= round(rate *
 65536) and scales by the realised keep probability. Rates 16 bits cannot express within 0.1%, odd
-last dimensions and other backends use Keras's dropout.
-"""
+last dimensions and other backends use Keras's dropout."""
 
 import keras
 from keras import ops

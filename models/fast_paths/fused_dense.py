@@ -2,8 +2,7 @@
 gradient is a matmul; it must equal `keras.layers.Dense` (tests/models/fast_paths/test_fused_dense.py).
 
 With a bias under TensorFlow, the forward runs on the 2-D `[positions, in]` form, which Grappler
-fuses with the bias add and ReLU into one oneDNN kernel; other cases use Keras's `Dense`.
-"""
+fuses with the bias add and ReLU into one oneDNN kernel; other cases use Keras's `Dense`."""
 
 import keras
 from keras import ops

@@ -1,8 +1,7 @@
 """Fast path: layer normalization with a hand-written float32 gradient under TensorFlow (instead of
-some thirty op-by-op passes); it must equal `keras.layers.LayerNormalization` in outputs and gradients
-(tests/models/fast_paths/test_fused_layer_normalization.py). With r = 1 / sqrt(var(x) + epsilon)
-and g' = g * gamma: dL/dx = r * (g' - mean(g') - x_hat * mean(g' * x_hat)).
-"""
+some thirty op-by-op passes); it must equal `keras.layers.LayerNormalization` in outputs and
+gradients (tests/models/fast_paths/test_fused_layer_normalization.py). With r = 1 / sqrt(var(x) +
+epsilon) and g' = g * gamma: dL/dx = r * (g' - mean(g') - x_hat * mean(g' * x_hat))."""
 
 import keras
 from keras import ops
