@@ -27,8 +27,7 @@ class WorkError(UserError):
 
 
 def refused_flags_message(error, flag_values=None):
-    """absl's `flags.Error` message without the flag values absl prepends, so each line names the
-    wrong flag, its value and what is allowed."""
+    """absl's `flags.Error` message without the flag values absl prepends."""
     flag_values = flag_values if flag_values is not None else flags.FLAGS
     prefixes = {}  # `<absl's list of values>: ` -> the flag of a single-flag validator, or None
     for name in flag_values:

@@ -70,8 +70,7 @@ class ProgressLine:
 
 @dataclasses.dataclass(frozen=True)
 class Interval:
-    """How often plain progress lines are written: every `steps` steps, or every `seconds`
-    seconds; neither: only at the end of each epoch."""
+    """Plain progress every `steps` steps or `seconds` seconds; neither: at epoch ends only."""
 
     steps: int = 0
     seconds: float = 0.0

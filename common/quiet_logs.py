@@ -91,8 +91,7 @@ class _StderrFilter:
 
 
 def stderr_descriptor():
-    """The descriptor of the stderr the tool's messages reach: the original one while the filter
-    runs (descriptor 2 is then the filter's pipe), else 2."""
+    """The descriptor of the tool's real stderr: the original while the filter runs, else 2."""
     return _installed.original if _installed is not None else 2
 
 

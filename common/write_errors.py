@@ -8,8 +8,7 @@ from common.errors import WorkError
 
 
 def default_mode(directory=False):
-    """The mode `open`/`os.makedirs` gives a new file (directory), less the umask, unlike
-    `tempfile`'s 0o600/0o700, so other users can read a model."""
+    """The mode `open`/`os.makedirs` gives a new file (directory), less the umask (not `tempfile`'s)."""
     umask = os.umask(0o077)  # Reading the umask sets it: put it back at once.
     os.umask(umask)
     return (0o777 if directory else 0o666) & ~umask

@@ -14,8 +14,7 @@ from data.sources.corpus_cache import CorpusError
 
 
 class CorpusChoiceError(CorpusError):
-    """The configured corpus cannot serve as asked: a direction it does not hold, or no dev pairs
-    to train with. The message says what to change."""
+    """The configured corpus cannot serve as asked (direction, dev pairs); the message says what to change."""
 
 
 def vocabulary_symbols(data):
@@ -24,8 +23,7 @@ def vocabulary_symbols(data):
 
 
 def prepare_command(data, vocab_size):
-    """The `python -m data.prepare` command that builds the corpus and its `vocab_size`-piece BPE
-    vocabulary into the corpus's cache entry."""
+    """The `python -m data.prepare` command that builds the corpus and its vocabulary."""
     arguments = [f"--cache_dir={data.cache_dir}", f"--vocab_size={vocab_size}"]
     if getattr(data, "subword_model", "bpe") != "bpe":
         arguments.append(f"--model_type={data.subword_model}")
@@ -192,8 +190,7 @@ def print_mix(mix):
 
 
 def _source_files(manifest, source):
-    """The input files recorded for a source of a user corpus (several training files are the
-    sources train-1, train-2, ... of the inputs' "train" list)."""
+    """The input files recorded for a source of a user corpus ("train", "train-1", ...)."""
     inputs = manifest.get("inputs", {})
     if source in inputs:
         return inputs[source]

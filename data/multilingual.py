@@ -20,14 +20,12 @@ class MultilingualError(CorpusError):
 
 
 def is_multilingual(corpus: str, languages: str | None = None) -> bool:
-    """Whether a --corpus value names several pairs (comma-separated), or --corpus=files several
-    --languages (en-de,en-fr: one file per pair)."""
+    """Whether --corpus names several pairs, or --corpus=files several --languages."""
     return "," in corpus or (corpus == "files" and "," in (languages or ""))
 
 
 def pair_list(corpus: str, languages: str | None = None) -> str:
-    """The comma-separated pairs of a multilingual configuration: the built-in corpora of --corpus,
-    or the --languages of the user's files (each pair named by its languages, e.g. "en-fr")."""
+    """The pairs of a multilingual configuration: --corpus's corpora, or --languages ("en-fr")."""
     return languages if corpus == "files" else corpus
 
 
@@ -134,8 +132,7 @@ def _write(tmp_dir: str, pairs: dict) -> None:
 
 
 def prepare_multilingual(names, cache_dir: str, build) -> CorpusPaths:
-    """The multilingual entry of `names` in `cache_dir`, written unless complete; `build(name)`
-    returns one pair's `CorpusPaths`."""
+    """The multilingual entry of `names` in `cache_dir`, written unless complete (`build(name)`: a pair)."""
     pairs = {name: build(name) for name in names}
     digest = hashlib.sha256()
     for name, paths in pairs.items():
@@ -169,8 +166,7 @@ def tags_of(corpus: str, languages: str | None = None) -> tuple[str, ...]:
 
 
 def vocabulary_symbols(corpus: str, symbols, languages: str | None = None) -> tuple[str, ...]:
-    """The user-defined symbols of a vocabulary for --corpus=`corpus` (and `languages`): a
-    multilingual configuration's tags first, then the user's `symbols`."""
+    """A vocabulary's user-defined symbols: a multilingual configuration's tags, then `symbols`."""
     symbols = tuple(symbols or ())
     if not is_multilingual(corpus, languages):
         return symbols
@@ -183,15 +179,13 @@ class TargetLanguageError(UserError, ValueError):
 
 
 def model_languages(data: dict) -> tuple[str, ...] | None:
-    """The target languages of a model trained with the data section `data` (config.json's), or
-    None for a bilingual model."""
+    """The target languages of a model trained with data section `data`, or None if bilingual."""
     corpus, languages = data.get("corpus") or "", data.get("languages")
     return languages_of(corpus, languages) if is_multilingual(corpus, languages) else None
 
 
 def side_languages(data: dict) -> tuple[str | None, str | None]:
-    """The (source, target) languages of a run's data section, each None where it names none or
-    several."""
+    """The (source, target) languages of a data section, each None where it names none or several."""
     if data.get("direction"):
         directions = [data["direction"]]
     elif data.get("languages"):

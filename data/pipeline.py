@@ -93,8 +93,7 @@ def validate_tsv(tsv_path_or_paths: str | Sequence[str]) -> int:
 
 
 def _pair_length(source_length, target_input_length):
-    """The length a pair is filtered and bucketed by: its longer side, BOS/EOS included (the target
-    output is as long as the target input)."""
+    """The length a pair is filtered and bucketed by: its longer side, BOS/EOS included."""
     return tf.maximum(source_length, target_input_length)
 
 
@@ -149,8 +148,7 @@ def _tokenized_batches(
 def _short_pair_batches(
     lines: tf.data.Dataset, tokenizer, reverse: bool, max_length: int, label: str, pairs_per_batch: int
 ) -> tf.data.Dataset:
-    """`_tokenized_batches` without the counts, which a `scan` sums and prints to stderr when a
-    sentinel batch ends each pass."""
+    """`_tokenized_batches` without the counts, which are printed to stderr at the end of each pass."""
     batches = _tokenized_batches(lines, tokenizer, reverse, max_length, pairs_per_batch)
     zero = tf.constant(0, tf.int64)
     flagged = batches.map(lambda s, ti, to, seen, dropped: (s, ti, to, seen, dropped, False)).concatenate(
@@ -345,14 +343,12 @@ def make_dataset(
 
 
 def _drawn_seed() -> tf.Tensor:
-    """A shuffle seed drawn when the dataset function runs (from the clock, in microseconds), so
-    that each iterator, on whichever machine, shuffles in its own order."""
+    """A shuffle seed drawn from the clock when the dataset function runs: each iterator its own."""
     return tf.cast(tf.timestamp() * 1e6, tf.int64) % (2**31 - 1)
 
 
 def _check_plan(plan: BucketPlan, max_length: int) -> None:
-    """Raises ValueError unless `plan` ends at `max_length` with increasing lengths and one batch
-    size >= 1 for each: the bucketing relies on both."""
+    """Raises ValueError unless `plan` ends at `max_length`, increasing, each batch size >= 1."""
     if plan.lengths[-1] != max_length:
         raise ValueError(f"The bucket plan ends at {plan.lengths[-1]}, max_length is {max_length}.")
     increasing = all(a < b for a, b in zip(plan.lengths, plan.lengths[1:]))
@@ -408,8 +404,7 @@ def pipeline_lines(files: Sequence[str], num_shards: int, shard_index: int, seed
 
 
 def sharded_by_lines(files: Sequence[str], num_shards: int) -> bool:
-    """Whether `num_shards` input pipelines read `files` by lines (fewer files than pipelines): each
-    then reads the whole corpus to keep its share."""
+    """Whether `num_shards` input pipelines read `files` by lines (fewer files than pipelines)."""
     return 1 < num_shards and len(files) < num_shards
 
 
@@ -460,8 +455,7 @@ def _mixed_corpus_batches(
 
 
 def _with_end_of_data(batches: tf.data.Dataset, *, repeat: bool, mixed: bool) -> tf.data.Dataset:
-    """Ragged pair batches -> `(..., is_end)` for `_bucketed`: one pass ending with a flush, or
-    repeated forever."""
+    """Ragged pair batches -> `(..., is_end)`: one pass ending with a flush, or repeated forever."""
     batches = batches.map(lambda s, ti, to: (s, ti, to, False))
     if not repeat:  # the end: the pairs still waiting for their batch to fill leave in partial batches
         flush = tf.data.Dataset.from_tensors((_no_pairs(), _no_pairs(), _no_pairs(), True))
@@ -472,8 +466,7 @@ def _with_end_of_data(batches: tf.data.Dataset, *, repeat: bool, mixed: bool) ->
 
 
 def data_parallel_plan(batch_tokens: int, max_length: int, replicas: int) -> BucketPlan:
-    """`bucket_plan` for one global batch of `replicas * (batch_tokens // length)` pairs per
-    bucket, split in equal shares (JAX data parallelism)."""
+    """`bucket_plan` of one global batch split in equal per-replica shares (JAX data parallelism)."""
     plan = bucket_plan(batch_tokens, max_length)
     return dataclasses.replace(
         plan, batch_sizes=tuple(replicas * size for size in plan.batch_sizes), batch_tokens=replicas * batch_tokens

@@ -91,8 +91,7 @@ def _sentences(inputs: str | os.PathLike | Iterable[str], tsv_column: int | None
 
 
 class _Guarded:
-    """Iterates `sentences` for the SentencePiece trainer, keeping an exception they raise (which
-    the trainer would wrap) for `train_sentencepiece` to raise."""
+    """Iterates `sentences` for the trainer, keeping an exception for `train_sentencepiece` to raise."""
 
     def __init__(self, sentences: Iterator[str]):
         self._sentences = sentences
@@ -225,8 +224,7 @@ def _trained_model(sentences, seed, options):
 
 
 def _write_model(model_prefix, model):
-    """Writes `model_prefix.vocab` (each piece and its score) and then `model_prefix.model`; a
-    failed model write removes the listing too."""
+    """Writes `model_prefix.vocab` then `model_prefix.model`; a failed model write removes both."""
     processor = sentencepiece.SentencePieceProcessor(model_proto=model)
     vocab = "".join(
         f"{processor.id_to_piece(i)}\t{processor.get_score(i):g}\n" for i in range(processor.get_piece_size())
@@ -300,8 +298,7 @@ class Tokenizer(tf.Module):
         )
 
     def sampling(self, alpha: float, nbest_size: int = -1) -> "Tokenizer":
-        """This vocabulary with subword regularization (`sampling_refusal` says which values are
-        valid); for training only."""
+        """This vocabulary with subword regularization (`sampling_refusal`), for training only."""
         return Tokenizer(self._model_proto, alpha=alpha, nbest_size=nbest_size)
 
     @property

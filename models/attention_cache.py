@@ -42,8 +42,7 @@ def current_buffer_ops():
 
 @contextlib.contextmanager
 def using_buffer_ops(buffer_ops):
-    """Makes `empty_cache` and `write_cache` use `buffer_ops` inside the `with` block, in this
-    thread (while a search is traced: what the trace records stays after the block)."""
+    """Makes `empty_cache` and `write_cache` use `buffer_ops` in the `with` block, in this thread."""
     previous = current_buffer_ops()
     _state.buffer_ops = buffer_ops
     try:

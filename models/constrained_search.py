@@ -40,8 +40,7 @@ class LexicalConstraints(SearchPart):
         return ops.where(ops.logical_and(unmet[:, None], is_eos), LARGE_NEGATIVE, choice_logits)
 
     def offer(self, choice_logits, offered, state):
-        """For each phrase not met, its next token, once (not where it is offered already or by an
-        earlier phrase)."""
+        """For each unmet phrase, its next token, once (unless offered already)."""
         progress, met = self._row_progress(state)
         next_index = ops.minimum(progress, self.phrase_length - 1)[:, :, None]
         next_tokens = ops.take_along_axis(self.row_phrases, next_index, axis=2)[:, :, 0]  # [batch * beam, phrases]

@@ -50,8 +50,7 @@ class Ensemble:
         self_attention_mask=None,
         attention_layer=-1,
     ):
-        """`Transformer.decode` with the members' mean log-probabilities float32 `[batch, length,
-        vocabulary_size]` in place of logits."""
+        """`Transformer.decode` with the members' mean log-probabilities in place of logits."""
         log_probs, self_caches, attention = [], [], None
         for index, model in enumerate(self.models):
             results = model.decode(

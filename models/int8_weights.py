@@ -26,8 +26,7 @@ _state = threading.local()
 
 
 def block_matrices():
-    """`id(int8 variable) -> product matrix` of the `products_cast_once` block active in this
-    thread, or None outside one."""
+    """`id(int8 variable) -> product matrix` of this thread's `products_cast_once` block, or None."""
     return getattr(_state, "matrices", None)
 
 
@@ -52,8 +51,7 @@ def dequantized_matmul(inputs, quantized, scale, transpose=False, dtype="float32
 
 
 def product_matrix_of(quantized, scale, transpose=False):
-    """`product_matrix(quantized, scale, transpose)`: the one `products_cast_once` made, inside its
-    block, else made here."""
+    """`product_matrix(...)`: the one `products_cast_once` made, inside its block, else made here."""
     matrices = block_matrices()
     matrix = matrices.get(id(quantized)) if matrices is not None else None
     return product_matrix(quantized, scale, transpose) if matrix is None else matrix

@@ -61,8 +61,7 @@ class _Loop(NamedTuple):
 
 
 def length_penalty(length, alpha):
-    """Wu et al. (2016), eq. 14: `((5 + length) / 6) ** alpha` in float32, `length` counting EOS;
-    alpha 0 disables it."""
+    """Wu et al. (2016), eq. 14: `((5 + length) / 6) ** alpha`, float32, EOS counted; alpha 0: none."""
     length = ops.cast(length, SCORE_DTYPE)
     return ops.power((5.0 + length) / 6.0, alpha)
 
@@ -106,8 +105,7 @@ def run_search(next_logits_fn, initial_ids, initial_state, max_lengths, parts, s
 
 
 def _initial_hypotheses(initial_ids, positions, parts, settings):
-    """The `_Hypotheses` of step 0: one live hypothesis per sentence (the initial id), an empty
-    finished set."""
+    """Step 0: one live hypothesis per sentence (the initial id), no finished one."""
     beam_size = settings.beam_size
     tiled_ids = ops.tile(initial_ids[:, None], [1, beam_size])  # [batch, beam]
     alive_seq = ops.where(positions == 0, tiled_ids[:, :, None], settings.pad_id)  # [batch, beam, L + 1]
@@ -205,8 +203,7 @@ def _candidates(alive_log_probs, row_tokens, row_log_probs, pool_size):
 
 
 def _ended_candidates(candidates, length, max_lengths, eos_id):
-    """`ended` (by EOS or at the sentence's max length) and `real` (a hypothesis at all), each bool
-    `[batch, candidates]`."""
+    """`ended` (by EOS or at max length) and `real`, each bool `[batch, candidates]`."""
     at_max_length = (length >= max_lengths)[:, None]  # [batch, 1]
     # Extensions of a dead hypothesis (only picked when fewer real ones exist) or by a token with
     # -inf logits are not hypotheses.
@@ -262,8 +259,7 @@ def _gather_tree(tree, beam_indices, sentence_index):
 
 
 def _follow_parents(state, parent_beam, sentence_index, settings):
-    """The model's state of the new alive hypotheses: each takes its parent's rows (gathered along
-    axis 0, or by `settings.reorder_state`)."""
+    """The model's state of the new alive hypotheses: each takes its parent's rows."""
     if settings.beam_size == 1:  # With one hypothesis per sentence the parent is always itself.
         return state
     parent_rows = ops.reshape(sentence_index * settings.beam_size + parent_beam, [-1])

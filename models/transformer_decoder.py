@@ -138,8 +138,7 @@ class TransformerDecoder(TransformerStackBase):
         self._build_layers("decoder_layers", inputs_shape, encoder_output_shape)
 
     def empty_self_caches(self, batch_size, cache_length):
-        """Zero self-attention caches, one `(keys, values)` pair of `[batch_size, heads, cache_length,
-        head_dim]` per layer."""
+        """Zero self caches, per layer `(keys, values)` of `[batch_size, heads, cache_length, head_dim]`."""
         return [layer.self_attention.empty_cache(batch_size, cache_length) for layer in self.decoder_layers]
 
     def cross_caches(self, encoder_output):

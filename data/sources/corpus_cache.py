@@ -138,8 +138,7 @@ def _install(tmp_dir: str, root: str) -> None:
 def cached(
     root: str, rebuild_invalid: bool, expected_inputs: dict | None = None, identity: Callable = lambda inputs: inputs
 ) -> CorpusPaths | None:
-    """The complete corpus at `root`, or None when it must be (re)built: `expected_inputs` is
-    compared with `identity` of the manifest's "inputs"."""
+    """The complete corpus at `root`, or None when it must be (re)built for `expected_inputs`."""
     if not os.path.exists(root):
         return None
     try:
@@ -190,8 +189,7 @@ def build_atomically(cache_dir: str, name: str, build: Callable[[str], None]) ->
 
 
 def _remove_abandoned_builds(cache_dir: str, name: str) -> None:
-    """Removes the temporary directories of builds of `name` whose process is gone (a build
-    killed with SIGKILL, or by a machine that went down, cannot remove its own)."""
+    """Removes the temporary directories of killed builds of `name` (no process holds their lock)."""
     for directory in glob.glob(os.path.join(glob.escape(cache_dir), f".{glob.escape(name)}.building-*")):
         try:
             with open(os.path.join(directory, _BUILD_LOCK)) as lock:

@@ -92,8 +92,7 @@ def parse_train_tsv(flag: str, value: str) -> list[tuple[str, float | None]]:
 
 
 def user_source_names(count: int) -> list[str]:
-    """The manifest names of the training files of a user corpus: "train" for one, "train-1",
-    "train-2", ... for several (in the order given)."""
+    """A user corpus's training sources: "train" for one file, "train-1", "train-2", ... for several."""
     return ["train"] if count == 1 else [f"train-{index}" for index in range(1, count + 1)]
 
 
@@ -169,8 +168,7 @@ def training_mix(corpus, weights: dict[str, float], labels: dict[str, str] | Non
 
 
 def describe(mix: list[TrainingSource]) -> list[dict]:
-    """The mix as config.json records it: each corpus, its weight, its share of the sampled pairs
-    and how many pairs it has."""
+    """The mix as config.json records it: each corpus, its weight, share and pairs."""
     total = sum(source.weight for source in mix)
     return [
         {

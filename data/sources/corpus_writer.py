@@ -107,8 +107,7 @@ class _Shards:
             self._current = None
 
     def close(self) -> dict:
-        """Names the shards `train-IIIII-of-NNNNN.tsv` (one empty shard for an empty split); returns
-        their manifest records in order."""
+        """Names the shards `train-IIIII-of-NNNNN.tsv`; returns their manifest records in order."""
         if self._current is None and not self._done:
             self._current = _Digest(os.path.join(self._out_dir, ".train-00000.partial"))
         self._close_current()
@@ -233,8 +232,7 @@ def _read_candidates(work, sources, splitters, kept_whole, progress) -> dict:
 
 
 def _write_files(out_dir, work, names, read, shard_pairs, per_source_test_files, attributions) -> dict:
-    """Pass two: the non-duplicate candidates into the split files; returns the manifest's
-    "files", "duplicates" and "kept" records."""
+    """Pass two: the non-duplicates into the split files; returns "files", "duplicates", "kept"."""
     shards = _Shards(out_dir, shard_pairs)
     evaluation = {"dev": _Digest(os.path.join(out_dir, "dev.tsv")), "test": _Digest(os.path.join(out_dir, "test.tsv"))}
     by_source_test = (
@@ -294,8 +292,7 @@ def _credits(lines: list[bytes], attributions: dict) -> list[bytes]:
 
 
 def _cleaning_rules(kept_whole: tuple) -> dict:
-    """The manifest's `cleaning` entry: the rules every source went through, and those of the
-    sources in `kept_whole` when there are any."""
+    """The manifest's `cleaning` entry: the rules applied, and those of `kept_whole` sources."""
     return {
         "normalisation": "NFC, invisible characters removed, whitespace collapsed",
         "max_length_ratio": cleaning.MAX_LENGTH_RATIO,

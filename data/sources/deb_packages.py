@@ -140,8 +140,7 @@ def read_control(deb_path: str) -> dict[str, str]:
 
 
 def iter_deb_files(deb_path: str, keep: Callable[[str], bool]) -> Iterator[tuple[str, bytes]]:
-    """Yields `(path, contents)` for the package's regular files that `keep` accepts, paths
-    relative to the root without `./`, in archive order."""
+    """Yields `(path, contents)` of the regular files `keep` accepts, paths without `./`."""
     try:
         with _open_tar(deb_path, _ar_members(deb_path), "data") as tar:
             for member in tar:

@@ -39,8 +39,7 @@ def _pin(entry: dict) -> deb_packages.PinnedDeb:
 
 
 def load_table(path: str = TABLE_FILE) -> tuple[str, deb_packages.PinnedDeb, dict[str, Language], dict]:
-    """`(LibreOffice version, English help pin, {code: Language}, {corpus: counts} of the other
-    built-in corpora)`."""
+    """`(LibreOffice version, English help pin, {code: Language}, {corpus: counts})`."""
     with open(path, encoding="utf-8") as f:
         table = json.load(f)
     languages = {

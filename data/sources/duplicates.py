@@ -20,8 +20,7 @@ _RECORD = np.dtype([("hash", "<u8"), ("position", "<u8")])
 
 
 def pair_hash(line: bytes) -> int:
-    """The 64-bit hash a pair is deduplicated by: blake2b of its `english<TAB>foreign` UTF-8 line
-    (keyless, so every run and machine agrees)."""
+    """The 64-bit hash a pair is deduplicated by: keyless blake2b of its `english<TAB>foreign` line."""
     return int.from_bytes(hashlib.blake2b(line, digest_size=8).digest(), "little")
 
 

@@ -92,8 +92,7 @@ def help_page_key(path: str, language: str) -> str | None:
 
 
 def align_pages(source_pages: dict[str, str], target_pages: dict[str, str]) -> Iterator[tuple[str, str, str]]:
-    """Yields `(page/id, source_text, target_text)` for ids in the same page of both maps (page key
-    -> HTML), in a stable order."""
+    """Yields `(page/id, source_text, target_text)` for ids in the same page of both, stably ordered."""
     for page in sorted(source_pages.keys() & target_pages.keys()):
         source = extract_paragraphs(source_pages[page])
         target = extract_paragraphs(target_pages[page])

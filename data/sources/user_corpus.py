@@ -190,8 +190,7 @@ def _input_identities(languages: tuple, given: dict, expanded: dict) -> dict:
 
 
 def _readers(expanded: dict, missing: set) -> tuple[dict, dict, dict]:
-    """`(sources, splitters, read_stats)` for `corpus_writer.write_corpus`, evaluation files first
-    so that training pairs equal to theirs are dropped."""
+    """`(sources, splitters, read_stats)` for `write_corpus`, evaluation files first."""
     sources, splitters, read_stats = {}, {}, {}
     order = {"test": 0, "dev": 1}
     for source in sorted(expanded, key=lambda source: order.get(source, 2)):
@@ -215,8 +214,7 @@ def _paths(files: list[str] | tuple[list[str], list[str]]) -> list[str]:
 
 
 def _identity(path: str) -> dict:
-    """What says an input file is unchanged without reading it: its path, size and modification
-    time (its sha256 is added to the manifest when a build reads it)."""
+    """An input file's path, size and modification time: unchanged without reading it."""
     if not os.path.exists(path):
         return {"path": os.path.abspath(path)}
     status = os.stat(path)

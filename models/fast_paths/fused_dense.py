@@ -24,8 +24,7 @@ class Dense(keras.layers.Dense):
         return outputs if relu or self.activation is None else self.activation(outputs)
 
     def quantized_call(self, inputs, training=None):
-        """An int8 layer's call: `models.int8_weights.dequantized_matmul` (weight-only int8), then
-        the bias and the activation; other modes are Keras's."""
+        """An int8 layer's call through `int8_weights.dequantized_matmul`; other modes are Keras's."""
         if self.quantization_mode != "int8":
             return super().quantized_call(inputs, training=training)
         outputs = int8_weights.dequantized_matmul(inputs, self.kernel, self.kernel_scale, dtype=self.compute_dtype)
@@ -39,8 +38,7 @@ class Dense(keras.layers.Dense):
         return not self.lora_enabled and not self.quantization_mode
 
     def project_columns(self, inputs, start, stop):
-        """Outputs `start:stop` of a `plain` layer, no activation, from those kernel columns only;
-        call it inside a layer's `call`."""
+        """Outputs `start:stop` of a `plain` layer (no activation), from those kernel columns only."""
         outputs = ops.matmul(inputs, ops.cast(self.kernel[:, start:stop], self.compute_dtype))
         if self.bias is not None:
             outputs = outputs + ops.cast(self.bias[start:stop], self.compute_dtype)
@@ -52,8 +50,7 @@ class Dense(keras.layers.Dense):
 
 
 def _fused_dense(inputs, kernel, bias, relu):
-    """`inputs @ kernel + bias` (then ReLU if `relu`) as 2-D ops TensorFlow fuses into one kernel,
-    with the gradient written out (module docstring)."""
+    """`inputs @ kernel + bias` (then ReLU if `relu`) as fusable 2-D ops, gradient written out."""
 
     @ops.custom_gradient
     def dense(inputs, kernel, bias):
