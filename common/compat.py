@@ -64,16 +64,14 @@ def optimizer_variable_index(optimizer, variable):
 @_entry("keras")
 def optimizer_built_variables(optimizer):
     """The trainable variables `optimizer` was built with, in order. Relies on
-    `BaseOptimizer._trainable_variables` (keras 3.15.1); public API exposes only the optimizer's own
-    variables."""
+    `BaseOptimizer._trainable_variables` (keras 3.15.1); public API shows only the optimizer's own."""
     return optimizer._trainable_variables
 
 
 @_entry("keras")
 def adam_moments(optimizer, variable):
-    """Adam's `(m, v)` moment variables for `variable`. Relies on `Adam._momentums` and
-    `Adam._velocities` (keras 3.15.1); public API has no per-variable access to an optimizer's
-    slots."""
+    """Adam's `(m, v)` for `variable`. Relies on `Adam._momentums` and `Adam._velocities`
+    (keras 3.15.1); public API has no per-variable access to an optimizer's slots."""
     index = optimizer_variable_index(optimizer, variable)
     return optimizer._momentums[index], optimizer._velocities[index]
 

@@ -107,9 +107,8 @@ def _resolve_multilingual(data):
 
 
 def pair_configs(data):
-    """{pair name: the data configuration of that pair alone} of a multilingual configuration.
-    Raises `multilingual.MultilingualError` on a pair given twice, unknown, or two into one
-    language; user files that are not one per pair."""
+    """{pair name: the data configuration of that pair alone}. Raises `multilingual.MultilingualError`
+    on a pair given twice, unknown, or two into one language, or user files not one per pair."""
     if data.corpus != "files":
         names = multilingual.pair_names(data.corpus, builtin_corpora.CORPORA)
         return {name: dataclasses.replace(data, corpus=name) for name in names}

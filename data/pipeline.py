@@ -523,9 +523,8 @@ def make_distributed_dataset_fn(
 
 
 def resolve_direction(languages: Sequence[str], direction: str) -> bool:
-    """Whether to reverse a corpus with columns `languages` (("en", "de")) to translate `direction`
-    ("de-en": True). Raises `ValueError` on a direction that is not the corpus's languages in either
-    order."""
+    """Whether to reverse a corpus with columns `languages` (("en", "de")) for `direction` ("de-en":
+    True). Raises `ValueError` on a direction that is not the corpus's languages in either order."""
     languages = tuple(languages)
     if direction == f"{languages[0]}-{languages[1]}":
         return False

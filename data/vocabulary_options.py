@@ -42,9 +42,8 @@ _BYTE_PIECE = re.compile(r"^<0x[0-9A-F]{2}>$")
 
 
 def check_user_defined_symbols(symbols: Iterable[str]) -> tuple[str, ...]:
-    """The symbols as a tuple, each non-empty, without whitespace, given once, and neither a special
-    piece (`<pad>`, `<s>`, `</s>`, `<unk>`) nor a byte piece (`<0x41>`). Raises `SymbolError` on the
-    first bad symbol, named."""
+    """The symbols as a tuple, each non-empty, without whitespace, given once, not a special or byte
+    piece (`<pad>`, `<0x41>`). Raises `SymbolError` on the first bad symbol, named."""
     symbols = tuple(symbols)
     special = {piece: piece_id for piece_id, piece in SPECIAL_PIECES.items()}
     seen = set()

@@ -6,9 +6,8 @@ from keras import ops
 
 
 class Ensemble:
-    """Members decoded in step, their log-probabilities averaged; the parts of a `Transformer` that
-    `models.translation` reads. Raises `ValueError` on fewer than two models, or different
-    vocabulary sizes or pad ids."""
+    """Members decoded in step, their log-probabilities averaged, as a `Transformer` to `models.translation`.
+    Raises `ValueError` on fewer than two models, or different vocabulary sizes or pad ids."""
 
     def __init__(self, models):
         models = tuple(models)

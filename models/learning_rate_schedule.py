@@ -40,9 +40,8 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
 def transformer_optimizer(
     hidden_dim=512, warmup_steps=4000, scale=1.0, optimizer_class=None, constant_learning_rate=None, **adam_kwargs
 ):
-    """Adam(0.9, 0.98, 1e-9) on the warm-up schedule (Section 5.3); `optimizer_class` defaults to
-    `keras.optimizers.Adam`. `constant_learning_rate` replaces the schedule (not in the paper: for
-    fine-tuning, where a fresh warm-up can undo what was learnt)."""
+    """Adam(0.9, 0.98, 1e-9) on the warm-up schedule (Section 5.3). `constant_learning_rate` replaces
+    the schedule (not in the paper: for fine-tuning, where a fresh warm-up can undo what was learnt)."""
     options = dict(beta_1=0.9, beta_2=0.98, epsilon=1e-9)
     options.update(adam_kwargs)
     optimizer_class = optimizer_class or keras.optimizers.Adam

@@ -39,9 +39,8 @@ def _weight(flag, value, name, text):
 
 
 def parse_weights(flag: str, value: str) -> list[tuple[str, float]]:
-    """`"ding:3,libreoffice-ui:1"` -> `[("ding", 3.0), ("libreoffice-ui", 1.0)]`. Raises
-    `WeightsError` on an entry not NAME:WEIGHT, a weight not positive and finite, or a name given
-    twice."""
+    """`"ding:3,libreoffice-ui:1"` -> `[("ding", 3.0), ("libreoffice-ui", 1.0)]`. Raises `WeightsError`
+    on an entry not NAME:WEIGHT, a weight not positive and finite, or a name given twice."""
     entries = []
     for entry in value.split(","):
         name, separator, text = entry.strip().rpartition(":")

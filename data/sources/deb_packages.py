@@ -52,9 +52,8 @@ class MirrorUnreachableError(DebPackageError):
 
 @dataclasses.dataclass(frozen=True)
 class PinnedDeb:
-    """One exact `.deb` as a Debian mirror serves it, from its Packages index: `pool_path` (the
-    `Filename:` field, below the mirror's root), `sha256` (hex), `size_bytes`, and `version` with
-    its epoch."""
+    """One exact `.deb` from a Debian mirror's Packages index: `pool_path` (its `Filename:`, below the
+    mirror's root), hex `sha256`, `size_bytes`, and `version` with its epoch."""
 
     package: str
     version: str

@@ -22,9 +22,8 @@ class CatalogError(UserError, ValueError):
 
 
 def read_mo(blob: bytes, name: str = "<mo>") -> Iterator[tuple[str, str]]:
-    """Yields `(msgid, msgstr)` for every translated entry, without the header and context; of a
-    plural entry the singular forms. Raises `CatalogError` on a wrong magic number or table offset
-    (names `name`)."""
+    """Yields `(msgid, msgstr)` of every translated entry (no header, no context; plurals' singular).
+    Raises `CatalogError` on a wrong magic number or table offset (names `name`)."""
     if len(blob) < 20:
         raise CatalogError(f"{name}: too short for a .mo file ({len(blob)} bytes).")
     (magic,) = struct.unpack("<I", blob[:4])

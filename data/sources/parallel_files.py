@@ -39,8 +39,7 @@ def expand(pattern: str) -> list[str]:
 
 def _lines(path: str, stats: ReadStats) -> Iterator[tuple[int, str]]:
     """Yields `(line_number, text)`, 1-based, newline removed, strict UTF-8, `.gz` through gzip.
-    Raises `ParallelDataError` on invalid UTF-8, a bad .gz file, or a failed read (file and line).
-    """
+    Raises `ParallelDataError` on invalid UTF-8, a bad .gz file, or a failed read (file and line)."""
     base = stats.bytes_done
     number = 0
     try:
