@@ -1,16 +1,6 @@
-"""One base class for every error a user's input or environment can cause, and the tools' exit statuses.
-
-Each tool's entry point catches `UserError` alone and prints its message as one line (the message
-names the file, line, flag or value and what was expected), exiting with the error's
-`exit_status`; any other exception is a bug and keeps its traceback. Subclasses may also derive
-from the built-in class their callers have always caught (`ValueError`, `RuntimeError`), so
-existing handlers keep working.
-
-Every tool exits with (docs/design.md, "Exit status"): 0 done; `BAD_INPUT_STATUS` (2) for bad flags
-or input, refused before any work; `FAILURE_STATUS` (1) for a failure during the work (a full
-disk, a loss gone NaN, a crash); 130 after SIGINT (Ctrl-C) and 143 after SIGTERM, 128 + the
-signal's number as a shell reports a process a signal ended.
-"""
+"""One base class for every error a user's input or environment can cause, and the exit statuses
+(docs/design.md, "Exit status"). Entry points catch `UserError` alone and print it as one line; any
+other exception is a bug and keeps its traceback."""
 
 import sys
 
@@ -37,11 +27,7 @@ class WorkError(UserError):
 
 
 def refused_flags_message(error, flag_values=None):
-    """The message of absl's `flags.Error` without the values absl puts before a validator's
-    refusal: every checked flag's before a multi-flag validator's (`flags a=1, b=None, ...: --b
-    must ...` becomes `--b must ...`); a single flag's joined to a refusal that names the flag
-    (`flag --b=3: --b must ...` becomes `--b=3 must ...`). Each line names the flag that is wrong,
-    its value and what is allowed."""
+    """absl's `flags.Error` message without the flag values absl prepends."""
     flag_values = flag_values if flag_values is not None else flags.FLAGS
     prefixes = {}  # `<absl's list of values>: ` -> the flag of a single-flag validator, or None
     for name in flag_values:
@@ -78,12 +64,9 @@ def flags_parser(tool):
 
 
 def run_tool(main, tool):
-    """`absl.app.run(main)` with the tools' conventions: flags parsed by `flags_parser(tool)`; an
-    `app.UsageError` or `UserError` raised by `main` printed as one line `<tool>: error: ...` (absl
-    would print the module's docstring and every flag) with `BAD_INPUT_STATUS` (a `UserError`: its
-    `exit_status`); Ctrl-C (KeyboardInterrupt) printed as `<tool>: interrupted` with
-    `INTERRUPTED_STATUS`, without a traceback. TensorFlow's start-up lines are kept off stderr
-    from the start (`quiet_logs`), before the flags' validators run."""
+    """`absl.app.run(main)` with the tools' conventions: a `UsageError` or `UserError` printed as
+    one line `<tool>: error: ...` with its exit status, Ctrl-C as `<tool>: interrupted`, and
+    TensorFlow's start-up lines kept off stderr."""
 
     def guarded(argv):
         try:

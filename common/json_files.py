@@ -5,8 +5,7 @@ import os
 
 
 def read_json(path, error_class):
-    """The JSON file at `path` as a dict, or None if there is none; `error_class` names a file that
-    is not JSON."""
+    """The JSON file at `path` as a dict, None if absent; `error_class` for a file that is not JSON."""
     if not os.path.exists(path):
         return None
     with open(path, encoding="utf-8") as handle:
@@ -17,8 +16,7 @@ def read_json(path, error_class):
 
 
 def write_json_atomically(path, value):
-    """Writes `value` as indented JSON to a temporary file beside `path`, then renames it into place,
-    so a reader never sees half a file."""
+    """Writes `value` as indented JSON beside `path`, then renames it into place (never half a file)."""
     temporary = f"{path}.tmp-{os.getpid()}"
     try:
         with open(temporary, "w", encoding="utf-8") as handle:

@@ -1,11 +1,5 @@
-"""Progress that fits where it goes: a line rewritten in place at a terminal, plain lines in a file.
-
-At a terminal a tool's progress is one line updated with `\\r` (Keras's bar for train.py). Written
-to a file or a pipe (a CI log, cron's mail, `tool > log 2>&1`) the same updates would be thousands
-of `\\r`-joined fragments, so there a report is a plain line, at most one every `seconds` and the
-last one always, with no `\\r` and no escape codes. Every tool decides with `is_terminal` and
-writes with `ProgressLine` (train.py's per-step lines: `training.callbacks.PlainProgress`).
-"""
+"""Progress that fits where it goes: a line rewritten in place at a terminal, plain lines in a file
+or pipe (docs/design.md, "Output in logs and pipes")."""
 
 import dataclasses
 import os
@@ -36,9 +30,9 @@ def is_terminal(stream) -> bool:
 
 
 class ProgressLine:
-    """Progress reports on `stream` (default: stderr at the time of the report): at a terminal the
-    line rewritten in place, at most every `terminal_seconds`; elsewhere a plain line at most every
-    `seconds`. A `final` report is always written; `close` ends a terminal's line."""
+    """Progress reports on `stream` (default: stderr when reporting): at a terminal the line
+    rewritten at most every `terminal_seconds`, elsewhere a plain line at most every `seconds`;
+    `final` reports are always written."""
 
     def __init__(self, stream=None, seconds=PLAIN_SECONDS, terminal_seconds=TERMINAL_SECONDS):
         self._stream = stream
@@ -76,8 +70,7 @@ class ProgressLine:
 
 @dataclasses.dataclass(frozen=True)
 class Interval:
-    """How often plain progress lines are written: every `steps` steps, or every `seconds`
-    seconds; neither: only at the end of each epoch."""
+    """Plain progress every `steps` steps or `seconds` seconds; neither: at epoch ends only."""
 
     steps: int = 0
     seconds: float = 0.0
@@ -87,11 +80,8 @@ _INTERVAL = re.compile(r"^(?P<number>\d+(\.\d+)?)(?P<unit>s?)$")
 
 
 def parse_interval(flag, text):
-    """`Interval` of a flag's value: `N` steps, `Ns` seconds, 0 for epoch ends only.
-
-    Raises:
-        UserError: a value of another form, with a message that names `flag` and the value.
-    """
+    """`Interval` of a flag's value: `N` steps, `Ns` seconds, 0 for epoch ends only. Raises
+    `UserError` on any other form (names `flag` and the value)."""
     match = _INTERVAL.match(text.strip())
     if match is None or (not match["unit"] and "." in match["number"]):
         raise UserError(f"--{flag}={text}: expected a number of steps (100), of seconds (30s), or 0 for epoch ends")

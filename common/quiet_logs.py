@@ -1,15 +1,8 @@
 """Keeping TensorFlow's start-up chatter off a user's terminal.
 
-TensorFlow's C++ libraries write lines such as "oneDNN custom operations are on", "Could not find
-cuda drivers" and "All log messages before absl::InitializeLog() is called are written to STDERR"
-straight to file descriptor 2, some at import and some at first use, whatever
-`TF_CPP_MIN_LOG_LEVEL` says. `quiet_tool_output` routes descriptor 2 through a thread that drops
-those lines (absl-formatted INFO and WARNING lines, and the known harmless errors of a machine
-without a GPU) and passes everything else on at once, so the tool's own messages, progress lines
-and errors still reach stderr. TensorFlow's Python warnings (`tf.function` retracing, autograph) are
-dropped too: its Python logger shows errors only. With absl's `--verbosity=0` (INFO) or above
-nothing is filtered.
-"""
+TensorFlow's C++ libraries write to file descriptor 2 whatever `TF_CPP_MIN_LOG_LEVEL` says, so
+`quiet_tool_output` routes it through a thread that drops absl-formatted INFO and WARNING lines and
+known harmless errors of a machine without a GPU, and passes the rest on at once."""
 
 import atexit
 import logging
@@ -98,8 +91,7 @@ class _StderrFilter:
 
 
 def stderr_descriptor():
-    """The descriptor of the stderr the tool's messages reach: the original one while the filter
-    runs (descriptor 2 is then the filter's pipe), else 2."""
+    """The descriptor of the tool's real stderr: the original while the filter runs, else 2."""
     return _installed.original if _installed is not None else 2
 
 
@@ -130,10 +122,8 @@ def _verbose():
 
 
 def quiet_tool_output():
-    """Filters this process's stderr (see the module docstring) unless absl's `--verbosity` (`-v`)
-    was given at INFO (0) or above; call it before TensorFlow is imported: `common.errors.run_tool`
-    calls it before the flags are parsed (a tool's flag validators may load a model), a tool's
-    `main` again (it is idempotent)."""
+    """Filters this process's stderr unless absl's `--verbosity` is INFO (0) or above; call it
+    before TensorFlow is imported (`common.errors.run_tool` does). Idempotent."""
     global _installed
 
     if _installed is not None or _verbose():

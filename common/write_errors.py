@@ -1,9 +1,5 @@
-"""Writing files: one error for a file that could not be written, and the mode of new files.
-
-Disk full, quota, a file-size limit, a read-only or vanished directory: the OSError becomes a
-`WriteError` whose message names the path and the reason, so a tool can print one line instead of a
-traceback whose OSError (raised by `write()`) often names no file at all.
-"""
+"""Writing files: `WriteError`, which names the path and reason of an OSError on write (disk full,
+quota, read-only directory) so a tool prints one line, and the mode of new files."""
 
 import contextlib
 import os
@@ -12,16 +8,14 @@ from common.errors import WorkError
 
 
 def default_mode(directory=False):
-    """The mode `open`/`os.makedirs` would give a new file (directory): 0o666 (0o777) less the umask.
-    `tempfile`'s 0o600/0o700 would keep a model from a server or colleague running as another user."""
+    """The mode `open`/`os.makedirs` gives a new file (directory), less the umask (not `tempfile`'s)."""
     umask = os.umask(0o077)  # Reading the umask sets it: put it back at once.
     os.umask(umask)
     return (0o777 if directory else 0o666) & ~umask
 
 
 class WriteError(WorkError, RuntimeError):
-    """A file could not be written; the message names the path and the reason. Nothing was left
-    in its place. A failure during the work: the tools exit with status 1."""
+    """A file could not be written (nothing left in its place); the tools exit with status 1."""
 
     def __init__(self, path, error, detail=None):
         reason = os.strerror(error.errno) if getattr(error, "errno", None) else str(error)

@@ -1,10 +1,7 @@
 """The corpus a run's data configuration names, built or found in the cache, and its direction.
 
-The functions take any object with the attributes of `training.config.DataConfig` (whose fields
-say what each holds: `corpus`, `cache_dir`, `deb_dir`, `deb_source`, `deb_mirror`, `languages`,
-`direction`, the user's files and weights, `source_weights`, `pair_sampling_temperature`,
-`user_defined_symbols`): data/ does not import training/.
-"""
+The functions take any object with `training.config.DataConfig`'s attributes (data/ does not import
+training/)."""
 
 import dataclasses
 import os
@@ -17,8 +14,7 @@ from data.sources.corpus_cache import CorpusError
 
 
 class CorpusChoiceError(CorpusError):
-    """The configured corpus cannot serve as asked: a direction it does not hold, or no dev pairs
-    to train with. The message says what to change."""
+    """The configured corpus cannot serve as asked (direction, dev pairs); the message says what to change."""
 
 
 def vocabulary_symbols(data):
@@ -27,9 +23,7 @@ def vocabulary_symbols(data):
 
 
 def prepare_command(data, vocab_size):
-    """The `python -m data.prepare` command that builds the corpus and its `vocab_size`-piece BPE
-    vocabulary (`spm-<bpe|unigram>-<vocab_size>.model`, `data.vocabulary_options.vocabulary_stem`)
-    into the corpus's cache entry."""
+    """The `python -m data.prepare` command that builds the corpus and its vocabulary."""
     arguments = [f"--cache_dir={data.cache_dir}", f"--vocab_size={vocab_size}"]
     if getattr(data, "subword_model", "bpe") != "bpe":
         arguments.append(f"--model_type={data.subword_model}")
@@ -56,11 +50,8 @@ def prepare_command(data, vocab_size):
 
 
 def check_dev_split(corpus, data):
-    """Training needs dev pairs (dev loss and BLEU); the hash split of a small corpus may give none.
-
-    Raises:
-        CorpusChoiceError: the corpus has no dev pairs; names the flags that give a dev file.
-    """
+    """Checks that the corpus has dev pairs (the hash split of a small corpus may give none). Raises
+    `CorpusChoiceError`, naming the flags that give a dev file, when there are none."""
     if corpus.load_manifest()["splits"]["dev"]:
         return
     if data.corpus == "files" and not data.dev_files:
@@ -73,14 +64,10 @@ def check_dev_split(corpus, data):
 
 
 def resolve_corpus(data):
-    """`(CorpusPaths, reverse)` for the data configuration: the corpus built (or found in the cache)
-    and whether its `english<TAB>foreign` columns are read in reverse for the direction.
-
-    Raises:
-        CorpusChoiceError: a direction the corpus does not hold (names --direction).
-        CorpusError, parallel_files.ParallelDataError, deb_packages.DebPackageError: the corpus
-            cannot be built.
-    """
+    """`(CorpusPaths, reverse)`: the corpus built or found, and whether its columns are read in
+    reverse for the direction. Raises `CorpusChoiceError` on a direction the corpus does not hold;
+    `CorpusError`, `parallel_files.ParallelDataError` or `deb_packages.DebPackageError` when the
+    corpus cannot be built."""
     if multilingual.is_multilingual(data.corpus, data.languages):
         return _resolve_multilingual(data), False
     if data.corpus == "files":
@@ -105,13 +92,9 @@ def resolve_corpus(data):
 
 
 def _resolve_multilingual(data):
-    """The multilingual entry of the pairs the data configuration names, each pair built or found first.
-
-    Raises:
-        CorpusChoiceError: a --direction (a multilingual model translates each pair as it is built,
-            from English).
-        multilingual.MultilingualError: a pair given twice, unknown, or two into one language.
-    """
+    """The multilingual entry of the configuration's pairs, each pair built or found first. Raises
+    `CorpusChoiceError` on a --direction (multilingual pairs translate from English);
+    `multilingual.MultilingualError` on a pair given twice, unknown, or two into one language."""
     if data.direction is not None:
         raise CorpusChoiceError(
             f"--direction={data.direction}: a multilingual model translates each pair from its source language into "
@@ -124,13 +107,8 @@ def _resolve_multilingual(data):
 
 
 def pair_configs(data):
-    """{pair name: the data configuration of that pair alone} of a multilingual configuration: a
-    built-in corpus, or the user's files of one of --languages (their files at its position).
-
-    Raises:
-        multilingual.MultilingualError: a pair given twice, unknown, or two into one language;
-            user files that are not one per pair.
-    """
+    """{pair name: the data configuration of that pair alone}. Raises `multilingual.MultilingualError`
+    on a pair given twice, unknown, or two into one language, or user files not one per pair."""
     if data.corpus != "files":
         names = multilingual.pair_names(data.corpus, builtin_corpora.CORPORA)
         return {name: dataclasses.replace(data, corpus=name) for name in names}
@@ -171,12 +149,8 @@ def _train_weights(data):
 
 
 def training_mix(corpus, data):
-    """The weighted training mix the data configuration asks for, or None for the corpus's whole
-    training split read as one (a single corpus).
-
-    Raises:
-        CorpusError: a source the corpus does not have, or one without training pairs.
-    """
+    """The weighted training mix asked for, or None to read the training split as one corpus. Raises
+    `CorpusError` on a source the corpus does not have, or one without training pairs."""
     weights = _train_weights(data)
     if multilingual.is_multilingual(data.corpus, data.languages):
         return _pair_mix(corpus, data)
@@ -215,8 +189,7 @@ def print_mix(mix):
 
 
 def _source_files(manifest, source):
-    """The input files recorded for a source of a user corpus (several training files are the
-    sources train-1, train-2, ... of the inputs' "train" list)."""
+    """The input files recorded for a source of a user corpus ("train", "train-1", ...)."""
     inputs = manifest.get("inputs", {})
     if source in inputs:
         return inputs[source]

@@ -1,12 +1,6 @@
-"""Multilingual corpora: several built-in pairs trained into one model, each source sentence
-tagged with its target language (fairseq's `--encoder-langtok tgt`, OpenNMT-py's prefix transform).
-
-The pairs' training and dev pairs are written, tagged `<2xx>`, into one cache entry `multi-<digest>`
-(`train.<pair>.tsv`, `dev.tsv`, `test.tsv`, `manifest.json`); the tag is a user-defined
-SentencePiece symbol, one piece. Training draws pairs with temperature over their sizes
-(`temperature_weights`); translating and scoring tag each sentence with the language asked for
-(`target_tag`, `tag_ids`). docs/training.md, "Several pairs in one model", is the user's guide.
-"""
+"""Multilingual corpora: several built-in pairs in one model, each source sentence tagged `<2xx>`
+with its target language (fairseq's `--encoder-langtok tgt`). docs/training.md, "Several pairs in
+one model", is the user's guide."""
 
 import hashlib
 import os
@@ -26,14 +20,12 @@ class MultilingualError(CorpusError):
 
 
 def is_multilingual(corpus: str, languages: str | None = None) -> bool:
-    """Whether a --corpus value names several pairs (comma-separated), or --corpus=files several
-    --languages (en-de,en-fr: one file per pair)."""
+    """Whether --corpus names several pairs, or --corpus=files several --languages."""
     return "," in corpus or (corpus == "files" and "," in (languages or ""))
 
 
 def pair_list(corpus: str, languages: str | None = None) -> str:
-    """The comma-separated pairs of a multilingual configuration: the built-in corpora of --corpus,
-    or the --languages of the user's files (each pair named by its languages, e.g. "en-fr")."""
+    """The pairs of a multilingual configuration: --corpus's corpora, or --languages ("en-fr")."""
     return languages if corpus == "files" else corpus
 
 
@@ -49,13 +41,9 @@ def tag_language(piece: str) -> str | None:
 
 
 def pair_names(value: str, known, flag: str = "--corpus") -> tuple[str, ...]:
-    """The pairs of `--corpus=a,b,...` (or of the user files' `--languages=en-de,en-fr`: `flag`,
-    `known` None), in order.
-
-    Raises:
-        MultilingualError: an empty entry, a name given twice, a name that is not a built-in
-            corpus in `known` (the message lists them), or two pairs into the same language.
-    """
+    """The pairs of `--corpus=a,b,...` (or of `--languages=en-de,en-fr`: `known` None), in order.
+    Raises `MultilingualError` on an empty or repeated entry, a name not in `known`, or two pairs
+    into the same language."""
     names = tuple(name.strip() for name in value.split(","))
     if any(not name for name in names):
         raise MultilingualError(f"{flag}={value}: an empty pair name; write the pairs as deb-en-de,deb-en-fr")
@@ -144,10 +132,7 @@ def _write(tmp_dir: str, pairs: dict) -> None:
 
 
 def prepare_multilingual(names, cache_dir: str, build) -> CorpusPaths:
-    """The multilingual entry of the pairs `names` in `cache_dir`, written unless complete there.
-
-    `build(name)` returns the `CorpusPaths` of one pair, built or found in the cache.
-    """
+    """The multilingual entry of `names` in `cache_dir`, written unless complete (`build(name)`: a pair)."""
     pairs = {name: build(name) for name in names}
     digest = hashlib.sha256()
     for name, paths in pairs.items():
@@ -181,8 +166,7 @@ def tags_of(corpus: str, languages: str | None = None) -> tuple[str, ...]:
 
 
 def vocabulary_symbols(corpus: str, symbols, languages: str | None = None) -> tuple[str, ...]:
-    """The user-defined symbols of a vocabulary for --corpus=`corpus` (and `languages`): a
-    multilingual configuration's tags first, then the user's `symbols`."""
+    """A vocabulary's user-defined symbols: a multilingual configuration's tags, then `symbols`."""
     symbols = tuple(symbols or ())
     if not is_multilingual(corpus, languages):
         return symbols
@@ -195,16 +179,13 @@ class TargetLanguageError(UserError, ValueError):
 
 
 def model_languages(data: dict) -> tuple[str, ...] | None:
-    """The target languages of a model trained with the data section `data` (config.json's), or
-    None for a bilingual model."""
+    """The target languages of a model trained with data section `data`, or None if bilingual."""
     corpus, languages = data.get("corpus") or "", data.get("languages")
     return languages_of(corpus, languages) if is_multilingual(corpus, languages) else None
 
 
 def side_languages(data: dict) -> tuple[str | None, str | None]:
-    """The source and the target language of a run's data section (config.json's, or train.py's
-    flags as such a dict), each None where the section names none or several (a multilingual
-    model's targets)."""
+    """The (source, target) languages of a data section, each None where it names none or several."""
     if data.get("direction"):
         directions = [data["direction"]]
     elif data.get("languages"):
@@ -226,15 +207,10 @@ def bilingual_target(data: dict) -> str | None:
 
 
 def target_tag(data: dict, target_language: str | None, where: str) -> str | None:
-    """The tag to put before each sentence to translate into `target_language` with the model
-    trained with the data section `data` (config.json's): None for a bilingual model (which takes
-    no target language, or its own).
-
-    Raises:
-        TargetLanguageError: a multilingual model without a target language, or with one it was not
-            trained for; a bilingual model asked for another language than its own. `where` (the
-            run or export) is named.
-    """
+    """The tag before each sentence to translate into `target_language` with a model trained on
+    `data` (config.json's data section); None for a bilingual model. Raises `TargetLanguageError` on
+    a multilingual model without a target language or with an unknown one; a bilingual model asked
+    for another language. Names `where`."""
     languages = model_languages(data)
     if languages is None:
         own = bilingual_target(data)
@@ -257,13 +233,8 @@ def target_tag(data: dict, target_language: str | None, where: str) -> str | Non
 
 
 def tag_ids(tokenizer, tag):
-    """The ids that a target-language `tag` puts before a sentence's tokens: those of `tag + " " +
-    sentence` are `tag_ids + tokens(sentence)` (SentencePiece segments around a user-defined symbol,
-    so with its leading word marker the tag is `["▁", tag]`).
-
-    Raises:
-        TargetLanguageError: `tag` is not a symbol of the vocabulary (the model was not trained with it).
-    """
+    """The ids `tag` puts before a sentence's tokens (`["▁", tag]`: SentencePiece segments around a
+    user-defined symbol). Raises `TargetLanguageError` when `tag` is not in the vocabulary."""
     ids = tokenizer.tokenize([tag]).to_list()[0]
     last = tokenizer.id_to_piece(ids[-1:]).numpy()[0].decode() if ids else ""
     if last != tag or len(ids) > 2:

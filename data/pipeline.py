@@ -1,14 +1,7 @@
 """The tf.data input pipeline: TSV pairs -> token-budgeted, length-bucketed batches for `model.fit`.
 
-    read lines (shards interleaved) -> (shuffle) -> tokenize in batches -> BOS/EOS -> drop pairs
-    over `max_length` -> (cache) -> bucket by length -> pad to the bucket -> shuffle batches
-
-Each element is `((source_ids, target_input_ids), target_output_ids)`, int32 `[batch, length]`:
-tokens(source) + [EOS], [BOS] + tokens(target), tokens(target) + [EOS], padded with PAD_ID to the
-bucket length. A bucket of length L takes `batch_tokens // L` pairs. Stages work on batches of pairs,
-never one pair at a time (tf.data's cost per element would cap the pipeline). docs/data.md, "The
-input pipeline", says what each option does and why.
-"""
+Elements are `((source_ids, target_input_ids), target_output_ids)`, int32 `[batch, length]`, padded
+with PAD_ID to a bucket length. docs/data.md, "The input pipeline", gives the stages and options."""
 
 import dataclasses
 import math
@@ -27,13 +20,8 @@ _CYCLE = 4  # shard files read at once, their lines interleaved
 
 @dataclasses.dataclass(frozen=True)
 class BucketPlan:
-    """Bucket lengths and their batch sizes under a token budget.
-
-    Attributes:
-        lengths: padded sequence length of each bucket, increasing; the last is `max_length`.
-        batch_sizes: pairs per batch in each bucket, `batch_tokens // length`.
-        batch_tokens: the budget of padded tokens per batch (per side).
-    """
+    """Bucket lengths (increasing, the last `max_length`) and pairs per batch in each
+    (`batch_tokens // length`) under a budget of padded tokens per batch and side."""
 
     lengths: tuple
     batch_sizes: tuple
@@ -55,15 +43,9 @@ def bucket_plan(
     length_multiple: int = 8,
     growth: float = 1.2,
 ) -> BucketPlan:
-    """Bucket lengths from `min_length` to `max_length`, each >= `growth` x the previous.
-
-    Lengths are multiples of `length_multiple` (friendly to accelerators) except possibly the last,
-    which is `max_length`. Batch sizes are `batch_tokens // length`.
-
-    Raises:
-        ValueError: `max_length` not positive, or `batch_tokens` smaller than `max_length` (the
-            longest bucket could not hold a single pair).
-    """
+    """Bucket lengths from `min_length` to `max_length`, each >= `growth` x the previous and a
+    multiple of `length_multiple` (except the last). Raises `ValueError` on `max_length` not
+    positive, or `batch_tokens` < `max_length`."""
     if max_length < 1:
         raise ValueError(f"max_length must be positive, got {max_length}.")
     if batch_tokens < max_length:
@@ -93,14 +75,9 @@ def _as_paths(tsv_path_or_paths: str | Sequence[str]) -> list[str]:
 
 
 def validate_tsv(tsv_path_or_paths: str | Sequence[str]) -> int:
-    """Checks that every line is UTF-8 `source<TAB>target` with both sides non-empty.
-
-    The graph's `tf.strings.split` cannot say which file and line is wrong, so files are checked in
-    Python once before the dataset is built. Returns the number of pairs.
-
-    Raises:
-        parallel_files.ParallelDataError: naming the file and line.
-    """
+    """Checks that every line is UTF-8 `source<TAB>target`, both sides non-empty, in Python (the
+    graph cannot name the file and line); returns the number of pairs. Raises
+    `parallel_files.ParallelDataError` naming the file and line."""
     total = 0
     for path in _as_paths(tsv_path_or_paths):
         stats = parallel_files.ReadStats()
@@ -116,8 +93,7 @@ def validate_tsv(tsv_path_or_paths: str | Sequence[str]) -> int:
 
 
 def _pair_length(source_length, target_input_length):
-    """The length a pair is filtered and bucketed by: its longer side, BOS/EOS included (the target
-    output is as long as the target input)."""
+    """The length a pair is filtered and bucketed by: its longer side, BOS/EOS included."""
     return tf.maximum(source_length, target_input_length)
 
 
@@ -132,19 +108,17 @@ def _no_pairs():
 
 
 def _pairs_per_batch(plan: BucketPlan) -> int:
-    """Pairs per batch from the tokenizer to the bucketing: `_TOKENIZE_BATCH`, or an eighth of the
-    most pairs that can wait for their buckets to fill when that is more, since the bucketing's cost
-    per input batch grows with the pairs waiting (large token budgets: benchmarks/README.md)."""
+    """Pairs per batch into the bucketing: `_TOKENIZE_BATCH`, or more for large token budgets
+    (the bucketing's cost per input batch grows with the pairs waiting)."""
     return max(_TOKENIZE_BATCH, sum(size - 1 for size in plan.batch_sizes) // 8)
 
 
 def _tokenized_batches(
     lines: tf.data.Dataset, tokenizer, reverse: bool, max_length: int, pairs_per_batch: int
 ) -> tf.data.Dataset:
-    """Lines -> batches of up to `pairs_per_batch` pairs (source_ids, target_input_ids,
-    target_output_ids as ragged `[pairs, None]`) without the pairs longer than `max_length`, each
-    with the counts (pairs seen, pairs dropped) of its lines. `tokenizer` tokenizes both sides, or
-    is a `(source tokenizer, target tokenizer)` pair."""
+    """Lines -> ragged `[pairs, None]` batches (source_ids, target_input_ids, target_output_ids)
+    without pairs over `max_length`, each with its (seen, dropped) counts. `tokenizer` may be a
+    `(source, target)` pair."""
     source_tokenizer, target_tokenizer = tokenizer if isinstance(tokenizer, tuple) else (tokenizer, tokenizer)
 
     def tokenize(batch_lines):
@@ -174,14 +148,7 @@ def _tokenized_batches(
 def _short_pair_batches(
     lines: tf.data.Dataset, tokenizer, reverse: bool, max_length: int, label: str, pairs_per_batch: int
 ) -> tf.data.Dataset:
-    """Lines -> batches of up to `pairs_per_batch` (source_ids, target_input_ids, target_output_ids),
-    ragged `[pairs, None]`, without the pairs longer than `max_length`, whose count is printed to
-    stderr at the end of each pass.
-
-    A sentinel batch (no pairs, flag set) is appended after the tokenized batches; a `scan` over
-    the batches carries the (seen, dropped) counts, and when the sentinel arrives the counts are
-    printed and reset.
-    """
+    """`_tokenized_batches` without the counts, which are printed to stderr at the end of each pass."""
     batches = _tokenized_batches(lines, tokenizer, reverse, max_length, pairs_per_batch)
     zero = tf.constant(0, tf.int64)
     flagged = batches.map(lambda s, ti, to, seen, dropped: (s, ti, to, seen, dropped, False)).concatenate(
@@ -243,11 +210,8 @@ def _pair_batches(pairs: tf.data.Dataset, pairs_per_batch: int) -> tf.data.Datas
 
 
 def _mix_probabilities(paths: Sequence[str], weights: Sequence[float], repeat: bool) -> list[float]:
-    """The sampling probability of each corpus of a mix: its weight over the sum.
-
-    Raises:
-        ValueError: not one positive finite weight per path, or a mix that is not repeated.
-    """
+    """Each corpus's sampling probability: its weight over the sum. Raises `ValueError` without one
+    positive finite weight per path, or for a mix that is not repeated."""
     weights = list(weights)
     if len(weights) != len(paths) or not all(math.isfinite(w) and w > 0 for w in weights):
         raise ValueError(f"weights must be one positive number per path ({len(paths)}), got {weights}.")
@@ -257,20 +221,11 @@ def _mix_probabilities(paths: Sequence[str], weights: Sequence[float], repeat: b
 
 
 def _bucketed(pair_batches: tf.data.Dataset, plan: BucketPlan) -> tf.data.Dataset:
-    """Batches of pairs (ragged, any number of pairs each, and a flag that says "flush") ->
-    `(source, target_input, target_output)` batches padded to a bucket length.
-
-    What `tf.data`'s `bucket_by_sequence_length` does, one input batch at a time instead of one pair
-    at a time (its per-pair elements have a fixed cost each, a serial limit on the whole pipeline;
-    benchmarks/README.md): a `scan` carries the pairs that have not yet filled a batch of
-    their bucket; each input batch joins them, every bucket gives as many full batches of its
-    `batch_sizes[b]` pairs as it now holds, in arrival order, and the rest stay. The batches made from
-    one input batch come out bucket by bucket (`make_dataset` shuffles them). A flush (the end of a
-    dataset that is not repeated) gives what is left, at most one partial batch per bucket.
-
-    A pair goes to the first bucket whose length is >= its `_pair_length`; all pairs must fit the
-    last bucket (the over-length filter runs before).
-    """
+    """Ragged pair batches (with a flush flag) -> `(source, target_input, target_output)` batches
+    padded to a bucket length. `bucket_by_sequence_length` one input batch at a time instead of one
+    pair at a time: a `scan` carries the pairs waiting for their bucket to fill; each bucket emits
+    its full batches in arrival order; a flush emits what is left. Every pair must fit the last
+    bucket."""
     lengths = tf.constant(plan.lengths, tf.int64)
     sizes = tf.constant(plan.batch_sizes, tf.int64)
     buckets = len(plan.lengths)
@@ -339,24 +294,15 @@ def make_dataset(
 
     Args:
         tsv_path_or_paths: `english<TAB>foreign` TSV files (data.prepare's output).
-        tokenizer: a `data.tokenizer.Tokenizer` (the target's, with `source_tokenizer`).
-        batch_tokens: padded tokens per batch and side (per replica under
-            `make_distributed_dataset_fn`).
-        max_length: longest sequence kept, BOS/EOS included; the pairs dropped are counted on
-            stderr once per pass.
-        shuffle, seed: shuffle lines (pairs with `cache_tokenized`) and batches each pass; one seed,
-            one order. seed None: each iterator draws its own (the tf.data service's workers).
+        tokenizer: the target's `Tokenizer` (both sides' without `source_tokenizer`).
+        batch_tokens: padded tokens per batch and side (per replica when distributed).
+        max_length: longest sequence kept, BOS/EOS included.
+        shuffle, seed: seed None lets each iterator draw its own (tf.data service workers).
         reverse: the TSV's second column is the source.
-        repeat: repeat forever, before bucketing, so no pass ends with partial batches.
-        num_shards, shard_index: this pipeline's share of the files (`pipeline_lines`).
-        plan: bucket lengths and batch sizes; default `bucket_plan(batch_tokens, max_length)`.
-        validate: check the files line by line first, for errors that name file and line.
-        cache_tokenized: keep the tokenized pairs in memory after the first pass.
-        weights: one per path: the paths are corpora drawn from in proportion (needs `repeat`);
-            without, they are read one after the other as one corpus.
-        data_service: "grpc://HOST:PORT" of a tf.data service dispatcher (`data.service`) whose
-            workers run the dataset.
-        source_tokenizer: the source side's, with separate vocabularies.
+        repeat: repeat forever, before bucketing.
+        weights: one per path: draw from the paths in proportion (needs `repeat`); None reads
+            them one after the other.
+        data_service: "grpc://HOST:PORT" of a tf.data service dispatcher.
     """
     paths = _as_paths(tsv_path_or_paths)
     if validate:
@@ -397,14 +343,12 @@ def make_dataset(
 
 
 def _drawn_seed() -> tf.Tensor:
-    """A shuffle seed drawn when the dataset function runs (from the clock, in microseconds), so
-    that each iterator, on whichever machine, shuffles in its own order."""
+    """A shuffle seed drawn from the clock when the dataset function runs: each iterator its own."""
     return tf.cast(tf.timestamp() * 1e6, tf.int64) % (2**31 - 1)
 
 
 def _check_plan(plan: BucketPlan, max_length: int) -> None:
-    """Raises ValueError unless `plan` ends at `max_length` with increasing lengths and one batch
-    size >= 1 for each: the bucketing relies on both."""
+    """Raises ValueError unless `plan` ends at `max_length`, increasing, each batch size >= 1."""
     if plan.lengths[-1] != max_length:
         raise ValueError(f"The bucket plan ends at {plan.lengths[-1]}, max_length is {max_length}.")
     increasing = all(a < b for a, b in zip(plan.lengths, plan.lengths[1:]))
@@ -438,14 +382,9 @@ class _ShardReader:
 
 
 def pipeline_lines(files: Sequence[str], num_shards: int, shard_index: int, seed: int | None = None) -> tf.data.Dataset:
-    """The lines input pipeline `shard_index` of `num_shards` reads from the shard files `files`.
-
-    With at least as many files as pipelines, each pipeline reads whole files, every
-    `num_shards`-th from `shard_index`: no pipeline reads another's data. With fewer, every
-    pipeline reads all files and keeps every `num_shards`-th line (`sharded_by_lines` says so).
-    Several files are read `_CYCLE` at a time, their lines interleaved, the files' order shuffled
-    each pass with `seed` (None: in order); one file is read as it is.
-    """
+    """The lines that pipeline `shard_index` of `num_shards` reads: every `num_shards`-th whole
+    file when there are enough files, else every `num_shards`-th line of all of them. Files are
+    interleaved `_CYCLE` at a time, their order shuffled with `seed` (None: in order)."""
     by_lines = sharded_by_lines(files, num_shards)
     by_files = num_shards > 1 and not by_lines
     own = list(files[shard_index::num_shards]) if by_files else list(files)
@@ -465,8 +404,7 @@ def pipeline_lines(files: Sequence[str], num_shards: int, shard_index: int, seed
 
 
 def sharded_by_lines(files: Sequence[str], num_shards: int) -> bool:
-    """Whether `num_shards` input pipelines read `files` by lines (fewer files than pipelines): each
-    then reads the whole corpus to keep its share."""
+    """Whether `num_shards` input pipelines read `files` by lines (fewer files than pipelines)."""
     return 1 < num_shards and len(files) < num_shards
 
 
@@ -517,9 +455,7 @@ def _mixed_corpus_batches(
 
 
 def _with_end_of_data(batches: tf.data.Dataset, *, repeat: bool, mixed: bool) -> tf.data.Dataset:
-    """Ragged pair batches -> `(source, target_input, target_output, is_end)` for `_bucketed`: one
-    pass ending with a flush (`is_end` True), or, with `repeat`, repeated forever (a mix is endless
-    already: each of its corpora repeats on its own)."""
+    """Ragged pair batches -> `(..., is_end)`: one pass ending with a flush, or repeated forever."""
     batches = batches.map(lambda s, ti, to: (s, ti, to, False))
     if not repeat:  # the end: the pairs still waiting for their batch to fill leave in partial batches
         flush = tf.data.Dataset.from_tensors((_no_pairs(), _no_pairs(), _no_pairs(), True))
@@ -530,9 +466,7 @@ def _with_end_of_data(batches: tf.data.Dataset, *, repeat: bool, mixed: bool) ->
 
 
 def data_parallel_plan(batch_tokens: int, max_length: int, replicas: int) -> BucketPlan:
-    """`bucket_plan` for one global batch split over `replicas` devices (JAX's data parallelism):
-    `batch_tokens` per replica, so each bucket's batch holds `replicas * (batch_tokens // length)`
-    pairs, the per-replica batches of `tf.distribute` side by side, and splits into equal shares."""
+    """`bucket_plan` of one global batch split in equal per-replica shares (JAX data parallelism)."""
     plan = bucket_plan(batch_tokens, max_length)
     return dataclasses.replace(
         plan, batch_sizes=tuple(replicas * size for size in plan.batch_sizes), batch_tokens=replicas * batch_tokens
@@ -540,9 +474,8 @@ def data_parallel_plan(batch_tokens: int, max_length: int, replicas: int) -> Buc
 
 
 def pad_batch_rows(dataset: tf.data.Dataset, multiple: int) -> tf.data.Dataset:
-    """Pads each `((source, target_input), target_output)` batch with all-padding pairs to a multiple
-    of `multiple` rows, so that a data-parallel split gets equal shares (a pass's last, partial
-    batches). The added pairs have no target tokens: the token-normalised loss ignores them."""
+    """Pads each batch with all-padding pairs to a multiple of `multiple` rows so a data-parallel
+    split is even; the loss ignores pairs without target tokens."""
 
     def pad(inputs, target_output):
         extra = tf.math.floormod(-tf.shape(target_output)[0], multiple)
@@ -555,14 +488,9 @@ def pad_batch_rows(dataset: tf.data.Dataset, multiple: int) -> tf.data.Dataset:
 def make_distributed_dataset_fn(
     tsv_path_or_paths: str | Sequence[str], tokenizer, **kwargs
 ) -> Callable[[tf.distribute.InputContext], tf.data.Dataset]:
-    """A `dataset_fn` for `strategy.distribute_datasets_from_function`.
-
-    Each input pipeline reads its share of the files (`input_pipeline_id` of `num_input_pipelines`,
-    `pipeline_lines`: whole files, or every N-th line when there are fewer files than pipelines)
-    and batches with the per-replica budget `batch_tokens` (so a global
-    step holds up to `num_replicas * batch_tokens` tokens per side). The shuffle seed is offset by
-    the pipeline id so pipelines do not shuffle in lockstep. `kwargs` are `make_dataset`'s.
-    """
+    """A `dataset_fn` for `strategy.distribute_datasets_from_function`: each input pipeline reads
+    its share (`pipeline_lines`) with the per-replica `batch_tokens`, its shuffle seed offset by
+    its id. `kwargs` are `make_dataset`'s."""
     paths = _as_paths(tsv_path_or_paths)
     if kwargs.get("validate", True):
         validate_tsv(paths)
@@ -595,13 +523,8 @@ def make_distributed_dataset_fn(
 
 
 def resolve_direction(languages: Sequence[str], direction: str) -> bool:
-    """Whether to reverse a corpus with columns `languages` to translate `direction`.
-
-    `resolve_direction(("en", "de"), "de-en")` is True; ("en", "de") with "en-de" is False.
-
-    Raises:
-        ValueError: a direction that is not the corpus's languages in either order.
-    """
+    """Whether to reverse a corpus with columns `languages` (("en", "de")) for `direction` ("de-en":
+    True). Raises `ValueError` on a direction that is not the corpus's languages in either order."""
     languages = tuple(languages)
     if direction == f"{languages[0]}-{languages[1]}":
         return False

@@ -1,14 +1,8 @@
-"""One SentencePiece vocabulary shared by source and target language, run inside the TF graph.
+"""One SentencePiece vocabulary shared by source and target, run inside the TF graph.
 
-`train_sentencepiece` trains the model with the `sentencepiece` trainer (BPE by default: the paper's
-byte-pair encoding, Section 5.1) and pins the special ids of `common.special_ids`. `Tokenizer` wraps the
-serialized model in tensorflow-text's `SentencepieceTokenizer` ops, so tokenization and
-detokenization are graph ops that a SavedModel carries with the model bytes as its own asset.
-
-Byte fallback is on: a character outside the vocabulary becomes its UTF-8 bytes rather than
-`<unk>`, so `detokenize(tokenize(s)) == s` holds for any text the NFKC normalisation leaves
-unchanged (SentencePiece's default `nmt_nfkc` rule, which also collapses runs of spaces).
-"""
+`train_sentencepiece` trains it (BPE by default: the paper's Section 5.1) with the special ids of
+`common.special_ids` and byte fallback (no `<unk>`); `Tokenizer` runs it as tensorflow-text ops, so
+a SavedModel carries it as an asset."""
 
 import hashlib
 import io
@@ -64,16 +58,10 @@ def _describe(inputs) -> str:
 
 
 def _sentences(inputs: str | os.PathLike | Iterable[str], tsv_column: int | None = None) -> Iterator[str]:
-    """Sentences from text files (a `.tsv` gives both columns, or its `tsv_column` alone) or from an
-    iterable of strings.
-
-    A str or PathLike given alone must be an existing file. In an iterable, a PathLike must be an
-    existing file, and so must a str that `_looks_like_path`; any other str is a sentence.
-
-    Raises:
-        FileNotFoundError: a path, as above, that is not an existing file.
-        TypeError: an item that is neither a str nor a PathLike.
-    """
+    """Sentences from text files (a `.tsv` gives both columns, or `tsv_column`) or an iterable of
+    strings, where a PathLike, or a str that `_looks_like_path`, is a file. Raises
+    `FileNotFoundError` on such a path that is not an existing file; `TypeError` on an item that is
+    neither a str nor a PathLike."""
     if isinstance(inputs, (str, os.PathLike)):
         if not os.path.isfile(inputs):
             raise FileNotFoundError(f"SentencePiece training input {os.fspath(inputs)!r}: no such file.")
@@ -103,9 +91,7 @@ def _sentences(inputs: str | os.PathLike | Iterable[str], tsv_column: int | None
 
 
 class _Guarded:
-    """Iterates `sentences` for the SentencePiece trainer and keeps an exception they raise, which
-    the trainer would otherwise turn into a RuntimeError with a C++ prefix; the trainer then sees
-    the input end, and `train_sentencepiece` raises the kept exception itself."""
+    """Iterates `sentences` for the trainer, keeping an exception for `train_sentencepiece` to raise."""
 
     def __init__(self, sentences: Iterator[str]):
         self._sentences = sentences
@@ -160,26 +146,21 @@ def train_sentencepiece(
     """Trains a shared SentencePiece model; returns the path of `model_prefix + ".model"`.
 
     Args:
-        text_files_or_iterator: a file path, a list of paths (a `.tsv` gives both columns, other
-            files every non-empty line) or an iterable of sentences. In a list, a str is a sentence
-            unless it is an existing file or ends in `.tsv` / `.txt` (then a missing file raises).
-        model_prefix: output path without extension; `.model` and `.vocab` are written, each
-            under a temporary name and renamed, so a failure leaves no partial model.
+        text_files_or_iterator: a path, a list of paths (a `.tsv` gives both columns) or an
+            iterable of sentences; in a list, a str is a sentence unless it is an existing file or
+            ends in `.tsv` / `.txt`.
+        model_prefix: output path without extension; `.model` and `.vocab` are written atomically.
         vocab_size: number of pieces, special and byte pieces included.
-        model_type: "bpe" (the paper's byte-pair encoding) or "unigram".
         character_coverage: share of characters given single-character pieces; the rest fall back
-            to bytes (with `byte_fallback`, else to `<unk>`).
-        input_sentence_size: SentencePiece's reservoir sample, uniform over the input, read once.
-        num_threads: trainer threads (default all cores); `seed`: its sampling seed.
-        user_defined_symbols: pieces kept whole (`<2fr>`, placeholders), ids right after the
-            special ones (`check_user_defined_symbols`).
-        tsv_column: learn from this column of `.tsv` inputs only (0 or 1: one side of separate
-            vocabularies); None reads both.
+            to bytes.
+        input_sentence_size: size of SentencePiece's uniform sample of the input.
+        user_defined_symbols: pieces kept whole (`<2fr>`), ids right after the special ones.
+        tsv_column: learn from this column (0 or 1) of `.tsv` inputs only; None reads both.
 
     Raises:
         FileNotFoundError: a path, as above, that is not an existing file.
         WriteError: a file could not be written.
-        TokenizerError: no sentences, or a vocab_size out of the range this input allows (named).
+        TokenizerError: no sentences, or a vocab_size out of the range this input allows.
         data.vocabulary_options.SymbolError: a user-defined symbol that cannot be a piece.
     """
     if model_type not in ("bpe", "unigram"):
@@ -220,9 +201,8 @@ def train_sentencepiece(
 
 
 def _trained_model(sentences, seed, options):
-    """The serialized model SentencePiece's trainer builds from `sentences` with `options`, its
-    special ids pinned. The trainer hands the model back in memory: its own file writes do not
-    report a failed write (a full disk left a cut model that it called a success)."""
+    """The serialized model trained from `sentences`, its special ids pinned, built in memory
+    (the trainer's own file writes do not report a failed write)."""
     proto = io.BytesIO()
     sentencepiece.set_random_generator_seed(seed)
     sentencepiece.SentencePieceTrainer.train(
@@ -244,8 +224,7 @@ def _trained_model(sentences, seed, options):
 
 
 def _write_model(model_prefix, model):
-    """Writes `model_prefix.vocab` (each piece and its score) and then `model_prefix.model`; a
-    failed model write removes the listing too."""
+    """Writes `model_prefix.vocab` then `model_prefix.model`; a failed model write removes both."""
     processor = sentencepiece.SentencePieceProcessor(model_proto=model)
     vocab = "".join(
         f"{processor.id_to_piece(i)}\t{processor.get_score(i):g}\n" for i in range(processor.get_piece_size())
@@ -274,18 +253,14 @@ def _write_aside(path, content):
 
 
 class Tokenizer(tf.Module):
-    """A SentencePiece model as TF graph ops: strings to ragged ids and ids back to strings.
+    """A SentencePiece model as TF graph ops.
 
     Args:
-        model_proto: the serialized SentencePiece model (the bytes of a `.model` file). It must
-            use the special ids of `common.special_ids`.
-        alpha, nbest_size: subword regularization (`sampling`); alpha 0 (the default) segments
-            deterministically.
+        model_proto: the bytes of a `.model` file using `common.special_ids`.
+        alpha, nbest_size: subword regularization (`sampling`); alpha 0 is deterministic.
 
-    `tokenize(texts)`: `tf.string` `[batch]` -> `tf.RaggedTensor` int32 `[batch, (tokens)]`, without
-    BOS/EOS (the input pipeline adds them).
-    `detokenize(ids)`: int `[batch, length]`, dense or ragged -> `tf.string` `[batch]`; each row stops
-    at its first EOS, and PAD and BOS ids are ignored, so decoder output can be passed as it is.
+    `tokenize`: `tf.string` `[batch]` -> ragged int32 `[batch, (tokens)]`, without BOS/EOS.
+    `detokenize`: int `[batch, length]`, dense or ragged -> `tf.string` `[batch]`.
     """
 
     def __init__(self, model_proto: bytes, name: str | None = None, *, alpha: float = 0.0, nbest_size: int = 0):
@@ -323,9 +298,7 @@ class Tokenizer(tf.Module):
         )
 
     def sampling(self, alpha: float, nbest_size: int = -1) -> "Tokenizer":
-        """This vocabulary with subword regularization: `tokenize` samples a segmentation of each
-        sentence at each call (`sampling_refusal` says which values are valid). For training only:
-        evaluation, translation and the export segment deterministically."""
+        """This vocabulary with subword regularization (`sampling_refusal`), for training only."""
         return Tokenizer(self._model_proto, alpha=alpha, nbest_size=nbest_size)
 
     @property
@@ -334,14 +307,10 @@ class Tokenizer(tf.Module):
         return self._sampling["nbest_size"] != 0
 
     def ensure_resource(self) -> None:
-        """Recreates the SentencePiece op's resource if TensorFlow dropped it (eager only).
-
-        tensorflow-text's SentencePiece resource is owned by an op kernel, and clearing the eager
-        kernel cache destroys it: `tf.random.set_seed` and `keras.utils.set_random_seed` do that,
-        after which every use fails with NotFoundError "SentencepieceResource does not exist".
-        Each call (and each trace of a tf.function or dataset function) checks and rebuilds; a
-        graph traced before the seed was set still holds the old handle, so set seeds first.
-        """
+        """Recreates the SentencePiece op's resource if TensorFlow dropped it (eager only). Clearing
+        the eager kernel cache (`tf.random.set_seed`, `keras.utils.set_random_seed`) destroys it
+        ("SentencepieceResource does not exist"); a graph traced before still holds the old handle,
+        so set seeds first."""
         with tf.init_scope():  # while tracing a tf.function or dataset function: check eagerly
             if not tf.executing_eagerly():
                 return
@@ -374,10 +343,8 @@ class Tokenizer(tf.Module):
         return self._sentencepiece.tokenize(texts)
 
     def detokenize(self, ids) -> tf.Tensor:
-        """Token ids `[batch, length]` (dense or ragged) -> `tf.string` `[batch]`.
-
-        Reading stops at a row's first EOS_ID; PAD_ID and BOS_ID are skipped.
-        """
+        """Token ids `[batch, length]` (dense or ragged) -> `tf.string` `[batch]`, each row read up
+        to its first EOS_ID, PAD_ID and BOS_ID skipped."""
         if isinstance(ids, tf.RaggedTensor):
             ids = ids.to_tensor(default_value=PAD_ID)
         self.ensure_resource()

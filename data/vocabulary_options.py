@@ -25,10 +25,7 @@ VOCAB_SAMPLE_LINES = 1_000_000
 
 def sampling_refusal(alpha: float, nbest_size: int) -> str | None:
     """Why (alpha, nbest_size) cannot be subword regularization's settings, naming train.py's flags,
-    or None. SentencePiece samples one segmentation per call: for a BPE model it drops each merge
-    with probability `alpha` (BPE-dropout, Provilkov et al. 2020; 0.1 is theirs); for a unigram
-    model `alpha` smooths the segmentations' probabilities and `nbest_size` picks how many are
-    sampled from (-1: all of them; Kudo 2018)."""
+    or None (BPE-dropout, Provilkov et al. 2020, for BPE; Kudo 2018 for unigram)."""
     if not 0 < alpha <= 1:
         return f"--subword_alpha={alpha} must lie in (0, 1] (leave it out, or pass 0, to sample no segmentation)"
     if nbest_size in (0, 1) or nbest_size < -1:
@@ -45,13 +42,8 @@ _BYTE_PIECE = re.compile(r"^<0x[0-9A-F]{2}>$")
 
 
 def check_user_defined_symbols(symbols: Iterable[str]) -> tuple[str, ...]:
-    """The symbols as a tuple, checked: each non-empty, without whitespace, given once, and none
-    a special piece (`<pad>`, `<s>`, `</s>`, `<unk>`: ids 0-3 of every vocabulary) or a byte
-    piece (`<0x41>`) that byte fallback owns.
-
-    Raises:
-        SymbolError: the first bad symbol, named, with what it collides with.
-    """
+    """The symbols as a tuple, each non-empty, without whitespace, given once, not a special or byte
+    piece (`<pad>`, `<0x41>`). Raises `SymbolError` on the first bad symbol, named."""
     symbols = tuple(symbols)
     special = {piece: piece_id for piece_id, piece in SPECIAL_PIECES.items()}
     seen = set()
@@ -74,10 +66,8 @@ def check_user_defined_symbols(symbols: Iterable[str]) -> tuple[str, ...]:
 def vocabulary_stem(
     vocab_size: int, user_defined_symbols: Iterable[str] = (), model_type: str = "bpe", column: int | None = None
 ) -> str:
-    """The file name (without `.model`) of a corpus's cached vocabulary: `spm-bpe-8000`, with a
-    digest of the user-defined symbols when there are any (`spm-bpe-8000-sym1a2b3c4d`), so runs
-    that ask for other symbols never share a model; one side's of separate vocabularies, learnt
-    from one `column` of the corpus's files (0 or 1), ends in `-col0` or `-col1`."""
+    """The cached vocabulary's file name without `.model`: `spm-bpe-8000`, plus a digest of the
+    user-defined symbols if any, plus `-col0`/`-col1` for one side of separate vocabularies."""
     stem = f"spm-{model_type}-{vocab_size}"
     symbols = tuple(user_defined_symbols)
     if symbols:

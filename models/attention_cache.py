@@ -1,20 +1,9 @@
-"""The key/value cache of `models.multi_head_attention.MultiHeadAttention`: its layout and its writes.
+"""The key/value cache of `MultiHeadAttention`: its layout and its writes.
 
-A cache is a pair `(keys, values)`, each `[batch, num_heads, cache_length, head_dim]`, head-major
-so that a decoding step attends with two batched matmuls over the buffers as they lie:
-- self-attention while decoding: `empty_cache` preallocates `cache_length` positions; each call
-  writes its new positions at `cache_index` and attends over the whole buffer under the caller's
-  mask (fixed shapes: one compiled program for every step). A cache with `n` times fewer rows than
-  the queries holds `n` slots per row, one per query row (a sentence's beams; `write_cache`);
-- encoder-decoder attention: `MultiHeadAttention.project_key_value(encoder_output)`, computed once
-  per sentence, passed with `cache_index=None` and only read; a sentence's beams on consecutive
-  rows share one read of it (`rows_per_cache_row`).
-
-How a buffer is allocated and written is a `BufferOps`: by default `keras.ops.zeros` and
-`keras.ops.scatter_update`, which XLA runs in place; a TensorFlow graph without XLA would copy the
-buffer at every write, so `inference/in_place_cache.py` sets other primitives for its trace
-(`using_buffer_ops`), `models/` itself holding no TensorFlow code.
-"""
+`(keys, values)`, each `[batch, num_heads, cache_length, head_dim]`: self caches preallocated by
+`empty_cache` and written at `cache_index`; cross caches computed once and only read. A cache with
+`n` times fewer rows than the queries holds `n` slots per row (a sentence's beams). docs/design.md,
+"The model", says how writes run per backend (`BufferOps`)."""
 
 import contextlib
 import threading
@@ -28,12 +17,10 @@ class BufferOps(NamedTuple):
     """How cache buffers are made and written.
 
     Attributes:
-        allocate: `(shape, dtype) -> buffer`, a zero buffer of that shape (a fresh one at every
-            run: `write_rows` may write into it).
-        write_rows: `(buffer, coordinates, rows) -> buffer`: `buffer` `[batch, heads,
-            cache_length, head_dim]` with `rows` (`[n, head_dim]`) written at `coordinates`, a
-            triple of int32 `[n]` tensors (batch row, head, position), no two rows at the same
-            place. It may write into `buffer` itself when nothing reads `buffer` afterwards.
+        allocate: `(shape, dtype) -> buffer` of zeros, fresh at every run.
+        write_rows: `(buffer, coordinates, rows) -> buffer` with `rows` `[n, head_dim]` written at
+            `coordinates`, three int32 `[n]` tensors (batch row, head, position), all distinct; it
+            may write into `buffer` itself.
     """
 
     allocate: Callable
@@ -55,8 +42,7 @@ def current_buffer_ops():
 
 @contextlib.contextmanager
 def using_buffer_ops(buffer_ops):
-    """Makes `empty_cache` and `write_cache` use `buffer_ops` inside the `with` block, in this
-    thread (while a search is traced: what the trace records stays after the block)."""
+    """Makes `empty_cache` and `write_cache` use `buffer_ops` in the `with` block, in this thread."""
     previous = current_buffer_ops()
     _state.buffer_ops = buffer_ops
     try:
@@ -111,18 +97,10 @@ def rows_per_cache_row(queries, keys, name):
 
 
 def write_cache(cache, new_keys, new_values, cache_index, name):
-    """Writes `new_keys`/`new_values` (`[query_batch, num_heads, length, head_dim]`, one row per
-    query row) into `cache` at position `cache_index` onwards; returns the new `(keys, values)`.
-
-    A cache with `n` times fewer rows than the queries holds `n` slots of `cache_length / n`
-    positions per row, one per query row: query row `r` writes into row `r // n` at positions
-    `(r % n) * cache_length / n + cache_index` onwards. ValueError (naming layer `name`) when the
-    positions do not fit in a slot.
-
-    A scatter of those positions only, through the current `BufferOps` (the module docstring):
-    `ops.scatter_update` is TensorScatterUpdate under TensorFlow, a plain TF op allowed in the
-    SavedModel for TensorFlow Serving, unlike the XlaDynamicUpdateSlice of `ops.slice_update`.
-    """
+    """Writes `new_keys`/`new_values` (`[query_batch, num_heads, length, head_dim]`) into `cache`
+    from `cache_index` on; returns the new `(keys, values)`. With `n` slots per row, query row `r`
+    writes row `r // n` from position `(r % n) * cache_length / n + cache_index`. Raises
+    `ValueError` on positions that do not fit in a slot (names layer `name`)."""
     keys, values = cache
     start = concrete_int(cache_index)
     slots = rows_per_cache_row(new_keys, keys, name)

@@ -1,7 +1,5 @@
-"""The lexical-constraints search part: every output contains each of its sentence's target
-phrases, by dynamic beam allocation (DBA: Post & Vilar, 2018), the algorithm of fairseq's
-`--constraints` and Sockeye. Why DBA, and how: docs/translating.md, "How the search works".
-"""
+"""The lexical-constraints search part: every output contains each of its sentence's target phrases,
+by dynamic beam allocation (Post & Vilar, 2018; docs/translating.md, "How the search works")."""
 
 from keras import ops
 
@@ -9,15 +7,11 @@ from models.search_part import LARGE_NEGATIVE, SearchPart
 
 
 class LexicalConstraints(SearchPart):
-    """Phrases `constraint_ids` int `[batch, phrases, phrase_length]` (static `phrases` and
-    `phrase_length`; each row a phrase's tokens then `pad_id`, a row of `pad_id` alone no phrase).
-
-    Its state is every phrase's progress in each hypothesis, int32 `[batch, beam, phrases]`: how
-    many of the phrase's first tokens end the hypothesis, kept once the phrase is complete. EOS is
-    barred until every phrase is met; an ended hypothesis that misses one is dropped; each
-    hypothesis offers the next token of every phrase it has not met; the alive set is shared out
-    among the counts of constraint tokens met (`allocate_beam`).
-    """
+    """Phrases `constraint_ids` int `[batch, phrases, phrase_length]` (each row a phrase's tokens
+    then `pad_id`; a row of `pad_id` alone is no phrase). State: each phrase's progress per
+    hypothesis, int32 `[batch, beam, phrases]`. EOS is barred until every phrase is met, hypotheses
+    offer each unmet phrase's next token, and the alive set is shared out by constraint tokens met
+    (`allocate_beam`)."""
 
     chooses_alive = True
 
@@ -46,8 +40,7 @@ class LexicalConstraints(SearchPart):
         return ops.where(ops.logical_and(unmet[:, None], is_eos), LARGE_NEGATIVE, choice_logits)
 
     def offer(self, choice_logits, offered, state):
-        """For each phrase not met, its next token, once (not where it is offered already or by an
-        earlier phrase)."""
+        """For each unmet phrase, its next token, once (unless offered already)."""
         progress, met = self._row_progress(state)
         next_index = ops.minimum(progress, self.phrase_length - 1)[:, :, None]
         next_tokens = ops.take_along_axis(self.row_phrases, next_index, axis=2)[:, :, 0]  # [batch * beam, phrases]
@@ -62,9 +55,8 @@ class LexicalConstraints(SearchPart):
         return next_tokens, logits
 
     def advance(self, parent_state, candidates, step):
-        """A phrase's next token adds one to its progress, else its first token restarts it at 1,
-        else it falls to 0; a met phrase stays met. (A phrase whose start repeats inside it can be
-        missed where it overlaps itself, "a a b" after "a a a": that only costs the search a path.)"""
+        """A phrase's next token advances its progress, its first token restarts it at 1, any
+        other resets it to 0; a met phrase stays met (a self-overlapping phrase can be missed)."""
         lengths = self.lengths[:, None, :]  # [batch, 1, phrases]
         phrases = ops.broadcast_to(
             self.phrases[:, None],
@@ -86,10 +78,9 @@ class LexicalConstraints(SearchPart):
 
 
 def allocate_beam(log_probs, banks_met, eligible, beam_size, banks):
-    """int32 `[batch, beam]`: the candidates (indices into axis 1 of `log_probs` `[batch,
-    candidates]`) that stay alive. Among the `eligible` ones, round robin over `banks_met` (constraint
-    tokens met, each < `banks`): first the best of every bank, from the highest bank down, then the
-    second best of every bank, and so on; ineligible candidates come last, in order."""
+    """int32 `[batch, beam]`: the candidates (indices into `log_probs` `[batch, candidates]`) that
+    stay alive: round robin over the banks `banks_met` among the `eligible`, best first from the
+    highest bank down; ineligible ones last."""
     count = log_probs.shape[1]
     index = ops.arange(count, dtype="int32")
     # above[b, i, j]: candidate j ranks above candidate i within a bank (ties to the lower index).

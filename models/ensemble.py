@@ -1,31 +1,13 @@
-"""Several trained Transformers searched as one model (an ensemble of independently trained runs).
-
-At each decoding step every member decodes from its own caches, and the ensemble's next-token
-scores are the mean of the members' log-probabilities (Marian's `--models` with equal `--weights`;
-the search's log-softmax then renormalizes them, a normalized geometric mean of the members'
-distributions). Forced decoding (`score_ids`) reads the same mean, so a translation's score is the
-one its search gave it. The members share the vocabularies (same sizes and pad id here; the same
-SentencePiece models are the caller's check) and may differ in size and depth.
-
-`Ensemble` has the parts of a `models.transformer.Transformer` that `models.translation` reads:
-`encode`, `initial_cache`, `decode`, `pad_id`, `variables`, and a call on `(source_ids,
-target_input_ids)`. Its encoder outputs and caches are lists with one entry per member. Attention
-weights (plots, word alignments) are the first member's.
-"""
+"""Several trained Transformers searched as one model: each step averages the members'
+log-probabilities (Marian's `--models` with equal weights). The members share vocabularies and may
+differ in size; caches are lists, one entry per member; attention weights are the first member's."""
 
 from keras import ops
 
 
 class Ensemble:
-    """Members decoded in step, their log-probabilities averaged.
-
-    Args:
-        models: two or more `Transformer`s with the same `vocabulary_size`, `source_vocabulary_size`
-            and `pad_id`.
-
-    Raises:
-        ValueError: fewer than two models, or models with different vocabulary sizes or pad ids.
-    """
+    """Members decoded in step, their log-probabilities averaged, as a `Transformer` to `models.translation`.
+    Raises `ValueError` on fewer than two models, or different vocabulary sizes or pad ids."""
 
     def __init__(self, models):
         models = tuple(models)
@@ -67,9 +49,7 @@ class Ensemble:
         self_attention_mask=None,
         attention_layer=-1,
     ):
-        """`Transformer.decode` for the ensemble: the mean of the members' log-probabilities in place
-        of logits `[batch, length, vocabulary_size]` (float32), then the updated cache if one was
-        given, then the first member's attention weights if asked for."""
+        """`Transformer.decode` with the members' mean log-probabilities in place of logits."""
         log_probs, self_caches, attention = [], [], None
         for index, model in enumerate(self.models):
             results = model.decode(

@@ -1,9 +1,5 @@
-"""Position-wise feed-forward network (Vaswani et al., 2017, section 3.3).
-
-    FFN(x) = max(0, x W_1 + b_1) W_2 + b_2
-
-`hidden_dim` is d_model, `intermediate_dim` is d_ff (2048 in the base model).
-"""
+"""Position-wise feed-forward network (Vaswani et al., 2017, Section 3.3): FFN(x) = max(0, x W_1 +
+b_1) W_2 + b_2."""
 
 import keras
 
@@ -13,19 +9,15 @@ from models.fast_paths.fused_dense import Dense
 
 @keras.saving.register_keras_serializable(package="transformer")
 class PositionwiseFeedForward(keras.layers.Layer):
-    """Two dense layers with a ReLU between them, applied to every position alike.
+    """Two dense layers with a ReLU between them, applied to every position alike (Section 3.3).
 
     Args:
-        hidden_dim: d_model, input and output width. Defaults to 512.
-        intermediate_dim: d_ff, inner width. Defaults to 2048.
-        activation: inner activation. Defaults to "relu", the paper's.
-        activation_dropout: dropout after the activation. The paper has none (0.0, the default);
-            tensor2tensor's `relu_dropout` is this option.
-        kernel_initializer: defaults to "glorot_uniform".
+        hidden_dim: d_model. Defaults to 512.
+        intermediate_dim: d_ff. Defaults to 2048.
+        activation_dropout: after the activation (not in the paper). Defaults to 0.0.
 
     Call arguments:
         inputs: `[batch, length, hidden_dim]`.
-        training: whether dropout is active.
 
     Returns:
         `[batch, length, hidden_dim]`.

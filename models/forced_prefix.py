@@ -1,6 +1,5 @@
-"""The forced-prefix search part (fairseq's `prefix_tokens`): the first tokens of a sentence's
-output are its prefix's, then the search goes on from it as from BOS. The forced tokens are scored
-with their model log-probabilities."""
+"""The forced-prefix search part (fairseq's `prefix_tokens`): a sentence's output starts with its
+prefix, scored by the model, and the search goes on from there."""
 
 from keras import ops
 
@@ -8,9 +7,8 @@ from models.search_part import LARGE_NEGATIVE, SearchPart
 
 
 class ForcedPrefix(SearchPart):
-    """Forces `prefix_ids` int `[batch, prefix_length]` (static length; each row the prefix, then
-    `pad_id`; a row of `pad_id` alone: no prefix), cut at `max_decode_length`. It comes after the
-    parts that bar tokens: the forced token keeps its logit even where they bar it (a forced EOS)."""
+    """Forces `prefix_ids` int `[batch, prefix_length]` (rows padded with `pad_id`; all padding: no
+    prefix), cut at `max_decode_length`. It comes after the parts that bar tokens, overriding them."""
 
     def __init__(self, prefix_ids, max_decode_length, beam_size, pad_id):
         prefix_ids = ops.cast(prefix_ids, "int32")

@@ -1,13 +1,6 @@
-"""Int8 weights for inference: the matmul weights stored as int8, one float scale per output channel.
-
-`Transformer.quantize("int8")` quantizes, in place and for inference only, every attention and
-feed-forward projection (Keras's own `Dense.quantize`: int8 `kernel` `[in, out]`, float
-`kernel_scale` `[out]`) and the shared embedding (int8 `embeddings`, float `embeddings_scale`
-`[vocabulary]`, one scale per row for both the lookup and the pre-softmax projection), with
-Keras's symmetric absolute-maximum convention: `q = round(w * scale)`, `scale = 127 / max |w|`.
-Weight-only: `x @ (q / scale)` in `PRODUCT_DTYPE`, the inputs not quantized; a search dequantizes
-each matrix once for all its steps (`products_cast_once`). docs/serving.md, "int8 weights", says why.
-"""
+"""Int8 weights for inference: matmul weights as int8 with one float scale per output channel (per
+row for the embedding), Keras's symmetric convention `q = round(w * scale)`, `scale = 127 / max
+|w|`. Weight-only; docs/serving.md, "int8 weights", says why."""
 
 import contextlib
 import threading
@@ -33,41 +26,23 @@ _state = threading.local()
 
 
 def block_matrices():
-    """`id(int8 variable) -> product matrix` of the `products_cast_once` block active in this
-    thread, or None outside one."""
+    """`id(int8 variable) -> product matrix` of this thread's `products_cast_once` block, or None."""
     return getattr(_state, "matrices", None)
 
 
 def quantize_channels(weights, channel_axis):
-    """`(int8 weights, float32 scale)` of a float matrix, one scale per index of `channel_axis`.
-
-    Args:
-        weights: a float `[rows, columns]` matrix.
-        channel_axis: 1 for one scale per column (a Dense kernel's output channels), 0 for one per
-            row (the embedding's tokens).
-
-    Returns:
-        int8 weights of the same shape, and the scale (`[columns]` or `[rows]`), with
-        `weights ~ quantized / scale` along `channel_axis`.
-    """
+    """`(int8 weights, float32 scale)` of a float `[rows, columns]` matrix, one scale per index of
+    `channel_axis` (1: per column, a Dense kernel; 0: per row, the embedding), with
+    `weights ~ quantized / scale`."""
     reduced = 1 - channel_axis
     quantized, scale = keras.quantizers.abs_max_quantize(weights, reduced, INT8_RANGE, "int8", to_numpy=True)
     return quantized, ops.squeeze(scale, axis=reduced)
 
 
 def dequantized_matmul(inputs, quantized, scale, transpose=False, dtype="float32"):
-    """`inputs @ (quantized / scale)`: the int8 weights dequantized to PRODUCT_DTYPE for the product.
-
-    Args:
-        inputs: float `[..., in]`.
-        quantized: int8 `[in, out]`, or `[out, in]` with `transpose=True` (the embedding matrix as
-            the pre-softmax projection).
-        scale: float `[out]`, as `quantize_channels` returns it.
-        dtype: the dtype of the result (the layer's compute dtype).
-
-    Returns:
-        `[..., out]` in `dtype`.
-    """
+    """`inputs` float `[..., in]` @ `quantized / scale` -> `[..., out]` in `dtype`, the product
+    in PRODUCT_DTYPE. `quantized` is int8 `[in, out]`, or `[out, in]` with `transpose=True` (the
+    embedding as the pre-softmax projection); `scale` is `[out]`."""
     width = quantized.shape[1 if transpose else 0]
     units = quantized.shape[0 if transpose else 1]
     rows = ops.cast(ops.reshape(inputs, (-1, width)), PRODUCT_DTYPE)  # [positions, in]
@@ -76,17 +51,14 @@ def dequantized_matmul(inputs, quantized, scale, transpose=False, dtype="float32
 
 
 def product_matrix_of(quantized, scale, transpose=False):
-    """`product_matrix(quantized, scale, transpose)`: the one `products_cast_once` made, inside its
-    block, else made here."""
+    """`product_matrix(...)`: the one `products_cast_once` made, inside its block, else made here."""
     matrices = block_matrices()
     matrix = matrices.get(id(quantized)) if matrices is not None else None
     return product_matrix(quantized, scale, transpose) if matrix is None else matrix
 
 
 def product_matrix(quantized, scale, transpose=False):
-    """`quantized / scale` in PRODUCT_DTYPE, `[in, out]` for `inputs @ matrix` (`quantized` taken
-    as `dequantized_matmul` takes it). The quotient is rounded to bfloat16's 8 significant bits,
-    finer than the int8 step it carries (at best 1 part in 127)."""
+    """`quantized / scale` in PRODUCT_DTYPE, `[in, out]`, rounded to bfloat16 (finer than int8)."""
     if transpose:
         return ops.cast(
             ops.transpose(ops.cast(quantized, "float32") / ops.cast(scale, "float32")[:, None]), PRODUCT_DTYPE
@@ -96,14 +68,9 @@ def product_matrix(quantized, scale, transpose=False):
 
 @contextlib.contextmanager
 def products_cast_once(variables):
-    """Makes the product matrices of the int8 ones among `variables` here, once
-    (`product_matrix`), and every product inside the block use them.
-
-    A search enters it before its decoding loop (`models.translation.translate_ids`), so that the
-    loop's steps share the matrices instead of dequantizing every matrix at every step. An int8
-    matrix is found with its scale by name (`SCALE_LAYOUTS`). A float model has no int8 variable
-    and nothing changes. A block inside another one uses the outer one's matrices.
-    """
+    """A block in which every product uses `product_matrix` of the int8 `variables`, made once, so
+    a search's steps do not dequantize at each step. Nested blocks use the outer one's matrices;
+    a float model is unchanged."""
     if block_matrices() is not None:
         yield
         return

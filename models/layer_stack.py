@@ -1,10 +1,5 @@
-"""What the encoder and decoder layers, and their stacks, have in common.
-
-Both layer kinds take the same eight options (`LAYER_DEFAULTS`) and are built from the same parts:
-multi-head attention, the position-wise feed-forward network and the residual wrapper
-(`models/residual.py`). Both stacks are `num_layers` such layers, with a final LayerNorm under
-pre-norm. `TransformerLayerBase` and `TransformerStackBase` hold that once; the subclasses in
-`transformer_encoder.py` and `transformer_decoder.py` add their sublayers and their `call`.
+"""What the encoder and decoder layers and their stacks share: the eight options (`LAYER_DEFAULTS`),
+the sublayers they build, and a stack of `num_layers` layers with a final LayerNorm under pre-norm.
 """
 
 import keras
@@ -40,12 +35,10 @@ class TransformerLayerBase(keras.layers.Layer):
         num_heads: h. Defaults to 8.
         intermediate_dim: d_ff. Defaults to 2048.
         dropout: P_drop, residual dropout. Defaults to 0.1.
-        attention_dropout: dropout on attention weights (not in the paper). Defaults to 0.0.
-        activation_dropout: dropout after the ReLU (not in the paper). Defaults to 0.0.
+        attention_dropout: on attention weights (not in the paper). Defaults to 0.0.
+        activation_dropout: after the ReLU (not in the paper). Defaults to 0.0.
         normalize_first: pre-norm instead of the paper's post-norm. Defaults to False.
         layer_norm_epsilon: defaults to 1e-6.
-
-    These become attributes; other keyword arguments go to `keras.layers.Layer`.
     """
 
     def __init__(self, **kwargs):
@@ -103,10 +96,8 @@ class TransformerLayerBase(keras.layers.Layer):
 
 
 class TransformerStackBase(keras.layers.Layer):
-    """`num_layers` layers of `layer_class` sharing one set of options; a final LayerNorm under pre-norm.
-
-    Subclasses set `layer_class` and call `_build_layers(attribute, *shapes)` from `build`.
-    """
+    """`num_layers` layers of `layer_class` sharing one set of options, final LayerNorm under
+    pre-norm; subclasses call `_build_layers(attribute, *shapes)` from `build`."""
 
     layer_class = None
 

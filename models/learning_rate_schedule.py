@@ -1,10 +1,5 @@
-"""The warm-up learning-rate schedule and optimizer of Vaswani et al. (2017), section 5.3.
-
-    lrate = d_model^-0.5 * min(step_num^-0.5, step_num * warmup_steps^-1.5)     (equation 3)
-
-with warmup_steps = 4000 and Adam(beta_1=0.9, beta_2=0.98, epsilon=1e-9). `scale` multiplies the
-whole schedule (1.0 is the paper; tensor2tensor's `learning_rate_constant` is the same knob).
-"""
+"""The warm-up learning-rate schedule and Adam optimizer of Vaswani et al. (2017), Section 5.3:
+lrate = d_model^-0.5 * min(step_num^-0.5, step_num * warmup_steps^-1.5) (equation 3)."""
 
 import keras
 from keras import ops
@@ -12,16 +7,14 @@ from keras import ops
 
 @keras.saving.register_keras_serializable(package="transformer")
 class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
-    """Linear warm-up for `warmup_steps`, then decay with the inverse square root of the step.
+    """Linear warm-up for `warmup_steps`, then inverse square-root decay, times `scale`.
 
     Args:
         hidden_dim: d_model. Defaults to 512.
         warmup_steps: defaults to 4000.
-        scale: constant factor on the whole schedule. Defaults to 1.0.
+        scale: defaults to 1.0 (the paper).
 
-    The optimizer passes its iteration count, which starts at 0 before the first update; the
-    schedule evaluates equation (3) at `step_num = iterations + 1`, so the first update uses the
-    paper's step 1.
+    Evaluated at `step_num = iterations + 1`, so the first update is the paper's step 1.
     """
 
     def __init__(self, hidden_dim=512, warmup_steps=4000, scale=1.0):
@@ -47,14 +40,8 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
 def transformer_optimizer(
     hidden_dim=512, warmup_steps=4000, scale=1.0, optimizer_class=None, constant_learning_rate=None, **adam_kwargs
 ):
-    """Adam(0.9, 0.98, 1e-9) on the warm-up schedule (section 5.3).
-
-    `optimizer_class` defaults to `keras.optimizers.Adam`; `train.py` passes
-    `training.optimizers.FusedAdam`, the same update through TensorFlow's fused Adam kernel.
-    `constant_learning_rate` replaces the schedule with that fixed rate (not in the paper: a
-    choice for fine-tuning a trained model, where a fresh warm-up to the schedule's peak can undo
-    what it learnt).
-    """
+    """Adam(0.9, 0.98, 1e-9) on the warm-up schedule (Section 5.3). `constant_learning_rate` replaces
+    the schedule (not in the paper: for fine-tuning, where a fresh warm-up can undo what was learnt)."""
     options = dict(beta_1=0.9, beta_2=0.98, epsilon=1e-9)
     options.update(adam_kwargs)
     optimizer_class = optimizer_class or keras.optimizers.Adam

@@ -1,13 +1,6 @@
-"""Label-smoothed cross-entropy over non-pad target tokens (Vaswani et al., 2017, section 5.4).
+"""Label-smoothed cross-entropy over non-pad target tokens (Vaswani et al., 2017, Section 5.4).
 
-With smoothing epsilon_ls (0.1 in the paper, after Szegedy et al., 2016) the target distribution is
-q = (1 - epsilon_ls) * one_hot(y) + epsilon_ls / V, and the loss of a token is
-
-    -sum_v q_v log p_v = (1 - epsilon_ls) * (-log p_y) + epsilon_ls * mean_v(-log p_v)
-
-computed from logsumexp so that no second `[batch, length, V]` float32 tensor (a log-softmax or a
-smoothed one-hot) is materialised: -log p_v = logsumexp(logits) - logits_v.
-"""
+docs/training.md, "The loss", gives the formula and why the gradient is written by hand."""
 
 import keras
 from keras import ops
@@ -16,22 +9,8 @@ from common.special_ids import PAD_ID
 
 
 def label_smoothed_token_losses(target_ids, logits, label_smoothing=0.1):
-    """Per-token label-smoothed cross-entropy, float32 `[batch, length]` (no masking).
-
-    `logits` may be bfloat16/float16 or float32; all arithmetic is float32. The gradient is written
-    by hand (`keras.ops.custom_gradient`):
-
-        d loss / d logits_v = upstream * (softmax(logits)_v - q_v)
-
-    Automatic differentiation of the forward expression builds the same sum from several
-    `[batch, length, V]` float32 terms, each a pass over the largest tensor of the step. The form of
-    the hand-written pass depends on the backend (benchmarks/README.md has the measurements):
-    - JAX (XLA fuses elementwise work): q is rebuilt by comparison with the ids and the gradient is
-      one fused pass from the logits and the saved logsumexp;
-    - TensorFlow (a graph op is a pass): the forward saves the exponentials it computes for the
-      logsumexp, gathers the target logits instead of building q, and the gradient is two
-      elementwise passes plus a scatter of the target positions.
-    """
+    """Per-token label-smoothed cross-entropy, float32 `[batch, length]` (no masking), from logits
+    of any float dtype; the gradient is hand-written per backend (docs/training.md, "The loss")."""
     vocabulary_size = logits.shape[-1]
     if vocabulary_size is None:
         raise ValueError(f"logits must have a known last dimension (the vocabulary), received shape {logits.shape}")
@@ -73,12 +52,8 @@ def _fused_token_losses(logits, target_ids, off_value, on_value):
 
 
 def _gathered_token_losses(logits, target_ids, off_value, on_value):
-    """The loss from the target logits' gather and the row sums, with a scatter in the gradient.
-
-    sum_v q_v logits_v = off_value * sum_v logits_v + (on_value - off_value) * logits_target.
-    Ids outside [0, V) (a negative `pad_id`, say) have no target entry, as in the comparison form:
-    they are gathered and scattered at id 0 with their target term switched off.
-    """
+    """The TensorFlow form: the loss from the target logits' gather and the row sums, a scatter in
+    the gradient. Ids outside [0, V) are gathered at id 0 with their target term switched off."""
     vocabulary_size = logits.shape[-1]
     batch, length = ops.shape(target_ids)[0], ops.shape(target_ids)[1]
     ids = ops.reshape(target_ids, (-1,))
@@ -116,19 +91,15 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
 
     Args:
         label_smoothing: epsilon_ls. Defaults to 0.1.
-        pad_id: target positions holding this id contribute nothing and are not counted.
+        pad_id: target positions holding it are neither counted nor scored.
 
     Call arguments:
         y_true: int target ids `[batch, length]`.
-        y_pred: logits `[batch, length, vocabulary_size]` (float32 expected; cast otherwise).
+        y_pred: logits `[batch, length, vocabulary_size]` (cast to float32).
 
     Returns:
-        A float32 scalar: the mean loss per non-pad target token of this batch.
-
-    The loss is a sum (Keras reduction "sum") of per-token terms divided by `token_count`, so under
-    `tf.distribute`, where the optimizer sums the replicas' gradients, the count must be the global
-    one: `train.py` uses `training.global_token_loss.GlobalTokenLabelSmoothedCrossEntropy`, which
-    all-reduces it.
+        A float32 scalar, the mean per non-pad token of this batch; under `tf.distribute` use
+        `training.global_token_loss.GlobalTokenLabelSmoothedCrossEntropy`, whose count is global.
     """
 
     def __init__(self, label_smoothing=0.1, pad_id=PAD_ID, name="label_smoothed_cross_entropy", **kwargs):

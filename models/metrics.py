@@ -8,14 +8,8 @@ from common.special_ids import PAD_ID
 
 @keras.saving.register_keras_serializable(package="transformer")
 class MaskedAccuracy(keras.metrics.Metric):
-    """Share of non-pad target tokens whose argmax prediction is right, accumulated over batches.
-
-    Args:
-        pad_id: target positions holding this id are not counted.
-        name: defaults to "accuracy".
-
-    `update_state(y_true [batch, length] ids, y_pred [batch, length, vocab] logits)`.
-    """
+    """Share of non-pad target tokens whose argmax is right, over batches; `update_state(y_true
+    [batch, length] ids, y_pred [batch, length, vocab] logits)`."""
 
     def __init__(self, pad_id=PAD_ID, name="accuracy", **kwargs):
         super().__init__(name=name, **kwargs)
@@ -45,13 +39,7 @@ class MaskedAccuracy(keras.metrics.Metric):
 
 @keras.saving.register_keras_serializable(package="transformer")
 class TargetTokenCount(keras.metrics.Metric):
-    """Number of non-pad target tokens seen since the last reset (summed over replicas), from which
-    training reports target tokens per second.
-
-    Args:
-        pad_id: target positions holding this id are not counted.
-        name: defaults to "target_tokens".
-    """
+    """Non-pad target tokens since the last reset, summed over replicas (for tokens per second)."""
 
     def __init__(self, pad_id=PAD_ID, name="target_tokens", **kwargs):
         super().__init__(name=name, **kwargs)

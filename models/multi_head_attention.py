@@ -1,16 +1,7 @@
-"""Multi-head scaled dot-product attention with a preallocated decoding cache.
+"""Multi-head scaled dot-product attention (Sections 3.2.1, 3.2.2) with a preallocated cache.
 
-Vaswani et al. (2017), sections 3.2.1 and 3.2.2:
-
-    Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V
-    MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O,  head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)
-
-with h = `num_heads` heads of d_k = d_v = d_model / h. Keys and values share one fused projection
-(`key_value`). Logits and softmax are always float32: under JAX in training and full passes through
-`keras.ops.dot_product_attention` (XLA's fused softmax), otherwise as two batched matmuls over
-head-major keys and values (`_attend`), which TensorFlow runs faster than the einsums of its
-`dot_product_attention`. The caches' layout and writes are `models/attention_cache.py`'s.
-"""
+Keys and values share one fused projection; logits and softmax are float32. The cache layout is
+`models/attention_cache.py`'s; docs/design.md says which attention kernel runs where."""
 
 import math
 
@@ -24,38 +15,30 @@ from models.fast_paths.fused_dense import Dense
 
 @keras.saving.register_keras_serializable(package="transformer")
 class MultiHeadAttention(keras.layers.Layer):
-    """Multi-head attention (section 3.2.2) with boolean masks and a key/value cache.
+    """Multi-head attention (Section 3.2.2) with boolean masks and a key/value cache.
 
     Args:
-        hidden_dim: d_model, the width of queries, keys, values and output. Defaults to 512.
-        num_heads: h. Must divide `hidden_dim`. Defaults to 8.
-        attention_dropout: dropout on the attention weights. The paper has none (0.0, the default);
-            tensor2tensor's later recipes use 0.1. A non-zero value computes attention without the
-            fused kernel.
-        use_bias: whether the four projections have biases. Defaults to True.
-        kernel_initializer: initializer of the projection kernels. Defaults to "glorot_uniform".
+        hidden_dim: d_model. Defaults to 512.
+        num_heads: h; must divide `hidden_dim`. Defaults to 8.
+        attention_dropout: on the attention weights (the paper has none). Defaults to 0.0.
+        use_bias: whether the projections have biases. Defaults to True.
+        kernel_initializer: defaults to "glorot_uniform".
 
     Call arguments:
         query: `[batch, query_length, hidden_dim]`.
-        key_value: `[batch, key_length, hidden_dim]`; None for self-attention (keys and values
-            come from `query`). Ignored when `cache` holds encoder keys/values.
-        attention_mask: optional boolean `[batch, query_length, key_length]` (or broadcastable to
-            it, e.g. `[1, query_length, key_length]`); True where a query may attend to a key.
-            With a cache, `key_length` is the cache length.
-        cache: optional `(keys, values)`, each `[batch, num_heads, cache_length, head_dim]`. It may
-            have `batch / n` rows, each shared by `n` consecutive query rows: encoder keys/values
-            (`cache_index=None`) read by all `n`, or a self cache of `n` slots of `cache_length / n`
-            positions, query row `r` writing slot `r % n` (the mask then says which slots' positions
-            each row reads).
-        cache_index: with `cache`: the position at which this call's keys/values are written
-            (self-attention decoding). None means `cache` holds precomputed encoder keys/values.
-        training: whether dropout is active.
-        return_attention_scores: also return the `[batch, num_heads, query_length, key_length]`
-            float32 attention weights (computed without the fused kernel).
+        key_value: `[batch, key_length, hidden_dim]`; None for self-attention.
+        attention_mask: optional boolean `[batch, query_length, key_length]` (or broadcastable);
+            True where a query may attend; with a cache, `key_length` is the cache length.
+        cache: optional `(keys, values)`, each `[batch, num_heads, cache_length, head_dim]`, possibly
+            with one row per `n` query rows (beam search: `_attend_shared`).
+        cache_index: where this call's keys/values are written; None: `cache` holds encoder
+            keys/values.
+        return_attention_scores: also return the float32 weights `[batch, num_heads,
+            query_length, key_length]`.
 
     Returns:
-        `[batch, query_length, hidden_dim]`, then the updated cache if `cache` was given, then the
-        attention weights if asked for.
+        `[batch, query_length, hidden_dim]`, then the updated cache if given, then the weights if
+        asked for.
     """
 
     def __init__(
@@ -119,13 +102,8 @@ class MultiHeadAttention(keras.layers.Layer):
         return ops.reshape(projected, (batch, length, 2, self.num_heads, self.head_dim))
 
     def _key_and_value_heads(self, key_value):
-        """Keys and values `[batch, length, heads, head_dim]`, each from its half of the fused kernel.
-
-        The same weights and result as splitting `key_value_dense`'s output, with two matmuls over
-        contiguous kernel halves: under XLA the split of the fused output is a strided copy of every
-        key/value projection and of its gradient; slicing the `[hidden, 2 * hidden]` kernel instead
-        costs next to nothing.
-        """
+        """Keys and values `[batch, length, heads, head_dim]`, each from its half of the fused
+        kernel (slicing the kernel is cheaper under XLA than splitting the output)."""
         self._check_rank3(key_value, "key_value")
         batch, length = ops.shape(key_value)[0], ops.shape(key_value)[1]
         return tuple(
@@ -223,13 +201,10 @@ class MultiHeadAttention(keras.layers.Layer):
         return outputs[0] if len(outputs) == 1 else outputs
 
     def _attend(self, queries, keys, values, mask, scale, training):
-        """Attention of `[batch, query_length, heads, head_dim]` queries over head-major keys/values
-        `[batch, heads, key_length, head_dim]`: two batched matmuls with no transpose of the keys or
-        values (TensorFlow's einsum would copy a `[batch, length, heads, head_dim]` cache into this
-        layout at every decoding step). Logits and softmax in float32, as in
-        `ops.dot_product_attention`. Returns the attended values `[batch, query_length, heads,
-        head_dim]` and the float32 weights `[batch, heads, query_length, key_length]`.
-        """
+        """`[batch, query_length, heads, head_dim]` queries over head-major `[batch, heads,
+        key_length, head_dim]` keys/values, as two batched matmuls (no per-step cache transpose).
+        Returns the values `[batch, query_length, heads, head_dim]` and float32 weights
+        `[batch, heads, query_length, key_length]`."""
         queries = ops.transpose(queries, (0, 2, 1, 3))  # [batch, heads, query_length, head_dim]
         logits = ops.cast(ops.einsum("bnth,bnsh->bnts", queries, keys), "float32") * scale
         if mask is not None:
@@ -243,18 +218,11 @@ class MultiHeadAttention(keras.layers.Layer):
         return ops.transpose(attended, (0, 2, 1, 3)), weights
 
     def _attend_shared(self, queries, keys, values, attention_mask, scale, training):
-        """`_attend` over keys/values that several consecutive query rows share.
-
-        Beam search decodes `batch * beam` hypotheses (rows `b * beam + k`) with caches of `batch`
-        rows (`models/translation.py`): the encoder keys/values of each sentence, and self caches
-        of `beam` slots per sentence (`models.attention_cache.write_cache`). The beams' queries of
-        a sentence are stacked into one `[beam * query_length, head_dim]` operand per head, so each
-        sentence's keys and values are read once per step for all its beams, and the mask (`[query_batch,
-        query_length, key_length]`, per query row) says which keys each row sees: for self
-        caches, the positions of its ancestors' slots. With as many key rows as query rows it is
-        `_attend`. The weights come back per query row, `[query_batch, heads, query_length,
-        key_length]`.
-        """
+        """`_attend` over keys/values shared by `n` consecutive query rows (beam `k` of sentence `b`
+        is row `b * beam + k`; caches have `batch` rows). Each sentence's beams' queries are stacked
+        into one operand, so its keys and values are read once per step; the per-row mask
+        `[query_batch, query_length, key_length]` selects each row's slots. Weights come back per
+        query row."""
         query_batch, query_length = ops.shape(queries)[0], ops.shape(queries)[1]
         key_batch, key_length = ops.shape(keys)[0], ops.shape(keys)[2]
         groups = attention_cache.rows_per_cache_row(queries, keys, self.name)

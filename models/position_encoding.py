@@ -1,27 +1,14 @@
-"""Sinusoidal positional encoding (Vaswani et al., 2017, section 3.5).
-
-    PE(pos, 2i)     = sin(pos / 10000^(2i / d_model))
-    PE(pos, 2i + 1) = cos(pos / 10000^(2i / d_model))
-
-Sines sit on the even dimensions and cosines on the odd ones, interleaved as in the paper (not the
-"all sines then all cosines" layout of tensor2tensor). Values are computed on the fly in float32,
-for any length and any start position, so decoding step t gets exactly the row a full pass gives
-position t.
-"""
+"""Sinusoidal positional encoding (Vaswani et al., 2017, Section 3.5), sines on even and cosines on
+odd dimensions as in the paper, computed in float32 for any start position (so decoding step t gets
+the row a full pass gives position t)."""
 
 import keras
 from keras import ops
 
 
 def sinusoidal_position_encoding(length, hidden_dim, start_position=0, max_wavelength=10000.0):
-    """Returns the `[length, hidden_dim]` float32 encoding of positions `start_position + [0, length)`.
-
-    Args:
-        length: number of positions (Python int or scalar tensor).
-        hidden_dim: d_model, an even Python int.
-        start_position: position of the first row (Python int or scalar int tensor).
-        max_wavelength: the paper's 10000.
-    """
+    """The `[length, hidden_dim]` float32 encoding of positions `start_position + [0, length)`;
+    `length` and `start_position` may be scalar tensors, `hidden_dim` is an even int."""
     if hidden_dim % 2:
         raise ValueError(f"hidden_dim must be even for sin/cos pairs, received hidden_dim={hidden_dim}")
     positions = ops.cast(ops.arange(length), "float32") + ops.cast(start_position, "float32")
@@ -36,18 +23,17 @@ def sinusoidal_position_encoding(length, hidden_dim, start_position=0, max_wavel
 
 @keras.saving.register_keras_serializable(package="transformer")
 class SinusoidalPositionEncoding(keras.layers.Layer):
-    """Adds nothing and learns nothing: returns the section 3.5 encoding for a sequence.
+    """The Section 3.5 encoding for a sequence (adds nothing, learns nothing).
 
     Args:
-        max_wavelength: base of the geometric progression of wavelengths (10000 in the paper).
+        max_wavelength: the paper's 10000.
 
     Call arguments:
-        inputs: a `[batch, length, hidden_dim]` tensor; only its shape is read.
-        start_position: absolute position of `inputs[:, 0]` (0 for a full pass, the step index when
-            decoding incrementally).
+        inputs: `[batch, length, hidden_dim]`; only its shape is read.
+        start_position: absolute position of `inputs[:, 0]`.
 
     Returns:
-        `[length, hidden_dim]` tensor in the layer's compute dtype, broadcastable over the batch.
+        `[length, hidden_dim]` in the compute dtype.
     """
 
     def __init__(self, max_wavelength=10000.0, **kwargs):

@@ -1,7 +1,5 @@
-"""Named model sizes: the paper's Table 3 rows and a tiny one for tests and the CPU demo.
-
-The vocabulary size is not part of a preset: it comes from the tokenizer.
-"""
+"""Named model sizes: the paper's Table 3 rows and a tiny one for tests and the CPU demo (the
+vocabulary size comes from the tokenizer)."""
 
 import copy
 
@@ -34,11 +32,8 @@ class PresetError(UserError, ValueError):
 
 
 def model_config(preset, **overrides):
-    """A fresh dict of `Transformer` arguments: the preset's, then `overrides` not None on top.
-
-    Raises:
-        ValueError: unknown preset name or an override that is not a model option.
-    """
+    """A fresh dict of `Transformer` arguments: the preset's, then `overrides` not None. Raises
+    `ValueError` on an unknown preset name or an override that is not a model option."""
     if preset not in PRESETS:
         raise PresetError(f"Unknown preset {preset!r}; expected one of {sorted(PRESETS)}")
     unknown = sorted(set(overrides) - set(MODEL_OPTIONS))

@@ -1,10 +1,6 @@
-"""The residual wrapper around every sublayer (Vaswani et al., 2017, section 5.4).
-
-Post-norm, the paper's: `LayerNorm(x + Dropout(Sublayer(x)))`. Pre-norm (`normalize_first=True`, a
-deviation used by tensor2tensor v2 and most later work because it trains deeper stacks without
-warm-up tuning): `x + Dropout(Sublayer(LayerNorm(x)))`, with a final LayerNorm on the stack's output
-(added by the encoder/decoder stacks).
-"""
+"""The residual wrapper around every sublayer (Vaswani et al., 2017, Section 5.4): post-norm,
+`LayerNorm(x + Dropout(Sublayer(x)))`, or pre-norm (`normalize_first`, not in the paper), `x +
+Dropout(Sublayer(LayerNorm(x)))` with a final LayerNorm on the stack."""
 
 import keras
 
@@ -14,15 +10,13 @@ from models.fast_paths.fused_layer_normalization import LayerNormalization
 
 @keras.saving.register_keras_serializable(package="transformer")
 class ResidualNorm(keras.layers.Layer):
-    """Residual dropout, residual sum and layer normalization around one sublayer.
+    """Residual dropout, sum and layer normalization around one sublayer (Section 5.4):
+    `residual(x, sublayer(residual.normalize_input(x)))`.
 
     Args:
-        dropout: P_drop, applied to the sublayer's output before the sum. Defaults to 0.1.
+        dropout: P_drop. Defaults to 0.1.
         normalize_first: pre-norm instead of the paper's post-norm. Defaults to False.
-        layer_norm_epsilon: LayerNorm epsilon. Defaults to 1e-6.
-
-    Use: `x_normed = residual.normalize_input(x)` gives the sublayer's input (x itself for post-norm),
-    then `residual(x, sublayer_output)` gives the block's output.
+        layer_norm_epsilon: defaults to 1e-6.
     """
 
     def __init__(self, dropout=0.1, normalize_first=False, layer_norm_epsilon=1e-6, **kwargs):

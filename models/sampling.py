@@ -1,14 +1,5 @@
-"""Random sampling of the next token, reproducible under a seed on every backend.
-
-Sampling (for back-translation, Edunov et al., 2018, "Understanding Back-Translation at Scale")
-draws each token from the model's distribution, sharpened or flattened by a temperature and
-optionally restricted to the `top_k` most likely tokens, then to the nucleus of the `top_p` most
-probable mass (Holtzman et al., 2020, "The Curious Case of Neural Text Degeneration"; top-k before
-top-p, as fairseq and Hugging Face combine them). The randomness is a counter-based hash of
-(seed, sentence key, step, token), written with `keras.ops` integer ops: no random state to carry
-through a `while_loop` or a `jax.jit`, the same draws eagerly, in a `tf.function` and under JAX,
-and a sentence's sample depends on its own key only, not on the batch it is translated in.
-"""
+"""Random sampling of the next token (for back-translation, Edunov et al., 2018), reproducible under
+a seed on every backend. docs/translating.md, "How the search works", explains the draw."""
 
 from keras import ops
 
@@ -57,22 +48,14 @@ def uniform(keys, step, tokens):
 
 
 def token_sampler(keys, top_k=0, temperature=1.0, top_p=1.0):
-    """`(logits [rows, vocab], step) -> tokens int32 [rows]`: one draw per row from
-    softmax(logits / temperature), restricted to the `top_k` largest logits (0: the whole
-    vocabulary) and then to their nucleus of mass `top_p`, by the Gumbel-max trick over the hashed
-    uniforms of `uniform`.
-
-    A token's noise depends on the token, not on its rank, so a restriction only takes tokens out:
-    where the unrestricted draw is among the tokens kept, the restricted draw is the same token, and
-    `top_p=1` draws exactly as no `top_p`.
+    """`(logits [rows, vocab], step) -> tokens int32 [rows]`: one Gumbel-max draw per row from
+    softmax(logits / temperature), within the `top_k` largest (0: all), then their nucleus of mass
+    `top_p` (1: all; the best token always kept).
 
     Args:
-        keys: uint32 `[rows]`, from `sentence_keys` (one row per sentence and hypothesis).
-        top_k: int >= 0.
-        temperature: float > 0; below 1 sharpens the distribution, above 1 flattens it.
-        top_p: float in (0, 1]: the most likely tokens are kept, in order, while the probability
-            of those before them (after top-k and temperature, renormalised) is below `top_p`
-            (fairseq's `--sampling-topp`); the most likely token is always kept; 1 keeps all.
+        keys: uint32 `[rows]`, from `sentence_keys`.
+        temperature: float > 0.
+        top_p: float in (0, 1].
     """
     if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 0:
         raise ValueError(f"top_k must be an int >= 0 (0: the whole vocabulary), received {top_k!r}")
@@ -107,9 +90,8 @@ def _most_likely(logits, top_k, sorted_all):
 
 
 def _nucleus(scaled, top_p):
-    """`scaled` `[rows, n]` (sorted, largest first) with every token outside the nucleus set to
-    `_OUTSIDE_NUCLEUS`: a token is kept while the probability of the tokens before it is below
-    `top_p`."""
+    """`scaled` `[rows, n]` (sorted, largest first) with the tokens outside the nucleus set to
+    `_OUTSIDE_NUCLEUS`."""
     probabilities = ops.softmax(scaled, axis=-1)
     mass = ops.cumsum(probabilities, axis=-1)
     mass_before = ops.concatenate([ops.zeros_like(mass[:, :1]), mass[:, :-1]], axis=-1)

@@ -1,9 +1,6 @@
-"""The one search loop that beam search, greedy search, sampling, forced prefixes and constraints all
-run: per sentence, `beam_size` alive and `beam_size` finished hypotheses, stepped in a `while_loop`
-of fixed shapes. What differs between searches is a list of `SearchPart`s (models/search_part.py)
-that the loop calls at fixed points. The algorithm and its conventions: docs/translating.md,
-"How the search works".
-"""
+"""The one search loop of every search (beam, greedy, sampling, forced prefixes, constraints): a
+`while_loop` of fixed shapes over `beam_size` alive and finished hypotheses per sentence, calling
+`SearchPart`s at fixed points. docs/translating.md, "How the search works", explains it."""
 
 from typing import Any, NamedTuple
 
@@ -18,13 +15,9 @@ UNMET_SCORE = LARGE_NEGATIVE
 
 
 class SearchResult(NamedTuple):
-    """The n-best hypotheses of every sentence, best first.
-
-    Attributes:
-        ids: int32 `[batch, num_return, max_decode_length]`, the tokens after BOS, EOS included,
-            `pad_id` after the EOS (and after the last token of a hypothesis cut at its max length).
-        scores: float32 `[batch, num_return]`, log-probability divided by the length penalty.
-    """
+    """The n-best hypotheses of every sentence, best first: `ids` int32 `[batch, num_return,
+    max_decode_length]` (after BOS, EOS included, `pad_id` after), `scores` float32 `[batch,
+    num_return]` (log-probability over the length penalty)."""
 
     ids: Any
     scores: Any
@@ -68,12 +61,7 @@ class _Loop(NamedTuple):
 
 
 def length_penalty(length, alpha):
-    """Wu et al. (2016), eq. 14: `((5 + length) / 6) ** alpha`, in float32.
-
-    Args:
-        length: int or tensor of ints, the number of tokens produced, EOS included.
-        alpha: float >= 0; 0 disables the penalty (scores are plain log-probabilities).
-    """
+    """Wu et al. (2016), eq. 14: `((5 + length) / 6) ** alpha`, float32, EOS counted; alpha 0: none."""
     length = ops.cast(length, SCORE_DTYPE)
     return ops.power((5.0 + length) / 6.0, alpha)
 
@@ -87,10 +75,8 @@ def clipped_max_lengths(initial_ids, max_lengths, max_decode_length):
 
 
 def run_search(next_logits_fn, initial_ids, initial_state, max_lengths, parts, settings):
-    """Searches with `parts` (a sequence of `SearchPart`, called in order) under `settings`
-    (`LoopSettings`); `max_lengths` int32 `[batch]` from `clipped_max_lengths`. Returns the
-    `SearchResult` and, for each part, the state of the returned hypotheses (`()` for a part that
-    does not keep it)."""
+    """Searches with `parts` (called in order) under `settings`; `max_lengths` int32 `[batch]`.
+    Returns the `SearchResult` and each part's state of the returned hypotheses (`()` if none)."""
     parts = tuple(parts)
     choosers = [part for part in parts if part.chooses_alive]
     if len(choosers) > 1:
@@ -119,8 +105,7 @@ def run_search(next_logits_fn, initial_ids, initial_state, max_lengths, parts, s
 
 
 def _initial_hypotheses(initial_ids, positions, parts, settings):
-    """The `_Hypotheses` of step 0: one live hypothesis per sentence (the initial id), an empty
-    finished set."""
+    """Step 0: one live hypothesis per sentence (the initial id), no finished one."""
     beam_size = settings.beam_size
     tiled_ids = ops.tile(initial_ids[:, None], [1, beam_size])  # [batch, beam]
     alive_seq = ops.where(positions == 0, tiled_ids[:, :, None], settings.pad_id)  # [batch, beam, L + 1]
@@ -177,9 +162,7 @@ def _step(loop, step, hypotheses, state):
 
 
 def _offers(inputs, parts, part_states, settings):
-    """The tokens each hypothesis offers and their log-probabilities, each `[batch * beam, offers]`:
-    its best tokens (or its draw, with a `sampler`) under the parts' restrictions, then the parts'
-    own offers."""
+    """Each hypothesis's offered tokens and log-probabilities, `[batch * beam, offers]`."""
     choice_logits = inputs.logits
     for part, part_state in zip(parts, part_states):
         choice_logits = part.restrict(choice_logits, inputs, part_state)
@@ -203,9 +186,8 @@ def _offers(inputs, parts, part_states, settings):
 
 
 def _candidates(alive_log_probs, row_tokens, row_log_probs, pool_size):
-    """The `Candidates` of every sentence: each hypothesis's offers extended from it, the best
-    `pool_size` over the sentence's hypotheses (ties to the lower (beam, offer), as one `top_k`
-    over the flattened scores), or all of them in (beam, offer) order when `pool_size` is None."""
+    """Each sentence's `Candidates`: the best `pool_size` offers over its hypotheses (ties to the
+    lower (beam, offer)), or all in (beam, offer) order when `pool_size` is None."""
     beam_size, per_row = alive_log_probs.shape[1], row_tokens.shape[1]
     extended = alive_log_probs[:, :, None] + ops.reshape(row_log_probs, [-1, beam_size, per_row])
     flat = ops.reshape(extended, [-1, beam_size * per_row])  # [batch, beam * per_row]
@@ -221,8 +203,7 @@ def _candidates(alive_log_probs, row_tokens, row_log_probs, pool_size):
 
 
 def _ended_candidates(candidates, length, max_lengths, eos_id):
-    """`ended` (by EOS or at the sentence's max length) and `real` (a hypothesis at all), each bool
-    `[batch, candidates]`."""
+    """`ended` (by EOS or at max length) and `real`, each bool `[batch, candidates]`."""
     at_max_length = (length >= max_lengths)[:, None]  # [batch, 1]
     # Extensions of a dead hypothesis (only picked when fewer real ones exist) or by a token with
     # -inf logits are not hypotheses.
@@ -278,8 +259,7 @@ def _gather_tree(tree, beam_indices, sentence_index):
 
 
 def _follow_parents(state, parent_beam, sentence_index, settings):
-    """The model's state of the new alive hypotheses: each takes its parent's rows (gathered along
-    axis 0, or by `settings.reorder_state`)."""
+    """The model's state of the new alive hypotheses: each takes its parent's rows."""
     if settings.beam_size == 1:  # With one hypothesis per sentence the parent is always itself.
         return state
     parent_rows = ops.reshape(sentence_index * settings.beam_size + parent_beam, [-1])

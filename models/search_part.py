@@ -1,6 +1,5 @@
 """A search part: one piece of search behaviour (a minimum length, a forced prefix, constraints...)
-that the one search loop (models/search_loop.py) calls at fixed points of every step. Each hook's
-default does nothing, so a part writes only the hooks it needs.
+that the search loop (models/search_loop.py) calls at fixed points; each hook defaults to nothing.
 """
 
 from typing import Any, NamedTuple
@@ -32,15 +31,13 @@ class Candidates(NamedTuple):
 
 
 class SearchPart:
-    """The hooks of a search part. A part's state is a nested structure of tensors `[batch, beam,
-    ...]` (one entry per alive hypothesis), carried by the loop and reordered with the hypotheses.
+    """The hooks of a search part. Its state is a nested structure of `[batch, beam, ...]` tensors
+    that the loop carries and reorders with the hypotheses.
 
     Attributes:
-        chooses_alive: the part chooses the alive set (`choose_alive`); then every offer is a
-            candidate, not only the `num_candidates` most likely (whose cut is valid only for a
-            choice by log-probability). At most one part of a search chooses.
-        keeps_finished_state: the loop keeps the part's state with the finished hypotheses and
-            returns it with them (for a part whose state is an output, e.g. per-token scores).
+        chooses_alive: the part chooses the alive set (`choose_alive`), so every offer is a
+            candidate; at most one part of a search chooses.
+        keeps_finished_state: the loop returns the part's state with the finished hypotheses.
     """
 
     chooses_alive = False
@@ -61,9 +58,8 @@ class SearchPart:
         return tokens
 
     def offer(self, choice_logits, offered, state):
-        """Tokens each hypothesis offers beyond `offered` int32 `[batch * beam, n]` (its best):
-        None, or `(tokens int32, logits float32)` each `[batch * beam, extra]`, `LARGE_NEGATIVE`
-        for a token not offered."""
+        """Tokens each hypothesis offers beyond `offered` int32 `[batch * beam, n]`: None, or
+        `(tokens int32, logits float32)`, each `[batch * beam, extra]`."""
         return None
 
     def advance(self, parent_state, candidates, step):
@@ -77,7 +73,6 @@ class SearchPart:
         return None
 
     def choose_alive(self, log_probs, growing, state, beam_size):
-        """With `chooses_alive`: int32 `[batch, beam]`, the candidates (indices into axis 1 of
-        `log_probs` `[batch, candidates]`) that stay alive, among the `growing` ones (bool, same
-        shape) first; `state` is the candidates'."""
+        """int32 `[batch, beam]`: the candidates (indices into `log_probs` `[batch, candidates]`)
+        that stay alive, `growing` ones (bool, same shape) first."""
         raise NotImplementedError

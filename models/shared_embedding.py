@@ -1,11 +1,6 @@
-"""One embedding matrix for source tokens, target tokens and the pre-softmax projection.
-
-Section 3.4 of Vaswani et al. (2017): "we share the same weight matrix between the two embedding
-layers and the pre-softmax linear transformation ... In the embedding layers, we multiply those
-weights by sqrt(d_model)." Section 5.4 applies dropout to the sums of the embeddings and the
-positional encodings. Symbols: `vocabulary_size` is the shared vocabulary, `hidden_dim` d_model,
-`dropout` P_drop.
-"""
+"""One embedding matrix for source tokens, target tokens and the pre-softmax projection (Vaswani et
+al., 2017, Section 3.4: shared weights, multiplied by sqrt(d_model); Section 5.4: dropout on
+embeddings plus positions)."""
 
 import math
 
@@ -23,28 +18,19 @@ class SharedEmbedding(keras.layers.Layer):
     """Token embedding scaled by sqrt(d_model) plus sinusoidal positions, tied to the output logits.
 
     Args:
-        vocabulary_size: size of the shared source/target vocabulary (from the tokenizer).
+        vocabulary_size: the shared vocabulary's size.
         hidden_dim: d_model. Defaults to 512.
-        dropout: dropout rate on embedding + position sums. Defaults to 0.1.
-        embeddings_initializer: defaults to a normal distribution with stddev d_model^-0.5, so
-            that the scaled embeddings start with unit variance (as tensor2tensor does).
+        dropout: P_drop on embedding + position sums. Defaults to 0.1.
+        embeddings_initializer: defaults to normal with stddev d_model^-0.5 (unit variance once
+            scaled, as tensor2tensor).
 
     Call arguments:
         token_ids: int `[batch, length]`.
         start_position: absolute position of `token_ids[:, 0]` (int or scalar tensor).
-        training: whether dropout is active.
 
     Returns:
-        `[batch, length, hidden_dim]` in the compute dtype.
-
-    `logits(hidden_states)` applies the transposed matrix: `[batch, length, hidden_dim]` ->
-    `[batch, length, vocabulary_size]` float32. The product runs in the compute dtype (bfloat16 or
-    float16 under mixed precision, where it is the largest matmul of the model) and is cast to
-    float32 before any softmax.
-
-    `quantize("int8")` (inference only, `models.int8_weights`) replaces the matrix with an int8
-    `embeddings` and a float32 `embeddings_scale` `[vocabulary_size]`, one scale per token: the
-    lookup divides a row by its token's scale, the projection each logit by its token's scale.
+        `[batch, length, hidden_dim]` in the compute dtype. `logits(hidden_states)` gives float32
+        `[batch, length, vocabulary_size]`, the product in the compute dtype.
     """
 
     def __init__(self, vocabulary_size, hidden_dim=512, dropout=0.1, embeddings_initializer=None, **kwargs):
@@ -112,11 +98,8 @@ class SharedEmbedding(keras.layers.Layer):
         return self.built and keras.backend.standardize_dtype(self.embeddings.dtype) == "int8"
 
     def quantize(self, mode=None, type_check=True, config=None):
-        """Makes the matrix int8 with one scale per token (class docstring); for inference only.
-
-        Raises:
-            ValueError: a mode other than "int8", or a matrix already quantized.
-        """
+        """Makes the matrix int8 with one float32 scale per token, for inference. Raises
+        `ValueError` on a mode other than "int8", or a matrix already quantized."""
         if mode != "int8":
             raise ValueError(f"{self.name}: only int8 quantization is implemented, received mode={mode!r}")
         if self.quantized:

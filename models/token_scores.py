@@ -1,9 +1,6 @@
-"""Per-token log-probabilities of given translations, forced through the model (no search): what a
-confidence (`inference.confidence`) is computed from. `models.translation.score_ids` is their sum.
-
-Backend-agnostic (keras.ops only): it runs eagerly, under `jax.jit`, and traces into the
-SavedModel's graph (`export.graph_confidence`).
-"""
+"""Per-token log-probabilities of given translations forced through the model (no search), what a
+confidence (`inference.confidence`) is computed from; keras.ops only, so it also traces into the
+SavedModel (`export.graph_confidence`)."""
 
 from keras import ops
 
@@ -11,19 +8,10 @@ from common.special_ids import BOS_ID
 
 
 def token_log_probs(model, source_ids, target_ids, *, bos_id=BOS_ID):
-    """log P(token | source, previous tokens) of every target token.
-
-    Args:
-        model: a `models.transformer.Transformer`.
-        source_ids: int `[batch, source_length]`, tokens + EOS, padded with the model's pad id.
-        target_ids: int `[batch, target_length]`, tokens + EOS, padded with the model's pad id.
-        bos_id: the first decoder input.
-
-    Returns:
-        `(log_probs, lengths)`: float32 `[batch, target_length]`, each token's log-probability (0
-        at padding), and int32 `[batch]`, the tokens (EOS included) in each row. Their sum over a
-        row is `score_ids`'s log-probability.
-    """
+    """log P(token | source, previous tokens) of every target token of `model` (a `Transformer`).
+    `source_ids` int `[batch, source_length]` and `target_ids` int `[batch, target_length]` are
+    tokens + EOS padded with the model's pad id. Returns float32 `[batch, target_length]` (0 at
+    padding) and the int32 `[batch]` lengths, EOS included; a row's sum is `score_ids`'s."""
     target_ids = ops.cast(target_ids, "int32")
     batch_size = ops.shape(target_ids)[0]
     decoder_input = ops.concatenate([ops.full((batch_size, 1), bos_id, dtype="int32"), target_ids[:, :-1]], axis=1)

@@ -1,11 +1,8 @@
 """The Transformer of "Attention Is All You Need" (Vaswani et al., 2017) as a `keras.Model`.
 
-Shared embedding (section 3.4) -> encoder stack -> decoder stack -> the same embedding matrix,
-transposed, as the pre-softmax projection. With separate source and target vocabularies
-(`source_vocabulary_size`), the encoder has an embedding of its own and the decoder's stays tied to
-the projection. Symbols: `vocabulary_size` the shared (or target) vocabulary, `num_layers` N, `hidden_dim` d_model, `num_heads` h, `intermediate_dim` d_ff, `dropout`
-P_drop. Defaults are the base model of Table 3.
-"""
+Shared embedding (Section 3.4) -> encoder stack -> decoder stack -> the embedding matrix transposed
+as the pre-softmax projection. Symbols: `num_layers` N, `hidden_dim` d_model, `num_heads` h,
+`intermediate_dim` d_ff, `dropout` P_drop; defaults are Table 3's base model."""
 
 import keras
 from keras import ops
@@ -24,33 +21,22 @@ class Transformer(keras.Model):
     """Encoder-decoder Transformer with tied embeddings.
 
     Args:
-        vocabulary_size: size of the shared vocabulary (from the tokenizer, not the preset), or of
-            the target one when `source_vocabulary_size` is given.
-        num_layers: N, layers in each of the encoder and decoder stacks. Defaults to 6.
-        hidden_dim: d_model. Defaults to 512.
-        num_heads: h. Defaults to 8.
-        intermediate_dim: d_ff. Defaults to 2048.
-        dropout: P_drop on embeddings + positions and on every sublayer output. Defaults to 0.1.
-        attention_dropout: dropout on attention weights (not in the paper). Defaults to 0.0.
-        activation_dropout: dropout after the ReLU (not in the paper). Defaults to 0.0.
-        normalize_first: pre-norm instead of the paper's post-norm. Defaults to False.
-        layer_norm_epsilon: defaults to 1e-6.
-        pad_id: the tokenizer's padding id; source positions holding it are masked.
-        source_vocabulary_size: None (the default) for one vocabulary and one matrix shared by
-            both embeddings and the projection; the source vocabulary's size for separate
-            vocabularies, which gives the encoder its own embedding matrix.
+        vocabulary_size: the shared vocabulary's size (the target's with `source_vocabulary_size`).
+        num_layers: N, in each stack. Defaults to 6.
+        hidden_dim, num_heads, intermediate_dim, dropout, attention_dropout, activation_dropout,
+            normalize_first, layer_norm_epsilon: the layers' options, with the paper's symbols and
+            defaults in `TransformerLayerBase` (`models/layer_stack.py`); dropout also applies to
+            embeddings + positions.
+        pad_id: source positions holding it are masked.
+        source_vocabulary_size: None shares one matrix; else the encoder's own vocabulary size.
 
-    Call arguments (teacher forcing):
-        inputs: a pair `(source_ids, target_input_ids)`, int `[batch, source_length]` and
-            `[batch, target_length]` (the target shifted right, starting with BOS).
-        training: whether dropout is active.
+    Call arguments:
+        inputs: `(source_ids, target_input_ids)`, int `[batch, source_length]` and
+            `[batch, target_length]` (BOS-prefixed).
 
     Returns:
-        float32 logits `[batch, target_length, vocabulary_size]`.
-
-    Decoding goes through `encode`, `initial_cache` and `decode` (one step or a whole prefix).
-
-    `quantize("int8")` makes the matmul weights int8, in place, for inference (`models.int8_weights`).
+        float32 logits `[batch, target_length, vocabulary_size]`. Decoding uses `encode`,
+        `initial_cache` and `decode`.
     """
 
     def __init__(self, vocabulary_size, num_layers=6, *, pad_id=PAD_ID, source_vocabulary_size=None, **kwargs):
@@ -128,12 +114,9 @@ class Transformer(keras.Model):
         return self.encoder(embedded, padding_mask=padding_mask, training=training), padding_mask
 
     def initial_cache(self, encoder_output, cache_length):
-        """Decoding state for `encoder_output`: preallocated self caches and precomputed cross caches.
-
-        Returns a dict with "self" (per layer a `(keys, values)` pair of `[batch, heads,
-        cache_length, head_dim]`, written as decoding advances) and "cross" (per layer `(keys,
-        values)` of `[batch, heads, source_length, head_dim]`, read only).
-        """
+        """Preallocated self caches and precomputed cross caches for `encoder_output`: "self" and
+        "cross" map each layer to `(keys, values)` of `[batch, heads, cache_length or
+        source_length, head_dim]`."""
         if not isinstance(cache_length, int) or cache_length < 1:
             raise ValueError(f"cache_length must be a positive int, received {cache_length!r}")
         batch_size = ops.shape(encoder_output)[0]
@@ -157,26 +140,21 @@ class Transformer(keras.Model):
         """Logits for target positions, from a whole prefix or incrementally with a cache.
 
         Args:
-            target_ids: int `[batch, length]`: the whole shifted target (no cache), or the tokens at
-                positions `[cache_index, cache_index + length)` (with a cache; length 1 for one step).
+            target_ids: int `[batch, length]`: the whole shifted target (no cache), or positions
+                `[cache_index, cache_index + length)`.
             encoder_output: `[batch, source_length, hidden_dim]`; not needed with a cache.
             encoder_padding_mask: boolean `[batch, source_length]`.
-            cache: None, or the dict from `initial_cache` (or returned by the previous call). Its
-                "cross" entries may have one row per `n` consecutive rows of `target_ids` (beam
-                search keeps them per sentence), and its "self" entries `n` slots per row, read under
-                `self_attention_mask` (`models/translation.py`).
-            cache_index: absolute position of `target_ids[:, 0]` (int or scalar int tensor).
-            training: whether dropout is active.
-            return_attention_scores: also return one decoder layer's encoder-decoder attention
-                weights `[batch, heads, length, source_length]`.
-            attention_layer: that layer's index, from 0 to `num_layers - 1` or negative from the
-                end; -1 (the default) is the last.
-            self_attention_mask: optional boolean `[batch, length, key_length]` in place of the
-                causal mask (key_length: the self caches' length, or `length` without a cache).
+            cache: None, or `initial_cache`'s dict; it may hold one row per `n` rows of
+                `target_ids` (beam search, `models/translation.py`).
+            cache_index: absolute position of `target_ids[:, 0]` (int or scalar tensor).
+            return_attention_scores: also return layer `attention_layer`'s (-1: the last)
+                cross-attention weights `[batch, heads, length, source_length]`.
+            self_attention_mask: optional boolean `[batch, length, key_length]` replacing the
+                causal mask.
 
         Returns:
-            float32 logits `[batch, length, vocabulary_size]`, then the updated cache if one was
-            given, then the attention weights if asked for.
+            float32 logits `[batch, length, vocabulary_size]`, then the updated cache if given,
+            then the attention weights if asked for.
         """
         self._check_ids(target_ids, "target_ids")
         embedded = self.embedding(target_ids, start_position=cache_index if cache is not None else 0, training=training)
@@ -201,13 +179,8 @@ class Transformer(keras.Model):
         return results[0] if len(results) == 1 else results
 
     def quantize(self, mode=None, config=None, **kwargs):
-        """Int8 weights for inference (`models.int8_weights`): every attention and feed-forward
-        projection through Keras's `Dense.quantize`, and the embedding matrices.
-
-        Raises:
-            ValueError: a mode other than "int8" (Keras refuses a model already quantized, or one
-                computing in float16).
-        """
+        """Int8 weights for inference (`models.int8_weights`). Raises `ValueError` on a mode other
+        than "int8", a model already quantized or in float16."""
         if mode != "int8":
             raise ValueError(f"Transformer.quantize supports mode='int8' only, received mode={mode!r}")
         if self.embedding.quantized:

@@ -1,14 +1,8 @@
-"""Decoder layer and decoder stack (Vaswani et al., 2017, section 3.1).
+"""Decoder layer and decoder stack (Vaswani et al., 2017, Section 3.1).
 
-Each of the N layers has masked multi-head self-attention (a position attends to itself and to
-earlier positions only), encoder-decoder attention over the encoder output, and a position-wise
-feed-forward sublayer, each wrapped in residual dropout and layer normalization.
-
-Incremental decoding: `empty_self_caches(batch, cache_length)` preallocates every layer's
-self-attention keys/values and `cross_caches(encoder_output)` projects the encoder output to each
-layer's keys/values once; a call with `cache_index=i` then computes positions `[i, i + length)`
-only, writes their keys/values into the self caches and reads the cross caches.
-"""
+Masked self-attention, encoder-decoder attention and feed-forward, each with residual dropout and
+layer normalization. For incremental decoding, `empty_self_caches` preallocates the self caches and
+`cross_caches` projects the encoder output once."""
 
 import keras
 from keras import ops
@@ -26,33 +20,24 @@ def causal_attention_mask(query_length, key_length, start_position=0):
 
 @keras.saving.register_keras_serializable(package="transformer")
 class TransformerDecoderLayer(TransformerLayerBase):
-    """One decoder layer: masked self-attention, encoder-decoder attention, feed-forward.
+    """One decoder layer (Section 3.1).
 
-    Args: the options of `TransformerLayerBase` (`models/layer_stack.py`): hidden_dim (d_model),
-        num_heads (h), intermediate_dim (d_ff), dropout (P_drop), attention_dropout,
-        activation_dropout, normalize_first, layer_norm_epsilon.
+    Args: those of `TransformerLayerBase` (`models/layer_stack.py`).
 
     Call arguments:
-        inputs: `[batch, target_length, hidden_dim]`, the embedded target (a whole prefix, or the
-            new positions when decoding with a cache).
-        encoder_output: `[batch, source_length, hidden_dim]`; may be None when `cross_cache` is given.
-        encoder_padding_mask: boolean `[batch, source_length]`, True on real source tokens.
-        self_cache: optional self-attention cache `(keys, values)`, each
-            `[batch, num_heads, cache_length, head_dim]` (`MultiHeadAttention.empty_cache`), or
-            `[batch / n, ...]` holding `n` slots per row (beam search), which needs
-            `self_attention_mask`.
-        cross_cache: optional encoder keys/values `(keys, values)`, each
-            `[batch, num_heads, source_length, head_dim]` (`MultiHeadAttention.project_key_value`),
-            or one per `n` consecutive rows of `inputs` (a sentence's beams), `[batch / n, ...]`.
-        cache_index: absolute position of `inputs[:, 0]` when `self_cache` is given.
-        self_attention_mask: optional boolean `[batch, target_length, key_length]` (key_length: the
-            self cache's length with a cache, else target_length) in place of the causal mask; beam
-            search passes the positions of each hypothesis's ancestors in caches that its beams
-            share (`models/translation.py`).
-        training: whether dropout is active.
+        inputs: `[batch, target_length, hidden_dim]`, a whole prefix or the new positions.
+        encoder_output: `[batch, source_length, hidden_dim]`; may be None with `cross_cache`.
+        encoder_padding_mask: boolean `[batch, source_length]`, True on real tokens.
+        self_cache: optional `(keys, values)`, each `[batch, num_heads, cache_length, head_dim]`,
+            or `[batch / n, ...]` with `n` slots per row (beam search; needs `self_attention_mask`).
+        cross_cache: optional encoder `(keys, values)`, each `[batch or batch / n, num_heads,
+            source_length, head_dim]`.
+        cache_index: absolute position of `inputs[:, 0]` with `self_cache`.
+        self_attention_mask: optional boolean `[batch, target_length, key_length]` replacing the
+            causal mask.
 
     Returns:
-        `[batch, target_length, hidden_dim]`, plus the updated self cache when one was given.
+        `[batch, target_length, hidden_dim]`, plus the updated self cache when given.
     """
 
     def build(self, inputs_shape, encoder_output_shape=None):
@@ -133,26 +118,14 @@ class TransformerDecoderLayer(TransformerLayerBase):
 
 @keras.saving.register_keras_serializable(package="transformer")
 class TransformerDecoder(TransformerStackBase):
-    """A stack of `num_layers` decoder layers (N = 6 in the paper), final LayerNorm under pre-norm.
+    """A stack of `num_layers` decoder layers (Section 3.1), final LayerNorm under pre-norm.
 
     Args:
-        num_layers: N. Defaults to 6.
-        Every other argument as in `TransformerDecoderLayer`.
+        num_layers: N. Defaults to 6. The rest as `TransformerDecoderLayer`.
 
-    Call arguments:
-        inputs: embedded target `[batch, target_length, hidden_dim]`.
-        encoder_output: `[batch, source_length, hidden_dim]`, or None with `cross_caches`.
-        encoder_padding_mask: boolean `[batch, source_length]`, True on real source tokens.
-        self_caches: optional list of `num_layers` self-attention caches (`empty_self_caches`).
-        self_attention_mask: optional boolean mask in place of the causal one, as in
-            `TransformerDecoderLayer`.
-        cross_caches: optional list of `num_layers` encoder keys/values (`cross_caches`).
-        cache_index: absolute position of `inputs[:, 0]` when decoding with `self_caches`.
-        training: whether dropout is active.
-        return_attention_scores: also return one layer's encoder-decoder attention weights
-            `[batch, num_heads, target_length, source_length]`.
-        attention_layer: that layer's index, from 0 (the first) to `num_layers - 1`, or negative
-            from the end. Defaults to -1, the last.
+    Call arguments: as `TransformerDecoderLayer`, with per-layer lists `self_caches` and
+    `cross_caches`; `return_attention_scores` also returns layer `attention_layer`'s (-1: the last)
+    weights `[batch, num_heads, target_length, source_length]`.
 
     Returns:
         `[batch, target_length, hidden_dim]`, plus the updated self caches when given, plus the
@@ -165,8 +138,7 @@ class TransformerDecoder(TransformerStackBase):
         self._build_layers("decoder_layers", inputs_shape, encoder_output_shape)
 
     def empty_self_caches(self, batch_size, cache_length):
-        """Zero self-attention caches, one `(keys, values)` pair of `[batch_size, heads, cache_length,
-        head_dim]` per layer."""
+        """Zero self caches, per layer `(keys, values)` of `[batch_size, heads, cache_length, head_dim]`."""
         return [layer.self_attention.empty_cache(batch_size, cache_length) for layer in self.decoder_layers]
 
     def cross_caches(self, encoder_output):

@@ -1,10 +1,5 @@
-"""Encoder layer and encoder stack (Vaswani et al., 2017, section 3.1).
-
-Each of the N layers has a multi-head self-attention sublayer and a position-wise feed-forward
-sublayer, each wrapped in residual dropout and layer normalization (`models/residual.py`).
-Symbols: `num_layers` N, `hidden_dim` d_model, `num_heads` h, `intermediate_dim` d_ff, `dropout`
-P_drop.
-"""
+"""Encoder layer and encoder stack (Vaswani et al., 2017, Section 3.1): self-attention and
+feed-forward, each with residual dropout and layer normalization (`models/residual.py`)."""
 
 import keras
 
@@ -13,20 +8,16 @@ from models.layer_stack import TransformerLayerBase, TransformerStackBase
 
 @keras.saving.register_keras_serializable(package="transformer")
 class TransformerEncoderLayer(TransformerLayerBase):
-    """One encoder layer: self-attention then feed-forward, each as `LayerNorm(x + Dropout(f(x)))`.
+    """One encoder layer (Section 3.1): self-attention then feed-forward.
 
-    Args: the options of `TransformerLayerBase` (`models/layer_stack.py`): hidden_dim (d_model),
-        num_heads (h), intermediate_dim (d_ff), dropout (P_drop), attention_dropout,
-        activation_dropout, normalize_first, layer_norm_epsilon.
+    Args: those of `TransformerLayerBase` (`models/layer_stack.py`).
 
     Call arguments:
         inputs: `[batch, source_length, hidden_dim]`.
-        padding_mask: optional boolean `[batch, source_length]`, True on real tokens. Padded keys get
-            zero attention weight; padded positions still produce (ignored) outputs.
-        training: whether dropout is active.
+        padding_mask: optional boolean `[batch, source_length]`, True on real tokens.
 
     Returns:
-        `[batch, source_length, hidden_dim]`.
+        `[batch, source_length, hidden_dim]` (padded positions hold ignored values).
     """
 
     def build(self, inputs_shape):
@@ -47,19 +38,12 @@ class TransformerEncoderLayer(TransformerLayerBase):
 
 @keras.saving.register_keras_serializable(package="transformer")
 class TransformerEncoder(TransformerStackBase):
-    """A stack of `num_layers` encoder layers (N = 6 in the paper).
-
-    With `normalize_first=True` a final LayerNorm follows the stack (pre-norm needs it; post-norm
-    layers already end normalized).
+    """A stack of `num_layers` encoder layers (Section 3.1), final LayerNorm under pre-norm.
 
     Args:
-        num_layers: N. Defaults to 6.
-        Every other argument as in `TransformerEncoderLayer`.
+        num_layers: N. Defaults to 6. The rest as `TransformerEncoderLayer`.
 
-    Call arguments:
-        inputs: embedded source `[batch, source_length, hidden_dim]`.
-        padding_mask: boolean `[batch, source_length]`, True on real tokens.
-        training: whether dropout is active.
+    Call arguments: as `TransformerEncoderLayer`.
 
     Returns:
         `[batch, source_length, hidden_dim]`.

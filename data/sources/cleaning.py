@@ -1,10 +1,5 @@
-"""Cleaning parallel text and splitting it into train/dev/test by a hash of the English side.
-
-Normalise (NFC, whitespace runs to one space), then drop pairs with an empty side, identical sides,
-a length ratio beyond `MAX_LENGTH_RATIO` (a wide character counts two) or an exact duplicate. A
-pair's split depends on its English side alone, so a sentence never straddles splits. A user's dev
-and test files are kept whole (`data.sources.corpus_writer`). docs/data.md, "Cleaning and splits",
-says why.
+"""Cleaning parallel text and splitting it into train/dev/test by a hash of the English side, so a
+sentence never straddles splits. docs/data.md, "Cleaning and splits", says what is dropped and why.
 """
 
 import collections

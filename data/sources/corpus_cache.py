@@ -1,13 +1,6 @@
-"""A built corpus in its cache directory: the manifest, the check that an entry is complete, and
-the atomic build that never leaves a half-written entry behind.
-
-An entry `cache_dir/name` holds TSV files of `english<TAB>foreign` lines (the corpus's canonical
-direction; the input pipeline reverses it for xx->en): the training split in shards
-(`train-00000-of-00004.tsv`, ...), `dev.tsv`, `test.tsv`, and `manifest.json` (`data.sources.corpus_writer`
-writes them). A build writes into a temporary directory next to the entry and renames it into
-place only when complete; a corrupt or incomplete entry is rebuilt or refused, never read. A build
-that was killed leaves its temporary directory, which the next build of the entry removes.
-"""
+"""A built corpus in its cache directory: the manifest, the completeness check, and the atomic build
+(a temporary directory renamed into place when complete), so a half-written entry is never read.
+docs/data.md, "The corpora", lists an entry's files."""
 
 import dataclasses
 import fcntl
@@ -42,16 +35,13 @@ class OlderFormatError(CorpusError):
 
 @dataclasses.dataclass(frozen=True)
 class CorpusPaths:
-    """Where a built corpus lives. Every TSV holds `english<TAB>foreign` lines.
+    """Where a built corpus lives; every TSV holds `english<TAB>foreign` lines.
 
     Attributes:
-        root: the corpus directory (`cache_dir/name`).
-        train: the training split's shards, in order (their lines, one after the other, are the split).
-        dev, test: the other splits.
-        test_by_source: per-source test files of a built-in corpus, e.g.
-            {"ding": ".../test.ding.tsv"}; empty for a user corpus (its sources are its splits).
-        manifest: `manifest.json` (sources, package versions and sha256, counts).
-        languages: (source, target) language codes of the TSV columns, e.g. ("en", "de").
+        train: the training shards, in order.
+        test_by_source: a built-in corpus's per-source test files ({"ding": ".../test.ding.tsv"});
+            empty for a user corpus.
+        languages: the columns' (source, target) codes, e.g. ("en", "de").
     """
 
     root: str
@@ -99,12 +89,8 @@ def _corpus_paths(root: str, manifest: dict) -> CorpusPaths:
 
 
 def check_corpus(root: str) -> CorpusPaths:
-    """Returns the paths of the complete corpus at `root`.
-
-    Raises:
-        CorpusError: naming what is missing or wrong: no or unreadable manifest, another format,
-            a listed file missing or of another size than the manifest records.
-    """
+    """Returns the paths of the complete corpus at `root`. Raises `CorpusError` naming what is
+    missing or wrong in the manifest or the files it lists."""
     manifest_path = os.path.join(root, MANIFEST)
     if not os.path.exists(manifest_path):
         raise CorpusError(f"{root}: incomplete corpus, no {MANIFEST}.")
@@ -152,8 +138,7 @@ def _install(tmp_dir: str, root: str) -> None:
 def cached(
     root: str, rebuild_invalid: bool, expected_inputs: dict | None = None, identity: Callable = lambda inputs: inputs
 ) -> CorpusPaths | None:
-    """The complete corpus at `root`, or None when it must be (re)built: `expected_inputs` is
-    compared with `identity` of the manifest's "inputs"."""
+    """The complete corpus at `root`, or None when it must be (re)built for `expected_inputs`."""
     if not os.path.exists(root):
         return None
     try:
@@ -173,16 +158,10 @@ def cached(
 
 
 def build_atomically(cache_dir: str, name: str, build: Callable[[str], None]) -> CorpusPaths:
-    """Runs `build(tmp_dir)` in a fresh directory and installs it as `cache_dir/name`; returns its paths.
-
-    An exception in `build` leaves neither the temporary directory nor a new entry behind. The
-    build holds a lock on its directory; the directories of builds that were killed (no process
-    holds their lock) are removed first.
-
-    Raises:
-        WriteError: a file of the entry could not be written (named as it would have been installed,
-            `cache_dir/name/<file>`), or `cache_dir` cannot hold a new directory.
-    """
+    """Runs `build(tmp_dir)` in a fresh, locked directory and installs it as `cache_dir/name`;
+    returns its paths. A failed build leaves nothing behind; killed builds' directories are removed.
+    Raises `WriteError` when a file of the entry (named as installed) or the directory cannot be
+    written."""
     root = os.path.join(cache_dir, name)
     with writing(root):
         os.makedirs(cache_dir, exist_ok=True)
@@ -210,8 +189,7 @@ def build_atomically(cache_dir: str, name: str, build: Callable[[str], None]) ->
 
 
 def _remove_abandoned_builds(cache_dir: str, name: str) -> None:
-    """Removes the temporary directories of builds of `name` whose process is gone (a build
-    killed with SIGKILL, or by a machine that went down, cannot remove its own)."""
+    """Removes the temporary directories of killed builds of `name` (no process holds their lock)."""
     for directory in glob.glob(os.path.join(glob.escape(cache_dir), f".{glob.escape(name)}.building-*")):
         try:
             with open(os.path.join(directory, _BUILD_LOCK)) as lock:

@@ -1,10 +1,7 @@
-"""Several training corpora sampled in proportion to weights: the specs that name them
-(`--train_tsv=a.tsv:3,b.tsv:1`, `--source_weights=ding:3`) and the per-corpus training files the
-input pipeline samples from. A built-in corpus's shards hold each source's training pairs as one
-run of consecutive lines (`corpus_writer.write_corpus`), written out as `train.<source>.tsv` when a
-mix first needs them. docs/training.md, "Several training corpora with weights", says what a
-weight means.
-"""
+"""Several training corpora sampled in proportion to weights: the flags that name them
+(`--train_tsv=a.tsv:3,b.tsv:1`, `--source_weights=ding:3`) and the per-corpus training files
+(`train.<source>.tsv`) the input pipeline samples from. docs/training.md, "Several training corpora
+with weights", says what a weight means."""
 
 import dataclasses
 import itertools
@@ -21,15 +18,8 @@ class WeightsError(UserError, ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class TrainingSource:
-    """One corpus of a training mix.
-
-    Attributes:
-        name: the source's name in the corpus manifest ("ding", "train-2", ...).
-        label: what the user called it (a built-in source's name, or the file given).
-        path: its training pairs, `english<TAB>foreign` lines.
-        pairs: how many.
-        weight: its relative sampling weight (> 0).
-    """
+    """One corpus of a training mix: `name` in the corpus manifest, `label` as the user called it,
+    `path` of its `english<TAB>foreign` pairs, their count `pairs`, and `weight` (> 0)."""
 
     name: str
     label: str
@@ -49,12 +39,8 @@ def _weight(flag, value, name, text):
 
 
 def parse_weights(flag: str, value: str) -> list[tuple[str, float]]:
-    """`"ding:3,libreoffice-ui:1"` -> `[("ding", 3.0), ("libreoffice-ui", 1.0)]`.
-
-    Raises:
-        WeightsError: an entry that is not NAME:WEIGHT, a weight that is not a positive finite
-            number, or a name given twice (names the flag and value).
-    """
+    """`"ding:3,libreoffice-ui:1"` -> `[("ding", 3.0), ("libreoffice-ui", 1.0)]`. Raises `WeightsError`
+    on an entry not NAME:WEIGHT, a weight not positive and finite, or a name given twice."""
     entries = []
     for entry in value.split(","):
         name, separator, text = entry.strip().rpartition(":")
@@ -69,14 +55,10 @@ def parse_weights(flag: str, value: str) -> list[tuple[str, float]]:
 
 
 def parse_train_tsv(flag: str, value: str) -> list[tuple[str, float | None]]:
-    """The files of `--train_tsv`: `"a.tsv"` -> `[("a.tsv", None)]`; `"a.tsv:3,b.tsv:1"` ->
-    `[("a.tsv", 3.0), ("b.tsv", 1.0)]`. An existing file's whole name is a path, even with a
-    ':' or ','; otherwise the text after an entry's last ':' is its weight.
-
-    Raises:
-        WeightsError: several files without a weight each, a weight that is not a positive
-            number, an empty entry, a file given twice, or a weighted file that does not exist.
-    """
+    """`"a.tsv"` -> `[("a.tsv", None)]`; `"a.tsv:3,b.tsv:1"` -> `[("a.tsv", 3.0), ("b.tsv", 1.0)]`.
+    An existing file's whole name is a path, even with ':' or ','. Raises `WeightsError` on several
+    files without a weight each, a bad weight, an empty entry, a file given twice, or a weighted
+    file that does not exist."""
     if os.path.isfile(value):
         return [(value, None)]
     entries = []
@@ -109,8 +91,7 @@ def parse_train_tsv(flag: str, value: str) -> list[tuple[str, float | None]]:
 
 
 def user_source_names(count: int) -> list[str]:
-    """The manifest names of the training files of a user corpus: "train" for one, "train-1",
-    "train-2", ... for several (in the order given)."""
+    """A user corpus's training sources: "train" for one file, "train-1", "train-2", ... for several."""
     return ["train"] if count == 1 else [f"train-{index}" for index in range(1, count + 1)]
 
 
@@ -141,13 +122,9 @@ def _count_lines(path: str) -> int:
 
 
 def source_training_files(corpus, names) -> dict[str, tuple[str, int]]:
-    """`source -> (path, pairs)`: each named source's training pairs as `train.<source>.tsv` in the
-    corpus directory, written (atomically) from the lines of the training shards when missing.
-
-    Raises:
-        CorpusError: a name that is not a source of the corpus (the message lists them), or a
-            manifest whose counts do not add up to the training shards'.
-    """
+    """`source -> (path, pairs)`: each named source's `train.<source>.tsv`, written atomically from
+    the training shards when missing. Raises `CorpusError` on an unknown source, or manifest counts
+    that do not match the shards."""
     ranges = _training_lines(corpus)
     unknown = [name for name in names if name not in ranges]
     if unknown:
@@ -167,14 +144,9 @@ def source_training_files(corpus, names) -> dict[str, tuple[str, int]]:
 
 
 def training_mix(corpus, weights: dict[str, float], labels: dict[str, str] | None = None) -> list[TrainingSource]:
-    """The mix of a corpus's sources with `weights` (source -> weight); sources not named weigh 1.
-
-    `labels` gives a source the name the user knows it by (the file of a user corpus).
-
-    Raises:
-        CorpusError: a weight for a source the corpus does not have, or a source left with no
-            training pairs (it could never be sampled).
-    """
+    """The mix of a corpus's sources with `weights` (unnamed sources weigh 1); `labels` gives a
+    source the name the user knows it by. Raises `CorpusError` on an unknown source, or a source
+    with no training pairs."""
     ranges = _training_lines(corpus)
     unknown = [name for name in weights if name not in ranges]
     if unknown:
@@ -195,8 +167,7 @@ def training_mix(corpus, weights: dict[str, float], labels: dict[str, str] | Non
 
 
 def describe(mix: list[TrainingSource]) -> list[dict]:
-    """The mix as config.json records it: each corpus, its weight, its share of the sampled pairs
-    and how many pairs it has."""
+    """The mix as config.json records it: each corpus, its weight, share and pairs."""
     total = sum(source.weight for source in mix)
     return [
         {

@@ -1,16 +1,8 @@
 """Writing a corpus cache entry from its sources as a stream, in memory that does not grow with it.
 
-`write_corpus` reads the sources once: each pair is normalised and filtered (`data.sources.cleaning`),
-assigned its split, appended to a candidates file on disk and its 64-bit hash handed to a
-`duplicates.DuplicateFinder`. Once every source is read, the finder's bitmap says which candidates
-repeat an earlier one, and a second, sequential pass writes the kept pairs into their files: the
-training split in shards of `shard_pairs` lines (`train-00000-of-00012.tsv`, ...), dev, test and the
-per-source test files whole. The order is the sources' own, so each source's training pairs are a
-run of consecutive lines across the shards (`data.sources.corpus_mix` relies on it).
-
-What is held for the whole corpus: the duplicate bitmap (one bit a pair) and the hashes of the
-user's evaluation pairs (kept out of training). Everything else is a buffer of fixed size.
-"""
+Pass one cleans each pair, assigns its split, appends it to a candidates file and hashes it into a
+`duplicates.DuplicateFinder`; pass two writes the non-duplicates into shards and split files in the
+sources' order (so each source's training pairs are consecutive lines, as `corpus_mix` needs)."""
 
 import hashlib
 import itertools
@@ -41,9 +33,8 @@ def shard_name(index: int, count: int) -> str:
 
 
 class ProgressLine:
-    """A plain line on stderr, at most every `every` seconds (default: 2 at a terminal, else
-    `common.progress.PLAIN_SECONDS`), with the pairs read and kept, the rate and, when
-    `fraction_done` can say how far the input is, an estimate of the time left."""
+    """A plain progress line on stderr at most every `every` seconds: pairs read and kept, rate,
+    and time left when `fraction_done` can say."""
 
     def __init__(
         self, label: str, fraction_done: Callable[[], float | None] = lambda: None, every: float | None = None
@@ -116,8 +107,7 @@ class _Shards:
             self._current = None
 
     def close(self) -> dict:
-        """Names the shards `train-IIIII-of-NNNNN.tsv` (one empty shard for an empty split); returns
-        their manifest records in order."""
+        """Names the shards `train-IIIII-of-NNNNN.tsv`; returns their manifest records in order."""
         if self._current is None and not self._done:
             self._current = _Digest(os.path.join(self._out_dir, ".train-00000.partial"))
         self._close_current()
@@ -143,17 +133,10 @@ def write_corpus(
     progress: ProgressLine | None = None,
 ) -> dict:
     """Cleans, deduplicates, splits and writes the corpus files and manifest into `out_dir`; returns
-    the manifest.
-
-    `splitters` maps a source name to a function from the English side to its split (the user's
-    own dev/test files go whole to one split); other sources use `cleaning.split_of`. The sources
-    in `kept_whole` (the user's dev/test files) are only normalised: every pair with two non-empty
-    sides is kept, and the pairs of the other sources equal to one of theirs are dropped
-    ("in_evaluation_files"); they must come first in `sources`. Among the other sources the first
-    occurrence of a pair is kept and its repeats dropped ("duplicate"). `per_source_test_files`
-    writes `test.<source>.tsv` for each source. `progress` reports the first pass. `extra` (or what
-    it returns, called once the sources are read) is added to the manifest.
-    """
+    the manifest. `splitters`: source -> (English side -> split); others use `cleaning.split_of`.
+    Sources in `kept_whole` (the user's dev/test files, first in `sources`) are only normalised, and
+    other pairs equal to theirs are dropped; elsewhere a pair's repeats are dropped. `extra` (or
+    what it returns once the sources are read) is added to the manifest."""
     kept_whole = tuple(kept_whole)
     splitters = splitters or {}
     work = os.path.join(out_dir, _WORK_DIR)
@@ -194,9 +177,8 @@ def write_corpus(
 
 
 def _read_candidates(work, sources, splitters, kept_whole, progress) -> dict:
-    """The first pass: every source read, normalised and filtered; each candidate pair's line
-    appended to `work/candidates.tsv` and its code (source index * 4 + split) to `work/codes.bin`;
-    returns the count, the duplicate bitmap and each source's `cleaning.CleaningStats`."""
+    """Pass one into `work/candidates.tsv` and `work/codes.bin` (source index * 4 + split);
+    returns the count, the duplicate bitmap and each source's `CleaningStats`."""
     finder = duplicates.DuplicateFinder(os.path.join(work, "hashes"))
     reserved: set[int] = set()
     position = read_total = 0
@@ -250,9 +232,7 @@ def _read_candidates(work, sources, splitters, kept_whole, progress) -> dict:
 
 
 def _write_files(out_dir, work, names, read, shard_pairs, per_source_test_files, attributions) -> dict:
-    """The second pass: the candidates that are not duplicates, in order, into the split files;
-    returns their manifest records ("files") and, per source, the duplicates dropped and the pairs
-    kept per split ("duplicates", "kept")."""
+    """Pass two: the non-duplicates into the split files; returns "files", "duplicates", "kept"."""
     shards = _Shards(out_dir, shard_pairs)
     evaluation = {"dev": _Digest(os.path.join(out_dir, "dev.tsv")), "test": _Digest(os.path.join(out_dir, "test.tsv"))}
     by_source_test = (
@@ -312,8 +292,7 @@ def _credits(lines: list[bytes], attributions: dict) -> list[bytes]:
 
 
 def _cleaning_rules(kept_whole: tuple) -> dict:
-    """The manifest's `cleaning` entry: the rules every source went through, and those of the
-    sources in `kept_whole` when there are any."""
+    """The manifest's `cleaning` entry: the rules applied, and those of `kept_whole` sources."""
     return {
         "normalisation": "NFC, invisible characters removed, whitespace collapsed",
         "max_length_ratio": cleaning.MAX_LENGTH_RATIO,

@@ -1,13 +1,8 @@
 """Fetching Debian packages and reading their files without installing them.
 
-A `.deb` is an `ar` archive holding `control.tar.*` (package metadata) and `data.tar.*` (the files).
-Both are read here in pure Python (xz, gzip, bzip2 or uncompressed tar; zstd through the `zstd`
-program when present), so building a corpus needs neither `dpkg` nor root.
-
-Packages not already in the `.deb` directory are fetched with `apt-get download` where apt-get
-exists, and elsewhere (macOS, Fedora, a slim container) straight from a Debian mirror over HTTPS:
-the pool file a `PinnedDeb` names, checked against its pinned size and SHA256.
-"""
+`.deb` archives are read in pure Python (zstd through the `zstd` program), so neither `dpkg` nor
+root is needed; packages come from `apt-get download` where it exists, else from a Debian mirror,
+checked against a `PinnedDeb`."""
 
 import dataclasses
 import glob
@@ -57,17 +52,8 @@ class MirrorUnreachableError(DebPackageError):
 
 @dataclasses.dataclass(frozen=True)
 class PinnedDeb:
-    """One exact `.deb` as a Debian mirror serves it: the file a corpus is built from.
-
-    Attributes:
-        package: binary package name, e.g. "trans-de-en".
-        version: Debian version with its epoch, e.g. "4:7.4.7-1+deb12u14".
-        architecture: "all" or a machine architecture.
-        pool_path: path below the mirror's root (the `Filename:` field of the Packages index),
-            e.g. "pool/main/d/ding/trans-de-en_1.9-6_all.deb".
-        sha256: hex SHA256 of the file (the index's `SHA256:` field).
-        size_bytes: size of the file (the index's `Size:` field).
-    """
+    """One exact `.deb` from a Debian mirror's Packages index: `pool_path` (its `Filename:`, below the
+    mirror's root), hex `sha256`, `size_bytes`, and `version` with its epoch."""
 
     package: str
     version: str
@@ -153,11 +139,7 @@ def read_control(deb_path: str) -> dict[str, str]:
 
 
 def iter_deb_files(deb_path: str, keep: Callable[[str], bool]) -> Iterator[tuple[str, bytes]]:
-    """Yields `(path, contents)` for the regular files of the package whose path `keep` accepts.
-
-    Paths are relative to the filesystem root without a leading `./` (`usr/share/...`), in the
-    order the archive stores them.
-    """
+    """Yields `(path, contents)` of the regular files `keep` accepts, paths without `./`."""
     try:
         with _open_tar(deb_path, _ar_members(deb_path), "data") as tar:
             for member in tar:
@@ -231,12 +213,9 @@ def _is_transient_http(code: int) -> bool:
 
 
 def _download_once(url: str, pinned: PinnedDeb, deb_dir: str, timeout_seconds: float) -> str:
-    """One attempt: `url` streamed into a temporary file in `deb_dir`, checked, renamed into place.
-
-    Raises:
-        DebPackageError: the file's size or SHA256 differs from the pin (not worth retrying).
-        urllib.error.URLError, OSError, http.client.HTTPException: the transfer failed.
-    """
+    """One attempt: `url` into a temporary file in `deb_dir`, checked, renamed into place. Raises
+    `DebPackageError` when size or SHA256 differs from the pin (not worth retrying);
+    `urllib.error.URLError`, `OSError` or `http.client.HTTPException` when the transfer fails."""
     target = os.path.join(deb_dir, pinned.file_name)
     descriptor, partial = tempfile.mkstemp(dir=deb_dir, prefix=".download-", suffix=".part")
     try:
@@ -285,18 +264,11 @@ def download_from_mirror(
     backoff_seconds: float | None = None,
     timeout_seconds: float | None = None,
 ) -> str:
-    """Downloads `mirror/pinned.pool_path` into `deb_dir/pinned.file_name` and returns its path.
-
-    The file is written to a temporary file in `deb_dir`, checked against the pinned size and SHA256
-    and only then renamed into place, so a cut connection or a corrupt file leaves nothing under the
-    final name. Transient failures (connection errors, timeouts, HTTP 5xx, 408, 429, a connection cut
-    mid-file) are retried `attempts` times in all, waiting `backoff_seconds`, then twice that, ...
-
-    Raises:
-        DebPackageError: a checksum or size mismatch (names the URL, expected and actual values), or
-            an HTTP error that retrying cannot fix (404: the mirror no longer carries that version).
-        MirrorUnreachableError: every attempt failed to reach the mirror or ended in a transient error.
-    """
+    """Downloads `mirror/pinned.pool_path` into `deb_dir/pinned.file_name`, checked before it takes
+    its name; returns its path. Transient failures are retried `attempts` times in all, the wait
+    doubling from `backoff_seconds`. Raises `DebPackageError` on a checksum or size mismatch, or an
+    HTTP error retrying cannot fix (404); `MirrorUnreachableError` when every attempt failed with a
+    transient error."""
     attempts = DOWNLOAD_ATTEMPTS if attempts is None else attempts
     if attempts < 1:
         raise ValueError(f"attempts={attempts}: expected at least 1")
@@ -364,24 +336,12 @@ def fetch_debs(
     source: str = "auto",
     mirror: str = DEFAULT_MIRROR,
 ) -> dict[str, str]:
-    """Makes sure `deb_dir` holds a `.deb` for every package and returns their paths by package.
-
-    Packages already in `deb_dir` are reused. The others are fetched from `source`:
-
-    - "apt": one `apt-get download` call (apt fetches them over one pipelined connection); when apt
-      does not know a package (empty package lists, as on a fresh machine) it runs `apt-get update`
-      once and tries again. As root the system's lists are used; otherwise private lists under
-      `deb_dir/.apt`. Downloads land in a temporary directory first, so an interrupted fetch leaves
-      no partial `.deb` behind. apt fetches the version its package lists offer.
-    - "mirror": each file `pinned` names, from `mirror` over HTTPS (`download_from_mirror`: checked
-      against the pinned SHA256, retried on transient failures).
-    - "auto": "apt" where apt-get is installed, else "mirror".
-
-    Raises:
-        DebPackageError: naming the packages that are missing and why (no apt-get, apt's error, no
-            pin for a package, a checksum mismatch); MirrorUnreachableError when the mirror cannot be
-            reached.
-    """
+    """Makes sure `deb_dir` holds a `.deb` for every package (reusing those there); returns their
+    paths by package. `source` "apt": one `apt-get download` (after one `apt-get update` if apt does
+    not know a package; private lists under `deb_dir/.apt` unless root), the version apt offers.
+    "mirror": `download_from_mirror` for each `pinned` file. "auto": "apt" where apt-get is
+    installed. Raises `DebPackageError` naming the missing packages and why;
+    `MirrorUnreachableError` when the mirror cannot be reached."""
     if source not in DEB_SOURCES:
         raise ValueError(f"source={source!r}: expected one of {DEB_SOURCES}")
     os.makedirs(deb_dir, exist_ok=True)

@@ -1,12 +1,6 @@
-"""The languages of Debian 12's LibreOffice translations: the table behind the deb-en-XX corpora.
-
-`debian_languages.json`, beside this module, lists for each language its `libreoffice-l10n-*`
-package (interface strings) and, where Debian ships one, its `libreoffice-help-*` package (help
-pages): version, pool path, size and SHA256 as bookworm's Packages index lists them, the directory
-its help pages sit in, and the pair counts of the corpus built from them. Every package is at the
-LibreOffice version the deb-en-de corpus reads, so all pairs share one English side. A maintainer
-rewrites the table with `python -m tools.debian_languages_table` (docs/data.md, "Pins").
-"""
+"""The languages of Debian 12's LibreOffice translations, the table behind the deb-en-XX corpora:
+`debian_languages.json` pins each language's packages and counts its corpus's pairs; a maintainer
+rewrites it with `python -m tools.debian_languages_table` (docs/data.md, "Pins")."""
 
 import dataclasses
 import json
@@ -22,14 +16,10 @@ class Language:
     """One language of the table.
 
     Attributes:
-        code: the language code in corpus names and directions: the package suffix with `-` written
-            `_` ("fr", "pt_br", "zh_cn"), so "SRC-TGT" splits on its one hyphen.
-        name: English name from the package description ("French", "Chinese simplified").
-        l10n: the interface-strings package.
-        help: the help-pages package, or None where Debian ships none (interface strings only).
-        help_dir: the directory below `usr/share/libreoffice/help/` holding the help pages ("zh-CN").
-        counts: pairs of the built corpus: {"train", "dev", "test", "sources": {source: pairs kept}},
-            or {} before the table's command has built it.
+        code: the package suffix with `-` written `_` ("pt_br"), so "SRC-TGT" splits on its hyphen.
+        help: the help-pages package, or None (interface strings only).
+        help_dir: below `usr/share/libreoffice/help/` ("zh-CN").
+        counts: {"train", "dev", "test", "sources": {source: pairs}}, {} before a build.
     """
 
     code: str
@@ -49,8 +39,7 @@ def _pin(entry: dict) -> deb_packages.PinnedDeb:
 
 
 def load_table(path: str = TABLE_FILE) -> tuple[str, deb_packages.PinnedDeb, dict[str, Language], dict]:
-    """`(LibreOffice version, English help pin, {code: Language}, {corpus: counts} of the other
-    built-in corpora)`."""
+    """`(LibreOffice version, English help pin, {code: Language}, {corpus: counts})`."""
     with open(path, encoding="utf-8") as f:
         table = json.load(f)
     languages = {

@@ -1,10 +1,6 @@
-"""Example sentences from the Ding German-English dictionary (`trans-de-en`).
-
-The dictionary (`usr/share/trans/de-en`) has one entry per line, `German :: English`, each side a
-list of sub-entries separated by ` | ` that correspond position by position; a sub-entry lists
-synonyms separated by `; ` and carries annotations in braces and brackets (`{n}`, `[ugs.]`). Many
-sub-entries are example sentences; those whose both sides are whole sentences become pairs.
-"""
+"""Example sentences from the Ding German-English dictionary (`trans-de-en`): lines of `German ::
+English` sub-entries separated by ` | `, of which those that are whole sentences on both sides
+become pairs."""
 
 import re
 from collections.abc import Iterator
@@ -22,21 +18,14 @@ def _strip_annotations(text: str) -> str:
 
 
 def is_sentence(text: str) -> bool:
-    """True for a whole sentence: capital first, `.`/`!`/`?` last, 4+ words, no placeholders.
-
-    Placeholders (`sth.`, `sb.`, `etw.`, `jdm.`) and slash alternatives (`kommen / gehen`) mark
-    dictionary patterns rather than sentences.
-    """
+    """True for a whole sentence: capital first, `.`/`!`/`?` last, 4+ words, and no placeholder
+    (`sth.`, `jdm.`) or slash alternative, which mark dictionary patterns."""
     return bool(_SENTENCE.match(text)) and len(text.split()) >= MIN_WORDS and not _PLACEHOLDER.search(text)
 
 
 def parse_line(line: str) -> list[tuple[str, str]]:
-    """Returns the `(english, german)` sentence pairs of one dictionary line.
-
-    Of each corresponding pair of sub-entries, the first synonym of each side is taken, after the
-    annotations are removed; the pair is kept when both are sentences. Comment lines (`#`) and lines
-    without ` :: ` give no pairs.
-    """
+    """The `(english, german)` sentence pairs of one dictionary line: the first synonym of each
+    corresponding sub-entry, annotations removed, where both sides are sentences."""
     line = line.strip()
     if not line or line.startswith("#") or " :: " not in line:
         return []

@@ -1,15 +1,8 @@
 """Finding repeated pairs in a stream of any length, in memory that does not grow with it.
 
-Each pair is known by a 64-bit hash of its text (`pair_hash`). `DuplicateFinder` spills the
-(hash, position) records to `PARTITIONS` files on disk by the hash's top bits; `finish` then reads
-one partition at a time and marks every record whose hash an earlier position already had. The
-result is a bitmap of one bit per pair, the only thing held for the whole stream (12.5 MB for 100
-million pairs). The first occurrence of a pair is the one kept, as with a set.
-
-Two different pairs with the same 64-bit hash would be taken for one: with n pairs that happens
-with probability about n^2 / 2^65 (6 million pairs: 1 in a million; 100 million: 3 in 10,000),
-and then drops one pair.
-"""
+Pairs are known by a 64-bit hash (`pair_hash`), spilled with their positions to `PARTITIONS` files
+and compared one partition at a time; only a one-bit-per-pair bitmap is held. Two pairs colliding
+(probability about n^2 / 2^65) would drop one."""
 
 import hashlib
 import os
@@ -27,17 +20,13 @@ _RECORD = np.dtype([("hash", "<u8"), ("position", "<u8")])
 
 
 def pair_hash(line: bytes) -> int:
-    """The 64-bit hash a pair is deduplicated by: blake2b of its `english<TAB>foreign` UTF-8 line
-    (keyless, so every run and machine agrees)."""
+    """The 64-bit hash a pair is deduplicated by: keyless blake2b of its `english<TAB>foreign` line."""
     return int.from_bytes(hashlib.blake2b(line, digest_size=8).digest(), "little")
 
 
 class DuplicateFinder:
-    """Collects `add(position, hash)` in increasing positions; `finish()` returns the duplicates.
-
-    Positions are those of the caller's stream (0, 1, 2, ...); a position never added (a pair kept
-    whatever it repeats, or dropped for another reason) is never a duplicate.
-    """
+    """Collects `add(position, hash)` in increasing positions; `finish()` returns the duplicates
+    (every repeat after the first; a position never added is never one)."""
 
     def __init__(self, directory: str):
         self._directory = directory

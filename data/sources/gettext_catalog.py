@@ -1,11 +1,5 @@
-"""Translated strings from compiled gettext catalogs (`.mo` files).
-
-`libreoffice-l10n-de` ships the German user-interface strings as `.mo` catalogs under
-`usr/lib/libreoffice/program/resource/de/LC_MESSAGES/`. Each entry maps an English `msgid` (with an
-optional `msgctxt`, stored as `context\\x04msgid`) to its German `msgstr`; plural entries hold their
-forms separated by NUL bytes. This module reads the binary format directly (GNU gettext's layout,
-both byte orders), keeping every entry rather than the one-per-msgid view of `gettext`.
-"""
+"""Translated strings from compiled gettext catalogs (`.mo` files, both byte orders), every entry
+kept rather than `gettext`'s one per msgid."""
 
 import re
 import struct
@@ -28,14 +22,8 @@ class CatalogError(UserError, ValueError):
 
 
 def read_mo(blob: bytes, name: str = "<mo>") -> Iterator[tuple[str, str]]:
-    """Yields `(msgid, msgstr)` for every translated entry of a `.mo` catalog.
-
-    The header entry (empty msgid) and untranslated entries are skipped; the context is removed
-    from the msgid; of a plural entry the singular forms are paired.
-
-    Raises:
-        CatalogError: naming `name` when the magic number or a table offset is wrong.
-    """
+    """Yields `(msgid, msgstr)` of every translated entry (no header, no context; plurals' singular).
+    Raises `CatalogError` on a wrong magic number or table offset (names `name`)."""
     if len(blob) < 20:
         raise CatalogError(f"{name}: too short for a .mo file ({len(blob)} bytes).")
     (magic,) = struct.unpack("<I", blob[:4])

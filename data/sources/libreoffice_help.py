@@ -1,11 +1,6 @@
-"""Aligned paragraphs from the LibreOffice help pages in two languages.
-
-The help packages (`libreoffice-help-en-us`, `libreoffice-help-de`, ...) hold one HTML file per page
-under `usr/share/libreoffice/help/<lang>/text/<module>/.../<page>.html`. Every translatable paragraph
-and heading carries the same `id` in every language (`par_id3146060`, `hd_id3148932`), because
-the pages are generated from one set of XHP sources. So a paragraph pair is joined exactly on
-(page path below `text/`, id): no sentence alignment is guessed.
-"""
+"""Aligned paragraphs from the LibreOffice help pages in two languages, joined exactly on (page path
+below `text/`, paragraph `id`), ids being shared by every language's page: no sentence alignment is
+guessed."""
 
 import html.parser
 import re
@@ -80,12 +75,8 @@ class _ParagraphParser(html.parser.HTMLParser):
 
 
 def extract_paragraphs(page_html: str) -> dict[str, str]:
-    """Returns `{id: text}` for the paragraphs and headings of one help page, in page order.
-
-    Markup is dropped (the text of links, spans and emphasis is kept), `<br>` becomes a space and
-    the text of `hidden` alternatives and scripts is skipped. Whitespace is left as in the page; the
-    corpus cleaning normalises it. When an id occurs twice, its first occurrence wins.
-    """
+    """`{id: text}` for one help page's paragraphs and headings, in page order, markup dropped,
+    hidden alternatives and scripts skipped; an id's first occurrence wins."""
     parser = _ParagraphParser()
     parser.feed(page_html)
     parser.close()
@@ -101,11 +92,7 @@ def help_page_key(path: str, language: str) -> str | None:
 
 
 def align_pages(source_pages: dict[str, str], target_pages: dict[str, str]) -> Iterator[tuple[str, str, str]]:
-    """Yields `(page/id, source_text, target_text)` for ids present in the same page of both.
-
-    `source_pages` and `target_pages` map a page key (path below `text/`) to its HTML. Pages are
-    visited in sorted order and paragraphs in the source page's order, so the output is stable.
-    """
+    """Yields `(page/id, source_text, target_text)` for ids in the same page of both, stably ordered."""
     for page in sorted(source_pages.keys() & target_pages.keys()):
         source = extract_paragraphs(source_pages[page])
         target = extract_paragraphs(target_pages[page])

@@ -1,11 +1,6 @@
 """Reading and writing parallel text: `source<TAB>target` TSV files and pairs of plain-text files,
-plain or gzip-compressed (`.gz`), one file or several (`expand` turns a glob into its files).
-
-Every reader streams its input and fails with a message that names the file and line: invalid
-UTF-8, a truncated or corrupt .gz file, a TSV row without exactly one tab, parallel files of
-different lengths, an empty file. Lines that are empty (on either side) are skipped and counted,
-never silently.
-"""
+plain or `.gz`, one file or a glob. Readers stream and fail naming the file and line; empty lines
+are skipped and counted."""
 
 import dataclasses
 import glob
@@ -32,12 +27,8 @@ class ReadStats:
 
 
 def expand(pattern: str) -> list[str]:
-    """The files a path names: itself, or when it holds a glob (`*`, `?`, `[`) the files that match,
-    sorted by name (so source and target globs pair their files in the same order).
-
-    Raises:
-        ParallelDataError: a glob that matches no file.
-    """
+    """The files a path names: itself, or a glob's matches sorted by name (so source and target
+    globs pair in order). Raises `ParallelDataError` on a glob that matches no file."""
     if not glob.has_magic(pattern):
         return [pattern]
     paths = sorted(path for path in glob.glob(pattern) if os.path.isfile(path))
@@ -47,13 +38,8 @@ def expand(pattern: str) -> list[str]:
 
 
 def _lines(path: str, stats: ReadStats) -> Iterator[tuple[int, str]]:
-    """Yields `(line_number, text)` (1-based, newline removed), decoding UTF-8 strictly; a path
-    ending in .gz is read through gzip.
-
-    Raises:
-        ParallelDataError: invalid UTF-8, a truncated or corrupt .gz file, or a read that fails
-            (file and line).
-    """
+    """Yields `(line_number, text)`, 1-based, newline removed, strict UTF-8, `.gz` through gzip.
+    Raises `ParallelDataError` on invalid UTF-8, a bad .gz file, or a failed read (file and line)."""
     base = stats.bytes_done
     number = 0
     try:
@@ -93,13 +79,8 @@ def _check_not_empty(path: str) -> None:
 
 
 def read_tsv(paths: str | list[str], stats: ReadStats | None = None) -> Iterator[tuple[str, str]]:
-    """Yields `(source, target)` from TSV files (one path or several, read in order) with exactly
-    one tab per row.
-
-    Raises:
-        ParallelDataError: an empty or missing file, invalid UTF-8, or a row without exactly one tab
-            (file:line).
-    """
+    """Yields `(source, target)` from one or several TSV files, in order. Raises `ParallelDataError`
+    on an empty or missing file, invalid UTF-8, or a row without exactly one tab (file:line)."""
     stats = ReadStats() if stats is None else stats
     paths = [paths] if isinstance(paths, str) else paths
     for path in paths:
@@ -125,16 +106,10 @@ def read_tsv(paths: str | list[str], stats: ReadStats | None = None) -> Iterator
 def read_parallel(
     source_paths: str | list[str], target_paths: str | list[str], stats: ReadStats | None = None
 ) -> Iterator[tuple[str, str]]:
-    """Yields `(source, target)` from line-aligned plain-text files: one source and one target path,
-    or two lists whose files pair in order.
-
-    A line pair with an empty side is skipped and counted in `stats.empty_lines_skipped`.
-
-    Raises:
-        ParallelDataError: an empty or missing file, invalid UTF-8 (file:line), lists of different
-            lengths, or a file pair of different numbers of lines (both files and the line where the
-            shorter one ends).
-    """
+    """Yields `(source, target)` from line-aligned files: two paths, or two lists pairing in order;
+    pairs with an empty side are counted in `stats.empty_lines_skipped`. Raises `ParallelDataError`
+    on an empty or missing file, invalid UTF-8, lists of different lengths, or files of different
+    numbers of lines (both files and the line)."""
     stats = ReadStats() if stats is None else stats
     source_paths = [source_paths] if isinstance(source_paths, str) else source_paths
     target_paths = [target_paths] if isinstance(target_paths, str) else target_paths
@@ -169,11 +144,8 @@ def read_parallel(
 
 
 def write_tsv(path: str, pairs: Iterator[tuple[str, str]] | list[tuple[str, str]]) -> int:
-    """Writes `source<TAB>target` lines; returns the number written.
-
-    Raises:
-        ValueError: a side containing a tab or a line break (clean the text first).
-    """
+    """Writes `source<TAB>target` lines; returns the number written. Raises `ValueError` on a side
+    containing a tab or a line break."""
     count = 0
     with open(path, "w", encoding="utf-8", newline="\n") as f:
         for source, target in pairs:

@@ -1,9 +1,6 @@
-"""A corpus built from the user's own parallel files: `prepare_user_corpus`, and `user_files`, the
-one check of the flags that name them (train.py's and `python -m data.prepare`'s).
-
-The training file is cleaned as the built-in corpora are; the user's dev and test files are kept
-whole (normalised only), so that scores on them compare with published ones.
-"""
+"""A corpus built from the user's own parallel files (`prepare_user_corpus`) and `user_files`, the
+one check of the flags that name them. Dev and test files are kept whole (normalised only) so that
+scores compare with published ones."""
 
 import dataclasses
 import hashlib
@@ -24,22 +21,18 @@ class UserFilesError(UserError, ValueError):
 
 
 def user_files(values, corpus_flag: str) -> tuple[tuple[str, str], dict]:
-    """Checks the flags of a user corpus; returns `(languages, files)` as `prepare_user_corpus` takes them.
+    """Checks the flags of a user corpus; returns `(languages, files)` for `prepare_user_corpus`.
 
     Args:
-        values: the value of "languages" and of each of FILE_FLAGS (None or "" when not given).
-        corpus_flag: the flag that asked for a user corpus, named in the messages ("--corpus=files").
+        values: "languages" and each of FILE_FLAGS (None or "" when not given).
+        corpus_flag: the flag named in the messages ("--corpus=files").
 
     Returns:
-        languages: the (source, target) codes of --languages, e.g. ("en", "de").
-        files: split -> a TSV path, a (source, target) pair of paths, or None when not given;
-            "train" is a list of TSV paths when --train_tsv names several weighted files
-            (`corpus_mix.parse_train_tsv`; the weights are the caller's to read).
+        languages ("en", "de") and files: split -> a TSV path, a (source, target) pair, or None;
+            "train" is a list when --train_tsv names several weighted files.
 
     Raises:
-        UserFilesError: --languages not two codes like en-de, a split given both as a TSV and as
-            source/target files, a source file without its target (or the reverse), no training
-            files, or a --train_tsv list that `corpus_mix.parse_train_tsv` refuses.
+        UserFilesError: any inconsistent or missing flag.
     """
     value = values["languages"]
     codes = (value or "").split("-")
@@ -67,13 +60,9 @@ def user_files(values, corpus_flag: str) -> tuple[tuple[str, str], dict]:
 
 
 def multilingual_files(values, corpus_flag: str) -> dict:
-    """Checks the flags of a multilingual user corpus (several --languages, en-de,en-fr: one
-    `--<split>_tsv` file per pair, in that order); returns {split: [paths]} ([] where not given).
-
-    Raises:
-        UserFilesError: a split given as --<split>_src/--<split>_tgt, a weight on a --train_tsv file
-            (pairs are drawn with --pair_sampling_temperature), or not one file per pair.
-    """
+    """Checks a multilingual user corpus's flags (one `--<split>_tsv` per pair of --languages, in
+    order); returns {split: [paths]} ([] where not given). Raises `UserFilesError` on
+    --<split>_src/--<split>_tgt flags, a weighted --train_tsv, or not one file per pair."""
     pairs = values["languages"].split(",")
     files = {}
     for split in cleaning.SPLITS:
@@ -100,9 +89,7 @@ def multilingual_files(values, corpus_flag: str) -> dict:
 
 
 def cache_name(data) -> str:
-    """The cache entry of a `--corpus=files` corpus (`data` has `languages`, `train_files`,
-    `dev_files` and `test_files`, as `data.corpora` describes them): a hash of its languages and
-    absolute file paths (the same relative paths typed in two directories are two corpora)."""
+    """The cache entry of a `--corpus=files` corpus: a hash of its languages and absolute paths."""
     files = [[os.path.abspath(path) for path in paths] for paths in (data.train_files, data.dev_files, data.test_files)]
     return "user-" + hashlib.sha256(json.dumps([data.languages, *files]).encode()).hexdigest()[:12]
 
@@ -118,24 +105,13 @@ def prepare_user_corpus(
     rebuild: bool = False,
     shard_pairs: int = corpus_writer.SHARD_PAIRS,
 ) -> CorpusPaths:
-    """Builds a corpus from the user's files: each split a TSV path or a (source, target) pair of
-    paths, a path possibly a glob (files in name order) or gzip-compressed. `train` may also be a
-    list of TSV paths, each its own source of the manifest, for a weighted mix
-    (`corpus_mix.user_source_names`).
-
-    Streamed in bounded memory (`corpus_writer.write_corpus`), the training split in shards of
-    `shard_pairs` pairs. The columns keep the files' direction (`languages`); missing dev or test
-    splits come from the training data by the hash split. The training data is cleaned as the
-    built-in corpora are; the dev and test files are kept whole, only normalised, and training pairs
-    equal to one of theirs are dropped (docs/data.md, "Your own files"). Rebuilt when the languages
-    or the files (paths, sizes, modification times) change.
-
-    Raises:
-        parallel_files.ParallelDataError: malformed input, naming the file and line, or a glob that
-            matches no file.
-        CorpusError: languages that are not two non-empty codes, or no training pairs left after
-            cleaning (names the files and the drops by reason); nothing is cached then.
-    """
+    """Builds a corpus from the user's files: each split a TSV path or a (source, target) pair, a
+    path possibly a glob or gzip-compressed; `train` may be a list of TSV paths for a weighted mix.
+    Streamed in bounded memory, the training split in shards of `shard_pairs` pairs; missing dev or
+    test splits come from training by the hash split (docs/data.md, "Your own files"). Rebuilt when
+    the languages or the files (paths, sizes, modification times) change. Raises
+    `parallel_files.ParallelDataError` on malformed input (file and line), or a glob matching
+    nothing; `CorpusError` on bad languages, or no training pairs left after cleaning."""
     languages = tuple(languages)
     if len(languages) != 2 or not all(isinstance(code, str) and code for code in languages):
         raise CorpusError(f"languages must be two non-empty codes like ('en', 'de'), got {languages!r}.")
@@ -214,10 +190,7 @@ def _input_identities(languages: tuple, given: dict, expanded: dict) -> dict:
 
 
 def _readers(expanded: dict, missing: set) -> tuple[dict, dict, dict]:
-    """`(sources, splitters, read_stats)` for `corpus_writer.write_corpus`: a reader of each source's
-    pairs, evaluation files first (so that training pairs equal to theirs are dropped from train),
-    the split each source's pairs go to (training pairs fill the `missing` evaluation splits by the
-    hash split), and the `ReadStats` each reader fills."""
+    """`(sources, splitters, read_stats)` for `write_corpus`, evaluation files first."""
     sources, splitters, read_stats = {}, {}, {}
     order = {"test": 0, "dev": 1}
     for source in sorted(expanded, key=lambda source: order.get(source, 2)):
@@ -241,8 +214,7 @@ def _paths(files: list[str] | tuple[list[str], list[str]]) -> list[str]:
 
 
 def _identity(path: str) -> dict:
-    """What says an input file is unchanged without reading it: its path, size and modification
-    time (its sha256 is added to the manifest when a build reads it)."""
+    """An input file's path, size and modification time: unchanged without reading it."""
     if not os.path.exists(path):
         return {"path": os.path.abspath(path)}
     status = os.stat(path)

@@ -1,15 +1,10 @@
-"""Fast path: dropout whose TensorFlow masks come from 16 random bits per element.
+"""Fast path: dropout whose TensorFlow masks come from 16 random bits per element; it must equal
+`keras.layers.Dropout` in distribution (tests/models/fast_paths/test_bit_mask_dropout.py).
 
-It must equal `keras.layers.Dropout` in distribution: the same realised rate and the same expected
-output (tests/models/fast_paths/test_bit_mask_dropout.py). Under `mixed_bfloat16` Keras's
-TensorFlow dropout draws a bfloat16 uniform per element (its realised rate off the requested one)
-from 32 random bits each, the largest non-matmul cost of a CPU step. This layer draws 32 bits per
-two elements and keeps an element where its 16 bits, unsigned, are >= round(rate * 65536): the
-rate within 2**-17 whatever the dtype; kept units are scaled by the reciprocal of the realised keep
-probability. Rates 16 bits cannot express within 0.1% (some below ~0.008), an odd or unknown last
-dimension and other backends use Keras's dropout. No weights; arguments and config are
-`keras.layers.Dropout`'s.
-"""
+Keras's TensorFlow dropout under `mixed_bfloat16` draws 32 bits per element with a rate off the
+requested one; this draws 32 bits per two elements, keeps where the 16 bits are >= round(rate *
+65536) and scales by the realised keep probability. Rates 16 bits cannot express within 0.1%, odd
+last dimensions and other backends use Keras's dropout."""
 
 import keras
 from keras import ops
@@ -57,13 +52,8 @@ class Dropout(keras.layers.Dropout):
 
 
 def random_halves(shape, seed_generator):
-    """16 random bits per element of `shape` (even last dimension), as int16.
-
-    32 random bits per pair of elements, viewed as two int16 halves each: `[..., width // 2]` int32
-    -> `[..., width]` int16, a bitcast without a copy. No bounds: TensorFlow's stateless draw then
-    returns the generator's bits as they are (`StatelessRandomUniformFullIntV2`), every pattern
-    equally likely, where bounds would cost a modulo per value.
-    """
+    """16 random bits per element of `shape` (even last dimension), int16: an unbounded stateless
+    int32 draw of `[..., width // 2]` bitcast to two halves each."""
     bits = keras.random.randint(
         tuple(shape[:-1]) + (shape[-1] // 2,), minval=None, maxval=None, dtype="int32", seed=seed_generator
     )

@@ -1,14 +1,8 @@
-"""Fast path: a Dense layer whose TensorFlow forward pass is one fused kernel and whose bias gradient is a matmul.
+"""Fast path: `keras.layers.Dense` whose TensorFlow forward pass is one fused kernel and whose bias
+gradient is a matmul; it must equal `keras.layers.Dense` (tests/models/fast_paths/test_fused_dense.py).
 
-It must equal `keras.layers.Dense` (tests/models/fast_paths/test_fused_dense.py checks outputs and
-gradients). Under TensorFlow, with a bias, one `keras.ops.custom_gradient`: the forward pass on the
-2-D `[positions, in]` form, where Grappler fuses matmul, bias add and ReLU into one oneDNN kernel
-(Keras's 3-D matmul leaves the bias add and ReLU as slow bfloat16 passes of their own); the bias
-gradient as `ones[1, positions] @ upstream`, which accumulates in float32 where TensorFlow's
-`BiasAddGrad` sums in bfloat16. LoRA and quantized layers, layers without a bias and other backends
-use Keras's `Dense`, except that an int8 layer multiplies as `models.int8_weights` does. Weights,
-arguments and config are Keras's; benchmarks/README.md has the measurements.
-"""
+With a bias under TensorFlow, the forward runs on the 2-D `[positions, in]` form, which Grappler
+fuses with the bias add and ReLU into one oneDNN kernel; other cases use Keras's `Dense`."""
 
 import keras
 from keras import ops
@@ -30,8 +24,7 @@ class Dense(keras.layers.Dense):
         return outputs if relu or self.activation is None else self.activation(outputs)
 
     def quantized_call(self, inputs, training=None):
-        """An int8 layer's call: `models.int8_weights.dequantized_matmul` (weight-only int8), then
-        the bias and the activation; other modes are Keras's."""
+        """An int8 layer's call through `int8_weights.dequantized_matmul`; other modes are Keras's."""
         if self.quantization_mode != "int8":
             return super().quantized_call(inputs, training=training)
         outputs = int8_weights.dequantized_matmul(inputs, self.kernel, self.kernel_scale, dtype=self.compute_dtype)
@@ -45,10 +38,7 @@ class Dense(keras.layers.Dense):
         return not self.lora_enabled and not self.quantization_mode
 
     def project_columns(self, inputs, start, stop):
-        """Outputs `start:stop` of the layer (no activation): a matmul over those kernel columns only.
-
-        Only for `plain` layers, called inside a layer's `call` (where the kernel reads autocast).
-        """
+        """Outputs `start:stop` of a `plain` layer (no activation), from those kernel columns only."""
         outputs = ops.matmul(inputs, ops.cast(self.kernel[:, start:stop], self.compute_dtype))
         if self.bias is not None:
             outputs = outputs + ops.cast(self.bias[start:stop], self.compute_dtype)
@@ -60,8 +50,7 @@ class Dense(keras.layers.Dense):
 
 
 def _fused_dense(inputs, kernel, bias, relu):
-    """`inputs @ kernel + bias` (then ReLU if `relu`) as 2-D ops TensorFlow fuses into one kernel,
-    with the gradient written out (module docstring)."""
+    """`inputs @ kernel + bias` (then ReLU if `relu`) as fusable 2-D ops, gradient written out."""
 
     @ops.custom_gradient
     def dense(inputs, kernel, bias):
@@ -84,11 +73,7 @@ def _fused_dense(inputs, kernel, bias, relu):
 
 
 def sum_over_rows(rows):
-    """The column sums of a `[rows, columns]` tensor as `ones[1, rows] @ rows`.
-
-    A GEMM accumulates in float32 and rounds once (TensorFlow's `BiasAddGrad` sums bfloat16 in
-    bfloat16), and on CPUs it is one GEMM call where TensorFlow runs a slower column reduction.
-    Equals `ops.sum(rows, axis=0)`. Used for bias and layer-norm weight gradients.
-    """
+    """Column sums of `[rows, columns]` as `ones[1, rows] @ rows`, equal to `ops.sum(rows, axis=0)`:
+    one GEMM accumulating in float32 (TensorFlow's `BiasAddGrad` sums bfloat16 in bfloat16)."""
     ones = ops.ones((1, ops.shape(rows)[0]), dtype=rows.dtype)
     return ops.matmul(ones, rows)[0]

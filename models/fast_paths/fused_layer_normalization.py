@@ -1,17 +1,7 @@
-"""Fast path: layer normalization with a hand-written gradient under TensorFlow.
-
-It must equal `keras.layers.LayerNormalization` in outputs and gradients
-(tests/models/fast_paths/test_fused_layer_normalization.py). TensorFlow differentiates Keras's
-layer norm op by op, some thirty passes over the activations; this one writes the gradient, in
-float32 (means over the normalised axis):
-
-    y = x_hat * gamma + beta,   x_hat = (x - mean(x)) * r,   r = 1 / sqrt(var(x) + epsilon)
-    dL/dbeta = sum over positions of g,   dL/dgamma = sum over positions of g * x_hat
-    dL/dx = r * (g' - mean(g') - x_hat * mean(g' * x_hat)),   g' = g * gamma
-
-with the sums and means as small float32 matmuls. Other backends (XLA fuses the ops), axes and
-options use Keras's layer norm. Weights, arguments and config are Keras's.
-"""
+"""Fast path: layer normalization with a hand-written float32 gradient under TensorFlow (instead of
+some thirty op-by-op passes); it must equal `keras.layers.LayerNormalization` in outputs and
+gradients (tests/models/fast_paths/test_fused_layer_normalization.py). With r = 1 / sqrt(var(x) +
+epsilon) and g' = g * gamma: dL/dx = r * (g' - mean(g') - x_hat * mean(g' * x_hat))."""
 
 import keras
 from keras import ops

@@ -1,21 +1,12 @@
-"""Fast path: the pre-softmax projection with the shared embedding matrix, `hidden_states @ E^T`.
-
-Used by `models.shared_embedding.SharedEmbedding.logits` under TensorFlow; other backends take the
-plain `ops.matmul(hidden_states, ops.transpose(E))`, which it must equal.
-"""
+"""Fast path: the pre-softmax projection `hidden_states @ E^T` under TensorFlow (`SharedEmbedding.logits`)."""
 
 from keras import ops
 
 
 def tied_projection(hidden_states, kernel):
-    """Fast path: `hidden_states @ kernel^T` whose kernel gradient is computed in the kernel's own layout.
-
-    It must equal `ops.matmul(hidden_states, ops.transpose(kernel))` in value and gradients (the
-    other backends' path in `SharedEmbedding.logits`; tests/models/test_shared_embedding.py).
-    TensorFlow differentiates `matmul(h, transpose(E))` into `h^T @ g` (`[d_model, V]`), then a
-    transpose to E's `[V, d_model]`; here the gradient is `g^T @ h`, which is E-shaped: a cheaper
-    product on CPUs, and no transpose (benchmarks/README.md).
-    """
+    """Fast path: `hidden_states @ kernel^T` with the kernel gradient `g^T @ h` in the kernel's own
+    layout (no transpose); it must equal `ops.matmul(hidden_states, ops.transpose(kernel))` in value
+    and gradients (tests/models/test_shared_embedding.py)."""
 
     @ops.custom_gradient
     def project(hidden_states, kernel):
