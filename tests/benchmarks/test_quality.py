@@ -10,23 +10,12 @@ import os
 import numpy as np
 import pytest
 
-from data.special_ids import BOS_ID, EOS_ID, PAD_ID
-
 # On a machine shared with other jobs, OpenMP threads that spin while waiting make PyTorch's small
 # operations many times slower; waiting passively keeps the test's time bounded (set before import).
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+import torch  # noqa: E402
 
-
-class _Torch:
-    """PyTorch, imported at its first use: every test process collects this module, few run it."""
-
-    def __getattr__(self, name):
-        import torch
-
-        return getattr(torch, name)
-
-
-torch = _Torch()
+from data.special_ids import BOS_ID, EOS_ID, PAD_ID  # noqa: E402
 
 SMALL_MODEL = dict(num_layers=2, hidden_dim=16, num_heads=2, intermediate_dim=32, dropout=0.0)
 
