@@ -23,8 +23,8 @@ JAX_TEST_CACHE := JAX_COMPILATION_CACHE_DIR=$(CURDIR)/.pytest_cache/jax JAX_PERS
 
 # The whole suite under TensorFlow, then tests/models again under JAX.
 test: $(STAMP)
-	$(PY) -m pytest -q -n $(TEST_WORKERS) tests
-	KERAS_BACKEND=jax $(JAX_TEST_CACHE) $(PY) -m pytest -q -n $(TEST_WORKERS) tests/models
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup tests
+	KERAS_BACKEND=jax $(JAX_TEST_CACHE) $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup tests/models
 
 # ruff's lint rules and formatting (settings in pyproject.toml); CI runs it before the tests.
 lint: $(STAMP)
@@ -34,7 +34,7 @@ lint: $(STAMP)
 # The fast tier, for constant use while developing: no network, the sample corpus, no tests marked
 # slow or full (tests/conftest.py's --fast).
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --fast tests
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --fast tests
 
 # The main job on the built-in corpus, on a CPU: corpus, vocabulary, the tiny model, BLEU on the
 # test split, a SavedModel, and a few sentences translated by it. Outputs under $(DEMO_DIR).

@@ -47,6 +47,7 @@ def pytest_configure(config):
         _refuse_network()
 
 
+@pytest.hookimpl(tryfirst=True)  # Before pytest-xdist's, which reads the groups.
 def pytest_collection_modifyitems(config, items):
     if _fast(config):
         kept, deselected = [], []
@@ -56,10 +57,30 @@ def pytest_collection_modifyitems(config, items):
         if deselected:
             config.hook.pytest_deselected(items=deselected)
             items[:] = kept
-    # The modules that use the shared run go last, in their order: while one process trains it and
-    # exports it (`_shared_builds_first`), the other runs the tests that wait for neither.
+    # The modules that use the shared run go last: while one process trains it and exports it
+    # (`_shared_builds_first`), the other runs the tests that wait for neither. In each part the long
+    # tests go first, so that the short ones left at the end even out the processes' finish
+    # (`make test` hands the processes one test or group at a time: --dist loadgroup).
     waiting = {item.path for item in items if set(_SHARED_BUILDS) & set(getattr(item, "fixturenames", ()))}
-    items[:] = [item for item in items if item.path not in waiting] + [item for item in items if item.path in waiting]
+    groups = {item: _module_fixture_group(item) for item in items}
+    for item, group in groups.items():
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))
+    long = {item for item, group in groups.items() if group or item.get_closest_marker("slow")}
+    items[:] = sorted(items, key=lambda item: (item.path in waiting, item not in long))
+
+
+def _module_fixture_group(item):
+    """The xdist group of a test that uses a module-scoped fixture of its own module (a training
+    run, a fresh process, a conversion: costly), so that one process builds it for all the tests
+    that use it, or None."""
+    module = item.nodeid.split("::")[0]
+    used = [
+        name
+        for name, definitions in item._fixtureinfo.name2fixturedefs.items()
+        if definitions[-1].scope == "module" and definitions[-1].baseid == module
+    ]
+    return f"{module}::{','.join(sorted(used))}" if used else None
 
 
 _SHARED_BUILDS = ("tiny_run", "tiny_export")  # In the order they are built.

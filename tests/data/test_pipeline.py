@@ -159,6 +159,8 @@ def test_distributed_pipelines_read_their_own_shards(small_tsv, small_tokenizer,
     assert sum(len(rows) for rows in decoded) == len(set().union(*decoded)) == 600
     warning = "each pipeline reads all of them and keeps every"
     assert (warning in capsys.readouterr().err) == (shards < pipelines)
+    if shards < pipelines:
+        return  # Through a strategy: one pipeline, which reads every shard, once.
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
     distributed = strategy.distribute_datasets_from_function(dataset_fn)
     (source, _), _ = next(iter(distributed))
