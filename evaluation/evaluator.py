@@ -116,12 +116,8 @@ def load_test_set(config, run_config):
 
 
 def _check_multilingual_overrides(data, config):
-    """Refuses a --corpus into another language or a --direction for a multilingual run, whose test
-    set is the pair into --target_language.
-
-    Raises:
-        EvaluationError: naming the flag.
-    """
+    """Refuses (EvaluationError) a --corpus into another language or a --direction for a
+    multilingual run, whose test set is the pair into --target_language."""
     if multilingual.model_languages(data) is None:
         return
     if config.direction:
@@ -150,11 +146,7 @@ def _pair_of(data_config, target_language):
 
 
 def check_output(path):
-    """Fails before any translation if the translations could not be written to `path`.
-
-    Raises:
-        EvaluationError: `path` is a directory or cannot be written.
-    """
+    """Raises EvaluationError before any translation if `path` is a directory or cannot be written."""
     if os.path.isdir(path):
         raise EvaluationError(f"--output={path} is a directory; expected a file path to write the translations to")
     directory = os.path.dirname(os.path.abspath(path))

@@ -1,8 +1,6 @@
 """Converts a trained run into a CTranslate2 model directory (`python -m export --format=ctranslate2`):
-`KerasTransformerConverter` fills CTranslate2's `TransformerSpec` from a run's Keras weights.
-
-The directory's files and how the model maps onto the specification: docs/serving.md ("CTranslate2").
-A model outside that mapping is refused with `ConversionError` before anything is written.
+`KerasTransformerConverter` fills CTranslate2's `TransformerSpec` from a run's Keras weights; a model
+outside the mapping (docs/serving.md, "CTranslate2") is refused before anything is written.
 """
 
 import json
@@ -132,11 +130,7 @@ def _feed_forward(spec, feed_forward, residual):
 
 def build_spec(model, pieces, source_pieces=None):
     """The `TransformerSpec` of a built `Transformer`, weights, vocabulary and config filled in;
-    `pieces`, `source_pieces` as `check_convertible`.
-
-    Raises:
-        ConversionError: `check_convertible`'s refusals.
-    """
+    `pieces`, `source_pieces` and the ConversionError raised as `check_convertible`'s."""
     _import_ctranslate2()
     from ctranslate2.specs import common_spec, transformer_spec  # Optional: checked by the line above.
 

@@ -1,8 +1,6 @@
-"""Markup inside the SavedModel's graph: `mask` and `restore` as TensorFlow ops over a batch, with
-the regular expressions of `inference.markup`, the plain version these must equal
-(tests/export/test_graph_markup.py). Tag pairing and the clamping that keeps pairs nested are
-`tf.scan`s with a stack; the output is every word, space and tag sorted by one key (gap, place in
-the gap, index in the record).
+"""Markup inside the SavedModel's graph: `inference.markup.mask` and `restore` as TensorFlow ops
+over a batch, with the same regular expressions; they must equal that plain version
+(tests/export/test_graph_markup.py).
 """
 
 import tensorflow as tf

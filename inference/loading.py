@@ -45,11 +45,8 @@ def vocabulary_difference(first, other):
 
 
 def _load_ensemble(paths, checkpoint, quiet):
-    """`(Ensemble, tokenizer, first run's config)` of the runs at `paths`, each with `checkpoint`'s weights.
-
-    Raises:
-        ModelDirError: a run that cannot be loaded, or runs with different vocabularies (named).
-    """
+    """`(Ensemble, tokenizer, first run's config)` of the runs at `paths` with `checkpoint`'s
+    weights; ModelDirError for a run that does not load or a vocabulary that differs (named)."""
     first = RunDir(paths[0])
     for path in paths[1:]:  # Before any model is loaded.
         run = RunDir(path)

@@ -144,11 +144,8 @@ def _word_character(line, index):
 
 
 def links_of(alignment):
-    """The `(source, target)` word index pairs of a Pharaoh alignment string (`"0-0 2-1"`).
-
-    Raises:
-        AlignmentFormatError: a link that is not two numbers joined by `-`.
-    """
+    """The `(source, target)` word index pairs of a Pharaoh string (`"0-0 2-1"`);
+    AlignmentFormatError for a link that is not two numbers joined by `-`."""
     links = []
     for link in alignment.split():
         if not _compiled("[0-9]+-[0-9]+").fullmatch(link):

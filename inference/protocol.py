@@ -9,11 +9,8 @@ from models.search_config import Sampling, SearchConfig  # noqa: F401 (Sampling:
 
 
 class SteeringError(UserError, ValueError):
-    """A target prefix or constraint the search cannot follow.
-
-    `reason`: what is wrong, without its position; `index`: its sentence's position in
-    `translate`'s input (None: every sentence).
-    """
+    """A target prefix or constraint the search cannot follow: `reason` (without its position) and
+    `index`, its sentence's position in `translate`'s input (None: every sentence)."""
 
     argument = "steering"  # the `translate` argument, named in the message
 
@@ -52,11 +49,8 @@ class AlignmentConfig(NamedTuple):
     head: int | None = None
 
     def resolve(self, num_layers, num_heads):
-        """`(layer, head)`: the layer as an index from 0, and the head (None: the mean).
-
-        Raises:
-            AlignmentError: a layer or head the model does not have.
-        """
+        """`(layer, head)`: the layer as an index from 0, the head (None: the mean); AlignmentError
+        for a layer or head the model does not have."""
         layer = max(num_layers - 2, 0) if self.layer is None else self.layer
         if not -num_layers <= layer < num_layers:
             raise AlignmentError(

@@ -1,8 +1,5 @@
-"""Reading the model_dir that train.py writes: `RunDir` (`training.run_dir` adds the writing).
-
-Its layout is in docs/training.md ("The run directory"). Evaluation, translation, export and
-checkpoint averaging load the weights their `--checkpoint=best|last|average:N|ema` names
-(`parse_checkpoint`, `RunDir.load_model`).
+"""Reading the model_dir that train.py writes (layout: docs/training.md): `RunDir`, and the weights
+a tool's `--checkpoint=best|last|average:N|ema` names. `training.run_dir` adds the writing.
 """
 
 import dataclasses
@@ -40,12 +37,8 @@ RECORDED_SEARCH = ("beam_size", "alpha", "max_extra_length", "min_length_ratio")
 
 
 def search_settings(record, where):
-    """The search settings of a config.json "search" record as `{name: value}` ({} for None);
-    its "chosen_for" is not a setting.
-
-    Raises:
-        ModelDirError: a malformed record, an unknown name or a bad value (names `where` and the name).
-    """
+    """The search settings of a config.json "search" record as `{name: value}` ({} for None; its
+    "chosen_for" is no setting); raises ModelDirError naming `where` for a malformed record."""
     if record is None:
         return {}
     if not isinstance(record, dict):
@@ -78,11 +71,8 @@ class CheckpointChoice:
 
 
 def parse_checkpoint(value, flag="--checkpoint"):
-    """The `CheckpointChoice` that `value` ("best", "last", "ema", "average:N" or a `CheckpointChoice`) names.
-
-    Raises:
-        ModelDirError: a malformed value (the message names `flag` and the values it takes).
-    """
+    """The `CheckpointChoice` that `value` ("best", "last", "ema", "average:N" or a `CheckpointChoice`)
+    names; raises ModelDirError naming `flag` for a malformed one."""
     if isinstance(value, CheckpointChoice):
         return value
     text = str(value).strip()
@@ -128,9 +118,7 @@ def describe_score(record):
 
 class RunDir:
     """A training run's directory as the tools read it: its files, its checkpoints, its model.
-
-    Keras and h5py are imported where used, so that the tools' flag checks stay quick.
-    """
+    Keras and h5py are imported where used, so that the tools' flag checks stay quick."""
 
     def __init__(self, path):
         self.path = path
@@ -205,27 +193,16 @@ class RunDir:
         return checkpoint_files.latest_ema(self.checkpoint_dir)
 
     def read_best(self):
-        """best.json as a dict (`step`, `metric`, `score`, ...), or None when the run has none.
-
-        Raises:
-            ModelDirError: best.json is not JSON.
-        """
+        """best.json as a dict (`step`, `metric`, `score`, ...), or None; ModelDirError if not JSON."""
         return read_json(self.best_record_path, ModelDirError)
 
     def read_config(self):
-        """config.json as a dict, or None if there is none.
-
-        Raises:
-            ModelDirError: config.json is not JSON.
-        """
+        """config.json as a dict, or None if there is none; ModelDirError if not JSON."""
         return read_json(self.config_path, ModelDirError)
 
     def recorded_search(self):
-        """The search settings config.json records (`search_settings`), {} when none.
-
-        Raises:
-            ModelDirError: config.json is not JSON, or its "search" is not valid.
-        """
+        """The search settings config.json records (`search_settings`), {} when none; ModelDirError
+        if config.json is not JSON or its "search" is not valid."""
         return search_settings((self.read_config() or {}).get("search"), self.config_path)
 
     def previous_config(self):
@@ -287,11 +264,8 @@ class RunDir:
         return record
 
     def check_loadable(self, checkpoint=DEFAULT_CHECKPOINT, flag="--checkpoint"):
-        """Checks, loading nothing, that `load_model(checkpoint)` can succeed; returns the `ChosenWeights`.
-
-        Raises:
-            ModelDirError: a malformed choice, or one this directory cannot give (names `flag`).
-        """
+        """Checks, loading nothing, that `load_model(checkpoint)` can succeed; returns the
+        `ChosenWeights`, or raises ModelDirError naming `flag` and what the directory has."""
         choice = parse_checkpoint(checkpoint, flag)
         if not os.path.isdir(self.path):
             raise ModelDirError(f"--model_dir {self.path!r} is not a directory")
@@ -383,11 +357,7 @@ class RunDir:
 
     def chosen_model(self, checkpoint, flag="--checkpoint"):
         """`(model, ChosenWeights)`: a model built from config.json with the weights `checkpoint`
-        names; "last" without checkpoints is refused (`model.keras` is that model already).
-
-        Raises:
-            ModelDirError: as `load_model`.
-        """
+        names; "last" without checkpoints is refused (`model.keras` is that model). Raises as `load_model`."""
         chosen = self.check_loadable(checkpoint, flag)
         if not chosen.paths:
             raise ModelDirError(

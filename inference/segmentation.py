@@ -1,9 +1,7 @@
 """Sentence segmentation: a document (one input line) cut into sentences, and a sentence longer
-than a budget cut further (at clause punctuation, then at spaces, then hard), so that each piece
-fits the model's input and nothing is lost; `Segments` keeps the text between pieces so that
-translations are joined as the input was. Each test is a regular expression RE2 reads as Python's
-`re` does, so that `export.graph_segmentation` cuts the same in the graph. The rule, its reasons
-and its limits: docs/translating.md.
+than a budget cut further, losing nothing; `Segments` keeps the text between pieces, so that
+translations join as the input was. Every test is a regular expression RE2 reads as Python does,
+so `export.graph_segmentation` cuts the same. The rule and its limits: docs/translating.md.
 """
 
 import functools

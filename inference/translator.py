@@ -239,11 +239,7 @@ class Translator(TextTranslator):
     def _call_settings(self, search, n_best, constraints, count, keys):
         """`(search, keys)` of a call of `count` sentences: the call's search (input limit
         defaulting to the translator's), one beam when sampling, `keys` defaulting to positions.
-
-        Raises:
-            ValueError: sampling with n-best or constraints, `n_best` out of range, a key count
-                that is not `count`.
-        """
+        ValueError: sampling with n-best or constraints, `n_best` out of range, not `count` keys."""
         if search is None:
             search = self.search
         elif not isinstance(search, SearchConfig):
@@ -281,11 +277,8 @@ class Translator(TextTranslator):
         self.unmet_indices = unmet
 
     def _alignment_function(self, alignments):
-        """The compiled `(source_ids, target_input_ids) -> attention [batch, target, source]`.
-
-        Raises:
-            AlignmentError: a layer or head the model does not have.
-        """
+        """The compiled `(source_ids, target_input_ids) -> attention [batch, target, source]`;
+        AlignmentError for a layer or head the model does not have."""
         if alignments is not True and not isinstance(alignments, AlignmentConfig):
             raise ValueError(f"alignments must be True or an AlignmentConfig, received {alignments!r}")
         config = DEFAULT_ALIGNMENT if alignments is True else alignments

@@ -67,11 +67,8 @@ def tags_refusal(path, parent_data, tags):
 
 
 def read_parent(path):
-    """The parent's config.json as a dict, once the parent is known to hold a vocabulary and a model.
-
-    Raises:
-        InitFromError: not a directory, or one without config.json, spm.model, or any weights.
-    """
+    """The parent's config.json as a dict; InitFromError unless `path` is a directory with
+    config.json, spm.model and weights."""
     run = RunDir(path)
     if not os.path.isdir(path):
         raise InitFromError(f"{_flag(path)}: no such directory")
@@ -139,11 +136,8 @@ def describe_differences(path, differences):
 
 def choose_weights(path, choice):
     """`(choice, weights path, step)`: the parent's weights `choice` names, "auto" resolved to
-    "best" or "last"; step None when not recorded.
-
-    Raises:
-        InitFromError: an unknown choice, or "best" on a parent without a best checkpoint.
-    """
+    "best" or "last", step None when not recorded; InitFromError for an unknown choice or "best"
+    without a best checkpoint."""
     if choice not in CHOICES:
         raise InitFromError(f"--init_checkpoint={choice}: expected one of {', '.join(CHOICES)}")
     run = RunDir(path)
@@ -273,11 +267,7 @@ def copy_vocabulary(parent, target, side=None):
 
 
 def assign(model, parent):
-    """Sets `model`'s weights to the parent's.
-
-    Raises:
-        InitFromError: the weights do not match in number or shape (names the first that does not).
-    """
+    """Sets `model`'s weights to the parent's; InitFromError naming the first that differs in number or shape."""
     if len(model.weights) != len(parent.values):
         raise InitFromError(
             f"{_flag(parent.model_dir)}: {parent.path} holds {len(parent.values)} weights, the model "

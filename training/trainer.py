@@ -262,11 +262,8 @@ def train(config, start_over=False, callbacks=(), progress_every=DEFAULT_PROGRES
 
 
 def _parent_weights(config, run, start_over):
-    """The weights of `--init_from`'s parent, or None (no parent, or a resume from own checkpoints).
-
-    Raises:
-        TrainingError: a parent that cannot start this run.
-    """
+    """The weights of `--init_from`'s parent, or None (no parent, or a resume from own checkpoints);
+    TrainingError for a parent that cannot start this run."""
     train_options = config.train
     if not train_options.init_from or (run.latest_checkpoint() is not None and not start_over):
         return None
