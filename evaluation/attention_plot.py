@@ -1,8 +1,6 @@
-"""PNG heatmaps of the encoder-decoder attention of translated sentences, for looking at
-alignments (section 3.2.3's third use of attention): the `inference.alignment.AttentionMatrix` that
-word alignments are read from, by default the penultimate decoder layer's averaged over heads
-(`inference.protocol.AlignmentConfig`). Drawn with Pillow, which TensorBoard already requires, so
-no plotting library is needed."""
+"""PNG heatmaps of the encoder-decoder attention of translated sentences (section 3.2.3): the
+`inference.alignment.AttentionMatrix` the word alignments read, drawn with Pillow (which
+TensorBoard already requires)."""
 
 import functools
 import os
@@ -41,9 +39,8 @@ def _glyph(font, character):
 
 
 def displayable(text, font):
-    """`text` as `font` can draw it: the word marker as "_" (few fonts have U+2581, and it is a
-    piece's only sign of a preceding space), and a character the font lacks as its
-    ASCII base letter (Ö -> O) or "?", never the missing-glyph box."""
+    """`text` as `font` can draw it: the word marker as "_" (few fonts have U+2581), a missing
+    character as its ASCII base letter (Ö -> O) or "?", never the missing-glyph box."""
     missing = _glyph(font, NO_GLYPH)
     characters = []
     for character in text.replace(WORD_MARKER, "_"):
@@ -56,9 +53,7 @@ def displayable(text, font):
 
 
 def draw_heatmap(weights, source_pieces, target_pieces, path, title=""):
-    """Writes a PNG: one row per output piece, one column per source piece, darker = more weight.
-
-    Pieces are drawn with `label_font()` as `displayable` makes them (the word marker as "_")."""
+    """Writes a PNG: one row per output piece, one column per source piece, darker = more weight."""
     font = label_font()
     source_pieces = [displayable(piece, font) for piece in source_pieces]
     target_pieces = [displayable(piece, font) for piece in target_pieces]
@@ -96,10 +91,8 @@ def draw_heatmap(weights, source_pieces, target_pieces, path, title=""):
 def translated_attention(
     model, tokenizer, source, search=DEFAULT_SEARCH, attention=DEFAULT_ALIGNMENT, source_tokenizer=None
 ):
-    """The `AttentionMatrix` of `source` translated alone (eagerly, with `search`, a `SearchConfig`,
-    as the translator does), of the attention `attention` chooses: what `plot_attention` draws. The
-    input is not cut to `search.max_input_length`: the plot shows the whole sentence.
-    `source_tokenizer` tokenizes the source with separate vocabularies."""
+    """The `AttentionMatrix` that `plot_attention` draws: `source` translated alone and eagerly with
+    `search`, not cut to `search.max_input_length` (the plot shows the whole sentence)."""
     source_ids = [int(i) for i in (source_tokenizer or tokenizer).tokenize([source]).to_list()[0]] + [EOS_ID]
     ids, _ = translate_ids(model, keras.ops.convert_to_tensor(np.asarray([source_ids], "int32")), search)
     return attention_matrix(
@@ -110,9 +103,8 @@ def translated_attention(
 def plot_attention(
     model, tokenizer, sources, output_dir, search=DEFAULT_SEARCH, attention=DEFAULT_ALIGNMENT, source_tokenizer=None
 ):
-    """Translates each of `sources` alone and writes its attention (`translated_attention`) as
-    `attention-<n>.png` in `output_dir`; returns the paths (`source_tokenizer`: the source's, with
-    separate vocabularies).
+    """Writes each of `sources`' attention (`translated_attention`) as `attention-<n>.png` in
+    `output_dir`; returns the paths.
 
     Raises:
         ValueError: an empty sentence (nothing to attend to).

@@ -1,9 +1,6 @@
-"""`evaluate(config)`: a test set -> translations (beam search) -> detokenized sacreBLEU and chrF.
-
-The model comes from a training run's model_dir (the weights `checkpoint` names: its best, its
-newest or the average of its newest checkpoints) or from a SavedModel written by `export/`. The
-test set is a split of a prepared corpus (by default the test split of the corpus the run was trained on, in its direction) or a
-pair of line-aligned source/reference files.
+"""`evaluate(config)`: a test set -> translations -> detokenized sacreBLEU and chrF, from a run's
+model_dir (the weights `checkpoint` names) or an export; the test set a corpus split (by default
+the run's test split) or line-aligned source/reference files.
 """
 
 import dataclasses
@@ -29,16 +26,12 @@ class EvaluationError(UserError, RuntimeError):
 class EvalConfig:
     """What to evaluate and how; one of `model_dir` / `export_dir`, and `src` or a corpus split.
 
-    `corpus`, `cache_dir`, `deb_dir` and `direction` default (None) to the run's own config.json
-    data section (or the export's copy of it). `search`, a `SearchConfig` (its `max_input_length`
-    None: the run's `max_length`), applies to `model_dir` only (an export has its own built in): the
-    test set and the `plot_attention` sentences are translated with it. `bleu_tokenize` None: sacreBLEU's tokenizer for the target
-    language (`common.bleu_tokenizers.bleu_tokenizer`: "zh" for Chinese, "char" for Japanese and
-    the Thai, Khmer and Dzongkha scripts, else "13a"). `plot_only`: draw the
-    `plot_attention` heatmaps without translating a test set. `checkpoint`: "best", "last",
-    "average:N" or "ema" (`inference.runs.parse_checkpoint`; None: `DEFAULT_CHECKPOINT`), for `model_dir` only.
-    `target_language`: the language a multilingual model translates into (`data.multilingual`); its
-    corpus split is that of the pair into the language (the run's deb-en-XX).
+    `corpus`, `cache_dir`, `deb_dir`, `direction` None: the run's config.json data section. `search`
+    (its `max_input_length` None: the run's `max_length`) and `checkpoint`
+    (`inference.runs.parse_checkpoint`; None: `DEFAULT_CHECKPOINT`) apply to `model_dir` only.
+    `bleu_tokenize` None: the target language's (`common.bleu_tokenizers.bleu_tokenizer`).
+    `plot_only`: draw the `plot_attention` heatmaps only. `target_language`: a multilingual model's,
+    whose test set is the pair into it.
     """
 
     model_dir: str | None = None
@@ -71,10 +64,8 @@ def _run_config(config):
 
 
 def load_test_set(config, run_config):
-    """`(sources, references or None, description, target language or None)` as the config asks.
-
-    The target language of --src/--ref files is `config.target_language`, else the second half of `config.direction` or of the
-    run's direction or user-corpus languages (e.g. "en-zh"), None when neither names it.
+    """`(sources, references or None, description, target language or None)` as the config asks;
+    the language from --target_language, --direction or the run's, None when none names it.
 
     Raises:
         reference_sets.TestSetError: an unreadable or empty test set (names the file).
@@ -125,12 +116,8 @@ def load_test_set(config, run_config):
 
 
 def _check_multilingual_overrides(data, config):
-    """A multilingual run's test set is the pair into --target_language: a --corpus into another
-    language, or a --direction, would score its translations against other references.
-
-    Raises:
-        EvaluationError: naming the flag.
-    """
+    """Refuses (EvaluationError) a --corpus into another language or a --direction for a
+    multilingual run, whose test set is the pair into --target_language."""
     if multilingual.model_languages(data) is None:
         return
     if config.direction:
@@ -151,9 +138,7 @@ def _check_multilingual_overrides(data, config):
 
 
 def _pair_of(data_config, target_language):
-    """The data configuration of the pair of a multilingual run (--corpus=deb-en-de,deb-en-fr, or
-    user files of several --languages) that translates into `target_language`: its test set is
-    that pair's."""
+    """The data configuration of a multilingual run's pair into `target_language`."""
     from data import corpora  # Imported here: it pulls in the data pipeline.
 
     configs = corpora.pair_configs(data_config)
@@ -161,12 +146,7 @@ def _pair_of(data_config, target_language):
 
 
 def check_output(path):
-    """Fails before any translation if the translations could not be written to `path`.
-
-    Raises:
-        EvaluationError: `path` is a directory, its directory cannot be created, or either is
-            not writable.
-    """
+    """Raises EvaluationError before any translation if `path` is a directory or cannot be written."""
     if os.path.isdir(path):
         raise EvaluationError(f"--output={path} is a directory; expected a file path to write the translations to")
     directory = os.path.dirname(os.path.abspath(path))
@@ -184,17 +164,13 @@ def _lines(numbers):
 
 
 def evaluate(config, out=sys.stdout):
-    """Translates the test set, writes `config.output`, prints and returns the scores.
-
-    Returns:
-        A dict: `sentences`, `truncated_lines` (1-based line numbers of inputs longer than the
-        maximum input length, cut to it), `empty_lines` (those with no tokens, translated to ""),
-        `output`, and with references `bleu`, `chrf`, their signatures and texts (see
-        `evaluation.scoring.score`), and `attention_plots`.
+    """Translates the test set, writes `config.output`, prints and returns the scores: a dict of
+    `sentences`, `truncated_lines` and `empty_lines` (1-based), `output`, and with references
+    `bleu`, `chrf`, their signatures and texts (`evaluation.scoring.score`), `attention_plots`.
 
     Raises:
-        EvaluationError, ModelDirError, ExportDirError, reference_sets.TestSetError: bad input, named;
-            raised before any translation where it can be known then.
+        EvaluationError, ModelDirError, ExportDirError, reference_sets.TestSetError: bad input,
+            named, before any translation where it can be known then.
     """
     if bool(config.model_dir) == bool(config.export_dir):
         raise EvaluationError("pass exactly one of --model_dir and --export_dir")
@@ -306,9 +282,8 @@ def _check_plot_sentences(config, tokenizer):
 
 
 def _plot(config, translator, out, search):
-    """Draws the `plot_attention` heatmaps of the translator's model, translating with `search`
-    (the translator's, so a sentence of the test set is plotted as it is scored; a multilingual
-    model's after its target-language tag); returns their paths."""
+    """Draws the `plot_attention` heatmaps, translating with `search` as the test set is; returns
+    their paths."""
     _check_plot_sentences(config, translator.source_tokenizer)
     sentences = list(config.plot_attention)
     if translator.tag_ids:

@@ -12,9 +12,7 @@ class TestSetError(UserError, ValueError):
 
 
 def read_lines(path):
-    """The lines of a UTF-8 text file, without their line ends (an empty line stays "").
-
-    A byte-order mark at the start of the file is dropped (editors on Windows write one).
+    """The lines of a UTF-8 text file without line ends, a leading byte-order mark dropped.
 
     Raises:
         TestSetError: a missing file, or bytes that are not UTF-8 (names the line and the byte).
@@ -41,13 +39,10 @@ def read_lines(path):
 
 
 def read_parallel_files(source_path, reference_path=None):
-    """`(sources, references)`: line i of one file translates line i of the other.
-
-    `reference_path` None gives `references` None (translate only).
+    """`(sources, references)`, line-aligned; `references` None when `reference_path` is.
 
     Raises:
-        TestSetError: a missing or empty file, or files with different line counts (both counts
-            named).
+        TestSetError: a missing or empty file, or different line counts (both named).
     """
     sources = read_lines(source_path)
     if not sources:
@@ -64,8 +59,7 @@ def read_parallel_files(source_path, reference_path=None):
 
 
 def split_path(corpus, split):
-    """The TSV of `split` in a `data.sources.corpus_cache.CorpusPaths`: "train", "dev", "test", or a per-source
-    test file "test.<source>" (e.g. "test.ding").
+    """The TSV of `split` ("train", "dev", "test" or "test.<source>") in a `CorpusPaths`.
 
     Raises:
         TestSetError: an unknown split (lists the available ones).
@@ -88,8 +82,8 @@ def split_path(corpus, split):
 
 
 def read_tsv_pairs(tsv_path, reverse=False):
-    """`(sources, references)` from a corpus TSV of `english<TAB>foreign` lines, in translation
-    direction (`reverse` translates the second column into the first).
+    """`(sources, references)` of a corpus TSV (`english<TAB>foreign`), the second column into the
+    first when `reverse`.
 
     Raises:
         TestSetError: an empty file, or a line without exactly one tab (names the file and line).

@@ -4,15 +4,9 @@ import sacrebleu
 
 
 def score(hypotheses, references, tokenize="13a"):
-    """sacreBLEU (exp smoothing, `tokenize`: one of sacreBLEU's tokenizers) and chrF of
-    `hypotheses` against one reference each.
-
-    Returns:
-        A dict: `bleu` and `chrf` (floats), `bleu_signature` and `chrf_signature` (sacreBLEU's
-        signature strings, to be reported with the scores; the BLEU one names the tokenizer),
-        `bleu_text` / `chrf_text` (the score lines as sacreBLEU formats them), `length_ratio`
-        (BLEU's hypothesis / reference length in its tokenizer's words, the "ratio" of `bleu_text`).
-    """
+    """Corpus sacreBLEU (exp smoothing, `tokenize` a sacreBLEU tokenizer) and chrF against one
+    reference each: a dict of `bleu`, `chrf`, their `*_signature`s (to report with the scores),
+    `*_text` (sacreBLEU's lines) and `length_ratio` (BLEU's hypothesis / reference length)."""
     if len(hypotheses) != len(references):
         raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references")
     bleu_metric = sacrebleu.BLEU(tokenize=tokenize)

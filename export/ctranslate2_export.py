@@ -1,45 +1,6 @@
-"""Converts a trained run into a CTranslate2 model directory (`python -m export --format=ctranslate2`).
-
-CTranslate2 (the inference engine of OpenNMT) runs Transformer translation models on CPUs and GPUs.
-Its converter API describes a model as a specification (`ctranslate2.specs.TransformerSpec`) whose
-weights a `ctranslate2.converters.Converter` fills in; `KerasTransformerConverter` fills it from the
-Keras weights of a run directory. The directory it writes:
-
-    ct2_dir/
-      model.bin                   the weights (float32, or the --ct2_quantization type)
-      config.json                 CTranslate2's: special tokens, EOS appended to the source, LayerNorm epsilon
-      shared_vocabulary.json      the SentencePiece pieces in id order (source and target share them)
-      spm.model                   the run's SentencePiece model, to make the pieces and join them again
-      export_config.json          the run's config.json plus the export settings
-
-A run with separate vocabularies (`train.py --vocabulary=separate`) writes source_vocabulary.json and
-target_vocabulary.json instead, and spm.source.model beside spm.model (the target's): sources are
-made into pieces with spm.source.model, translations joined with spm.model.
-
-Translate with `ctranslate2.Translator(ct2_dir).translate_batch([pieces, ...])`, the pieces from
-`spm.model` without BOS or EOS: CTranslate2 appends `</s>` to the source (`add_source_eos`) and starts
-the target with `<s>`, as the model was trained. A multilingual run's sources start with the pieces of
-their target language's tag, those of the source vocabulary for "<2fr>" (`data.multilingual.tag_ids`).
-
-How the project's model maps onto the specification:
-
-- Shared embedding: one matrix for the source embedding, the target embedding and the pre-softmax
-  projection (no bias), multiplied by sqrt(d_model) on lookup (`scale_embeddings`); CTranslate2 stores
-  it once (the spec aliases equal weights). With separate vocabularies the encoder's embedding is
-  its own matrix, and the decoder's is still the projection.
-- Positions: the table of `models.position_encoding.sinusoidal_position_encoding` (sines and cosines
-  interleaved) for `MAX_POSITIONS` positions, given explicitly so that CTranslate2's built-in table
-  (sines, then cosines) is never used.
-- Post-norm (the paper's) is `pre_norm=False`, no final norms; `normalize_first` is `pre_norm=True`
-  with the encoder's and the decoder's final LayerNorm. Epsilon: the run's `layer_norm_epsilon`.
-- Self-attention: the query kernel and the fused key/value kernel of `MultiHeadAttention` become one
-  `[3 d_model, d_model]` weight (queries, keys, values); encoder-decoder attention keeps the query
-  apart and the fused `[2 d_model, d_model]` key/value weight (keys, then values). Keras kernels are
-  `[in, out]`, CTranslate2's `[out, in]`: every kernel is transposed.
-- Feed-forward: the two dense layers with the ReLU between them.
-
-A model outside this mapping (another activation, quantized or LoRA layers, a vocabulary that does
-not fit the model) is refused with `ConversionError` before anything is written.
+"""Converts a trained run into a CTranslate2 model directory (`python -m export --format=ctranslate2`):
+`KerasTransformerConverter` fills CTranslate2's `TransformerSpec` from a run's Keras weights; a model
+outside the mapping (docs/serving.md, "CTranslate2") is refused before anything is written.
 """
 
 import json
@@ -95,12 +56,7 @@ def position_table(hidden_dim, length=MAX_POSITIONS):
 
 def check_convertible(model, pieces, source_pieces=None):
     """Raises `ConversionError` for a model or vocabulary the specification cannot express.
-
-    Args:
-        model: the loaded model.
-        pieces: the SentencePiece pieces, in id order (the target's, with separate vocabularies).
-        source_pieces: the source vocabulary's pieces with separate vocabularies, else None.
-    """
+    `pieces`: in id order (the target's with separate vocabularies); `source_pieces`: the source's, or None."""
     if not isinstance(model, Transformer):
         raise ConversionError(f"the model is a {type(model).__name__}, not models.transformer.Transformer")
     vocabularies = [("", pieces, model.vocabulary_size)]
@@ -173,16 +129,8 @@ def _feed_forward(spec, feed_forward, residual):
 
 
 def build_spec(model, pieces, source_pieces=None):
-    """The `ctranslate2.specs.TransformerSpec` of `model`, weights, vocabulary and config filled in.
-
-    Args:
-        model: a built `models.transformer.Transformer`.
-        pieces: the SentencePiece pieces, in id order (the target's, with separate vocabularies).
-        source_pieces: the source vocabulary's pieces with separate vocabularies, else None.
-
-    Raises:
-        ConversionError: `check_convertible`'s refusals.
-    """
+    """The `TransformerSpec` of a built `Transformer`, weights, vocabulary and config filled in;
+    `pieces`, `source_pieces` and the ConversionError raised as `check_convertible`'s."""
     _import_ctranslate2()
     from ctranslate2.specs import common_spec, transformer_spec  # Optional: checked by the line above.
 
@@ -228,9 +176,7 @@ def sentencepiece_pieces(vocabulary_path):
 
 
 def converter(model, vocabulary_path, source_vocabulary_path=None):
-    """A `ctranslate2.converters.Converter` whose `convert(output_dir, quantization=...)` writes `model`
-    with the SentencePiece model at `vocabulary_path` beside it (and the source's at
-    `source_vocabulary_path`, with separate vocabularies)."""
+    """A `ctranslate2.converters.Converter` writing `model` with the SentencePiece model(s) beside it."""
     ctranslate2 = _import_ctranslate2()
 
     class KerasTransformerConverter(ctranslate2.converters.Converter):
@@ -263,22 +209,14 @@ def check_output_dir(output_dir):
 
 
 def convert_run(model_dir, output_dir, *, quantization="float32", checkpoint=exporter.DEFAULT_CHECKPOINT):
-    """Converts the run `model_dir` to a CTranslate2 model directory `output_dir`; returns `output_dir`.
+    """Converts the run `model_dir` into the new directory `output_dir`; returns `output_dir`.
 
-    The directory is written under `<parent>/.tmp-ct2-<name>-*` and renamed into place when complete,
-    so a failed conversion leaves no `output_dir`; a killed one leaves that temporary directory,
-    which the next conversion into the same parent removes.
-
-    Args:
-        model_dir: a directory written by train.py.
-        output_dir: the CTranslate2 model directory to create (must not exist).
-        quantization: the weight type, one of `QUANTIZATIONS`.
-        checkpoint: the weights converted: "best", "last", "average:N" or "ema"
-            (`inference.runs.parse_checkpoint`).
+    Written under `<parent>/.tmp-ct2-<name>-*` and renamed when complete, so a failure leaves no
+    `output_dir` (a kill leaves the temporary one, which the next conversion there removes).
+    `quantization`: one of `QUANTIZATIONS`; `checkpoint`: as `inference.runs.parse_checkpoint`.
 
     Raises:
-        ConversionError, exporter.ExportError: the reason, naming the flag or file, before anything
-            is written.
+        ConversionError, exporter.ExportError: naming the flag or file, before anything is written.
     """
     if quantization not in QUANTIZATIONS:
         raise ConversionError(f"--ct2_quantization={quantization}: expected one of {', '.join(QUANTIZATIONS)}")

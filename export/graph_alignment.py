@@ -1,17 +1,7 @@
-"""Word alignments inside the SavedModel's graph: `inference.alignment`'s pieces-to-words and
-Pharaoh strings as TensorFlow ops, for the `align` signature (`export.serving_module`), which
-TensorFlow Serving runs without Python.
-
-The plain version, which this must equal, is `inference.alignment`: `forced_target` and
-`decoder_input` (`forced_targets` here), `word_indices`, `word_weights` and `pharaoh`, the same
-names; the attention is its `attention_weights`. tests/export/test_graph_alignment.py checks each
-part against it on hand-built input, tests/export/test_fresh_process.py the whole signature against
-`Translator.translate(alignments=True)`.
-
-What the words need of a piece is two flags (does it begin with `WORD_MARKER`; has it a character
-besides the marker), read once per vocabulary id when the graph is built (`PieceFlags`), so the
-graph looks them up by id and holds no piece strings. Words are numbered by a `tf.scan` over the
-token positions, all rows at once: whether a piece starts a word depends on the word before it.
+"""Word alignments inside the SavedModel's graph, for the `align` signature: `inference.alignment`'s
+pieces-to-words and Pharaoh strings as TensorFlow ops, under the same names; that plain version is
+what these must equal (tests/export/test_graph_alignment.py, test_fresh_process.py). The graph holds
+no piece strings: two flags per vocabulary id (`PieceFlags`), read when it is built.
 """
 
 from typing import NamedTuple
@@ -28,13 +18,9 @@ WORD_NUMBERING = "word_numbering"
 
 
 class PieceFlags(NamedTuple):
-    """What `inference.alignment.word_indices` reads of each piece, by id.
-
-    Attributes:
-        starts_word: bool `[vocabulary]`, the piece begins with `WORD_MARKER`.
-        has_text: bool `[vocabulary]`, the piece has a character besides `WORD_MARKER`.
-        is_tag: bool `[vocabulary]`, the piece is a target-language tag (no word), or None for none.
-    """
+    """What `inference.alignment.word_indices` reads of each piece, bool `[vocabulary]` each:
+    `starts_word` (begins with `WORD_MARKER`), `has_text` (a character besides it), `is_tag` (a
+    target-language tag; None for none)."""
 
     starts_word: np.ndarray
     has_text: np.ndarray
@@ -56,13 +42,10 @@ def vocabulary_flags(tokenizer):
 
 
 def word_indices(ids, starts_word, has_text, is_tag=None):
-    """`inference.alignment.word_indices` of each row: int32 `[rows, length]`, the word of each
-    token counted from 0, -1 for BOS, EOS and PAD and for a word with no text.
+    """`inference.alignment.word_indices` of each row: int32 `[rows, length]`.
 
-    Args:
-        ids: int32 `[rows, length]`.
-        starts_word, has_text: bool `[rows, length]`, each token's `PieceFlags`.
-        is_tag: bool `[rows, length]`, the tokens that are target-language tags (no word), or None.
+    `ids`: int32 `[rows, length]`; `starts_word`, `has_text`, `is_tag` (or None): bool `[rows,
+    length]`, each token's `PieceFlags`.
     """
     ids = tf.convert_to_tensor(ids, tf.int32)
     unknown = tf.equal(ids, UNK_ID)
@@ -98,14 +81,8 @@ def word_indices(ids, starts_word, has_text, is_tag=None):
 
 
 def word_weights(weights, source_words, target_words):
-    """`inference.alignment.word_weights` of each row: float32 `[batch, target tokens, source
-    tokens]`, the first `max(target_words) + 1` rows and `max(source_words) + 1` columns of a row
-    its words' weights, zeros after them.
-
-    Args:
-        weights: float32 `[batch, target tokens, source tokens]`.
-        source_words, target_words: int32 `[batch, tokens]`, `word_indices` of each side.
-    """
+    """`inference.alignment.word_weights` of each row: float32 `[batch, target tokens, source tokens]`,
+    its words' weights first, zeros after them. `source_words`, `target_words`: int32 `[batch, tokens]`."""
     weights = tf.cast(weights, tf.float32)
     to_source = tf.cast(tf.equal(source_words[:, :, None], tf.range(tf.shape(source_words)[1])), tf.float32)
     to_target = tf.cast(tf.equal(target_words[:, :, None], tf.range(tf.shape(target_words)[1])), tf.float32)
@@ -115,13 +92,8 @@ def word_weights(weights, source_words, target_words):
 
 
 def pharaoh(weights, source_counts, target_counts):
-    """`inference.alignment.pharaoh` of each row: string `[batch]`.
-
-    Args:
-        weights: float32 `[batch, target words, source words]` (`word_weights`), of which row b's
-            words are the first `target_counts[b]` rows and `source_counts[b]` columns.
-        source_counts, target_counts: int32 `[batch]`.
-    """
+    """`inference.alignment.pharaoh` of each row: string `[batch]`. Row b's words are the first
+    `target_counts[b]` rows and `source_counts[b]` columns (int32 `[batch]`) of its `weights`."""
     columns = tf.range(tf.shape(weights)[2])
     weights = tf.where(columns[None, None, :] < source_counts[:, None, None], weights, -np.inf)
     largest = tf.reduce_max(weights, axis=2, keepdims=True)
@@ -134,12 +106,8 @@ def pharaoh(weights, source_counts, target_counts):
 
 
 def forced_targets(translation_ids):
-    """`inference.alignment.forced_target` and `decoder_input` of each row of a search's output:
-    `(targets, decoder_inputs)`, int32 `[batch, longest target]`, PAD-padded.
-
-    Args:
-        translation_ids: int32 `[batch, length]`, tokens ending with EOS (or cut), then PAD.
-    """
+    """`inference.alignment.forced_target` and `decoder_input` of each row of int32 `[batch, length]`
+    search output: `(targets, decoder_inputs)`, int32 `[batch, longest target]`, PAD-padded."""
     ids = tf.convert_to_tensor(translation_ids, tf.int32)
     after_eos = tf.cumsum(tf.cast(tf.equal(ids, EOS_ID), tf.int32), axis=1, exclusive=True) > 0
     from_pad = tf.cumsum(tf.cast(tf.equal(ids, PAD_ID), tf.int32), axis=1) > 0
@@ -158,16 +126,14 @@ def forced_targets(translation_ids):
 
 
 def alignments(model, flags, source_ids, translation_ids, layer, head, target_flags=None):
-    """The Pharaoh word alignment of each translation: string `[batch]`, as
-    `inference.alignment.AttentionMatrix.alignment` gives it for one sentence.
+    """The Pharaoh word alignment of each translation, string `[batch]`, as
+    `inference.alignment.AttentionMatrix.alignment` gives it.
 
     Args:
-        model: a `models.transformer.Transformer`.
-        flags: the `PieceFlags` of its vocabulary (the source's, with separate vocabularies).
-        source_ids: int32 `[batch, length]`, tokens + EOS, PAD-padded: the sources searched.
+        flags: the source vocabulary's `PieceFlags`; `target_flags` the target's (None: `flags`).
+        source_ids: int32 `[batch, length]`, tokens + EOS, PAD-padded.
         translation_ids: int32 `[batch, length]`, the search's best hypotheses.
-        layer, head: the attention read (`inference.protocol.AlignmentConfig.resolve`).
-        target_flags: the target vocabulary's `PieceFlags` with separate vocabularies; None: `flags`.
+        layer, head: as `inference.protocol.AlignmentConfig.resolve` gives them.
     """
     target_flags = flags if target_flags is None else target_flags
     targets, decoder_inputs = forced_targets(translation_ids)

@@ -1,16 +1,6 @@
 """Markup inside the SavedModel's graph: `inference.markup.mask` and `restore` as TensorFlow ops
-(core ops and tensorflow-text's regex split), for a batch of lines, with the same regular
-expressions (`inference.markup.ELEMENT`, `MASK`, `WORD` and their parts).
-
-The plain versions, which these must equal, are `inference.markup.mask` and `restore`;
-tests/export/test_graph_markup.py checks both give the same records, texts and reports. `mask`
-pairs the tags through a stack, a `tf.scan` over each row's elements (the stack a `[rows,
-elements]` tensor). `restore` reads the alignments as Pharaoh strings, the `align` signature's
-output: the links' first and last target word per source word by segment ops, a span's by a sparse
-table of minima and maxima; the clamping that keeps pairs nested is a `tf.scan` with a stack of the
-open pairs' spans; and the output is every word, whitespace run and tag sorted by one key (its gap
-between target words, then its place in the gap, then its index in the record, which lists a
-pair's children between its opening and its closing tag).
+over a batch, with the same regular expressions; they must equal that plain version
+(tests/export/test_graph_markup.py).
 """
 
 import tensorflow as tf
@@ -111,14 +101,9 @@ def _replacements(tokens, kind, partner, rows, row_firsts):
 
 @tf.autograph.experimental.do_not_convert  # plain TensorFlow ops: nothing for autograph to convert
 def mask(lines):
-    """`inference.markup.mask` of each line: a dict of `text` (string `[batch]`), the record of the
-    tags taken out, `tags`, `kinds` (their `KIND_NAMES`), `positions` and `partners` (an index
-    among the row's tags, -1 for none), and of the masks, `masked` and `mask_positions`, each a
-    RaggedTensor `[batch, (tags)]` or `[batch, (masks)]`.
-
-    Args:
-        lines: string `[batch]`, UTF-8.
-    """
+    """`inference.markup.mask` of string `[batch]` lines: a dict of `text` (string `[batch]`) and
+    the ragged `[batch, (tags)]` / `[batch, (masks)]` records `tags`, `kinds` (`KIND_NAMES`),
+    `positions`, `partners` (index among the row's tags, -1 for none), `masked`, `mask_positions`."""
     lines = tf.convert_to_tensor(lines, tf.string)
     nrows = tf.shape(lines, out_type=tf.int64)[0]
     tokens, rows = tokens_of(lines, ELEMENT)
@@ -182,9 +167,8 @@ def _quoted(texts):
 
 
 def _words(texts):
-    """The words (`inference.markup.WORD`) of each text, flat: `(words, rows, starts, ends,
-    counts)`, with their row, character span and the count per row; and `(spaces, rows, gaps)`, the
-    whitespace runs with their row and the number of words before them."""
+    """The words of each text, flat: `(words, rows, starts, ends, counts)`; and `(spaces, rows,
+    gaps)`, the whitespace runs with the number of words before them."""
     tokens, rows = tokens_of(texts, WORD)
     nrows = tf.shape(texts, out_type=tf.int64)[0]
     sizes = tf.math.bincount(tf.cast(rows, tf.int32), minlength=tf.cast(nrows, tf.int32), dtype=tf.int64)
@@ -202,9 +186,8 @@ def _words(texts):
 
 
 def _links(alignments, source_counts, target_counts):
-    """The links of each Pharaoh string inside both sides' words: `(rows, sources, targets)`, flat,
-    int64. A malformed link of a row with source words fails an assertion, as
-    `inference.markup.links_of` raises."""
+    """The links of each Pharaoh string, flat int64 `(rows, sources, targets)`. A malformed link
+    fails an assertion, as `inference.markup.links_of` raises."""
     readable = tf.strings.regex_replace(alignments, "\\x00", "\x01")  # regex_split stops at NUL
     split = tf_text.regex_split(readable, f"[{WORD_SPACE}]+")
     tokens, rows = split.flat_values, split.value_rowids()
@@ -257,8 +240,8 @@ class _Alignment:
         return tf.where(word >= source_count, target_count, tf.minimum(position, target_count))
 
     def span(self, rows, first, end):
-        """`(start, end, aligned)` of source words `first` to `end` (excluded) of each row: the
-        target words their links name, from the first to past the last, and whether any does."""
+        """`(start, end, aligned)`: the target words linked to source words `first` to `end`
+        (excluded) of each row, and whether any is."""
         offset = tf.gather(self.offsets, rows)
         aligned = (end > first) & (_below(self.linked, offset + end) > _below(self.linked, offset + first))
         first, end = offset + first, offset + tf.maximum(end, first + 1)
@@ -268,9 +251,8 @@ class _Alignment:
 
 
 def _range_reduce(values, starts, ends, reduce):
-    """`reduce` (tf.minimum or tf.maximum) over `values[starts:ends]` for each nonempty range, by a
-    sparse table: level k holds the reduction of the 2^k values from each index, so a range is two
-    overlapping power-of-two blocks. `values` is not empty."""
+    """`reduce` (tf.minimum or tf.maximum) over `values[starts:ends]` per nonempty range, by a
+    sparse table (two overlapping power-of-two blocks per range). `values` is not empty."""
     values = tf.concat([values, values[:1]], axis=0)  # two or more, so that the scan has a step
     size = tf.size(values, out_type=tf.int64)
     powers = tf.constant([2**k for k in range(40)], tf.int64)
@@ -288,8 +270,7 @@ def _range_reduce(values, starts, ends, reduce):
 
 
 def _mask_numbers(pieces, mask_counts):
-    """The mask each piece of a translation names (`inference.markup._unmask`: the longest number
-    after `%` at most the row's mask count), 0 for none, and how many digits that number has."""
+    """The mask number each piece names (0 for none, as `inference.markup._unmask`) and its digit count."""
     is_match = tf.strings.regex_full_match(pieces, markup.MASK)
     digits = tf.strings.substr(pieces, 1, 2**30)
     longest = tf.minimum(tf.strings.length(digits), tf.strings.length(tf.strings.as_string(mask_counts)))
@@ -306,9 +287,8 @@ def _mask_numbers(pieces, mask_counts):
 
 
 def _unmask(masked, words, source, alignment):
-    """`inference.markup._unmask` of each row: `(words, rows, counts)`, the restored target words
-    flat with their row and the count per row (one more where a translation of no word gets the
-    missing placeholders), and the report's `(rows, order, notes)`."""
+    """`inference.markup._unmask` per row: the restored target words flat `(words, rows, counts)`,
+    and the report's `(rows, order, notes)`."""
     texts, word_rows, _, _, target_counts = words
     pieces, owner = tokens_of(texts, markup.MASK)
     rows = tf.gather(word_rows, owner)
@@ -380,8 +360,7 @@ def _ordered_join(items, count, parts):
 
 
 def _tag_spans(masked, source, alignment):
-    """`inference.markup._tag_spans` of each row's tags (flat, CLOSE's unused): `(kinds, starts,
-    ends)`, and the report's `(rows, order, notes)` of the pairs and words with no aligned word."""
+    """`inference.markup._tag_spans` per row: `(kinds, starts, ends)` flat, and the report's notes."""
     tags = masked["tags"]
     rows = tags.value_rowids()
     kinds = tf.argmax(
@@ -410,9 +389,8 @@ def _tag_spans(masked, source, alignment):
 
 
 def _clamped(spans, rows, nrows, counts):
-    """`inference.markup._clamped` of each row's tags: `(starts, ends)` flat, a pair kept inside its
-    parent's span and after its previous sibling's, by a `tf.scan` over the rows' tags with a stack
-    of the open pairs' spans (the line's, `[0, counts)`, at its bottom)."""
+    """`inference.markup._clamped` per row: `(starts, ends)` flat, by a `tf.scan` with a stack of
+    the open pairs' spans."""
     by_row = [ragged(values, rows, nrows) for values in spans]
     width = tf.cast(tf.maximum(tf.reduce_max(_padded(by_row[0].row_lengths(), 0)), 1), tf.int32)
     # [width, rows]: one step at least (a scan of none fails), the padding's kind -1 a no-op
@@ -447,10 +425,8 @@ def _clamped(spans, rows, nrows, counts):
 
 
 def _render(masked, kinds, starts, ends, restored, spaces):
-    """Each row's text (`inference.markup._render` and `_joined`): every item at its gap between
-    target words, a gap's tags in the record's order (an Euler tour of the pairs, so a close comes
-    after what it encloses), those before its first opening tag against the word before, the
-    translation's whitespace, the others against the word after (after the last word, none)."""
+    """Each row's text (`inference.markup._render` and `_joined`): every item at its gap, tags in the
+    record's order (an Euler tour of the pairs)."""
     words, word_rows, counts = restored
     nrows = tf.size(counts)
     gap_offsets = _offsets(counts + 1)
@@ -491,16 +467,13 @@ def _report(notes, nrows, has_words):
 
 @tf.autograph.experimental.do_not_convert  # plain TensorFlow ops: nothing for autograph to convert
 def restore(masked, translations, alignments):
-    """`inference.markup.restore` of each row: `(text, report)`, string `[batch]` and a string
-    RaggedTensor `[batch, (notes)]` (`Restored.report`; a note holds no newline, so the notes
-    joined by newlines read back one a line).
+    """`inference.markup.restore` per row: `(text, report)`, string `[batch]` and ragged string
+    `[batch, (notes)]`, no note holding a newline.
 
     Args:
-        masked: what `mask` returns for the lines translated (its dict of `source`, `text` and the
-            ragged record).
-        translations: string `[batch]`, each the translation of a row's masked `text`.
-        alignments: string `[batch]`, each a Pharaoh alignment of a row's masked `text` and
-            translation, as the `align` signature computes it (`export.graph_alignment.alignments`).
+        masked: `mask`'s dict for the lines translated.
+        translations: string `[batch]`, the translations of the masked `text`s.
+        alignments: string `[batch]`, Pharaoh alignments from the `align` signature.
     """
     translations = tf.convert_to_tensor(translations, tf.string)
     nrows = tf.shape(translations, out_type=tf.int64)[0]

@@ -1,18 +1,7 @@
 """Sentence segmentation inside the SavedModel's graph: `inference.segmentation.segment` as
-TensorFlow ops (core string ops and tensorflow-text's regex split, which TensorFlow Serving runs
-with the SentencePiece ops), for a batch of documents.
-
-The plain version, which this must equal, is `inference.segmentation`; the regular expressions are
-its own (`WORD`, `SENTENCE_END`, ...), which RE2 reads as Python's `re` does.
-tests/export/test_graph_segmentation.py checks both give the same pieces and separators on the
-sample corpus and on bad input.
-
-How. The words are found with their byte offsets (tensorflow-text's `regex_split_with_offsets`
-keeping the `WORD` matches; it stops reading at a NUL byte, so it reads a copy with each NUL
-replaced by another one-byte character, and the words are cut from the text itself), each gap's
-tests are full matches over the words on either side, and the greedy packing of
-`inference.segmentation.pack` runs over the units of all rows at once (`_pack`): a unit's length
-in characters is the sum of its words' and gaps', as the length of its text is in Python.
+TensorFlow ops over a batch, with its regular expressions; that plain version is what this must
+equal (tests/export/test_graph_segmentation.py). tensorflow-text's regex split stops at a NUL byte,
+so it reads a copy with NULs replaced and the words are cut from the text itself.
 """
 
 import tensorflow as tf
@@ -33,9 +22,8 @@ PACKING = "segment_packing"
 
 
 def tokens_of(texts, pattern):
-    """The matches of `pattern` in each text and the text between them, in order, flat over the
-    batch: `(tokens, rows)`, each `[tokens]`; joined by row they give back the texts (no token
-    is empty)."""
+    """`(tokens, rows)`, flat: the matches of `pattern` in each text and the text between them
+    (none empty); joined by row they give back the texts."""
     readable = tf.strings.regex_replace(texts, "\\x00", "\x01")  # the same byte offsets
     _, begins, ends = tf_text.regex_split_with_offsets(readable, pattern, pattern)
     # The tokens cover their text; each is joined from the text's bytes, not cut from a copy of
@@ -70,16 +58,14 @@ def _previous(values, first, fill):
 
 
 def _pack(starts, breakable, lengths, gap_lengths, max_length):
-    """`inference.segmentation.pack` over flat words: the words that start a piece, bool `[words]`.
+    """`inference.segmentation.pack` over flat words: bool `[words]`, the words that start a piece.
 
-    Greedy packing as jumps: from a unit that starts a piece, the next start is the first unit
-    that would take the piece over the budget (found on the running sum of lengths) or the next
-    forced start; the starts are the units reachable from the forced ones, found by pointer
-    doubling (a jump of 2^k units per round), so the loop runs log2(units) rounds, not one per unit.
+    Each start jumps to the next (the first unit over the budget, or the next forced start); the
+    starts reachable from the forced ones are found by pointer doubling, log2(units) rounds.
 
     Args:
-        starts, breakable: bool `[words]`; the forced starts (every row's first word among them)
-            and the words a unit may start at (the starts among them).
+        starts, breakable: bool `[words]`: the forced starts (each row's first word among them), and
+            the words a unit may start at.
         lengths, gap_lengths: int32 `[words]`, a word's characters and the gap's before it.
         max_length: int32 scalar.
     """
@@ -130,8 +116,7 @@ def _boundaries(words, empty_gap, first):
 
 
 def _hard_cuts(pieces, max_length):
-    """Each piece longer than `max_length` characters cut into parts of `max_length` (the last
-    shorter): `(parts, numbers, owners)`, flat, each part's number in its piece and its piece."""
+    """Pieces longer than `max_length` characters cut into parts: `(parts, numbers, owners)`, flat."""
     lengths = tf.strings.length(pieces, unit="UTF8_CHAR")
     counts = tf.where(lengths > max_length, (lengths + max_length - 1) // max_length, 1)
     characters = tf.strings.unicode_split(pieces, "UTF-8")
@@ -149,15 +134,9 @@ def _hard_cuts(pieces, max_length):
 
 @tf.autograph.experimental.do_not_convert  # plain TensorFlow ops: nothing for autograph to convert
 def segment(texts, max_length=None):
-    """`inference.segmentation.segment` of each text: `(pieces, separators)`, string RaggedTensors
-    `[batch, (pieces)]` and `[batch, (pieces + 1)]`.
-
-    Args:
-        texts: string `[batch]`, UTF-8 (a word cut hard is read as UTF-8, an invalid byte in it
-            becoming U+FFFD; Python's str has none).
-        max_length: a piece's budget in characters (a positive int or int32 scalar), or None for
-            sentences only.
-    """
+    """`inference.segmentation.segment` of string `[batch]` UTF-8 texts: `(pieces, separators)`,
+    ragged `[batch, (pieces)]` and `[batch, (pieces + 1)]`. `max_length`: characters (int or int32
+    scalar), None for sentences only. An invalid byte in a word cut hard becomes U+FFFD."""
     texts = tf.convert_to_tensor(texts, tf.string)
     nrows = tf.shape(texts, out_type=tf.int64)[0]
     tokens, token_rows = tokens_of(texts, WORD)
@@ -187,8 +166,7 @@ def segment(texts, max_length=None):
 
 
 def _assemble(tokens, rows, is_word, starts, nrows):
-    """The pieces (a start word to the word before the next start) and separators of each row: the
-    tokens are numbered by the segment they belong to, separator 0, piece 0, separator 1, ..."""
+    """The pieces and separators of each row, tokens numbered by segment (separator 0, piece 0, ...)."""
     counts = tf.math.unsorted_segment_sum(tf.cast(starts, tf.int64), rows, nrows)  # pieces per row
     started = tf.cumsum(tf.cast(starts, tf.int64)) - tf.gather(tf.cumsum(counts, exclusive=True), rows)
     next_same_row = tf.equal(tf.concat([rows[1:], [-1]], axis=0), rows)

@@ -1,11 +1,6 @@
-"""TensorFlow Serving warm-up requests: `assets.extra/tf_serving_warmup_requests`.
-
-TensorFlow Serving replays this file (a TFRecord of `tensorflow.serving.PredictionLog` protos,
-https://www.tensorflow.org/tfx/serving/saved_model_warmup) when it loads a version, before the
-version takes traffic, so the first real request does not pay for graph initialisation. Each
-request goes to `serving_default`; one request per length bucket makes every branch of the
-search run once. The protos come from the `tensorflow-serving-api` package (2.21.0, built for
-TensorFlow 2.21 and protobuf 6.31-7.x).
+"""TensorFlow Serving warm-up requests, `assets.extra/tf_serving_warmup_requests`: a TFRecord of
+`PredictionLog` protos Serving replays when it loads a version, one request per length bucket so
+that every branch of the search has run before real traffic.
 """
 
 import tensorflow as tf
@@ -25,12 +20,8 @@ SAMPLE_SENTENCES = (
 
 
 def warmup_batches(tokenizer, length_buckets, extra_tokens=0):
-    """One batch of sample text per bucket, the longest fitting that bucket's token length.
-
-    Sentences are joined until their token count (EOS and `extra_tokens` included: a multilingual
-    export's tag) passes the previous bucket, so the request is routed to this bucket. Returns a
-    list of lists of strings.
-    """
+    """One list of sample sentences per bucket, the longest fitting its token length and past the
+    previous bucket's (EOS and `extra_tokens`, a multilingual tag, counted), so that it is routed there."""
     batches = []
     lower = 0
     for bucket in length_buckets:

@@ -1,5 +1,2 @@
-"""Text to text with a trained model: reading a run directory (`runs`, `checkpoint_files`), the
-translator over a Keras model and its tokenizer, the translator over an exported SavedModel, the
-batching of sentences they share, and the in-place decoding caches of TensorFlow-traced searches.
-Above `models` and `data`, below `training` (which writes the run directory and whose dev-BLEU
-callback translates through this package)."""
+"""Text to text with a trained model: run directories, the translators over a Keras model and over
+a SavedModel, and what they share. Above `models` and `data`, below `training`."""

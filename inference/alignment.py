@@ -1,38 +1,10 @@
-"""Word alignments from the encoder-decoder attention: each word of a translation linked to the
-source word it attends to most (the "attention argmax" alignment), written in Pharaoh format,
-`source-target` word indices from 0 (`0-0 1-2 2-1`), one link per target word, by target word.
+"""Word alignments from the encoder-decoder attention: each target word linked to the source word
+it attends to most, in Pharaoh format (`0-0 1-2 2-1`, `source-target` word indices from 0).
 
-The matrix. A translation (the search's own ids, EOS included) is forced through the decoder, and
-one decoder layer's encoder-decoder attention is read: one row per target token (the attention
-while that token is predicted), one column per source token, EOS included. `AlignmentConfig`
-(`inference.protocol`) says which layer and how the heads are combined; `attention_weights` computes
-it for a batch, `attention_matrix` for one sentence. The attention plots
-(`evaluation.attention_plot`) draw the same `AttentionMatrix` the alignments are read from.
-
-The layer: by default the penultimate one (the only one of a one-layer decoder). Garg et al. (2019,
-"Jointly Learning to Align and Translate with Transformer Models") measured the alignment error
-rate of each layer's attention, averaged over heads, in a 6-layer Transformer and found the
-penultimate layer's the best. (fairseq's `--print-alignment` reads the last layer by default;
-`AlignmentConfig.layer` reads any.)
-
-The heads: by default their mean. Heads specialise (one follows the aligned word, another the next
-one or the source EOS), and which head aligns best differs from model to model; without reference
-alignments to choose one, the mean is the choice that does not depend on it, and Garg et al.'s. A
-head can be chosen (`AlignmentConfig.head`).
-
-The words. SentencePiece starts a word with a piece that begins with U+2581 (`WORD_MARKER`); a word
-is that piece and the pieces after it up to the next one, so the words are the space-separated
-words of the text (of the source after SentencePiece's normalisation, of the translation as
-detokenized). BOS, EOS and padding belong to no word (attention on the source EOS, where a decoder
-often puts what it does not align, is left out; the EOS row is no word of the translation).
-
-Pieces to words. A row of the matrix is a distribution over source pieces, so the weight of a source
-word is the SUM over its pieces: the mean would divide a word's weight by its piece count and let a
-word kept whole win over a rarer word split into pieces that holds more of the attention. A target
-word's row is the MEAN of its pieces' rows: the sum would scale the row and pick the same argmax,
-and the mean keeps the weights of words of different piece counts comparable. (Garg et al. instead link two words when any of their
-pieces are linked by a piece-level argmax, which may give a word several links; this is one link
-per target word, from the word-level weights.)
+A translation is forced through the decoder and one layer's encoder-decoder attention read
+(`AlignmentConfig`); pieces are gathered into SentencePiece's space-separated words (a source word's
+weight the sum over its pieces, a target word's row the mean of its pieces'). The attention plots
+draw the same `AttentionMatrix`. The choices and their reasons: docs/translating.md ("Word alignments").
 """
 
 from typing import NamedTuple
@@ -52,8 +24,8 @@ NOT_WORDS = (BOS_ID, EOS_ID, PAD_ID)
 
 
 def forced_target(translation_ids):
-    """The tokens of a search's output that the decoder is forced through, as a list: up to its
-    first EOS included, stopping at PAD; `[EOS]` when that leaves none."""
+    """The tokens of a search's output that the decoder is forced through: up to the first EOS
+    included, stopping at PAD; `[EOS]` when that leaves none."""
     target = []
     for token in (int(i) for i in translation_ids):
         if token == PAD_ID:
@@ -71,8 +43,7 @@ def decoder_input(target):
 
 def attention_weights(model, source_ids, target_input_ids, layer, head):
     """float32 `[batch, target_length, source_length]`: decoder layer `layer`'s encoder-decoder
-    attention (an index from 0) for the forced targets, of head `head` or (None) the mean over
-    heads. `keras.ops` only, so a translator can compile it."""
+    attention, of head `head` or (None) the mean over heads; `keras.ops` only, to compile."""
     weights = cross_attention_weights(model, source_ids, target_input_ids, layer=layer)  # [batch, heads, t, s]
     return keras.ops.mean(weights, axis=1) if head is None else weights[:, head]
 
@@ -83,15 +54,11 @@ def pieces_of(tokenizer, ids):
 
 
 def word_indices(ids, pieces):
-    """The index of the word each token belongs to, -1 for BOS, EOS and PAD (and for a word with no
-    text); words are counted from 0 in order.
+    """The index of each token's word from 0, -1 for BOS, EOS, PAD, a multilingual tag (and the
+    lone word marker before it), and a word with no text.
 
-    A word starts at a piece that begins with `WORD_MARKER` (or at the first piece), except that a
-    marker alone (a space) joins the piece after it, as the detokenized text has it; `<unk>`, which
-    SentencePiece detokenizes as " ⁇ ", is a word of its own.
-
-    A multilingual model's target-language tag (`data.multilingual.tag`), and the lone word marker
-    before it (`data.multilingual.tag_ids`), belong to no word either.
+    A word starts at a piece beginning with `WORD_MARKER` (or the first piece); a marker alone (a
+    space) joins the next piece, as the detokenized text has it; `<unk>` is a word of its own.
     """
     words, has_text = [], []  # per token; per word
     closed = True  # whether the next piece starts a word
@@ -113,9 +80,8 @@ def word_indices(ids, pieces):
 
 
 def word_weights(weights, source_words, target_words):
-    """float32 `[target words, source words]` from `weights` `[target tokens, source tokens]`: a
-    source word's weight is the sum over its pieces, a target word's row the mean of its pieces'
-    rows; tokens of word -1 are left out. `source_words`, `target_words`: `word_indices`."""
+    """float32 `[target words, source words]` from `weights` `[target tokens, source tokens]`: source
+    pieces summed, target pieces' rows averaged, word -1 left out (`word_indices` give the words)."""
     source_words, target_words = np.asarray(source_words), np.asarray(target_words)
     source_count, target_count = int(source_words.max(initial=-1)) + 1, int(target_words.max(initial=-1)) + 1
     to_source = (source_words[:, None] == np.arange(source_count)).astype("float32")  # [tokens, words]
@@ -125,22 +91,19 @@ def word_weights(weights, source_words, target_words):
 
 
 def pharaoh(weights):
-    """The Pharaoh alignment of word weights `[target words, source words]`: `i-j` for each target
-    word j and the source word i of its largest weight (the first of equal ones), by j; "" when
-    either side has no word."""
+    """The Pharaoh alignment of `[target words, source words]` weights: `i-j` for each target word j
+    and its largest (first of equal) source word i; "" when either side has no word."""
     if weights.shape[1] == 0:
         return ""
     return " ".join(f"{source}-{target}" for target, source in enumerate(np.argmax(weights, axis=1)))
 
 
 class AttentionMatrix(NamedTuple):
-    """A forced translation's encoder-decoder attention, as the plots draw it and the alignments
-    read it.
+    """A forced translation's encoder-decoder attention.
 
     Attributes:
         weights: float32 `[target tokens, source tokens]`.
-        source_ids, target_ids: the tokens of the columns and rows: the source with its EOS, the
-            translation up to its EOS (`forced_target`).
+        source_ids, target_ids: the source with its EOS; the translation up to its EOS (`forced_target`).
         source_pieces, target_pieces: their SentencePiece pieces.
     """
 
@@ -152,8 +115,8 @@ class AttentionMatrix(NamedTuple):
 
     @classmethod
     def of(cls, tokenizer, weights, source_ids, target_ids, source_tokenizer=None):
-        """The matrix `weights` of these tokens, with their pieces from `tokenizer` (the source's
-        from `source_tokenizer`, with separate vocabularies)."""
+        """The matrix `weights` of these tokens, pieces from `tokenizer` (`source_tokenizer`'s for
+        the source, with separate vocabularies)."""
         source_ids, target_ids = [int(i) for i in source_ids], [int(i) for i in target_ids]
         return cls(
             np.asarray(weights, "float32"),
@@ -177,13 +140,8 @@ class AttentionMatrix(NamedTuple):
 
 
 def attention_matrix(model, tokenizer, source, translation_ids, config=DEFAULT_ALIGNMENT, source_tokenizer=None):
-    """The `AttentionMatrix` of `source` (a string) and its translation `translation_ids` (the
-    search's ids; read up to EOS), computed eagerly for this one sentence, of the attention `config`
-    chooses; `source_tokenizer` tokenizes the source with separate vocabularies.
-
-    Raises:
-        AlignmentError: a layer or head the model does not have.
-    """
+    """The `AttentionMatrix` of one `source` string and its translation `translation_ids` (read up
+    to EOS), computed eagerly; AlignmentError for a layer or head the model does not have."""
     layer, head = config.resolve(model.num_layers, model.num_heads)
     source_ids = [int(i) for i in (source_tokenizer or tokenizer).tokenize([source]).to_list()[0]] + [EOS_ID]
     target = forced_target(translation_ids)

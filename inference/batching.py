@@ -7,24 +7,17 @@ from common.progress import ProgressLine
 
 
 def translate_in_order(sentence_count, order, batch_size, translate_batch, progress=False, n_best=None):
-    """Translates the sentences at positions `order`, `batch_size` at a time.
+    """Translates the sentences at positions `order` (sorted by length, so batches pad little),
+    `batch_size` at a time.
 
     Args:
-        sentence_count: how many input sentences there are; positions not in `order` translate
-            to "" with score 0.0 (e.g. empty lines).
-        order: positions to translate, in the order they are batched (sorted by length, so that
-            each batch pads little).
-        batch_size: positions per call of `translate_batch`.
-        translate_batch: `indices -> (texts, scores)`, bytes (UTF-8) or str texts and float scores
-            for those positions, in the same order (with `n_best`: a list of `n_best` of each per
-            position).
-        progress: report `translated done/total sentences (rate/s)` on stderr as batches finish
-            (`common.progress.ProgressLine`: in place at a terminal, plain lines in a file).
-        n_best: None for one translation per sentence, else how many `translate_batch` gives.
+        sentence_count: input sentences; positions not in `order` translate to "" with score 0.0.
+        translate_batch: `indices -> (texts, scores)`, bytes or str texts and float scores in the
+            same order (with `n_best`: a list of `n_best` of each per position).
+        progress: report progress on stderr (`common.progress.ProgressLine`).
 
     Returns:
-        `(translations, scores)`: lists of `sentence_count` strings and floats in input order
-        (with `n_best`: lists of `n_best` strings and floats; "" and 0.0 for positions not in `order`).
+        `(translations, scores)` in input order (with `n_best`: lists of `n_best` each).
     """
     translations = [""] * sentence_count if n_best is None else [[""] * n_best for _ in range(sentence_count)]
     scores = [0.0] * sentence_count if n_best is None else [[0.0] * n_best for _ in range(sentence_count)]

@@ -1,9 +1,6 @@
-"""The weights files in a run's checkpoints/: their names, the newest one that opens, and their average.
-
-A checkpoint is `ckpt-<step>.weights.h5` (model and optimizer variables, Keras's weights format); a
-run trained with a moving average of the weights (`--ema_decay`) also has `ema-<step>.weights.h5`,
-the checkpoint's format with the live weights replaced by their averages. `training.checkpoints`
-writes them; a file a kill cut short does not open, and `latest_checkpoint` and `latest_ema` skip it.
+"""The weights files in a run's checkpoints/ (`ckpt-<step>.weights.h5`, `ema-<step>.weights.h5`,
+written by `training.checkpoints`): their names, the newest that opens (a file a kill cut short does
+not), and their average.
 """
 
 import glob
@@ -70,11 +67,8 @@ def latest_ema(directory):
 
 
 def average_checkpoints(model, paths):
-    """Sets `model`'s weights to the element-wise mean of the checkpoints at `paths` (section 6.1
-    averages the last 5 checkpoints of base models and the last 20 of big ones).
-
-    Only the model's variables are averaged (the optimizer's are not read). Returns the model.
-    """
+    """Sets `model`'s weights (not the optimizer's) to the mean of the checkpoints at `paths`
+    (section 6.1); returns the model."""
     if not paths:
         raise ValueError("average_checkpoints needs at least one checkpoint path, received none")
     sums = None

@@ -1,30 +1,6 @@
-"""The Python API for translating: one call that opens a training run or an export.
-
-    from inference.loading import load_translator
-    from models.search_config import Sampling, SearchConfig
-
-    translator = load_translator("runs/demo")                    # or "runs/demo/export"
-    texts, scores = translator.translate(["Open the file."])
-    lists, list_scores = translator.translate(["Open the file."], n_best=4)  # at most the beam's size
-    started, _ = translator.translate(["Open the file."], prefixes=["Öffnen Sie"])
-    texts, scores, alignments = translator.translate(["Open the file."], alignments=True)
-    ensemble = load_translator(["runs/a", "runs/b"])             # or "runs/a,runs/b": an ensemble
-    greedy = load_translator("runs/demo", search=SearchConfig(beam_size=1))
-    wider, _ = translator.translate(["Open the file."], search=translator.search.override(beam_size=8))
-    sampled = load_translator("runs/demo", search=SearchConfig(sampling=Sampling(top_p=0.9, seed=1)))
-    french = load_translator("runs/multi", target_language="fr")  # a multilingual model (or its export)
-    pair_scores = translator.score(["Open the file."], ["Öffnen Sie die Datei."])
-
-Both kinds of translator (`inference.translator.Translator` for a run directory,
-`inference.saved_model_translator.SavedModelTranslator` for an export) are an
-`inference.protocol.TextTranslator`: the same `translate` and `score`; an export has its search
-built in and cannot sample. Everything that shapes a search is one `SearchConfig`, the
-translator's default or given to one `translate` call.
-
-Several runs (a list, or their directories joined by commas) translate as an ensemble
-(`models.ensemble.Ensemble`: at each step the mean of their log-probabilities, in one search); they
-must share the vocabulary. The first run's recorded search and `max_length` are the ensemble's
-defaults.
+"""`load_translator`: the Python API for translating, one call that opens a training run, an
+ensemble of runs or an export (usage in docs/translating.md, "From Python"). Both translators it
+returns are an `inference.protocol.TextTranslator`.
 """
 
 import os
@@ -69,11 +45,8 @@ def vocabulary_difference(first, other):
 
 
 def _load_ensemble(paths, checkpoint, quiet):
-    """`(Ensemble, tokenizer, first run's config)` of the runs at `paths`, each with `checkpoint`'s weights.
-
-    Raises:
-        ModelDirError: a run that cannot be loaded, or runs with different vocabularies (named).
-    """
+    """`(Ensemble, tokenizer, first run's config)` of the runs at `paths` with `checkpoint`'s
+    weights; ModelDirError for a run that does not load or a vocabulary that differs (named)."""
     first = RunDir(paths[0])
     for path in paths[1:]:  # Before any model is loaded.
         run = RunDir(path)
@@ -98,8 +71,7 @@ def _load_ensemble(paths, checkpoint, quiet):
 
 
 def _target_tag(paths, target_language):
-    """The tag the runs at `paths` put before each sentence to translate into `target_language`
-    (`multilingual.target_tag`): one for all the runs of an ensemble.
+    """The tag the runs at `paths` (one for an ensemble) put before each sentence for `target_language`.
 
     Raises:
         multilingual.TargetLanguageError: a language a run was not trained for, or none for a
@@ -129,28 +101,23 @@ def load_translator(
     quiet=False,
     target_language=None,
 ):
-    """A translator for a run directory written by train.py or a SavedModel written by `python -m export`.
+    """A translator for a run directory (train.py) or a SavedModel (`python -m export`).
 
     Args:
-        path: the run directory, or the export (a version directory or its base directory); or
-            several run directories (a list, or joined by commas): an ensemble of those runs.
-        kind: "run" or "export" to say which `path` is (errors then name what it lacks); None
-            decides by its contents (a run has config.json or model.keras).
-        batch_size: sentences per search call.
-        search: a run's default `SearchConfig` (an export has its own, and cannot sample), e.g.
-            built from the tools' flags (`cli.search_flags.search_from_flags`). None: the
-            run's recorded search (config.json "search", a recipe's search chosen on the dev
-            split), else the paper's (`DEFAULT_SEARCH`). Its `max_input_length` None is the run's
-            `max_length`; its `sampling` draws translations instead of searching.
-        checkpoint: a run's weights: "best", "last", "average:N" or "ema" (`inference.runs.parse_checkpoint`);
-            None: `inference.runs.DEFAULT_CHECKPOINT`. An export has its weights built in.
+        path: a run directory, an export (a version directory or its base), or several runs (a
+            list, or joined by commas): an ensemble sharing one vocabulary.
+        kind: "run" or "export" (errors then name what it lacks); None: decided by the contents.
+        search: a run's default `SearchConfig` (an export has its own, and cannot sample). None:
+            the run's recorded search, else `DEFAULT_SEARCH`; its `max_input_length` None is the
+            run's `max_length`.
+        checkpoint: a run's weights (`inference.runs.parse_checkpoint`); None: `DEFAULT_CHECKPOINT`.
         quiet: load a run without printing what was loaded.
-        target_language: the language a multilingual model translates into (one it was trained
-            for, `data.multilingual`); needed for one, refused for a bilingual model unless its own.
+        target_language: a multilingual model's target language; needed for one, refused for a
+            bilingual model unless its own.
 
     Raises:
         ModelDirError, inference.saved_model_translator.ExportDirError: a path that holds neither
-            a loadable run nor a loadable export (the message names it).
+            a loadable run nor a loadable export (named).
         data.multilingual.TargetLanguageError: a target language the model was not trained for,
             or none for a multilingual model.
     """

@@ -1,29 +1,7 @@
 """Markup and placeholders through translation: `mask` takes a line's inline tags out and replaces
-its placeholders, URLs and e-mail addresses by numbered masks before SentencePiece; `restore` puts
-them back into the translation by the word alignments (`inference.alignment`'s Pharaoh links,
-`source-target` indices of the space-separated words of the masked text and of the translation).
-
-What the model sees. Tags are taken out: the corpus's text has no markup, so the model translates
-the plain sentence it was trained on, and each tag pair goes back around the target words its
-enclosed source words align to (as OPUS-CAT projects tags). Placeholders, URLs and e-mails stay in
-the sentence as `%1`, `%2`, ... in order: LibreOffice's own strings, the corpus, hold such numbered
-placeholders, so the model has learnt to copy them where the word goes (`The file %1 already
-exists.` -> `Die Datei %1 ist bereits vorhanden.`), keeping the sentence's grammar that a removed
-placeholder would break, while a URL or a name like `$[officename]` would be cut into pieces the
-model garbles; a SentencePiece user-defined symbol would need a vocabulary today's runs lack. Every
-mask in the translation is replaced by its original; one the translation lacks is put back at its
-aligned position and reported, as is one it repeats or invents (dropped). A placeholder followed by
-a digit stays as it is (`{0}0`), so that a mask's number is never read on into the text.
-
-Tags. Any well-formed-looking inline tag (`<b>`, `</b>`, `<a href="...">`, `<br/>`); an opening tag
-pairs with the next closing tag of its name while nothing opened after it is still open (a stack),
-and `VOID_ELEMENTS` (`<br>`) and `<x/>` stand alone. A tag that does not pair (unbalanced, crossed)
-and anything malformed stays in the text as text. Pairs stay well-formed in the translation: a pair
-is clamped inside the pair around it and after the sibling before it, keeping the source's order;
-one whose words have no aligned target word is left empty at the position after its source
-neighbour's translation, as is a standalone tag. A link naming a word beyond either side is
-ignored. The report names each element as written, in single quotes (`quoted`).
-`export.graph_markup` is the graph twin of `mask` and `restore`.
+its placeholders, URLs and e-mail addresses by numbered masks `%1`, `%2`, ... (a form the model has
+learnt to copy from LibreOffice's strings); `restore` puts them back by the word alignments.
+Behaviour in docs/translating.md; `export.graph_markup` is the graph twin.
 """
 
 import functools
@@ -62,14 +40,8 @@ class AlignmentFormatError(UserError, ValueError):
 
 
 class Tag(NamedTuple):
-    """A tag taken out of the text.
-
-    Attributes:
-        text: the tag as written.
-        kind: OPEN, CLOSE or EMPTY (a standalone tag).
-        position: where it stood in the masked text, in characters.
-        partner: the index (in `Masked.tags`) of the other tag of its pair, -1 for EMPTY.
-    """
+    """A tag taken out of the text: `text` as written, `kind` OPEN, CLOSE or EMPTY, `position` in
+    the masked text (characters), `partner` the index in `Masked.tags` of its pair (-1 for EMPTY)."""
 
     text: str
     kind: str
@@ -82,10 +54,9 @@ class Masked(NamedTuple):
 
     Attributes:
         source: the line.
-        text: what the model translates: the line without its paired tags, each placeholder, URL
-            and e-mail replaced by its mask `%1`, `%2`, ...
+        text: what the model translates: no paired tags, masks `%1`, `%2`, ... in place.
         tags: the `Tag`s taken out, in order.
-        masked: the originals of the masks, in order (`%1` is `masked[0]`).
+        masked: the originals of the masks (`%1` is `masked[0]`).
         positions: where each mask starts in `text`, in characters.
     """
 
@@ -106,7 +77,6 @@ class Restored(NamedTuple):
 
 @functools.cache
 def _compiled(pattern):
-    """`pattern` compiled, once."""
     return re.compile(pattern)
 
 
@@ -128,9 +98,8 @@ def elements(text):
 
 
 def pairs(kinds, names):
-    """The partner of each element (an index, or -1): an OPEN pairs with a CLOSE of its name when
-    it is the innermost open one (a stack); EMPTY elements pair with nothing, and so do tags left
-    unpaired. `kinds`, `names`: per element, as `elements` gives them."""
+    """The partner index of each element, or -1: an OPEN pairs with the innermost open CLOSE of its
+    name; EMPTY and unpaired tags pair with nothing."""
     partners, stack = [-1] * len(kinds), []
     for index, (kind, name) in enumerate(zip(kinds, names)):
         if kind == OPEN:
@@ -175,11 +144,8 @@ def _word_character(line, index):
 
 
 def links_of(alignment):
-    """The `(source, target)` word index pairs of a Pharaoh alignment string (`"0-0 2-1"`).
-
-    Raises:
-        AlignmentFormatError: a link that is not two numbers joined by `-`.
-    """
+    """The `(source, target)` word index pairs of a Pharaoh string (`"0-0 2-1"`);
+    AlignmentFormatError for a link that is not two numbers joined by `-`."""
     links = []
     for link in alignment.split():
         if not _compiled("[0-9]+-[0-9]+").fullmatch(link):
@@ -198,10 +164,8 @@ def quoted(text):
 
 
 def restore(masked, translation, alignment):
-    """The `Restored` translation of a `Masked` line: its masks replaced by their originals (one
-    missing put back at its aligned position), its tags placed by `alignment` (a Pharaoh string or
-    `links_of` pairs; a link naming a word beyond either side is ignored). A line with no word but
-    its tags translates to itself."""
+    """The `Restored` translation of a `Masked` line, with `alignment` a Pharaoh string or
+    `links_of` pairs."""
     source_starts = [match.start() for match in _compiled(WORD).finditer(masked.text)]
     if not source_starts:
         return Restored(masked.source, [])
@@ -226,9 +190,8 @@ def _targets_by_source(links):
 
 
 def _gap(by_source, source_count, target_count, word):
-    """The target position (a gap between words, 0 to `target_count`) of the source position just
-    before source word `word`: after the translation of the nearest source word before it, else
-    before that of the nearest after it; the start or the end without any."""
+    """The target gap (0 to `target_count`) just before source word `word`: after the translation
+    of the nearest earlier source word, else before that of the nearest later one."""
     if word >= source_count:
         return target_count
     for distance in range(max(word, source_count - word) + 1):
@@ -241,8 +204,8 @@ def _gap(by_source, source_count, target_count, word):
 
 
 def _unmask(masked, words, source_starts, gap, report):
-    """The target words with each mask replaced by its original: one repeated or not of the source
-    dropped, one missing added to the word before its aligned position (`gap`)."""
+    """The target words with masks replaced by originals: repeated or invented ones dropped, missing
+    ones added at their aligned `gap`."""
     placed, restored = set(), []
     for word in words:
         parts, cursor = [], 0
@@ -280,9 +243,8 @@ def _unmask(masked, words, source_starts, gap, report):
 
 
 def _tag_spans(masked, source_starts, links, gap, report):
-    """`{tag index: (start, end)}` in target words of each OPEN and EMPTY tag: around the target
-    words aligned to the source words the pair encloses; empty where it encloses none or none is
-    aligned, at the `gap` of the first source word after it."""
+    """`{tag index: (start, end)}` in target words of each OPEN and EMPTY tag: around the words
+    aligned to what it encloses, else empty at the `gap` of the next source word."""
     spans = {}
     ends = [match.end() for match in _compiled(WORD).finditer(masked.text)]
     for index, tag in enumerate(masked.tags):

@@ -1,8 +1,5 @@
-"""What every translator offers, over a Keras model (`inference.translator.Translator`) or over a
-SavedModel (`inference.saved_model_translator.SavedModelTranslator`): `translate` (best or n-best,
-or a sample, with word alignments), `score` (forced decoding), the search it translates with, and
-which inputs were cut or had no tokens. Both classes derive from `TextTranslator`; tests/inference checks their
-signatures against it."""
+"""`TextTranslator`: what every translator offers, over a Keras model (`inference.translator`) or a
+SavedModel (`inference.saved_model_translator`); tests/inference checks both against it."""
 
 import math
 from typing import NamedTuple, Protocol
@@ -12,13 +9,8 @@ from models.search_config import Sampling, SearchConfig  # noqa: F401 (Sampling:
 
 
 class SteeringError(UserError, ValueError):
-    """A target prefix or constraint that the search cannot follow; the message names its
-    sentence's position in the input.
-
-    Attributes:
-        reason: what is wrong with it, without its position.
-        index: the position of its sentence in `translate`'s input (None: every sentence).
-    """
+    """A target prefix or constraint the search cannot follow: `reason` (without its position) and
+    `index`, its sentence's position in `translate`'s input (None: every sentence)."""
 
     argument = "steering"  # the `translate` argument, named in the message
 
@@ -47,25 +39,18 @@ class AlignmentError(UserError, ValueError):
 
 
 class AlignmentConfig(NamedTuple):
-    """Which encoder-decoder attention word alignments read (`inference.alignment`), and the
-    attention plots draw.
+    """Which encoder-decoder attention word alignments and attention plots read.
 
-    Attributes:
-        layer: the decoder layer, from 0 (the first) to `num_layers - 1`, or negative from the end
-            (-1: the last). None: the penultimate layer (the only one of a one-layer decoder),
-            which Garg et al. (2019) found to align best.
-        head: one head, from 0 to `num_heads - 1`. None: the mean over the layer's heads.
+    `layer`: the decoder layer from 0, or negative from the end; None: the penultimate (Garg et
+    al., 2019, found it aligns best). `head`: one head from 0; None: the mean over the heads.
     """
 
     layer: int | None = None
     head: int | None = None
 
     def resolve(self, num_layers, num_heads):
-        """`(layer, head)`: the layer as an index from 0, and the head (None: the mean).
-
-        Raises:
-            AlignmentError: a layer or head the model does not have.
-        """
+        """`(layer, head)`: the layer as an index from 0, the head (None: the mean); AlignmentError
+        for a layer or head the model does not have."""
         layer = max(num_layers - 2, 0) if self.layer is None else self.layer
         if not -num_layers <= layer < num_layers:
             raise AlignmentError(
@@ -84,12 +69,8 @@ DEFAULT_ALIGNMENT = AlignmentConfig()
 
 
 class PairScore(NamedTuple):
-    """The model's forced-decoding score of a target given a source (`TextTranslator.score`).
-
-    Attributes:
-        log_prob: the sum of the target tokens' log-probabilities, EOS included.
-        tokens: how many target tokens that is (SentencePiece pieces + EOS).
-    """
+    """A forced-decoding score: `log_prob`, the sum of the target tokens' log-probabilities (EOS
+    included), over `tokens` tokens (pieces + EOS)."""
 
     log_prob: float
     tokens: int
@@ -108,14 +89,11 @@ class TextTranslator(Protocol):
     """Sentences in, translations out, in input order.
 
     Attributes:
-        search: the `SearchConfig` `translate` searches with (None where an export records none).
-        max_input_length: source tokens kept per sentence, EOS included (None: no limit, or unknown).
-        truncated_indices: positions, in the last call's input, of the sentences cut to
-            `max_input_length`.
-        empty_indices: positions, in the last `translate`'s input, of the sentences with no tokens
-            (translated to "" with score 0.0).
-        unmet_indices: positions, in the last `translate`'s input, of the sentences whose
-            constraints the search could not meet (translated without them).
+        search: the `SearchConfig` `translate` uses (None where an export records none).
+        max_input_length: source tokens kept per sentence, EOS included (None: no limit or unknown).
+        truncated_indices, empty_indices, unmet_indices: positions in the last call's input of the
+            sentences cut to `max_input_length`, with no tokens (translated to "", score 0.0), and
+            whose constraints the search could not meet (translated without them).
     """
 
     search: SearchConfig | None
@@ -136,42 +114,28 @@ class TextTranslator(Protocol):
         constraints=None,
         alignments=False,
     ):
-        """Returns `(translations, scores)` in the order of `sentences`, and with `alignments`
-        `(translations, scores, alignments)`.
+        """`(translations, scores)` in input order; with `alignments`, `(translations, scores, alignments)`.
 
         Args:
-            sentences: strings.
-            progress: print a line on stderr counting the sentences done.
-            search: this call's `SearchConfig` (default: the translator's `search`; a
-                `max_input_length` of None keeps the translator's). With `sampling`, one translation
-                is drawn per sentence.
-            n_best: None for the best translation of each sentence (a string and a float); an int
-                K in `[1, beam_size]` for the K best, best first (a list of K strings and K floats).
-            keys: ints, one per sentence, that fix a sample's draws (default: the positions).
-            prefixes: target prefixes, one string (or None) per sentence: each translation (each
-                of the n best, each sample) starts with its prefix's SentencePiece pieces, forced,
-                and goes on as the search chooses; "" or None: no prefix, exactly the search without one.
-            constraints: terminology constraints, one list of target phrases (strings) or None per
-                sentence: every translation (each of the n best) contains each phrase's
-                SentencePiece pieces, in any order (a constrained beam search with dynamic beam
-                allocation, `models.beam_search`). A sentence for which the search finds fewer than
-                the asked translations that do is translated without its constraints instead, and
-                its position is recorded in `unmet_indices`. None or []: no constraint, exactly the
-                search without them. Not with sampling.
-            alignments: True, or an `AlignmentConfig` (True: its defaults), to also return each
-                translation's word alignment (`inference.alignment`), shaped as the translations:
-                a Pharaoh string per translation (each of the n best, each sample), `source-target`
-                word indices from 0 such as "0-0 1-2 2-1", "" for an empty translation.
+            search: this call's `SearchConfig` (default: the translator's; a `max_input_length` of
+                None keeps the translator's). With `sampling`, one draw per sentence.
+            n_best: None for each sentence's best (a string, a float); K in `[1, beam_size]` for
+                lists of the K best, best first.
+            keys: ints, one per sentence, fixing a sample's draws (default: the positions).
+            prefixes: one target prefix (or None) per sentence, forced as SentencePiece pieces
+                before the search goes on; "" or None: no prefix.
+            constraints: one list of target phrases (or None) per sentence that every translation
+                contains, in any order (`models.beam_search`). A sentence the search cannot satisfy
+                is translated without them and listed in `unmet_indices`. Not with sampling.
+            alignments: True or an `AlignmentConfig`: also a Pharaoh string ("0-0 1-2") per
+                translation, shaped as the translations, "" for an empty one.
 
-        Scores are log-probabilities divided by the length penalty, as the search ranks them; with
-        a prefix they count the whole translation, the forced pieces included.
+        Scores are log-probabilities divided by the length penalty, forced prefix pieces included.
 
         Raises:
-            PrefixError: a prefix of more pieces than its sentence's maximum output length.
-            ConstraintError: an empty phrase, or one of more pieces than its sentence's maximum
-                output length.
-            AlignmentError: alignments from a translator without attention (an export), or of a
-                layer or head the model does not have.
+            PrefixError, ConstraintError: a prefix or phrase longer than the maximum output, an
+                empty phrase.
+            AlignmentError: alignments without attention (an export), or a layer or head out of range.
         """
         ...
 

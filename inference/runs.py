@@ -1,24 +1,5 @@
-"""Reading the model_dir that train.py writes: `RunDir` (`training.run_dir` adds the writing).
-
-model_dir/
-    config.json          the resolved RunConfig (`training.config`)
-    spm.model            the SentencePiece vocabulary (the target's with --vocabulary=separate)
-    spm.source.model     the source's SentencePiece vocabulary, with --vocabulary=separate only
-    model.keras          the final model, written when training reaches --train_steps
-    checkpoints/         ckpt-<step>.weights.h5 (`inference.checkpoint_files`: their names; `training.checkpoints`:
-                         their atomic writes), the newest --keep_checkpoints of them, and best.weights.h5
-                         with best.json (the dev evaluation with the best score, its step and the
-                         early-stopping patience used), which the rotation never removes; with --ema_decay,
-                         ema-<step>.weights.h5 (the moving average of the weights at the newest checkpoint's step)
-    logs/                TensorBoard
-    training_log.csv     one row per epoch (checkpoint), appended across restarts
-    workers/<index>/     a multi-worker run's other workers' own run directories
-    .train.lock          held by the train.py process writing the directory (`training.run_dir.RunDir.lock`)
-
-Evaluation, translation, export and checkpoint averaging load from it what their one flag
-`--checkpoint=best|last|average:N|ema` names (`parse_checkpoint`, `RunDir.load_model`): the best
-checkpoint, the newest one, the mean of the newest N, or the moving average of the weights, refused
-with what the run has when it has no such thing.
+"""Reading the model_dir that train.py writes (layout: docs/training.md): `RunDir`, and the weights
+a tool's `--checkpoint=best|last|average:N|ema` names. `training.run_dir` adds the writing.
 """
 
 import dataclasses
@@ -56,13 +37,8 @@ RECORDED_SEARCH = ("beam_size", "alpha", "max_extra_length", "min_length_ratio",
 
 
 def search_settings(record, where):
-    """The search settings of a config.json "search" record as `{name: value}` ({} for None);
-    its "chosen_for" says where they came from and is not a setting.
-
-    Raises:
-        ModelDirError: a record that is not an object, an unknown name, or a value of the wrong
-            type or below its least value (`where`, the file, and the name given).
-    """
+    """The search settings of a config.json "search" record as `{name: value}` ({} for None; its
+    "chosen_for" is no setting); raises ModelDirError naming `where` for a malformed record."""
     if record is None:
         return {}
     if not isinstance(record, dict):
@@ -95,11 +71,8 @@ class CheckpointChoice:
 
 
 def parse_checkpoint(value, flag="--checkpoint"):
-    """The `CheckpointChoice` that `value` ("best", "last", "ema", "average:N" or a `CheckpointChoice`) names.
-
-    Raises:
-        ModelDirError: a malformed value (the message names `flag` and the values it takes).
-    """
+    """The `CheckpointChoice` that `value` ("best", "last", "ema", "average:N" or a `CheckpointChoice`)
+    names; raises ModelDirError naming `flag` for a malformed one."""
     if isinstance(value, CheckpointChoice):
         return value
     text = str(value).strip()
@@ -116,11 +89,8 @@ def parse_checkpoint(value, flag="--checkpoint"):
 
 @dataclasses.dataclass(frozen=True)
 class ChosenWeights:
-    """What a `--checkpoint` choice resolved to in one run directory.
-
-    `paths` and `steps`: the weights files (one, or the N averaged), oldest first; empty when the
-    choice is `model.keras` itself (`last` in a directory that keeps no checkpoint).
-    """
+    """What a `--checkpoint` choice resolved to: `paths` and `steps` of its weights files, oldest
+    first; empty when the choice is `model.keras` itself."""
 
     choice: CheckpointChoice
     paths: tuple = ()
@@ -147,12 +117,8 @@ def describe_score(record):
 
 
 class RunDir:
-    """A training run's directory as the tools read it: the paths of its files, its checkpoints, and
-    loading its model (`training.run_dir.RunDir` adds the writing).
-
-    Keras, h5py and the checkpoint files module are imported where used, so that the flag checks of
-    the command-line tools, which import this module (through `cli` and `training.config`), stay quick.
-    """
+    """A training run's directory as the tools read it: its files, its checkpoints, its model.
+    Keras and h5py are imported where used, so that the tools' flag checks stay quick."""
 
     def __init__(self, path):
         self.path = path
@@ -227,28 +193,16 @@ class RunDir:
         return checkpoint_files.latest_ema(self.checkpoint_dir)
 
     def read_best(self):
-        """The best record (best.json: `step`, `metric`, `score`, `dev_loss`, `dev_bleu`,
-        `evaluations_without_improvement`, ...) as a dict, or None when the run has none.
-
-        Raises:
-            ModelDirError: best.json is not JSON.
-        """
+        """best.json as a dict (`step`, `metric`, `score`, ...), or None; ModelDirError if not JSON."""
         return read_json(self.best_record_path, ModelDirError)
 
     def read_config(self):
-        """config.json as a dict, or None if there is none.
-
-        Raises:
-            ModelDirError: config.json is not JSON.
-        """
+        """config.json as a dict, or None if there is none; ModelDirError if not JSON."""
         return read_json(self.config_path, ModelDirError)
 
     def recorded_search(self):
-        """The search settings config.json records (`search_settings`), {} when it has none.
-
-        Raises:
-            ModelDirError: config.json is not JSON, or its "search" is not valid.
-        """
+        """The search settings config.json records (`search_settings`), {} when none; ModelDirError
+        if config.json is not JSON or its "search" is not valid."""
         return search_settings((self.read_config() or {}).get("search"), self.config_path)
 
     def previous_config(self):
@@ -269,8 +223,7 @@ class RunDir:
         return Tokenizer.from_file(self.vocabulary_path)
 
     def load_source_tokenizer(self):
-        """The tokenizer of the source side: spm.source.model with separate vocabularies, else the
-        shared spm.model."""
+        """The source side's tokenizer: spm.source.model with separate vocabularies, else spm.model."""
         if not self.has_separate_vocabularies():
             return self.load_tokenizer()
         from data.tokenizer import Tokenizer  # TensorFlow, as in load_tokenizer.
@@ -278,8 +231,7 @@ class RunDir:
         return Tokenizer.from_file(self.source_vocabulary_path)
 
     def separate_source_tokenizer(self):
-        """The source side's own tokenizer with separate vocabularies, else None (what
-        `inference.translator.Translator(source_tokenizer=)` takes)."""
+        """The source side's own tokenizer with separate vocabularies, else None."""
         return self.load_source_tokenizer() if self.has_separate_vocabularies() else None
 
     def available(self):
@@ -312,13 +264,8 @@ class RunDir:
         return record
 
     def check_loadable(self, checkpoint=DEFAULT_CHECKPOINT, flag="--checkpoint"):
-        """Checks, without loading anything, that `load_model(checkpoint)` has what it needs;
-        returns the `ChosenWeights`. `flag` names `checkpoint` in messages.
-
-        Raises:
-            ModelDirError: a malformed choice, or one this directory cannot give; the message
-                names the flag and what the directory has.
-        """
+        """Checks, loading nothing, that `load_model(checkpoint)` can succeed; returns the
+        `ChosenWeights`, or raises ModelDirError naming `flag` and what the directory has."""
         choice = parse_checkpoint(checkpoint, flag)
         if not os.path.isdir(self.path):
             raise ModelDirError(f"--model_dir {self.path!r} is not a directory")
@@ -379,21 +326,15 @@ class RunDir:
         return ChosenWeights(choice, (ema[1],), (ema[0],))
 
     def load_model(self, checkpoint=DEFAULT_CHECKPOINT, flag="--checkpoint", quiet=False):
-        """`(model, tokenizer, run_config)`: the weights `checkpoint` names. `tokenizer` is the
-        shared vocabulary's, or the target's of separate ones (`load_source_tokenizer`).
+        """`(model, tokenizer, run_config)` with the weights `checkpoint` names; `tokenizer` is the
+        target's (`load_source_tokenizer` gives the source's).
 
-        Args:
-            checkpoint: "best" (the best dev evaluation's checkpoint), "last" (the newest
-                checkpoint, or `model.keras` where none is kept), "average:N" (the mean of the
-                newest N checkpoints; section 6.1 averages the last 5 for base models) or "ema"
-                (the moving average of the weights, `--ema_decay`); or a `CheckpointChoice`.
-                Checkpoints are loaded into a model built from `config.json`.
-            flag: the name of `checkpoint` in messages (the tool's flag).
-            quiet: leaves out the line saying which weights were loaded.
+        `checkpoint`: "best", "last" (`model.keras` where no checkpoint is kept), "average:N" (the
+        mean of the newest N; section 6.1), "ema" (`--ema_decay`), or a `CheckpointChoice`.
+        `flag` names it in messages; `quiet` leaves out the line saying which weights were loaded.
 
         Raises:
-            ModelDirError: a missing directory, vocabulary, model or checkpoint, a choice the run
-                cannot give, or a file that cannot be read (names the path).
+            ModelDirError: a missing or unreadable file, or a choice the run cannot give (names the path).
         """
         # Loads Keras: the tools import this module before their flag checks.
         import keras
@@ -416,12 +357,7 @@ class RunDir:
 
     def chosen_model(self, checkpoint, flag="--checkpoint"):
         """`(model, ChosenWeights)`: a model built from config.json with the weights `checkpoint`
-        names (`load_model`'s rule; "last" in a directory without checkpoints is refused, its
-        `model.keras` being that model already).
-
-        Raises:
-            ModelDirError: as `load_model`.
-        """
+        names; "last" without checkpoints is refused (`model.keras` is that model). Raises as `load_model`."""
         chosen = self.check_loadable(checkpoint, flag)
         if not chosen.paths:
             raise ModelDirError(
@@ -453,8 +389,7 @@ class RunDir:
 
 
 def _check_checkpoint(path, context):
-    """Opens the checkpoint `path` as HDF5, so that a truncated or corrupt file (a run killed while
-    writing it, a full disk) is reported by name: h5py's own message does not name the file."""
+    """Opens `path` as HDF5, so that a truncated or corrupt file is reported by name (h5py's message omits it)."""
     import h5py  # NumPy and HDF5 on use, not at the tools' start.
 
     try:
@@ -468,8 +403,7 @@ def _check_checkpoint(path, context):
 
 
 def run_paths(model_dir):
-    """The run directories of `--model_dir`: a list or tuple as it is, a directory alone, or else a
-    string of directories joined by commas (an ensemble)."""
+    """The run directories of `--model_dir`: a list or tuple as is, one directory, or a comma-joined ensemble."""
     if isinstance(model_dir, (list, tuple)):
         return [str(path) for path in model_dir]
     model_dir = str(model_dir)

@@ -1,36 +1,7 @@
-"""Sentence segmentation: a document (one input line of several sentences) cut into sentences, and
-a sentence longer than a budget cut further, so that each piece fits the model's input and nothing
-is ever cut off or lost. `segment` returns the pieces and the text between them (`Segments`), so
-that translations are joined as the input was.
-
-The rule. A document is a sequence of words (runs of non-space characters; a run is also ended
-after a CJK full-width sentence or clause mark, `。！？｡，；：、`, and the closing quotes or brackets
-after it) with the whitespace between them. A sentence ends at a gap between two words when
-- the gap is whitespace, the word before it ends with sentence-final punctuation (`. ! ? …` or a
-  full-width form), closing quotes and brackets kept with it, and is not an abbreviation of
-  `ABBREVIATIONS`, initials (`J.`, `e.g.`, `U.S.`) or a number with a dot (`1.`: a list item, a
-  German ordinal), and the word after it does not start, after opening quotes or brackets, with a
-  lower-case letter or continuing punctuation; or
-- the gap is empty and the word before it ends with a CJK full-width sentence mark.
-
-Why this rule: each test is a regular expression over one word (`WORD`, `SENTENCE_END`,
-`NO_SENTENCE_END`, `SENTENCE_START`, `CLAUSE_END`) that RE2, which TensorFlow's string ops and
-TensorFlow Serving run, reads as Python's `re` does (no lookaround, no `\\d` or `\\s`, whose meaning
-differs), so `export.graph_segmentation` gives the same sentences in the graph; it needs no model
-or download, and on the corpus's own text (software help and dictionary entries) the sentences end
-with punctuation and a capital. What it does not handle: abbreviations outside the list before a
-capital ("approx. Fifty" is cut if "approx" were missing), a sentence ending with an abbreviation or
-initial ("... in the U.S. Then"), sentences with no space after the mark in Latin scripts
-("end.Next"), Thai and other scripts with no sentence punctuation, and quotes nested across a
-boundary.
-
-Length. With `max_length`, a piece longer than it is cut further: at clause punctuation (a word
-ending with `, ; :` or a full-width form, or a dash word) followed by a gap, then at any gap, the
-units packed greedily (a unit joins the piece before it while the piece stays within the budget);
-a single word still too long is cut hard into pieces of at most `max_length`. The budget counts
-characters (code points), as the graph does, or what a `length` function says (e.g. SentencePiece
-tokens; Python only). Leading and trailing whitespace, and whitespace between pieces, are
-separators (CR too, as in CRLF); NUL bytes and a BOM are ordinary characters, never a boundary.
+"""Sentence segmentation: a document (one input line) cut into sentences, and a sentence longer
+than a budget cut further, losing nothing; `Segments` keeps the text between pieces, so that
+translations join as the input was. Every test is a regular expression RE2 reads as Python does,
+so `export.graph_segmentation` cuts the same. The rule and its limits: docs/translating.md.
 """
 
 import functools
@@ -72,10 +43,9 @@ class Segments(NamedTuple):
     pieces[-1] + separators[-1]`.
 
     Attributes:
-        pieces: list of str, the sentences (or their parts), none empty.
-        separators: list of str, one more than `pieces`: the whitespace before each piece (empty
-            between the parts of a word cut hard, or after a CJK mark), then the text's trailing
-            whitespace. A text with no word has no piece and itself as its one separator.
+        pieces: list of str, none empty.
+        separators: list of str, one more than `pieces` (empty inside a word cut hard or after a CJK
+            mark); a text with no word has no piece and itself as its one separator.
     """
 
     pieces: list
@@ -96,12 +66,7 @@ def words_of(text):
 
 
 def sentence_boundaries(words, gaps):
-    """Whether each gap ends a sentence: one bool per gap (`len(words) - 1`), by the module's rule.
-
-    Args:
-        words: list of str, the words.
-        gaps: list of str, the text between consecutive words.
-    """
+    """Whether each of the `len(words) - 1` gaps (the text between words) ends a sentence."""
     return [
         _full(CJK_SENTENCE_END, before)
         if not gap
@@ -116,13 +81,8 @@ def clause_boundaries(words, gaps):
 
 
 def segment(text, max_length=None, length=None):
-    """The `Segments` of `text`: its sentences, each cut further where longer than `max_length`.
-
-    Args:
-        text: str.
-        max_length: the budget of a piece (a positive int), or None for sentences only.
-        length: a function of a str giving its length in the budget's unit; None: characters.
-    """
+    """The `Segments` of `text`: its sentences, each cut further where longer than `max_length` (a
+    positive int; None: sentences only), measured by `length(str)` (None: characters)."""
     if max_length is not None and not (isinstance(max_length, numbers.Integral) and max_length >= 1):
         raise LengthBudgetError(f"a sentence's length budget must be a positive whole number, got {max_length!r}")
     spans = words_of(text)
@@ -141,10 +101,8 @@ def segment(text, max_length=None, length=None):
 
 
 def pack(text, spans, starts, breakable, max_length, length):
-    """Greedy packing: the words that start a piece (a list of bool per word). A unit is a run of
-    words from one `breakable` word to the next; it joins the piece before it unless that piece
-    starts at it (`starts`) or the piece with it would be longer than `max_length` (`length` of the
-    text from the piece's first word to the unit's last)."""
+    """Greedy packing: whether each word starts a piece. A unit (from one `breakable` word to the
+    next) joins the piece before it unless `starts` marks it or the piece would exceed `max_length`."""
     unit_ends = [index for index in range(1, len(spans)) if breakable[index]] + [len(spans)]
     packed, piece_begin, unit = list(starts), 0, 0
     for index in range(len(spans)):
@@ -190,7 +148,6 @@ def _assemble(text, spans, starts, max_length, length):
 
 @functools.cache
 def _compiled(pattern):
-    """`pattern` compiled, once."""
     return re.compile(pattern)
 
 

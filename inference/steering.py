@@ -1,7 +1,6 @@
 """The pieces of target prefixes and terminology constraints, checked the same way by both
-translators before any search: a prefix or phrase longer than its sentence's maximum output (its
-source tokens, EOS included, + `max_extra_length`) cannot be followed, and an empty phrase means
-nothing."""
+translators before any search: one longer than its sentence's maximum output, or an empty phrase,
+is refused."""
 
 from inference.protocol import ConstraintError, PrefixError
 
@@ -15,14 +14,8 @@ def _limit_reason(what, pieces, source_length, max_extra_length):
 
 
 def prefix_pieces(tokenizer, prefixes, source_lengths, max_extra_length):
-    """The pieces (lists of ids) of each sentence's target prefix, `[]` for None or "" and for all
-    when `prefixes` is None.
-
-    Args:
-        tokenizer: a `data.tokenizer.Tokenizer`.
-        prefixes: None, or one string (or None) per sentence.
-        source_lengths: each sentence's source tokens as the search sees them, EOS included.
-        max_extra_length: the search's setting.
+    """The pieces (lists of ids) of each sentence's target prefix, `[]` for None or "" (for all
+    when `prefixes` is None). `source_lengths`: each sentence's source tokens, EOS included.
 
     Raises:
         PrefixError: a prefix longer than its sentence's maximum output length, named by position.
@@ -39,16 +32,12 @@ def prefix_pieces(tokenizer, prefixes, source_lengths, max_extra_length):
 
 
 def constraint_pieces(tokenizer, constraints, source_lengths, max_extra_length):
-    """The pieces (lists of ids) of each sentence's phrases, a list per sentence (`[]` for None
-    and for all when `constraints` is None).
-
-    Args:
-        tokenizer, source_lengths, max_extra_length: as `prefix_pieces`'s.
-        constraints: None, or one list of phrases (strings), or None, per sentence.
+    """The pieces (lists of ids) of each sentence's phrases, a list per sentence (`[]` for None,
+    for all when `constraints` is None); other arguments as `prefix_pieces`'s.
 
     Raises:
-        ConstraintError: an empty phrase (no pieces), or one longer than its sentence's maximum
-            output length, named by its sentence's position and its number.
+        ConstraintError: an empty phrase or one longer than its sentence's maximum output, named by
+            sentence and number.
         ValueError: not one list per sentence, or a string in place of a list.
     """
     constraints = constraint_lists(constraints, len(source_lengths))
@@ -83,8 +72,7 @@ def prefix_list(prefixes, count):
 
 
 def constraint_lists(constraints, count):
-    """`constraints` as a list of `count` lists of phrases (`[]` for None), or None when no
-    sentence has a phrase.
+    """`constraints` as `count` lists of phrases (`[]` for None), or None when no sentence has one.
 
     Raises:
         ValueError: not one list per sentence, or a string in place of a list.

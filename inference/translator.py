@@ -34,19 +34,13 @@ __all__ = ["ConstraintError", "PairScore", "PrefixError", "Sampling", "Translato
 def compile_search(function, variables=(), any_shape=False):
     """`function(*arrays)` compiled for the current backend, reading `variables` at every call.
 
-    TensorFlow: a `tf.function` without XLA (on CPUs a compilation per shape costs more than it
-    saves), its decoding caches written in place (`inference.in_place_cache`); it reads the
-    variables' current values when it runs. JAX: `jax.jit` of a stateless
-    version of `function` that takes the variables' values as an argument (the way Keras's JAX
-    trainer calls a model). Jitting `function` itself would capture the variables' values at trace
-    time as constants, so a model trained or reloaded after the first call would keep translating
-    with its old weights. Other backends: `function` as it is.
+    TensorFlow: a `tf.function` without XLA (per-shape compilation costs more than it saves on
+    CPUs), caches written in place (`inference.in_place_cache`). JAX: `jax.jit` of a stateless
+    version taking the variables' values as an argument; jitting `function` itself would freeze the
+    weights of the first call as constants. Other backends: `function` as it is.
 
-    Args:
-        function: `(*arrays) -> outputs`, built with `keras.ops`.
-        variables: the Keras variables `function` reads (e.g. `model.variables`).
-        any_shape: under TensorFlow, trace once for inputs of any shape (a search needs static
-            lengths and is traced per shape; a plain forward pass does not).
+    `variables`: the Keras variables `function` reads (e.g. `model.variables`). `any_shape`: under
+    TensorFlow, trace once for any input shape (a search needs static lengths; a forward pass not).
     """
     backend = keras.backend.backend()
     if backend == "tensorflow":  # Each backend imports only its own library.
@@ -74,27 +68,19 @@ class Translator(TextTranslator):
 
     Args:
         model: a trained `Transformer`.
-        tokenizer: a `data.tokenizer.Tokenizer`.
-        search: the default `SearchConfig` (default `models.search_config.DEFAULT_SEARCH`), with
-            its `sampling` to draw translations instead of searching; `translate` can take another
-            per call. Its `max_input_length` is the source tokens (EOS included) kept per sentence:
-            longer inputs are cut to it and the input position of each is recorded in
-            `truncated_indices` (and counted in `truncated`); None keeps everything.
-        batch_size: sentences per search call. Batches are padded to `batch_size` rows and to a
-            multiple of 8 source tokens, so the search is compiled for a handful of shapes.
-        target_tag: a multilingual model's target-language tag (`data.multilingual.tag`, e.g.
-            "<2fr>", a symbol of the vocabulary): each sentence's tokens are those of the tag and
-            the sentence, as training reads them (`data.multilingual.tag_ids`); a sentence with no tokens stays
-            empty, and one that is cut keeps its tag.
-        source_tokenizer: the source side's tokenizer of a model with separate vocabularies
-            (`tokenizer` is then the target's); None: `tokenizer` serves both sides.
+        tokenizer: a `data.tokenizer.Tokenizer` (the target's with separate vocabularies).
+        search: the default `SearchConfig` (`models.search_config.DEFAULT_SEARCH`). Its
+            `max_input_length` is the source tokens (EOS included) kept per sentence; longer inputs
+            are cut and listed in `truncated_indices`; None keeps everything.
+        batch_size: sentences per search call; batches are padded to it and to a multiple of 8
+            source tokens, so that the search compiles for a handful of shapes.
+        target_tag: a multilingual model's target-language tag (e.g. "<2fr>"), put before each
+            sentence's tokens as training does (`data.multilingual.tag_ids`).
+        source_tokenizer: the source's tokenizer with separate vocabularies; None: `tokenizer`.
 
-    Sentences with no tokens (empty, blank, or only characters that the vocabulary's
-    normalization drops, such as U+200B ZERO WIDTH SPACE) translate to "" with score 0.0, without
-    a search, as in the exported graph; `translate` records their positions in `empty_indices`. A
-    sentence's translation does not depend on the other sentences of its batch: the search masks
-    the source padding and limits every sentence to its own length + `max_extra_length` output
-    tokens, and a sample depends on the seed and the sentence's key only.
+    Sentences with no tokens translate to "" with score 0.0, without a search, as in the exported
+    graph. A sentence's translation does not depend on the rest of its batch (padding is masked,
+    output lengths are per sentence, a sample depends on the seed and its key only).
     """
 
     def __init__(
@@ -133,8 +119,8 @@ class Translator(TextTranslator):
         return len(self.truncated_indices)
 
     def encode(self, sentences, max_input_length=None):
-        """Token ids (the target tag first, EOS appended) of each sentence, as lists, cut to
-        `max_input_length` (default: the translator's)."""
+        """Token ids (target tag first, EOS last) of each sentence, cut to `max_input_length`
+        (default: the translator's)."""
         if not sentences:
             return []
         limit = max_input_length or self.max_input_length
@@ -148,8 +134,8 @@ class Translator(TextTranslator):
         return rows
 
     def _search_function(self, search, n_best, prefixed=False, constrained=False):
-        """The compiled `(source_ids, keys[, prefix_ids][, constraint_ids]) -> (ids, scores)` for
-        these settings (kept for reuse); `prefixed` and `constrained` say which of the two it takes."""
+        """The compiled `(source_ids, keys[, prefix_ids][, constraint_ids]) -> (ids, scores)`,
+        kept for reuse."""
         settings = (search, n_best, prefixed, constrained)
         if settings not in self._searches:
             model = self.model
@@ -183,25 +169,12 @@ class Translator(TextTranslator):
         constraints=None,
         alignments=False,
     ):
-        """`TextTranslator.translate`: returns `(translations, scores)` in the order of `sentences`
-        (with `alignments`, `(translations, scores, alignments)`).
-
-        Here a caller translating a stream in pieces passes line numbers as `keys`.
-        `truncated_indices` is reset to the positions (in `sentences`) of the inputs cut to
-        `max_input_length`, `empty_indices` to those of the inputs with no tokens (and no prefix).
-        A batch in which no sentence has a prefix runs the search without prefixes; sentences
-        without constraints are searched without them, apart from those with constraints.
-        `unmet_indices` is reset to the positions of the sentences whose constraints were not met
-        (translated again without them). Alignments read the attention of each translation forced
-        through the model after the search, a batch at a time (`inference.alignment`); an input
-        cut to `max_input_length` is aligned over the words it kept.
+        """`TextTranslator.translate`; a caller translating a stream in pieces passes line numbers
+        as `keys`. Inputs cut to `max_input_length` are aligned over the words they kept.
 
         Raises:
-            AlignmentError: an alignment layer or head the model does not have.
-            PrefixError: a prefix of more SentencePiece pieces than its sentence's maximum output
-                length (its source tokens, EOS included, + `max_extra_length`), before any search.
-            ConstraintError: an empty phrase, or one of more pieces than that length, before any
-                search.
+            AlignmentError, PrefixError, ConstraintError: as `TextTranslator.translate`, before
+                any search.
         """
         sentences = list(sentences)
         search, keys = self._call_settings(search, n_best, constraints, len(sentences), keys)
@@ -264,14 +237,9 @@ class Translator(TextTranslator):
         return translations, scores, [aligned.get(i, unaligned) for i in range(len(sentences))]
 
     def _call_settings(self, search, n_best, constraints, count, keys):
-        """`(search, keys)` of a `translate` call of `count` sentences: the call's search (by
-        default the translator's; its input limit the translator's unless it has one), one beam
-        when sampling, `keys` by default the positions.
-
-        Raises:
-            ValueError: sampling with n-best lists or constraints, an `n_best` out of range, or
-                not one key per sentence.
-        """
+        """`(search, keys)` of a call of `count` sentences: the call's search (input limit
+        defaulting to the translator's), one beam when sampling, `keys` defaulting to positions.
+        ValueError: sampling with n-best or constraints, `n_best` out of range, not `count` keys."""
         if search is None:
             search = self.search
         elif not isinstance(search, SearchConfig):
@@ -291,9 +259,8 @@ class Translator(TextTranslator):
         return search, keys
 
     def _translate_unconstrained(self, unmet, sentences, keys, prefixes, results, settings):
-        """Replaces the results at positions `unmet` (whose constraints were not met) in `results`,
-        `(translations, scores, alignments by position)`, by their translations without constraints
-        (the same search, prefix and alignments), and records the positions in `unmet_indices`."""
+        """Replaces the results at positions `unmet` by their translations without constraints,
+        and records those positions in `unmet_indices`."""
         translations, scores, aligned = results
         recorded = self.truncated_indices, self.empty_indices
         again = self.translate(
@@ -310,12 +277,8 @@ class Translator(TextTranslator):
         self.unmet_indices = unmet
 
     def _alignment_function(self, alignments):
-        """The compiled `(source_ids, target_input_ids) -> attention [batch, target, source]` of
-        `alignments` (True or an `AlignmentConfig`), kept for reuse.
-
-        Raises:
-            AlignmentError: a layer or head the model does not have.
-        """
+        """The compiled `(source_ids, target_input_ids) -> attention [batch, target, source]`;
+        AlignmentError for a layer or head the model does not have."""
         if alignments is not True and not isinstance(alignments, AlignmentConfig):
             raise ValueError(f"alignments must be True or an AlignmentConfig, received {alignments!r}")
         config = DEFAULT_ALIGNMENT if alignments is True else alignments
@@ -329,9 +292,8 @@ class Translator(TextTranslator):
         return self._aligners[layer, head]
 
     def _align(self, rows, ids, aligner):
-        """The Pharaoh alignments of a batch's translations: a list per sentence of one per
-        hypothesis. `rows`: the sentences' source ids (EOS included); `ids`: int `[sentences,
-        hypotheses, length]`, the search's output."""
+        """Pharaoh alignments per sentence, one per hypothesis. `rows`: the source ids (EOS
+        included); `ids`: int `[sentences, hypotheses, length]` from the search."""
         hypotheses = ids.shape[1]
         targets = [forced_target(hypothesis) for row in ids for hypothesis in row]
         sources = [rows[index // hypotheses] for index in range(len(targets))]
@@ -350,9 +312,8 @@ class Translator(TextTranslator):
         return [alignments[start : start + hypotheses] for start in range(0, len(alignments), hypotheses)]
 
     def _pad_constraints(self, phrase_rows):
-        """int32 `[batch_size, phrases, length]`: each sentence's phrases, each then PAD, with
-        rows of PAD for missing phrases and filler sentences; phrases a power of 2 and length a
-        multiple of 8, so that few shapes are compiled."""
+        """int32 `[batch_size, phrases, length]`, PAD-filled; phrases a power of 2 and length a
+        multiple of 8, so that few shapes compile."""
         count = 1 << (max(len(sentence) for sentence in phrase_rows) - 1).bit_length()
         longest = max((len(phrase) for sentence in phrase_rows for phrase in sentence), default=1)
         padded = np.full(
@@ -382,14 +343,8 @@ class Translator(TextTranslator):
         return padded
 
     def score(self, sources, targets, progress=False):
-        """Forced decoding: the model's log-probability of each target given its source.
-
-        Sources are cut to `max_input_length` as for translation (`truncated_indices`); targets
-        are scored whole, tokens and EOS. An empty target scores the EOS alone.
-
-        Returns:
-            A `PairScore(log_prob, tokens)` per pair, in input order.
-        """
+        """`TextTranslator.score`. Sources are cut to `max_input_length` (`truncated_indices`);
+        targets are scored whole with EOS, an empty one scoring the EOS alone."""
         sources, targets = list(sources), list(targets)
         if len(sources) != len(targets):
             raise ValueError(f"score needs one target per source: {len(sources)} sources, {len(targets)} targets")

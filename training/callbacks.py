@@ -20,9 +20,8 @@ def _step(model):
 
 
 class CheckpointEvery(keras.callbacks.Callback):
-    """Writes a checkpoint at the end of every epoch (an epoch is `--checkpoint_every` steps) when
-    the epoch's loss is finite, keeping the newest `keep`. Nothing is written by non-chief workers.
-    """
+    """Writes a checkpoint at each epoch's end when its loss is finite, keeping the newest `keep`;
+    the chief only."""
 
     def __init__(self, directory, keep, enabled=True):
         super().__init__()
@@ -39,9 +38,8 @@ class CheckpointEvery(keras.callbacks.Callback):
 
 
 class TrainingStats(keras.callbacks.Callback):
-    """Adds `learning_rate` and `target_tokens_per_second` to each epoch's logs (for the progress
-    output and TensorBoard). Throughput comes from the `target_tokens` metric over the epoch's time.
-    """
+    """Adds `learning_rate` and `target_tokens_per_second` (from the `target_tokens` metric) to each
+    epoch's logs."""
 
     def on_epoch_begin(self, epoch, logs=None):
         self._started = time.perf_counter()
@@ -58,19 +56,14 @@ class TrainingStats(keras.callbacks.Callback):
 
 
 class DevBleu(keras.callbacks.Callback):
-    """Decodes dev sentences every `every_epochs` epochs and logs detokenized sacreBLEU as
-    `val_bleu` (the last epoch is always evaluated).
+    """Logs detokenized dev sacreBLEU as `val_bleu` every `every_epochs` epochs and at the last.
 
     Args:
-        translator_factory: `model -> inference.translator.Translator` (its beam size is the
-            search's: 1 is greedy); called once, lazily.
-        sources, references: the dev subset, as lists of strings.
-        every_epochs: evaluation period in epochs.
-        tokenize: sacreBLEU's tokenizer for the target language (`common.bleu_tokenizers`), as
-            evaluate.py scores it.
-        pairs: a multilingual model's dev sets instead of `sources` and `references`:
-            {pair name: (sources, references, tokenize)}; each pair's BLEU is logged as
-            `val_bleu_<pair>` and `val_bleu` is their mean.
+        translator_factory: `model -> inference.translator.Translator`, called once, lazily.
+        sources, references: the dev subset, lists of str.
+        tokenize: sacreBLEU's tokenizer for the target language, as evaluate.py scores it.
+        pairs: a multilingual model's `{pair: (sources, references, tokenize)}` instead; each logs
+            `val_bleu_<pair>`, and `val_bleu` is their mean.
     """
 
     def __init__(self, translator_factory, sources, references, every_epochs, tokenize="13a", pairs=None):
@@ -116,21 +109,14 @@ class DevBleu(keras.callbacks.Callback):
 
 class BestCheckpoint(keras.callbacks.Callback):
     """Keeps the run's best checkpoint and, with `patience`, ends training once the dev score stops
-    improving (fairseq's `--best-checkpoint-metric` and `--patience`, OpenNMT-tf's `early_stopping`).
-
-    An epoch is an evaluation when its logs hold the metric (`val_bleu` from `DevBleu`, or
-    `val_loss`). A score better than the best so far writes the model's weights (with the optimizer
-    state, as a checkpoint) and the record (`RunDir.write_best`). An evaluation that does not beat
-    the best so far by more than `min_delta` counts one towards `patience`, one that does resets the
-    count, and `patience` of them in a row stop training (`stopped_at`). The record keeps the count,
-    so a resumed run goes on with it; a record of another metric (a resume under another
-    --best_metric) is started anew.
+    improving by more than `min_delta` (`stopped_at`). An epoch is an evaluation when its logs hold
+    the metric. The record (`RunDir.write_best`) keeps the count, so a resume goes on with it; one of
+    another metric is started anew.
 
     Args:
-        run: the `training.run_dir.RunDir` (the chief's).
+        run: the chief's `training.run_dir.RunDir`.
         metric: "bleu" (higher is better) or "loss" (lower is better).
-        patience: evaluations without improvement that stop training; 0: never stop.
-        min_delta: the improvement (BLEU points or loss) that resets the count must exceed this.
+        patience: evaluations without improvement that stop training; 0: never.
         enabled: False on the workers that do not write the run directory.
     """
 
@@ -213,16 +199,11 @@ class BestCheckpoint(keras.callbacks.Callback):
 
 
 class PlainProgress(keras.callbacks.Callback):
-    """Training progress as plain lines on stdout, for a file or a pipe (Keras's bar, `verbose=1`,
-    is for a terminal): one `step S/T: loss ..., lr ..., N steps/s` line every `interval`
-    (`common.progress.Interval`) and one at the end of each epoch, which adds the dev loss and dev
-    BLEU of the epochs that have them.
+    """Progress as plain lines for a file or a pipe: `step S/T: loss ..., lr ..., N steps/s` every
+    `interval` (`common.progress.Interval`) and one per epoch end with its dev values.
 
-    Args:
-        total_steps: the run's last step (optimizer updates).
-        interval: how often a line is written within an epoch.
-        epochs: the run's epochs (default: the fit's; a resumed run is several fits).
-        stream: where the lines go (default: stdout at the time of the line).
+    `total_steps`: the run's last update; `epochs`: the run's (default: the fit's); `stream`:
+    default stdout at the time of the line.
     """
 
     def __init__(self, total_steps, interval, epochs=None, stream=None):
@@ -289,14 +270,9 @@ def _values(logs, names):
 
 
 class TrainingLog(keras.callbacks.Callback):
-    """Appends one CSV row per epoch with a fixed set of columns, blank where an epoch has no value
-    (dev loss and BLEU only every `eval_every` steps). Keras's `CSVLogger` takes its columns from
-    the first epoch's logs, which have no dev values, so it never wrote them.
-
-    A file written with other columns (an older run, Keras's logger) is rewritten once under these
-    columns, its rows kept (columns it lacks blank, columns not kept dropped). `extra_columns` follow
-    COLUMNS (a multilingual run's `val_bleu_<pair>`).
-    """
+    """Appends one CSV row per epoch under fixed columns, blank where an epoch has no value (Keras's
+    `CSVLogger` takes its columns from the first epoch, which has no dev values). A file with other
+    columns is rewritten once under these, its rows kept. `extra_columns` follow COLUMNS."""
 
     COLUMNS = (
         "epoch",

@@ -1,15 +1,7 @@
-"""Checkpoints that survive a kill: written aside and renamed, the last N kept, resumed from.
-
-A checkpoint is `ckpt-<step>.weights.h5` (model and optimizer variables, Keras's weights format).
-Each is written to a temporary file in the same directory, flushed, and renamed into place, so a
-process killed mid-write leaves the previous checkpoints untouched and at worst a stray temporary
-file, which is ignored and cleaned up. `inference.checkpoint_files` names them and finds the newest one that opens.
-
-A run trained with a moving average of the weights (`--ema_decay`; the averages are optimizer
-variables, `training.optimizers`) has them in every checkpoint, which a resume restores; each
-checkpoint also writes them as the model's weights to `ema-<step>.weights.h5` (the checkpoint's
-format, the live weights replaced by their averages), atomically, after the checkpoint, and the
-older one is then deleted: one is kept, the newest.
+"""Checkpoints that survive a kill: `ckpt-<step>.weights.h5` (model and optimizer variables)
+written to a temporary file and renamed, the newest N kept; with `--ema_decay`, also
+`ema-<step>.weights.h5` (the averages as the model's weights), the newest only.
+`inference.checkpoint_files` names them and finds the newest that opens.
 """
 
 import contextlib
@@ -46,12 +38,10 @@ def exit_after_failed_write(status):
 
 
 def write_atomically(path, write):
-    """Calls `write(temporary_path)`, then renames the file to `path` (same filesystem), with the
-    mode a plain `open` would have given it.
+    """Calls `write(temporary_path)`, then renames it to `path` with a plain `open`'s mode.
 
     Raises:
-        WriteError: the write failed with an OSError; the temporary file is removed and `path` keeps
-            what it had.
+        WriteError: the write failed with an OSError; `path` keeps what it had.
     """
     directory = os.path.dirname(os.path.abspath(path))
     temporary = None
@@ -80,9 +70,8 @@ def write_atomically(path, write):
 
 @contextlib.contextmanager
 def _h5py_write_errors_reported_once():
-    """Within the block, h5py's "Exception ignored in ObjectID.__dealloc__" reports (one per
-    object freed while a failed write unwinds, each repeating the write's error) are dropped: the
-    failure itself is raised, and named once by `WriteError`."""
+    """Drops h5py's "Exception ignored in ObjectID.__dealloc__" reports within the block (one per
+    object freed while a failed write unwinds): `WriteError` names the failure once."""
     previous = sys.unraisablehook
 
     def hook(unraisable):
@@ -120,9 +109,8 @@ def expected_bytes(model, directory):
 
 
 def check_room(path, size):
-    """Raises WriteError (ENOSPC or EFBIG) when `size` bytes cannot be written to `path`: less free
-    space on its filesystem, or a smaller file-size limit (RLIMIT_FSIZE). Checked before a write
-    whose failure inside h5py would leave HDF5 objects that crash the interpreter when freed."""
+    """Raises WriteError (ENOSPC or EFBIG) when `size` bytes cannot be written to `path` (free
+    space, RLIMIT_FSIZE): a failure inside h5py leaves objects that crash the interpreter when freed."""
 
     directory = os.path.dirname(os.path.abspath(path))
     while not os.path.isdir(directory) and os.path.dirname(directory) != directory:
@@ -158,9 +146,8 @@ def save_checkpoint(model, directory, step, keep):
 
 
 def _save_averages(model, averages, path, size):
-    """Writes `model`'s weights with the moving `averages` (`[(variable, average)]`) in place of the
-    trainable variables to `path` atomically, then deletes the other moving-average files; the
-    variables are given back their values, bit for bit, however the write ends."""
+    """Writes `model`'s weights with the `averages` (`[(variable, average)]`) in place, atomically,
+    then deletes older average files; the variables get their values back however the write ends."""
     check_room(path, size)
     live = [np.copy(keras.ops.convert_to_numpy(variable)) for variable, _ in averages]
     try:

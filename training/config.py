@@ -2,19 +2,8 @@
 each of its defaults is written.
 
 `model` and `data` decide what a checkpoint means: a run on an existing model_dir must match them
-(or be told to start over). `train` may change between runs (e.g. more steps).
-
-Each field of `DataConfig` and `TrainConfig` that a train.py flag sets one to one is declared with
-`option(default, help, kind, ...)`: its default, its help text and its flag's validation (absl's
-`DEFINE_<kind>`, bounds, enum values) sit together in the field, and train.py defines the flag
-`--<field name>` from them (`flag_fields`, `flag_default`, `from_flag`). So a default is written
-once, here: the flag's default is the dataclass's, and a config built in code (tests, the library)
-gets the same values as a run given no flags. The defaults live with the dataclasses rather than
-with the flags because only the entry scripts read flags (docs/design.md, "Layout"), and they can
-read dataclass metadata; constants other modules also need (the vocabulary size, the Debian mirror, the
-choices of a distribution or a preset) are imported from the module that owns them. Fields a flag
-reaches through a translation (the user files and their weights, a fine-tuning's inherited preset
-and vocabulary size) keep plain defaults, and their flags stay written out in train.py.
+(or start over); `train` may change between runs. A field declared with `option(...)` carries its
+flag's default, help and validation, from which train.py defines `--<field name>` (docs/design.md).
 """
 
 import dataclasses
@@ -40,9 +29,8 @@ LEARNING_RATE_SCHEDULES = ("noam", "constant")
 
 @dataclasses.dataclass(frozen=True)
 class Flag:
-    """How train.py defines the flag of a config field: absl's `DEFINE_<kind>` with `help` and
-    `arguments` (lower_bound, upper_bound, enum_values); `to_config` turns the flag's value into
-    the field's, `to_flag` the field's default into the flag's (both identity when None)."""
+    """How train.py defines a field's flag: absl's `DEFINE_<kind>` with `help` and `arguments`;
+    `to_config` / `to_flag` convert values between flag and field (identity when None)."""
 
     kind: str
     help: str
@@ -52,7 +40,7 @@ class Flag:
 
 
 def option(default, help_text, kind, to_config=None, to_flag=None, **arguments):
-    """A config field with a flag of its own: see the module docstring."""
+    """A config field with a flag of its own (`Flag`)."""
     return dataclasses.field(default=default, metadata={"flag": Flag(kind, help_text, arguments, to_config, to_flag)})
 
 
@@ -313,7 +301,7 @@ class TrainConfig:
     )
 
     def dev_search(self, max_input_length=None):
-        """The `SearchConfig` of the dev BLEU (the --eval_* flags), keeping `max_input_length` source tokens.
+        """The dev BLEU's `SearchConfig` (--eval_* flags), keeping `max_input_length` source tokens.
 
         Raises:
             SearchConfigError: a setting out of range.
@@ -327,9 +315,8 @@ class TrainConfig:
 
 @dataclasses.dataclass(frozen=True)
 class RunConfig:
-    """`model`, `data` and `train` as above; `record` holds what training found when it started
-    (the training mix's pair counts, the parent run of a fine-tuning), written to config.json
-    beside them and never compared."""
+    """`model`, `data` and `train`; `record` holds what training found when it started (the mix's
+    pair counts, a fine-tuning's parent), written to config.json and never compared."""
 
     model_dir: str
     model: dict
@@ -347,12 +334,8 @@ class RunConfig:
 
 
 def evaluation_refusal(train, distribution=None):
-    """Why the best checkpoint and early-stopping options of `train` (a TrainConfig) cannot work,
-    in words naming the flags, or None. Checked before anything is written to the run directory.
-
-    Args:
-        distribution: the --distribution to check against (default: `train.distribution`).
-    """
+    """Why the best-checkpoint and early-stopping options of `train` cannot work (naming the flags)
+    under `distribution` (default `train.distribution`), or None."""
     if train.best_metric not in BEST_METRICS:
         return f"--best_metric={train.best_metric} is not one of {', '.join(BEST_METRICS)}"
     try:
@@ -408,8 +391,7 @@ def subword_refusal(train, subword_model="bpe"):
 
 
 def ema_refusal(train):
-    """Why `train.ema_decay` (a TrainConfig's) cannot be a moving average's decay, in words naming
-    the flag, or None (None: no average kept). Checked before anything is written."""
+    """Why `train.ema_decay` cannot be a moving average's decay (naming the flag), or None."""
     decay = train.ema_decay
     if decay is None or (isinstance(decay, (int, float)) and 0 < decay < 1):
         return None
@@ -462,12 +444,10 @@ def _comparable(section, values, default_direction):
 
 def check(config, default_direction=None):
     """Checks that model_dir/config.json, if there, has the same model and data as `config`.
-
-    Locations (`cache_dir`, `deb_dir`, `deb_source`, `deb_mirror`) may differ; user file paths are
-    compared as absolute paths; an unset direction stands for `default_direction` (the corpus's own).
+    Locations may differ; user file paths compare as absolute; an unset direction is `default_direction`.
 
     Raises:
-        ConfigMismatchError: the existing run used another model or data configuration (names the keys).
+        ConfigMismatchError: another model or data configuration (names the keys).
     """
     path = os.path.join(config.model_dir, CONFIG_FILE)
     if not os.path.exists(path):

@@ -1,9 +1,5 @@
 """Choosing where training runs: one device, mirrored replicas, several workers (TensorFlow), or
-`keras.distribution.DataParallel` (JAX).
-
-The loss in `training/global_token_loss.py` normalises by the global number of target tokens, so
-the update does not depend on how a global batch is split across replicas.
-"""
+`keras.distribution.DataParallel` (JAX)."""
 
 import json
 import os
@@ -53,14 +49,9 @@ def is_chief():
 
 
 def make_strategy(distribution, cpu_replicas=0):
-    """The `tf.distribute` strategy (TensorFlow backend) or None (JAX: see `set_jax_distribution`).
-
-    Args:
-        distribution: one of DISTRIBUTIONS. "auto" mirrors over all GPUs when there are several,
-            and runs on one device otherwise.
-        cpu_replicas: with "mirrored", split the CPU into this many logical devices and mirror
-            over them (for machines without GPUs); 0 uses the visible GPUs.
-    """
+    """The `tf.distribute` strategy (TensorFlow) or None (JAX: `set_jax_distribution`).
+    `distribution` "auto" mirrors over several GPUs; `cpu_replicas` splits the CPU into that many
+    devices for "mirrored" (0: the visible GPUs)."""
     if distribution not in DISTRIBUTIONS:
         raise DistributionError(f"Unknown distribution {distribution!r}; expected one of {DISTRIBUTIONS}")
     # Loads the backend: train.py imports this module before its flag checks.
@@ -123,14 +114,10 @@ def num_replicas(strategy):
 
 
 def reduce_logs_across_workers(model):
-    """Lets `fit` and `evaluate` log scalar metrics under `MultiWorkerMirroredStrategy` with several
-    workers.
-
-    Keras averages each step's logs across workers with `strategy.reduce("MEAN", value, axis=0)`,
-    which fails on scalars ("Invalid reduction dimension 0 for input with 0 dimensions"). The
-    model's `train_step` and `test_step` are overridden on this instance to return each scalar as a
-    one-element vector: the reduction over axis 0 then averages the replicas' values into a scalar,
-    the same mean. The model's class, and so what `model.save` writes, is unchanged.
+    """Lets `fit` and `evaluate` log scalars under multi-worker `MultiWorkerMirroredStrategy`:
+    Keras's cross-worker `strategy.reduce("MEAN", axis=0)` fails on scalars, so this instance's
+    `train_step` and `test_step` return each as a one-element vector (same mean). The class, what
+    `model.save` writes, is unchanged.
     """
     # TensorFlow backend only: the JAX path never imports it.
     import tensorflow as tf

@@ -1,11 +1,6 @@
-"""The label-smoothed loss normalised by the target tokens of the whole global batch: the
-training-only (tf.distribute) form of `models.losses.LabelSmoothedCrossEntropy`.
-
-Under `tf.distribute`, each replica sees part of the global batch and the optimizer sums the
-replicas' gradients. Dividing each replica's summed loss by the token count of *all* replicas
-(one all-reduce of a scalar) makes that sum the gradient of the global per-token mean, whatever
-the split: one device and N devices give the same update for the same data. Under JAX, one jitted
-program sees the global batch, so the plain loss already does this.
+"""The label-smoothed loss normalised by the target tokens of the whole global batch (one
+all-reduce of a scalar), so one device and N give the same update: the tf.distribute form of
+`models.losses.LabelSmoothedCrossEntropy` (under JAX the plain loss sees the global batch).
 """
 
 import keras

@@ -1,10 +1,5 @@
-"""Fine-tuning: a run that starts from another run's weights and vocabulary (`--init_from=RUN_DIR`).
-
-The new run takes the parent's SentencePiece model(s), its architecture, vocabulary size and kind
-(a run asking for other ones is refused, naming each difference; dropout may change) and one set of
-its weights by `choice` ("best", "last", or "auto": the best where there is one). The optimizer and
-the schedule start fresh; a run with checkpoints of its own resumes from them. docs/training.md,
-"Fine-tuning a trained model", is the user's guide.
+"""Fine-tuning (`--init_from=RUN_DIR`): a run that starts from another run's weights, vocabulary and
+architecture, with a fresh optimizer and schedule. docs/training.md, "Fine-tuning a trained model".
 """
 
 import dataclasses
@@ -58,8 +53,7 @@ def symbols_refusal(parent, symbols):
 
 def tags_refusal(path, parent_data, tags):
     """Why a multilingual fine-tuning with target-language `tags` cannot start from the parent at
-    `path` (its config's data section `parent_data`): a tag its vocabulary lacks would be split into
-    pieces. None when the parent has them all."""
+    `path` (a tag missing from its vocabulary would be split), or None."""
     inherited = set(parent_data.get("user_defined_symbols", []))
     inherited.update(multilingual.tag(language) for language in multilingual.model_languages(parent_data) or ())
     missing = [tag for tag in tags if tag not in inherited]
@@ -73,11 +67,8 @@ def tags_refusal(path, parent_data, tags):
 
 
 def read_parent(path):
-    """The parent's config.json as a dict, once the parent is known to hold a vocabulary and a model.
-
-    Raises:
-        InitFromError: not a directory, or one without config.json, spm.model, or any weights.
-    """
+    """The parent's config.json as a dict; InitFromError unless `path` is a directory with
+    config.json, spm.model and weights."""
     run = RunDir(path)
     if not os.path.isdir(path):
         raise InitFromError(f"{_flag(path)}: no such directory")
@@ -120,9 +111,8 @@ def vocabulary_kind(parent_config):
 
 
 def direction_refusal(path, parent_config, data):
-    """Why a run with the data section `data` (or train.py's flags as one) cannot fine-tune the
-    parent at `path`: separate vocabularies hold one language per side, so a run in another
-    direction would read each side with the other language's vocabulary. None where it can."""
+    """Why a run of data section `data` cannot fine-tune the parent at `path` (separate vocabularies
+    hold one language per side, so another direction is refused), or None."""
     if vocabulary_kind(parent_config) != "separate":
         return None
     parent = multilingual.side_languages(parent_config.get("data", {}))
@@ -145,12 +135,9 @@ def describe_differences(path, differences):
 
 
 def choose_weights(path, choice):
-    """`(choice, weights path, step)`: which of the parent's weights `choice` names, resolved
-    ("auto" becomes "best" or "last"); step None when the file does not record it.
-
-    Raises:
-        InitFromError: an unknown choice, or "best" on a parent without a best checkpoint.
-    """
+    """`(choice, weights path, step)`: the parent's weights `choice` names, "auto" resolved to
+    "best" or "last", step None when not recorded; InitFromError for an unknown choice or "best"
+    without a best checkpoint."""
     if choice not in CHOICES:
         raise InitFromError(f"--init_checkpoint={choice}: expected one of {', '.join(CHOICES)}")
     run = RunDir(path)
@@ -204,12 +191,12 @@ class ParentWeights:
 
 
 def load_parent(path, choice, model, vocab_size):
-    """The parent's weights for a run of `model` (a model config) with `vocab_size`, checked
-    before the new run's directory is touched.
+    """The parent's weights for a run of `model` with `vocab_size`, checked before the run's
+    directory is touched.
 
     Raises:
-        InitFromError: a parent without a model or vocabulary, another architecture or vocabulary
-            size (each difference named), or weights that do not load (the file named).
+        InitFromError: no model or vocabulary, another architecture (each difference named), or
+            weights that do not load (the file named).
     """
     # Loads Keras and TensorFlow: train.py's flag validators import this module.
     import keras
@@ -271,8 +258,7 @@ def _inherited_search(parent_config, run):
 
 
 def copy_vocabulary(parent, target, side=None):
-    """Copies the parent's spm.model (or, for `side` "source", its spm.source.model) to `target`
-    (atomically)."""
+    """Copies the parent's spm.model (spm.source.model for `side` "source") to `target`, atomically."""
     # Loads Keras: train.py's flag validators import this module.
     from training import checkpoints
 
@@ -281,11 +267,7 @@ def copy_vocabulary(parent, target, side=None):
 
 
 def assign(model, parent):
-    """Sets `model`'s weights to the parent's.
-
-    Raises:
-        InitFromError: the weights do not match in number or shape (names the first that does not).
-    """
+    """Sets `model`'s weights to the parent's; InitFromError naming the first that differs in number or shape."""
     if len(model.weights) != len(parent.values):
         raise InitFromError(
             f"{_flag(parent.model_dir)}: {parent.path} holds {len(parent.values)} weights, the model "

@@ -1,7 +1,5 @@
-"""The compiled Transformer that `model.fit` trains: the paper's optimizer (Adam with the warm-up
-schedule, through the fused kernel), the label-smoothed loss normalised by the global number of
-target tokens, the dtype policy of --mixed_precision, XLA where it pays, and gradient accumulation
-over --accumulate_steps batches, with a moving average of the weights under --ema_decay."""
+"""The compiled Transformer that `model.fit` trains: the paper's optimizer, the global-token
+label-smoothed loss, the --mixed_precision policy, XLA where it pays, accumulation and --ema_decay."""
 
 import keras
 import numpy as np
@@ -57,10 +55,9 @@ def _moving_average(ema_decay):
 
 
 def build_metrics_before_fit(model, strategy):
-    """Builds the compiled loss and metrics on a dummy batch, then turns off Keras's own pre-fit
-    build. Under tf.distribute, Keras 3.15 builds them from the first batch averaged over replicas
-    (`strategy.reduce("MEAN", ...)`), which fails when replicas hold bucketed batches of different
-    shapes, as they do with `distribute_datasets_from_function`. Private Keras API (`common.compat`).
+    """Builds the compiled loss and metrics on a dummy batch, then turns off Keras's pre-fit build,
+    which under tf.distribute averages the first batch over replicas and fails on bucketed batches
+    of different shapes. Private Keras API (`common.compat`).
     """
     dummy = np.full((1, 8), BOS_ID, dtype="int32")
     with strategy.scope():

@@ -1,16 +1,9 @@
-"""Fast path: the paper's Adam as TensorFlow's fused kernel, one `ResourceApplyAdam` per variable,
-on Keras's own moment variables; it must equal `keras.optimizers.Adam`
-(tests/training/test_optimizers.py), so checkpoints are interchangeable with it. Other backends,
-sparse gradients and `amsgrad` use Keras's update.
+"""Fast path: the paper's Adam as TensorFlow's fused `ResourceApplyAdam` per variable, which must
+equal `keras.optimizers.Adam` (tests/training/test_optimizers.py); with token-weighted gradient
+accumulation and Keras's moving average (docs/training.md, "How FusedAdam updates").
 
-`accumulate_steps=K` applies one update per K batches from the token-weighted sum of their
-gradients (the update of one batch holding their pairs), and `use_ema` is Keras's moving average of
-the weights, updated once per update: docs/training.md, "How FusedAdam updates", says how and why.
-
-Importing this module does not import TensorFlow (the benchmarks import it under JAX). A
-`model.keras` written by `train.py` names this optimizer (and `training.global_token_loss`'s loss)
-in its compile config: load it with `compile=False`, as `evaluate.py` and `export/` do, or import
-`training.optimizers` and `training.global_token_loss` before `keras.saving.load_model`.
+A `model.keras` from train.py names this optimizer in its compile config: load it with
+`compile=False`, or import this module and `training.global_token_loss` first.
 """
 
 import contextlib
@@ -39,11 +32,9 @@ def batch_tokens(count):
 
 
 def count_update_tokens(model):
-    """Lets the accumulating `FusedAdam` weight each batch's gradients by the batch's non-pad target
-    tokens (over all replicas, as the loss counts them): the model's `train_step` (Keras's, for the
-    backend in use) is wrapped on this instance to run inside `batch_tokens`. The model's class, and
-    so what `model.save` writes, is unchanged. `model.loss` needs `pad_id` and `token_count(weights)`
-    (`models.losses.LabelSmoothedCrossEntropy`)."""
+    """Wraps this model instance's `train_step` in `batch_tokens`, so that the accumulating
+    `FusedAdam` weights each batch by its non-pad target tokens; the class (what `model.save`
+    writes) is unchanged. `model.loss` needs `pad_id` and `token_count(weights)`."""
     loss = model.loss
 
     def counting(train_step):
@@ -60,9 +51,8 @@ def count_update_tokens(model):
 
 @keras.saving.register_keras_serializable(package="transformer")
 class FusedAdam(keras.optimizers.Adam):
-    """`keras.optimizers.Adam` whose TensorFlow update is one fused kernel per variable, with
-    token-weighted gradient accumulation over `accumulate_steps` batches (1: none) and, with
-    `use_ema=True`, Keras's moving average of the weights kept beside them, never swapped in."""
+    """`keras.optimizers.Adam` as one fused kernel per variable, with token-weighted accumulation
+    over `accumulate_steps` batches and, with `use_ema`, averages kept beside the weights."""
 
     def __init__(self, *args, accumulate_steps=1, **kwargs):
         if not isinstance(accumulate_steps, int) or accumulate_steps < 1:
@@ -177,8 +167,7 @@ class FusedAdam(keras.optimizers.Adam):
         compat.maybe_merge_call(assign_in_cross_replica_context, tf.distribute.get_strategy(), values)
 
     def finalize_variable_values(self, var_list):
-        """Leaves the live weights in the model at the end of `fit` (Keras would overwrite them
-        with the moving averages, see the module docstring)."""
+        """Leaves the live weights in the model at the end of `fit` (Keras would swap in the averages)."""
 
     def get_config(self):
         config = super().get_config()

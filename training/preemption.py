@@ -1,12 +1,6 @@
-"""Ending a training run on SIGTERM or Ctrl-C with a checkpoint at the current step.
-
-Batch schedulers and Kubernetes send SIGTERM some seconds before they kill a job. While `model.fit`
-runs, the first SIGTERM or SIGINT (Ctrl-C) only records the request; the `StopOnSignal` callback
-raises `Preempted` after the training step in progress, without waiting for the end of the epoch,
-and the trainer writes a checkpoint at that step before the process exits with `exit_status`
-(128 + the signal's number, as a shell reports a process the signal ended: 143 for SIGTERM, 130
-for SIGINT). A second Ctrl-C ends the process at once (KeyboardInterrupt). The rerun resumes from
-that checkpoint.
+"""Ending a training run on SIGTERM or Ctrl-C with a checkpoint at the current step: the first
+signal is recorded, `StopOnSignal` raises `Preempted` after the step in progress, the trainer
+writes a checkpoint and exits with `exit_status` (128 + the signal's number). docs/training.md.
 """
 
 import contextlib
@@ -47,8 +41,7 @@ class StopRequest:
 @contextlib.contextmanager
 def stop_on_signals(enabled=True):
     """Within the block, SIGTERM and SIGINT set the yielded `StopRequest` instead of ending the
-    process; the previous handlers come back after it. Not enabled (or not on the main thread,
-    where Python cannot install handlers): yields a request that never fires."""
+    process. Not enabled, or off the main thread: a request that never fires."""
     request = StopRequest()
     if not enabled or threading.current_thread() is not threading.main_thread():
         yield request
@@ -62,8 +55,7 @@ def stop_on_signals(enabled=True):
 
 
 class StopOnSignal(keras.callbacks.Callback):
-    """Raises `Preempted` after the first training step that ends once a stop was requested, on an
-    update boundary: with gradient accumulation, after the batch that completes the update."""
+    """Raises `Preempted` after the first step that ends on an update boundary once a stop was requested."""
 
     def __init__(self, request):
         super().__init__()

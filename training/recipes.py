@@ -41,9 +41,9 @@ def search_record(name):
 
 
 def apply_recipe(flag_values, name):
-    """Sets each of recipe `name`'s flags that the command line did not give; returns the
-    `--flag=value` strings applied, for the run's log. The recipe's `--cache_tokenized` gives way to
-    `--subword_alpha`, which samples a new segmentation at each pass that the cache would freeze."""
+    """Sets each of recipe `name`'s flags the command line did not give; returns the `--flag=value`
+    strings applied. `--subword_alpha` overrides the recipe's `--cache_tokenized` (a cache would
+    freeze the sampled segmentation)."""
     applied = []
     for flag, value in RECIPES[name].items():
         if flag_values[flag].present:

@@ -1,9 +1,5 @@
-"""The model_dir as train.py writes it: `RunDir`, the reader `inference.runs.RunDir` (the layout,
-config, vocabularies and weights) with the writing added.
-
-Training prepares it (`RunDir.prepare`: `--start_over`, the leftovers of a start that never
-trained), holds its lock while it writes (`RunDir.lock`), and keeps the best checkpoint's record
-(`RunDir.write_best`).
+"""The model_dir as train.py writes it: `inference.runs.RunDir` with the writing added (preparing
+and clearing it, its lock, the best checkpoint's record).
 """
 
 import fcntl
@@ -42,8 +38,7 @@ RUN_ENTRIES = (
 
 
 class RunDir(runs.RunDir):
-    """A training run's directory as train.py writes it: the reader's paths and loading, and the lock,
-    the best record, and preparing and clearing the directory."""
+    """A training run's directory as train.py writes it."""
 
     def worker(self, index):
         """The run directory of worker `index` (not the chief) of a multi-worker run."""
@@ -52,12 +47,11 @@ class RunDir(runs.RunDir):
     def lock(self):
         """Takes the exclusive right to train into this directory; returns the open lock file.
 
-        A kernel lock (`flock`) on `.train.lock`: the process holds it until it closes the returned
-        file or ends, however it ends, so a killed run never leaves a stale lock. The file records
-        the holder's pid and host for the refusal message of a second train.py.
+        A `flock` on `.train.lock`, held until the file is closed or the process ends however it
+        ends, so a killed run leaves no stale lock; the file records the holder's pid and host.
 
         Raises:
-            ModelDirError: another process holds the lock (the message names its pid and host).
+            ModelDirError: another process holds the lock (names its pid and host).
         """
 
         os.makedirs(self.path, exist_ok=True)
@@ -90,9 +84,8 @@ class RunDir(runs.RunDir):
             pass
 
     def write_best(self, record, write_weights=None):
-        """Writes the best record, and first (when given) its weights with `write_weights(path)`;
-        each file atomically, so a kill leaves the previous pair or the new weights with the
-        previous record (whose step the next evaluation's record replaces)."""
+        """Writes `write_weights(path)` (when given), then the best record, each atomically: a kill
+        leaves the previous pair, or the new weights with the previous record."""
         # Loads Keras: the tools import this module before their flag checks.
         from training import checkpoints
 
@@ -120,19 +113,14 @@ class RunDir(runs.RunDir):
                 os.remove(path)
 
     def prepare(self, start_over, mixed_precision, ema_decay=None):
-        """Clears the directory for `--start_over`, or the leftovers of a start that never trained,
-        and refuses a resume the run's state cannot support.
-
-        `--start_over` deletes only what train.py writes, and only in a directory that holds its
-        config.json. A config.json without any checkpoint or model (a first start that failed, on
-        bad data, say) binds nothing: it is removed with its vocabulary copy, so fixing a flag is
-        not refused as "another configuration".
+        """Clears the directory for `--start_over` (only train.py's files, only in a train.py run),
+        or the leftovers of a start that never trained (a config.json without checkpoint or model
+        binds nothing), and refuses a resume the run's state cannot support.
 
         Raises:
             ModelDirError: `--start_over` on a directory that is not a train.py run, or a resume
-                whose optimizer state differs: under a `mixed_precision` that adds or drops fp16's
-                loss scaling, or with a moving average of the weights (`ema_decay`, None: none)
-                where the run kept none, or the other way round.
+                whose optimizer state differs (fp16 loss scaling added or dropped by
+                `mixed_precision`, a moving average `ema_decay` added or dropped).
         """
         has_config = os.path.exists(self.config_path)
         if start_over:

@@ -1,15 +1,8 @@
 """`train(config)`: corpus -> vocabulary -> tf.data -> Transformer -> `model.fit` with checkpoints.
 
-Steps are optimizer updates, counted by the optimizer; with `accumulate_steps` K each update takes
-K batches (Keras's steps), so checkpoints fall on update boundaries. Keras epochs are
-`checkpoint_every` updates long: each ends with a checkpoint, and every `eval_every // checkpoint_every` epochs with dev loss and dev BLEU. A run
-restarted with the same command resumes from its newest checkpoint (weights, optimizer moments and
-step, hence the learning rate); its data stream is reshuffled with a seed derived from the step it
-resumes at, so it does not replay the batches it has already seen.
-
-Every dev evaluation ranks the run by `--best_metric` and keeps the best checkpoint apart from the
-rotated ones (`training.callbacks.BestCheckpoint`); with `--early_stopping` a run ends after that
-many evaluations without improvement and writes `model.keras` from the best checkpoint.
+Steps are optimizer updates (K batches each with `accumulate_steps` K); a Keras epoch is
+`checkpoint_every` updates and ends with a checkpoint. Resuming, the best checkpoint and early
+stopping: docs/training.md.
 """
 
 import contextlib
@@ -83,14 +76,9 @@ def _check_writable(directory):
 
 
 def resolve_tokenizer(model_dir, corpus, data, may_train=True, parent=None, reverse=False):
-    """The run's SentencePiece model: model_dir/spm.model, trained on the corpus's training split
-    once and kept in the corpus cache, so runs on the same corpus share one vocabulary; a
-    fine-tuning (`parent`, an `init_from.ParentWeights`) takes its parent's instead.
-
-    With `data.vocabulary == "separate"` each side has its own, learnt from its own column (the
-    pairs are read target-first when `reverse`): model_dir/spm.source.model and spm.model, the
-    target's, which is returned (`RunDir.load_source_tokenizer` reads the other). The source's
-    holds a multilingual run's tags, the target's the user's symbols alone."""
+    """The run's SentencePiece model: model_dir/spm.model, trained once per corpus and kept in its
+    cache (a fine-tuning, `parent`, takes its parent's). With separate vocabularies each side has its
+    own (the source's in spm.source.model, read target-first when `reverse`); the target's is returned."""
     run = RunDir(model_dir)
     separate = getattr(data, "vocabulary", "shared") == "separate"
     if parent is not None and (parent.source_vocabulary_path is not None) != separate:
@@ -123,9 +111,8 @@ def resolve_tokenizer(model_dir, corpus, data, may_train=True, parent=None, reve
 
 
 def _cached_vocabulary(corpus, data, symbols, column, side, may_train):
-    """The path of the corpus cache's vocabulary for `data` (one `column`'s, the `side` of
-    separate vocabularies, or both sides' when None), trained there first if missing. Its sample
-    is data.prepare's: `VOCAB_SAMPLE_LINES` pairs, both sides of each or the column's side."""
+    """The corpus cache's vocabulary for `data` (one `column`'s, a `side`'s, or both when None),
+    trained there first from data.prepare's `VOCAB_SAMPLE_LINES` pairs if missing."""
     vocab_size = data.vocab_size
     model_type = getattr(data, "subword_model", "bpe")
     cached = os.path.join(corpus.root, vocabulary_stem(vocab_size, symbols, model_type, column) + ".model")
@@ -168,10 +155,9 @@ def _check_resume_step(checkpoint_step, start_step, checkpoint_path):
 
 
 def _epoch_plan(start_step, steps_per_epoch, epochs):
-    """The fits that take a run from `start_step` to `epochs * steps_per_epoch` steps:
-    `[(first step, first epoch, steps per epoch)]`. A start off the epoch boundaries (a signal's
-    checkpoint, fp16's skipped steps, a changed --checkpoint_every) first runs a short epoch up to
-    the next boundary, so checkpoints fall on boundaries and the run does not overshoot."""
+    """`[(first step, first epoch, steps per epoch)]`: the fits from `start_step` to `epochs *
+    steps_per_epoch`. A start off an epoch boundary first runs a short epoch up to the next one,
+    so checkpoints fall on boundaries."""
     initial_epoch = start_step // steps_per_epoch
     plan = []
     remainder = start_step % steps_per_epoch
@@ -184,9 +170,8 @@ def _epoch_plan(start_step, steps_per_epoch, epochs):
 
 
 def _fit_epochs(model, train_dataset_from, start_step, steps_per_epoch, epochs, fit_options, accumulate_steps=1):
-    """`model.fit` over `_epoch_plan`'s fits; returns their merged history. Each fit reads a
-    stream shuffled with a seed derived from the step it starts at. Steps are updates; a fit runs
-    `accumulate_steps` batches per update."""
+    """`model.fit` over `_epoch_plan`'s fits, each on a stream seeded by its first step; returns
+    the merged history."""
     fits = _epoch_plan(start_step, steps_per_epoch, epochs)
     history = {}
     for step, first_epoch, steps in fits:
@@ -211,11 +196,10 @@ def _validation_epochs(eval_epochs, epochs):
 
 
 def train(config, start_over=False, callbacks=(), progress_every=DEFAULT_PROGRESS):
-    """Trains (or resumes) the run described by a `training.config.RunConfig`; returns a summary dict.
+    """Trains (or resumes) the run of a `training.config.RunConfig`; returns a summary dict.
 
-    `callbacks` are extra Keras callbacks, run after the built-in ones. Progress goes to stdout:
-    Keras's bar at a terminal, else plain lines every `progress_every` (a `common.progress.Interval`)
-    and at each epoch's end (`training.callbacks.PlainProgress`).
+    `callbacks`: extra Keras callbacks, after the built-in ones. `progress_every`: a
+    `common.progress.Interval` for the plain progress lines written when stdout is not a terminal.
 
     Raises:
         TrainingError: unwritable model_dir, a non-finite loss, and other conditions to act on.
@@ -278,12 +262,8 @@ def train(config, start_over=False, callbacks=(), progress_every=DEFAULT_PROGRES
 
 
 def _parent_weights(config, run, start_over):
-    """The weights of `--init_from`'s parent, or None: no parent, or a run that resumes from
-    checkpoints of its own.
-
-    Raises:
-        TrainingError: a parent that cannot start this run (`init_from.InitFromError`'s message).
-    """
+    """The weights of `--init_from`'s parent, or None (no parent, or a resume from own checkpoints);
+    TrainingError for a parent that cannot start this run."""
     train_options = config.train
     if not train_options.init_from or (run.latest_checkpoint() is not None and not start_over):
         return None
@@ -300,9 +280,8 @@ def _parent_weights(config, run, start_over):
 
 
 def _record(config, mix, parent, previous):
-    """`config` with what this start found: the training mix, the parent of a fine-tuning (a
-    resumed fine-tuning keeps the parent its first start recorded) and the search to translate
-    with (the recipe's, else the parent's, else what an earlier start recorded)."""
+    """`config` with what this start found: the training mix, the parent (a resume keeps the first
+    start's) and the search to translate with (the recipe's, the parent's, or the earlier record)."""
     record = dict(config.record)
     previous = previous or {}
     if mix is not None:
@@ -332,9 +311,7 @@ def _write_failure(error, model, run):
 
 @dataclasses.dataclass
 class _Start:
-    """One start of a run as `train`'s steps pass it on: what `train` settled before it locked the
-    run directory, then what each step adds (`_inputs`: the corpus and tokenizer; `_model`: the
-    model and the step it starts at)."""
+    """One start of a run as `train`'s steps pass it on, each step adding its part."""
 
     config: run_config.RunConfig  # With what this start found recorded, once `_inputs` has run.
     start_over: bool
@@ -389,8 +366,8 @@ def _train_locked(start, callbacks):
 
 
 def _inputs(start):
-    """Prepares the run directory, resolves the corpus and its training mix, checks the config
-    against the run's and records what it found, and loads the tokenizer."""
+    """Prepares the run directory, resolves the corpus and its mix, checks and records the config,
+    and loads the tokenizer."""
     options, data = start.options, start.config.data
     previous = start.chief_run.previous_config() if not start.start_over else None
     if start.chief:
@@ -428,8 +405,7 @@ def _inputs(start):
 
 
 def _model(start):
-    """Builds the model under the strategy, then restores the newest checkpoint (resume) or the
-    parent's weights (fine-tuning), and writes config.json once the run is known to start."""
+    """Builds the model, restores the newest checkpoint or the parent's weights, and writes config.json."""
     strategy = start.strategy
     scope = strategy.scope() if strategy is not None else contextlib.nullcontext()
     with scope:
@@ -478,8 +454,8 @@ def _assign_parent(model, parent):
 
 
 def _datasets(start):
-    """`(train_dataset_from, dev_dataset)`: a function from the step a fit starts at to its
-    training stream, and the dev set (its length known, so Keras validates without reading past it)."""
+    """`(train_dataset_from, dev_dataset)`: the training stream of a fit by its first step, and the
+    dev set (its length known, so Keras validates without reading past it)."""
     options, data, corpus, tokenizer = start.options, start.config.data, start.corpus, start.tokenizer
     source_tokenizer = None if start.source_tokenizer is tokenizer else start.source_tokenizer
     # The corpus cache's files were checked as they were written (`data.sources.corpus_writer`) and are
@@ -500,8 +476,7 @@ def _datasets(start):
             raise TrainingError(str(error)) from None
 
     def train_dataset_from(step):
-        """The training stream of a fit starting at `step`, shuffled with a seed derived from it
-        (on a tf.data service, each worker draws its own)."""
+        """The training stream of a fit starting at `step`, shuffled with a seed derived from it."""
         stream = dict(repeat=True, cache_tokenized=options.cache_tokenized, seed=options.seed + step, **dataset_options)
         if options.data_service:
             stream.update(seed=None, data_service=options.data_service)
