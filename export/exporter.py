@@ -285,31 +285,14 @@ def export_model(
             model.quantize(quantize)
         except ValueError as error:  # Keras refuses int8 for a model computing in float16.
             raise ExportError(f"--quantize={quantize}: {error}") from error
-    run = RunDir(model_dir)
-    module = ServingModule(
-        model,
-        tokenizer,
-        run.vocabulary_path,
-        search,
-        length_buckets=length_buckets,
-        languages=multilingual.model_languages(run_config.get("data", {})),
-        source_tokenizer=run.separate_source_tokenizer(),
-        source_vocabulary_path=run.source_vocabulary_path if run.has_separate_vocabularies() else None,
-    )
+    module = _serving_module(RunDir(model_dir), model, tokenizer, run_config, search, length_buckets)
     temporary, lock = locked_temporary_directory(export_dir, f"{TEMPORARY_PREFIX}{version}-")
     try:
         write_saved_model(module, temporary)
-        extra = os.path.join(temporary, "assets.extra")
-        os.makedirs(extra, exist_ok=True)
-        tags = module.language_tags or [[]]  # A multilingual export's requests go into its first language.
-        batches = warmup.warmup_batches(module.source_tokenizer, module.length_buckets, len(tags[0]))
-        model_name = os.path.basename(os.path.normpath(export_dir))
-        languages = module.languages or (None,)
-        warmup.write_warmup_requests(os.path.join(extra, warmup.WARMUP_FILE), batches, model_name, languages[0])
         settings = _export_settings(module, version, chosen, quantize)
-        with open(os.path.join(extra, EXPORT_CONFIG_FILE), "w", encoding="utf-8") as handle:
-            json.dump({"export": settings, **run_config}, handle, indent=2, sort_keys=True)
-            handle.write("\n")
+        _write_extra_assets(
+            module, os.path.join(temporary, "assets.extra"), export_dir, {"export": settings, **run_config}
+        )
         os.chmod(temporary, checkpoints.default_mode(directory=True))  # Not mkdtemp's 0o700.
         os.rename(temporary, final_path)  # Atomic on one file system; fails if final_path appeared.
     except (OSError, tf.errors.OpError) as error:
@@ -324,3 +307,30 @@ def export_model(
     finally:
         os.close(lock)
     return final_path
+
+
+def _serving_module(run, model, tokenizer, run_config, search, length_buckets):
+    """The `ServingModule` of a loaded run: its vocabularies, languages and the search to trace."""
+    return ServingModule(
+        model,
+        tokenizer,
+        run.vocabulary_path,
+        search,
+        length_buckets=length_buckets,
+        languages=multilingual.model_languages(run_config.get("data", {})),
+        source_tokenizer=run.separate_source_tokenizer(),
+        source_vocabulary_path=run.source_vocabulary_path if run.has_separate_vocabularies() else None,
+    )
+
+
+def _write_extra_assets(module, extra, export_dir, export_config):
+    """Writes TensorFlow Serving's warm-up requests and `export_config` (JSON) into `extra`."""
+    os.makedirs(extra, exist_ok=True)
+    tags = module.language_tags or [[]]  # A multilingual export's requests go into its first language.
+    batches = warmup.warmup_batches(module.source_tokenizer, module.length_buckets, len(tags[0]))
+    model_name = os.path.basename(os.path.normpath(export_dir))
+    languages = module.languages or (None,)
+    warmup.write_warmup_requests(os.path.join(extra, warmup.WARMUP_FILE), batches, model_name, languages[0])
+    with open(os.path.join(extra, EXPORT_CONFIG_FILE), "w", encoding="utf-8") as handle:
+        json.dump(export_config, handle, indent=2, sort_keys=True)
+        handle.write("\n")
