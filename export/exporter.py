@@ -1,24 +1,7 @@
-"""Writes a trained model_dir as a TensorFlow Serving version: `export_dir/<version>/`.
-
-Layout (what `tensorflow_model_server --model_base_path=export_dir` watches):
-
-    export_dir/
-      <version>/                      an integer; the server loads the highest
-        saved_model.pb                signatures serving_default, n_best, score, prefix, align (text)
-                                      and translate_ids (token ids): export/serving_module.py
-        variables/                    the Transformer's weights (int8 matmul weights with --quantize=int8)
-        assets/spm.model              the SentencePiece model
-        assets.extra/
-          tf_serving_warmup_requests  PredictionLog TFRecord replayed by the server before traffic
-          export_config.json          the training run's config.json plus the export settings
-
-The version is written under `export_dir/.tmp-<version>-*` (a name TensorFlow Serving ignores: it
-only loads integer directories) and renamed into place when complete, so a failed export leaves no
-version directory and a server never sees a half-written one. The exporter holds an exclusive
-`flock` on its temporary directory while it writes; one that nobody holds is the leftover of a killed
-export, and the next export into the same export_dir removes it. The version directory gets the
-mode `os.makedirs` would give (0o777 less the umask), so a server running as another user can read it.
-"""
+"""Writes a trained model_dir as a TensorFlow Serving version, `export_dir/<version>/` (layout in
+docs/serving.md). The version is written under `.tmp-<version>-*` (a name the server ignores) and
+renamed into place when complete, under an exclusive `flock`; an unlocked leftover of a killed
+export is removed by the next one."""
 
 import fcntl
 import json

@@ -1,60 +1,10 @@
 """The servable graph: raw sentences in, translations out, as one `tf.Module` for `tf.saved_model.save`.
 
-`ServingModule` chains, inside TensorFlow functions traced without XLA:
-
-    inputs string [batch]
-      -> UTF-8 repair (invalid bytes become U+FFFD)
-      -> SentencePiece tokenize (tensorflow-text op) -> cut to max_input_length - 1 tokens, append EOS
-      -> pad with PAD to the smallest length bucket that holds the longest sentence
-      -> tf.switch_case over the buckets: encoder + beam search (`models.translation.translate_ids`,
-         a core `While` loop over a cache of bucket + max_extra_length positions)
-      -> SentencePiece detokenize -> translations string [batch], scores float32 [batch]
-
-Two signatures steer or explain that search:
-
-- `prefix` forces target prefixes: each prefix is tokenized in the graph, padded with PAD to
-  `max_input_length + max_extra_length` columns (the search needs a static prefix length) and
-  passed to `translate_ids(prefix_ids=...)`, in a second traced search per bucket. A prefix of more
-  pieces than its sentence's maximum output length (its source tokens, EOS included, +
-  max_extra_length) fails the call with a `tf.debugging` assertion (`PREFIX_TOO_LONG`), as
-  `Translator` raises PrefixError; a sentence without tokens but with a prefix is searched from EOS
-  alone, as `Translator` does.
-- `constrain` places terminology constraints: each line of tab-separated phrases is split and
-  tokenized in the graph, padded to `MAX_PHRASES` phrases of `MAX_PHRASE_PIECES` pieces (the search
-  needs static sizes) and passed to `translate_ids(constraint_ids=...)`, the constrained search,
-  in a third traced search per bucket. Sentences without phrases, and those whose phrases the
-  search could not all place (`constraints_met` False), get the plain search's translation, as
-  `Translator` gives them. An empty phrase, more phrases or pieces than those sizes, or a phrase
-  longer than its sentence's maximum output fails the call with a `tf.debugging` assertion.
-- `align` runs the plain search, then forces its best translations through the decoder and reads
-  the word alignments from one layer's encoder-decoder attention (`export.graph_alignment`, the
-  graph's port of `inference.alignment`; by default `DEFAULT_ALIGNMENT`'s layer and heads).
-
-A multilingual model's export (`languages`, `data.multilingual`): each text signature takes one more
-input, `target_language` string `[batch]`, the language to translate each sentence into. Its tag's
-ids go before the sentence's tokens, as `Translator(target_tag=...)` puts them; a language the model
-was not trained for fails the call with a `tf.debugging` assertion (`UNKNOWN_LANGUAGE`).
-`translate_ids` takes ids, the tag's among them.
-
-Input policy (the same as `inference.translator.Translator` with `max_input_length`):
-
-- A sentence with more than `max_input_length - 1` SentencePiece tokens is cut to its first
-  `max_input_length - 1` tokens and EOS is appended: `max_input_length` counts the EOS.
-- A sentence that tokenizes to nothing (empty, spaces only) translates to "" with score 0.0,
-  without a search.
-- Bytes that are not valid UTF-8 are replaced by U+FFFD (one per invalid sequence) before
-  tokenization, so a bad request never fails; the replacement character is then encoded by
-  SentencePiece's byte fallback like any other character outside the vocabulary.
-- An empty batch returns empty outputs.
-
-Why buckets: `translate_ids` needs a static cache length, and every decoding step attends over the
-whole preallocated cache, so one cache of `max_input_length + max_extra_length` positions for every
-request makes short sentences pay for the longest. One search per bucket is traced instead (the
-graph holds one `While` loop per bucket for each traced search). A sentence's translation does not
-depend on its bucket: `translate_ids` masks the source padding and stops every sentence at its own
-`source_length + max_extra_length`, whatever the cache size (tests/export checks a batch against
-one-by-one calls).
-"""
+`ServingModule` repairs UTF-8, tokenizes with SentencePiece, cuts to `max_input_length`, pads to the
+smallest length bucket, runs one traced search per bucket (`models.translation.translate_ids`) and
+detokenizes, with core TensorFlow and tensorflow-text ops only, no XLA. Its signatures (`prefix`,
+`constrain`, `align`, multilingual `target_language`) and input policy are the translators' and are
+described in docs/serving.md; a sentence's translation does not depend on its bucket or batch."""
 
 import tensorflow as tf
 

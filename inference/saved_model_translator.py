@@ -175,27 +175,15 @@ class SavedModelTranslator(TextTranslator):
         constraints=None,
         alignments=False,
     ):
-        """Returns `(translations, scores)` in the order of `sentences`, as `Translator.translate`
-        does (with `n_best`: lists of the K best, from the `n_best` signature; with `alignments`:
-        `(translations, scores, alignments)`).
+        """`TextTranslator.translate` through the export's signatures: `n_best`, `prefix`,
+        `constrain` or `align` for what is asked (one of them per call), else `serving_default`.
 
-        The search is the export's: a `search` given must hold the settings it was exported with
-        (a `max_input_length` of None stands for the export's), and sampling is refused (it needs
-        the run directory). Target `prefixes` go through the `prefix` signature
-        (when some prefix is not empty; else the search is the plain one), `constraints` through
-        the `constrain` signature (which searches the sentences without phrases, and those whose
-        phrases it cannot place, without constraints; `unmet_indices` records the latter), word
-        alignments through the `align` signature, which reads the attention built in at export
-        (`alignments=True`, or an `AlignmentConfig` that chooses that same layer and head); none
-        goes with `n_best`, nor with another. Resets `truncated_indices` and `empty_indices` (left
-        empty without the export's vocabulary).
+        The search is the export's: a `search` given must hold its settings, and sampling is
+        refused. Resets `truncated_indices` and `empty_indices` (left empty without the export's
+        vocabulary) and `unmet_indices` (sentences whose phrases `constrain` could not place).
 
         Raises:
-            PrefixError: a prefix of more pieces than its sentence's maximum output length, named
-                by its position, before any call of the graph (an export without its vocabulary
-                and settings leaves the check to the graph: InvalidArgumentError).
-            ConstraintError: an empty phrase, one of more pieces than its sentence's maximum output
-                length, or one holding a tab, likewise.
+            PrefixError, ConstraintError: as `Translator` raises them, before any call of the graph.
             AlignmentError: another attention than the export's, or alignments with `n_best`,
                 `prefixes` or `constraints`.
             ExportRequestError: `prefixes` or `constraints` with `n_best`, or together.

@@ -1,14 +1,6 @@
-"""The decoding value: everything that shapes a search, checked once when built. Its defaults are
-the paper's section 6.1 (beam 4, length penalty alpha 0.6, at most input length + 50 output
-tokens); it also says how many source tokens are kept and, to draw instead of searching, how.
-
-One `SearchConfig` travels from the flags (`cli.search_flags.search_from_flags`) or a run's
-recorded search (`inference.runs.search_settings`) to every search above `models/`: the
-translators, the dev BLEU of training, the attention plots, the evaluator and the export. Its
-constructor is the one place the settings are checked (`check_setting`, which the flags' parsers
-call too). Per-sentence inputs (prefixes, constraints, sampling keys, the target language) travel
-beside it, not in it.
-"""
+"""The decoding value: everything that shapes a search, checked once when built, with the paper's
+defaults (section 6.1: beam 4, alpha 0.6, at most input length + 50 tokens). It travels whole from
+the flags or a run's recorded search to every search; per-sentence inputs travel beside it."""
 
 import dataclasses
 from typing import NamedTuple

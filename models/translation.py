@@ -34,15 +34,10 @@ def translate_ids(
             `pad_id`, and `variables` (where int8 matrices are found, `int8_weights.products_cast_once`).
         source_ids: int `[batch, source_length]`, each row tokens + EOS, padded with the model's
             pad id. Padding does not change a sentence's translation.
-        search: the `SearchConfig` (its `max_input_length` is the caller's: rows come cut). Its
-            `beam_size` 1 is greedy decoding, the argmax at every step (`greedy_search`: beam search
-            with one beam would also keep a runner-up EOS ending). A sentence of n source tokens
-            (EOS included) gets at most n + `max_extra_length` output tokens and at least
-            floor(n * `min_length_ratio`) (both counts with EOS; a minimum length is fairseq's
-            `--min-len` and OpenNMT's `min_length`, taken here relative to the source since
-            sentence lengths vary). Its `no_repeat_ngram_size` guards every search (greedy, beam,
-            sampling, constrained, prefixed). With `sampling`, every token is drawn
-            (`models.sampling.token_sampler`) instead of searched, one hypothesis per sentence.
+        search: the `SearchConfig` (its `max_input_length` is the caller's: rows come cut).
+            `beam_size` 1 is greedy decoding (`greedy_search`); n source tokens (EOS included) get
+            at most n + `max_extra_length` and at least floor(n * `min_length_ratio`) output tokens;
+            with `sampling` every token is drawn instead of searched, one hypothesis per sentence.
         num_return: hypotheses returned per sentence (n-best), at most `beam_size` (1 with sampling).
         max_decode_length: the overall cap and each hypothesis's slot of the self caches; default the padded source length +
             `max_extra_length` (must then be static).
