@@ -70,15 +70,20 @@ def pytest_collection_modifyitems(config, items):
     items[:] = sorted(items, key=lambda item: (item.path in waiting, item not in long))
 
 
+# The module-scoped fixtures worth building once per run rather than once per process: a training
+# run, a fresh process, a conversion. A cheap one (a loaded translator) is not: grouping its module
+# would put all of that module's slow tests in one process.
+_COSTLY_MODULE_FIXTURES = ("multilingual_run", "converted", "fresh", "ema_run", "exported")
+
+
 def _module_fixture_group(item):
-    """The xdist group of a test that uses a module-scoped fixture of its own module (a training
-    run, a fresh process, a conversion: costly), so that one process builds it for all the tests
-    that use it, or None."""
+    """The xdist group of a test that uses a costly module-scoped fixture of its own module, so that
+    one process builds it for all the tests that use it, or None."""
     module = item.nodeid.split("::")[0]
     used = [
         name
         for name, definitions in item._fixtureinfo.name2fixturedefs.items()
-        if definitions[-1].scope == "module" and definitions[-1].baseid == module
+        if name in _COSTLY_MODULE_FIXTURES and definitions[-1].scope == "module" and definitions[-1].baseid == module
     ]
     return f"{module}::{','.join(sorted(used))}" if used else None
 
