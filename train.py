@@ -21,7 +21,7 @@ Run the same command again after an interruption: it resumes from the newest che
 
 from absl import flags
 
-from common.errors import run_tool
+from common.errors import UserError, run_tool
 from training import launch, train_flags
 
 FLAGS = flags.FLAGS
@@ -35,7 +35,12 @@ def config_from_flags():
 
 
 def main(argv):
-    launch.train_from_flags(argv)
+    config = launch.checked_config(argv)
+    try:
+        summary = launch.train_run(config)
+    except UserError as error:
+        launch.exit_after_error(error)
+    launch.print_summary(summary)
 
 
 if __name__ == "__main__":

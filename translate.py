@@ -23,12 +23,13 @@ is complete).
 
 import os
 import signal
+import sys
 
 from absl import flags
 
 from cli import search_flags, translate_flags, translate_tool
 from common import quiet_logs
-from common.errors import run_tool
+from common.errors import UserError, run_tool
 
 FLAGS = flags.FLAGS
 translate_flags.define_translate_flags()
@@ -41,7 +42,18 @@ def main(argv):
     del argv
     quiet_logs.quiet_tool_output()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    return translate_tool.translate_to_output()
+    try:
+        with translate_tool.output_lines(FLAGS.output) as write:
+            run(write)
+    except BrokenPipeError:
+        return translate_tool.broken_pipe()
+    except UserError as error:
+        print(f"translate.py: error: {error}", file=sys.stderr)
+        return error.exit_status
+    except KeyboardInterrupt:
+        print("translate.py: interrupted", file=sys.stderr)
+        return translate_tool.EXIT_INTERRUPTED
+    return 0
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 each window translated (or scored), and the output lines written in the formats of its modes
 (translations, n-best `i ||| hypothesis ||| score`, scores, alignments, tagged pairs)."""
 
+import contextlib
 import os
 import sys
 
@@ -264,16 +265,18 @@ def check_line_counts(input_path, constraints_path):
         )
 
 
-def translate_to_output():
-    """`run` writing to --output (stdout, flushed line by line, or a file); the exit status, with the
-    refusal, interruption or closed pipe that ended it reported as translate.py does."""
-    output = sys.stdout if FLAGS.output == "-" else None
+@contextlib.contextmanager
+def output_lines(path):
+    """`write(line)` into `path` ('-': stdout, flushed line by line), flushed at the end of the block
+    and closed after it; InputError where the file cannot be opened, WriteError where a line cannot
+    be written (BrokenPipeError passes: the reader of stdout went away)."""
+    output = sys.stdout if path == "-" else None
     try:
         if output is None:
             try:
-                output = open(FLAGS.output, "w", encoding="utf-8")  # noqa: SIM115 (closed below)
+                output = open(path, "w", encoding="utf-8")  # noqa: SIM115 (closed below)
             except OSError as error:
-                raise InputError(f"--output={FLAGS.output}: cannot write: {error.strerror}") from error
+                raise InputError(f"--output={path}: cannot write: {error.strerror}") from error
 
         def write(line):
             try:
@@ -283,25 +286,16 @@ def translate_to_output():
             except BrokenPipeError:
                 raise
             except OSError as error:
-                raise WriteError(FLAGS.output, error) from None
+                raise WriteError(path, error) from None
 
-        run(write)
+        yield write
         output.flush()
-    except BrokenPipeError:
-        return _broken_pipe()
-    except UserError as error:
-        print(f"translate.py: error: {error}", file=sys.stderr)
-        return error.exit_status
-    except KeyboardInterrupt:
-        print("translate.py: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
     finally:
         if output is not None and output is not sys.stdout:
             output.close()
-    return 0
 
 
-def _broken_pipe():
+def broken_pipe():
     """The reader of stdout has gone: point stdout at /dev/null so that the interpreter's final
     flush does not fail again, and end quietly with the shell's SIGPIPE status."""
     devnull = os.open(os.devnull, os.O_WRONLY)

@@ -6,7 +6,6 @@ import sys
 from absl import app, flags
 
 from common import progress, quiet_logs
-from common.errors import UserError
 from data import multilingual
 from inference.runs import describe_score
 from training.recipes import apply_recipe
@@ -16,9 +15,9 @@ from training.train_flags import config_from_flags
 FLAGS = flags.FLAGS
 
 
-def train_from_flags(argv):
-    """train.py's run: the flags' checks that need all of them, the configuration, the training and its
-    summary on stdout; exits with the status of a refusal or a stop."""
+def checked_config(argv):
+    """The run configuration of the parsed flags, after the checks that need the command line itself
+    (what it gave, which recipe it applies)."""
     quiet_logs.quiet_tool_output()
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
@@ -40,12 +39,16 @@ def train_from_flags(argv):
             f"--pair_sampling_temperature draws among several pairs: name them, --corpus=deb-en-de,deb-en-fr "
             f"(received --corpus={FLAGS.corpus})"
         )
-    config = config_from_flags()
-    from training import checkpoints  # TensorFlow/JAX imports: after the flag checks.
-    from training.trainer import TrainingInterrupted, train
+    return config_from_flags()
+
+
+def train_run(config):
+    """Trains `config`'s run; its summary (training.trainer.train's). A signal's stop is printed and
+    ends the process with its status; a UserError passes to train.py (`exit_after_error`)."""
+    from training.trainer import TrainingInterrupted, train  # TensorFlow/JAX imports: after the flag checks.
 
     try:
-        summary = train(
+        return train(
             config,
             start_over=FLAGS.start_over,
             progress_every=progress.parse_interval("progress_every", FLAGS.progress_every),
@@ -53,11 +56,21 @@ def train_from_flags(argv):
     except TrainingInterrupted as stop:
         print(f"train.py: {stop}", file=sys.stderr)
         raise SystemExit(stop.exit_status) from None
-    except UserError as error:  # 2: refused before training; 1: failed during it (a full disk, NaN).
-        print(f"train.py: error: {error}", file=sys.stderr)
-        quiet_logs.restore_stderr()
-        checkpoints.exit_after_failed_write(error.exit_status)
-        raise SystemExit(error.exit_status) from None
+
+
+def exit_after_error(error):
+    """Prints `error` (a UserError) and ends the process with its status: 2, refused before training;
+    1, failed during it (a full disk, NaN)."""
+    from training import checkpoints  # TensorFlow/JAX imports: after the flag checks.
+
+    print(f"train.py: error: {error}", file=sys.stderr)
+    quiet_logs.restore_stderr()
+    checkpoints.exit_after_failed_write(error.exit_status)
+    raise SystemExit(error.exit_status) from None
+
+
+def print_summary(summary):
+    """The training's summary on stdout: where the model went, the dev BLEU, the best checkpoint."""
     if summary["stopped_early_at"] is not None:
         print(
             f"stopped early at step {summary['stopped_early_at']}; model written to {summary['model_path']} from the "
