@@ -1,0 +1,303 @@
+"""What translate.py does once its flags are parsed: the input read as numbered lines in windows,
+each window translated (or scored), and the output lines written in the formats of its modes
+(translations, n-best `i ||| hypothesis ||| score`, scores, alignments, tagged pairs)."""
+
+import contextlib
+import os
+import sys
+
+from absl import flags
+
+from cli import search_flags
+from cli.search_flags import SEARCH_FLAGS
+from common.errors import BAD_INPUT_STATUS, UserError
+from common.write_errors import WriteError
+from inference.protocol import AlignmentConfig, ConstraintError, SteeringError
+
+FLAGS = flags.FLAGS
+EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = BAD_INPUT_STATUS, 130, 141
+
+
+class InputError(UserError, ValueError):
+    """Bad input, named by file and line."""
+
+
+def read_lines(path, name):
+    """Yields `(line_number, text)` of a file ('-': stdin) read as bytes: the line ending is
+    dropped, and invalid UTF-8 is replaced by U+FFFD and reported on stderr with its line number."""
+    try:
+        handle = sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115 (closed below)
+    except OSError as error:
+        raise InputError(f"--{name}={path}: cannot read: {error.strerror}") from None
+    try:
+        for number, raw in enumerate(iter(handle.readline, b""), start=1):
+            raw = raw[:-1] if raw.endswith(b"\n") else raw
+            raw = raw[:-1] if raw.endswith(b"\r") else raw
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                text = raw.decode("utf-8", errors="replace")
+                print(
+                    f"translate.py: {name} line {number}: invalid UTF-8 ({error.reason} at byte {error.start}) "
+                    "replaced by U+FFFD",
+                    file=sys.stderr,
+                )
+            yield number, text
+    finally:
+        if handle is not sys.stdin.buffer:
+            handle.close()
+
+
+def windows(lines, size):
+    """Lists of up to `size` items of `lines`."""
+    window = []
+    for item in lines:
+        window.append(item)
+        if len(window) == size:
+            yield window
+            window = []
+    if window:
+        yield window
+
+
+def translation_lines(translator, numbers, sentences, first_index, name, limit, prefixes=None, constraints=None):
+    """The output lines for one window of input lines (with `prefixes`, their target prefixes, and
+    `constraints`, their phrases); InputError for a prefix or phrase the search cannot follow,
+    before any line of the window is translated."""
+    alignments = AlignmentConfig(FLAGS.alignment_layer, FLAGS.alignment_head) if FLAGS.alignments else False
+    try:
+        texts, scores, *aligned = translator.translate(
+            sentences,
+            n_best=FLAGS.n_best,
+            keys=range(first_index, first_index + len(sentences)),
+            prefixes=prefixes,
+            constraints=constraints,
+            alignments=alignments,
+        )
+    except SteeringError as error:
+        source = FLAGS.constraints if isinstance(error, ConstraintError) else name
+        raise InputError(f"{source} line {numbers[error.index]}: {error.reason}") from None
+    report_truncated(translator, numbers, name, limit)
+    for index in translator.unmet_indices:
+        print(
+            f"translate.py: {name} line {numbers[index]}: the search found no translation with all the phrases "
+            f"of {FLAGS.constraints} line {numbers[index]}; translated without them",
+            file=sys.stderr,
+        )
+    aligned = aligned[0] if aligned else [None] * len(texts)
+    cut = set(translator.truncated_indices)
+    output = []
+    for offset, (text, score, alignment) in enumerate(zip(texts, scores, aligned)):
+        if FLAGS.tag is not None:
+            if offset not in cut:  # a translation of part of its line: no pair
+                output.append(f"<{FLAGS.tag}> {clean(text)}\t{sentences[offset].replace(chr(9), ' ')}")
+        elif FLAGS.n_best is None:
+            line = clean(text)
+            line = f"{line} ||| {score:.6f}" if FLAGS.with_scores else line
+            output.append(line if alignment is None else f"{line}\t{alignment}")
+        else:
+            index = first_index + offset
+            for rank, (hypothesis, value) in enumerate(zip(text, score)):
+                line = f"{index} ||| {clean(hypothesis)} ||| {value:.6f}"
+                output.append(line if alignment is None else f"{line}\t{alignment[rank]}")
+    return output
+
+
+def clean(text):
+    """A translation as one output line: line breaks as spaces, and with --alignments or --tag tabs
+    too (a tab separates the alignment, or the pair's columns)."""
+    text = text.replace("\r", " ").replace("\n", " ")
+    return text.replace("\t", " ") if FLAGS.alignments or FLAGS.tag is not None else text
+
+
+def report_truncated(translator, numbers, name, limit):
+    for index in translator.truncated_indices:
+        done = "left out of the pairs" if FLAGS.tag is not None else "translated from its first tokens"
+        print(
+            f"translate.py: {name} line {numbers[index]}: longer than the maximum input length of {limit} tokens "
+            f"(EOS included); {done}",
+            file=sys.stderr,
+        )
+
+
+def split_pairs(numbers_and_lines, name, second="target"):
+    """`(numbers, sources, seconds)` of TSV lines (`second`: what follows the tab, for the
+    message); InputError for a line without a tab."""
+    numbers, sources, targets = [], [], []
+    for number, line in numbers_and_lines:
+        if "\t" not in line:
+            raise InputError(f"{name} line {number}: no tab between the source and the {second}: {line[:80]!r}")
+        source, target = line.split("\t", 1)
+        numbers.append(number)
+        sources.append(source)
+        targets.append(target.replace("\t", " "))
+    return numbers, sources, targets
+
+
+def scored_pairs(window_size):
+    """Windows of `(numbers, sources, targets)` from TSV input or --src/--tgt."""
+    if not FLAGS.src:
+        name = input_name(FLAGS.input)
+        for window in windows(read_lines(FLAGS.input, name), window_size):
+            yield split_pairs(window, name)
+        return
+    for window in windows(
+        aligned_pairs(read_lines(FLAGS.src, FLAGS.src), read_lines(FLAGS.tgt, FLAGS.tgt)), window_size
+    ):
+        yield [p[0] for p in window], [p[1] for p in window], [p[2] for p in window]
+
+
+def aligned_pairs(sources, targets):
+    """`(number, source, target)` from two line streams read together; InputError when one
+    ends before the other."""
+    while True:
+        source, target = next(sources, None), next(targets, None)
+        if source is None and target is None:
+            return
+        if source is None or target is None:
+            longer, shorter = (FLAGS.tgt, FLAGS.src) if source is None else (FLAGS.src, FLAGS.tgt)
+            number = (target or source)[0]
+            raise InputError(
+                f"{shorter} ends before line {number} of {longer}: --src and --tgt must have as many lines"
+            )
+        yield source[0], source[1], target[1]
+
+
+def input_name(path):
+    return "<stdin>" if path == "-" else path
+
+
+def export_conflict():
+    """The error for search or sampling flags given with --export_dir, or None."""
+    given = [f"--{name}" for name in SEARCH_FLAGS + ("checkpoint",) if FLAGS[name].present]
+    given += [f"--{name}" for name in ("sampling_topk", "sampling_topp") if FLAGS[name].value is not None]
+    return search_flags.export_dir_refusal(FLAGS.export_dir, given) if given else None
+
+
+def run(write):
+    """Translates (or scores) the input, calling `write(line)` for every output line."""
+    from inference.loading import load_translator  # Loads Keras: after the flag checks.
+
+    if FLAGS.export_dir:
+        conflict = export_conflict()
+        if conflict:
+            raise InputError(conflict)
+    else:
+        search_note = search_flags.apply_run_search(FLAGS, FLAGS.model_dir)
+        if search_note:
+            print(search_note, file=sys.stderr)
+    # At a terminal each line is translated alone: a batch of one, not one line padded to a full batch.
+    interactive = FLAGS.input == "-" and not FLAGS.src and sys.stdin.isatty()
+    translator = load_translator(
+        FLAGS.model_dir or FLAGS.export_dir,
+        kind="run" if FLAGS.model_dir else "export",
+        batch_size=1 if interactive else FLAGS.batch_size,
+        search=search_flags.search_from_flags(FLAGS),
+        checkpoint=FLAGS.checkpoint if FLAGS.model_dir else None,
+        quiet=True,
+        target_language=FLAGS.target_language,
+    )
+    if FLAGS.export_dir and FLAGS.n_best is not None:
+        beam = translator.search.beam_size if translator.search else None
+        if beam is not None and FLAGS.n_best > beam:
+            raise InputError(f"--n_best={FLAGS.n_best} is larger than the export's beam_size={beam}")
+    limit = translator.max_input_length
+    if FLAGS.score:
+        for numbers, sources, targets in scored_pairs(1 if interactive else FLAGS.window):
+            results = translator.score(sources, targets)
+            report_truncated(translator, numbers, input_name(FLAGS.input) if not FLAGS.src else FLAGS.src, limit)
+            for result in results:
+                write(f"{result.log_prob:.6f}\t{result.average:.6f}\t{result.perplexity:.4f}\t{result.tokens}")
+        return
+    name = input_name(FLAGS.input)
+    lines = read_lines(FLAGS.input, name)
+    constraint_lines = None
+    if FLAGS.constraints:
+        constraint_lines = read_lines(FLAGS.constraints, FLAGS.constraints)
+        if FLAGS.input != "-":  # Both files: a different line count is refused before any output.
+            check_line_counts(FLAGS.input, FLAGS.constraints)
+    first_index = 0
+    for window in windows(lines, 1 if interactive else FLAGS.window):
+        if FLAGS.prefix:
+            numbers, sentences, prefixes = split_pairs(window, name, "target prefix")
+        else:
+            numbers, sentences, prefixes = [number for number, _ in window], [text for _, text in window], None
+        constraints = None if constraint_lines is None else window_constraints(constraint_lines, numbers, name)
+        for line in translation_lines(translator, numbers, sentences, first_index, name, limit, prefixes, constraints):
+            write(line)
+        first_index += len(window)
+    if constraint_lines is not None and next(constraint_lines, None) is not None:
+        raise InputError(f"--constraints={FLAGS.constraints} has more lines than {name} ({first_index})")
+
+
+def window_constraints(constraint_lines, numbers, name):
+    """The phrases of each line of a window (numbered `numbers`), read from `constraint_lines`
+    (`read_lines` of --constraints): tab-separated, none on an empty line; InputError where the
+    file ends first."""
+    constraints = []
+    for number in numbers:
+        line = next(constraint_lines, None)
+        if line is None:
+            raise InputError(
+                f"--constraints={FLAGS.constraints} ends before line {number} of {name}: it needs one line (of "
+                "tab-separated phrases, or empty) per input line"
+            )
+        constraints.append(line[1].split("\t") if line[1] else [])
+    return constraints
+
+
+def check_line_counts(input_path, constraints_path):
+    """InputError unless the two files have as many lines (counted as `read_lines` counts them)."""
+    counts = []
+    for path, flag in ((input_path, "input"), (constraints_path, "constraints")):
+        newlines, last = 0, b"\n"
+        try:
+            with open(path, "rb") as handle:
+                for chunk in iter(lambda handle=handle: handle.read(1 << 20), b""):
+                    newlines, last = newlines + chunk.count(b"\n"), chunk[-1:]
+        except OSError as error:
+            raise InputError(f"--{flag}={path}: cannot read: {error.strerror}") from None
+        counts.append(newlines + (last != b"\n"))
+    if counts[0] != counts[1]:
+        raise InputError(
+            f"--constraints={constraints_path} has {counts[1]} lines and --input={input_path} {counts[0]}: it needs "
+            "one line (of tab-separated phrases, or empty) per input line"
+        )
+
+
+@contextlib.contextmanager
+def output_lines(path):
+    """`write(line)` into `path` ('-': stdout, flushed line by line), flushed at the end of the block
+    and closed after it; InputError where the file cannot be opened, WriteError where a line cannot
+    be written (BrokenPipeError passes: the reader of stdout went away)."""
+    output = sys.stdout if path == "-" else None
+    try:
+        if output is None:
+            try:
+                output = open(path, "w", encoding="utf-8")  # noqa: SIM115 (closed below)
+            except OSError as error:
+                raise InputError(f"--output={path}: cannot write: {error.strerror}") from error
+
+        def write(line):
+            try:
+                output.write(line + "\n")
+                if output is sys.stdout:
+                    output.flush()  # A reader (or a person at a terminal) sees each line at once.
+            except BrokenPipeError:
+                raise
+            except OSError as error:
+                raise WriteError(path, error) from None
+
+        yield write
+        output.flush()
+    finally:
+        if output is not None and output is not sys.stdout:
+            output.close()
+
+
+def broken_pipe():
+    """The reader of stdout has gone: point stdout at /dev/null so that the interpreter's final
+    flush does not fail again, and end quietly with the shell's SIGPIPE status."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return EXIT_BROKEN_PIPE
