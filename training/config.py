@@ -3,7 +3,8 @@ each of its defaults is written.
 
 `model` and `data` decide what a checkpoint means: a run on an existing model_dir must match them
 (or start over); `train` may change between runs. A field declared with `option(...)` carries its
-flag's default, help and validation, from which train.py defines `--<field name>` (docs/design.md).
+flag's default, help and validation, from which `training.train_flags` defines train.py's
+`--<field name>` (docs/design.md).
 """
 
 import dataclasses
