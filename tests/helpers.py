@@ -2,6 +2,7 @@
 the tools in new processes, and builders of the corpus and run configs that conftest.py's session
 fixtures use. Tests import these from here, never from a conftest.py."""
 
+import contextlib
 import dataclasses
 import fcntl
 import json
@@ -285,3 +286,25 @@ def warmup_requests(export_version_dir):
 
     path = os.path.join(export_version_dir, "assets.extra", warmup.WARMUP_FILE)
     return [prediction_log_pb2.PredictionLog.FromString(record.numpy()) for record in tf.data.TFRecordDataset(path)]
+
+
+@contextlib.contextmanager
+def tool_flags():
+    """absl's global FLAGS cleared for one tool's flags: the flags another tool defined there before
+    are set aside, and on exit the ones defined meanwhile are deleted and those put back."""
+    from absl import app, flags, logging  # noqa: F401  (absl's own flags, defined before the tool's)
+
+    set_aside = {}
+    for name in list(flags.FLAGS):
+        if not (flags.FLAGS.find_module_defining_flag(name) or "").startswith("absl"):
+            set_aside[name] = flags.FLAGS[name]
+            delattr(flags.FLAGS, name)
+    before = set(flags.FLAGS)
+    try:
+        yield flags.FLAGS
+    finally:
+        flags.FLAGS.unparse_flags()
+        for name in set(flags.FLAGS) - before:
+            delattr(flags.FLAGS, name)
+        for name, flag in set_aside.items():
+            flags.FLAGS[name] = flag

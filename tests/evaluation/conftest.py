@@ -6,10 +6,9 @@ import os
 import sys
 
 import pytest
-from absl import flags
 
 from common.errors import UserError
-from tests.helpers import REPO_ROOT
+from tests.helpers import REPO_ROOT, tool_flags
 
 
 @pytest.fixture(scope="module")
@@ -17,25 +16,11 @@ def translate_tool():
     """translate.py imported in this process. Its flags live in absl's global FLAGS while a test
     module's tests run and are deleted after; flags another tool defined there before (train.py's,
     which benchmarks/quality.py imports) are set aside meanwhile and put back."""
-    from absl import app, logging  # noqa: F401  (absl's own flags, defined before the tool's)
-
-    set_aside = {}
-    for name in list(flags.FLAGS):
-        if not (flags.FLAGS.find_module_defining_flag(name) or "").startswith("absl"):
-            set_aside[name] = flags.FLAGS[name]
-            delattr(flags.FLAGS, name)
-    before = set(flags.FLAGS)
-    try:
+    with tool_flags():
         spec = importlib.util.spec_from_file_location("translate_tool", os.path.join(REPO_ROOT, "translate.py"))
         tool = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(tool)
         yield tool
-    finally:
-        flags.FLAGS.unparse_flags()
-        for name in set(flags.FLAGS) - before:
-            delattr(flags.FLAGS, name)
-        for name, flag in set_aside.items():
-            flags.FLAGS[name] = flag
 
 
 @pytest.fixture

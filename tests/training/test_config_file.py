@@ -9,6 +9,7 @@ import pytest
 from absl import flags
 
 from common.errors import refused_flags_message
+from tests.helpers import tool_flags
 from training import config as run_config
 from training import config_file, train_flags
 
@@ -16,24 +17,10 @@ from training import config_file, train_flags
 @pytest.fixture(scope="module")
 def train_flag_values():
     """train.py's flags defined in absl's global FLAGS for this module's tests; flags another tool
-    defined there before are set aside meanwhile and put back (as tests/evaluation/conftest.py does)."""
-    from absl import app, logging  # noqa: F401  (absl's own flags, defined before the tool's)
-
-    set_aside = {}
-    for name in list(flags.FLAGS):
-        if not (flags.FLAGS.find_module_defining_flag(name) or "").startswith("absl"):
-            set_aside[name] = flags.FLAGS[name]
-            delattr(flags.FLAGS, name)
-    before = set(flags.FLAGS)
-    try:
+    defined there before are set aside meanwhile and put back (`tool_flags`)."""
+    with tool_flags() as flag_values:
         train_flags.define_train_flags()
-        yield flags.FLAGS
-    finally:
-        flags.FLAGS.unparse_flags()
-        for name in set(flags.FLAGS) - before:
-            delattr(flags.FLAGS, name)
-        for name, flag in set_aside.items():
-            flags.FLAGS[name] = flag
+        yield flag_values
 
 
 def _config(flag_values, *argv):
