@@ -52,11 +52,11 @@ def translate(model, source_rows, batch_size, beam_size, alpha):
 
     from common.special_ids import EOS_ID
     from inference.translator import LENGTH_MULTIPLE, compile_search
+    from models.search_config import SearchConfig
     from models.translation import translate_ids
 
-    search = compile_search(
-        lambda source: translate_ids(model, source, beam_size=beam_size, alpha=alpha), model.variables
-    )
+    settings = SearchConfig(beam_size=beam_size, alpha=alpha)
+    search = compile_search(lambda source: translate_ids(model, source, settings), model.variables)
     order = sorted(range(len(source_rows)), key=lambda i: len(source_rows[i]))
     outputs, scores = [None] * len(source_rows), [0.0] * len(source_rows)
     for start in range(0, len(order), batch_size):
@@ -83,13 +83,14 @@ def measure_split(model, tokenizer, run_config, args, split):
     from evaluation import evaluator
     from inference.confidence import token_scores
     from inference.translator import Translator
+    from models.search_config import SearchConfig
 
     sources, references, _, _ = evaluator.load_test_set(
         evaluator.EvalConfig(model_dir=args.model_dir, split=split), run_config
     )
     if args.sentences:
         sources, references = sources[: args.sentences], references[: args.sentences]
-    translator = Translator(model, tokenizer, max_input_length=run_config["data"]["max_length"])
+    translator = Translator(model, tokenizer, SearchConfig(max_input_length=run_config["data"]["max_length"]))
     source_rows = translator.encode(sources)
     outputs, scores = translate(model, source_rows, args.batch_size, args.beam_size, args.alpha)
     log_probs, _ = token_scores(model, source_rows, outputs, batch_size=args.batch_size)
@@ -106,7 +107,7 @@ def main(argv=None):
     args = parse_args(argv)
     sys.path.insert(0, REPO_ROOT)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from training.run_dir import RunDir
+    from inference.runs import RunDir
 
     model, tokenizer, run_config = RunDir(args.model_dir).load_model("last")
     results = {split: measure_split(model, tokenizer, run_config, args, split) for split in args.splits.split(",")}

@@ -85,6 +85,7 @@ JAX_SCRIPT = textwrap.dedent(
     import numpy as np
     from data.tokenizer import Tokenizer
     from inference.translator import Translator
+    from models.search_config import SearchConfig
     from models.transformer import Transformer
 
     tokenizer = Tokenizer.from_file(sys.argv[1])
@@ -92,13 +93,13 @@ JAX_SCRIPT = textwrap.dedent(
     model = Transformer(tokenizer.vocabulary_size, num_layers=1, hidden_dim=16, num_heads=2, intermediate_dim=32, dropout=0.0)
     model.build()
     sentences = ["Open the file.", "Print"]
-    translator = Translator(model, tokenizer, beam_size=2, max_extra_length=3, batch_size=2)
+    translator = Translator(model, tokenizer, SearchConfig(beam_size=2, max_extra_length=3), batch_size=2)
     _, before = translator.translate(sentences)
     rng = np.random.default_rng(1)
     for variable in model.trainable_variables:
         variable.assign(rng.normal(0.0, 0.5, variable.shape).astype("float32"))
     _, after = translator.translate(sentences)
-    _, fresh = Translator(model, tokenizer, beam_size=2, max_extra_length=3, batch_size=2).translate(sentences)
+    _, fresh = Translator(model, tokenizer, SearchConfig(beam_size=2, max_extra_length=3), batch_size=2).translate(sentences)
     print("BACKEND", keras.backend.backend())
     print("SCORES", before, after, fresh)
     assert np.allclose(after, fresh, atol=1e-5), (after, fresh)
