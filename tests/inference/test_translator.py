@@ -166,7 +166,9 @@ def test_score_is_the_models_cross_entropy_on_the_pair(tiny_model):
     translator = Translator(model, tokenizer, batch_size=3)
     with _tensorflow_warnings() as warnings:
         results = translator.score(sources, targets)
-    assert not warnings  # Such as autograph's "could not transform" of a function it cannot parse.
+    # Such as autograph's "could not transform" of a function it cannot parse. A retracing note
+    # counts the calls of every function this process traced before, so it says nothing here.
+    assert not [message for message in warnings if "triggered tf.function retracing" not in message]
     loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="sum")
     for source, target, result in zip(sources, targets, results):
         source_ids = np.zeros((1, 16), "int32")  # PAD after the tokens, as the translator pads
