@@ -85,6 +85,35 @@ class PairScore(NamedTuple):
         return math.exp(-self.average)
 
 
+class DocumentError(SteeringError):
+    """A per-input request that has no meaning per sentence (n-best, constraints) on an input of
+    several sentences while sentences are split."""
+
+
+class Translation(NamedTuple):
+    """One input line's translation, as `TextTranslator.translate_lines` returns it.
+
+    Attributes:
+        text: the translation, its sentences joined as the input's were, markup put back.
+        score: the search's length-penalised log-probability, summed over the line's sentences.
+        confidence: exp(mean log-probability) of every output token of the line (EOS included);
+            1.0 for an empty translation (docs/translating.md, "Confidence").
+        tokens: the output's SentencePiece pieces, "</s>" after each sentence's.
+        token_scores: one log-probability per entry of `tokens`.
+        alignment: Pharaoh links between the input's and the translation's words (whitespace
+            separated, counted over the whole line), when asked; else None.
+        notes: what markup restoration put back without the alignment's help, or dropped.
+    """
+
+    text: str
+    score: float
+    confidence: float
+    tokens: list
+    token_scores: list
+    alignment: str | None = None
+    notes: tuple = ()
+
+
 class TextTranslator(Protocol):
     """Sentences in, translations out, in input order.
 
@@ -113,6 +142,8 @@ class TextTranslator(Protocol):
         prefixes=None,
         constraints=None,
         alignments=False,
+        split_sentences=True,
+        markup=False,
     ):
         """`(translations, scores)` in input order; with `alignments`, `(translations, scores, alignments)`.
 
@@ -129,6 +160,11 @@ class TextTranslator(Protocol):
                 is translated without them and listed in `unmet_indices`. Not with sampling.
             alignments: True or an `AlignmentConfig`: also a Pharaoh string ("0-0 1-2") per
                 translation, shaped as the translations, "" for an empty one.
+            split_sentences: translate each input sentence by sentence (`inference.segmentation`),
+                a sentence still over `max_input_length` cut further, and join the translations
+                as the input was; False: each input whole, cut to `max_input_length`.
+            markup: take inline tags, placeholders, URLs and e-mail addresses out before the
+                search and put them back by the word alignments (`inference.markup`).
 
         Scores are log-probabilities divided by the length penalty, forced prefix pieces included.
 
@@ -136,7 +172,25 @@ class TextTranslator(Protocol):
             PrefixError, ConstraintError: a prefix or phrase longer than the maximum output, an
                 empty phrase.
             AlignmentError: alignments without attention (an export), or a layer or head out of range.
+            DocumentError: `n_best` or constraints on an input of several sentences while
+                `split_sentences`.
         """
+        ...
+
+    def translate_lines(
+        self,
+        lines,
+        progress=False,
+        *,
+        search=None,
+        keys=None,
+        prefixes=None,
+        alignments=False,
+        split_sentences=True,
+        markup=False,
+    ):
+        """A `Translation` per line, in input order: the best translation with its confidence and
+        token scores. Arguments as `translate`'s."""
         ...
 
     def score(self, sources, targets, progress=False):
