@@ -198,11 +198,16 @@ def test_sampling_is_reproducible_per_line_whatever_the_window(tiny_run, python_
         )[0]
     )
     # Back-translation: the same samples as pairs for the reverse direction, tagged as synthetic.
-    # A line cut at the maximum input length would pair its whole text with a translation of its
-    # start: it is left out, and said so.
+    # A line cut at the maximum input length (--nosplit_sentences) would pair its whole text with a
+    # translation of its start: it is left out, and said so. (Split, it is translated whole.)
     long_line = " ".join(["The teacher opens the window"] * 60)
     pairs, _, stderr = translate_here(
-        f"--model_dir={model_dir}", "--seed=7", "--tag=bt", *sample, stdin=lines_of([*SENTENCES, long_line])
+        f"--model_dir={model_dir}",
+        "--seed=7",
+        "--tag=bt",
+        "--nosplit_sentences",
+        *sample,
+        stdin=lines_of([*SENTENCES, long_line]),
     )
     assert pairs == [f"<bt> {text}\t{source}" for text, source in zip(expected, SENTENCES)], stderr
     assert f"<stdin> line {len(SENTENCES) + 1}: longer than the maximum input length" in stderr
