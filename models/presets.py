@@ -67,5 +67,5 @@ def decoder_layers(config):
 
 
 def layer_shape(config):
-    """`config`'s stacks in words, e.g. "4 encoder and 1 decoder layers"."""
-    return f"{config.get('num_layers')} encoder and {decoder_layers(config)} decoder layers"
+    """`config`'s stacks in words, e.g. "4 encoder and 1 decoder layers of d_model 128"."""
+    return f"{config.get('num_layers')} encoder and {decoder_layers(config)} decoder layers of d_model {config.get('hidden_dim')}"
