@@ -94,8 +94,12 @@ def read_parent(path):
 def architecture_differences(parent_config, model, vocab_size):
     """`[(key, parent's value, this run's value)]` where `model` (a model config) and `vocab_size`
     differ from the parent's in what the weights mean."""
+    # Without num_decoder_layers on either side, the decoder's depth is num_layers: one difference.
+    compared = [
+        key for key in ARCHITECTURE_KEYS if key != "num_decoder_layers" or key in model or key in parent_config["model"]
+    ]
     parent_model, model = _architecture(parent_config["model"]), _architecture(model)
-    differences = [(key, parent_model[key], model[key]) for key in ARCHITECTURE_KEYS if parent_model[key] != model[key]]
+    differences = [(key, parent_model[key], model[key]) for key in compared if parent_model[key] != model[key]]
     parent_vocab_size = parent_config.get("data", {}).get("vocab_size")
     if vocab_size != parent_vocab_size:
         differences.append(("vocab_size", parent_vocab_size, vocab_size))

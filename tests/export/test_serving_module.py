@@ -219,7 +219,7 @@ def test_align_gives_the_python_translators_alignments_of_many_words(tiny_model_
     from tests.helpers import EosBiasModel
 
     class WordyModel(EosBiasModel):
-        num_layers = property(lambda self: self.model.num_layers)
+        num_decoder_layers = property(lambda self: self.model.num_decoder_layers)
         num_heads = property(lambda self: self.model.num_heads)
 
     model, tokenizer = tiny_model_and_tokenizer

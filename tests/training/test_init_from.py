@@ -404,6 +404,12 @@ def test_a_decoder_of_another_depth_than_the_parents_is_refused_naming_both(trai
             "decoder layers of d_model 64)",
         ),
         (tiny, ["--num_decoder_layers=1"], "--num_decoder_layers=1 differs from its 2"),
+        (
+            tiny,
+            ["--num_layers=4", "--num_decoder_layers=1"],
+            "--num_layers=4 differs from its 2; --num_decoder_layers=1 differs from its 2",
+        ),
+        (student, ["--num_layers=3"], "--num_layers=3 differs from its 4"),
         (student, ["--num_decoder_layers=2"], "--num_decoder_layers=2 differs from its 1"),
         (
             student,
