@@ -118,7 +118,7 @@ def test_parameter_counts(preset, expected_millions):
 
 def test_a_deep_encoder_and_a_shallow_decoder(tmp_path):
     """A student's stacks (3 encoder layers, 1 decoder layer): its weights, their names, the cache,
-    a `.keras` round trip and a beam search."""
+    a `.keras` round trip, a beam search, int8 weights."""
     model = Transformer(VOCAB, **dict(SMALL, num_layers=3), num_decoder_layers=1)
     model.build()
     assert (len(model.encoder.encoder_layers), len(model.decoder.decoder_layers)) == (3, 1)
@@ -142,7 +142,12 @@ def test_a_deep_encoder_and_a_shallow_decoder(tmp_path):
     loaded = keras.saving.load_model(path)
     assert loaded.get_config() == model.get_config() and loaded.get_config()["num_decoder_layers"] == 1
     assert np.array_equal(_numpy(loaded((source, target))), full)
-    ids, scores = translate_ids(loaded, source, SearchConfig(beam_size=2, max_extra_length=4))
+    search = SearchConfig(beam_size=2, max_extra_length=4)
+    ids, scores = translate_ids(loaded, source, search)
+    assert tuple(ids.shape) == (3, 1, source.shape[1] + 4) and np.all(np.isfinite(_numpy(scores)))
+    loaded.quantize("int8")  # As the int8 export does.
+    assert np.max(np.abs(_numpy(loaded((source, target))) - full)) < 0.1
+    ids, scores = translate_ids(loaded, source, search)
     assert tuple(ids.shape) == (3, 1, source.shape[1] + 4) and np.all(np.isfinite(_numpy(scores)))
 
 
