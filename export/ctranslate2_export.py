@@ -138,7 +138,7 @@ def build_spec(model, pieces, source_pieces=None):
     options = dict(pre_norm=bool(model.normalize_first), activation=common_spec.Activation.RELU)
     spec = transformer_spec.TransformerSpec(
         transformer_spec.TransformerEncoderSpec(model.num_layers, model.num_heads, **options),
-        transformer_spec.TransformerDecoderSpec(model.num_layers, model.num_heads, **options),
+        transformer_spec.TransformerDecoderSpec(model.num_decoder_layers, model.num_heads, **options),
     )
     embeddings = _array(model.embedding.embeddings)  # [vocabulary, d_model]
     positions = position_table(model.hidden_dim)  # [MAX_POSITIONS, d_model]

@@ -249,7 +249,7 @@ class ServingModule(tf.Module):
         Raises:
             AlignmentError: a layer or head the model does not have.
         """
-        return self.alignment.resolve(self.model.num_layers, self.model.num_heads)
+        return self.alignment.resolve(self.model.num_decoder_layers, self.model.num_heads)
 
     def _pieces(self, texts, tokenizer=None):
         """Ragged int32 `[batch, (pieces)]`: the SentencePiece ids of UTF-8-repaired `texts`, by

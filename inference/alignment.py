@@ -142,7 +142,7 @@ class AttentionMatrix(NamedTuple):
 def attention_matrix(model, tokenizer, source, translation_ids, config=DEFAULT_ALIGNMENT, source_tokenizer=None):
     """The `AttentionMatrix` of one `source` string and its translation `translation_ids` (read up
     to EOS), computed eagerly; AlignmentError for a layer or head the model does not have."""
-    layer, head = config.resolve(model.num_layers, model.num_heads)
+    layer, head = config.resolve(model.num_decoder_layers, model.num_heads)
     source_ids = [int(i) for i in (source_tokenizer or tokenizer).tokenize([source]).to_list()[0]] + [EOS_ID]
     target = forced_target(translation_ids)
     weights = attention_weights(

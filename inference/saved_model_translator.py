@@ -23,6 +23,7 @@ from inference.protocol import (
     PairScore,
     TextTranslator,
 )
+from models.presets import decoder_layers
 from models.search_config import SEARCH_SETTINGS, SearchConfig, SearchConfigError
 
 SIGNATURE = "serving_default"
@@ -323,7 +324,7 @@ class SavedModelTranslator(TextTranslator):
         if config == DEFAULT_ALIGNMENT:
             return signature
         built = (self.settings.get("alignment_layer"), self.settings.get("alignment_head"))
-        sizes = (self._model_config.get("num_layers"), self._model_config.get("num_heads"))
+        sizes = (decoder_layers(self._model_config), self._model_config.get("num_heads"))
         if "alignment_layer" in self.settings and None not in sizes and config.resolve(*sizes) == built:
             return signature
         reads = "the attention of the export's defaults"

@@ -351,7 +351,7 @@ class Translator(TextTranslator):
         if alignments is not True and not isinstance(alignments, AlignmentConfig):
             raise ValueError(f"alignments must be True or an AlignmentConfig, received {alignments!r}")
         config = DEFAULT_ALIGNMENT if alignments is True else alignments
-        layer, head = config.resolve(self.model.num_layers, self.model.num_heads)
+        layer, head = config.resolve(self.model.num_decoder_layers, self.model.num_heads)
         if (layer, head) not in self._aligners:
             self._aligners[layer, head] = compile_search(
                 lambda source, target: attention_weights(self.model, source, target, layer, head),

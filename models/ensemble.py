@@ -22,6 +22,7 @@ class Ensemble:
         self.vocabulary_size, self.pad_id = first.vocabulary_size, first.pad_id
         self.source_vocabulary_size = first.source_vocabulary_size
         self.num_layers, self.num_heads = first.num_layers, first.num_heads  # for attention: the first's
+        self.num_decoder_layers = first.num_decoder_layers
 
     @property
     def variables(self):

@@ -2,7 +2,9 @@
 
 Shared embedding (Section 3.4) -> encoder stack -> decoder stack -> the embedding matrix transposed
 as the pre-softmax projection. Symbols: `num_layers` N, `hidden_dim` d_model, `num_heads` h,
-`intermediate_dim` d_ff, `dropout` P_drop; defaults are Table 3's base model."""
+`intermediate_dim` d_ff, `dropout` P_drop; defaults are Table 3's base model. Not in the paper:
+`num_decoder_layers`, a decoder of another depth than the encoder (a distilled student's deep
+encoder and shallow decoder, Kasai et al. 2021)."""
 
 import keras
 from keras import ops
@@ -22,7 +24,8 @@ class Transformer(keras.Model):
 
     Args:
         vocabulary_size: the shared vocabulary's size (the target's with `source_vocabulary_size`).
-        num_layers: N, in each stack. Defaults to 6.
+        num_layers: N, in each stack (in the encoder only, with `num_decoder_layers`). Defaults to 6.
+        num_decoder_layers: the decoder's layers; None (the default) is `num_layers`.
         hidden_dim, num_heads, intermediate_dim, dropout, attention_dropout, activation_dropout,
             normalize_first, layer_norm_epsilon: the layers' options, with the paper's symbols and
             defaults in `TransformerLayerBase` (`models/layer_stack.py`); dropout also applies to
@@ -39,17 +42,29 @@ class Transformer(keras.Model):
         `initial_cache` and `decode`.
     """
 
-    def __init__(self, vocabulary_size, num_layers=6, *, pad_id=PAD_ID, source_vocabulary_size=None, **kwargs):
+    def __init__(
+        self,
+        vocabulary_size,
+        num_layers=6,
+        *,
+        num_decoder_layers=None,
+        pad_id=PAD_ID,
+        source_vocabulary_size=None,
+        **kwargs,
+    ):
         # The layer options (hidden_dim ... layer_norm_epsilon) are models.layer_stack.LAYER_DEFAULTS's.
         layer_options = pop_layer_options(kwargs)
         super().__init__(**kwargs)
         self.vocabulary_size = vocabulary_size
         self.num_layers = num_layers
+        if num_decoder_layers is not None and (not isinstance(num_decoder_layers, int) or num_decoder_layers < 1):
+            raise ValueError(f"num_decoder_layers must be a positive int or None, received {num_decoder_layers!r}")
+        self.num_decoder_layers = num_layers if num_decoder_layers is None else num_decoder_layers
         self.pad_id = pad_id
         self.source_vocabulary_size = source_vocabulary_size
         for name, value in layer_options.items():
             setattr(self, name, value)
-        stack_options = dict(num_layers=num_layers, **layer_options, dtype=self.dtype_policy)
+        stack_options = dict(**layer_options, dtype=self.dtype_policy)
         # `embedding` is the target one, tied to the pre-softmax projection.
         self.embedding = SharedEmbedding(
             vocabulary_size,
@@ -62,8 +77,8 @@ class Transformer(keras.Model):
             self.separate_source_embedding = SharedEmbedding(
                 source_vocabulary_size, self.hidden_dim, self.dropout, name="source_embedding", dtype=self.dtype_policy
             )
-        self.encoder = TransformerEncoder(**stack_options, name="encoder")
-        self.decoder = TransformerDecoder(**stack_options, name="decoder")
+        self.encoder = TransformerEncoder(num_layers, **stack_options, name="encoder")
+        self.decoder = TransformerDecoder(self.num_decoder_layers, **stack_options, name="decoder")
 
     def build(self, input_shape=None):
         hidden_shape = (None, None, self.hidden_dim)
@@ -213,4 +228,8 @@ class Transformer(keras.Model):
                 "source_vocabulary_size": self.source_vocabulary_size,
             }
         )
+        # Written only for a decoder of its own depth, so the config of a model with equal stacks
+        # (every .keras file written before the option) is what it was.
+        if self.num_decoder_layers != self.num_layers:
+            config["num_decoder_layers"] = self.num_decoder_layers
         return config

@@ -15,6 +15,7 @@ RECORD_KEYS = ("search", "training_corpora", "init_from")
 # The model options train.py has a flag for (layer_norm_epsilon has none), and the type of each.
 MODEL_FLAG_KINDS = {
     "num_layers": "integer",
+    "num_decoder_layers": "integer",
     "hidden_dim": "integer",
     "num_heads": "integer",
     "intermediate_dim": "integer",

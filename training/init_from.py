@@ -18,10 +18,12 @@ from inference.runs import (
     RunDir,
     search_settings,
 )
+from models.presets import decoder_layers
 
 # Model options that shape the weights or what they compute; the others (the dropout rates) may change.
 ARCHITECTURE_KEYS = (
     "num_layers",
+    "num_decoder_layers",
     "hidden_dim",
     "num_heads",
     "intermediate_dim",
@@ -92,17 +94,21 @@ def read_parent(path):
 def architecture_differences(parent_config, model, vocab_size):
     """`[(key, parent's value, this run's value)]` where `model` (a model config) and `vocab_size`
     differ from the parent's in what the weights mean."""
-    parent_model = parent_config["model"]
-    differences = [
-        (key, parent_model.get(key), model.get(key))
-        for key in ARCHITECTURE_KEYS
-        if key in parent_model or key in model
-        if parent_model.get(key) != model.get(key)
+    # Without num_decoder_layers on either side, the decoder's depth is num_layers: one difference.
+    compared = [
+        key for key in ARCHITECTURE_KEYS if key != "num_decoder_layers" or key in model or key in parent_config["model"]
     ]
+    parent_model, model = _architecture(parent_config["model"]), _architecture(model)
+    differences = [(key, parent_model[key], model[key]) for key in compared if parent_model[key] != model[key]]
     parent_vocab_size = parent_config.get("data", {}).get("vocab_size")
     if vocab_size != parent_vocab_size:
         differences.append(("vocab_size", parent_vocab_size, vocab_size))
     return differences
+
+
+def _architecture(model):
+    """`model`'s ARCHITECTURE_KEYS, the decoder's depth resolved (a config without it has equal stacks)."""
+    return {key: decoder_layers(model) if key == "num_decoder_layers" else model.get(key) for key in ARCHITECTURE_KEYS}
 
 
 def vocabulary_kind(parent_config):

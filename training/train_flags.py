@@ -11,7 +11,7 @@ from common.errors import UserError
 from data import multilingual
 from data.sources import builtin_corpora, corpus_mix, user_corpus
 from data.vocabulary_options import check_user_defined_symbols
-from models.presets import MODEL_OPTIONS, model_config
+from models.presets import MODEL_OPTIONS, layer_shape, model_config
 from training import config_file, init_from
 from training.config import (
     CORPORA,
@@ -124,6 +124,13 @@ def define_train_flags():
         "and short CPU runs (make demo's); none: the paper's settings.",
     )
     flags.DEFINE_integer("num_layers", None, "Override: layers per stack (N).", lower_bound=1)
+    flags.DEFINE_integer(
+        "num_decoder_layers",
+        None,
+        "Override: the decoder's layers, when not --num_layers (a distilled student's shallow decoder: "
+        "--preset=student).",
+        lower_bound=1,
+    )
     flags.DEFINE_integer("hidden_dim", None, "Override: d_model.", lower_bound=2)
     flags.DEFINE_integer("num_heads", None, "Override: attention heads (h).", lower_bound=1)
     flags.DEFINE_integer("intermediate_dim", None, "Override: d_ff.", lower_bound=1)
@@ -429,7 +436,11 @@ def _inherited_model():
         parent, requested, FLAGS.vocab_size if FLAGS["vocab_size"].present else vocab_size
     )
     if FLAGS["preset"].present and FLAGS.preset != preset:
-        differences.insert(0, ("preset", preset, FLAGS.preset))
+        shapes = (
+            f"{preset} ({layer_shape(parent['model'])})",
+            f"{FLAGS.preset} ({layer_shape(model_config(FLAGS.preset))})",
+        )
+        differences.insert(0, ("preset", *shapes))
     if FLAGS["vocabulary"].present and FLAGS.vocabulary != init_from.vocabulary_kind(parent):
         differences.append(("vocabulary", init_from.vocabulary_kind(parent), FLAGS.vocabulary))
     if differences:

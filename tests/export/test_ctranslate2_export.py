@@ -133,6 +133,20 @@ def test_position_table_is_the_models_interleaved_encoding():
     np.testing.assert_allclose(table, expected, atol=1e-6)
 
 
+def test_a_shallow_decoders_spec_has_its_own_layer_count():
+    """A distilled student's stacks (3 encoder layers, 1 decoder layer) in CTranslate2's spec: each
+    stack as deep as the model's, the decoder layer holding the model's decoder weights
+    (test_a_pre_norm_model_converts_and_matches translates with such a model)."""
+    model = Transformer(20, **dict(TINY_MODEL, num_layers=3), num_decoder_layers=1)
+    model.build()
+    pieces = ["<pad>", "<s>", "</s>", "<unk>", *(f"piece{i}" for i in range(16))]
+    spec = ctranslate2_export.build_spec(model, pieces)
+    assert (len(spec.encoder.layer), len(spec.decoder.layer)) == (3, 1)
+    feed_forward = model.decoder.decoder_layers[0].feed_forward
+    np.testing.assert_array_equal(spec.decoder.layer[0].ffn.linear_0.weight, feed_forward.inner_dense.kernel.numpy().T)
+    spec.validate()  # Every weight of the spec is set (and wrapped as CTranslate2's variables).
+
+
 def test_greedy_outputs_equal_the_projects(converted, tiny_model_and_tokenizer, corpus):
     ct2_dir, _ = converted
     model, tokenizer = tiny_model_and_tokenizer
@@ -241,7 +255,8 @@ def test_a_pre_norm_model_converts_and_matches(tiny_run, tiny_model_and_tokenize
     """Random weights, never trained: its greedy outputs are deterministic all the same, and every
     target position's log-probability is compared through forced scoring."""
     _, tokenizer = tiny_model_and_tokenizer
-    model_config = dict(TINY_MODEL, normalize_first=True, layer_norm_epsilon=1e-5)
+    # A shallow decoder, as a distilled student's (models/presets.py): CTranslate2's decoder spec takes its depth.
+    model_config = dict(TINY_MODEL, normalize_first=True, layer_norm_epsilon=1e-5, num_decoder_layers=1)
     model = Transformer(tokenizer.vocabulary_size, **model_config)
     model.build()
     # Weights from a fixed NumPy generator (keras.utils.set_random_seed would also reseed TensorFlow,

@@ -219,7 +219,7 @@ def test_align_gives_the_python_translators_alignments_of_many_words(tiny_model_
     from tests.helpers import EosBiasModel
 
     class WordyModel(EosBiasModel):
-        num_layers = property(lambda self: self.model.num_layers)
+        num_decoder_layers = property(lambda self: self.model.num_decoder_layers)
         num_heads = property(lambda self: self.model.num_heads)
 
     model, tokenizer = tiny_model_and_tokenizer
@@ -279,3 +279,21 @@ def test_no_repeat_ngram_size_is_built_into_the_graph(tiny_model_and_tokenizer, 
 
     assert served(guarded) != served(search)
     assert served(guarded) == Translator(looping, tokenizer, guarded, batch_size=2).translate(sentences)[0]
+
+
+def test_a_students_export_aligns_from_its_decoders_layers(tiny_model_and_tokenizer, tiny_run):
+    """The attention a student's export reads for alignments (export_config.json records it): its
+    one decoder layer by default, a layer beyond the decoder's depth refused (nothing traced here)."""
+    from export.serving_module import ServingModule
+    from inference.protocol import AlignmentConfig, AlignmentError
+    from models.transformer import Transformer
+    from tests.helpers import TINY_MODEL
+
+    _, tokenizer = tiny_model_and_tokenizer
+    student = Transformer(tokenizer.vocabulary_size, **dict(TINY_MODEL, num_layers=3), num_decoder_layers=1)
+    student.build()
+    vocabulary = f"{tiny_run[0]}/spm.model"
+    assert ServingModule(student, tokenizer, vocabulary, length_buckets=()).alignment_attention() == (0, None)
+    module = ServingModule(student, tokenizer, vocabulary, length_buckets=(), alignment=AlignmentConfig(layer=-2))
+    with pytest.raises(AlignmentError, match="alignment layer -2 is out of range: the decoder has 1 layers"):
+        module.alignment_attention()

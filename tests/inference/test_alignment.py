@@ -106,3 +106,21 @@ def test_each_of_the_n_best_of_a_beam_gets_its_own_alignment(tiny_model):
             assert [target for _, target in links(alignment)] == list(range(len(text.split())))
     with pytest.raises(AlignmentError, match="alignment layer 2 is out of range: the decoder has 2 layers"):
         translator.translate(sentences, alignments=AlignmentConfig(layer=2))
+
+
+def test_a_students_alignments_read_its_decoders_layers(tiny_model):
+    """A deep encoder and a one-layer decoder (a distilled student): the default alignment reads the
+    decoder's only layer, and a layer is checked against the decoder's depth, not the encoder's."""
+    from models.transformer import Transformer
+    from tests.helpers import TINY_MODEL
+
+    _, tokenizer, _, _ = tiny_model
+    student = Transformer(tokenizer.vocabulary_size, **dict(TINY_MODEL, num_layers=3), num_decoder_layers=1)
+    student.build()
+    translator = Translator(student, tokenizer, search=SearchConfig(beam_size=1, max_extra_length=4), batch_size=2)
+    sentences = ["Open the file.", "Print"]
+    texts, _, alignments = translator.translate(sentences, alignments=True)
+    for text, alignment in zip(texts, alignments):
+        assert [target for _, target in links(alignment)] == list(range(len(text.split())))
+    with pytest.raises(AlignmentError, match="alignment layer 1 is out of range: the decoder has 1 layers"):
+        translator.translate(sentences, alignments=AlignmentConfig(layer=1))

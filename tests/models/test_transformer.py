@@ -10,7 +10,9 @@ from models.learning_rate_schedule import transformer_optimizer
 from models.losses import LabelSmoothedCrossEntropy
 from models.metrics import MaskedAccuracy
 from models.presets import model_config
+from models.search_config import SearchConfig
 from models.transformer import Transformer
+from models.translation import translate_ids
 from tests.helpers import build_before_fit
 
 VOCAB = 23
@@ -91,13 +93,17 @@ def test_separate_vocabularies_give_the_encoder_its_own_matrix(tmp_path):
     assert np.max(np.abs(_numpy(loaded((source, target))) - before)) < 0.1
 
 
-def _expected_parameters(vocab, layers, d_model, d_ff):
+def _expected_parameters(vocab, layers, d_model, d_ff, decoder_layers=None):
     attention = 4 * d_model * d_model + 4 * d_model  # W^Q, W^K, W^V, W^O and their biases.
     feed_forward = 2 * d_model * d_ff + d_ff + d_model
     layer_norm = 2 * d_model
     encoder_layer = attention + feed_forward + 2 * layer_norm
     decoder_layer = 2 * attention + feed_forward + 3 * layer_norm
-    return vocab * d_model + layers * (encoder_layer + decoder_layer)
+    return (
+        vocab * d_model
+        + layers * encoder_layer
+        + (layers if decoder_layers is None else decoder_layers) * decoder_layer
+    )
 
 
 @pytest.mark.parametrize("preset, expected_millions", [("base", 63.1), ("big", 214.2)])
@@ -108,6 +114,51 @@ def test_parameter_counts(preset, expected_millions):
     count = model.count_params()
     assert count == _expected_parameters(37000, config["num_layers"], config["hidden_dim"], config["intermediate_dim"])
     assert abs(count / 1e6 - expected_millions) < 0.05
+
+
+def test_a_deep_encoder_and_a_shallow_decoder(tmp_path):
+    """A student's stacks (3 encoder layers, 1 decoder layer): its weights, their names, the cache,
+    a `.keras` round trip, a beam search, int8 weights."""
+    model = Transformer(VOCAB, **dict(SMALL, num_layers=3), num_decoder_layers=1)
+    model.build()
+    assert (len(model.encoder.encoder_layers), len(model.decoder.decoder_layers)) == (3, 1)
+    paths = {w.path.split("/", 1)[1] for w in model.weights}  # Without the model's own name.
+    layers = {tuple(path.split("/")[:2]) for path in paths if path.startswith(("encoder/", "decoder/"))}
+    assert layers == {("encoder", f"layer_{i}") for i in range(3)} | {("decoder", "layer_0")}
+    assert model.count_params() == _expected_parameters(VOCAB, 3, 16, 32, decoder_layers=1)
+    # The weights of an encoder and a decoder layer are named as in a model of equal stacks.
+    equal = Transformer(VOCAB, **dict(SMALL, num_layers=3))
+    equal.build()
+    assert paths < {w.path.split("/", 1)[1] for w in equal.weights}
+    source, target = _batch()
+    full = _numpy(model((source, target)))
+    encoder_output, padding_mask = model.encode(source)
+    cache = model.initial_cache(encoder_output, cache_length=target.shape[1])
+    assert len(cache["self"]) == len(cache["cross"]) == 1
+    logits, _ = model.decode(target, encoder_padding_mask=padding_mask, cache=cache, cache_index=0)
+    assert np.max(np.abs(_numpy(logits) - full)) < 1e-4
+    path = os.path.join(tmp_path, "student.keras")
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    assert loaded.get_config() == model.get_config() and loaded.get_config()["num_decoder_layers"] == 1
+    assert np.array_equal(_numpy(loaded((source, target))), full)
+    search = SearchConfig(beam_size=2, max_extra_length=4)
+    ids, scores = translate_ids(loaded, source, search)
+    assert tuple(ids.shape) == (3, 1, source.shape[1] + 4) and np.all(np.isfinite(_numpy(scores)))
+    loaded.quantize("int8")  # As the int8 export does.
+    assert np.max(np.abs(_numpy(loaded((source, target))) - full)) < 0.1
+    ids, scores = translate_ids(loaded, source, search)
+    assert tuple(ids.shape) == (3, 1, source.shape[1] + 4) and np.all(np.isfinite(_numpy(scores)))
+
+
+def test_equal_stacks_keep_the_config_of_models_without_num_decoder_layers():
+    """Every model, .keras file and config.json written before `num_decoder_layers` has equal stacks."""
+    assert "num_decoder_layers" not in Transformer(VOCAB, **SMALL).get_config()
+    assert "num_decoder_layers" not in Transformer(VOCAB, **SMALL, num_decoder_layers=2).get_config()
+    assert Transformer(VOCAB, **SMALL).num_decoder_layers == SMALL["num_layers"]
+    for value in (0, -1, 1.5):
+        with pytest.raises(ValueError, match=f"num_decoder_layers must be a positive int or None, received {value}"):
+            Transformer(VOCAB, **SMALL, num_decoder_layers=value)
 
 
 @pytest.mark.parametrize("normalize_first", [False, True])

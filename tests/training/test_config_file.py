@@ -9,6 +9,7 @@ import pytest
 from absl import flags
 
 from common.errors import refused_flags_message
+from models.presets import model_config
 from tests.helpers import tool_flags
 from training import config as run_config
 from training import config_file, train_flags
@@ -98,3 +99,22 @@ def test_train_py_refuses_a_bad_file_or_value_on_one_line(train_flag_values, tmp
     with pytest.raises(flags.Error) as refused:  # The merged values go through the validators.
         _config(train_flag_values, f"--model_dir={tmp_path}", f"--config={path}")
     assert "--learning_rate_schedule=constant needs --learning_rate above 0" in refused_flags_message(refused.value)
+
+
+def test_a_students_decoder_depth_is_recorded_and_read_back(train_flag_values, tmp_path):
+    """--preset=student and --num_decoder_layers give the model section's num_decoder_layers, which
+    --config reads back; a decoder as deep as the encoder is recorded as before the flag."""
+    student = _config(train_flag_values, f"--model_dir={tmp_path / 'student'}", "--preset=student")
+    assert student.model == model_config("student") and student.model["num_decoder_layers"] == 1
+    shallow = _config(train_flag_values, f"--model_dir={tmp_path / 'a'}", "--preset=tiny", "--num_decoder_layers=1")
+    assert shallow.model == dict(model_config("tiny"), num_decoder_layers=1)
+    equal = _config(train_flag_values, f"--model_dir={tmp_path / 'b'}", "--preset=tiny", "--num_decoder_layers=2")
+    assert equal.model == model_config("tiny")
+    os.makedirs(shallow.model_dir)
+    path = run_config.write(shallow)
+    again = _config(train_flag_values, f"--model_dir={tmp_path / 'c'}", f"--config={path}")
+    assert again.model == shallow.model
+    with pytest.raises(flags.Error) as refused:
+        _config(train_flag_values, f"--model_dir={tmp_path / 'd'}", "--num_decoder_layers=0")
+    assert refused_flags_message(refused.value) == "flag --num_decoder_layers=0: 0 is not a positive integer"
+    assert not os.path.exists(tmp_path / "d")

@@ -9,6 +9,7 @@ import shutil
 import keras
 import numpy as np
 import pytest
+from absl import app
 
 from data.sources import corpus_mix, parallel_files
 from tests.helpers import (
@@ -17,6 +18,7 @@ from tests.helpers import (
     TINY_MODEL,
     run_train_py,
     tiny_run_config,
+    tool_flags,
 )
 
 
@@ -251,7 +253,8 @@ def _broken_parents(tiny_run, tmp_path):
         pytest.param(
             "good",
             ["--preset=base", "--hidden_dim=128", "--num_layers=3", "--vocab_size=4000", "--vocabulary=separate"],
-            "--init_from={good} fine-tunes the parent's model as it is: --preset=base differs from its tiny; "
+            "--init_from={good} fine-tunes the parent's model as it is: --preset=base (6 encoder and 6 decoder "
+            "layers of d_model 512) differs from its tiny (2 encoder and 2 decoder layers of d_model 64); "
             "--num_layers=3 differs from its 2; --hidden_dim=128 differs from its 64; "
             "--vocab_size=4000 differs from its 2000; --vocabulary=separate differs from its shared",
             marks=pytest.mark.slow,
@@ -354,3 +357,78 @@ def test_separate_vocabularies_fine_tune_in_their_own_direction_only():
     assert "its source one for en and its target one for several languages" in init_from.direction_refusal(
         "runs/p", multi, {"corpus": "files", "languages": "fr-en"}
     )
+
+
+@pytest.fixture(scope="module")
+def train_flag_values():
+    """train.py's flags in absl's global FLAGS for this module's in-process tests (`tool_flags`)."""
+    from training import train_flags
+
+    with tool_flags() as flag_values:
+        train_flags.define_train_flags()
+        yield flag_values
+
+
+def _parent_directory(path, model, preset):
+    """A directory `read_parent` takes as a run of `model` (the files it looks for; nothing is loaded)."""
+    os.makedirs(path)
+    for name in ("spm.model", "model.keras"):
+        open(os.path.join(path, name), "wb").close()
+    with open(os.path.join(path, "config.json"), "w", encoding="utf-8") as handle:
+        json.dump({"model": model, "data": {"vocab_size": 2000}, "train": {"preset": preset}}, handle)
+    return str(path)
+
+
+def test_a_decoder_of_another_depth_than_the_parents_is_refused_naming_both(train_flag_values, tmp_path):
+    """A student preset or --num_decoder_layers against a parent of other stacks: refused when
+    train.py builds its configuration (a UsageError: exit status 2), before the run's directory is made."""
+    from training import init_from, train_flags
+
+    tiny = _parent_directory(tmp_path / "tiny", TINY_MODEL, "tiny")
+    student = _parent_directory(tmp_path / "student", dict(TINY_MODEL, num_layers=4, num_decoder_layers=1), "student")
+    model_dir = tmp_path / "child"
+
+    def config(parent, *argv):
+        train_flag_values.unparse_flags()
+        try:
+            train_flag_values(["train.py", f"--model_dir={model_dir}", f"--init_from={parent}", *argv])
+            return train_flags.config_from_flags()
+        finally:
+            train_flag_values.unparse_flags()
+
+    for parent, argv, listed in [
+        (
+            tiny,
+            ["--preset=student"],
+            "--preset=student (4 encoder and 1 decoder layers of d_model 128) differs from its tiny (2 encoder and 2 "
+            "decoder layers of d_model 64)",
+        ),
+        (tiny, ["--num_decoder_layers=1"], "--num_decoder_layers=1 differs from its 2"),
+        (
+            tiny,
+            ["--num_layers=4", "--num_decoder_layers=1"],
+            "--num_layers=4 differs from its 2; --num_decoder_layers=1 differs from its 2",
+        ),
+        (student, ["--num_layers=3"], "--num_layers=3 differs from its 4"),
+        (student, ["--num_decoder_layers=2"], "--num_decoder_layers=2 differs from its 1"),
+        (
+            student,
+            ["--preset=tiny"],
+            "--preset=tiny (2 encoder and 2 decoder layers of d_model 128) differs from its "
+            "student (4 encoder and 1 decoder layers of d_model 64)",
+        ),
+    ]:
+        with pytest.raises(app.UsageError) as refused:
+            config(parent, *argv)
+        assert str(refused.value) == (
+            f"--init_from={parent} fine-tunes the parent's model as it is: {listed} ({parent}/config.json). Leave "
+            "these flags out (the parent's values are taken) or train a new model"
+        )
+        assert not model_dir.exists()
+    # The parent's own depths, given or not, are no difference; a parent written before the flag has equal stacks.
+    assert config(student, "--num_layers=4").model == dict(TINY_MODEL, num_layers=4, num_decoder_layers=1)
+    assert config(tiny, "--num_decoder_layers=2").model["num_layers"] == 2
+    differences = init_from.architecture_differences(
+        {"model": TINY_MODEL}, dict(TINY_MODEL, num_decoder_layers=2), None
+    )
+    assert differences == []
