@@ -46,6 +46,7 @@ class ResumableOutput:
         self._digest = hashlib.blake2b(digest_size=16)
         self._lines = 0  # input lines seen by `resume`'s stream
         self._bytes = 0
+        self._recorded_lines = None  # in the record this run wrote last
         try:
             plain = os.path.exists(path) and not stat.S_ISREG(os.stat(path).st_mode)
         except OSError:
@@ -144,6 +145,7 @@ class ResumableOutput:
         record = dict(lines=self._lines, bytes=self._bytes, input=self._digest.hexdigest(), settings=self.settings)
         with writing(self.record_path):
             write_json_atomically(self.record_path, record)
+        self._recorded_lines = self._lines
 
     def finish(self):
         """The run ended well: the output flushed and closed, the record removed."""
@@ -152,10 +154,13 @@ class ResumableOutput:
             os.remove(self.record_path)
 
     def close(self):
-        """Closes the file (flushing what was written; the record stays for a later run)."""
+        """Closes the file (flushing what was written); the record stays for a later run, unless
+        this run wrote it with no line done (a run refused before its first window)."""
         if not self._handle.closed:
             with writing(self.path):
                 self._handle.close()
+        if self._recorded_lines == 0 and os.path.exists(self.record_path):
+            os.remove(self.record_path)
 
 
 def resumed(write, lines, name):

@@ -96,6 +96,12 @@ def test_a_file_shorter_than_its_record_or_a_bad_record_is_refused(tmp_path):
         ResumableOutput(str(path), SETTINGS)
 
 
+def test_a_run_stopped_before_its_first_window_leaves_no_record(tmp_path):
+    path = tmp_path / "doc.de"
+    run(path, windows=0, finish=False)
+    assert path.read_text() == "" and not (tmp_path / "doc.de.progress").exists()
+
+
 def test_a_device_is_written_without_a_record(tmp_path):
     output = ResumableOutput(os.devnull, SETTINGS)
     output("a line")
