@@ -17,6 +17,7 @@ def define_translate_flags():
     search_flags.define_sampling_flags()
     flags.DEFINE_string("input", "-", "Sentences to translate, one per line ('-': stdin).")
     flags.DEFINE_string("output", "-", "Where the translations go, one per line ('-': stdout).")
+    _define_large_file_flags()
     flags.DEFINE_integer(
         "window", 1000, "Piped input: lines read, sorted by length and translated together.", lower_bound=1
     )
@@ -133,6 +134,23 @@ def _check_document_flags(values):
                 + ", ".join(given)
             )
     return True
+
+
+def _define_large_file_flags():
+    """--resume and --progress (cli/resumable_output.py, cli/translate_progress.py)."""
+    flags.DEFINE_boolean(
+        "resume",
+        True,
+        "--output=FILE: go on from where a killed or interrupted run into FILE stopped (its record FILE.progress), "
+        "if it had the same flags and its input lines are the same; --noresume translates from the start.",
+    )
+    flags.DEFINE_boolean(
+        "progress",
+        True,
+        "A progress line on stderr (lines done, lines/s, time left for a file's input): rewritten at a terminal, "
+        "a plain line a minute into a file or pipe. Not while lines are typed, or translations printed, at the "
+        "terminal.",
+    )
 
 
 def _check_modes(values):

@@ -8,13 +8,18 @@ import sys
 
 from absl import flags
 
-from cli import input_checks, search_flags, translation_records
+from cli import input_checks, resumable_output, search_flags, translation_records
+from cli.resumable_output import ResumableOutput
 from cli.search_flags import SEARCH_FLAGS
+from cli.translate_progress import InputProgress, count_lines
+from common import progress as progress_lines
 from common.errors import BAD_INPUT_STATUS, UserError
 from common.write_errors import WriteError
 from inference.protocol import AlignmentConfig, ConstraintError, SteeringError
 
 FLAGS = flags.FLAGS
+OUTPUT_FLAG_MODULES = ("cli.checkpoint_flag", "cli.search_flags", "cli.translate_flags")
+NOT_OUTPUT_FLAGS = {"input", "output", "window", "batch_size", "resume", "progress"}
 EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = BAD_INPUT_STATUS, 130, 141
 
 
@@ -179,6 +184,21 @@ def input_name(path):
     return "<stdin>" if path == "-" else path
 
 
+def input_progress(path, interactive):
+    """The progress line of the input `path` (`cli.translate_progress`): on unless --noprogress,
+    lines typed at a terminal, or translations printed on the terminal that stderr shows."""
+    on_screen = FLAGS.output == "-" and progress_lines.is_terminal(sys.stdout)
+    enabled = FLAGS.progress and not interactive and not (on_screen and progress_lines.is_terminal(sys.stderr))
+    return InputProgress(count_lines(path) if enabled else None, enabled=enabled)
+
+
+def output_settings():
+    """The flags that shape the output, by name: what a resumed --output must have been written
+    with (not those of where lines come from and go, or how many are batched)."""
+    names = [flag.name for module in OUTPUT_FLAG_MODULES for flag in FLAGS.get_flags_for_module(module)]
+    return {name: FLAGS[name].value for name in sorted(set(names) - NOT_OUTPUT_FLAGS)}
+
+
 def export_conflict():
     """The error for search or sampling flags given with --export_dir, or None."""
     given = [f"--{name}" for name in SEARCH_FLAGS + ("checkpoint",) if FLAGS[name].present]
@@ -216,11 +236,14 @@ def run(write):
             raise InputError(f"--n_best={FLAGS.n_best} is larger than the export's beam_size={beam}")
     limit = translator.max_input_length
     if FLAGS.score:
+        progress = input_progress(FLAGS.src or FLAGS.input, interactive)
         for numbers, sources, targets in scored_pairs(1 if interactive else FLAGS.window):
             results = translator.score(sources, targets)
             report_truncated(translator, numbers, input_name(FLAGS.input) if not FLAGS.src else FLAGS.src, limit)
             for result in results:
                 write(translation_records.score_line(result, FLAGS.format))
+            progress.advance(len(numbers))
+        progress.finish()
         return
     name = input_name(FLAGS.input)
     lines = read_lines(FLAGS.input, name)
@@ -229,7 +252,12 @@ def run(write):
         constraint_lines = read_lines(FLAGS.constraints, FLAGS.constraints)
         if FLAGS.input != "-":  # Both files: a different line count is refused before any output.
             check_line_counts(FLAGS.input, FLAGS.constraints)
-    first_index = 0
+    progress = input_progress(FLAGS.input, interactive)  # Its lines counted before stdin is read.
+    # A resumed --output: the lines its killed run did are read past (and checked), not translated.
+    lines, first_index, checkpoint = resumable_output.resumed(write, lines, name)
+    for _ in range(first_index if constraint_lines is not None else 0):
+        next(constraint_lines, None)
+    progress.skip(first_index)
     for window in windows(lines, 1 if interactive else FLAGS.window):
         if FLAGS.prefix:
             numbers, sentences, prefixes = split_pairs(window, name, "target prefix")
@@ -239,6 +267,9 @@ def run(write):
         for line in translation_lines(translator, numbers, sentences, first_index, name, limit, prefixes, constraints):
             write(line)
         first_index += len(window)
+        checkpoint()
+        progress.advance(len(window))
+    progress.finish()
     if constraint_lines is not None and next(constraint_lines, None) is not None:
         raise InputError(f"--constraints={FLAGS.constraints} has more lines than {name} ({first_index})")
 
@@ -280,32 +311,30 @@ def check_line_counts(input_path, constraints_path):
 
 @contextlib.contextmanager
 def output_lines(path):
-    """`write(line)` into `path` ('-': stdout, flushed line by line), flushed at the end of the block
+    """`write(line)` into `path` ('-': stdout, flushed line by line; a file: a `ResumableOutput`,
+    which goes on from a killed run's lines unless --noresume), flushed at the end of the block
     and closed after it; InputError where the file cannot be opened, WriteError where a line cannot
     be written (BrokenPipeError passes: the reader of stdout went away)."""
-    output = sys.stdout if path == "-" else None
-    try:
-        if output is None:
-            try:
-                output = open(path, "w", encoding="utf-8")  # noqa: SIM115 (closed below)
-            except OSError as error:
-                raise InputError(f"--output={path}: cannot write: {error.strerror}") from error
-
-        def write(line):
-            try:
-                output.write(line + "\n")
-                if output is sys.stdout:
-                    output.flush()  # A reader (or a person at a terminal) sees each line at once.
-            except BrokenPipeError:
-                raise
-            except OSError as error:
-                raise WriteError(path, error) from None
-
-        yield write
-        output.flush()
-    finally:
-        if output is not None and output is not sys.stdout:
+    if path != "-":
+        output = ResumableOutput(path, output_settings(), resume=FLAGS.resume)
+        try:
+            yield output
+            output.finish()
+        finally:
             output.close()
+        return
+
+    def write(line):
+        try:
+            sys.stdout.write(line + "\n")
+            sys.stdout.flush()  # A reader (or a person at a terminal) sees each line at once.
+        except BrokenPipeError:
+            raise
+        except OSError as error:
+            raise WriteError(path, error) from None
+
+    yield write
+    sys.stdout.flush()
 
 
 def broken_pipe():
