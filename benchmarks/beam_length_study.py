@@ -22,7 +22,6 @@ Choose settings on the dev split; the test split is only for reporting.
 """
 
 import argparse
-import math
 import os
 import sys
 import time
@@ -78,21 +77,15 @@ def translate(model, source_rows, order, batch_size, search_options):
     import keras
     import numpy as np
 
-    from common.special_ids import EOS_ID
-    from inference.translator import LENGTH_MULTIPLE, compile_search
+    from inference.translator import compile_search, length_batches
     from models.search_config import SearchConfig
     from models.translation import translate_ids
 
     search_config = SearchConfig(**search_options)
     search = compile_search(lambda source: translate_ids(model, source, search_config), model.variables)
     outputs, scores = [None] * len(source_rows), [None] * len(source_rows)
-    for start in range(0, len(order), batch_size):
-        indices = order[start : start + batch_size]
-        length = LENGTH_MULTIPLE * math.ceil(max(len(source_rows[i]) for i in indices) / LENGTH_MULTIPLE)
-        rows = [source_rows[i] for i in indices]
-        # Filler rows (a lone EOS) keep the batch at one shape; their results are dropped.
-        rows += [[EOS_ID]] * (batch_size - len(indices))
-        ids, batch_scores = search(keras.ops.convert_to_tensor(pad_rows(rows, length, model.pad_id)))
+    for indices, batch in length_batches(source_rows, batch_size, model.pad_id, order):
+        ids, batch_scores = search(keras.ops.convert_to_tensor(batch))
         ids, batch_scores = keras.ops.convert_to_numpy(ids)[:, 0], keras.ops.convert_to_numpy(batch_scores)[:, 0]
         for row, index in enumerate(indices):
             outputs[index] = [int(token) for token in ids[row] if token != model.pad_id]

@@ -48,24 +48,15 @@ def measures(log_probs, scores):
 def translate(model, source_rows, batch_size, beam_size, alpha):
     """Each source row's search output (ids) and penalised score, batched by length."""
     import keras
-    import numpy as np
 
-    from common.special_ids import EOS_ID
-    from inference.translator import LENGTH_MULTIPLE, compile_search
+    from inference.translator import compile_search, length_batches
     from models.search_config import SearchConfig
     from models.translation import translate_ids
 
     settings = SearchConfig(beam_size=beam_size, alpha=alpha)
     search = compile_search(lambda source: translate_ids(model, source, settings), model.variables)
-    order = sorted(range(len(source_rows)), key=lambda i: len(source_rows[i]))
     outputs, scores = [None] * len(source_rows), [0.0] * len(source_rows)
-    for start in range(0, len(order), batch_size):
-        indices = order[start : start + batch_size]
-        length = LENGTH_MULTIPLE * math.ceil(max(len(source_rows[i]) for i in indices) / LENGTH_MULTIPLE)
-        batch = np.full((batch_size, length), model.pad_id, "int32")
-        batch[:, 0] = EOS_ID  # filler rows: a lone EOS, dropped
-        for row, index in enumerate(indices):
-            batch[row, : len(source_rows[index])] = source_rows[index]
+    for indices, batch in length_batches(source_rows, batch_size, model.pad_id):
         ids, batch_scores = search(keras.ops.convert_to_tensor(batch))
         ids, batch_scores = keras.ops.convert_to_numpy(ids)[:, 0], keras.ops.convert_to_numpy(batch_scores)[:, 0]
         for row, index in enumerate(indices):

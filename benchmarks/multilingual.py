@@ -8,7 +8,8 @@ steps: the anchors. Then one model trains on all the pairs (`--corpus=deb-en-de,
 wall time beside theirs says how it compares at the same total time. `evaluation.evaluator.evaluate`
 (what `evaluate.py` runs) scores the mean of the last five checkpoints of each on each pair's test
 split with the run's recorded search, the multilingual model with `target_language`. A run
-directory that is already complete is scored as it is (train.py resumes it to its last step).
+directory that is already complete (its model.keras written, of the same corpus, temperature and
+steps) is scored as it is, without a train.py (its `train_seconds` null); an unfinished one resumes.
 `--json` writes every score and setting.
 
     python benchmarks/multilingual.py --cache_dir=cache/corpora --pairs=deb-en-de,deb-en-fr,deb-en-es \
@@ -34,10 +35,26 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
-def train(args, corpus, steps, model_dir, flags=()):
-    """Trains (or resumes) one run with train.py, its dev BLEU at the end only; returns its wall seconds."""
+def train(args, corpus, steps, model_dir, flags=(), temperature=None):
+    """Trains (or resumes) one run with train.py, its dev BLEU at the end only; returns its wall
+    seconds, or None for a run already complete (module docstring)."""
+    if _complete(model_dir, corpus, steps, temperature):
+        print(f"{model_dir}: trained to step {steps} already, scored as it is", flush=True)
+        return None
     flags = [f"--eval_every={steps}", *flags, *args.train_flags.split()]
     return demo_runs.train(model_dir, corpus, args.cache_dir, steps, flags, args.deb_dir)
+
+
+def _complete(model_dir, corpus, steps, temperature):
+    """Whether the run at `model_dir` has trained `steps` steps on `corpus` (at `temperature`) to the end."""
+    path = os.path.join(model_dir, "config.json")
+    if not os.path.exists(os.path.join(model_dir, "model.keras")) or not os.path.exists(path):
+        return False
+    with open(path, encoding="utf-8") as handle:
+        config = json.load(handle)
+    data = config.get("data", {})
+    same_mix = temperature is None or data.get("pair_sampling_temperature") == temperature
+    return data.get("corpus") == corpus and config.get("train", {}).get("train_steps") == steps and same_mix
 
 
 def scores(args, model_dir, target_language=None):
@@ -60,13 +77,14 @@ def run(args):
         results["bilingual"][pair] = {
             "model_dir": model_dir,
             "steps": args.steps_per_pair,
-            "train_seconds": round(seconds),
+            "train_seconds": _rounded(seconds),
         }
         save()
     model_dir = os.path.join(args.output_dir, "multi-" + "-".join(pair.rsplit("-", 1)[-1] for pair in pairs))
     steps = args.steps_per_pair * len(pairs)
-    seconds = train(args, ",".join(pairs), steps, model_dir, (f"--pair_sampling_temperature={args.temperature:g}",))
-    results["multilingual"] = {"model_dir": model_dir, "steps": steps, "train_seconds": round(seconds), "pairs": {}}
+    flags = (f"--pair_sampling_temperature={args.temperature:g}",)
+    seconds = train(args, ",".join(pairs), steps, model_dir, flags, temperature=args.temperature)
+    results["multilingual"] = {"model_dir": model_dir, "steps": steps, "train_seconds": _rounded(seconds), "pairs": {}}
     save()
     for pair in pairs:
         results["bilingual"][pair][args.split] = scores(args, results["bilingual"][pair]["model_dir"])
@@ -78,11 +96,17 @@ def run(args):
             f"multilingual {results['multilingual']['pairs'][pair][args.split]['bleu']:.2f} {args.split} BLEU",
             flush=True,
         )
-    bilingual_seconds = sum(results["bilingual"][pair]["train_seconds"] for pair in pairs)
+    bilingual = [results["bilingual"][pair]["train_seconds"] for pair in pairs]
+    bilingual_seconds = "unknown" if None in bilingual else sum(bilingual)
+    multilingual_seconds = results["multilingual"]["train_seconds"]
     print(
-        f"training: bilingual {bilingual_seconds} s in all, multilingual {results['multilingual']['train_seconds']} s"
+        f"training: bilingual {bilingual_seconds} s in all, multilingual {'unknown' if multilingual_seconds is None else multilingual_seconds} s"
     )
     return results
+
+
+def _rounded(seconds):
+    return None if seconds is None else round(seconds)
 
 
 def main(argv=None):

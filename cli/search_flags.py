@@ -18,6 +18,7 @@ from models.search_config import (
     EXPORT_MAX_INPUT_LENGTH,
     SEARCH_SETTINGS,
     SETTING_BOUNDS,
+    SETTING_HELP,
     Sampling,
     SearchConfig,
     SearchConfigError,
@@ -39,35 +40,6 @@ SAMPLING_FLAGS = {
     "seed": "seed",
 }
 
-# Each search flag's help: for the tools that translate with a run (evaluate.py, translate.py), and
-# for the export, whose graph has the search built in.
-_HELP = {
-    "beam_size": (
-        "Beam size (section 6.1: 4); 1 is greedy decoding.",
-        "Beam size baked into the graph (1: greedy decoding).",
-    ),
-    "alpha": ("Length-penalty exponent (section 6.1: 0.6).", "Length-penalty exponent."),
-    "max_extra_length": (
-        "Output tokens allowed beyond the input length (section 6.1: 50).",
-        "A sentence of n source tokens gets at most n + this many output tokens.",
-    ),
-    "min_length_ratio": (
-        "At least floor(n * this) output tokens for n source tokens (EOS barred before); 0: no minimum.",
-        "A sentence of n source tokens gets at least floor(n * this) output tokens (EOS barred before); 0: no minimum.",
-    ),
-    "max_input_length": (
-        "Source tokens kept, EOS included (default: the run's max_length); longer lines are cut and reported.",
-        "SentencePiece tokens kept per input sentence, EOS included; longer inputs keep their first "
-        "max_input_length - 1 tokens.",
-    ),
-    "no_repeat_ngram_size": (
-        "Repetition guard: no translation holds an n-gram of this many tokens twice (1: no token twice); "
-        "0 (the default): off.",
-        "Repetition guard baked into the graph: no translation holds an n-gram of this many tokens twice "
-        "(1: no token twice); 0: off.",
-    ),
-}
-
 
 def _setting_parser(name):
     """An absl parser of search setting `name` that checks it with `check_setting`; its lower
@@ -83,8 +55,8 @@ def _setting_parser(name):
 
 
 def define_search_flags(export=False, flag_values=flags.FLAGS):
-    """Defines --beam_size, --alpha, --max_extra_length, --min_length_ratio, --max_input_length and
-    --no_repeat_ngram_size.
+    """Defines a flag for each setting of `SEARCH_SETTINGS` (--beam_size, --alpha, ...), with the
+    help its `SearchConfig` field holds.
 
     Args:
         export: the export's help texts (the search is built into the graph) and its default
@@ -98,7 +70,7 @@ def define_search_flags(export=False, flag_values=flags.FLAGS):
             _setting_parser(name),
             name,
             defaults[name],
-            _HELP[name][export],
+            SETTING_HELP[name][export],
             flag_values=flag_values,
             serializer=flags.ArgumentSerializer(),
         )
@@ -222,6 +194,6 @@ def export_dir_refusal(export_dir, given):
     return (
         f"{', '.join(given)} cannot be used with --export_dir: the export has its weights, search and input "
         f"length built in ({describe_search_settings(export_dir)}); leave {'them' if len(given) > 1 else 'it'} "
-        "out, use --model_dir, or export again with other values (python -m export --beam_size=... --alpha=... "
-        "--max_extra_length=... --min_length_ratio=... --max_input_length=... --no_repeat_ngram_size=...)"
+        f"out, use --model_dir, or export again with other values (python -m export "
+        f"{' '.join(f'--{name}=...' for name in SEARCH_FLAGS)})"
     )

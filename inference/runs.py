@@ -9,7 +9,7 @@ import zipfile
 
 from common.errors import UserError
 from common.json_files import read_json
-from models.search_config import SETTING_BOUNDS, SearchConfigError, check_setting
+from models.search_config import RECORDED_SETTINGS, SETTING_BOUNDS, SearchConfigError, check_setting
 
 CONFIG_FILE = "config.json"
 VOCABULARY_FILE = "spm.model"
@@ -33,7 +33,7 @@ class ModelDirError(UserError, RuntimeError):
 
 
 # The search settings a run may record in config.json ("search"); `SearchConfig` checks them.
-RECORDED_SEARCH = ("beam_size", "alpha", "max_extra_length", "min_length_ratio", "no_repeat_ngram_size")
+RECORDED_SEARCH = RECORDED_SETTINGS
 
 
 def search_settings(record, where):
@@ -116,6 +116,16 @@ def describe_score(record):
     return f"dev BLEU {record['score']:.2f}"
 
 
+class _RunPath:
+    """A read-only attribute of a `RunDir`: the path of one of its files (`parts` joined under it)."""
+
+    def __init__(self, *parts):
+        self.parts = parts
+
+    def __get__(self, run, owner=None):
+        return self if run is None else os.path.join(run.path, *self.parts)
+
+
 class RunDir:
     """A training run's directory as the tools read it: its files, its checkpoints, its model.
     Keras and h5py are imported where used, so that the tools' flag checks stay quick."""
@@ -129,45 +139,19 @@ class RunDir:
     def file(self, name):
         return os.path.join(self.path, name)
 
-    @property
-    def config_path(self):
-        return self.file(CONFIG_FILE)
-
-    @property
-    def vocabulary_path(self):
-        return self.file(VOCABULARY_FILE)
-
-    @property
-    def source_vocabulary_path(self):
-        """The source side's vocabulary of separate vocabularies (`has_separate_vocabularies`)."""
-        return self.file(SOURCE_VOCABULARY_FILE)
+    # The run's files (docs/training.md, "The run directory"), each a path under it.
+    config_path = _RunPath(CONFIG_FILE)
+    vocabulary_path = _RunPath(VOCABULARY_FILE)
+    source_vocabulary_path = _RunPath(SOURCE_VOCABULARY_FILE)  # The source side's of separate vocabularies.
+    model_path = _RunPath(MODEL_FILE)
+    checkpoint_dir = _RunPath(CHECKPOINT_DIR)
+    log_dir = _RunPath(LOG_DIR)
+    training_log = _RunPath(TRAINING_LOG)
+    best_weights_path = _RunPath(CHECKPOINT_DIR, BEST_WEIGHTS_FILE)
+    best_record_path = _RunPath(CHECKPOINT_DIR, BEST_RECORD_FILE)
 
     def has_separate_vocabularies(self):
         return os.path.exists(self.source_vocabulary_path)
-
-    @property
-    def model_path(self):
-        return self.file(MODEL_FILE)
-
-    @property
-    def checkpoint_dir(self):
-        return self.file(CHECKPOINT_DIR)
-
-    @property
-    def log_dir(self):
-        return self.file(LOG_DIR)
-
-    @property
-    def training_log(self):
-        return self.file(TRAINING_LOG)
-
-    @property
-    def best_weights_path(self):
-        return os.path.join(self.checkpoint_dir, BEST_WEIGHTS_FILE)
-
-    @property
-    def best_record_path(self):
-        return os.path.join(self.checkpoint_dir, BEST_RECORD_FILE)
 
     # Checkpoints and the best record.
 

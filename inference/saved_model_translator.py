@@ -24,7 +24,7 @@ from inference.protocol import (
     TextTranslator,
 )
 from models.presets import decoder_layers
-from models.search_config import SEARCH_SETTINGS, SearchConfig, SearchConfigError
+from models.search_config import DEFAULT_SEARCH, SEARCH_SETTINGS, SearchConfig, SearchConfigError
 
 SIGNATURE = "serving_default"
 # What `export.exporter` writes beside the graph.
@@ -69,11 +69,13 @@ def read_export_config(saved_model_path):
 
 def export_settings(config):
     """The "export" section of an export_config.json (`config`, parsed; {} for none), with the
-    settings an older export did not record filled in as it has them built in: an export written
-    before the repetition guard searches without one (no_repeat_ngram_size=0)."""
+    settings an older export did not record filled in as it has them built in: a setting added
+    later defaults to off (e.g. an export written before the repetition guard has
+    no_repeat_ngram_size=0)."""
     settings = (config or {}).get("export", {})
-    if settings and "no_repeat_ngram_size" not in settings:
-        settings = {**settings, "no_repeat_ngram_size": 0}
+    if settings:
+        defaults = {name: value for name, value in DEFAULT_SEARCH.search_settings().items() if value is not None}
+        settings = {**defaults, **settings}
     return settings
 
 

@@ -63,6 +63,22 @@ def compile_search(function, variables=(), any_shape=False):
     return function
 
 
+def length_batches(rows, batch_size, pad_id, order=None):
+    """`(indices, batch)` for each `batch_size` rows (token id lists) taken in `order` (default: by
+    length): `batch` int32 `[batch_size, length]`, the longest row rounded up to `LENGTH_MULTIPLE`,
+    padded with `pad_id`; filler rows (a lone EOS, their results to drop) keep one batch shape, so a
+    compiled search traces once per length."""
+    order = sorted(range(len(rows)), key=lambda i: len(rows[i])) if order is None else order
+    for start in range(0, len(order), batch_size):
+        indices = order[start : start + batch_size]
+        length = LENGTH_MULTIPLE * math.ceil(max(len(rows[i]) for i in indices) / LENGTH_MULTIPLE)
+        batch = np.full((batch_size, length), pad_id, "int32")
+        batch[:, 0] = EOS_ID
+        for row, index in enumerate(indices):
+            batch[row, : len(rows[index])] = rows[index]
+        yield indices, batch
+
+
 class Translator(TextTranslator):
     """Translates sentences with `models.translation.translate_ids`, and scores given translations.
 

@@ -16,7 +16,15 @@ from models.no_repeat_ngram import NoRepeatNgram
 from models.search_config import DEFAULT_SEARCH
 from models.search_loop import UNMET_SCORE, LoopSettings, SearchResult, clipped_max_lengths, length_penalty, run_search
 
-__all__ = ["UNMET_SCORE", "SearchResult", "beam_search", "greedy_search", "length_penalty", "sampling_search"]
+__all__ = [
+    "UNMET_SCORE",
+    "SearchResult",
+    "beam_search",
+    "greedy_search",
+    "length_penalty",
+    "sampling_search",
+    "search_options",
+]
 
 
 def beam_search(
@@ -74,24 +82,18 @@ def beam_search(
     Raises:
         ValueError: an argument out of range or of the wrong rank.
     """
-    initial_ids, max_lengths, min_lengths, prefix_ids = _validate(
-        beam_size, max_decode_length, alpha, num_return, initial_ids, max_lengths, min_lengths, prefix_ids
-    )
-    settings = LoopSettings(
-        beam_size=int(beam_size),
-        num_candidates=2 * int(beam_size),
-        max_decode_length=int(max_decode_length),
-        alpha=float(alpha),
-        eos_id=eos_id,
-        pad_id=pad_id,
-        num_return=int(num_return),
-        reorder_state=reorder_state,
-    )
     return _search(
         next_logits_fn,
         initial_ids,
         initial_state,
-        settings,
+        beam_size=beam_size,
+        candidates_per_beam=2,
+        max_decode_length=max_decode_length,
+        alpha=alpha,
+        eos_id=eos_id,
+        pad_id=pad_id,
+        num_return=num_return,
+        reorder_state=reorder_state,
         max_lengths=max_lengths,
         min_lengths=min_lengths,
         prefix_ids=prefix_ids,
@@ -166,24 +168,18 @@ def sampling_search(
     Returns:
         A `SearchResult` as from `greedy_search`.
     """
-    initial_ids, max_lengths, min_lengths, prefix_ids = _validate(
-        1, max_decode_length, alpha, 1, initial_ids, max_lengths, min_lengths, prefix_ids
-    )
-    settings = LoopSettings(
-        beam_size=1,
-        num_candidates=1,
-        max_decode_length=int(max_decode_length),
-        alpha=float(alpha),
-        eos_id=eos_id,
-        pad_id=pad_id,
-        num_return=1,
-        sampler=sampler,
-    )
     return _search(
         next_logits_fn,
         initial_ids,
         initial_state,
-        settings,
+        beam_size=1,
+        candidates_per_beam=1,
+        max_decode_length=max_decode_length,
+        alpha=alpha,
+        eos_id=eos_id,
+        pad_id=pad_id,
+        num_return=1,
+        sampler=sampler,
         max_lengths=max_lengths,
         min_lengths=min_lengths,
         prefix_ids=prefix_ids,
@@ -191,20 +187,49 @@ def sampling_search(
     )
 
 
+def search_options(search):
+    """The keyword arguments of every search that a `SearchConfig` gives as they are (its length
+    settings become each sentence's `max_lengths` and `min_lengths` with its source length)."""
+    return {"alpha": search.alpha, "no_repeat_ngram_size": search.no_repeat_ngram_size}
+
+
 def _search(
     next_logits_fn,
     initial_ids,
     initial_state,
-    settings,
     *,
+    beam_size,
+    candidates_per_beam,
+    max_decode_length,
+    alpha,
+    eos_id,
+    pad_id,
+    num_return,
     max_lengths,
     min_lengths,
     prefix_ids,
     constraint_ids=None,
     no_repeat_ngram_size=0,
+    sampler=None,
+    reorder_state=None,
 ):
-    """Runs the loop with the parts the arguments ask for, in their order: the parts that bar tokens,
-    then the forced prefix, which overrides their bars."""
+    """Every search: checks the arguments, then runs the loop (`candidates_per_beam` extensions
+    kept per hypothesis and step) with the parts they ask for, in their order: the parts that bar
+    tokens, then the forced prefix, which overrides their bars."""
+    initial_ids, max_lengths, min_lengths, prefix_ids = _validate(
+        beam_size, max_decode_length, alpha, num_return, initial_ids, max_lengths, min_lengths, prefix_ids
+    )
+    settings = LoopSettings(
+        beam_size=int(beam_size),
+        num_candidates=candidates_per_beam * int(beam_size),
+        max_decode_length=int(max_decode_length),
+        alpha=float(alpha),
+        eos_id=eos_id,
+        pad_id=pad_id,
+        num_return=int(num_return),
+        sampler=sampler,
+        reorder_state=reorder_state,
+    )
     constraint_ids = _validate_constraints(constraint_ids)
     max_lengths = clipped_max_lengths(initial_ids, max_lengths, settings.max_decode_length)
     parts = []

@@ -46,15 +46,6 @@ SETTING_BOUNDS = {
     for name, range_ in _RANGES.items()
     if range_.least is not None and not range_.strict and range_.most is None
 }
-# The settings of a beam search that the search flags set and an export builds into its graph.
-SEARCH_SETTINGS = (
-    "beam_size",
-    "alpha",
-    "max_extra_length",
-    "min_length_ratio",
-    "max_input_length",
-    "no_repeat_ngram_size",
-)
 _KINDS = {int: "an int", float: "a number"}
 
 
@@ -122,6 +113,13 @@ class Sampling:
         _check_fields(self, [field.name for field in dataclasses.fields(self)])
 
 
+def _setting(default, run_help, export_help, recorded=True):
+    """A beam-search setting of `SearchConfig`: its search flag's help for the tools that translate
+    with a run and for the export (`cli.search_flags`), and whether a run records it (config.json
+    "search"). A setting added later defaults to off: an older export or run searches so."""
+    return dataclasses.field(default=default, metadata={"help": (run_help, export_help), "recorded": recorded})
+
+
 @dataclasses.dataclass(frozen=True)
 class SearchConfig:
     """Everything that shapes a search, checked when built.
@@ -146,13 +144,35 @@ class SearchConfig:
         SearchConfigError: a setting of the wrong type or out of range (`check_setting`).
     """
 
-    beam_size: int = 4
-    alpha: float = 0.6
-    max_extra_length: int = 50
-    min_length_ratio: float = 0.0
-    max_input_length: int | None = None
+    beam_size: int = _setting(
+        4, "Beam size (section 6.1: 4); 1 is greedy decoding.", "Beam size baked into the graph (1: greedy decoding)."
+    )
+    alpha: float = _setting(0.6, "Length-penalty exponent (section 6.1: 0.6).", "Length-penalty exponent.")
+    max_extra_length: int = _setting(
+        50,
+        "Output tokens allowed beyond the input length (section 6.1: 50).",
+        "A sentence of n source tokens gets at most n + this many output tokens.",
+    )
+    min_length_ratio: float = _setting(
+        0.0,
+        "At least floor(n * this) output tokens for n source tokens (EOS barred before); 0: no minimum.",
+        "A sentence of n source tokens gets at least floor(n * this) output tokens (EOS barred before); 0: no minimum.",
+    )
+    max_input_length: int | None = _setting(
+        None,
+        "Source tokens kept, EOS included (default: the run's max_length); longer lines are cut and reported.",
+        "SentencePiece tokens kept per input sentence, EOS included; longer inputs keep their first "
+        "max_input_length - 1 tokens.",
+        recorded=False,  # A run's own max_length bounds its inputs.
+    )
     sampling: Sampling | None = None
-    no_repeat_ngram_size: int = 0
+    no_repeat_ngram_size: int = _setting(
+        0,
+        "Repetition guard: no translation holds an n-gram of this many tokens twice (1: no token twice); "
+        "0 (the default): off.",
+        "Repetition guard baked into the graph: no translation holds an n-gram of this many tokens twice "
+        "(1: no token twice); 0: off.",
+    )
 
     def __post_init__(self):
         _check_fields(self, SEARCH_SETTINGS)
@@ -171,6 +191,15 @@ class SearchConfig:
         """`{name: value}` of the beam search's settings (`SEARCH_SETTINGS`): what an export records."""
         return {name: getattr(self, name) for name in SEARCH_SETTINGS}
 
+
+_SETTING_FIELDS = [field for field in dataclasses.fields(SearchConfig) if "help" in field.metadata]
+# The settings of a beam search (every field but `sampling`), in their order: each is a search flag,
+# and an export builds them into its graph and records them.
+SEARCH_SETTINGS = tuple(field.name for field in _SETTING_FIELDS)
+# Each setting's search flag help: (for the tools that translate with a run, for the export).
+SETTING_HELP = {field.name: field.metadata["help"] for field in _SETTING_FIELDS}
+# The settings a run may record in config.json ("search").
+RECORDED_SETTINGS = tuple(field.name for field in _SETTING_FIELDS if field.metadata["recorded"])
 
 DEFAULT_SEARCH = SearchConfig()
 

@@ -8,7 +8,7 @@ from keras import ops
 
 from common.special_ids import BOS_ID, EOS_ID
 from models import int8_weights
-from models.beam_search import beam_search, greedy_search, sampling_search
+from models.beam_search import beam_search, greedy_search, sampling_search, search_options
 from models.sampling import sentence_keys, token_sampler
 from models.search_config import DEFAULT_SEARCH
 
@@ -176,12 +176,12 @@ def _reorder_ancestry(state, parent_rows):
 
 def _search_options(model, source_lengths, max_decode_length, search, eos_id):
     """The keyword arguments every search takes: the length limits of each sentence from its source
-    length and `search`, the length penalty, the repetition guard, EOS and the model's pad id."""
+    length and `search`, the settings the search takes as they are (`search_options`), EOS and the
+    model's pad id."""
     options = dict(
+        search_options(search),
         max_decode_length=max_decode_length,
         max_lengths=source_lengths + search.max_extra_length,
-        alpha=search.alpha,
-        no_repeat_ngram_size=search.no_repeat_ngram_size,
         eos_id=eos_id,
         pad_id=model.pad_id,
     )

@@ -1,7 +1,8 @@
 """Shared test setup: quiet TensorFlow logs, fixed seeds, the two test tiers, the corpora, and a tiny
 model trained once per session and shared by the training, evaluation and export tests.
 
-Two tiers. The full one (`make test`, CI) runs everything; the shared model trains on the real
+Two tiers. The full one (`make test`, CI) runs everything but the tests marked `fast_only` (a
+smaller run of what a slow test covers whole); the shared model trains on the real
 deb-en-de corpus, built from Debian packages (fetched with apt-get, or from a Debian mirror where
 apt-get is missing, unless cached in DEB_CACHE).
 The fast one (`pytest --fast`, `make test-fast`) leaves out the tests marked `slow` or `full`,
@@ -49,14 +50,16 @@ def pytest_configure(config):
 
 @pytest.hookimpl(tryfirst=True)  # Before pytest-xdist's, which reads the groups.
 def pytest_collection_modifyitems(config, items):
-    if _fast(config):
-        kept, deselected = [], []
-        for item in items:
-            left_out = item.get_closest_marker("slow") or item.get_closest_marker("full")
-            (deselected if left_out else kept).append(item)
-        if deselected:
-            config.hook.pytest_deselected(items=deselected)
-            items[:] = kept
+    # The fast tier leaves out the slow and full tests; the full tier the fast tier's smaller runs
+    # of what a slow test covers whole.
+    left_out_markers = ("slow", "full") if _fast(config) else ("fast_only",)
+    kept, deselected = [], []
+    for item in items:
+        left_out = any(item.get_closest_marker(name) for name in left_out_markers)
+        (deselected if left_out else kept).append(item)
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = kept
     # The modules that use the shared run go last: while one process trains it and exports it
     # (`_shared_builds_first`), the other runs the tests that wait for neither. In each part the long
     # tests go first, so that the short ones left at the end even out the processes' finish

@@ -5,6 +5,7 @@ fixtures use. Tests import these from here, never from a conftest.py."""
 import contextlib
 import dataclasses
 import fcntl
+import importlib.util
 import json
 import os
 import subprocess
@@ -261,6 +262,15 @@ class EosBiasModel:
 
     def __call__(self, inputs, training=False):
         return self.model(inputs, training=training) + self.bias
+
+
+def load_benchmark(name):
+    """benchmarks/<name>.py imported as a module, and its path."""
+    path = os.path.join(REPO_ROOT, "benchmarks", f"{name}.py")
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module, path
 
 
 def build_sample_multilingual(cache_dir, deb_dir):

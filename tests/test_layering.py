@@ -24,21 +24,34 @@ def _imported_modules(tree):
             yield node.lineno, node.module
 
 
+def _product_imports():
+    """`(path, line, module)` for every absolute import of every product module."""
+    for relative in product_files():
+        with open(os.path.join(REPO_ROOT, relative), encoding="utf-8") as handle:
+            tree = ast.parse(handle.read(), filename=relative)
+        for line, module in _imported_modules(tree):
+            yield relative, line, module
+
+
 def _imports_across_packages():
     """`(path, line, importing package, imported module, imported package)` for every import of
     one of the packages from another."""
     found = []
-    for relative in product_files():
-        package = relative.split("/")[0]
-        if package not in RANKS:
-            continue  # An entry script: the top layer, free to import any package.
-        with open(os.path.join(REPO_ROOT, relative), encoding="utf-8") as handle:
-            tree = ast.parse(handle.read(), filename=relative)
-        for line, module in _imported_modules(tree):
-            imported = module.split(".")[0]
-            if imported in RANKS and imported != package:
-                found.append((relative, line, package, module, imported))
+    for relative, line, module in _product_imports():
+        package, imported = relative.split("/")[0], module.split(".")[0]
+        # An entry script (no package) is the top layer, free to import any package.
+        if package in RANKS and imported in RANKS and imported != package:
+            found.append((relative, line, package, module, imported))
     return found
+
+
+def _imports_of(package, under=""):
+    """ "path:line imports module" for each import of `package` by a product module under `under`."""
+    return [
+        f"{path}:{line} imports {module}"
+        for path, line, module in _product_imports()
+        if path.startswith(under) and module.split(".")[0] == package
+    ]
 
 
 def test_imports_point_one_way():
@@ -66,27 +79,10 @@ def test_every_product_package_has_a_layer():
 
 def test_models_import_no_tensorflow():
     # models/ is backend-agnostic (docs/design.md): keras and keras.ops only, also inside functions.
-    offending = []
-    for relative in product_files():
-        if relative.startswith("models/"):
-            with open(os.path.join(REPO_ROOT, relative), encoding="utf-8") as handle:
-                tree = ast.parse(handle.read(), filename=relative)
-            offending += [
-                f"{relative}:{line} imports {module}"
-                for line, module in _imported_modules(tree)
-                if module.split(".")[0] == "tensorflow"
-            ]
+    offending = _imports_of("tensorflow", under="models/")
     assert not offending, "\n".join(offending)
 
 
 def test_the_product_never_imports_the_maintainers_tools():
-    offending = []
-    for relative in product_files():
-        with open(os.path.join(REPO_ROOT, relative), encoding="utf-8") as handle:
-            tree = ast.parse(handle.read(), filename=relative)
-        offending += [
-            f"{relative}:{line} imports {module}"
-            for line, module in _imported_modules(tree)
-            if module.split(".")[0] == "tools"
-        ]
+    offending = _imports_of("tools")
     assert not offending, "\n".join(offending)

@@ -31,18 +31,21 @@ LEARNING_RATE_SCHEDULES = ("noam", "constant")
 @dataclasses.dataclass(frozen=True)
 class Flag:
     """How train.py defines a field's flag: absl's `DEFINE_<kind>` with `help` and `arguments`;
-    `to_config` / `to_flag` convert values between flag and field (identity when None)."""
+    `to_config` / `to_flag` convert values between flag and field (identity when None); `refusal`,
+    the check of the flag's value alone beyond its bounds: `(value) -> message or None`."""
 
     kind: str
     help: str
     arguments: dict
     to_config: object = None
     to_flag: object = None
+    refusal: object = None
 
 
-def option(default, help_text, kind, to_config=None, to_flag=None, **arguments):
+def option(default, help_text, kind, to_config=None, to_flag=None, refusal=None, **arguments):
     """A config field with a flag of its own (`Flag`)."""
-    return dataclasses.field(default=default, metadata={"flag": Flag(kind, help_text, arguments, to_config, to_flag)})
+    flag = Flag(kind, help_text, arguments, to_config, to_flag, refusal)
+    return dataclasses.field(default=default, metadata={"flag": flag})
 
 
 def flag_fields(config_class):
@@ -67,6 +70,21 @@ def eval_sentences_from_flag(value):
 
 def eval_sentences_to_flag(value):
     return "all" if value is None else str(value)
+
+
+def eval_sentences_refusal(value):
+    """Why --eval_sentences=`value` (the flag's text) is no number of sentences, or None."""
+    if value.strip().lower() == "all" or value.strip().isdigit():
+        return None
+    return "--eval_sentences must be a number of sentences (0 or more) or all"
+
+
+def _learning_rate_scale_refusal(value):
+    return None if value > 0 else "--learning_rate_scale must be above 0 (0 would never move the weights)"
+
+
+def _ema_decay_refusal(value):
+    return ema_refusal(TrainConfig(ema_decay=value))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -165,7 +183,11 @@ class TrainConfig:
     )
     warmup_steps: int = option(4000, "Learning-rate warm-up updates (equation 3).", "integer", lower_bound=1)
     learning_rate_scale: float = option(
-        1.0, "Factor on the whole learning-rate schedule (> 0).", "float", lower_bound=0.0
+        1.0,
+        "Factor on the whole learning-rate schedule (> 0).",
+        "float",
+        refusal=_learning_rate_scale_refusal,
+        lower_bound=0.0,
     )
     label_smoothing: float = option(0.1, "epsilon_ls.", "float", lower_bound=0.0, upper_bound=0.99)
     distribution: str = option(
@@ -196,6 +218,7 @@ class TrainConfig:
         "string",
         to_config=eval_sentences_from_flag,
         to_flag=eval_sentences_to_flag,
+        refusal=eval_sentences_refusal,
     )
     eval_beam_size: int = option(1, "Beam size of the dev BLEU's search (1: greedy, the quickest).", "integer")
     eval_no_repeat_ngram_size: int = option(
@@ -299,6 +322,7 @@ class TrainConfig:
         "with this decay D in (0, 1), e.g. 0.9999 (fairseq's --ema-decay): written with each checkpoint "
         "(checkpoints/ema-<step>.weights.h5) and loaded by the tools' --checkpoint=ema. Default: none kept.",
         "float",
+        refusal=_ema_decay_refusal,
     )
 
     def dev_search(self, max_input_length=None):

@@ -18,8 +18,8 @@ from training.config import (
     DataConfig,
     RunConfig,
     TrainConfig,
-    ema_refusal,
     eval_sentences_from_flag,
+    eval_sentences_refusal,
     evaluation_refusal,
     flag_default,
     flag_fields,
@@ -69,10 +69,27 @@ _DEFINE = {
 
 
 def _define_config_flags(config_class):
-    """Defines `--<field>` for each field of `config_class` with a flag of its own: its default, help
-    and bounds are the field's (training/config.py says why they live there)."""
+    """Defines `--<field>` for each field of `config_class` with a flag of its own: its default, help,
+    bounds and check are the field's (training/config.py says why they live there)."""
     for field, flag in flag_fields(config_class):
         _DEFINE[flag.kind](field.name, flag_default(field, flag), help=flag.help, **flag.arguments)
+
+
+def _register_field_checks(config_class):
+    """Registers the check of each field of `config_class` that has one (`Flag.refusal`)."""
+    for field, flag in flag_fields(config_class):
+        if flag.refusal is not None:
+            flags.register_validator(field.name, _validator(flag.refusal), message="")
+
+
+def _validator(refusal):
+    def check(value):
+        message = refusal(value)
+        if message:
+            raise flags.ValidationError(message)
+        return True
+
+    return check
 
 
 def _config_values(config_class):
@@ -161,12 +178,8 @@ def _register_validators():
     flags.register_multi_flags_validator(["learning_rate_schedule", "learning_rate"], _check_learning_rate, message="")
     flags.register_multi_flags_validator(["corpus", "source_weights"], _check_source_weights, message="")
     flags.register_multi_flags_validator(["init_from", "init_checkpoint"], _check_init_from, message="")
-    flags.register_validator(
-        "learning_rate_scale",
-        _check_learning_rate_scale,
-        message="--learning_rate_scale must be above 0 (0 would never move the weights)",
-    )
-    flags.register_validator("ema_decay", _check_ema_decay, message="")
+    _register_field_checks(DataConfig)
+    _register_field_checks(TrainConfig)
     flags.register_multi_flags_validator(
         ["subword_alpha", "subword_nbest", "cache_tokenized", "subword_model"], _check_subword_sampling, message=""
     )
@@ -174,11 +187,6 @@ def _register_validators():
     flags.register_multi_flags_validator(["batch_tokens", "max_length"], _check_batch, message="")
     flags.register_multi_flags_validator(
         ["distribution", "cpu_replicas", "mixed_precision", "accumulate_steps"], _check_devices, message=""
-    )
-    flags.register_validator(
-        "eval_sentences",
-        _check_eval_sentences,
-        message="--eval_sentences must be a number of sentences (0 or more) or all",
     )
     flags.register_multi_flags_validator(
         [
@@ -316,17 +324,6 @@ def _check_init_from(values):
     return True
 
 
-def _check_learning_rate_scale(value):
-    return value > 0
-
-
-def _check_ema_decay(value):
-    refusal = ema_refusal(TrainConfig(ema_decay=value))
-    if refusal:
-        raise flags.ValidationError(refusal)
-    return True
-
-
 def _check_subword_sampling(values):
     train = TrainConfig(**{name: value for name, value in values.items() if name != "subword_model"})
     refusal = subword_refusal(train, values["subword_model"])
@@ -373,12 +370,8 @@ def _check_devices(values):
     return True
 
 
-def _check_eval_sentences(value):
-    return value.strip().lower() == "all" or value.strip().isdigit()
-
-
 def _check_evaluations(values):
-    if not _check_eval_sentences(values["eval_sentences"]):
+    if eval_sentences_refusal(values["eval_sentences"]):
         return True  # Its own validator names it.
     train = TrainConfig(
         **{name: values[name] for name in values if name != "eval_sentences"},

@@ -84,6 +84,9 @@ CREDITS = {
 }
 
 
+_PAGES_PER_PROCESS = 100  # The least pages worth a spawned process of their own.
+
+
 def _align_chunk(chunk: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
     pages_en = {page: en for page, en, _ in chunk}
     pages_de = {page: de for page, _, de in chunk}
@@ -103,7 +106,8 @@ def libreoffice_help_pairs(
             f"No help pages found under {libreoffice_help.HELP_ROOT} in {english_deb if not english else foreign_deb}."
         )
     pages = [(p, english[p], foreign[p]) for p in sorted(english.keys() & foreign.keys())]
-    workers = workers or os.cpu_count() or 1
+    # A spawned process starts Python and imports this module: a few pages align sooner here.
+    workers = min(workers or os.cpu_count() or 1, max(1, len(pages) // _PAGES_PER_PROCESS))
     if workers == 1:
         aligned = _align_chunk(pages)
     else:

@@ -1,6 +1,7 @@
 """benchmarks/cpu_inference.py end to end at the smallest size (tiny, random weights, a small
 vocabulary, four sentences, one repeat), in this process: the two CTranslate2 systems in the fast
-tier, all five systems with the profile in the full one; and its refusals of bad input."""
+tier, all five systems with the profile in the full one (which leaves out the fast tier's run); and
+its refusals of bad input."""
 
 import json
 import os
@@ -73,8 +74,10 @@ def _check_measured(tiny, stdout, vocabulary, systems):
         assert all(float(value) > 0 for row in rows for value in (row[3], row[4], row[5], row[6].rstrip(" |"))), name
 
 
+@pytest.mark.fast_only  # The full tier measures these systems with the others: the test below.
 def test_ctranslate2_systems_are_measured_at_matching_output_lengths(benchmark_script, tmp_path, capsys):
-    """The smoke run: the script's whole path with its two cheapest systems (no export to trace)."""
+    """The fast tier's smoke run: the script's whole path with its two cheapest systems (no export
+    to trace)."""
     systems = ("ct2_float32", "ct2_int8")
     tiny, stdout, vocabulary = _measure(benchmark_script, tmp_path, capsys, systems)
     _check_measured(tiny, stdout, vocabulary, systems)

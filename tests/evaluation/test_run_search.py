@@ -16,7 +16,7 @@ from cli import search_flags
 from common.errors import UserError
 from inference.loading import load_translator
 from inference.runs import RunDir, search_settings
-from models.search_config import Sampling, SearchConfig
+from models.search_config import DEFAULT_SEARCH, SEARCH_SETTINGS, SETTING_HELP, Sampling, SearchConfig, check_setting
 from tests.helpers import REPO_ROOT, TOOL_ENV
 
 RECORDED = {"alpha": 1.0, "min_length_ratio": 0.8, "chosen_for": "recipe small_data"}
@@ -145,3 +145,74 @@ def test_translate_py_refuses_a_bad_recorded_search_in_one_line(tiny_run, tmp_pa
     message = '"search" has alpha=-1.0; it must be float >= 0.0'
     assert f"translate.py: error: {os.path.join(run, 'config.json')}: {message}" in completed.stderr
     assert "Traceback" not in completed.stderr
+
+
+def _other_value(name):
+    """A valid value of setting `name` other than its default."""
+    default = getattr(DEFAULT_SEARCH, name)
+    return check_setting(name, 3 if default is None else default + (1 if isinstance(default, int) else 0.5))
+
+
+class _Handed(Exception):
+    """What `models.beam_search` handed the one loop, caught before the loop runs."""
+
+
+def _what_the_search_gets(search, tiny_model, monkeypatch):
+    """What `models.beam_search` hands the one loop when the shared tiny model translates SENTENCES
+    with `search` (the rows `Translator` encodes, searched eagerly): the loop's settings, each
+    sentence's maximum length, and the parts."""
+    import keras
+
+    from inference.translator import Translator
+    from models import beam_search
+    from models.translation import translate_ids
+
+    model, tokenizer, _, _ = tiny_model
+
+    def handed(next_logits_fn, initial_ids, initial_state, max_lengths, parts, settings):
+        lengths = keras.ops.convert_to_numpy(max_lengths).tolist()
+        raise _Handed(settings._replace(reorder_state=None), lengths, [type(part).__name__ for part in parts])
+
+    monkeypatch.setattr(beam_search, "run_search", handed)
+    rows = Translator(model, tokenizer, search).encode(SENTENCES)
+    width = max(len(row) for row in rows)
+    with pytest.raises(_Handed) as caught:
+        translate_ids(
+            model, keras.ops.convert_to_tensor([row + [model.pad_id] * (width - len(row)) for row in rows]), search
+        )
+    monkeypatch.undo()
+    return caught.value.args
+
+
+def test_every_setting_has_a_flag_is_recorded_and_read_back_and_reaches_the_search(tiny_model, tmp_path, monkeypatch):
+    """Each field of `SearchConfig` but `sampling`, changed alone: a search flag of each tool (with
+    its field's help) sets it; a run records it (unless it is the run's own input bound) and the
+    tools read it back; an export records it; and the search the model runs differs for it."""
+    from inference.runs import RECORDED_SEARCH, ModelDirError
+    from inference.saved_model_translator import export_settings
+
+    settings = [field.name for field in dataclasses.fields(SearchConfig) if field.name != "sampling"]
+    assert settings == list(SEARCH_SETTINGS) and set(RECORDED_SEARCH) < set(settings)
+    default_search = _what_the_search_gets(DEFAULT_SEARCH, tiny_model, monkeypatch)
+    for name in settings:
+        value = _other_value(name)
+        changed = DEFAULT_SEARCH.override(**{name: value})
+        for export in (False, True):
+            values = flags.FlagValues()
+            search_flags.define_search_flags(export=export, flag_values=values)
+            assert values[name].help == SETTING_HELP[name][export] and values[name].help
+        values = _search_flag_values([f"--{name}={value}"])
+        assert search_flags.search_from_flags(values) == changed
+        assert SearchConfig(**export_settings({"export": changed.search_settings()})) == changed
+        run = tmp_path / name
+        run.mkdir()
+        (run / "config.json").write_text(json.dumps({"search": {name: value}}))
+        if name in RECORDED_SEARCH:
+            assert RunDir(str(run)).recorded_search() == {name: value}
+            values = _search_flag_values([])
+            assert search_flags.apply_run_search(values, str(run)) is not None
+            assert search_flags.search_from_flags(values) == changed
+        else:
+            with pytest.raises(ModelDirError, match=f"has '{name}', which is not one of"):
+                RunDir(str(run)).recorded_search()
+        assert _what_the_search_gets(changed, tiny_model, monkeypatch) != default_search, name

@@ -404,3 +404,16 @@ def test_bad_constraints_are_refused_before_any_search(tiny_model):
         translator.translate(
             ["Print"], constraints=[["Drucken"]], search=translator.search.override(sampling=Sampling(top_k=5))
         )
+
+
+def test_length_batches_pad_rows_by_length_to_one_shape_per_length():
+    from inference.translator import LENGTH_MULTIPLE, length_batches
+
+    rows = [[5] * 10, [6, 2], [7] * 3, [8] * 9]
+    batches = list(length_batches(rows, 3, pad_id=0))
+    assert [indices for indices, _ in batches] == [[1, 2, 3], [0]]
+    first, second = (batch for _, batch in batches)
+    assert first.shape == (3, 2 * LENGTH_MULTIPLE) and second.shape == (3, 2 * LENGTH_MULTIPLE)
+    assert first[0].tolist() == [6, 2] + [0] * 14 and first[2].tolist() == [8] * 9 + [0] * 7
+    assert second[1].tolist() == [EOS_ID] + [0] * 15  # A filler row: a lone EOS.
+    assert [indices for indices, _ in length_batches(rows, 4, 0, order=[3, 0])] == [[3, 0]]

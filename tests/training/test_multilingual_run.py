@@ -2,6 +2,9 @@
 the tags and a dev BLEU per pair, then translating, scoring, evaluating and exporting into a chosen
 target language, and each refusal of a language the model was not trained for.
 
+benchmarks/multilingual.py's smoke run scores this run as its multilingual model, beside bilingual
+runs it trains.
+
 The run has separate source and target vocabularies (--vocabulary=separate, the choice for targets
 in other scripts), so the same tests hold them too: the tags are symbols of the source vocabulary
 only, and every tool reads each side with its own."""
@@ -14,16 +17,24 @@ import pytest
 
 from data import multilingual
 from models.search_config import SearchConfig
-from tests.helpers import assert_train_refuses, build_sample_multilingual, small_run_config, warmup_requests
+from tests.helpers import (
+    assert_train_refuses,
+    build_sample_multilingual,
+    load_benchmark,
+    small_run_config,
+    tool_flags,
+    warmup_requests,
+)
 
 PAIRS = "deb-en-de,deb-en-ja"
 SENTENCES = ["Save the document.", "", "Choose Format - Page Style."]
+TEMPERATURE = 2.0
 
 
 @pytest.fixture(scope="module")
 def multilingual_run(tmp_path_factory):
     """`(model_dir, summary, cache_dir)` of a small model trained a few steps on both pairs, with
-    separate vocabularies."""
+    separate vocabularies, at pair sampling temperature 2."""
     from training.trainer import train
 
     root = tmp_path_factory.mktemp("multilingual")
@@ -33,7 +44,12 @@ def multilingual_run(tmp_path_factory):
     config = dataclasses.replace(
         config,
         data=dataclasses.replace(
-            config.data, corpus=PAIRS, deb_dir=debs, user_defined_symbols=("<bt>",), vocabulary="separate"
+            config.data,
+            corpus=PAIRS,
+            deb_dir=debs,
+            user_defined_symbols=("<bt>",),
+            vocabulary="separate",
+            pair_sampling_temperature=TEMPERATURE,
         ),
         train=dataclasses.replace(config.train, eval_every=2, eval_sentences=2),
     )
@@ -151,35 +167,49 @@ def test_a_target_language_the_model_has_not_learnt_is_refused(multilingual_run)
         evaluator.evaluate(evaluator.EvalConfig(model_dir=model_dir, split="dev", progress=False))
 
 
-@pytest.mark.slow  # Five train.py processes; the refusals themselves: tests/data/test_multilingual.py and
+def _train_flags_refusal(*argv):
+    """What train.py's flag checks (its validators, then the run configuration of the flags) say
+    of `argv`, run in this process; None for no refusal."""
+    from absl import app, flags
+
+    from training import train_flags
+
+    with tool_flags() as flag_values:
+        train_flags.define_train_flags()
+        try:
+            flag_values(["train.py", "--model_dir=unused", *argv])
+            train_flags.config_from_flags()
+        except (flags.Error, app.UsageError) as error:
+            return str(error)
+    return None
+
+
+@pytest.mark.slow  # A train.py process; the refusals themselves: tests/data/test_multilingual.py and
 # tests/training/test_init_from.py.
 def test_train_py_refuses_a_pair_given_twice_and_a_direction(multilingual_run, tmp_path):
+    """train.py's checks of the command line (in a train.py process: the temperature's, which
+    needs the command line itself) and of its flags (in this process)."""
     model_dir, _, cache = multilingual_run
     common = (f"--cache_dir={cache}", "--train_steps=2", "--checkpoint_every=2", "--eval_every=2")
-    assert_train_refuses(
-        tmp_path / "twice", ["--corpus=deb-en-de,deb-en-ja,deb-en-de", *common], "deb-en-de is given twice"
-    )
-    assert_train_refuses(
-        tmp_path / "direction",
-        [f"--corpus={PAIRS}", "--direction=ja-en", *common],
-        "--direction=ja-en: a multilingual model translates from English",
-    )
     assert_train_refuses(
         tmp_path / "temperature",
         ["--corpus=deb-en-de", "--pair_sampling_temperature=2", *common],
         "--pair_sampling_temperature draws among several pairs",
     )
-    assert_train_refuses(
-        tmp_path / "parent",
-        ["--corpus=deb-en-de,deb-en-fr", f"--init_from={model_dir}", *common],
-        f"--init_from={model_dir}: its vocabulary has no <2fr>",
-    )
-    assert_train_refuses(
-        tmp_path / "reversed",
-        ["--corpus=deb-en-de", "--direction=de-en", f"--init_from={model_dir}", *common],
-        "has separate vocabularies, its source one for en and its target one for several languages; this run "
-        "translates de-en",
-    )
+    refusals = {
+        ("--corpus=deb-en-de,deb-en-ja,deb-en-de",): "deb-en-de is given twice",
+        (f"--corpus={PAIRS}", "--direction=ja-en"): "--direction=ja-en: a multilingual model translates from English",
+        ("--corpus=deb-en-de,deb-en-fr", f"--init_from={model_dir}"): (
+            f"--init_from={model_dir}: its vocabulary has no <2fr>"
+        ),
+        ("--corpus=deb-en-de", "--direction=de-en", f"--init_from={model_dir}"): (
+            "has separate vocabularies, its source one for en and its target one for several languages; this run "
+            "translates de-en"
+        ),
+    }
+    for argv, message in refusals.items():
+        assert message in (_train_flags_refusal(*argv, *common) or ""), argv
+    assert _train_flags_refusal(f"--corpus={PAIRS}", *common) is None
 
 
 @pytest.mark.slow
@@ -238,3 +268,49 @@ def test_the_export_takes_the_target_language_as_an_input(multilingual_run, tmp_
     )
     expected = [pair.log_prob for pair in run.score(sources, targets)]
     assert [float(np.sum(result.log_probs)) for result in results] == pytest.approx(expected, abs=1e-3)
+
+
+@pytest.mark.slow  # Two train.py processes and four scorings: the full tier runs it.
+def test_the_benchmark_trains_a_bilingual_run_per_pair_and_scores_each_beside_the_multilingual_run(
+    multilingual_run, tmp_path, capsys
+):
+    """benchmarks/multilingual.py end to end: a bilingual run per pair trained through train.py,
+    the multilingual run (this module's, complete at the benchmark's steps) scored as it is, each
+    scored per pair on the dev split, and the JSON read back."""
+    import shutil
+
+    bench, _ = load_benchmark("multilingual")
+    model_dir, _, cache = multilingual_run
+    runs = tmp_path / "runs"
+    shutil.copytree(model_dir, runs / "multi-de-ja")  # The benchmark's name for a run of both pairs.
+    output = tmp_path / "multilingual.json"
+    train_flags = "--checkpoint_every=1 --eval_sentences=0 --num_layers=1 --hidden_dim=32 --vocab_size=500"
+    bench.main(
+        [
+            f"--pairs={PAIRS}",
+            "--steps_per_pair=1",  # The multilingual run's two steps in all.
+            f"--temperature={TEMPERATURE:g}",
+            "--split=dev",
+            "--checkpoint=last",
+            f"--cache_dir={cache}",
+            f"--deb_dir={os.path.join(os.path.dirname(cache), 'debs')}",
+            f"--output_dir={runs}",
+            f"--train_flags={train_flags}",
+            f"--json={output}",
+        ]
+    )
+    printed = capsys.readouterr().out
+    results = json.loads(output.read_text(encoding="utf-8"))["results"]
+    multilingual_result = results["multilingual"]
+    assert multilingual_result["steps"] == 2 and multilingual_result["model_dir"] == str(runs / "multi-de-ja")
+    assert multilingual_result["train_seconds"] is None and "scored as it is" in printed
+    for pair in PAIRS.split(","):
+        bilingual = results["bilingual"][pair]
+        assert bilingual["steps"] == 1 and bilingual["train_seconds"] >= 0
+        for scored in (bilingual["dev"], multilingual_result["pairs"][pair]["dev"]):
+            assert 0 <= scored["bleu"] <= 100 and "nrefs:1" in scored["bleu_signature"]
+        with open(os.path.join(bilingual["model_dir"], "config.json"), encoding="utf-8") as f:
+            recorded = json.load(f)
+        assert recorded["data"]["corpus"] == pair and recorded["train"]["train_steps"] == 1
+        assert f"{pair}: bilingual " in printed
+    assert "training: bilingual " in printed and "multilingual unknown s" in printed
