@@ -121,14 +121,14 @@ def offset_alignments(alignments, sources, translations, pieces):
 
 class DocumentFunctions:
     """The `align` and `markup` signatures and the document step of `serve`, for
-    `export.serving_module.ServingModule`, whose `search`, `token_scorer`, `aligner`, `_tokens`,
-    `_texts`, `_target_tags`, `split_sentences` and `max_input_length` they use."""
+    `export.serving_module.ServingModule`, whose `search`, `splitter`, `token_scorer`, `aligner`,
+    `_repaired`, `_tokens`, `_texts`, `_target_tags` and `split_sentences` they use."""
 
     def _align(self, inputs):
         return self._documents(inputs, aligned=True)
 
     def _markup(self, inputs):
-        masked = graph_markup.mask(inputs)
+        masked = graph_markup.mask(self._repaired(inputs))
         document = self._documents(masked["text"], aligned=True)
         translations, notes = graph_markup.restore(masked, document["translations"], document["alignments"])
         return {
@@ -139,16 +139,18 @@ class DocumentFunctions:
         }
 
     def _documents(self, inputs, aligned=False):
-        """The document step of `serve`, `align` and `markup`: each input cut into sentences
-        (`split`; without `split_sentences`, whole), the sentences translated together (`_sentence_translations`) and put back per input. A dict of "translations",
-        "scores" (summed), "confidence" (token-weighted); with `aligned`, "alignments" (offset to
+        """The document step of `serve`, `align` and `markup`: each input UTF-8 repaired and cut
+        into sentences (`splitter`, `split` traced once; without `split_sentences`, whole), the
+        sentences translated together (`_sentence_translations`) and put back per input. A dict
+        of "translations", "scores" (summed), "confidence" (token-weighted); with `aligned`, "alignments" (offset to
         the whole input), "token_scores" float32 `[batch, longest]` (0 after an input's),
         "token_counts" int32 `[batch]` and "tokens" string `[batch, longest]` ("" after)."""
+        inputs = self._repaired(inputs)
         if self.split_sentences:
             tag_lengths = tf.zeros(tf.shape(inputs), tf.int32)
             if self._target_tags is not None:
                 tag_lengths = tf.cast(self._target_tags.row_lengths(), tf.int32)
-            pieces, separators = split(inputs, self._source_counts, self.max_input_length, tag_lengths)
+            pieces, separators = self.splitter(inputs, tag_lengths)
         else:
             pieces, separators = whole(inputs)
         rows, nrows = pieces.value_rowids(), pieces.nrows()
@@ -172,11 +174,6 @@ class DocumentFunctions:
     def _tags_of(self, rows):
         """The target-language tag ids of the inputs `rows` (int64 `[n]`), None without tags."""
         return None if self._target_tags is None else tf.gather(self._target_tags, rows)
-
-    def _source_counts(self, sentences, rows):
-        """int32 `[n]`: the source ids of `sentences` of the inputs `rows`, tag and EOS included."""
-        tokens, _ = self._tokens(sentences, None, self._tags_of(rows), self.source_tokenizer)
-        return tf.cast(tokens.row_lengths(), tf.int32)
 
     def _sentence_translations(self, sentences, rows, aligned):
         """The best translation of each of string `[n]` `sentences` of the inputs `rows`: a dict of

@@ -181,6 +181,11 @@ class ServingModule(graph_documents.DocumentFunctions, tf.Module):
         pair = [tf.TensorSpec([None, None], tf.int32, name=name) for name in ("source_ids", "translation_ids")]
         self.token_scorer = tf.function(self._token_scores, input_signature=pair, jit_compile=False)
         self.aligner = tf.function(self._alignments, input_signature=pair, jit_compile=False)
+        self.splitter = tf.function(
+            self._split,
+            input_signature=[tf.TensorSpec([None], tf.string, name="texts"), tf.TensorSpec([None], tf.int32)],
+            jit_compile=False,
+        )
         self.prefix_search = self._steered_search(
             prefix_ids=tf.TensorSpec([None, self.output_length], tf.int32, name="prefix_ids")
         )
@@ -275,10 +280,13 @@ class ServingModule(graph_documents.DocumentFunctions, tf.Module):
     def _pieces(self, texts, tokenizer=None):
         """Ragged int32 `[batch, (pieces)]`: the SentencePiece ids of UTF-8-repaired `texts`, by
         `tokenizer` (default the target's, or the shared one)."""
-        texts = tf.strings.unicode_transcode(
+        return (tokenizer or self.tokenizer).tokenize(self._repaired(texts))
+
+    def _repaired(self, texts):
+        """`texts` with each byte that is not valid UTF-8 replaced by U+FFFD."""
+        return tf.strings.unicode_transcode(
             texts, input_encoding="UTF-8", output_encoding="UTF-8", errors="replace", replacement_char=0xFFFD
         )
-        return (tokenizer or self.tokenizer).tokenize(texts)
 
     def _source_tokens(self, inputs):
         """`_tokens` of source sentences: cut to `max_input_length`, after their target-language
@@ -449,6 +457,16 @@ class ServingModule(graph_documents.DocumentFunctions, tf.Module):
             [message, "sentences (from 0):", tf.boolean_mask(sentences, bad)],
             summarize=MAX_REPORTED,
         )
+
+    def _split(self, texts, tag_lengths):
+        """`graph_documents.split` of `texts` whose inputs have `tag_lengths` tag ids before their
+        pieces: the traced segmentation that `serve`, `align` and `markup` share."""
+
+        def source_counts(pieces, rows):
+            lengths = tf.cast(self._pieces(pieces, self.source_tokenizer).row_lengths(), tf.int32)
+            return lengths + 1 + tf.where(lengths > 0, tf.gather(tag_lengths, rows), 0)
+
+        return graph_documents.split(texts, source_counts, self.max_input_length, tag_lengths)
 
     def _token_scores(self, source_ids, translation_ids):
         log_probs, lengths, _ = graph_confidence.token_scores(self.model, source_ids, translation_ids)

@@ -216,12 +216,15 @@ class SavedModelTranslator(TextTranslator):
         self.unmet_indices = []
         prefixes = steering.prefix_list(prefixes, len(sentences))
         constraints = steering.constraint_lists(constraints, len(sentences))
-        self._check_documents(split_sentences)
+        whole = n_best is not None or prefixes is not None or constraints is not None
+        by_prefix = self._check_documents(split_sentences, whole or not (markup or alignments))
         if markup:
             signature = self._markup_signature(n_best, prefixes, constraints, alignments)
         else:
             signature = self._steered_signature(n_best, prefixes, constraints, alignments)
-        whole = n_best is not None or prefixes is not None or constraints is not None
+        if by_prefix and not whole:  # the prefix signature, without prefixes, takes each input whole
+            signature = self._signature_named("prefix", "target prefixes")
+        given_prefixes = [""] * len(sentences) if by_prefix and not whole else prefixes
         if split_sentences and whole:
             self._check_one_sentence(sentences, n_best, prefixes)
         self.truncated_indices, self.empty_indices = [], []
@@ -238,8 +241,8 @@ class SavedModelTranslator(TextTranslator):
                 "inputs": tf.constant([sentences[i] for i in indices], tf.string),
                 **self._language_inputs(indices),
             }
-            if prefixes is not None:
-                inputs["prefixes"] = tf.constant([prefixes[i] for i in indices], tf.string)
+            if given_prefixes is not None:
+                inputs["prefixes"] = tf.constant([given_prefixes[i] for i in indices], tf.string)
             if constraints is not None:
                 inputs["constraints"] = tf.constant(["\t".join(constraints[i]) for i in indices], tf.string)
             outputs = signature(**inputs)
@@ -319,16 +322,23 @@ class SavedModelTranslator(TextTranslator):
         translate_in_order(len(lines), order, self.batch_size, translate_batch, progress)
         return records
 
-    def _check_documents(self, split_sentences):
-        """Raises ExportRequestError unless the export's graph splits sentences as asked."""
+    def _check_documents(self, split_sentences, whole_served=False):
+        """Whether a request to take each input whole goes to another signature than its own, of an
+        export whose graph splits sentences (`whole_served`: one it serves that way, plain
+        translations by `prefix` without prefixes, or n-best lists, prefixes and constraints, whose
+        signatures take inputs whole). Raises ExportRequestError where the export cannot serve
+        `split_sentences` as asked."""
         built = bool(self.settings.get("split_sentences", False))
         if bool(split_sentences) == built:
-            return
+            return False
         recorded = f"split_sentences={str(built).lower()} in {os.path.join(self.path, EXPORT_CONFIG)}"
+        if built and whole_served:
+            return True
         if built:
             raise ExportRequestError(
-                f"--nosplit_sentences (split_sentences=False): {self.path} splits each input into sentences "
-                f"({recorded}); leave it out, or export again with `python -m export --nosplit_sentences`"
+                f"--nosplit_sentences (split_sentences=False) with alignments, markup or token scores: {self.path} "
+                f"splits each input into sentences in its align and markup signatures ({recorded}); leave "
+                "--nosplit_sentences out, or export again with `python -m export --nosplit_sentences`"
             )
         raise ExportRequestError(
             f"splitting sentences (split_sentences=True, the default): {self.path} translates each input whole "

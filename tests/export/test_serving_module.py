@@ -327,8 +327,13 @@ def test_align_gives_the_python_translators_alignments_of_many_words(tiny_model_
     bias[EOS_ID] = -1e9
     wordy.bias = keras.ops.convert_to_tensor(bias.astype("float32"))
     search = SearchConfig(beam_size=2, max_input_length=16, max_extra_length=4)
-    sentences = SENTENCES + ["", "Click " * 20]
     module = ServingModule(wordy, tokenizer, f"{tiny_run[0]}/spm.model", search, length_buckets=())
+
+    def count(pieces):
+        return [len(row) + 1 for row in tokenizer.tokenize(pieces).to_list()]
+
+    # One sentence within max_input_length: the Python translator's input, split or not.
+    sentences = [sentence for sentence in SENTENCES + [""] if count([sentence])[0] <= 16]
     outputs = module.align(tf.constant(sentences))
     texts, _, alignments = Translator(wordy, tokenizer, search, batch_size=4).translate(sentences, alignments=True)
     assert [t.decode("utf-8") for t in outputs["translations"].numpy()] == texts
@@ -336,6 +341,16 @@ def test_align_gives_the_python_translators_alignments_of_many_words(tiny_model_
     links = [len(alignment.split()) for alignment in alignments]
     print(f"links per sentence: {links}")
     assert sum(links) >= 2 * len(sentences)
+    # Documents, a sentence over max_input_length among them: alignments offset to the whole input.
+    documents = [" ".join(SENTENCES[:3]), "Help. " + "Click " * 20, SENTENCES[3]]
+    expected = composed_documents(module.align, documents, count, 16)
+    outputs = module.align(tf.constant(documents))
+    assert [t.decode("utf-8") for t in outputs["translations"].numpy()] == [row["translations"] for row in expected]
+    assert [a.decode("utf-8") for a in outputs["alignments"].numpy()] == [row["alignments"] for row in expected]
+    np.testing.assert_allclose(outputs["scores"].numpy(), [row["scores"] for row in expected], atol=1e-4)
+    # The third sentence's links start after the first two sentences' words.
+    sources = [int(link.split("-")[0]) for link in expected[0]["alignments"].split()]
+    assert max(sources) >= len(" ".join(SENTENCES[:2]).split())
 
 
 def test_min_length_ratio_is_built_into_the_graph(tiny_model_and_tokenizer, tiny_run):

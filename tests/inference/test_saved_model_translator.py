@@ -144,8 +144,8 @@ def test_an_export_written_before_the_steering_signatures_is_told_to_export_agai
     np.testing.assert_allclose(scores, expected_scores, atol=1e-5)
     with pytest.raises(ExportRequestError, match=r"translates each input whole \(split_sentences=false in .*1/assets"):
         translator.translate(SENTENCES)
-    with pytest.raises(ExportRequestError, match=r"--nosplit_sentences \(split_sentences=False\): .* splits each"):
-        exported.translate(SENTENCES, split_sentences=False)
+    with pytest.raises(ExportRequestError, match=r"--nosplit_sentences \(split_sentences=False\) with alignments"):
+        exported.translate(SENTENCES, split_sentences=False, alignments=True)
     with pytest.raises(ExportDirError, match="has no 'markup' signature .* before inline tags and placeholders"):
         translator.translate(["Help"], markup=True, split_sentences=False)
     with pytest.raises(
@@ -176,6 +176,13 @@ def test_documents_n_best_and_constraints_while_splitting(exported):
     assert error.value.index == 0
     texts, scores = exported.translate(LINES[1:], n_best=2)  # one sentence a line: the n_best signature
     assert len(texts[0]) == 2 and texts[1] == ["", ""]
+    # Taken whole (by the prefix signature, without prefixes): the lines as one sentence each.
+    whole, whole_scores = exported.translate(LINES, split_sentences=False)
+    assert exported.truncated_indices == []
+    [[best]], [[best_score]] = exported.translate(LINES[:1], n_best=1, split_sentences=False)
+    assert whole[0] == best and whole_scores[0] == pytest.approx(best_score, abs=1e-5)
+    assert whole[2] == "" and whole_scores[2] == 0.0
+    assert whole[1] == exported.translate(LINES[1:2])[0][0]
 
 
 def test_translate_lines_and_markup_are_the_signatures_outputs(exported, tiny_export):
