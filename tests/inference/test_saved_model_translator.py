@@ -182,6 +182,11 @@ def test_documents_n_best_and_constraints_while_splitting(exported):
     [[best]], [[best_score]] = exported.translate(LINES[:1], n_best=1, split_sentences=False)
     assert whole[0] == best and whole_scores[0] == pytest.approx(best_score, abs=1e-5)
     assert whole[2] == "" and whole_scores[2] == 0.0
+    # A sentence over max_input_length (48) is cut again when split, and cut to it when whole.
+    exported.translate(["Click " * 60])
+    assert exported.truncated_indices == []
+    exported.translate(["Help", "Click " * 60], split_sentences=False)
+    assert exported.truncated_indices == [1]
     assert whole[1] == exported.translate(LINES[1:2])[0][0]
 
 
