@@ -131,10 +131,10 @@ class DocumentFunctions:
         masked = graph_markup.mask(self._repaired(inputs))
         document = self._documents(masked["text"], aligned=True)
         translations, notes = graph_markup.restore(masked, document["translations"], document["alignments"])
+        kept = ("scores", "confidence", "tokens", "token_scores", "token_counts")
         return {
             "translations": translations,
-            "scores": document["scores"],
-            "confidence": document["confidence"],
+            **{name: document[name] for name in kept},
             "notes": tf.strings.reduce_join(notes, axis=1, separator="\n"),
         }
 

@@ -121,8 +121,9 @@ class ServingModule(graph_documents.DocumentFunctions, tf.Module):
             longest]` (0 after) and "token_counts" int32 `[batch]`.
         `markup(inputs)`: string `[batch]` -> `{"translations", "scores", "confidence"}`, inline
             tags and placeholders masked before the search and put back by the alignment
-            (`export.graph_markup`), and "notes" string `[batch]`, what restoring them reported,
-            one note a line ("" for none).
+            (`export.graph_markup`), the "tokens", "token_scores" and "token_counts" of the
+            masked text's translation, and "notes" string `[batch]`, what restoring them
+            reported, one note a line ("" for none).
     """
 
     def __init__(
