@@ -20,7 +20,8 @@ translate.py does by default. Measured:
     python benchmarks/markup.py --model_dir=runs/demo --deb_dir=cache/corpora/debs --output=markup.json
 
 `--test_set`: a TSV file of `key<TAB>source<TAB>reference`, read when it exists, else built from the
-packages (`--deb_dir`, where `python -m data.prepare` keeps them) and written there.
+packages (`--deb_dir`, where `python -m data.prepare` keeps them) and the run's corpus (whose
+training and dev sources it leaves out) and written there.
 """
 
 import argparse
@@ -63,19 +64,25 @@ def open_model(path, checkpoint, batch_size):
 
 
 def markup_test_set(args, run_config):
-    """`[(key, source, reference)]`: read from `--test_set`, else built from the help packages."""
+    """`[(key, source, reference)]`: read from `--test_set`, else built from the help packages,
+    leaving out every source the run's corpus trains on (`help_markup.markup_pairs`)."""
     if args.test_set and os.path.exists(args.test_set):
         with open(args.test_set, encoding="utf-8") as handle:
             return [tuple(line.rstrip("\n").split("\t")) for line in handle if line.strip()]
-    from data.sources import builtin_corpora, deb_packages, help_markup
+    from data.sources import builtin_corpora, corpus_cache, deb_packages, help_markup
 
     language = builtin_corpora.LANGUAGES[args.language]
     pins = {pinned.package: pinned for pinned in (builtin_corpora.ENGLISH_HELP, language.help)}
     data = (run_config or {}).get("data", {})
-    deb_dir = args.deb_dir or data.get("deb_dir") or os.path.join(data.get("cache_dir") or "cache/corpora", "debs")
-    debs = deb_packages.fetch_debs(list(pins), deb_dir, pinned=pins)
-    english, foreign = (debs[pinned.package] for pinned in pins.values())
-    rows = help_markup.read_markup_pairs(english, foreign, language.help_dir)
+    cache_dir = data.get("cache_dir") or "cache/corpora"
+    debs = deb_packages.fetch_debs(list(pins), args.deb_dir or data.get("deb_dir") or f"{cache_dir}/debs", pinned=pins)
+    corpus = corpus_cache.check_corpus(os.path.join(cache_dir, language.corpus))
+    trained = set()
+    for path in (*corpus.train, corpus.dev):
+        with open(path, encoding="utf-8") as handle:
+            trained.update(line.split("\t", 1)[0] for line in handle)
+    english, foreign = (debs[package] for package in pins)
+    rows = help_markup.read_markup_pairs(english, foreign, language.help_dir, trained=trained.__contains__)
     if args.test_set:
         with open(args.test_set, "w", encoding="utf-8") as handle:
             handle.writelines("\t".join(row) + "\n" for row in rows)

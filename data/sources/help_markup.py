@@ -143,11 +143,16 @@ def extract_marked_up(page_html: str) -> dict[str, str]:
 
 
 def markup_pairs(
-    source_pages: dict[str, str], target_pages: dict[str, str], split: Callable[[str], str] = cleaning.split_of
+    source_pages: dict[str, str],
+    target_pages: dict[str, str],
+    split: Callable[[str], str] = cleaning.split_of,
+    trained: Callable[[str], bool] | None = None,
 ) -> list[tuple[str, str, str]]:
-    """`(page/id, source line, target line)` of the aligned paragraphs that hold markup, the same
-    on both sides, and whose source, as the corpus writes it and with its markup taken out, both
-    fall in the test split (so neither was trained on)."""
+    """`(page/id, source line, target line)` of the aligned paragraphs that hold markup, the same on
+    both sides, whose source as the corpus writes it falls in the test split, and whose source with
+    its markup taken out (which differs where a switch shows its default) was not trained on:
+    `trained(text)` says whether a normalised source is one of the corpus's training or dev pairs;
+    None: it must fall in the test split too."""
     found = []
     for page in sorted(source_pages.keys() & target_pages.keys()):
         source_plain = libreoffice_help.extract_paragraphs(source_pages[page])
@@ -158,23 +163,26 @@ def markup_pairs(
                 continue
             corpus_source = cleaning.normalize_text(source_plain.get(key, ""))
             corpus_target = cleaning.normalize_text(target_plain[key])
+            shown = cleaning.normalize_text(plain(line))
             tags = markup_of(line)
             if (
                 tags
                 and tags == markup_of(target[key])
                 and cleaning.rejection_reason(corpus_source, corpus_target) is None
-                and cleaning.rejection_reason(plain(line), plain(target[key])) is None
+                and cleaning.rejection_reason(shown, plain(target[key])) is None
                 and split(corpus_source) == "test"
-                and split(plain(line)) == "test"
+                and (split(shown) == "test" if trained is None else shown == corpus_source or not trained(shown))
             ):
                 found.append((f"{page}#{key}", line, target[key]))
     return found
 
 
-def read_markup_pairs(english_deb: str, foreign_deb: str, foreign_language: str = "de") -> list[tuple[str, str, str]]:
+def read_markup_pairs(
+    english_deb: str, foreign_deb: str, foreign_language: str = "de", trained: Callable[[str], bool] | None = None
+) -> list[tuple[str, str, str]]:
     """`markup_pairs` of two `libreoffice-help-*` packages (`foreign_language`: the directory of the
     foreign pages, as `builtin_corpora.libreoffice_help_pairs` takes it)."""
     is_html = lambda path: path.endswith(".html")  # noqa: E731
     english = libreoffice_help.collect_pages(deb_packages.iter_deb_files(english_deb, is_html), "en-US")
     foreign = libreoffice_help.collect_pages(deb_packages.iter_deb_files(foreign_deb, is_html), foreign_language)
-    return markup_pairs(english, foreign)
+    return markup_pairs(english, foreign, trained=trained)

@@ -57,3 +57,21 @@ def test_switches_show_their_default_and_sides_with_other_tags_are_left_out():
             '<span class="keycode">+N</span>.',
         )
     ]  # par_id2: a literal bracket; par_id3: a <br/> on one side only.
+
+
+def test_a_switch_shown_with_its_default_is_kept_only_when_its_text_was_not_trained_on():
+    page = (
+        '<p id="par_id1">Hold <span class="switchinline"><span hidden="true" id="defaultx">Ctrl</span></span> down.</p>'
+    )
+    german = page.replace("Hold", "Halten Sie").replace("down", "gedrückt")
+    split = lambda text: "train" if "Ctrl" in text else "test"  # noqa: E731 (the corpus's text has no Ctrl)
+    pages = ({"a.html": page}, {"a.html": german})
+    assert help_markup.markup_pairs(*pages, split) == []
+    assert help_markup.markup_pairs(*pages, split, trained=lambda text: text == "Hold Ctrl down.") == []
+    assert help_markup.markup_pairs(*pages, split, trained=lambda text: False) == [
+        (
+            "a.html#par_id1",
+            'Hold <span class="switchinline">Ctrl</span> down.',
+            'Halten Sie <span class="switchinline">Ctrl</span> gedrückt.',
+        )
+    ]
