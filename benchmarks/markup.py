@@ -7,7 +7,8 @@ Each source is translated with markup (`translate_lines(..., markup=True)`, the 
 translate.py does by default. Measured:
 
 - complete: the share of outputs well-formed (every tag paired, properly nested) that hold every
-  tag and placeholder of their source, as many times (target: 100%);
+  tag and placeholder of their source, as many times (target: 100%); invented: the outputs with a
+  tag or placeholder their source lacks (the model writing placeholder-like text, e.g. `%CSS`);
 - placed: over the reference's paired tags, the share whose output twin (the same tag text, the
   same occurrence) encloses the same set of words as in the reference, words being lower-cased
   `\\w+` runs of the enclosed text with tags taken out; `overlap` is the mean Jaccard index of the
@@ -147,10 +148,14 @@ def measure(sources, references, outputs, plain_translations, target_language):
 
     from common.bleu_tokenizers import bleu_tokenizer
 
-    complete, same, overlap, reference_tags = 0, 0, 0.0, 0
+    complete, invented, same, overlap, reference_tags = 0, 0, 0, 0.0, 0
     for source, reference, output in zip(sources, references, outputs):
         output_tags, output_counts = tagged(output)
-        complete += output_tags is not None and output_counts == tagged(source)[1]
+        source_counts = tagged(source)[1]
+        complete += output_tags is not None and all(
+            output_counts[text] == source_counts[text] for text in source_counts
+        )
+        invented += any(text not in source_counts for text in output_counts)
         expected = tagged(reference)[0] or []
         found = placement(output_tags, expected)
         same, overlap, reference_tags = same + found[0], overlap + found[1], reference_tags + len(expected)
@@ -161,6 +166,7 @@ def measure(sources, references, outputs, plain_translations, target_language):
     return dict(
         pairs=len(sources),
         complete=complete / max(len(sources), 1),
+        invented=invented,
         tags=reference_tags,
         placed=same / max(reference_tags, 1),
         overlap=overlap / max(reference_tags, 1),
@@ -192,10 +198,13 @@ def main(argv=None):
         seconds={"markup": round(markup_seconds, 1), "plain": round(plain_seconds, 1)},
     )
     print(f"Markup through translation, model {args.model_dir}: LibreOffice help paragraphs with their markup")
-    print("| pairs | tags | complete | placed | overlap | BLEU, markup | BLEU, tag-free | difference | notes |")
-    print("|" + "---|" * 9)
     print(
-        f"| {result['pairs']} | {result['tags']} | {100 * result['complete']:.1f}% | {100 * result['placed']:.1f}% | "
+        "| pairs | tags | complete | invented | placed | overlap | BLEU, markup | BLEU, tag-free | difference | notes |"
+    )
+    print("|" + "---|" * 10)
+    print(
+        f"| {result['pairs']} | {result['tags']} | {100 * result['complete']:.1f}% | {result['invented']} | "
+        f"{100 * result['placed']:.1f}% | "
         f"{100 * result['overlap']:.1f}% | {result['bleu_markup']:.2f} | {result['bleu_plain']:.2f} | "
         f"{result['bleu_difference']:+.2f} | {result['notes']} |"
     )

@@ -25,6 +25,8 @@ def test_outputs_are_complete_when_well_formed_with_every_tag_and_placeholder(be
     # Placed: 2 + 1 (menuitem encloses {datei}) + 0 (not paired) + 1 (<b> missing) + 2.
     assert found["placed"] == pytest.approx(6 / 10)
     assert found["overlap"] == pytest.approx((2 + 1.5 + 0 + 1 + 2) / 10)
+    extra = markup.measure([SOURCE], [REFERENCE], [REFERENCE + " %CSS"], ["x"], "de")
+    assert extra["complete"] == 1.0 and extra["invented"] == 1 and found["invented"] == 0
     assert markup.strip_tags(REFERENCE) == "Wählen Sie Datei – Neu und Speichern in LibreOffice (%1)."
     assert found["bleu_markup"] > found["bleu_plain"]
 
