@@ -9,13 +9,15 @@ translate.py makes (`inference.loading.load_translator`, its `translate`):
 
 - pairs: every pair's source alone, one per line, without segmentation (as evaluate.py scores), the
   translations then joined into the documents (the anchor);
+- pairs_split: the same, each pair split into its sentences (translate.py's default on a pair);
 - segmented: each document one line, split into sentences (`split_sentences=True`, the default);
 - whole: each document one line, translated whole (`split_sentences=False`, cut to the model's
   input length as before).
 
 Printed: a row per split with the documents' corpus BLEU (sacreBLEU, the target language's
-tokenizer) of each, the pairs' own sentence-level corpus BLEU, and segmented minus pairs (target:
-within 0.5).
+tokenizer) of each, segmented minus pairs (target: within 0.5), the pairs' own sentence-level
+corpus BLEU, and the share of the joins between pairs where the segmentation cuts (a heading or an
+interface string joined to the next pair has no sentence end: the two are translated as one).
 
     python benchmarks/documents.py --model_dir=runs/demo
     python benchmarks/documents.py --model_dir=runs/demo --splits=test.libreoffice-help --output=documents.json
@@ -29,7 +31,7 @@ import sys
 import time
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-KINDS = ("pairs", "segmented", "whole")
+KINDS = ("pairs", "pairs_split", "segmented", "whole")
 
 
 def parse_args(argv=None):
@@ -97,6 +99,7 @@ def measure_split(translator, args, split, run_config, where):
     translations, seconds = {}, {}
     for kind, lines, split_sentences in (
         ("pairs", sources, False),
+        ("pairs_split", sources, True),
         ("segmented", documents, True),
         ("whole", documents, False),
     ):
@@ -105,11 +108,40 @@ def measure_split(translator, args, split, run_config, where):
         seconds[kind] = round(time.monotonic() - start, 1)
     sentence_bleu = sacrebleu.corpus_bleu(translations["pairs"], [references], tokenize=tokenize).score
     translations["pairs"] = joined(translations["pairs"], sizes)
+    translations["pairs_split"] = joined(translations["pairs_split"], sizes)
     bleu = {
         kind: sacrebleu.corpus_bleu(translations[kind], [document_references], tokenize=tokenize).score
         for kind in KINDS
     }
-    return dict(pairs=len(sources), documents=len(sizes), bleu=bleu, sentence_bleu=sentence_bleu, seconds=seconds)
+    return dict(
+        pairs=len(sources),
+        documents=len(sizes),
+        joins_cut=joins_cut(sources, sizes),
+        bleu=bleu,
+        sentence_bleu=sentence_bleu,
+        seconds=seconds,
+    )
+
+
+def joins_cut(sources, sizes):
+    """The share of the joins between consecutive pairs of a document at which
+    `inference.segmentation.segment` cuts the document (None without a join)."""
+    from inference.segmentation import segment
+
+    cut, joins, start = 0, 0, 0
+    for size in sizes:
+        offsets, offset = set(), 0
+        for source in sources[start : start + size - 1]:
+            offset += len(source) + 1
+            offsets.add(offset)
+        found, position = segment(" ".join(sources[start : start + size])), 0
+        starts = set()
+        for separator, piece in zip(found.separators, found.pieces):
+            position += len(separator)
+            starts.add(position)
+            position += len(piece)
+        cut, joins, start = cut + len(offsets & starts), joins + len(offsets), start + size
+    return cut / joins if joins else None
 
 
 def main(argv=None):
@@ -120,13 +152,17 @@ def main(argv=None):
     translator, run_config, where = open_model(args.model_dir, args.checkpoint, args.batch_size)
     results = {split: measure_split(translator, args, split, run_config, where) for split in args.splits.split(",")}
     print(f"Documents of 2-6 consecutive pairs, model {args.model_dir}, seed {args.seed}: corpus BLEU of the documents")
-    print("| split | pairs | documents | pairs, one per line | segmented | whole | segmented - pairs | sentence BLEU |")
-    print("|" + "---|" * 8)
+    print(
+        "| split | pairs | documents | pairs, one per line | pairs, split | segmented | whole | segmented - pairs "
+        "| sentence BLEU | joins cut |"
+    )
+    print("|" + "---|" * 10)
     for split, result in results.items():
-        bleu = result["bleu"]
+        bleu, cut = result["bleu"], result["joins_cut"]
         print(
-            f"| {split} | {result['pairs']} | {result['documents']} | {bleu['pairs']:.2f} | {bleu['segmented']:.2f} | "
-            f"{bleu['whole']:.2f} | {bleu['segmented'] - bleu['pairs']:+.2f} | {result['sentence_bleu']:.2f} |"
+            f"| {split} | {result['pairs']} | {result['documents']} | {bleu['pairs']:.2f} | {bleu['pairs_split']:.2f} | "
+            f"{bleu['segmented']:.2f} | {bleu['whole']:.2f} | {bleu['segmented'] - bleu['pairs']:+.2f} | "
+            f"{result['sentence_bleu']:.2f} | {'-' if cut is None else f'{100 * cut:.0f}%'} |"
         )
     summary = {"command": " ".join(["python benchmarks/documents.py", *(argv or sys.argv[1:])]), "results": results}
     if args.output:

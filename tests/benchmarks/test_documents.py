@@ -16,6 +16,14 @@ def test_documents_are_two_to_six_consecutive_pairs_seeded(benchmark_script):
     assert documents.joined(["a.", "b.", "c.", "d.", "e."], [2, 3]) == ["a. b.", "c. d. e."]
 
 
+def test_joins_cut_counts_the_joins_the_segmentation_finds(benchmark_script):
+    documents, _ = benchmark_script("documents")
+    sources = ["Insert Mode", "Displays the mode. Click it.", "Then go.", "OK", "Save.", "Close."]
+    # No sentence ends at the joins after "Insert Mode" and "OK"; one does after "Then go." and "Save.".
+    assert documents.joins_cut(sources, [2, 4]) == 2 / 4
+    assert documents.joins_cut(sources[:1], [1]) is None
+
+
 @pytest.mark.slow  # A benchmark's smoke run: the full tier runs it.
 def test_a_smoke_run_prints_a_row_per_split(benchmark_script, tiny_run, tmp_path, capsys):
     documents, _ = benchmark_script("documents")
