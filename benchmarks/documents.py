@@ -21,17 +21,20 @@ interface string joined to the next pair has no sentence end: the two are transl
 
     python benchmarks/documents.py --model_dir=runs/demo
     python benchmarks/documents.py --model_dir=runs/demo --splits=test.libreoffice-help --output=documents.json
+    python benchmarks/documents.py --model_dir=runs/demo --sentence_pairs     # every join a sentence end
 """
 
 import argparse
 import json
 import os
 import random
+import re
 import sys
 import time
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KINDS = ("pairs", "pairs_split", "segmented", "whole")
+SENTENCE_END = re.compile(r"[.!?][\"'”’»)\]]*$")
 
 
 def parse_args(argv=None):
@@ -42,6 +45,11 @@ def parse_args(argv=None):
     parser.add_argument("--cache_dir", default=None, help="where the run's corpus is cached (default: the run's)")
     parser.add_argument("--pairs", type=int, default=0, help="the first N pairs of each split (0: all)")
     parser.add_argument("--seed", type=int, default=1, help="seeds the documents' sizes")
+    parser.add_argument(
+        "--sentence_pairs",
+        action="store_true",
+        help="only the pairs whose two sides end a sentence (. ! ?), so that every join is a sentence end",
+    )
     parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument("--output", default=None, help="write the results as JSON here")
     return parser.parse_args(argv)
@@ -91,6 +99,9 @@ def measure_split(translator, args, split, run_config, where):
 
     config = evaluator.EvalConfig(split=split, cache_dir=args.cache_dir, **where)
     sources, references, _, target_language = evaluator.load_test_set(config, run_config)
+    if args.sentence_pairs:
+        kept = [(s, r) for s, r in zip(sources, references) if SENTENCE_END.search(s) and SENTENCE_END.search(r)]
+        sources, references = [s for s, _ in kept], [r for _, r in kept]
     if args.pairs:
         sources, references = sources[: args.pairs], references[: args.pairs]
     sizes = document_sizes(len(sources), args.seed)
@@ -151,7 +162,10 @@ def main(argv=None):
 
     translator, run_config, where = open_model(args.model_dir, args.checkpoint, args.batch_size)
     results = {split: measure_split(translator, args, split, run_config, where) for split in args.splits.split(",")}
-    print(f"Documents of 2-6 consecutive pairs, model {args.model_dir}, seed {args.seed}: corpus BLEU of the documents")
+    which = "pairs that end a sentence" if args.sentence_pairs else "pairs"
+    print(
+        f"Documents of 2-6 consecutive {which}, model {args.model_dir}, seed {args.seed}: corpus BLEU of the documents"
+    )
     print(
         "| split | pairs | documents | pairs, one per line | pairs, split | segmented | whole | segmented - pairs "
         "| sentence BLEU | joins cut |"

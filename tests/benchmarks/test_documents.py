@@ -22,6 +22,10 @@ def test_joins_cut_counts_the_joins_the_segmentation_finds(benchmark_script):
     # No sentence ends at the joins after "Insert Mode" and "OK"; one does after "Then go." and "Save.".
     assert documents.joins_cut(sources, [2, 4]) == 2 / 4
     assert documents.joins_cut(sources[:1], [1]) is None
+    ends = [
+        bool(documents.SENTENCE_END.search(text)) for text in ["Go.", 'Say "Yes!"', "(See below.)", "Insert Mode", "a:"]
+    ]
+    assert ends == [True, True, True, False, False]
 
 
 @pytest.mark.slow  # A benchmark's smoke run: the full tier runs it.
