@@ -116,11 +116,17 @@ def main(argv=None):
         searches.append((f"constrained, beam {size}", constraints, size))
     for name, steering, beam_size in searches:
         translator.translate(
-            sources, constraints=steering, search=translator.search.override(beam_size=beam_size)
+            sources,
+            constraints=steering,
+            search=translator.search.override(beam_size=beam_size),
+            split_sentences=False,
         )  # traces every shape
         started = time.perf_counter()
         translations, _ = translator.translate(
-            sources, constraints=steering, search=translator.search.override(beam_size=beam_size)
+            sources,
+            constraints=steering,
+            search=translator.search.override(beam_size=beam_size),
+            split_sentences=False,
         )
         seconds = time.perf_counter() - started
         phrases_found, sentences_found = found(translations, constraints, normal)

@@ -102,7 +102,7 @@ def dev_scores(model_dir, dev_tsv, pairs, max_length):
     translator = Translator(
         model, tokenizer, search=SearchConfig(beam_size=1, max_input_length=max_length), batch_size=32
     )
-    hypotheses, _ = translator.translate([source for source, _ in pairs])
+    hypotheses, _ = translator.translate([source for source, _ in pairs], split_sentences=False)
     scores = scoring.score(hypotheses, [target for _, target in pairs])
     return dict(loss=loss, bleu=scores["bleu"], chrf=scores["chrf"], signature=scores["bleu_signature"])
 

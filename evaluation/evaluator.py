@@ -214,7 +214,8 @@ def evaluate(config, out=sys.stdout):
     )
     if config.model_dir and config.plot_attention:
         _check_plot_sentences(config, translator.source_tokenizer)
-    hypotheses, _ = translator.translate(sources, progress=config.progress)
+    # Each source whole, as the test set aligned it with its reference: a measurement that does not move.
+    hypotheses, _ = translator.translate(sources, progress=config.progress, split_sentences=False)
     result["truncated_lines"] = [index + 1 for index in translator.truncated_indices]
     _report_truncated(config, translator, len(sources), out)
     if config.output:

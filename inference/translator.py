@@ -10,7 +10,7 @@ import numpy as np
 from common.progress import ProgressLine
 from common.special_ids import EOS_ID, PAD_ID
 from data import multilingual
-from inference import steering
+from inference import documents, steering
 from inference.alignment import AttentionMatrix, attention_weights, decoder_input, forced_target
 from inference.batching import translate_in_order
 from inference.protocol import (
@@ -168,9 +168,71 @@ class Translator(TextTranslator):
         prefixes=None,
         constraints=None,
         alignments=False,
+        split_sentences=True,
+        markup=False,
     ):
         """`TextTranslator.translate`; a caller translating a stream in pieces passes line numbers
-        as `keys`. Inputs cut to `max_input_length` are aligned over the words they kept.
+        as `keys`. Sentences are split and markup handled by `inference.documents`; each sentence
+        is searched by `translate_sentences`.
+
+        Raises:
+            AlignmentError, PrefixError, ConstraintError, DocumentError: as
+                `TextTranslator.translate`, before any search.
+        """
+        settings = dict(search=search, n_best=n_best, keys=keys, prefixes=prefixes, constraints=constraints)
+        if split_sentences or markup:
+            return documents.translate(
+                self,
+                sentences,
+                progress,
+                alignments=alignments,
+                split_sentences=split_sentences,
+                markup=markup,
+                **settings,
+            )
+        return self.translate_sentences(sentences, progress, alignments=alignments, **settings)
+
+    def translate_lines(
+        self,
+        lines,
+        progress=False,
+        *,
+        search=None,
+        keys=None,
+        prefixes=None,
+        alignments=False,
+        split_sentences=True,
+        markup=False,
+    ):
+        """`TextTranslator.translate_lines`: a `Translation` per line (`inference.documents`)."""
+        return documents.translate_lines(
+            self,
+            lines,
+            progress,
+            search=search,
+            keys=keys,
+            prefixes=prefixes,
+            alignments=alignments,
+            split_sentences=split_sentences,
+            markup=markup,
+        )
+
+    def translate_sentences(
+        self,
+        sentences,
+        progress=False,
+        *,
+        search=None,
+        n_best=None,
+        keys=None,
+        prefixes=None,
+        constraints=None,
+        alignments=False,
+        searched=None,
+    ):
+        """`translate` of each input whole, cut to `max_input_length`: the search itself. Inputs
+        cut are aligned over the words they kept. `searched`: a dict filled with each searched
+        position's `(source ids, best hypothesis's output ids)`, for token scores.
 
         Raises:
             AlignmentError, PrefixError, ConstraintError: as `TextTranslator.translate`, before
@@ -188,8 +250,8 @@ class Translator(TextTranslator):
         self.empty_indices = [i for i, row in enumerate(rows) if len(row) == 1 and not prefix_rows[i] + phrase_rows[i]]
         empty = set(self.empty_indices)
         # Sentences with constraints first: a batch mixes them with the others only at the boundary.
-        searched = (i for i in range(len(rows)) if i not in empty)
-        order = sorted(searched, key=lambda i: (not phrase_rows[i], len(rows[i])))
+        to_search = (i for i in range(len(rows)) if i not in empty)
+        order = sorted(to_search, key=lambda i: (not phrase_rows[i], len(rows[i])))
         unmet = []
         aligner = self._alignment_function(alignments) if alignments else None
         aligned = {}  # position -> its alignment (n_best: the list of them)
@@ -210,6 +272,8 @@ class Translator(TextTranslator):
             batch_scores = keras.ops.convert_to_numpy(batch_scores)[: len(indices)]
             if constrained:
                 unmet.extend(i for i, row in zip(indices, batch_scores) if row[: n_best or 1].min() <= UNMET_SCORE / 2)
+            if searched is not None:
+                searched.update((i, (rows[i], ids[row, 0])) for row, i in enumerate(indices))
             if aligner is not None:
                 batch_alignments = self._align([rows[i] for i in indices], ids[:, : n_best or 1], aligner)
                 aligned.update((i, a if n_best else a[0]) for i, a in zip(indices, batch_alignments))
@@ -227,7 +291,7 @@ class Translator(TextTranslator):
             len(sentences), order, self.batch_size, translate_batch, progress, n_best
         )
         if unmet:
-            settings = dict(search=search, n_best=n_best, alignments=alignments)
+            settings = dict(search=search, n_best=n_best, alignments=alignments, searched=searched)
             self._translate_unconstrained(
                 sorted(unmet), sentences, keys, prefixes, (translations, scores, aligned), settings
             )
@@ -263,12 +327,17 @@ class Translator(TextTranslator):
         and records those positions in `unmet_indices`."""
         translations, scores, aligned = results
         recorded = self.truncated_indices, self.empty_indices
-        again = self.translate(
+        searched = settings.pop("searched")
+        searched_again = None if searched is None else {}
+        again = self.translate_sentences(
             [sentences[i] for i in unmet],
             keys=[keys[i] for i in unmet],
             prefixes=None if prefixes is None else [prefixes[i] for i in unmet],
+            searched=searched_again,
             **settings,
         )
+        if searched is not None:
+            searched.update((unmet[k], value) for k, value in searched_again.items())
         self.truncated_indices, self.empty_indices = recorded
         for k, index in enumerate(unmet):
             translations[index], scores[index] = again[0][k], again[1][k]

@@ -90,7 +90,8 @@ class DevBleu(keras.callbacks.Callback):
         scores = {}
         for name, (sources, references, tokenize) in self.pairs.items():
             if sources:
-                hypotheses, _ = self.translator.translate(sources)
+                # Each source whole, as the dev set aligned it with its reference.
+                hypotheses, _ = self.translator.translate(sources, split_sentences=False)
                 scores[name] = sacrebleu.corpus_bleu(hypotheses, [references], tokenize=tokenize).score
         self.last_bleu = sum(scores.values()) / len(scores)
         self.last_pair_bleu = {name: score for name, score in scores.items() if name}

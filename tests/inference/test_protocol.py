@@ -14,8 +14,8 @@ METHODS = [
 ]
 
 
-def test_the_protocol_has_translate_and_score():
-    assert sorted(METHODS) == ["score", "translate"]
+def test_the_protocol_has_translate_translate_lines_and_score():
+    assert sorted(METHODS) == ["score", "translate", "translate_lines"]
 
 
 @pytest.mark.parametrize("translator_class", [Translator, SavedModelTranslator])

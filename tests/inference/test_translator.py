@@ -50,7 +50,7 @@ def test_empty_lines_translate_to_empty_lines_and_long_lines_are_cut_and_reporte
     translator = Translator(
         model, tokenizer, search=SearchConfig(beam_size=2, max_extra_length=3, max_input_length=16), batch_size=2
     )
-    translations, scores = translator.translate(sentences)
+    translations, scores = translator.translate(sentences, split_sentences=False)
     assert len(translations) == len(sentences)
     assert translations[0] == "" and translations[2] == ""
     assert scores[0] == 0.0 and scores[2] == 0.0
@@ -59,6 +59,10 @@ def test_empty_lines_translate_to_empty_lines_and_long_lines_are_cut_and_reporte
     # The long line was decoded from its first 16 tokens, at most 16 + 3 output pieces.
     assert len(tokenizer.tokenize([translations[3]]).to_list()[0]) <= 16 + 3
     assert translator.translate([]) == ([], [])
+    # Split into sentences (the default), the long line is cut by length, not truncated, and a
+    # line of whitespace keeps it (tests/inference/test_documents.py).
+    translations, scores = translator.translate(sentences)
+    assert translator.truncated_indices == [] and translations[2] == "   " and scores[2] == 0.0
 
 
 def test_lines_without_tokens_translate_to_empty_lines(tiny_model, eos_bias_model):
@@ -72,7 +76,7 @@ def test_lines_without_tokens_translate_to_empty_lines(tiny_model, eos_bias_mode
     translator = Translator(
         eos_bias_model(model, -1e9), tokenizer, search=SearchConfig(beam_size=2, max_extra_length=3), batch_size=2
     )
-    translations, scores = translator.translate(sentences)
+    translations, scores = translator.translate(sentences, split_sentences=False)
     assert translations[0] == translations[2] == translations[3] == "" and translations[1] != ""
     assert scores[0] == scores[2] == scores[3] == 0.0
     assert translator.empty_indices == [0, 2, 3]
