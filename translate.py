@@ -12,6 +12,9 @@
     python translate.py --model_dir=runs/demo --constraints=terms.tsv < doc.en  # tab-separated phrases per line
     python translate.py --model_dir=runs/demo --alignments < doc.en           # translation<TAB>0-0 1-2 2-1
     python translate.py --model_dir=runs/a,runs/b < doc.en                    # an ensemble of two runs
+    python translate.py --model_dir=runs/demo --format=jsonl < doc.en         # confidence and token scores
+    python translate.py --model_dir=runs/demo --markup < help.txt             # tags and placeholders kept
+    python translate.py --model_dir=runs/demo --nosplit_sentences < test.en   # lines whole, not sentence by sentence
 
 Piped input is read in windows of --window lines, sorted by length and batched; at a terminal every
 line is answered as soon as it is entered. Only translations (or scores) go to stdout; what went

@@ -75,6 +75,7 @@ def define_translate_flags():
         lower_bound=0,
     )
 
+    _define_document_flags()
     flags.register_multi_flags_validator(
         ["n_best", "beam_size", "score", "prefix", "sampling_topk", "sampling_topp"]
         + ["src", "tgt", "input", "export_dir", "alignments", "alignment_layer", "alignment_head", "constraints"]
@@ -82,6 +83,56 @@ def define_translate_flags():
         _check_modes,
         message="",
     )
+
+
+def _define_document_flags():
+    """--split_sentences, --markup and --format, and the validator of their combinations."""
+    flags.DEFINE_boolean(
+        "split_sentences",
+        True,
+        "Translate each line sentence by sentence (a sentence longer than the maximum input length cut further "
+        "at clause punctuation, then by length, never truncated) and join the translations as the line was "
+        "spaced; --nosplit_sentences: each line whole (pre-segmented text), cut to the maximum input length. "
+        "With --export_dir, default: the export's own setting.",
+    )
+    flags.DEFINE_boolean(
+        "markup",
+        False,
+        "Keep inline tags (<b>, <a href=...>, <br/>), placeholders (%1, %s, {0}, $[officename]), URLs and e-mail "
+        "addresses: taken out before the search and put back around the words they align to; what is put back "
+        "without the alignment's help is reported on stderr.",
+    )
+    flags.DEFINE_enum(
+        "format",
+        "text",
+        ["text", "jsonl"],
+        "text: a translation per line (the modes' formats); jsonl: one JSON object per line with the "
+        "translation, score, confidence, tokens and token_scores (and alignment, notes, n_best as asked).",
+    )
+    flags.register_multi_flags_validator(
+        ["format", "markup", "tag", "with_scores", "score", "n_best", "constraints", "sampling_topk", "sampling_topp"],
+        _check_document_flags,
+        message="",
+    )
+
+
+def _check_document_flags(values):
+    if values["format"] == "jsonl":
+        given = [f"--{name}" for name in ("tag", "with_scores") if values[name] not in (None, False)]
+        if given:
+            raise flags.ValidationError(
+                f"--format=jsonl writes each line's score in its record: not with {', '.join(given)}"
+            )
+    if values["markup"]:
+        sampling = values["sampling_topk"] is not None or values["sampling_topp"] is not None
+        given = [f"--{name}" for name in ("score", "n_best", "constraints") if values[name] not in (None, False)]
+        given += ["--sampling_topk/--sampling_topp"] if sampling else []
+        if given:
+            raise flags.ValidationError(
+                "--markup puts tags back on the best searched translation of each line by its alignment: not with "
+                + ", ".join(given)
+            )
+    return True
 
 
 def _check_modes(values):

@@ -8,7 +8,7 @@ import sys
 
 from absl import flags
 
-from cli import search_flags
+from cli import input_checks, search_flags, translation_records
 from cli.search_flags import SEARCH_FLAGS
 from common.errors import BAD_INPUT_STATUS, UserError
 from common.write_errors import WriteError
@@ -33,6 +33,7 @@ def read_lines(path, name):
         for number, raw in enumerate(iter(handle.readline, b""), start=1):
             raw = raw[:-1] if raw.endswith(b"\n") else raw
             raw = raw[:-1] if raw.endswith(b"\r") else raw
+            raw = input_checks.checked_bytes(raw, number, name)
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as error:
@@ -65,14 +66,21 @@ def translation_lines(translator, numbers, sentences, first_index, name, limit, 
     `constraints`, their phrases); InputError for a prefix or phrase the search cannot follow,
     before any line of the window is translated."""
     alignments = AlignmentConfig(FLAGS.alignment_layer, FLAGS.alignment_head) if FLAGS.alignments else False
+    split = FLAGS.split_sentences
+    if FLAGS.export_dir and not FLAGS["split_sentences"].present:
+        split = translation_records.export_splits(FLAGS.export_dir)
     try:
-        texts, scores, *aligned = translator.translate(
+        window = translation_records.translate_window(
+            translator,
             sentences,
+            records=FLAGS.format == "jsonl" or FLAGS.markup,
             n_best=FLAGS.n_best,
             keys=range(first_index, first_index + len(sentences)),
             prefixes=prefixes,
             constraints=constraints,
             alignments=alignments,
+            split_sentences=split,
+            markup=FLAGS.markup,
         )
     except SteeringError as error:
         source = FLAGS.constraints if isinstance(error, ConstraintError) else name
@@ -84,7 +92,11 @@ def translation_lines(translator, numbers, sentences, first_index, name, limit, 
             f"of {FLAGS.constraints} line {numbers[index]}; translated without them",
             file=sys.stderr,
         )
-    aligned = aligned[0] if aligned else [None] * len(texts)
+    translation_records.report_notes(window, numbers, name)
+    if FLAGS.format == "jsonl":
+        return translation_records.jsonl_lines(translator, window, sentences, FLAGS.n_best)
+    texts, scores = window.texts, window.scores
+    aligned = window.alignments or [None] * len(texts)
     cut = set(translator.truncated_indices)
     output = []
     for offset, (text, score, alignment) in enumerate(zip(texts, scores, aligned)):
@@ -178,6 +190,7 @@ def run(write):
     """Translates (or scores) the input, calling `write(line)` for every output line."""
     from inference.loading import load_translator  # Loads Keras: after the flag checks.
 
+    input_checks.refuse_nul_bytes(FLAGS.input, FLAGS.src, FLAGS.tgt, FLAGS.constraints)
     if FLAGS.export_dir:
         conflict = export_conflict()
         if conflict:
@@ -207,7 +220,7 @@ def run(write):
             results = translator.score(sources, targets)
             report_truncated(translator, numbers, input_name(FLAGS.input) if not FLAGS.src else FLAGS.src, limit)
             for result in results:
-                write(f"{result.log_prob:.6f}\t{result.average:.6f}\t{result.perplexity:.4f}\t{result.tokens}")
+                write(translation_records.score_line(result, FLAGS.format))
         return
     name = input_name(FLAGS.input)
     lines = read_lines(FLAGS.input, name)

@@ -3,6 +3,8 @@ for the interactive case, real signals, exit statuses), and its modes (n-best li
 sampling, prefixes, alignments, an export) through its `run` in this process (`translate_here`,
 tests/evaluation/conftest.py); its outputs checked against the Python translator's."""
 
+import json
+import math
 import os
 import pty
 import select
@@ -12,6 +14,7 @@ import sys
 import time
 
 import pytest
+from absl import flags
 
 from inference.protocol import AlignmentConfig
 from inference.translator import Sampling, Translator
@@ -28,6 +31,7 @@ SENTENCES = [
 ENVIRONMENT = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=REPO_ROOT)
 COMMAND = [sys.executable, os.path.join(REPO_ROOT, "translate.py")]
 SEARCH = ["--max_extra_length=6", "--batch_size=2"]
+DOCUMENT = "Open the file.  Print the page! Close"
 
 
 def translate(*flags, stdin=b"", timeout=300):
@@ -54,9 +58,10 @@ def python_translator(tiny_model):
 
 @pytest.mark.slow  # A process of its own; the fast tier's: test_run_search.py.
 def test_stdin_to_a_file_in_input_order_with_bad_and_long_lines_reported(tiny_run, tmp_path, python_translator):
-    """stdin read in windows to --output, in input order; invalid UTF-8 and lines cut to
-    --max_input_length reported on stderr by line number, and nothing else there. (--input's files
-    are read as --src's are: test_score_mode_equals_forced_decoding.)"""
+    """stdin read in windows to --output, in input order, sentence by sentence; a BOM dropped, CRLF
+    read as LF, invalid UTF-8 reported on stderr by line number, a long line split and translated
+    whole (cut with --nosplit_sentences: test_nosplit_sentences_cuts_and_reports_long_lines), and
+    nothing else there. (--input's files are read as --src's are: test_score_mode_equals_forced_decoding.)"""
     model_dir, _ = tiny_run
     long_line = " ".join(["Open the file."] * 100)
     stdin = lines_of(SENTENCES[:3]) + b"caf\xe9 au lait\n" + lines_of(SENTENCES[3:] + [long_line])
@@ -67,7 +72,7 @@ def test_stdin_to_a_file_in_input_order_with_bad_and_long_lines_reported(tiny_ru
         f"--output={output}",
         "--max_input_length=12",
         *SEARCH,
-        stdin=stdin + b"no newline at the end",
+        stdin=b"\xef\xbb\xbf" + stdin.replace(b"\n", b"\r\n", 1) + b"no newline at the end",
     )
     assert code == 0, stderr
     assert stdout == ""
@@ -80,13 +85,10 @@ def test_stdin_to_a_file_in_input_order_with_bad_and_long_lines_reported(tiny_ru
     )
     expected, _ = translator.translate(inputs)
     written = output.read_text(encoding="utf-8")
-    assert written.split("\n")[:-1] == expected
+    assert written.split("\n")[:-1] == expected and "\r" not in written
     assert written.endswith("\n") and written.split("\n")[1] == ""  # The empty line stays aligned.
     assert "<stdin> line 4: invalid UTF-8" in stderr and "U+FFFD" in stderr
-    assert 6 in translator.truncated_indices  # The long line, line 7.
-    for index in translator.truncated_indices:
-        assert f"<stdin> line {index + 1}: longer than the maximum input length of 12 tokens" in stderr, stderr
-    assert stderr.count("longer than the maximum input length") == len(translator.truncated_indices)
+    assert translator.truncated_indices == [] and "longer than the maximum input length" not in stderr
     assert "Traceback" not in stderr
     assert not [noise for noise in STARTUP_NOISE if noise in stderr], stderr
 
@@ -161,6 +163,12 @@ def test_score_mode_equals_forced_decoding(tiny_run, tmp_path, python_translator
         f"--model_dir={model_dir}", "--score", f"--src={tmp_path / 'a.en'}", f"--tgt={tmp_path / 'a.de'}"
     )
     assert error is None and from_files == lines, stderr
+    records, error, stderr = translate_here(f"--model_dir={model_dir}", "--score", "--format=jsonl", stdin=tsv)
+    assert error is None, stderr
+    for record, result in zip([json.loads(line) for line in records], expected, strict=True):
+        assert list(record) == ["score", "confidence"]
+        assert abs(record["score"] - result.log_prob) < 1e-3
+        assert abs(record["confidence"] - math.exp(result.average)) < 1e-3
     (tmp_path / "short.de").write_text("Drucken\n", encoding="utf-8")
     _, error, _ = translate_here(
         f"--model_dir={model_dir}", "--score", f"--src={tmp_path / 'a.en'}", f"--tgt={tmp_path / 'short.de'}"
@@ -190,11 +198,16 @@ def test_sampling_is_reproducible_per_line_whatever_the_window(tiny_run, python_
         )[0]
     )
     # Back-translation: the same samples as pairs for the reverse direction, tagged as synthetic.
-    # A line cut at the maximum input length would pair its whole text with a translation of its
-    # start: it is left out, and said so.
+    # A line cut at the maximum input length (--nosplit_sentences) would pair its whole text with a
+    # translation of its start: it is left out, and said so. (Split, it is translated whole.)
     long_line = " ".join(["The teacher opens the window"] * 60)
     pairs, _, stderr = translate_here(
-        f"--model_dir={model_dir}", "--seed=7", "--tag=bt", *sample, stdin=lines_of([*SENTENCES, long_line])
+        f"--model_dir={model_dir}",
+        "--seed=7",
+        "--tag=bt",
+        "--nosplit_sentences",
+        *sample,
+        stdin=lines_of([*SENTENCES, long_line]),
     )
     assert pairs == [f"<bt> {text}\t{source}" for text, source in zip(expected, SENTENCES)], stderr
     assert f"<stdin> line {len(SENTENCES) + 1}: longer than the maximum input length" in stderr
@@ -380,3 +393,99 @@ def test_terminal_lines_are_answered_at_once_and_ctrl_c_ends_cleanly(tiny_run, p
         if process.poll() is None:
             process.kill()
         os.close(leader)
+
+
+@pytest.mark.slow  # runs of the model
+def test_nosplit_sentences_cuts_and_reports_long_lines(tiny_run, python_translator, translate_here):
+    model_dir, _ = tiny_run
+    inputs = ["Print", " ".join(["Open the file."] * 20)]
+    lines, error, stderr = translate_here(
+        f"--model_dir={model_dir}", "--nosplit_sentences", "--max_input_length=12", *SEARCH, stdin=lines_of(inputs)
+    )
+    assert error is None, stderr
+    translator = Translator(
+        python_translator.model,
+        python_translator.tokenizer,
+        search=SearchConfig(max_extra_length=6, max_input_length=12),
+        batch_size=2,
+    )
+    assert lines == translator.translate(inputs, split_sentences=False)[0] and translator.truncated_indices == [1]
+    assert "<stdin> line 2: longer than the maximum input length of 12 tokens" in stderr
+    assert stderr.count("longer than the maximum input length") == 1
+
+
+@pytest.mark.slow  # runs of the model
+def test_jsonl_records_and_markup_are_the_translators_lines(tiny_run, python_translator, translate_here):
+    """--format=jsonl writes `translate_lines`' records, keys in their order; --markup puts the tags
+    back (in both formats) and its notes go to stderr by line."""
+    model_dir, _ = tiny_run
+    inputs = [DOCUMENT, "", "<b>Open</b> the file. Print %1 now.", "<b></b><br/>"]
+    flags_used = [f"--model_dir={model_dir}", "--markup", *SEARCH, "--min_length_ratio=1"]
+    lines, error, stderr = translate_here(*flags_used, "--format=jsonl", "--alignments", stdin=lines_of(inputs))
+    assert error is None, stderr
+    translator = Translator(
+        python_translator.model,
+        python_translator.tokenizer,
+        python_translator.search.override(min_length_ratio=1.0),
+        batch_size=2,
+    )
+    records = translator.translate_lines(inputs, markup=True, alignments=True)
+    assert any(record.notes for record in records) and records[3].text == "<b></b><br/>"
+    for number, (line, record) in enumerate(zip(lines, records, strict=True), start=1):
+        written = json.loads(line)
+        keys = ["translation", "score", "confidence", "tokens", "token_scores", "alignment"]
+        assert list(written) == keys + (["notes"] if record.notes else [])
+        assert (written["translation"], written["tokens"], written["alignment"]) == (
+            record.text,
+            record.tokens,
+            record.alignment,
+        )
+        assert abs(written["score"] - record.score) < 1e-3 and abs(written["confidence"] - record.confidence) < 1e-3
+        assert written["token_scores"] == pytest.approx(record.token_scores, abs=1e-3)
+        assert written.get("notes", []) == list(record.notes)
+        for note in record.notes:
+            assert f"translate.py: <stdin> line {number}: {note}" in stderr
+    texts, error, _ = translate_here(*flags_used, stdin=lines_of(inputs))
+    assert error is None and texts == [record.text for record in records]
+    with pytest.raises(flags.IllegalFlagValueError, match="--markup puts tags back .* not with --n_best"):
+        translate_here(*flags_used, "--n_best=2")
+
+
+@pytest.mark.slow  # runs of the model
+def test_jsonl_n_best_lists_and_lines_of_several_sentences(tiny_run, python_translator, translate_here):
+    model_dir, _ = tiny_run
+    inputs = ["Print", "Open the file."]
+    lines, error, stderr = translate_here(
+        f"--model_dir={model_dir}", "--format=jsonl", "--n_best=2", *SEARCH, stdin=lines_of(inputs)
+    )
+    assert error is None, stderr
+    texts, scores = python_translator.translate(inputs, n_best=2)
+    pairs = python_translator.score(
+        [source for source in inputs for _ in range(2)], [t for line in texts for t in line]
+    )
+    for index, line in enumerate(lines):
+        written = json.loads(line)
+        assert list(written) == ["translation", "score", "confidence", "n_best"]
+        assert [item["translation"] for item in written["n_best"]] == texts[index]
+        assert written["translation"] == texts[index][0]
+        for item, score, pair in zip(written["n_best"], scores[index], pairs[2 * index : 2 * index + 2]):
+            assert abs(item["score"] - score) < 1e-3 and abs(item["confidence"] - math.exp(pair.average)) < 1e-3
+    _, error, _ = translate_here(f"--model_dir={model_dir}", "--n_best=2", *SEARCH, stdin=lines_of(["Print", DOCUMENT]))
+    assert error == (
+        "<stdin> line 2: --n_best needs one sentence per line; this line has 3 sentences; pass --nosplit_sentences "
+        "(split_sentences=False) or one sentence per line"
+    )
+
+
+def test_nul_bytes_are_refused_by_line_and_an_empty_file_gives_nothing(tiny_run, tmp_path, translate_here):
+    """A file with a NUL byte is refused before any line is translated; stdin as it is read."""
+    model_dir, _ = tiny_run
+    path = tmp_path / "nul.en"
+    path.write_bytes(b"Print\nOpen the file.\nOp\x00en\n")
+    lines, error, _ = translate_here(f"--model_dir={model_dir}", f"--input={path}", "--window=1", *SEARCH)
+    assert lines == [] and error.startswith(f"{path} line 3: a NUL byte at byte 2 of the line")
+    lines, error, _ = translate_here(f"--model_dir={model_dir}", "--window=1", *SEARCH, stdin=b"Print\nOp\x00en\n")
+    assert len(lines) == 1 and error.startswith("<stdin> line 2: a NUL byte at byte 2 of the line")
+    (tmp_path / "empty.en").write_bytes(b"")
+    lines, error, _ = translate_here(f"--model_dir={model_dir}", f"--input={tmp_path / 'empty.en'}", *SEARCH)
+    assert lines == [] and error is None

@@ -1,5 +1,6 @@
 """The CTranslate2 conversion (export/ctranslate2_export.py, `python -m export --format=ctranslate2`):
-CTranslate2 running the converted model translates and scores as the project's own search does."""
+CTranslate2 running the converted model translates and scores as the project's own search does
+(each input whole: the project's translator with split_sentences=False)."""
 
 import collections
 import json
@@ -138,7 +139,7 @@ def test_greedy_outputs_equal_the_projects(converted, tiny_model_and_tokenizer, 
     sources = [source for source, _ in _read_pairs(corpus)]
     ours, _ = Translator(
         model, tokenizer, search=SearchConfig(beam_size=1, max_extra_length=MAX_EXTRA_LENGTH)
-    ).translate(sources)
+    ).translate(sources, split_sentences=False)
     theirs = _ct2_translate(ct2_dir, sources, beam_size=1)
     equal = sum(text == ct2_text for text, (ct2_text, _, _) in zip(_texts(ours), theirs))
     print(f"\ngreedy: {equal} of {len(sources)} CTranslate2 translations equal the project's")
@@ -154,7 +155,7 @@ def test_target_prefixes_give_the_projects_outputs(converted, tiny_model_and_tok
     pairs = [(source, target) for source, target in _read_pairs(corpus, limit=100) if len(target.split()) > 2]
     sources, prefixes = [source for source, _ in pairs], [" ".join(target.split()[:2]) for _, target in pairs]
     translator = Translator(model, tokenizer, search=SearchConfig(beam_size=1, max_extra_length=MAX_EXTRA_LENGTH))
-    ours, _ = translator.translate(sources, prefixes=prefixes)
+    ours, _ = translator.translate(sources, prefixes=prefixes, split_sentences=False)
     theirs = _ct2_translate(ct2_dir, sources, beam_size=1, prefixes=prefixes)
     # Each starts with its prefix as the vocabulary normalizes it (NFKC: "…" becomes "...").
     normalized = _texts(tokenizer.detokenize(tokenizer.tokenize(prefixes)).numpy())
@@ -174,7 +175,7 @@ def test_beam_scores_agree_with_the_projects(converted, tiny_model_and_tokenizer
     translator = Translator(
         model, tokenizer, search=SearchConfig(beam_size=4, alpha=0.0, max_extra_length=MAX_EXTRA_LENGTH)
     )
-    ours, our_scores = translator.translate(sources)
+    ours, our_scores = translator.translate(sources, split_sentences=False)
     theirs = _ct2_translate(ct2_dir, sources, beam_size=4, length_penalty=0.0)
     differences = [
         abs(float(score) - ct2_score)
@@ -200,7 +201,7 @@ def test_forced_log_probs_agree_with_translator_score(converted, tiny_model_and_
     translator = Translator(
         model, tokenizer, search=SearchConfig(beam_size=4, alpha=ALPHA, max_extra_length=MAX_EXTRA_LENGTH)
     )
-    translations, search_scores = translator.translate(sources)
+    translations, search_scores = translator.translate(sources, split_sentences=False)
     translations = _texts(translations)
     largest = 0.0
     for targets in (references, translations):
@@ -259,7 +260,7 @@ def test_a_pre_norm_model_converts_and_matches(tiny_run, tiny_model_and_tokenize
     pairs = _read_pairs(corpus, limit=48)
     sources, references = [source for source, _ in pairs], [target for _, target in pairs]
     translator = Translator(model, tokenizer, search=SearchConfig(beam_size=1, max_extra_length=8))
-    ours, _ = translator.translate(sources)
+    ours, _ = translator.translate(sources, split_sentences=False)
     theirs = _ct2_translate(ct2_dir, sources, beam_size=1, max_extra_length=8)
     assert [text for text, _, _ in theirs] == _texts(ours)
     forced = translator.score(sources, references)
@@ -316,7 +317,7 @@ def test_varied_greedy_outputs_of_a_copy_trained_model_equal_the_projects(
     sources = [source for source, _ in _read_pairs(corpus)]
     ours, _ = Translator(
         model, tokenizer, search=SearchConfig(beam_size=1, max_extra_length=MAX_EXTRA_LENGTH)
-    ).translate(sources)
+    ).translate(sources, split_sentences=False)
     ours = _texts(ours)
     theirs = [text for text, _, _ in _ct2_translate(ct2_dir, sources, beam_size=1)]
     equal = sum(a == b for a, b in zip(ours, theirs))
