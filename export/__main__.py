@@ -29,7 +29,7 @@ FLAGS = flags.FLAGS
 FORMATS = ("saved_model", "ctranslate2")
 # Flags that set the SavedModel's graph (its search, buckets, version): refused with --format=ctranslate2,
 # whose search is chosen by the caller of `ctranslate2.Translator.translate_batch`.
-SAVED_MODEL_FLAGS = ("version", *search_flags.SEARCH_FLAGS, "length_buckets", "quantize")
+SAVED_MODEL_FLAGS = ("version", *search_flags.SEARCH_FLAGS, "length_buckets", "quantize", "split_sentences")
 CT2_FLAGS = ("ct2_quantization",)
 # The exit status of a refused CTranslate2 conversion or a flag of the other format.
 REFUSED_STATUS = BAD_INPUT_STATUS
@@ -73,6 +73,12 @@ flags.DEFINE_list(
     "length_buckets",
     ["16", "32", "64"],
     "Source-length buckets, each with its own traced search (max_input_length is always the last).",
+)
+flags.DEFINE_boolean(
+    "split_sentences",
+    True,
+    "serving_default, align and markup translate each input sentence by sentence and join the translations "
+    "as the input was (docs/serving.md); --nosplit_sentences: each input whole, for pre-segmented text.",
 )
 flags.mark_flags_as_required(["model_dir", "export_dir"])
 
@@ -144,6 +150,7 @@ def main(argv):
             length_buckets=[int(value) for value in FLAGS.length_buckets],
             checkpoint=FLAGS.checkpoint,
             quantize=FLAGS.quantize,
+            split_sentences=FLAGS.split_sentences,
         )
     except UserError as error:
         print(f"export: error: {error}", file=sys.stderr)

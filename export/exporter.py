@@ -208,6 +208,7 @@ def _export_settings(module, version, chosen, quantize):
         "length_buckets": list(module.length_buckets),
         "alignment_layer": alignment_layer,
         "alignment_head": alignment_head,
+        "split_sentences": module.split_sentences,
         "checkpoint": str(chosen.choice),
         "checkpoint_steps": list(chosen.steps),
         "quantize": quantize,
@@ -225,6 +226,7 @@ def export_model(
     length_buckets=DEFAULT_LENGTH_BUCKETS,
     checkpoint=DEFAULT_CHECKPOINT,
     quantize=None,
+    split_sentences=True,
 ):
     """Exports `model_dir` to `export_dir/<version>/` and returns that path.
 
@@ -240,6 +242,8 @@ def export_model(
             (`inference.runs.parse_checkpoint`).
         quantize: None (float weights), or "int8": the matmul weights as int8
             (`models.int8_weights`), the same signatures and search.
+        split_sentences: `serving_default`, `align` and `markup` translate an input sentence by
+            sentence (`export.serving_module.ServingModule`); False: each input whole.
 
     Raises:
         ExportError: before any model is loaded, a model_dir without the files the export needs, an
@@ -268,7 +272,7 @@ def export_model(
             model.quantize(quantize)
         except ValueError as error:  # Keras refuses int8 for a model computing in float16.
             raise ExportError(f"--quantize={quantize}: {error}") from error
-    module = _serving_module(RunDir(model_dir), model, tokenizer, run_config, search, length_buckets)
+    module = _serving_module(RunDir(model_dir), model, tokenizer, run_config, search, length_buckets, split_sentences)
     temporary, lock = locked_temporary_directory(export_dir, f"{TEMPORARY_PREFIX}{version}-")
     try:
         write_saved_model(module, temporary)
@@ -292,7 +296,7 @@ def export_model(
     return final_path
 
 
-def _serving_module(run, model, tokenizer, run_config, search, length_buckets):
+def _serving_module(run, model, tokenizer, run_config, search, length_buckets, split_sentences):
     """The `ServingModule` of a loaded run: its vocabularies, languages and the search to trace."""
     return ServingModule(
         model,
@@ -303,6 +307,7 @@ def _serving_module(run, model, tokenizer, run_config, search, length_buckets):
         languages=multilingual.model_languages(run_config.get("data", {})),
         source_tokenizer=run.separate_source_tokenizer(),
         source_vocabulary_path=run.source_vocabulary_path if run.has_separate_vocabularies() else None,
+        split_sentences=split_sentences,
     )
 
 

@@ -67,14 +67,15 @@ def _pack(starts, breakable, lengths, gap_lengths, max_length):
         starts, breakable: bool `[words]`: the forced starts (each row's first word among them), and
             the words a unit may start at.
         lengths, gap_lengths: int32 `[words]`, a word's characters and the gap's before it.
-        max_length: int32 scalar.
+        max_length: int32 `[words]`, each word's row's budget.
     """
     # Only the pieces over the budget are packed (the others would stay whole).
     pieces = tf.cumsum(tf.cast(starts, tf.int32)) - 1
     piece_lengths = tf.math.unsorted_segment_sum(
         lengths + tf.where(starts, 0, gap_lengths), pieces, tf.maximum(tf.reduce_max(pieces) + 1, 0)
     )
-    breakable = starts | (breakable & tf.gather(piece_lengths > max_length, pieces))
+    piece_budgets = tf.gather(max_length, tf.where(starts)[:, 0])  # a piece's words share one row
+    breakable = starts | (breakable & tf.gather(piece_lengths > piece_budgets, pieces))
     first = tf.where(breakable)[:, 0]  # each unit's first word
     units = tf.cumsum(tf.cast(breakable, tf.int32)) - 1
     count = tf.shape(first)[0]
@@ -82,7 +83,7 @@ def _pack(starts, breakable, lengths, gap_lengths, max_length):
     gaps, forced = tf.gather(gap_lengths, first), tf.gather(starts, first)
     ends = tf.cumsum(gaps + sizes)  # the running length up to each unit's end
     # From unit u starting a piece: the first unit v whose end passes ends[u - 1] + gaps[u] + budget.
-    threshold = ends - sizes + max_length  # ends[u - 1] + gaps[u] + max_length
+    threshold = ends - sizes + tf.gather(max_length, first)  # ends[u - 1] + gaps[u] + max_length
     over = tf.searchsorted(ends, threshold, side="right", out_type=tf.int32)
     forced_at = tf.cast(tf.where(forced)[:, 0], tf.int32)
     following = tf.searchsorted(forced_at, tf.range(count), side="right", out_type=tf.int32)
@@ -116,27 +117,33 @@ def _boundaries(words, empty_gap, first):
 
 
 def _hard_cuts(pieces, max_length):
-    """Pieces longer than `max_length` characters cut into parts: `(parts, numbers, owners)`, flat."""
+    """Pieces longer than their `max_length` (int32 `[pieces]`) characters cut into parts: `(parts,
+    numbers, owners)`, flat."""
     lengths = tf.strings.length(pieces, unit="UTF8_CHAR")
     counts = tf.where(lengths > max_length, (lengths + max_length - 1) // max_length, 1)
     characters = tf.strings.unicode_split(pieces, "UTF-8")
-    part_of = tf.ragged.range(tf.cast(characters.row_lengths(), tf.int32)) // max_length
+    character_owners = characters.value_rowids()
+    part_of = tf.ragged.range(tf.cast(characters.row_lengths(), tf.int32)).flat_values // tf.gather(
+        max_length, character_owners
+    )
     base = tf.cumsum(counts, exclusive=True)
     parts = tf.strings.unsorted_segment_join(
         characters.flat_values,
-        tf.cast((part_of + tf.expand_dims(base, 1)).flat_values, tf.int64),
+        tf.cast(part_of + tf.gather(base, character_owners), tf.int64),
         tf.cast(tf.reduce_sum(counts), tf.int64),
     )
     owner = owners(tf.cast(counts, tf.int64))
     numbers = tf.ragged.range(counts).flat_values
-    return tf.where(tf.gather(lengths, owner) > max_length, parts, tf.gather(pieces, owner)), numbers, owner
+    cut = tf.gather(lengths > max_length, owner)
+    return tf.where(cut, parts, tf.gather(pieces, owner)), numbers, owner
 
 
 @tf.autograph.experimental.do_not_convert  # plain TensorFlow ops: nothing for autograph to convert
 def segment(texts, max_length=None):
     """`inference.segmentation.segment` of string `[batch]` UTF-8 texts: `(pieces, separators)`,
-    ragged `[batch, (pieces)]` and `[batch, (pieces + 1)]`. `max_length`: characters (int or int32
-    scalar), None for sentences only. An invalid byte in a word cut hard becomes U+FFFD."""
+    ragged `[batch, (pieces)]` and `[batch, (pieces + 1)]`. `max_length`: characters, one budget
+    for every text (an int or int32 scalar) or one per text (int32 `[batch]`); None for sentences
+    only. An invalid byte in a word cut hard becomes U+FFFD."""
     texts = tf.convert_to_tensor(texts, tf.string)
     nrows = tf.shape(texts, out_type=tf.int64)[0]
     tokens, token_rows = tokens_of(texts, WORD)
@@ -151,13 +158,14 @@ def segment(texts, max_length=None):
         max_length = tf.convert_to_tensor(max_length, tf.int32)
         positive = tf.debugging.assert_positive(max_length, message="a sentence's length budget must be positive")
         with tf.control_dependencies([positive]):  # checked before any use, whose error would come first
-            max_length = tf.identity(max_length)
+            max_length = tf.broadcast_to(max_length, tf.shape(texts))  # [batch]
+        word_budgets = tf.gather(max_length, rows)
         lengths = tf.strings.length(words, unit="UTF8_CHAR")
         gap_lengths = tf.where(
             first | empty_gap, 0, tf.strings.length(tf.gather(tokens, tf.maximum(at - 1, 0)), unit="UTF8_CHAR")
         )
         for breakable in (first | clause, tf.ones_like(first)):
-            starts = _pack(starts, breakable, lengths, gap_lengths, max_length)
+            starts = _pack(starts, breakable, lengths, gap_lengths, word_budgets)
     starts = tf.scatter_nd(at[:, None], starts, tf.shape(tokens, out_type=tf.int64))  # per token
     pieces, separators = _assemble(tokens, token_rows, is_word, starts, nrows)
     if max_length is not None:
@@ -185,9 +193,9 @@ def _assemble(tokens, rows, is_word, starts, nrows):
 
 
 def _cut(pieces, separators, max_length):
-    """`pieces` and `separators` with each piece longer than `max_length` cut hard (`_hard_cuts`),
-    an empty separator between its parts."""
-    parts, numbers, owner = _hard_cuts(pieces.flat_values, max_length)
+    """`pieces` and `separators` with each piece longer than its row's `max_length` (int32
+    `[batch]`) cut hard (`_hard_cuts`), an empty separator between its parts."""
+    parts, numbers, owner = _hard_cuts(pieces.flat_values, tf.gather(max_length, pieces.value_rowids()))
     rows = tf.gather(owners(pieces.row_lengths()), owner)
     nrows = pieces.nrows()
     before = tf.where(numbers == 0, tf.gather(separators[:, :-1].flat_values, owner), "")

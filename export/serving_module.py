@@ -1,6 +1,6 @@
 """The servable graph: raw sentences in, translations out, as one `tf.Module` for `tf.saved_model.save`.
 
-`ServingModule` repairs UTF-8, tokenizes with SentencePiece, cuts to `max_input_length`, pads to the
+`ServingModule` cuts each input into sentences (`export.graph_documents`), repairs UTF-8, tokenizes with SentencePiece, cuts to `max_input_length`, pads to the
 smallest length bucket, runs one traced search per bucket (`models.translation.translate_ids`) and
 detokenizes, with core TensorFlow and tensorflow-text ops only, no XLA. Its signatures (`prefix`,
 `constrain`, `align`, multilingual `target_language`) and input policy are the translators' and are
@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from common.special_ids import EOS_ID, PAD_ID
 from data import multilingual
-from export import graph_alignment
+from export import graph_alignment, graph_confidence, graph_documents
 from inference.in_place_cache import traced_in_place
 from inference.protocol import DEFAULT_ALIGNMENT
 from models.beam_search import UNMET_SCORE
@@ -64,7 +64,7 @@ def resolve_buckets(length_buckets, max_input_length):
     return tuple(sorted(buckets)) + (max_input_length,)
 
 
-class ServingModule(tf.Module):
+class ServingModule(graph_documents.DocumentFunctions, tf.Module):
     """A trained `Transformer` and its `Tokenizer` behind the serving functions.
 
     Args:
@@ -84,11 +84,18 @@ class ServingModule(tf.Module):
         source_tokenizer, source_vocabulary_path: with separate vocabularies, the source side's
             `Tokenizer` and `.model` file (the asset `spm.source.model`); `tokenizer` and
             `vocabulary_path` are then the target's. None: one vocabulary for both sides.
+        split_sentences: `serve`, `align` and `markup` translate each input sentence by sentence
+            and join the translations as the input was (`export.graph_documents`); False: each
+            input whole, cut to `max_input_length`. `n_best`, `prefix`, `constrain`, `score` and
+            `translate_ids` take each input whole either way.
 
     Functions (all `tf.function(jit_compile=False)` with an input signature). Those that search
     call one of three traced searches, `search` (plain), `prefix_search` (`prefix_ids` forced) or
     `constrained_search` (`constraint_ids` placed), so the graph holds three `While` loops per bucket; `align` adds one for its word numbering:
-        `serve(inputs)`: string `[batch]` -> `{"translations": string [batch], "scores": float32 [batch]}`.
+        Every text function also outputs "confidence", float32 shaped as its "scores":
+        exp(mean log p) of the output's tokens (`inference.confidence`), 1.0 for no tokens.
+        `serve(inputs)`: string `[batch]` -> `{"translations": string [batch], "scores": float32 [batch]}`
+            (a line's score the sum of its sentences').
         `n_best(inputs)`: string `[batch]` -> `{"translations": string [batch, beam_size],
             "scores": float32 [batch, beam_size]}`, every hypothesis of the beam, best first.
         `score(inputs, targets)`: string `[batch]` twice -> `{"log_probs": float32 [batch],
@@ -108,7 +115,14 @@ class ServingModule(tf.Module):
             search's; InvalidArgumentError for a line it cannot take (see the module docstring).
         `align(inputs)`: string `[batch]` -> `{"translations", "scores"` as `serve`'s, and
             `"alignments": string [batch]}`, each translation's Pharaoh word alignment ("0-0 1-2
-            2-1", "" for an empty one), as `Translator.translate(alignments=alignment)` gives it.
+            2-1", "" for an empty one) over the whole input and output, as
+            `Translator.translate(alignments=alignment)` gives it, and the output's "tokens" string
+            `[batch, longest]` ("" after a line's), their "token_scores" float32 `[batch,
+            longest]` (0 after) and "token_counts" int32 `[batch]`.
+        `markup(inputs)`: string `[batch]` -> `{"translations", "scores", "confidence"}`, inline
+            tags and placeholders masked before the search and put back by the alignment
+            (`export.graph_markup`), and "notes" string `[batch]`, what restoring them reported,
+            one note a line ("" for none).
     """
 
     def __init__(
@@ -123,6 +137,7 @@ class ServingModule(tf.Module):
         languages=None,
         source_tokenizer=None,
         source_vocabulary_path=None,
+        split_sentences=True,
         name=None,
     ):
         super().__init__(name=name)
@@ -156,12 +171,21 @@ class ServingModule(tf.Module):
         self.length_buckets = resolve_buckets(tuple(length_buckets), self.max_input_length)
         self.output_length = self.max_input_length + self.max_extra_length
         self.alignment = alignment
+        self.split_sentences = split_sentences
         self.piece_flags = graph_alignment.vocabulary_flags(tokenizer)
         self.source_piece_flags = (
             self.piece_flags if source_tokenizer is None else graph_alignment.vocabulary_flags(source_tokenizer)
         )
         self.serve = self._text_function(self._serve, "inputs")
         self.search = self._steered_search()
+        pair = [tf.TensorSpec([None, None], tf.int32, name=name) for name in ("source_ids", "translation_ids")]
+        self.token_scorer = tf.function(self._token_scores, input_signature=pair, jit_compile=False)
+        self.aligner = tf.function(self._alignments, input_signature=pair, jit_compile=False)
+        self.splitter = tf.function(
+            self._split,
+            input_signature=[tf.TensorSpec([None], tf.string, name="texts"), tf.TensorSpec([None], tf.int32)],
+            jit_compile=False,
+        )
         self.prefix_search = self._steered_search(
             prefix_ids=tf.TensorSpec([None, self.output_length], tf.int32, name="prefix_ids")
         )
@@ -179,6 +203,7 @@ class ServingModule(tf.Module):
         self.prefix = self._text_function(self._prefix, "inputs", "prefixes")
         self.constrain = self._text_function(self._constrain, "inputs", "constraints")
         self.align = self._text_function(self._align, "inputs")
+        self.markup = self._text_function(self._markup, "inputs")
 
     def _text_function(self, method, *names):
         """`method` as a `tf.function` (no XLA) of string `[batch]` inputs with these names; a
@@ -226,8 +251,8 @@ class ServingModule(tf.Module):
         return tagged
 
     def signatures(self):
-        """The SavedModel signatures: `serving_default`, `n_best`, `score`, `prefix` and `align`
-        (text), and `translate_ids` (token ids).
+        """The SavedModel signatures: `serving_default`, `n_best`, `score`, `prefix`, `constrain`,
+        `align` and `markup` (text), and `translate_ids` (token ids).
 
         They are the module's `tf.function`s, which `tf.saved_model.save` traces in its save
         context, where it also traces them as the module's functions: concrete functions traced
@@ -240,6 +265,7 @@ class ServingModule(tf.Module):
             "prefix": self.prefix,
             "constrain": self.constrain,
             "align": self.align,
+            "markup": self.markup,
         }
 
     def alignment_attention(self):
@@ -254,10 +280,13 @@ class ServingModule(tf.Module):
     def _pieces(self, texts, tokenizer=None):
         """Ragged int32 `[batch, (pieces)]`: the SentencePiece ids of UTF-8-repaired `texts`, by
         `tokenizer` (default the target's, or the shared one)."""
-        texts = tf.strings.unicode_transcode(
+        return (tokenizer or self.tokenizer).tokenize(self._repaired(texts))
+
+    def _repaired(self, texts):
+        """`texts` with each byte that is not valid UTF-8 replaced by U+FFFD."""
+        return tf.strings.unicode_transcode(
             texts, input_encoding="UTF-8", output_encoding="UTF-8", errors="replace", replacement_char=0xFFFD
         )
-        return (tokenizer or self.tokenizer).tokenize(texts)
 
     def _source_tokens(self, inputs):
         """`_tokens` of source sentences: cut to `max_input_length`, after their target-language
@@ -278,12 +307,6 @@ class ServingModule(tf.Module):
         eos = tf.RaggedTensor.from_tensor(tf.fill([tokens.nrows(), 1], tf.constant(EOS_ID, tf.int32)))
         return tf.concat([tokens, eos], axis=1), empty
 
-    def _all_hypotheses(self, inputs):
-        """Texts string `[batch, beam]`, scores float32 `[batch, beam]`; "" and 0.0 for no tokens."""
-        tokens, empty = self._source_tokens(inputs)
-        ids, scores = self.search(tokens.to_tensor(default_value=PAD_ID))
-        return self._texts(ids, scores, empty)
-
     def _texts(self, ids, scores, empty):
         """Texts string `[batch, hypotheses]` of the search's ids `[batch, hypotheses,
         output_length]` and their scores `[batch, hypotheses]`; "" and 0.0 where `empty` `[batch]`."""
@@ -293,12 +316,20 @@ class ServingModule(tf.Module):
         return tf.where(empty, tf.constant("", tf.string), texts), tf.where(empty, tf.zeros_like(scores), scores)
 
     def _serve(self, inputs):
-        translations, scores = self._all_hypotheses(inputs)
-        return {"translations": translations[:, 0], "scores": scores[:, 0]}
+        document = self._documents(inputs)
+        return {name: document[name] for name in ("translations", "scores", "confidence")}
 
     def _n_best(self, inputs):
-        translations, scores = self._all_hypotheses(inputs)
-        return {"translations": translations, "scores": scores}
+        tokens, empty = self._source_tokens(inputs)
+        source_ids = tokens.to_tensor(default_value=PAD_ID)
+        ids, scores = self.search(source_ids)
+        translations, scores = self._texts(ids, scores, empty)
+        beam = self.beam_size
+        scored = self._scored(
+            tf.repeat(source_ids, beam, axis=0), tf.reshape(ids, [-1, self.output_length]), tf.repeat(empty, beam)
+        )
+        confidence = tf.reshape(self._sentence_confidence(scored), [-1, beam])
+        return {"translations": translations, "scores": scores, "confidence": confidence}
 
     def _score(self, inputs, targets):
         tf.debugging.assert_equal(
@@ -316,7 +347,8 @@ class ServingModule(tf.Module):
             return tf.zeros([0], tf.float32), tf.zeros([0], tf.int32)
 
         log_probs, lengths = tf.cond(tf.size(inputs) > 0, forced_decoding, no_pairs)
-        return {"log_probs": log_probs, "lengths": lengths}
+        confidence = tf.where(lengths > 0, tf.exp(log_probs / tf.cast(tf.maximum(lengths, 1), tf.float32)), 1.0)
+        return {"log_probs": log_probs, "lengths": lengths, "confidence": confidence}
 
     def _translate_ids(self, source_ids):
         ids, scores = self.search(self._truncate(source_ids))
@@ -347,10 +379,13 @@ class ServingModule(tf.Module):
         with tf.control_dependencies([check]):
             # A static length for the search: no prefix that passed the check is longer.
             prefix_ids = prefix_pieces.to_tensor(default_value=PAD_ID, shape=[None, self.output_length])
-        ids, scores = self.prefix_search(tokens.to_tensor(default_value=PAD_ID), prefix_ids)
+        source_ids = tokens.to_tensor(default_value=PAD_ID)
+        ids, scores = self.prefix_search(source_ids, prefix_ids)
         # With a prefix, a sentence without tokens is searched from EOS alone, as Translator does.
-        translations, scores = self._texts(ids[:, :1], scores[:, :1], empty & tf.equal(prefix_lengths, 0))
-        return {"translations": translations[:, 0], "scores": scores[:, 0]}
+        empty &= tf.equal(prefix_lengths, 0)
+        translations, scores = self._texts(ids[:, :1], scores[:, :1], empty)
+        confidence = self._sentence_confidence(self._scored(source_ids, ids[:, 0], empty))
+        return {"translations": translations[:, 0], "scores": scores[:, 0], "confidence": confidence}
 
     def _constrain(self, inputs, constraints):
         tf.debugging.assert_equal(
@@ -394,7 +429,13 @@ class ServingModule(tf.Module):
         scores = tf.where(met[:, None], scores, plain_scores)
         # A sentence without tokens is "" unless its phrases were placed (as Translator gives it).
         translations, scores = self._texts(ids[:, :1], scores[:, :1], empty & ~met)
-        return {"translations": translations[:, 0], "scores": scores[:, 0], "constraints_met": met | ~has_phrases}
+        confidence = self._sentence_confidence(self._scored(source_ids, ids[:, 0], empty & ~met))
+        return {
+            "translations": translations[:, 0],
+            "scores": scores[:, 0],
+            "confidence": confidence,
+            "constraints_met": met | ~has_phrases,
+        }
 
     def _searched_where(self, wanted, search, batch_size):
         """`search()`'s `(ids, scores)` if any of bool `wanted` `[batch]` is True, else zeros of
@@ -417,27 +458,26 @@ class ServingModule(tf.Module):
             summarize=MAX_REPORTED,
         )
 
-    def _align(self, inputs):
-        tokens, empty = self._source_tokens(inputs)
-        source_ids = tokens.to_tensor(default_value=PAD_ID)
-        ids, scores = self.search(source_ids)
-        translations, scores = self._texts(ids[:, :1], scores[:, :1], empty)
+    def _split(self, texts, tag_lengths):
+        """`graph_documents.split` of `texts` whose inputs have `tag_lengths` tag ids before their
+        pieces: the traced segmentation that `serve`, `align` and `markup` share."""
+
+        def source_counts(pieces, rows):
+            lengths = tf.cast(self._pieces(pieces, self.source_tokenizer).row_lengths(), tf.int32)
+            return lengths + 1 + tf.where(lengths > 0, tf.gather(tag_lengths, rows), 0)
+
+        return graph_documents.split(texts, source_counts, self.max_input_length, tag_lengths)
+
+    def _token_scores(self, source_ids, translation_ids):
+        log_probs, lengths, _ = graph_confidence.token_scores(self.model, source_ids, translation_ids)
+        targets, _ = graph_alignment.forced_targets(translation_ids)
+        return log_probs, lengths, self.tokenizer.id_to_piece(targets)
+
+    def _alignments(self, source_ids, translation_ids):
         layer, head = self.alignment_attention()
-
-        def aligned():
-            return graph_alignment.alignments(
-                self.model, self.source_piece_flags, source_ids, ids[:, 0], layer, head, self.piece_flags
-            )
-
-        def no_sentences():
-            return tf.zeros([0], tf.string)
-
-        links = tf.cond(tf.size(inputs) > 0, aligned, no_sentences)
-        return {
-            "translations": translations[:, 0],
-            "scores": scores[:, 0],
-            "alignments": tf.where(empty, tf.constant("", tf.string), links),
-        }
+        return graph_alignment.alignments(
+            self.model, self.source_piece_flags, source_ids, translation_ids, layer, head, self.piece_flags
+        )
 
     def _truncate(self, source_ids):
         """Rows longer than max_input_length keep their first max_input_length - 1 tokens + EOS."""

@@ -1,8 +1,11 @@
 """Translating with a SavedModel written by `export/`: its `serving_default` signature maps
 `inputs` string `[batch]` to `translations` string `[batch]` and `scores` float32 `[batch]`, with
 tokenization, search and detokenization inside the graph; `n_best`, `prefix` (target prefixes),
-`constrain` (terminology constraints) and `align` (word alignments) do the same with more, and
-`score` scores given translations (the signatures: docs/serving.md)."""
+`constrain` (terminology constraints), `align` (word alignments, token scores) and `markup` (inline
+tags kept) do the same with more, and `score` scores given translations (the signatures:
+docs/serving.md). An export made with `split_sentences` (the default) translates the inputs of
+`serving_default`, `align` and `markup` sentence by sentence in its graph; the others take each
+input whole."""
 
 import os
 
@@ -13,15 +16,17 @@ from common.json_files import read_json
 from common.progress import ProgressLine
 from data import multilingual
 from data.tokenizer import Tokenizer
-from inference import steering
+from inference import segmentation, steering
 from inference.batching import translate_in_order
 from inference.protocol import (
     DEFAULT_ALIGNMENT,
     AlignmentConfig,
     AlignmentError,
     ConstraintError,
+    DocumentError,
     PairScore,
     TextTranslator,
+    Translation,
 )
 from models.search_config import SEARCH_SETTINGS, SearchConfig, SearchConfigError
 
@@ -30,6 +35,8 @@ SIGNATURE = "serving_default"
 EXPORT_CONFIG = os.path.join("assets.extra", "export_config.json")
 VOCABULARY = os.path.join("assets", "spm.model")
 SOURCE_VOCABULARY = os.path.join("assets", "spm.source.model")  # With separate vocabularies only.
+# How many times the graph cuts a sentence over max_input_length again (export.graph_documents).
+LENGTH_PASSES = 2
 
 
 class ExportDirError(UserError, RuntimeError):
@@ -69,10 +76,11 @@ def read_export_config(saved_model_path):
 def export_settings(config):
     """The "export" section of an export_config.json (`config`, parsed; {} for none), with the
     settings an older export did not record filled in as it has them built in: an export written
-    before the repetition guard searches without one (no_repeat_ngram_size=0)."""
+    before the repetition guard searches without one (no_repeat_ngram_size=0), one written before
+    documents takes each input whole (split_sentences=False)."""
     settings = (config or {}).get("export", {})
-    if settings and "no_repeat_ngram_size" not in settings:
-        settings = {**settings, "no_repeat_ngram_size": 0}
+    if settings:
+        settings = {"no_repeat_ngram_size": 0, "split_sentences": False, **settings}
     return settings
 
 
@@ -174,9 +182,14 @@ class SavedModelTranslator(TextTranslator):
         prefixes=None,
         constraints=None,
         alignments=False,
+        split_sentences=True,
+        markup=False,
     ):
         """`TextTranslator.translate` through the export's signatures: `n_best`, `prefix`,
-        `constrain` or `align` for what is asked (one of them per call), else `serving_default`.
+        `constrain`, `align` or `markup` for what is asked (one of them per call), else
+        `serving_default`. `split_sentences` must be the export's setting (its graph splits, or
+        not); `n_best`, prefixes and constraints, whose signatures take each input whole, need one
+        sentence per input while splitting.
 
         The search is the export's: a `search` given must hold its settings, and sampling is
         refused. Resets `truncated_indices` and `empty_indices` (left empty without the export's
@@ -188,6 +201,10 @@ class SavedModelTranslator(TextTranslator):
                 `prefixes` or `constraints`.
             ExportRequestError: `prefixes` or `constraints` with `n_best`, or together.
             ExportDirError: an export written before the signature that the request needs.
+            ExportRequestError: `split_sentences` other than the export's; markup with n-best
+                lists, prefixes, constraints or alignments.
+            DocumentError: n-best lists, prefixes or constraints for an input of several sentences
+                while splitting.
         """
         del keys  # Searches do not draw; keys only matter to sampling.
         if search is not None:
@@ -199,10 +216,22 @@ class SavedModelTranslator(TextTranslator):
         self.unmet_indices = []
         prefixes = steering.prefix_list(prefixes, len(sentences))
         constraints = steering.constraint_lists(constraints, len(sentences))
-        signature = self._steered_signature(n_best, prefixes, constraints, alignments)
+        whole = n_best is not None or prefixes is not None or constraints is not None
+        by_prefix = self._check_documents(split_sentences, whole or not (markup or alignments))
+        if markup:
+            signature = self._markup_signature(n_best, prefixes, constraints, alignments)
+        else:
+            signature = self._steered_signature(n_best, prefixes, constraints, alignments)
+        if by_prefix and not whole:  # the prefix signature, without prefixes, takes each input whole
+            signature = self._signature_named("prefix", "target prefixes")
+        given_prefixes = [""] * len(sentences) if by_prefix and not whole else prefixes
+        if split_sentences and whole:
+            self._check_one_sentence(sentences, n_best, prefixes)
         self.truncated_indices, self.empty_indices = [], []
         if self.tokenizer is not None and sentences:
             self._check_steering(sentences, prefixes, constraints)
+            if split_sentences and not whole and self.max_input_length:
+                self.truncated_indices = self._still_too_long(sentences)
         unmet = []
         order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
         aligned = [""] * len(sentences)
@@ -212,8 +241,8 @@ class SavedModelTranslator(TextTranslator):
                 "inputs": tf.constant([sentences[i] for i in indices], tf.string),
                 **self._language_inputs(indices),
             }
-            if prefixes is not None:
-                inputs["prefixes"] = tf.constant([prefixes[i] for i in indices], tf.string)
+            if given_prefixes is not None:
+                inputs["prefixes"] = tf.constant([given_prefixes[i] for i in indices], tf.string)
             if constraints is not None:
                 inputs["constraints"] = tf.constant(["\t".join(constraints[i]) for i in indices], tf.string)
             outputs = signature(**inputs)
@@ -230,6 +259,143 @@ class SavedModelTranslator(TextTranslator):
         )
         self.unmet_indices = sorted(unmet)
         return (translations, scores, aligned) if alignments else (translations, scores)
+
+    def translate_lines(
+        self,
+        lines,
+        progress=False,
+        *,
+        search=None,
+        keys=None,
+        prefixes=None,
+        alignments=False,
+        split_sentences=True,
+        markup=False,
+    ):
+        """`TextTranslator.translate_lines` through the export's `align` signature (`markup` with
+        `markup`), which give each line's confidence, tokens and token scores.
+
+        Raises:
+            ExportRequestError: prefixes (the `prefix` signature gives no token scores), alignments
+                with markup, `split_sentences` other than the export's.
+            ExportDirError: an export written before these signatures or their outputs.
+            AlignmentError: as `translate`.
+        """
+        del keys  # Searches do not draw.
+        if search is not None:
+            self._check_search(search)
+        lines = list(lines)
+        if steering.prefix_list(prefixes, len(lines)) is not None:
+            raise ExportRequestError(
+                "translate_lines with prefixes: the export's prefix signature gives no token scores; use "
+                "translate(prefixes=...) or a run directory (--model_dir)"
+            )
+        self._check_documents(split_sentences)
+        if markup:
+            signature = self._markup_signature(None, None, None, alignments)
+        else:
+            signature = self._align_signature(alignments or True, None, None)
+        missing = {"confidence", "token_scores", "token_counts", "tokens"} - set(signature.structured_outputs)
+        if missing:
+            raise ExportDirError(
+                f"{self.path} gives no {', '.join(sorted(missing))} (written before confidences and token scores were "
+                "exported); export it again with `python -m export`"
+            )
+        self.unmet_indices, self.empty_indices, self.truncated_indices = [], [], []
+        if self.tokenizer is not None and lines:
+            self.empty_indices = [index for index, length in enumerate(self._source_lengths(lines)) if length == 1]
+            if self.max_input_length:
+                self.truncated_indices = self._still_too_long(lines) if split_sentences else self._too_long(lines)
+        records = [None] * len(lines)
+
+        def translate_batch(indices):
+            inputs = tf.constant([lines[i] for i in indices], tf.string)
+            outputs = {
+                name: value.numpy()
+                for name, value in signature(inputs=inputs, **self._language_inputs(indices)).items()
+            }
+            for row, index in enumerate(indices):
+                records[index] = _translation(outputs, row, alignments and not markup)
+            return outputs["translations"], outputs["scores"]
+
+        order = sorted(range(len(lines)), key=lambda i: len(lines[i]))
+        translate_in_order(len(lines), order, self.batch_size, translate_batch, progress)
+        return records
+
+    def _check_documents(self, split_sentences, whole_served=False):
+        """Whether a request to take each input whole goes to another signature than its own, of an
+        export whose graph splits sentences (`whole_served`: one it serves that way, plain
+        translations by `prefix` without prefixes, or n-best lists, prefixes and constraints, whose
+        signatures take inputs whole). Raises ExportRequestError where the export cannot serve
+        `split_sentences` as asked."""
+        built = bool(self.settings.get("split_sentences", False))
+        if bool(split_sentences) == built:
+            return False
+        recorded = f"split_sentences={str(built).lower()} in {os.path.join(self.path, EXPORT_CONFIG)}"
+        if built and whole_served:
+            return True
+        if built:
+            raise ExportRequestError(
+                f"--nosplit_sentences (split_sentences=False) with alignments, markup or token scores: {self.path} "
+                f"splits each input into sentences in its align and markup signatures ({recorded}); leave "
+                "--nosplit_sentences out, or export again with `python -m export --nosplit_sentences`"
+            )
+        raise ExportRequestError(
+            f"splitting sentences (split_sentences=True, the default): {self.path} translates each input whole "
+            f"({recorded}: exported with --nosplit_sentences or before sentence splitting); pass "
+            "--nosplit_sentences (split_sentences=False), or export it again without --nosplit_sentences"
+        )
+
+    def _check_one_sentence(self, sentences, n_best, prefixes):
+        """Raises DocumentError for the first input of several sentences (`inference.segmentation`):
+        the n_best, prefix and constrain signatures take each input whole."""
+        option = "n_best" if n_best is not None else "prefix" if prefixes is not None else "constraints"
+        for index, sentence in enumerate(sentences):
+            count = len(segmentation.segment(sentence).pieces)
+            if count > 1:
+                error = DocumentError(
+                    f"line {index + 1}: --{option} needs one sentence per line; this line has {count} sentences; "
+                    "pass --nosplit_sentences or one sentence per line"
+                )
+                error.index = index
+                raise error
+
+    def _markup_signature(self, n_best, prefixes, constraints, alignments):
+        """The `markup` signature; ExportRequestError for what it does not take with markup."""
+        given = (("n-best lists", n_best), ("prefixes", prefixes), ("constraints", constraints))
+        others = [name for name, value in given if value is not None] + (["alignments"] if alignments else [])
+        if others:
+            raise ExportRequestError(
+                f"markup with {others[0]}: the export's markup signature gives the best translation without "
+                f"{others[0]}; use a run directory (--model_dir)"
+            )
+        return self._signature_named("markup", "inline tags and placeholders (markup)")
+
+    def _too_long(self, lines):
+        """The positions of `lines` over `max_input_length` source tokens, taken whole."""
+        return [index for index, length in enumerate(self._source_lengths(lines)) if length > self.max_input_length]
+
+    def _still_too_long(self, lines):
+        """The positions of `lines` with a piece that the graph still cuts to `max_input_length`:
+        their sentences, each over it cut again by the length rule `LENGTH_PASSES` times
+        (`export.graph_documents.split`)."""
+        pieces = [segmentation.segment(line).pieces for line in lines]
+        for number in range(LENGTH_PASSES + 1):
+            flat = [piece for row in pieces for piece in row]
+            counts = iter(self._source_lengths(flat) if flat else [])
+            counted = [[(piece, next(counts)) for piece in row] for row in pieces]
+            if number == LENGTH_PASSES:
+                return [index for index, row in enumerate(counted) if any(n > self.max_input_length for _, n in row)]
+            pieces = [[part for piece, count in row for part in self._cut_again(piece, count)] for row in counted]
+        return []
+
+    def _cut_again(self, piece, count):
+        """`piece` of `count` source ids cut by the length rule's budget if over `max_input_length`."""
+        limit, tags = self.max_input_length, self._tag_length
+        if count <= limit:
+            return [piece]
+        budget = max(1, len(piece) * (limit - 1 - tags) * 9 // (max(count - 1 - tags, 1) * 10))
+        return segmentation.segment(piece, budget).pieces
 
     def _language_inputs(self, indices):
         """The target_language input of a multilingual export's signatures for these sentences ({}
@@ -360,6 +526,21 @@ class SavedModelTranslator(TextTranslator):
             if line is not None:
                 line.update(f"scored {len(results)}/{len(sources)} pairs", final=len(results) == len(sources))
         return results
+
+
+def _translation(outputs, row, alignments):
+    """The `Translation` of row `row` of the `align` or `markup` signature's `outputs` (NumPy)."""
+    count = int(outputs["token_counts"][row])
+    notes = outputs["notes"][row].decode("utf-8") if "notes" in outputs else ""
+    return Translation(
+        text=outputs["translations"][row].decode("utf-8"),
+        score=float(outputs["scores"][row]),
+        confidence=float(outputs["confidence"][row]),
+        tokens=[token.decode("utf-8") for token in outputs["tokens"][row][:count]],
+        token_scores=[float(value) for value in outputs["token_scores"][row][:count]],
+        alignment=outputs["alignments"][row].decode("utf-8") if alignments else None,
+        notes=tuple(notes.split("\n")) if notes else (),
+    )
 
 
 def _recorded_search(settings, path):

@@ -8,7 +8,11 @@ import sys
 
 from tensorflow.core.protobuf import saved_model_pb2
 
+from inference.segmentation import Segments, segment
 from tests.helpers import REPO_ROOT, run_logged
+
+# Sentences of one line, and the length rule's stage 2 (export.graph_documents.LENGTH_PASSES).
+LENGTH_PASSES = 2
 
 
 def run_export(*arguments, timeout=300, **options):
@@ -135,3 +139,56 @@ for path, name, inputs in request.get("calls", []):
 project = sorted(m for m in sys.modules if m.split(".")[0] in ("common", "models", "data", "inference", "export", "evaluation", "training"))
 print(json.dumps({"unknown_to_tensorflow": unknown_to_tensorflow, "served": served, "called": called, "project_modules": project}))
 """
+
+
+def length_rule(text, count, limit, tags=0):
+    """The `Segments` a splitting export translates of `text`, in Python (docs/translating.md,
+    "Documents"): its sentences, each of n > `limit` source ids (`count(pieces) -> [n]`, `tags`
+    target-language tag ids included) cut again by max(1, C * (limit - 1 - tags) * 9 // ((n - 1 -
+    tags) * 10)) characters, twice."""
+    pieces, separators = segment(text)
+    for _ in range(LENGTH_PASSES):
+        cut, between = [], []
+        for piece, separator, n in zip(pieces, separators, count(pieces) if pieces else []):
+            parts, inner = [piece], ["", ""]
+            if n > limit:
+                parts, inner = segment(piece, max(1, len(piece) * (limit - 1 - tags) * 9 // ((n - 1 - tags) * 10)))
+            cut += parts
+            between += [separator] + inner[1:-1]
+        pieces, separators = cut, between + [separators[-1]]
+    return Segments(pieces, separators)
+
+
+def composed_documents(align, texts, count, limit):
+    """What the `align` signature must give for `texts`, composed in Python: each text's pieces
+    (`length_rule`) translated one by one by `align` (one piece is one sentence), joined, scores
+    summed, confidence over all tokens, alignments offset by the words (`str.split`) before."""
+    import numpy as np
+    import tensorflow as tf
+
+    documents = [length_rule(text, count, limit) for text in texts]
+    pieces = [piece for document in documents for piece in document.pieces]
+    outputs = align(inputs=tf.constant(pieces, tf.string)) if pieces else None
+    results, at = [], 0
+    for document in documents:
+        rows = range(at, at + len(document.pieces))
+        at += len(document.pieces)
+        texts = [outputs["translations"][row].numpy().decode("utf-8") for row in rows]
+        counts = [int(outputs["token_counts"][row]) for row in rows]
+        token_scores = [float(x) for row, n in zip(rows, counts) for x in outputs["token_scores"][row][:n].numpy()]
+        links, source_words, target_words = [], 0, 0
+        for row, piece, text in zip(rows, document.pieces, texts):
+            for link in outputs["alignments"][row].numpy().decode("utf-8").split():
+                source, target = map(int, link.split("-"))
+                links.append(f"{source + source_words}-{target + target_words}")
+            source_words, target_words = source_words + len(piece.split()), target_words + len(text.split())
+        results.append(
+            dict(
+                translations=document.join(texts),
+                scores=sum(float(outputs["scores"][row]) for row in rows),
+                confidence=float(np.exp(np.mean(token_scores))) if token_scores else 1.0,
+                alignments=" ".join(links),
+                token_scores=token_scores,
+            )
+        )
+    return results

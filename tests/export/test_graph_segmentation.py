@@ -99,6 +99,23 @@ def test_the_budget_can_be_a_python_number():
     assert [row.decode() for row in pieces[0].numpy()] == segment(texts[0], 5).pieces
 
 
+def test_a_budget_per_row_segments_each_text_as_python_does_with_its_own():
+    rng = random.Random(7)
+    texts = corpus_texts()[:150] + ["".join(rng.choices(ALPHABET, k=rng.randint(0, 60))) for _ in range(150)]
+    budgets = [rng.choice([1, 3, 9, 25, 40, 500]) for _ in texts]
+    function = tf.function(
+        graph_segmentation.segment,
+        input_signature=[tf.TensorSpec([None], tf.string), tf.TensorSpec([None], tf.int32)],
+        autograph=False,
+    )
+    got = decoded(*function(tf.constant(texts), tf.constant(budgets)))
+    expected = [tuple(segment(text, budget)) for text, budget in zip(texts, budgets)]
+    different = [(text, budget, g, e) for text, budget, g, e in zip(texts, budgets, got, expected) if tuple(g) != e]
+    assert not different, f"{len(different)} differ, the first: {different[0]}"
+    with pytest.raises(tf.errors.InvalidArgumentError, match="length budget must be positive"):
+        function(tf.constant(["a b", "c"]), tf.constant([4, 0]))
+
+
 def test_a_budget_below_one_is_refused():
     with pytest.raises(tf.errors.InvalidArgumentError, match="length budget must be positive"):
         run_graph(["a b"], 0)

@@ -7,7 +7,7 @@ import tensorflow as tf
 from common.special_ids import EOS_ID, PAD_ID
 from export.serving_module import resolve_buckets
 from models.search_config import SearchConfig
-from tests.export.helpers import SENTENCES
+from tests.export.helpers import SENTENCES, composed_documents
 from tests.helpers import EXPORT_SETTINGS
 
 
@@ -25,12 +25,15 @@ def test_resolve_buckets_sorts_clips_and_ends_with_max_input_length():
         resolve_buckets((8,), 1)
 
 
-def test_empty_and_whitespace_sentences_give_empty_translations(served):
+def test_empty_and_whitespace_sentences_give_themselves(served):
     _, serving, _ = served
-    translations, scores = serve(serving, ["", "   ", "\t \u3000", SENTENCES[0]])
-    assert translations[:3] == ["", "", ""]
+    inputs = ["", "   ", "\t \u3000", SENTENCES[0]]
+    outputs = serving(inputs=tf.constant(inputs))
+    translations, scores = serve(serving, inputs)
+    assert translations[:3] == inputs[:3]  # no sentence: the separators alone
     np.testing.assert_array_equal(scores[:3], 0.0)
-    assert scores[3] < 0.0
+    np.testing.assert_array_equal(outputs["confidence"].numpy()[:3], 1.0)
+    assert scores[3] < 0.0 and 0.0 < outputs["confidence"].numpy()[3] < 1.0
 
 
 def test_empty_batch_gives_empty_outputs(served):
@@ -40,15 +43,18 @@ def test_empty_batch_gives_empty_outputs(served):
     assert outputs["translations"].dtype == tf.string and outputs["scores"].dtype == tf.float32
 
 
-def test_long_sentence_is_truncated_to_max_input_length_tokens(served, tiny_run):
+def test_long_sentence_is_truncated_to_max_input_length_tokens_where_taken_whole(served, tiny_run):
     from data.tokenizer import Tokenizer
 
     model_dir, _ = tiny_run
     tokenizer = Tokenizer.from_file(f"{model_dir}/spm.model")
     long_text = ("Click OK to save your changes. " * 400)[:10_000]
     kept = tokenizer.tokenize([long_text])[0][: EXPORT_SETTINGS["max_input_length"] - 1].numpy()
-    loaded, serving, translate_ids = served
-    translations, scores = serve(serving, [long_text])
+    loaded, _, translate_ids = served
+    # The prefix signature takes each input whole (without a prefix: the plain search).
+    translations, scores = serve(
+        lambda inputs: loaded.signatures["prefix"](inputs=inputs, prefixes=tf.constant([""])), [long_text]
+    )
     # The policy: the first max_input_length - 1 tokens, then EOS.
     source = np.concatenate([kept, [EOS_ID]])[None].astype("int32")
     expected = translate_ids(source_ids=tf.constant(source))
@@ -158,10 +164,12 @@ def test_the_searching_signatures_share_three_traced_searches(exported):
     # Per length bucket (8, 16 and max_input_length) one loop of the plain search, which
     # serving_default, n_best, translate_ids, align and constrain share, one of the prefix
     # signature's and one of the constrain signature's; the signatures and the module's saved
-    # functions share them (traced once, in the save). align's word numbering (a tf.scan,
-    # stateless) is the one StatelessWhile.
+    # functions share them (traced once, in the save). The stateless loops: the word numbering of
+    # the alignment (a tf.scan) that align and markup share, the 4 packing loops of the sentence
+    # segmentation (2 passes of the length rule, 2 packings each) that serving_default, align and
+    # markup share, and markup's 4 (its tags' pairing and nesting).
     assert loops.count("While") == 3 * (len(EXPORT_SETTINGS["length_buckets"]) + 1)
-    assert loops.count("StatelessWhile") == 1
+    assert loops.count("StatelessWhile") == 1 + 4 + 4
 
 
 def test_the_prefix_signature_refuses_a_prefix_longer_than_the_maximum_output_length(served, tiny_run):
@@ -195,14 +203,105 @@ def serve_prefixes(signature, sentences, prefixes):
 
 
 @pytest.mark.slow  # the first call of each signature's graph: seconds
-def test_the_prefix_and_align_signatures_take_an_empty_batch(served):
+def test_the_prefix_align_and_markup_signatures_take_an_empty_batch(served):
     loaded, _, _ = served
     nothing = tf.zeros([0], tf.string)
     for outputs in (
         loaded.signatures["prefix"](inputs=nothing, prefixes=nothing),
         loaded.signatures["align"](inputs=nothing),
+        loaded.signatures["markup"](inputs=nothing),
     ):
-        assert {name: tuple(value.shape) for name, value in outputs.items()} == dict.fromkeys(outputs, (0,))
+        assert {name: tuple(value.shape)[0] for name, value in outputs.items()} == dict.fromkeys(outputs, 0)
+
+
+# Documents: sentences, a sentence over max_input_length (48) ids, a line with no sentence end.
+DOCUMENTS = [
+    " ".join(SENTENCES[:4]),
+    "Help.  " + SENTENCES[6] + "\n" + SENTENCES[3] + " " + SENTENCES[3].replace(".", ","),
+    "Click " * 60,
+    "",
+    " \t ",
+    SENTENCES[5],
+]
+
+
+def test_documents_are_their_sentences_translated_one_by_one_and_joined(served, tiny_run):
+    """The graph's segmentation, join, summed scores, confidence and offset alignments against
+    their Python composition with the export's own `align` signature, one piece at a time."""
+    from data.tokenizer import Tokenizer
+
+    loaded, serving, _ = served
+    tokenizer = Tokenizer.from_file(f"{tiny_run[0]}/spm.model")
+
+    def count(pieces):
+        return [len(row) + 1 for row in tokenizer.tokenize(pieces).to_list()]
+
+    expected = composed_documents(loaded.signatures["align"], DOCUMENTS, count, EXPORT_SETTINGS["max_input_length"])
+    outputs = loaded.signatures["align"](inputs=tf.constant(DOCUMENTS))
+    served_outputs = serving(inputs=tf.constant(DOCUMENTS))
+    for name in ("translations", "alignments"):
+        got = [text.decode("utf-8") for text in outputs[name].numpy()]
+        assert got == [row[name] for row in expected]
+        if name == "translations":
+            assert [text.decode("utf-8") for text in served_outputs[name].numpy()] == got
+    for name in ("scores", "confidence"):
+        np.testing.assert_allclose(outputs[name].numpy(), [row[name] for row in expected], atol=1e-4)
+        np.testing.assert_allclose(served_outputs[name].numpy(), outputs[name].numpy(), atol=1e-5)
+    counts = outputs["token_counts"].numpy()
+    for row, document in enumerate(expected):
+        np.testing.assert_allclose(
+            outputs["token_scores"].numpy()[row, : counts[row]], document["token_scores"], atol=1e-4
+        )
+        tokens = [token.decode("utf-8") for token in outputs["tokens"].numpy()[row, : counts[row]]]
+        assert len(tokens) == len(document["token_scores"]) and (not tokens or tokens[-1] == "</s>")
+    assert counts[3] == counts[4] == 0 and counts[0] >= 4  # "</s>" at least after each of 4 sentences
+
+
+def test_the_markup_signature_masks_translates_and_restores_as_python_does(served):
+    from inference import markup
+
+    loaded, _, _ = served
+    lines = [
+        'Click <b>OK</b> to save %1 changes. See <a href="x.html">the help</a> at https://example.org.',
+        "<br/><i></i>",
+        "Open {0} <b>unbalanced",
+        "",
+    ]
+    outputs = loaded.signatures["markup"](inputs=tf.constant(lines))
+    masked = [markup.mask(line) for line in lines]
+    aligned = loaded.signatures["align"](inputs=tf.constant([item.text for item in masked]))
+    for row in range(len(lines)):
+        restored = markup.restore(
+            masked[row],
+            aligned["translations"].numpy()[row].decode("utf-8"),
+            aligned["alignments"].numpy()[row].decode("utf-8"),
+        )
+        assert outputs["translations"].numpy()[row].decode("utf-8") == restored.text
+        assert outputs["notes"].numpy()[row].decode("utf-8") == "\n".join(restored.report)
+    np.testing.assert_allclose(outputs["scores"].numpy(), aligned["scores"].numpy(), atol=1e-5)
+    np.testing.assert_allclose(outputs["confidence"].numpy(), aligned["confidence"].numpy(), atol=1e-5)
+    assert outputs["translations"].numpy()[1].decode("utf-8") == lines[1]  # only tags: they come back
+    assert "%1" in outputs["translations"].numpy()[0].decode("utf-8")
+
+
+def test_every_text_signature_gives_a_confidence(served):
+    loaded, serving, _ = served
+    sentences = SENTENCES[:3] + [""]
+    best = serving(inputs=tf.constant(sentences))["confidence"].numpy()
+    assert ((best > 0) & (best <= 1)).all() and best[3] == 1.0
+    n_best = loaded.signatures["n_best"](inputs=tf.constant(sentences))["confidence"].numpy()
+    assert n_best.shape == (4, EXPORT_SETTINGS["beam_size"])
+    np.testing.assert_allclose(n_best[:, 0], best, atol=1e-5)
+    empty = tf.constant([""] * 4)
+    for outputs in (
+        loaded.signatures["prefix"](inputs=tf.constant(sentences), prefixes=empty),
+        loaded.signatures["constrain"](inputs=tf.constant(sentences), constraints=empty),
+    ):
+        np.testing.assert_allclose(outputs["confidence"].numpy(), best, atol=1e-5)
+    scored = loaded.signatures["score"](inputs=tf.constant(sentences), targets=tf.constant(["Datei", "", "OK", "x"]))
+    np.testing.assert_allclose(
+        scored["confidence"].numpy(), np.exp(scored["log_probs"].numpy() / scored["lengths"].numpy()), rtol=1e-5
+    )
 
 
 @pytest.mark.slow  # traces a search
@@ -229,8 +328,13 @@ def test_align_gives_the_python_translators_alignments_of_many_words(tiny_model_
     bias[EOS_ID] = -1e9
     wordy.bias = keras.ops.convert_to_tensor(bias.astype("float32"))
     search = SearchConfig(beam_size=2, max_input_length=16, max_extra_length=4)
-    sentences = SENTENCES + ["", "Click " * 20]
     module = ServingModule(wordy, tokenizer, f"{tiny_run[0]}/spm.model", search, length_buckets=())
+
+    def count(pieces):
+        return [len(row) + 1 for row in tokenizer.tokenize(pieces).to_list()]
+
+    # One sentence within max_input_length: the Python translator's input, split or not.
+    sentences = [sentence for sentence in SENTENCES + [""] if count([sentence])[0] <= 16]
     outputs = module.align(tf.constant(sentences))
     texts, _, alignments = Translator(wordy, tokenizer, search, batch_size=4).translate(sentences, alignments=True)
     assert [t.decode("utf-8") for t in outputs["translations"].numpy()] == texts
@@ -238,6 +342,16 @@ def test_align_gives_the_python_translators_alignments_of_many_words(tiny_model_
     links = [len(alignment.split()) for alignment in alignments]
     print(f"links per sentence: {links}")
     assert sum(links) >= 2 * len(sentences)
+    # Documents, a sentence over max_input_length among them: alignments offset to the whole input.
+    documents = [" ".join(SENTENCES[:3]), "Help. " + "Click " * 20, SENTENCES[3]]
+    expected = composed_documents(module.align, documents, count, 16)
+    outputs = module.align(tf.constant(documents))
+    assert [t.decode("utf-8") for t in outputs["translations"].numpy()] == [row["translations"] for row in expected]
+    assert [a.decode("utf-8") for a in outputs["alignments"].numpy()] == [row["alignments"] for row in expected]
+    np.testing.assert_allclose(outputs["scores"].numpy(), [row["scores"] for row in expected], atol=1e-4)
+    # The third sentence's links start after the first two sentences' words.
+    sources = [int(link.split("-")[0]) for link in expected[0]["alignments"].split()]
+    assert max(sources) >= len(" ".join(SENTENCES[:2]).split())
 
 
 def test_min_length_ratio_is_built_into_the_graph(tiny_model_and_tokenizer, tiny_run):

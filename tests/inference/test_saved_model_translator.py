@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from tensorflow.core.protobuf import saved_model_pb2
 
-from inference.protocol import AlignmentConfig, AlignmentError, ConstraintError, PrefixError
+from inference.protocol import AlignmentConfig, AlignmentError, ConstraintError, DocumentError, PrefixError
 from inference.saved_model_translator import (
     ExportDirError,
     ExportRequestError,
@@ -107,22 +107,23 @@ def test_constraints_are_the_python_translators(exported, python_translator):
 
 
 def test_an_export_written_before_the_steering_signatures_is_told_to_export_again(exported, tiny_export, tmp_path):
-    """A copy of the shared export without the three signatures, as an older export has none, and
-    without the repetition guard in its settings: it has none built in."""
+    """A copy of the shared export without the four signatures, as an older export has none, and
+    without the repetition guard and sentence splitting in its settings: it has neither built in."""
     old = tmp_path / "transformer" / "1"
     shutil.copytree(os.path.join(tiny_export, "1"), old)
     settings_path = old / "assets.extra" / "export_config.json"
     settings = json.loads(settings_path.read_text())
     assert settings["export"].pop("no_repeat_ngram_size") == 0 == exported.search.no_repeat_ngram_size
+    assert settings["export"].pop("split_sentences") is True
     settings_path.write_text(json.dumps(settings))
     saved_model = saved_model_pb2.SavedModel()
     saved_model.ParseFromString((old / "saved_model.pb").read_bytes())
     for meta_graph in saved_model.meta_graphs:
-        for name in ("prefix", "align", "constrain"):
+        removed = ("prefix", "align", "constrain", "markup")
+        for name in removed:
             del meta_graph.signature_def[name]
         objects = meta_graph.object_graph_def.nodes
         [signatures] = [child.node_id for child in objects[0].children if child.local_name == "signatures"]
-        removed = ("prefix", "align", "constrain")
         kept = [child for child in objects[signatures].children if child.local_name not in removed]
         del objects[signatures].children[:]
         objects[signatures].children.extend(kept)
@@ -133,20 +134,88 @@ def test_an_export_written_before_the_steering_signatures_is_told_to_export_agai
     with pytest.raises(
         ValueError, match="no_repeat_ngram_size=2 differs from the export's built-in no_repeat_ngram_size=0"
     ):
-        translator.translate(SENTENCES, search=translator.search.override(no_repeat_ngram_size=2))
-    texts, scores = translator.translate(SENTENCES)
+        translator.translate(
+            SENTENCES, search=translator.search.override(no_repeat_ngram_size=2), split_sentences=False
+        )
+    # One sentence per input: the same translations, whole or split.
+    texts, scores = translator.translate(SENTENCES, split_sentences=False)
     expected, expected_scores = exported.translate(SENTENCES)
     assert texts == expected
     np.testing.assert_allclose(scores, expected_scores, atol=1e-5)
+    with pytest.raises(ExportRequestError, match=r"translates each input whole \(split_sentences=false in .*1/assets"):
+        translator.translate(SENTENCES)
+    with pytest.raises(ExportRequestError, match=r"--nosplit_sentences \(split_sentences=False\) with alignments"):
+        exported.translate(SENTENCES, split_sentences=False, alignments=True)
+    with pytest.raises(ExportDirError, match="has no 'markup' signature .* before inline tags and placeholders"):
+        translator.translate(["Help"], markup=True, split_sentences=False)
     with pytest.raises(
         ExportDirError, match="has no 'prefix' signature .* before target prefixes were exported; export"
     ):
-        translator.translate(["Help"], prefixes=["Hilfe"])
+        translator.translate(["Help"], prefixes=["Hilfe"], split_sentences=False)
     with pytest.raises(
         ExportDirError, match="has no 'align' signature .* before word alignments were exported; export"
     ):
-        translator.translate(["Help"], alignments=True)
+        translator.translate(["Help"], alignments=True, split_sentences=False)
     with pytest.raises(
         ExportDirError, match="has no 'constrain' signature .* before terminology constraints were exported"
     ):
-        translator.translate(["Help"], constraints=[["Hilfe"]])
+        translator.translate(["Help"], constraints=[["Hilfe"]], split_sentences=False)
+
+
+# Documents: two sentences, one, none.
+LINES = ["Open the file. Click OK to save your changes.", "Help", "", "Click <b>OK</b> to save %1 changes."]
+
+
+def test_documents_n_best_and_constraints_while_splitting(exported):
+    with pytest.raises(
+        DocumentError, match=r"^line 1: --n_best needs one sentence per line; this line has 2 sentences"
+    ):
+        exported.translate(LINES, n_best=2)
+    with pytest.raises(DocumentError, match=r"^line 1: --constraints needs one sentence per line") as error:
+        exported.translate(LINES, constraints=[None, ["Hilfe"], None, None])
+    assert error.value.index == 0
+    texts, scores = exported.translate(LINES[1:], n_best=2)  # one sentence a line: the n_best signature
+    assert len(texts[0]) == 2 and texts[1] == ["", ""]
+    # Taken whole (by the prefix signature, without prefixes): the lines as one sentence each.
+    whole, whole_scores = exported.translate(LINES, split_sentences=False)
+    assert exported.truncated_indices == []
+    [[best]], [[best_score]] = exported.translate(LINES[:1], n_best=1, split_sentences=False)
+    assert whole[0] == best and whole_scores[0] == pytest.approx(best_score, abs=1e-5)
+    assert whole[2] == "" and whole_scores[2] == 0.0
+    # A sentence over max_input_length (48) is cut again when split, and cut to it when whole.
+    exported.translate(["Click " * 60])
+    assert exported.truncated_indices == []
+    exported.translate(["Help", "Click " * 60], split_sentences=False)
+    assert exported.truncated_indices == [1]
+    assert whole[1] == exported.translate(LINES[1:2])[0][0]
+
+
+def test_translate_lines_and_markup_are_the_signatures_outputs(exported, tiny_export):
+    import tensorflow as tf
+
+    loaded = exported._loaded
+    records = exported.translate_lines(LINES, alignments=True)
+    aligned = loaded.signatures["align"](inputs=tf.constant(LINES))
+    assert [record.text for record in records] == exported.translate(LINES)[0]
+    for row, record in enumerate(records):
+        assert record.text == aligned["translations"].numpy()[row].decode("utf-8")
+        assert record.alignment == aligned["alignments"].numpy()[row].decode("utf-8")
+        assert len(record.tokens) == len(record.token_scores) == aligned["token_counts"].numpy()[row]
+        expected = np.exp(np.mean(record.token_scores)) if record.token_scores else 1.0
+        np.testing.assert_allclose(record.confidence, expected, rtol=1e-4)
+        assert record.notes == ()
+    assert exported.empty_indices == [2] and records[2].confidence == 1.0 and records[2].tokens == []
+    marked = loaded.signatures["markup"](inputs=tf.constant(LINES))
+    texts, scores = exported.translate(LINES, markup=True)
+    assert texts == [text.decode("utf-8") for text in marked["translations"].numpy()]
+    records = exported.translate_lines(LINES, markup=True)
+    assert [record.text for record in records] == texts and "%1" in texts[3]
+    assert [record.notes for record in records] == [
+        tuple(notes.decode("utf-8").split("\n")) if notes else () for notes in marked["notes"].numpy()
+    ]
+    with pytest.raises(ExportRequestError, match="markup with n-best lists"):
+        exported.translate(LINES[1:], markup=True, n_best=2)
+    with pytest.raises(ExportRequestError, match="markup with alignments"):
+        exported.translate_lines(LINES, markup=True, alignments=True)
+    with pytest.raises(ExportRequestError, match="translate_lines with prefixes"):
+        exported.translate_lines(LINES, prefixes=["Öffnen", None, None, None])
