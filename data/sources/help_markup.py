@@ -1,8 +1,8 @@
 """A test set of LibreOffice help paragraphs with their inline markup kept, for measuring markup
 through translation (benchmarks/markup.py). The pairs are joined on (page, paragraph id) as the
 corpus's (`libreoffice_help.align_pages`), and a pair is kept only where the corpus puts that
-paragraph in its test split. The help pages' markup becomes the inline tags `inference.markup`
-handles:
+paragraph in its test split and no training pair has its text (`markup_pairs`). The help pages'
+markup becomes the inline tags `inference.markup` handles:
 
 - `<span class="emph">` -> `<b>`; `<a href="LANG/text/...">` -> `<a href="text/...">` (the language
   left out, so that both sides link alike); `<br>` -> `<br/>`;
