@@ -109,12 +109,14 @@ def plan(translator, lines, search, split_sentences, markup, steered):
     return Plan(documents, masks, firsts, sentences, owners)
 
 
-def _check_per_line(plan, n_best, constraints):
-    """DocumentError for n-best lists or phrases asked of a line of several sentences."""
+def _check_per_line(plan, n_best, constraints, prefixes=None):
+    """DocumentError for n-best lists, phrases or a prefix asked of a line of several sentences
+    (the export's signatures for them take each input whole: the same refusal)."""
     for line, document in enumerate(plan.documents):
         count = len(document.pieces)
-        if count > 1 and (n_best is not None or (constraints and constraints[line])):
-            flag = "--n_best" if n_best is not None else "--constraints"
+        phrases, prefix = constraints and constraints[line], prefixes and prefixes[line]
+        if count > 1 and (n_best is not None or phrases or prefix):
+            flag = "--n_best" if n_best is not None else "--constraints" if phrases else "--prefix"
             raise DocumentError(
                 f"{flag} needs one sentence per line; this line has {count} sentences; pass --nosplit_sentences "
                 "(split_sentences=False) or one sentence per line",
@@ -181,7 +183,7 @@ def translated(translator, lines, progress, settings, alignments, searched=None)
     constraints = steering.constraint_lists(settings["constraints"], len(lines))
     steered = [bool((prefixes and prefixes[i]) or (constraints and constraints[i])) for i in range(len(lines))]
     the_plan = plan(translator, lines, settings["search"], settings["split_sentences"], markup, steered)
-    _check_per_line(the_plan, n_best, constraints)
+    _check_per_line(the_plan, n_best, constraints, prefixes)
     keys, sentence_prefixes, sentence_constraints = _per_sentence(the_plan, settings["keys"], prefixes, constraints)
     aligner = alignments or (True if markup else False)
     try:

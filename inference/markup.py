@@ -16,8 +16,10 @@ _ATTRIBUTE = f"{_SPACE}+[A-Za-z_:][A-Za-z0-9_:.-]*(?:{_SPACE}*={_SPACE}*(?:\"[^\
 OPENING_TAG = f"<({_NAME})(?:{_ATTRIBUTE})*{_SPACE}*>"
 CLOSING_TAG = f"</({_NAME}){_SPACE}*>"
 EMPTY_TAG = f"<({_NAME})(?:{_ATTRIBUTE})*{_SPACE}*/>"
-PLACEHOLDER = (
-    "%[0-9]+|%[sdifuxc]|%[A-Z][A-Z0-9_]*%?|\\{[0-9]+\\}|\\{[A-Za-z_][A-Za-z0-9_]*\\}|\\$\\[[A-Za-z_][A-Za-z0-9_]*\\]"
+# A run of percent-encoded bytes (`%D0%B0`) is one mask, not a placeholder per `%XX`.
+PERCENT_ENCODED = "(?:%[0-9A-Fa-f]{2}){2,}"
+PLACEHOLDER = PERCENT_ENCODED + (
+    "|%[0-9]+|%[sdifuxc]|%[A-Z][A-Z0-9_]*%?|\\{[0-9]+\\}|\\{[A-Za-z_][A-Za-z0-9_]*\\}|\\$\\[[A-Za-z_][A-Za-z0-9_]*\\]"
 )
 _URL_END = "[^ \\t\\r\\n<>\".,;:!?)\\]'’”]"
 URL = f'(?:https?|ftp)://[^ \\t\\r\\n<>"]*{_URL_END}|www\\.[^ \\t\\r\\n<>"]*{_URL_END}'

@@ -86,8 +86,13 @@ class PairScore(NamedTuple):
 
 
 class DocumentError(SteeringError):
-    """A per-input request that has no meaning per sentence (n-best, constraints) on an input of
-    several sentences while sentences are split."""
+    """A per-input request that has no meaning per sentence (n-best, a prefix, constraints) on an
+    input of several sentences while sentences are split; the message names the line (from 1)."""
+
+    def __init__(self, reason, index=None):
+        UserError.__init__(self, reason if index is None else f"line {index + 1}: {reason}")
+        self.reason = reason
+        self.index = index
 
 
 class Translation(NamedTuple):

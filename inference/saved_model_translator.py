@@ -16,6 +16,7 @@ from common.json_files import read_json
 from common.progress import ProgressLine
 from data import multilingual
 from data.tokenizer import Tokenizer
+from inference import documents as documents_step
 from inference import segmentation, steering
 from inference.batching import translate_in_order
 from inference.protocol import (
@@ -36,8 +37,6 @@ SIGNATURE = "serving_default"
 EXPORT_CONFIG = os.path.join("assets.extra", "export_config.json")
 VOCABULARY = os.path.join("assets", "spm.model")
 SOURCE_VOCABULARY = os.path.join("assets", "spm.source.model")  # With separate vocabularies only.
-# How many times the graph cuts a sentence over max_input_length again (export.graph_documents).
-LENGTH_PASSES = 2
 
 
 class ExportDirError(UserError, RuntimeError):
@@ -356,12 +355,11 @@ class SavedModelTranslator(TextTranslator):
         for index, sentence in enumerate(sentences):
             count = len(segmentation.segment(sentence).pieces)
             if count > 1:
-                error = DocumentError(
-                    f"line {index + 1}: --{option} needs one sentence per line; this line has {count} sentences; "
-                    "pass --nosplit_sentences or one sentence per line"
+                raise DocumentError(
+                    f"--{option} needs one sentence per line; this line has {count} sentences; pass "
+                    "--nosplit_sentences (split_sentences=False) or one sentence per line",
+                    index,
                 )
-                error.index = index
-                raise error
 
     def _markup_signature(self, n_best, prefixes, constraints, alignments):
         """The `markup` signature; ExportRequestError for what it does not take with markup."""
@@ -379,26 +377,13 @@ class SavedModelTranslator(TextTranslator):
         return [index for index, length in enumerate(self._source_lengths(lines)) if length > self.max_input_length]
 
     def _still_too_long(self, lines):
-        """The positions of `lines` with a piece that the graph still cuts to `max_input_length`:
-        their sentences, each over it cut again by the length rule `LENGTH_PASSES` times
-        (`export.graph_documents.split`)."""
-        pieces = [segmentation.segment(line).pieces for line in lines]
-        for number in range(LENGTH_PASSES + 1):
-            flat = [piece for row in pieces for piece in row]
-            counts = iter(self._source_lengths(flat) if flat else [])
-            counted = [[(piece, next(counts)) for piece in row] for row in pieces]
-            if number == LENGTH_PASSES:
-                return [index for index, row in enumerate(counted) if any(n > self.max_input_length for _, n in row)]
-            pieces = [[part for piece, count in row for part in self._cut_again(piece, count)] for row in counted]
-        return []
-
-    def _cut_again(self, piece, count):
-        """`piece` of `count` source ids cut by the length rule's budget if over `max_input_length`."""
-        limit, tags = self.max_input_length, self._tag_length
-        if count <= limit:
-            return [piece]
-        budget = max(1, len(piece) * (limit - 1 - tags) * 9 // (max(count - 1 - tags, 1) * 10))
-        return segmentation.segment(piece, budget).pieces
+        """The positions of `lines` with a piece that the graph still cuts to `max_input_length`
+        after the length rule (`inference.documents.split_lines`, as `export.graph_documents`)."""
+        lengths = lambda texts: self._source_lengths(texts) if texts else []  # noqa: E731
+        documents = documents_step.split_lines(lines, lengths, self.max_input_length, self._tag_length)
+        counts = iter(lengths([piece for document in documents for piece in document.pieces]))
+        flagged = [any(next(counts) > self.max_input_length for _ in document.pieces) for document in documents]
+        return [index for index, too_long in enumerate(flagged) if too_long]
 
     def _language_inputs(self, indices):
         """The target_language input of a multilingual export's signatures for these sentences ({}

@@ -99,11 +99,14 @@ def test_token_scores_and_confidence_cover_every_sentence(translator):
     )
 
 
-def test_a_prefix_starts_the_first_sentence(translator):
-    sentences = segment(DOCUMENT)
-    texts, _ = translator.translate([DOCUMENT], prefixes=["Öffnen Sie"])
-    alone, _ = translator.translate(sentences.pieces, split_sentences=False, prefixes=["Öffnen Sie", None, None])
-    assert texts == [sentences.join(alone)] and texts[0].startswith("Öffnen Sie")
+def test_a_prefix_needs_one_sentence_per_line_as_in_the_export(translator):
+    with pytest.raises(DocumentError, match=r"^line 2: --prefix needs one sentence per line; this line has 3") as error:
+        translator.translate(["Print", DOCUMENT], prefixes=[None, "Öffnen Sie"])
+    assert error.value.index == 1
+    texts, _ = translator.translate([" Print ", DOCUMENT], prefixes=["Drucken", None])  # no prefix: split
+    alone, _ = translator.translate(["Print"], split_sentences=False, prefixes=["Drucken"])
+    assert texts[0] == f" {alone[0]} " and alone[0].startswith("Drucken")
+    assert texts[1] == translator.translate([DOCUMENT])[0][0]
 
 
 def test_n_best_and_constraints_need_one_sentence_per_line(translator):
