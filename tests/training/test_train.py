@@ -1,4 +1,4 @@
-"""train.py end to end: resuming after SIGKILL, signals, a full disk, NaN handling, flags, bad input.
+"""train.py end to end: signals and resuming, a full disk, NaN handling, flags, bad input.
 Runs whose behaviour does not depend on the corpus's contents train on the sample corpus."""
 
 import csv
@@ -75,58 +75,14 @@ def _schedule(step, d_model=TINY_MODEL["hidden_dim"], warmup=30, scale=2.0):
 
 
 class _StateAtStart(keras.callbacks.Callback):
-    """Records the weights and optimizer step a (resumed) fit starts from."""
+    """Records the weights and optimizer step a (resumed) run starts from: its first fit's (a resume
+    off the epoch boundaries fits a short epoch first)."""
 
     def on_train_begin(self, logs=None):
+        if hasattr(self, "step"):
+            return
         self.weights = [np.array(keras.ops.convert_to_numpy(w)) for w in self.model.weights]
         self.step = int(keras.ops.convert_to_numpy(self.model.optimizer.iterations))
-
-
-@pytest.mark.slow
-@pytest.mark.full
-def test_a_run_killed_mid_training_resumes_from_its_checkpoint(sample_corpus, tmp_path):
-    from inference import checkpoint_files
-    from training.model_building import build_model
-    from training.trainer import train
-
-    corpus = sample_corpus
-    model_dir = str(tmp_path / "killed")
-    command = _train_command(model_dir, corpus, "--train_steps=30", "--checkpoint_every=10", "--eval_every=30")
-    log = open(tmp_path / "first.log", "w")
-    process = subprocess.Popen(command, cwd=REPO_ROOT, env=ENV, stdout=log, stderr=subprocess.STDOUT)
-    first_checkpoint = os.path.join(model_dir, "checkpoints", "ckpt-000000010.weights.h5")
-    deadline = time.monotonic() + 600
-    while not os.path.exists(first_checkpoint) and process.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.2)
-    time.sleep(1.0)  # Into the second epoch.
-    process.send_signal(signal.SIGKILL)
-    process.wait()
-    log.close()
-    assert process.returncode == -signal.SIGKILL, (tmp_path / "first.log").read_text()[-2000:]
-    assert not os.path.exists(os.path.join(model_dir, "model.keras"))
-    killed_rows = _log_rows(model_dir)
-    resumed_at, checkpoint = checkpoint_files.latest_checkpoint(os.path.join(model_dir, "checkpoints"))
-    assert resumed_at in (10, 20)
-
-    # The same run again (what the same command line does, here in this process to look inside).
-    state = _StateAtStart()
-    config = _command_config(model_dir, corpus, train_steps=30, checkpoint_every=10, eval_every=30)
-    summary = train(config, callbacks=[state])
-    # It starts from the checkpoint's weights and step, not from fresh ones ...
-    assert state.step == resumed_at
-    saved = build_model(config.model, _vocabulary_size(model_dir), config.train)
-    saved.load_weights(checkpoint)
-    for value, expected in zip(state.weights, saved.weights):
-        assert np.array_equal(value, keras.ops.convert_to_numpy(expected))
-    fresh = build_model(config.model, _vocabulary_size(model_dir), config.train)
-    assert max(np.max(np.abs(a - keras.ops.convert_to_numpy(b))) for a, b in zip(state.weights, fresh.weights)) > 1e-3
-    # ... and the learning rate continues the schedule from there.
-    resumed_rows = _log_rows(model_dir)[len(killed_rows) :]
-    assert [int(row["epoch"]) for row in resumed_rows] == list(range(resumed_at // 10, 3))
-    for row in resumed_rows:
-        step = (int(row["epoch"]) + 1) * 10
-        assert abs(float(row["learning_rate"]) - _schedule(step + 1)) < 1e-6
-    assert summary["step"] == 30 and summary["resumed_from"] == resumed_at
 
 
 def _vocabulary_size(model_dir):
@@ -424,10 +380,13 @@ def _stop_mid_epoch(process, checkpoint_dir, after_step, stop_signal, log_path):
 def test_a_signal_writes_a_checkpoint_at_the_current_step_and_the_rerun_resumes(sample_corpus, tmp_path, capsys):
     """SIGTERM (a scheduler's notice) mid-epoch: a checkpoint at the step reached, exit 143;
     meanwhile a second train.py on the directory is refused by the lock and the newest checkpoint
-    loads. The rerun (here, in this process) resumes from that step and ends on the epoch
-    boundaries. (The lock held by another process: test_run_dir.py. Ctrl-C, SIGINT, takes the
-    same path with exit 130: test_preemption.py sends it to the handlers and the callback.)"""
+    loads. The rerun (here, in this process) resumes from that checkpoint's weights and step, the
+    learning rate going on along its schedule, and ends on the epoch boundaries. (The lock held by
+    another process, and a SIGKILLed holder's: test_run_dir.py; a checkpoint write killed midway:
+    test_checkpoints.py. Ctrl-C, SIGINT, takes the same path with exit 130: test_preemption.py sends
+    it to the handlers and the callback.)"""
     from inference import checkpoint_files
+    from training.model_building import build_model
     from training.run_dir import RunDir
     from training.trainer import TrainingError, train
 
@@ -456,9 +415,24 @@ def test_a_signal_writes_a_checkpoint_at_the_current_step_and_the_rerun_resumes(
     first_boundary = SIGNAL_RUN_EPOCH * (stopped_at // SIGNAL_RUN_EPOCH + 1)
     end = first_boundary + SIGNAL_RUN_EPOCH
     capsys.readouterr()
-    summary = train(_command_config(model_dir, sample_corpus, **dict(run, train_steps=end, eval_every=end)))
+    state, rows_before = _StateAtStart(), len(_log_rows(model_dir))
+    config = _command_config(model_dir, sample_corpus, **dict(run, train_steps=end, eval_every=end))
+    summary = train(config, callbacks=[state])
     assert f"resuming from {path} at step {stopped_at}" in capsys.readouterr().err
     assert summary["resumed_from"] == stopped_at and summary["step"] == end
+    # It starts from the checkpoint's weights and step, not from fresh ones ...
+    assert state.step == stopped_at
+    saved = build_model(config.model, _vocabulary_size(model_dir), config.train)
+    saved.load_weights(path)
+    for value, expected in zip(state.weights, saved.weights):
+        assert np.array_equal(value, keras.ops.convert_to_numpy(expected))
+    fresh = build_model(config.model, _vocabulary_size(model_dir), config.train)
+    assert max(np.max(np.abs(a - keras.ops.convert_to_numpy(b))) for a, b in zip(state.weights, fresh.weights)) > 1e-3
+    # ... and the learning rate continues the schedule from there.
+    resumed_rows = _log_rows(model_dir)[rows_before:]
+    assert [int(row["step"]) for row in resumed_rows] == [first_boundary, end]
+    for row in resumed_rows:
+        assert abs(float(row["learning_rate"]) - _schedule(int(row["step"]) + 1)) < 1e-6
     steps = [step for step, _ in checkpoint_files.list_checkpoints(checkpoint_dir)]
     # After the signal's step, checkpoints are back on the epoch boundaries, up to exactly the end.
     assert [step for step in steps if step > stopped_at] == [first_boundary, end]
@@ -547,7 +521,7 @@ def test_a_full_disk_stops_with_one_clear_error_and_keeps_the_checkpoint_to_resu
     fails with one line naming the file, the step and the newest good checkpoint (exit 1, no
     traceback or crash, no temporary file). With room (the tmpfs's files on the disk beneath, as
     the namespace ends), that checkpoint is the run's latest and loads whole: what a rerun resumes
-    from (a rerun resuming from a checkpoint: the killed-run and signal tests)."""
+    from (a rerun resuming from a checkpoint: the signal test)."""
     from inference import checkpoint_files
     from training.run_dir import RunDir
 
