@@ -82,7 +82,15 @@ def saved_model_cli_run(export_dir, inputs):
 
 
 # tensorflow-text ops that TensorFlow Serving links in (since its 2.2 release).
-SENTENCEPIECE_OPS = {"SentencepieceOp", "SentencepieceTokenizeOp", "SentencepieceDetokenizeOp"}
+# tensorflow-text's ops the export uses: TensorFlow Serving links tensorflow-text's op library in
+# (its SUPPORTED_TENSORFLOW_OPS), so the model server runs them.
+TEXT_OPS = {
+    "SentencepieceOp",
+    "SentencepieceTokenizeOp",
+    "SentencepieceDetokenizeOp",
+    "SentencepieceIdToStringOp",
+    "RegexSplitWithOffsets",
+}
 # Registered by TensorFlow itself but not allowed: Python callbacks, and XLA compilation.
 FORBIDDEN_OPS = {"PyFunc", "PyFuncStateless", "EagerPyFunc", "XlaLaunch", "_XlaCompile", "_XlaRun"}
 
@@ -124,9 +132,10 @@ def signature(path, name):
     if path not in loaded:
         loaded[path] = tf.saved_model.load(path)
     return loaded[path].signatures[name]
+def decoded(item):
+    return item.decode("utf-8") if isinstance(item, bytes) else [decoded(part) for part in item] if isinstance(item, list) else item
 def as_lists(value):
-    value = value.numpy()
-    return [t.decode("utf-8") for t in value] if value.dtype == object else value.tolist()
+    return decoded(value.numpy().tolist())
 for path, sentences in request["serve"]:
     outputs = signature(path, "serving_default")(inputs=tf.constant(sentences))
     served.append({name: as_lists(outputs[name]) for name in ("translations", "scores")})

@@ -35,9 +35,9 @@ def test_the_serve_meta_graph_lists_the_signatures(exported):
     assert {"serving_default", "translate_ids"} <= set(signatures)
     text = signatures["serving_default"]
     assert text.inputs["inputs"].dtype == types_pb2.DT_STRING
-    assert {"translations", "scores"} <= set(text.outputs)
+    assert set(text.outputs) == {"translations", "scores", "confidence"}
     assert text.outputs["translations"].dtype == types_pb2.DT_STRING
-    assert text.outputs["scores"].dtype == types_pb2.DT_FLOAT
+    assert text.outputs["scores"].dtype == text.outputs["confidence"].dtype == types_pb2.DT_FLOAT
     ids = signatures["translate_ids"]
     assert ids.inputs["source_ids"].dtype == types_pb2.DT_INT32
     assert {"ids", "scores"} <= set(ids.outputs)
@@ -45,15 +45,20 @@ def test_the_serve_meta_graph_lists_the_signatures(exported):
     assert {name: spec.dtype for name, spec in prefix.inputs.items()} == dict.fromkeys(
         ["inputs", "prefixes"], types_pb2.DT_STRING
     )
-    assert set(prefix.outputs) == {"translations", "scores"}
+    assert set(prefix.outputs) == {"translations", "scores", "confidence"}
     assert align.inputs["inputs"].dtype == align.outputs["alignments"].dtype == types_pb2.DT_STRING
-    assert set(align.outputs) == {"translations", "scores", "alignments"}
+    tokens = {"tokens", "token_scores", "token_counts"}
+    assert set(align.outputs) == {"translations", "scores", "confidence", "alignments"} | tokens
+    assert align.outputs["token_scores"].dtype == types_pb2.DT_FLOAT
+    assert align.outputs["token_counts"].dtype == types_pb2.DT_INT32
+    assert set(signatures["markup"].outputs) == {"translations", "scores", "confidence", "notes"} | tokens
+    assert signatures["markup"].outputs["notes"].dtype == types_pb2.DT_STRING
     constrain = signatures["constrain"]
     assert {name: spec.dtype for name, spec in constrain.inputs.items()} == dict.fromkeys(
         ["inputs", "constraints"], types_pb2.DT_STRING
     )
     assert constrain.outputs["constraints_met"].dtype == types_pb2.DT_BOOL
-    assert set(constrain.outputs) == {"translations", "scores", "constraints_met"}
+    assert set(constrain.outputs) == {"translations", "scores", "confidence", "constraints_met"}
 
 
 # saved_model_cli run, TensorFlow Serving's session loader, loads the int8 export, whose op types
