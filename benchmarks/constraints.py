@@ -17,7 +17,6 @@ for every batch shape (the constrained search has more: phrase counts and length
 """
 
 import argparse
-import json
 import os
 import random
 import sys
@@ -84,6 +83,7 @@ def main(argv=None):
     import sacrebleu
     import tensorflow as tf
 
+    from common.json_files import write_json_atomically
     from evaluation import evaluator
     from inference.loading import load_translator
     from inference.runs import RunDir
@@ -158,8 +158,7 @@ def main(argv=None):
         results=results,
     )
     if args.output:
-        with open(args.output, "w", encoding="utf-8") as handle:
-            json.dump(summary, handle, indent=2)
+        write_json_atomically(args.output, summary)
     return summary
 
 

@@ -25,7 +25,6 @@ interface string joined to the next pair has no sentence end: the two are transl
 """
 
 import argparse
-import json
 import os
 import random
 import re
@@ -159,6 +158,7 @@ def main(argv=None):
     args = parse_args(argv)
     sys.path.insert(0, REPO_ROOT)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from common.json_files import write_json_atomically
 
     translator, run_config, where = open_model(args.model_dir, args.checkpoint, args.batch_size)
     results = {split: measure_split(translator, args, split, run_config, where) for split in args.splits.split(",")}
@@ -180,8 +180,7 @@ def main(argv=None):
         )
     summary = {"command": " ".join(["python benchmarks/documents.py", *(argv or sys.argv[1:])]), "results": results}
     if args.output:
-        with open(args.output, "w", encoding="utf-8") as handle:
-            json.dump(summary, handle, indent=2)
+        write_json_atomically(args.output, summary)
     return summary
 
 

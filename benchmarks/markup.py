@@ -27,7 +27,6 @@ training and dev sources it leaves out) and written there.
 
 import argparse
 import collections
-import json
 import os
 import re
 import sys
@@ -180,6 +179,7 @@ def main(argv=None):
     args = parse_args(argv)
     sys.path.insert(0, REPO_ROOT)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from common.json_files import write_json_atomically
     from data.sources import help_markup
 
     translator, run_config = open_model(args.model_dir, args.checkpoint, args.batch_size)
@@ -210,8 +210,7 @@ def main(argv=None):
     )
     summary = {"command": " ".join(["python benchmarks/markup.py", *(argv or sys.argv[1:])]), "results": result}
     if args.output:
-        with open(args.output, "w", encoding="utf-8") as handle:
-            json.dump(summary, handle, indent=2)
+        write_json_atomically(args.output, summary)
     return summary
 
 
