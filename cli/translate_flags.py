@@ -147,7 +147,7 @@ def _define_large_file_flags():
     flags.DEFINE_boolean(
         "progress",
         True,
-        "A progress line on stderr (lines done, lines/s, time left for a file's input): rewritten at a terminal, "
+        "A progress line on stderr (lines done, sentences/s and lines/s, time left for a file's input): rewritten at a terminal, "
         "a plain line a minute into a file or pipe. Not while lines are typed, or translations printed, at the "
         "terminal.",
     )

@@ -51,6 +51,11 @@ class InputProgress:
         self._clock = clock
         self._started = clock()
 
+    @property
+    def enabled(self):
+        """Whether the line is shown at all."""
+        return self._line is not None
+
     def skip(self, lines):
         """`lines` done before this run (a resumed output): counted as done, not in the rate."""
         self._done += lines

@@ -15,6 +15,7 @@ from cli.translate_progress import InputProgress, count_lines
 from common import progress as progress_lines
 from common.errors import BAD_INPUT_STATUS, UserError
 from common.write_errors import WriteError
+from inference import segmentation
 from inference.protocol import AlignmentConfig, ConstraintError, SteeringError
 
 FLAGS = flags.FLAGS
@@ -66,14 +67,25 @@ def windows(lines, size):
         yield window
 
 
+def splits_sentences():
+    """Whether lines are split into sentences: --split_sentences, or an export's own setting when
+    --export_dir is given without the flag."""
+    if FLAGS.export_dir and not FLAGS["split_sentences"].present:
+        return translation_records.export_splits(FLAGS.export_dir)
+    return FLAGS.split_sentences
+
+
+def sentence_count(texts):
+    """The sentences `texts` are translated as (`inference.segmentation`; a line without one as one)."""
+    return sum(max(1, len(segmentation.segment(text).pieces)) for text in texts)
+
+
 def translation_lines(translator, numbers, sentences, first_index, name, limit, prefixes=None, constraints=None):
     """The output lines for one window of input lines (with `prefixes`, their target prefixes, and
     `constraints`, their phrases); InputError for a prefix or phrase the search cannot follow,
     before any line of the window is translated."""
     alignments = AlignmentConfig(FLAGS.alignment_layer, FLAGS.alignment_head) if FLAGS.alignments else False
-    split = FLAGS.split_sentences
-    if FLAGS.export_dir and not FLAGS["split_sentences"].present:
-        split = translation_records.export_splits(FLAGS.export_dir)
+    split = splits_sentences()
     try:
         window = translation_records.translate_window(
             translator,
@@ -258,6 +270,7 @@ def run(write):
     for _ in range(first_index if constraint_lines is not None else 0):
         next(constraint_lines, None)
     progress.skip(first_index)
+    count_sentences = progress.enabled and splits_sentences()  # sentences/s beside lines/s
     for window in windows(lines, 1 if interactive else FLAGS.window):
         if FLAGS.prefix:
             numbers, sentences, prefixes = split_pairs(window, name, "target prefix")
@@ -268,7 +281,7 @@ def run(write):
             write(line)
         first_index += len(window)
         checkpoint()
-        progress.advance(len(window))
+        progress.advance(len(window), sentence_count(sentences) if count_sentences else None)
     progress.finish()
     if constraint_lines is not None and next(constraint_lines, None) is not None:
         raise InputError(f"--constraints={FLAGS.constraints} has more lines than {name} ({first_index})")

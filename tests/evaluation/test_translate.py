@@ -7,6 +7,7 @@ import json
 import math
 import os
 import pty
+import re
 import select
 import signal
 import subprocess
@@ -89,6 +90,8 @@ def test_stdin_to_a_file_in_input_order_with_bad_and_long_lines_reported(tiny_ru
     assert written.endswith("\n") and written.split("\n")[1] == ""  # The empty line stays aligned.
     assert "<stdin> line 4: invalid UTF-8" in stderr and "U+FFFD" in stderr
     assert translator.truncated_indices == [] and "longer than the maximum input length" not in stderr
+    # The progress line's last report, into a file: lines done, sentences/s (the long line's many), lines/s.
+    assert re.search(rf"^translate\.py: {len(inputs)} lines, [0-9.]+ sentences/s, [0-9.]+ lines/s, in ", stderr, re.M)
     assert "Traceback" not in stderr
     assert not [noise for noise in STARTUP_NOISE if noise in stderr], stderr
 
