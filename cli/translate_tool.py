@@ -80,12 +80,13 @@ def sentence_count(texts):
     return sum(max(1, len(segmentation.segment(text).pieces)) for text in texts)
 
 
-def translation_lines(translator, numbers, sentences, first_index, name, limit, prefixes=None, constraints=None):
+def translation_lines(
+    translator, numbers, sentences, first_index, name, limit, prefixes=None, constraints=None, split=True
+):
     """The output lines for one window of input lines (with `prefixes`, their target prefixes, and
-    `constraints`, their phrases); InputError for a prefix or phrase the search cannot follow,
-    before any line of the window is translated."""
+    `constraints`, their phrases), split into sentences with `split` (`splits_sentences`); InputError
+    for a prefix or phrase the search cannot follow, before any line of the window is translated."""
     alignments = AlignmentConfig(FLAGS.alignment_layer, FLAGS.alignment_head) if FLAGS.alignments else False
-    split = splits_sentences()
     try:
         window = translation_records.translate_window(
             translator,
@@ -270,14 +271,18 @@ def run(write):
     for _ in range(first_index if constraint_lines is not None else 0):
         next(constraint_lines, None)
     progress.skip(first_index)
-    count_sentences = progress.enabled and splits_sentences()  # sentences/s beside lines/s
+    split = splits_sentences()  # read once: an export's setting is in its files
+    count_sentences = progress.enabled and split  # sentences/s beside lines/s
     for window in windows(lines, 1 if interactive else FLAGS.window):
         if FLAGS.prefix:
             numbers, sentences, prefixes = split_pairs(window, name, "target prefix")
         else:
             numbers, sentences, prefixes = [number for number, _ in window], [text for _, text in window], None
         constraints = None if constraint_lines is None else window_constraints(constraint_lines, numbers, name)
-        for line in translation_lines(translator, numbers, sentences, first_index, name, limit, prefixes, constraints):
+        window_lines = translation_lines(
+            translator, numbers, sentences, first_index, name, limit, prefixes, constraints, split
+        )
+        for line in window_lines:
             write(line)
         first_index += len(window)
         checkpoint()
