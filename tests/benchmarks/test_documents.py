@@ -16,12 +16,17 @@ def test_documents_are_two_to_six_consecutive_pairs_seeded(benchmark_script):
     assert documents.joined(["a.", "b.", "c.", "d.", "e."], [2, 3]) == ["a. b.", "c. d. e."]
 
 
-def test_joins_cut_counts_the_joins_the_segmentation_finds(benchmark_script):
+def test_a_pair_without_a_sentence_end_closes_its_line_and_joins_cut_counts_the_cuts_inside_lines(benchmark_script):
     documents, _ = benchmark_script("documents")
     sources = ["Insert Mode", "Displays the mode. Click it.", "Then go.", "OK", "Save.", "Close."]
-    # No sentence ends at the joins after "Insert Mode" and "OK"; one does after "Then go." and "Save.".
-    assert documents.joins_cut(sources, [2, 4]) == 2 / 4
-    assert documents.joins_cut(sources[:1], [1]) is None
+    breaks = [not documents.SENTENCE_END.search(source) for source in sources]
+    laid_out = documents.paragraphs(sources, [2, 4], breaks)
+    assert laid_out == [[["Insert Mode"], ["Displays the mode. Click it."]], [["Then go.", "OK"], ["Save.", "Close."]]]
+    # Inside lines, a sentence ends at the joins after "Then go." and "Save.".
+    assert documents.joins_cut(laid_out) == 2 / 2
+    # On one line each (--one_line), none ends after "Insert Mode" or "OK".
+    assert documents.joins_cut(documents.paragraphs(sources, [2, 4], [False] * 6)) == 2 / 4
+    assert documents.joins_cut(documents.paragraphs(sources[:1], [1], [True])) is None
     ends = [
         bool(documents.SENTENCE_END.search(text)) for text in ["Go.", 'Say "Yes!"', "(See below.)", "Insert Mode", "a:"]
     ]
@@ -36,7 +41,7 @@ def test_a_smoke_run_prints_a_row_for_its_split(benchmark_script, tiny_run, tmp_
     summary = documents.main([*arguments, f"--output={output}"])
     assert json.loads(output.read_text()) == summary
     for result in summary["results"].values():
-        assert result["pairs"] == 9 and 2 <= result["documents"] <= 4
+        assert result["pairs"] == 9 and 2 <= result["documents"] <= 4 and result["documents"] <= result["lines"] <= 9
         assert set(result["bleu"]) == set(documents.KINDS)
         assert all(0 <= bleu <= 100 for bleu in [*result["bleu"].values(), result["sentence_bleu"]])
     assert list(summary["results"]) == ["test.ding"]
