@@ -164,22 +164,34 @@ def split_pairs(numbers_and_lines, name, second="target"):
     return numbers, sources, targets
 
 
-def scored_pairs(window_size):
-    """Windows of `(numbers, sources, targets)` from TSV input or --src/--tgt."""
-    if not FLAGS.src:
-        name = input_name(FLAGS.input)
-        for window in windows(read_lines(FLAGS.input, name), window_size):
-            yield split_pairs(window, name)
-        return
-    for window in windows(
-        aligned_pairs(read_lines(FLAGS.src, FLAGS.src), read_lines(FLAGS.tgt, FLAGS.tgt)), window_size
-    ):
-        yield [p[0] for p in window], [p[1] for p in window], [p[2] for p in window]
+def score_pairs(translator, write, interactive):
+    """--score: the input's pairs scored window by window, a resumed --output going on after the
+    pairs its killed run did (as translations do)."""
+    name = FLAGS.src or input_name(FLAGS.input)
+    progress = input_progress(FLAGS.src or FLAGS.input, interactive)
+    if FLAGS.src:
+        items = aligned_pairs(read_lines(FLAGS.src, FLAGS.src), read_lines(FLAGS.tgt, FLAGS.tgt))
+    else:
+        items = read_lines(FLAGS.input, name)
+    items, first_index, checkpoint = resumable_output.resumed(write, items, name)
+    progress.skip(first_index)
+    for window in windows(items, 1 if interactive else FLAGS.window):
+        if FLAGS.src:
+            numbers, sources, targets = [p[0] for p in window], [p[2] for p in window], [p[3] for p in window]
+        else:
+            numbers, sources, targets = split_pairs(window, name)
+        results = translator.score(sources, targets)
+        report_truncated(translator, numbers, name, translator.max_input_length)
+        for result in results:
+            write(translation_records.score_line(result, FLAGS.format))
+        checkpoint()
+        progress.advance(len(numbers))
+    progress.finish()
 
 
 def aligned_pairs(sources, targets):
-    """`(number, source, target)` from two line streams read together; InputError when one
-    ends before the other."""
+    """`(number, "source<TAB>target", source, target)` from two line streams read together (the
+    second item is what a resumed --output checks); InputError when one ends before the other."""
     while True:
         source, target = next(sources, None), next(targets, None)
         if source is None and target is None:
@@ -190,7 +202,7 @@ def aligned_pairs(sources, targets):
             raise InputError(
                 f"{shorter} ends before line {number} of {longer}: --src and --tgt must have as many lines"
             )
-        yield source[0], source[1], target[1]
+        yield source[0], f"{source[1]}\t{target[1]}", source[1], target[1]
 
 
 def input_name(path):
@@ -247,17 +259,10 @@ def run(write):
         beam = translator.search.beam_size if translator.search else None
         if beam is not None and FLAGS.n_best > beam:
             raise InputError(f"--n_best={FLAGS.n_best} is larger than the export's beam_size={beam}")
-    limit = translator.max_input_length
     if FLAGS.score:
-        progress = input_progress(FLAGS.src or FLAGS.input, interactive)
-        for numbers, sources, targets in scored_pairs(1 if interactive else FLAGS.window):
-            results = translator.score(sources, targets)
-            report_truncated(translator, numbers, input_name(FLAGS.input) if not FLAGS.src else FLAGS.src, limit)
-            for result in results:
-                write(translation_records.score_line(result, FLAGS.format))
-            progress.advance(len(numbers))
-        progress.finish()
+        score_pairs(translator, write, interactive)
         return
+    limit = translator.max_input_length
     name = input_name(FLAGS.input)
     lines = read_lines(FLAGS.input, name)
     constraint_lines = None
