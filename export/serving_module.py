@@ -16,6 +16,7 @@ from inference.protocol import DEFAULT_ALIGNMENT
 from models.beam_search import UNMET_SCORE
 from models.search_config import DEFAULT_SEARCH, EXPORT_MAX_INPUT_LENGTH
 from models.translation import score_ids, translate_ids
+from models.vocabulary_shortlist import LexicalTable
 
 # The SentencePiece-length buckets used when none are given (clipped to max_input_length, which
 # is always the last one). benchmarks/export_latency.py measured them against a single bucket.
@@ -139,6 +140,7 @@ class ServingModule(graph_documents.DocumentFunctions, tf.Module):
         source_tokenizer=None,
         source_vocabulary_path=None,
         split_sentences=True,
+        lexical_table=None,
         name=None,
     ):
         super().__init__(name=name)
@@ -157,6 +159,17 @@ class ServingModule(graph_documents.DocumentFunctions, tf.Module):
         if search.max_input_length is None:
             search = search.override(max_input_length=EXPORT_MAX_INPUT_LENGTH)
         self.search_config = search
+        if search.shortlist and lexical_table is None:
+            raise ValueError(f"shortlist={search.shortlist} needs the run's lexical table: pass lexical_table")
+        # The shortlist's table, as variables: saved once, whatever the number of traced searches.
+        self.lexical_table = None
+        if search.shortlist:
+            self.lexical_table = LexicalTable(
+                *(
+                    tf.Variable(array, trainable=False, name=name)
+                    for array, name in zip(lexical_table, LexicalTable._fields)
+                )
+            )
         self.model = model
         # The backend's tf.Variables themselves, tracked beside the Keras wrappers: without them
         # the SavedModel loads with tf.saved_model.load but not with the session-based loader of
@@ -530,6 +543,7 @@ class ServingModule(graph_documents.DocumentFunctions, tf.Module):
                     padded,
                     self.search_config,
                     num_return=self.beam_size,
+                    lexical_table=self.lexical_table,
                     **steering,
                 )
                 ids = tf.pad(ids, [[0, 0], [0, 0], [0, self.output_length - (bucket + self.max_extra_length)]])
