@@ -65,6 +65,29 @@ def resolve_buckets(length_buckets, max_input_length):
     return tuple(sorted(buckets)) + (max_input_length,)
 
 
+def _export_search(search):
+    """`search` as an export builds it in (`EXPORT_MAX_INPUT_LENGTH` for no input limit); ValueError
+    for one that samples."""
+    if search.sampling is not None:
+        raise ValueError("an export searches: sampling needs a run directory (inference.translator.Translator)")
+    if search.max_input_length is None:
+        search = search.override(max_input_length=EXPORT_MAX_INPUT_LENGTH)
+    return search
+
+
+def _table_variables(search, lexical_table):
+    """The shortlist's `LexicalTable` as variables (saved once, whatever the number of traced
+    searches), or None without a shortlist; ValueError for a shortlist without its table."""
+    if not search.shortlist:
+        return None
+    if lexical_table is None:
+        raise ValueError(f"shortlist={search.shortlist} needs the run's lexical table: pass lexical_table")
+    return LexicalTable(
+        candidates=tf.Variable(lexical_table.candidates, trainable=False, name="shortlist_candidates"),
+        frequent=tf.Variable(lexical_table.frequent, trainable=False, name="shortlist_frequent"),
+    )
+
+
 class ServingModule(graph_documents.DocumentFunctions, tf.Module):
     """A trained `Transformer` and its `Tokenizer` behind the serving functions.
 
@@ -154,22 +177,8 @@ class ServingModule(graph_documents.DocumentFunctions, tf.Module):
             multilingual.tag_ids(self.source_tokenizer, multilingual.tag(code)) for code in self.languages
         ]
         self._target_tags = None  # While a text function is traced: int32 ragged [batch, (tag ids)].
-        if search.sampling is not None:
-            raise ValueError("an export searches: sampling needs a run directory (inference.translator.Translator)")
-        if search.max_input_length is None:
-            search = search.override(max_input_length=EXPORT_MAX_INPUT_LENGTH)
-        self.search_config = search
-        if search.shortlist and lexical_table is None:
-            raise ValueError(f"shortlist={search.shortlist} needs the run's lexical table: pass lexical_table")
-        # The shortlist's table, as variables: saved once, whatever the number of traced searches.
-        self.lexical_table = None
-        if search.shortlist:
-            self.lexical_table = LexicalTable(
-                *(
-                    tf.Variable(array, trainable=False, name=name)
-                    for array, name in zip(lexical_table, LexicalTable._fields)
-                )
-            )
+        self.search_config = search = _export_search(search)
+        self.lexical_table = _table_variables(search, lexical_table)
         self.model = model
         # The backend's tf.Variables themselves, tracked beside the Keras wrappers: without them
         # the SavedModel loads with tf.saved_model.load but not with the session-based loader of

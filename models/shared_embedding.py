@@ -83,8 +83,8 @@ class SharedEmbedding(keras.layers.Layer):
         `projection` (`shortlist_projection`), the logits of its columns only, `[..., S]`."""
         if projection is not None:
             rows = ops.cast(ops.reshape(hidden_states, (-1, self.hidden_dim)), projection.dtype)
-            logits = ops.cast(ops.matmul(rows, projection), "float32")
-            return ops.reshape(logits, tuple(ops.shape(hidden_states)[:-1]) + (ops.shape(projection)[1],))
+            logits = ops.cast(ops.matmul(rows, ops.transpose(projection)), "float32")
+            return ops.reshape(logits, tuple(ops.shape(hidden_states)[:-1]) + (ops.shape(projection)[0],))
         if self.quantized:
             return ops.cast(
                 int8_weights.dequantized_matmul(
@@ -103,8 +103,9 @@ class SharedEmbedding(keras.layers.Layer):
         `PRODUCT_DTYPE`). Made once per batch, so a step's product reads S rows, not the vocabulary."""
         rows = ops.take(self.embeddings, columns, axis=0)
         if self.quantized:
-            return int8_weights.product_matrix(rows, ops.take(self.embeddings_scale, columns, axis=0), transpose=True)
-        return ops.transpose(ops.cast(rows, self.compute_dtype))
+            scale = ops.take(self.embeddings_scale, columns, axis=0)
+            return ops.transpose(int8_weights.product_matrix(rows, scale, transpose=True))
+        return ops.cast(rows, self.compute_dtype)
 
     @property
     def quantized(self):

@@ -26,7 +26,6 @@ from common import quiet_logs
 from common.errors import run_tool
 from common.special_ids import SPECIAL_PIECES
 from common.write_errors import writing
-from inference import lexical_table
 from inference.runs import ModelDirError, RunDir
 
 FLAGS = flags.FLAGS
@@ -162,7 +161,9 @@ class Counts:
 def build_table(model_dir, options=TableOptions(), log=sys.stderr):
     """Counts the run's training split and writes MODEL_DIR/shortlist.tsv atomically; returns its
     header. Raises ModelDirError, CorpusError or ParallelDataError on bad input (before writing)."""
-    import sentencepiece  # After the flag checks.
+    import sentencepiece  # After the flag checks, as Keras (for the table's format) is.
+
+    from inference import lexical_table
 
     run_dir = RunDir(model_dir)
     if not os.path.isdir(model_dir) or not os.path.exists(run_dir.vocabulary_path):

@@ -68,9 +68,9 @@ def _search(model, search, table=None, **inputs):
 
 
 SEARCHES = {
-    "beam": (SearchConfig(beam_size=4, max_extra_length=6), 2),
-    "greedy": (SearchConfig(beam_size=1, max_extra_length=6), 1),
-    "sampling": (SearchConfig(max_extra_length=6, sampling=Sampling(top_k=5, seed=3)), 1),
+    "beam": (SearchConfig(beam_size=4, max_extra_length=3), 2),
+    "greedy": (SearchConfig(beam_size=1, max_extra_length=3), 1),
+    "sampling": (SearchConfig(max_extra_length=3, sampling=Sampling(top_k=5, seed=3)), 1),
 }
 
 
@@ -99,7 +99,7 @@ def test_a_shortlist_is_the_plain_search_with_the_other_tokens_barred(model, nam
 def test_prefix_and_constraint_pieces_outside_the_shortlist_join_it(model):
     prefix = np.array([[40, 41], [PAD_ID, PAD_ID]], "int32")
     phrases = np.array([[[42, 43]], [[44, PAD_ID]]], "int32")
-    search = SearchConfig(beam_size=2, max_extra_length=6, shortlist=1)
+    search = SearchConfig(beam_size=2, max_extra_length=3, shortlist=1)
     ids, _ = _search(model, search, SMALL, prefix_ids=ops.convert_to_tensor(prefix))
     assert ids[0, 0, :2].tolist() == [40, 41]
     ids, scores = _search(model, search, SMALL, constraint_ids=ops.convert_to_tensor(phrases))
@@ -121,3 +121,15 @@ def test_the_fixed_shape_shortlist_of_jax_searches_as_the_compact_one(model, mon
 def test_a_shortlist_search_needs_its_table(model):
     with pytest.raises(ValueError, match="search.shortlist=2 needs the lexical table"):
         _search(model, SearchConfig(shortlist=2))
+
+
+def test_an_int8_models_shortlist_of_the_whole_vocabulary_is_its_plain_search():
+    keras.utils.set_random_seed(7)
+    int8_model = Transformer(VOCABULARY, 1, hidden_dim=16, num_heads=2, intermediate_dim=32, dropout=0.0)
+    int8_model.build()
+    int8_model.quantize("int8")
+    search, n_best = SEARCHES["beam"]
+    plain_ids, plain_scores = _search(int8_model, search, num_return=n_best)
+    ids, scores = _search(int8_model, search.override(shortlist=1), WHOLE, num_return=n_best)
+    np.testing.assert_array_equal(ids, plain_ids)
+    assert np.abs(scores - plain_scores).max() < 1e-4
