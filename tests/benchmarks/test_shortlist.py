@@ -16,7 +16,15 @@ def test_a_smoke_run_measures_each_mode_with_and_without_the_shortlist(benchmark
     shutil.copytree(tiny_run[0], run)
     build_table(run, TableOptions(candidates=4, frequent=10, max_pairs=200), log=open(os.devnull, "w"))
     output = str(tmp_path / "shortlist.json")
-    arguments = [f"--model_dir={run}", "--checkpoint=last", "--shortlist=4", "--count=4", "--batch=2", "--single=1"]
+    arguments = [
+        f"--model_dir={run}",
+        "--checkpoint=last",
+        "--shortlist=4",
+        "--count=4",
+        "--batch=2",
+        "--single=1",
+        "--repeats=1",
+    ]
     results = shortlist.main([*arguments, "--beam_size=2", f"--output={output}"])
     assert [(row["mode"], row["shortlist"]) for row in results] == [
         ("batch", 0),
