@@ -134,4 +134,5 @@ def _words(header):
     """ "vocabulary 1a2b.../3c4d... (corpus deb-en-de, en-de)" of a header or expectation."""
     vocabularies = header.get("source_vocabulary"), header.get("target_vocabulary")
     shown = vocabularies[0] if vocabularies[0] == vocabularies[1] else "/".join(map(str, vocabularies))
-    return f"the vocabulary {shown} (corpus {header.get('corpus')}, {header.get('direction')})"
+    direction = f", direction {header['direction']}" if header.get("direction") else ""
+    return f"the vocabulary {shown} (corpus {header.get('corpus')}{direction})"
