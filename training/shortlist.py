@@ -8,9 +8,9 @@ split.
 
 Each pair counts once each source piece, target piece and (source, target) pair of pieces it
 holds; a source piece's candidates are the target pieces of the highest Dice coefficient
-2 c(s, t) / (c(s) + c(t)) (Och and Ney's association score; co-occurrence counts alone would rank
-the commonest target pieces first for every source piece, and those are kept anyway, as the
-`--frequent` most frequent). The corpus is read as a stream of batches of pairs; the pair counts held
+2 c(s, t) / (c(s) + c(t)) (a classic association score of word alignment; co-occurrence counts
+alone would rank the commonest target pieces first for every source piece, and those are kept
+anyway, as the `--frequent` most frequent). The corpus is read as a stream of batches of pairs; the pair counts held
 are capped (`--max_cooccurrences`: past it the rarest are dropped), so memory does not grow with
 the corpus. The table is written aside and renamed into place.
 """
