@@ -29,7 +29,14 @@ FLAGS = flags.FLAGS
 FORMATS = ("saved_model", "ctranslate2")
 # Flags that set the SavedModel's graph (its search, buckets, version): refused with --format=ctranslate2,
 # whose search is chosen by the caller of `ctranslate2.Translator.translate_batch`.
-SAVED_MODEL_FLAGS = ("version", *search_flags.SEARCH_FLAGS, "length_buckets", "quantize", "split_sentences")
+# --shortlist applies to both: CTranslate2's is its vocabulary map (`use_vmap=True`).
+SAVED_MODEL_FLAGS = (
+    "version",
+    *(name for name in search_flags.SEARCH_FLAGS if name != "shortlist"),
+    "length_buckets",
+    "quantize",
+    "split_sentences",
+)
 CT2_FLAGS = ("ct2_quantization",)
 # The exit status of a refused CTranslate2 conversion or a flag of the other format.
 REFUSED_STATUS = BAD_INPUT_STATUS
@@ -110,7 +117,11 @@ def _convert_ctranslate2():
 
     try:
         return convert_run(
-            FLAGS.model_dir, FLAGS.export_dir, quantization=FLAGS.ct2_quantization, checkpoint=FLAGS.checkpoint
+            FLAGS.model_dir,
+            FLAGS.export_dir,
+            quantization=FLAGS.ct2_quantization,
+            checkpoint=FLAGS.checkpoint,
+            shortlist=FLAGS.shortlist,
         )
     except UserError as error:
         print(f"export: error: {error}", file=sys.stderr)

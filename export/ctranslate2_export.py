@@ -15,6 +15,7 @@ import sentencepiece
 
 from common.special_ids import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from export import exporter
+from inference import lexical_table
 from inference.runs import SOURCE_VOCABULARY_FILE, VOCABULARY_FILE, RunDir
 from models.position_encoding import sinusoidal_position_encoding
 from models.transformer import Transformer
@@ -26,6 +27,7 @@ MAX_POSITIONS = 1024
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16", "bfloat16")
 EXPORT_CONFIG_FILE = exporter.EXPORT_CONFIG_FILE
 TEMPORARY_PREFIX = ".tmp-ct2-"
+VOCABULARY_MAP_FILE = "vmap.txt"  # The name CTranslate2 gives a model's vocabulary map.
 
 
 class ConversionError(exporter.ExportError):
@@ -208,12 +210,49 @@ def check_output_dir(output_dir):
         raise ConversionError(f"--export_dir {output_dir} lies under {existing}, which is a file, not a directory")
 
 
-def convert_run(model_dir, output_dir, *, quantization="float32", checkpoint=exporter.DEFAULT_CHECKPOINT):
+def vocabulary_map_lines(table, source_pieces, target_pieces, candidates):
+    """The lines of CTranslate2's vocabulary map (`vmap.txt`, read with `use_vmap=True`) of a
+    `LexicalTable`: `<TAB>` then the frequent pieces (always candidates), then each source piece
+    with candidates, `piece<TAB>` its best `candidates` target pieces (pieces, not ids)."""
+    yield "\t" + " ".join(target_pieces[token] for token in table.frequent)
+    for source, row in enumerate(table.candidates[:, :candidates]):
+        kept = [target_pieces[token] for token in row if token != PAD_ID]
+        if kept:
+            yield f"{source_pieces[source]}\t{' '.join(kept)}"
+
+
+def _shortlist_table(run, candidates):
+    """The run's lexical table for `--shortlist=candidates` (None for 0); ShortlistError for a run
+    without its table, with another vocabulary's, or with fewer candidates per source piece."""
+    if not candidates:
+        return None
+    table = run.load_shortlist()
+    held = table.candidates.shape[1]
+    if candidates > held:
+        raise lexical_table.ShortlistError(
+            f"--shortlist={candidates}: {run.shortlist_path} holds {held} candidates per source piece"
+        )
+    return table
+
+
+def _write_vocabulary_map(run, table, candidates, path):
+    """Writes the run's lexical table `table` as CTranslate2's vocabulary map at `path`."""
+    target_pieces = sentencepiece_pieces(run.vocabulary_path)
+    separate = run.has_separate_vocabularies()
+    source_pieces = sentencepiece_pieces(run.source_vocabulary_path) if separate else target_pieces
+    with open(path, "w", encoding="utf-8") as handle:
+        for line in vocabulary_map_lines(table, source_pieces, target_pieces, candidates):
+            handle.write(line + "\n")
+
+
+def convert_run(model_dir, output_dir, *, quantization="float32", checkpoint=exporter.DEFAULT_CHECKPOINT, shortlist=0):
     """Converts the run `model_dir` into the new directory `output_dir`; returns `output_dir`.
 
     Written under `<parent>/.tmp-ct2-<name>-*` and renamed when complete, so a failure leaves no
     `output_dir` (a kill leaves the temporary one, which the next conversion there removes).
-    `quantization`: one of `QUANTIZATIONS`; `checkpoint`: as `inference.runs.parse_checkpoint`.
+    `quantization`: one of `QUANTIZATIONS`; `checkpoint`: as `inference.runs.parse_checkpoint`;
+    `shortlist` > 0: the run's lexical table (`python -m training.shortlist`) with that many
+    candidates per source piece, as `vmap.txt`, which `translate_batch(..., use_vmap=True)` reads.
 
     Raises:
         ConversionError, exporter.ExportError: naming the flag or file, before anything is written.
@@ -222,6 +261,7 @@ def convert_run(model_dir, output_dir, *, quantization="float32", checkpoint=exp
         raise ConversionError(f"--ct2_quantization={quantization}: expected one of {', '.join(QUANTIZATIONS)}")
     check_output_dir(output_dir)
     chosen = exporter.check_model_dir(model_dir, checkpoint)
+    table = _shortlist_table(RunDir(model_dir), shortlist)
     _import_ctranslate2()
     model, _, run_config = exporter.load_trained(model_dir, checkpoint)
     run = RunDir(model_dir)
@@ -239,8 +279,12 @@ def convert_run(model_dir, output_dir, *, quantization="float32", checkpoint=exp
     temporary, lock = exporter.locked_temporary_directory(parent, prefix)
     try:
         written = os.path.join(temporary, name)  # Made by `convert` with os.makedirs' mode.
+        vocabulary_map = None
+        if shortlist:
+            vocabulary_map = os.path.join(temporary, VOCABULARY_MAP_FILE)
+            _write_vocabulary_map(run, table, shortlist, vocabulary_map)
         try:
-            conversion.convert(written, quantization=quantization)
+            conversion.convert(written, quantization=quantization, vmap=vocabulary_map)
         except (ValueError, NotImplementedError) as error:
             raise ConversionError(f"CTranslate2 refused the model: {error}") from error
         settings = {
@@ -249,6 +293,7 @@ def convert_run(model_dir, output_dir, *, quantization="float32", checkpoint=exp
             "checkpoint": str(chosen.choice),
             "checkpoint_steps": list(chosen.steps),
             "max_positions": MAX_POSITIONS,
+            "shortlist": shortlist,
             "ctranslate2": _import_ctranslate2().__version__,
         }
         with open(os.path.join(written, EXPORT_CONFIG_FILE), "w", encoding="utf-8") as handle:

@@ -248,7 +248,8 @@ def export_model(
     Raises:
         ExportError: before any model is loaded, a model_dir without the files the export needs, an
             export_dir that is a file or a SavedModel version directory, or an existing
-            `export_dir/<version>` (versions are never overwritten); after, a write that failed
+            `export_dir/<version>` (versions are never overwritten); ShortlistError for a search
+            with a shortlist whose run has no lexical table, or another vocabulary's; after, a write that failed
             (disk full, a file-size limit, a directory removed meanwhile), with nothing installed.
     """
     if version is None:
@@ -259,6 +260,8 @@ def export_model(
         raise ValueError(f"quantize must be one of {QUANTIZE_MODES}, received {quantize!r}")
     check_export_dir(export_dir, version)
     chosen = check_model_dir(model_dir, checkpoint)
+    # With --shortlist, the run's lexical table (checked against its vocabulary) becomes variables of the graph.
+    lexical_table = RunDir(model_dir).load_shortlist() if search.shortlist else None
     try:
         os.makedirs(export_dir, exist_ok=True)
     except OSError as error:
@@ -272,7 +275,9 @@ def export_model(
             model.quantize(quantize)
         except ValueError as error:  # Keras refuses int8 for a model computing in float16.
             raise ExportError(f"--quantize={quantize}: {error}") from error
-    module = _serving_module(RunDir(model_dir), model, tokenizer, run_config, search, length_buckets, split_sentences)
+    module = _serving_module(
+        RunDir(model_dir), model, tokenizer, run_config, search, length_buckets, split_sentences, lexical_table
+    )
     temporary, lock = locked_temporary_directory(export_dir, f"{TEMPORARY_PREFIX}{version}-")
     try:
         write_saved_model(module, temporary)
@@ -296,7 +301,7 @@ def export_model(
     return final_path
 
 
-def _serving_module(run, model, tokenizer, run_config, search, length_buckets, split_sentences):
+def _serving_module(run, model, tokenizer, run_config, search, length_buckets, split_sentences, lexical_table):
     """The `ServingModule` of a loaded run: its vocabularies, languages and the search to trace."""
     return ServingModule(
         model,
@@ -308,6 +313,7 @@ def _serving_module(run, model, tokenizer, run_config, search, length_buckets, s
         source_tokenizer=run.separate_source_tokenizer(),
         source_vocabulary_path=run.source_vocabulary_path if run.has_separate_vocabularies() else None,
         split_sentences=split_sentences,
+        lexical_table=lexical_table,
     )
 
 

@@ -16,6 +16,7 @@ from inference.protocol import DEFAULT_ALIGNMENT
 from models.beam_search import UNMET_SCORE
 from models.search_config import DEFAULT_SEARCH, EXPORT_MAX_INPUT_LENGTH
 from models.translation import score_ids, translate_ids
+from models.vocabulary_shortlist import LexicalTable
 
 # The SentencePiece-length buckets used when none are given (clipped to max_input_length, which
 # is always the last one). benchmarks/export_latency.py measured them against a single bucket.
@@ -62,6 +63,29 @@ def resolve_buckets(length_buckets, max_input_length):
         if bucket < max_input_length:
             buckets.add(bucket)
     return tuple(sorted(buckets)) + (max_input_length,)
+
+
+def _export_search(search):
+    """`search` as an export builds it in (`EXPORT_MAX_INPUT_LENGTH` for no input limit); ValueError
+    for one that samples."""
+    if search.sampling is not None:
+        raise ValueError("an export searches: sampling needs a run directory (inference.translator.Translator)")
+    if search.max_input_length is None:
+        search = search.override(max_input_length=EXPORT_MAX_INPUT_LENGTH)
+    return search
+
+
+def _table_variables(search, lexical_table):
+    """The shortlist's `LexicalTable` as variables (saved once, whatever the number of traced
+    searches), or None without a shortlist; ValueError for a shortlist without its table."""
+    if not search.shortlist:
+        return None
+    if lexical_table is None:
+        raise ValueError(f"shortlist={search.shortlist} needs the run's lexical table: pass lexical_table")
+    return LexicalTable(
+        candidates=tf.Variable(lexical_table.candidates, trainable=False, name="shortlist_candidates"),
+        frequent=tf.Variable(lexical_table.frequent, trainable=False, name="shortlist_frequent"),
+    )
 
 
 class ServingModule(graph_documents.DocumentFunctions, tf.Module):
@@ -139,6 +163,7 @@ class ServingModule(graph_documents.DocumentFunctions, tf.Module):
         source_tokenizer=None,
         source_vocabulary_path=None,
         split_sentences=True,
+        lexical_table=None,
         name=None,
     ):
         super().__init__(name=name)
@@ -152,11 +177,8 @@ class ServingModule(graph_documents.DocumentFunctions, tf.Module):
             multilingual.tag_ids(self.source_tokenizer, multilingual.tag(code)) for code in self.languages
         ]
         self._target_tags = None  # While a text function is traced: int32 ragged [batch, (tag ids)].
-        if search.sampling is not None:
-            raise ValueError("an export searches: sampling needs a run directory (inference.translator.Translator)")
-        if search.max_input_length is None:
-            search = search.override(max_input_length=EXPORT_MAX_INPUT_LENGTH)
-        self.search_config = search
+        self.search_config = search = _export_search(search)
+        self.lexical_table = _table_variables(search, lexical_table)
         self.model = model
         # The backend's tf.Variables themselves, tracked beside the Keras wrappers: without them
         # the SavedModel loads with tf.saved_model.load but not with the session-based loader of
@@ -530,6 +552,7 @@ class ServingModule(graph_documents.DocumentFunctions, tf.Module):
                     padded,
                     self.search_config,
                     num_return=self.beam_size,
+                    lexical_table=self.lexical_table,
                     **steering,
                 )
                 ids = tf.pad(ids, [[0, 0], [0, 0], [0, self.output_length - (bucket + self.max_extra_length)]])

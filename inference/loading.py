@@ -118,6 +118,8 @@ def load_translator(
     Raises:
         ModelDirError, inference.saved_model_translator.ExportDirError: a path that holds neither
             a loadable run nor a loadable export (named).
+        inference.lexical_table.ShortlistError: a search with a shortlist, for a run without its
+            lexical table, or with one built for another vocabulary or corpus.
         data.multilingual.TargetLanguageError: a target language the model was not trained for,
             or none for a multilingual model.
     """
@@ -144,14 +146,18 @@ def load_translator(
             model, tokenizer, run_config = run.load_model(checkpoint or DEFAULT_CHECKPOINT, quiet=quiet)
         if search.max_input_length is None:
             search = search.override(max_input_length=(run_config or {}).get("data", {}).get("max_length"))
-        return Translator(
+        translator = Translator(
             model,
             tokenizer,
             search,
             batch_size=batch_size,
             target_tag=tag,
             source_tokenizer=run.separate_source_tokenizer(),
+            shortlist=run.load_shortlist,  # An ensemble's vocabulary is its first run's.
         )
+        if search.shortlist:  # A missing or foreign table is refused before any translation.
+            translator.shortlist_table(search.shortlist)
+        return translator
     # TensorFlow, for an export only: a run loads under JAX on a machine without TensorFlow.
     from inference.saved_model_translator import SavedModelTranslator
 

@@ -22,6 +22,7 @@ WORKERS_DIR = "workers"
 LOCK_FILE = ".train.lock"
 BEST_WEIGHTS_FILE = "best.weights.h5"  # In CHECKPOINT_DIR; its name is not a rotated ckpt-<step>.
 BEST_RECORD_FILE = "best.json"
+SHORTLIST_FILE = "shortlist.tsv"  # The lexical table of the vocabulary shortlist (python -m training.shortlist).
 
 # The tools' `--checkpoint` (evaluate.py, translate.py, `python -m export`,
 # `training.average_checkpoints`): docs/training.md, "The best checkpoint", argues the default.
@@ -149,6 +150,7 @@ class RunDir:
     training_log = _RunPath(TRAINING_LOG)
     best_weights_path = _RunPath(CHECKPOINT_DIR, BEST_WEIGHTS_FILE)
     best_record_path = _RunPath(CHECKPOINT_DIR, BEST_RECORD_FILE)
+    shortlist_path = _RunPath(SHORTLIST_FILE)
 
     def has_separate_vocabularies(self):
         return os.path.exists(self.source_vocabulary_path)
@@ -217,6 +219,19 @@ class RunDir:
     def separate_source_tokenizer(self):
         """The source side's own tokenizer with separate vocabularies, else None."""
         return self.load_source_tokenizer() if self.has_separate_vocabularies() else None
+
+    def load_shortlist(self):
+        """The run's lexical table (`inference.lexical_table.read_table`), checked against its
+        vocabularies and corpus; `lexical_table.ShortlistError` when it has none or another's."""
+        from inference import lexical_table  # NumPy, on use.
+
+        if not os.path.exists(self.shortlist_path):
+            raise lexical_table.ShortlistError(
+                f"{self.path} has no {SHORTLIST_FILE}, the lexical table a shortlist reads: build it with "
+                f"python -m training.shortlist --model_dir={self.path}"
+            )
+        data = (self.read_config() or {}).get("data", {})
+        return lexical_table.read_table(self.shortlist_path, lexical_table.expected_header(self, data))
 
     def available(self):
         """What `--checkpoint` can choose in this directory, in words (for refusals)."""

@@ -13,6 +13,7 @@ from data import multilingual
 from inference import documents, steering
 from inference.alignment import AttentionMatrix, attention_weights, decoder_input, forced_target
 from inference.batching import translate_in_order
+from inference.lexical_table import ShortlistError
 from inference.protocol import (
     DEFAULT_ALIGNMENT,
     AlignmentConfig,
@@ -93,6 +94,9 @@ class Translator(TextTranslator):
         target_tag: a multilingual model's target-language tag (e.g. "<2fr>"), put before each
             sentence's tokens as training does (`data.multilingual.tag_ids`).
         source_tokenizer: the source's tokenizer with separate vocabularies; None: `tokenizer`.
+        shortlist: the lexical table a search with `shortlist` reads: a
+            `models.vocabulary_shortlist.LexicalTable`, or a function returning one (called when a
+            search first needs it); None: such a search is refused.
 
     Sentences with no tokens translate to "" with score 0.0, without a search, as in the exported
     graph. A sentence's translation does not depend on the rest of its batch (padding is masked,
@@ -108,6 +112,7 @@ class Translator(TextTranslator):
         batch_size=32,
         target_tag=None,
         source_tokenizer=None,
+        shortlist=None,
     ):
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, received {batch_size}")
@@ -120,6 +125,7 @@ class Translator(TextTranslator):
         self.truncated_indices = []
         self.empty_indices = []
         self.unmet_indices = []
+        self._shortlist = shortlist
         self._searches = {}
         self._scorer = None
         self._aligners = {}
@@ -155,6 +161,7 @@ class Translator(TextTranslator):
         settings = (search, n_best, prefixed, constrained)
         if settings not in self._searches:
             model = self.model
+            table = self.shortlist_table(search.shortlist) if search.shortlist else None
 
             def search_ids(source_ids, keys, *steering):
                 steering = list(steering)
@@ -168,10 +175,26 @@ class Translator(TextTranslator):
                     keys=keys if search.sampling is not None else None,
                     prefix_ids=prefix_ids,
                     constraint_ids=constraint_ids,
+                    lexical_table=table,
                 )
 
             self._searches[settings] = compile_search(search_ids, model.variables)
         return self._searches[settings]
+
+    def shortlist_table(self, candidates):
+        """The lexical table, for a search of `candidates` per source piece; ShortlistError when
+        the translator has none or it holds fewer candidates."""
+        if callable(self._shortlist):
+            self._shortlist = self._shortlist()
+        if self._shortlist is None:
+            raise ShortlistError(f"shortlist={candidates}: this translator has no lexical table (pass shortlist=)")
+        held = self._shortlist.candidates.shape[1]
+        if candidates > held:
+            raise ShortlistError(
+                f"shortlist={candidates}: the lexical table holds {held} candidates per source piece; ask for at most "
+                f"{held}, or build it with more (python -m training.shortlist --candidates=N)"
+            )
+        return self._shortlist
 
     def translate(
         self,

@@ -49,8 +49,10 @@ class Ensemble:
         return_attention_scores=False,
         self_attention_mask=None,
         attention_layer=-1,
+        projection=None,
     ):
-        """`Transformer.decode` with the members' mean log-probabilities in place of logits."""
+        """`Transformer.decode` with the members' mean log-probabilities in place of logits;
+        `projection` is `shortlist_projection`'s, one per member."""
         log_probs, self_caches, attention = [], [], None
         for index, model in enumerate(self.models):
             results = model.decode(
@@ -63,6 +65,7 @@ class Ensemble:
                 return_attention_scores=return_attention_scores and index == 0,
                 self_attention_mask=self_attention_mask,
                 attention_layer=attention_layer,
+                projection=None if projection is None else projection[index],
             )
             results = results if isinstance(results, tuple) else (results,)
             log_probs.append(ops.log_softmax(ops.cast(results[0], "float32"), axis=-1))
@@ -76,6 +79,10 @@ class Ensemble:
         if return_attention_scores:
             outputs += (attention,)
         return outputs[0] if len(outputs) == 1 else outputs
+
+    def shortlist_projection(self, columns):
+        """Each member's `Transformer.shortlist_projection` of `columns`."""
+        return [model.shortlist_projection(columns) for model in self.models]
 
     def __call__(self, inputs, training=False):
         """The mean log-probabilities `[batch, length, vocabulary_size]` of `(source_ids, target_input_ids)`."""

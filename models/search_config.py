@@ -35,6 +35,7 @@ _RANGES = {
     "min_length_ratio": _Range(float, 0.0),
     "max_input_length": _Range(int, 2),  # A token and EOS.
     "no_repeat_ngram_size": _Range(int, 0),  # 0: off; 1 bars repeating any token (as in fairseq).
+    "shortlist": _Range(int, 0),  # 0: off (the whole vocabulary).
     "top_k": _Range(int, 0),
     "temperature": _Range(float, 0.0, strict=True),
     "seed": _Range(int),
@@ -137,6 +138,10 @@ class SearchConfig:
         no_repeat_ngram_size: the repetition guard (`models.no_repeat_ngram`, fairseq's
             `--no-repeat-ngram-size`): no output holds an n-gram of this many tokens twice; 1 bars
             repeating any token; 0 (the paper's search) is off. Every search applies it.
+        shortlist: the vocabulary shortlist (`models.vocabulary_shortlist`, Marian's `--shortlist`):
+            the output projection of a batch is restricted to the `shortlist` best target pieces of
+            each of its source pieces in the run's lexical table, plus the table's most frequent
+            target pieces; 0 (the paper's search) is the whole vocabulary.
         sampling: a `Sampling` to draw translations instead of searching (a run's translator
             only); None: the beam search.
 
@@ -172,6 +177,15 @@ class SearchConfig:
         "0 (the default): off.",
         "Repetition guard baked into the graph: no translation holds an n-gram of this many tokens twice "
         "(1: no token twice); 0: off.",
+    )
+    shortlist: int = _setting(
+        0,
+        "Vocabulary shortlist: each batch's output is restricted to the best this many target pieces of each of "
+        "its source pieces in the run's lexical table (python -m training.shortlist builds it), plus the table's "
+        "most frequent pieces; 0 (the default): the whole vocabulary.",
+        "Vocabulary shortlist baked into the graph (the run's lexical table, python -m training.shortlist): each "
+        "batch's output is restricted to the best this many target pieces of each of its source pieces, plus the "
+        "table's most frequent pieces; 0: the whole vocabulary.",
     )
 
     def __post_init__(self):

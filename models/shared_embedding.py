@@ -78,8 +78,13 @@ class SharedEmbedding(keras.layers.Layer):
         embedded = embedded + self.position_encoding(embedded, start_position=start_position)[None]
         return self.dropout_layer(embedded, training=training)
 
-    def logits(self, hidden_states):
-        """Pre-softmax projection with the shared matrix; returns float32 logits."""
+    def logits(self, hidden_states, projection=None):
+        """Pre-softmax projection with the shared matrix; returns float32 logits. With a
+        `projection` (`shortlist_projection`), the logits of its columns only, `[..., S]`."""
+        if projection is not None:
+            rows = ops.cast(ops.reshape(hidden_states, (-1, self.hidden_dim)), projection.dtype)
+            logits = ops.cast(ops.matmul(rows, ops.transpose(projection)), "float32")
+            return ops.reshape(logits, tuple(ops.shape(hidden_states)[:-1]) + (ops.shape(projection)[0],))
         if self.quantized:
             return ops.cast(
                 int8_weights.dequantized_matmul(
@@ -91,6 +96,16 @@ class SharedEmbedding(keras.layers.Layer):
         if keras.backend.backend() == "tensorflow":
             return ops.cast(tied_projection(hidden_states, kernel), "float32")
         return ops.cast(ops.matmul(hidden_states, ops.transpose(kernel)), "float32")
+
+    def shortlist_projection(self, columns):
+        """The pre-softmax projection restricted to the token ids `columns` int32 `[S]`: their
+        rows, transposed to `[hidden_dim, S]`, in the product's dtype (the compute dtype; int8's
+        `PRODUCT_DTYPE`). Made once per batch, so a step's product reads S rows, not the vocabulary."""
+        rows = ops.take(self.embeddings, columns, axis=0)
+        if self.quantized:
+            scale = ops.take(self.embeddings_scale, columns, axis=0)
+            return ops.transpose(int8_weights.product_matrix(rows, scale, transpose=True))
+        return ops.cast(rows, self.compute_dtype)
 
     @property
     def quantized(self):

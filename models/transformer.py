@@ -151,6 +151,7 @@ class Transformer(keras.Model):
         return_attention_scores=False,
         self_attention_mask=None,
         attention_layer=-1,
+        projection=None,
     ):
         """Logits for target positions, from a whole prefix or incrementally with a cache.
 
@@ -166,9 +167,10 @@ class Transformer(keras.Model):
                 cross-attention weights `[batch, heads, length, source_length]`.
             self_attention_mask: optional boolean `[batch, length, key_length]` replacing the
                 causal mask.
+            projection: optional `shortlist_projection(columns)`: the logits of those columns only.
 
         Returns:
-            float32 logits `[batch, length, vocabulary_size]`, then the updated cache if given,
+            float32 logits `[batch, length, vocabulary_size or S]`, then the updated cache if given,
             then the attention weights if asked for.
         """
         self._check_ids(target_ids, "target_ids")
@@ -186,12 +188,17 @@ class Transformer(keras.Model):
             attention_layer=attention_layer,
         )
         outputs = outputs if isinstance(outputs, tuple) else (outputs,)
-        results = (self.embedding.logits(outputs[0]),)
+        results = (self.embedding.logits(outputs[0], projection),)
         if cache is not None:
             results += ({"self": outputs[1], "cross": cache["cross"]},)
         if return_attention_scores:
             results += (outputs[-1],)
         return results[0] if len(results) == 1 else results
+
+    def shortlist_projection(self, columns):
+        """The output projection restricted to the target ids `columns` int32 `[S]`, for `decode`
+        (`SharedEmbedding.shortlist_projection`)."""
+        return self.embedding.shortlist_projection(columns)
 
     def quantize(self, mode=None, config=None, **kwargs):
         """Int8 weights for inference (`models.int8_weights`). Raises `ValueError` on a mode other

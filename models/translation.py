@@ -8,9 +8,10 @@ from keras import ops
 
 from common.special_ids import BOS_ID, EOS_ID
 from models import int8_weights
-from models.beam_search import beam_search, greedy_search, sampling_search, search_options
+from models.beam_search import SearchResult, beam_search, greedy_search, sampling_search, search_options
 from models.sampling import sentence_keys, token_sampler
 from models.search_config import DEFAULT_SEARCH
+from models.vocabulary_shortlist import SPECIAL_IDS, batch_shortlist, needs_static_shapes
 
 
 def translate_ids(
@@ -23,6 +24,7 @@ def translate_ids(
     keys=None,
     prefix_ids=None,
     constraint_ids=None,
+    lexical_table=None,
     bos_id=BOS_ID,
     eos_id=EOS_ID,
 ):
@@ -30,7 +32,7 @@ def translate_ids(
 
     Args:
         model: a `models.transformer.Transformer`, or an object with the parts of it the search
-            reads: `encode`, `initial_cache`, `decode` (with the Transformer's signatures),
+            reads: `encode`, `initial_cache`, `decode`, `shortlist_projection` (with the Transformer's signatures),
             `pad_id`, and `variables` (where int8 matrices are found, `int8_weights.products_cast_once`).
         source_ids: int `[batch, source_length]`, each row tokens + EOS, padded with the model's
             pad id. Padding does not change a sentence's translation.
@@ -52,6 +54,8 @@ def translate_ids(
             pad id (a row of pad ids: no phrase). Searched by `beam_search`'s constrained search
             (also at `beam_size=1`); a sentence whose phrases no hypothesis met returns rows
             scored `models.beam_search.UNMET_SCORE`. Not with sampling.
+        lexical_table: the `LexicalTable` `search.shortlist` reads (`models.vocabulary_shortlist`:
+            the forced pieces join the columns; a translation then depends on its batch).
         bos_id: the tokenizer's beginning-of-sentence id, the first decoder input.
         eos_id: the tokenizer's end-of-sentence id, which ends a hypothesis.
 
@@ -64,23 +68,48 @@ def translate_ids(
     max_decode_length = _decode_length(source_ids, max_decode_length, search.max_extra_length, sampling, num_return)
     if sampling is not None and constraint_ids is not None:
         raise ValueError("sampling does not search, so it cannot meet constraints: pass constraint_ids or sampling")
+    _check_shortlist(model, search, lexical_table, bos_id, eos_id)
     # An int8 model's matrices are cast for their products once here, not at every decoding step.
     with int8_weights.products_cast_once(model.variables):
         encoder_output, padding_mask = model.encode(source_ids, training=False)
         batch_size = ops.shape(source_ids)[0]
         source_lengths = ops.sum(ops.cast(padding_mask, "int32"), axis=1)  # [batch]
         cache = model.initial_cache(encoder_output, beam_size * max_decode_length)
-        next_logits_fn = _shared_slot_decoding(
-            model, cache["cross"], ops.repeat(padding_mask, beam_size, axis=0), batch_size, beam_size, max_decode_length
-        )
+        columns = _shortlist_columns(model, search, lexical_table, source_ids, (prefix_ids, constraint_ids))
+        sizes = (batch_size, beam_size, max_decode_length)
+        repeated_mask = ops.repeat(padding_mask, beam_size, axis=0)
+        next_logits_fn = _shared_slot_decoding(model, cache["cross"], repeated_mask, sizes, columns)
         options = _search_options(model, source_lengths, max_decode_length, search, eos_id)
+        initial_ids = ops.full((batch_size,), bos_id, dtype="int32")
+        if columns is not None:  # The search runs over column indices (the special ids keep theirs).
+            initial_ids, prefix_ids, constraint_ids = columns.to_columns(initial_ids, prefix_ids, constraint_ids)
         if prefix_ids is not None:
             options["prefix_ids"] = prefix_ids
-        initial_ids = ops.full((batch_size,), bos_id, dtype="int32")
         if sampling is not None:
             sampler = _sampler(sampling, ops.arange(batch_size) if keys is None else keys)
-            return sampling_search(next_logits_fn, initial_ids, {"self": cache["self"]}, sampler=sampler, **options)
-        return _run_search(next_logits_fn, initial_ids, cache["self"], beam_size, num_return, constraint_ids, options)
+            result = sampling_search(next_logits_fn, initial_ids, {"self": cache["self"]}, sampler=sampler, **options)
+        else:
+            result = _run_search(
+                next_logits_fn, initial_ids, cache["self"], beam_size, num_return, constraint_ids, options
+            )
+        return result if columns is None else SearchResult(columns.to_vocabulary(result.ids), result.scores)
+
+
+def _shortlist_columns(model, search, lexical_table, source_ids, forced_ids):
+    """The batch's `BatchShortlist` when `search` has a shortlist, else None."""
+    if not search.shortlist:
+        return None
+    vocabulary_size = model.vocabulary_size
+    static = needs_static_shapes()
+    return batch_shortlist(lexical_table, source_ids, search.shortlist, vocabulary_size, forced_ids, static)
+
+
+def _check_shortlist(model, search, lexical_table, bos_id, eos_id):
+    """Raises ValueError for a shortlist's search without its table, or with special ids it does not keep."""
+    if search.shortlist and lexical_table is None:
+        raise ValueError(f"search.shortlist={search.shortlist} needs the lexical table: pass lexical_table")
+    if search.shortlist and not {bos_id, eos_id, model.pad_id} <= set(SPECIAL_IDS):
+        raise ValueError(f"a shortlist's search needs the special ids {SPECIAL_IDS} for BOS, EOS and padding")
 
 
 def _sampler(sampling, keys):
@@ -131,8 +160,10 @@ def _decode_length(source_ids, max_decode_length, max_extra_length, sampling, nu
     return max_decode_length
 
 
-def _shared_slot_decoding(model, cross_caches, padding_mask, batch_size, beam_size, max_decode_length):
-    """The search's `next_logits_fn(ids, step, state)` over caches that are never reordered.
+def _shared_slot_decoding(model, cross_caches, padding_mask, sizes, columns=None):
+    """The search's `next_logits_fn(ids, step, state)` over caches that are never reordered;
+    `sizes` is `(batch_size, beam_size, max_decode_length)`; with `columns` (a
+    `BatchShortlist`), `ids` and the logits are those of its columns.
 
     Hypotheses are rows b * beam + k (beam k of sentence b); the caches stay one row per sentence,
     never reordered. Encoder keys/values (`cross_caches`): projected once, read by the sentence's
@@ -144,8 +175,10 @@ def _shared_slot_decoding(model, cross_caches, padding_mask, batch_size, beam_si
     step is a large share of a beam search's memory traffic on a GPU. `padding_mask` is the
     encoder's, repeated to `[batch * beam, source_length]`.
     """
+    batch_size, beam_size, max_decode_length = sizes
     positions = ops.arange(max_decode_length, dtype="int32")
     slots = ops.arange(beam_size, dtype="int32")
+    projection = None if columns is None else model.shortlist_projection(columns.columns)
     own_slot = ops.mod(ops.arange(batch_size * beam_size, dtype="int32"), beam_size)  # [batch * beam]
 
     def next_logits_fn(ids, step, state):
@@ -157,13 +190,17 @@ def _shared_slot_decoding(model, cross_caches, padding_mask, batch_size, beam_si
             mask = ops.reshape(visible, (-1, 1, beam_size * max_decode_length))
             state = {**state, "ancestry": ancestry}
         logits, new_cache = model.decode(
-            ops.expand_dims(ids, 1),
+            ops.expand_dims(ids if columns is None else columns.to_vocabulary(ids), 1),
             encoder_padding_mask=padding_mask,
             cache={"self": state["self"], "cross": cross_caches},
             cache_index=step,
             self_attention_mask=mask,
+            projection=projection,
         )
-        return logits[:, 0, :], {**state, "self": new_cache["self"]}  # [batch * beam, vocab]
+        logits = logits[:, 0, :]  # [batch * beam, vocab or columns]
+        if columns is not None and columns.bias is not None:
+            logits = logits + columns.bias[None, :]
+        return logits, {**state, "self": new_cache["self"]}
 
     return next_logits_fn
 

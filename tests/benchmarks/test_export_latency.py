@@ -18,7 +18,7 @@ def test_times_the_export_and_the_python_path(benchmark_script, tiny_run, tiny_e
     assert result["sentences"] == 3 and "export_seconds" not in result  # Given, not exported.
     assert result["length_buckets"] == [8, 16, 48]  # The shared export's, read from its config.
     assert result["search"] == dict(
-        beam_size=2, alpha=0.6, max_extra_length=4, max_input_length=16, no_repeat_ngram_size=0
+        beam_size=2, alpha=0.6, max_extra_length=4, max_input_length=16, no_repeat_ngram_size=0, shortlist=0
     )
     for path in ("export", "python_path"):
         single, batched = result[path]["single"], result[path]["batched"]

@@ -160,25 +160,36 @@ class _Handed(Exception):
 def _what_the_search_gets(search, tiny_model, monkeypatch):
     """What `models.beam_search` hands the one loop when the shared tiny model translates SENTENCES
     with `search` (the rows `Translator` encodes, searched eagerly): the loop's settings, each
-    sentence's maximum length, and the parts."""
+    sentence's maximum length, the parts, and the width of the first step's logits (a shortlist's
+    columns)."""
     import keras
+    import numpy as np
 
     from inference.translator import Translator
     from models import beam_search
     from models.translation import translate_ids
+    from models.vocabulary_shortlist import LexicalTable
 
     model, tokenizer, _, _ = tiny_model
+    # Each source piece's candidate: the piece of the next id.
+    table = LexicalTable(np.arange(1, model.vocabulary_size + 1)[:, None] % model.vocabulary_size, np.arange(8))
 
     def handed(next_logits_fn, initial_ids, initial_state, max_lengths, parts, settings):
         lengths = keras.ops.convert_to_numpy(max_lengths).tolist()
-        raise _Handed(settings._replace(reorder_state=None), lengths, [type(part).__name__ for part in parts])
+        ids = keras.ops.repeat(initial_ids, settings.beam_size, axis=0)
+        width = next_logits_fn(ids, keras.ops.convert_to_tensor(0, "int32"), initial_state)[0].shape[-1]
+        parts = [type(part).__name__ for part in parts]
+        raise _Handed(settings._replace(reorder_state=None), lengths, parts, width)
 
     monkeypatch.setattr(beam_search, "run_search", handed)
     rows = Translator(model, tokenizer, search).encode(SENTENCES)
     width = max(len(row) for row in rows)
     with pytest.raises(_Handed) as caught:
         translate_ids(
-            model, keras.ops.convert_to_tensor([row + [model.pad_id] * (width - len(row)) for row in rows]), search
+            model,
+            keras.ops.convert_to_tensor([row + [model.pad_id] * (width - len(row)) for row in rows]),
+            search,
+            lexical_table=table,
         )
     monkeypatch.undo()
     return caught.value.args

@@ -16,6 +16,7 @@ import sentencepiece
 from common.errors import UserError
 from common.special_ids import BOS_ID, EOS_ID, PAD_ID
 from export import ctranslate2_export
+from inference.runs import RunDir
 from inference.translator import Translator
 from models.learning_rate_schedule import transformer_optimizer
 from models.losses import LabelSmoothedCrossEntropy
@@ -447,3 +448,30 @@ def test_command_refuses_with_one_line_and_status_2(tiny_run, tmp_path):
     expected = f"{not_a_transformer / 'model.keras'} holds a Sequential, not the Transformer train.py saves"
     assert str(refused.value).startswith(expected)
     assert not os.path.exists(tmp_path / "out")
+
+
+def test_the_shortlist_is_the_vocabulary_map_and_searches_as_the_projects(tiny_run, tiny_model_and_tokenizer, tmp_path):
+    """`shortlist=K` writes the run's lexical table as vmap.txt: CTranslate2 with `use_vmap=True`
+    translates each sentence as the project's translator with the shortlist does (greedy, one
+    sentence a batch, so that each searches over its own candidates)."""
+    import shutil
+
+    from training.shortlist import TableOptions, build_table
+
+    run = str(tmp_path / "run")
+    shutil.copytree(tiny_run[0], run)
+    build_table(run, TableOptions(candidates=4, frequent=20), log=open(os.devnull, "w"))
+    ct2_dir = ctranslate2_export.convert_run(run, str(tmp_path / "ct2"), checkpoint="last", shortlist=3)
+    with open(os.path.join(ct2_dir, "vmap.txt"), encoding="utf-8") as handle:
+        lines = handle.read().splitlines()
+    assert lines[0].startswith("\t") and len(lines[0].split(" ")) == 20 and all(line.count("\t") == 1 for line in lines)
+    assert max(len(line.split("\t")[1].split(" ")) for line in lines[1:]) == 3
+    model, tokenizer = tiny_model_and_tokenizer
+    sentences = ["Open the file.", "Click OK to close the dialog.", "Select the cells that you want to delete."]
+    search = SearchConfig(beam_size=1, max_extra_length=MAX_EXTRA_LENGTH, shortlist=3)
+    translator = Translator(model, tokenizer, search, batch_size=1, shortlist=RunDir(run).load_shortlist())
+    ours, _ = translator.translate(sentences, split_sentences=False)
+    theirs = [_ct2_translate(ct2_dir, [sentence], beam_size=1, use_vmap=True)[0][0] for sentence in sentences]
+    assert _texts(ours) == theirs
+    with pytest.raises(UserError, match="--shortlist=5: .*shortlist.tsv holds 4 candidates per source piece"):
+        ctranslate2_export.convert_run(run, str(tmp_path / "ct2-5"), checkpoint="last", shortlist=5)

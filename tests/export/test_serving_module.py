@@ -411,3 +411,31 @@ def test_a_students_export_aligns_from_its_decoders_layers(tiny_model_and_tokeni
     module = ServingModule(student, tokenizer, vocabulary, length_buckets=(), alignment=AlignmentConfig(layer=-2))
     with pytest.raises(AlignmentError, match="alignment layer -2 is out of range: the decoder has 1 layers"):
         module.alignment_attention()
+
+
+def test_the_shortlist_is_built_into_the_graph_and_searches_as_the_python_translator(
+    tiny_model_and_tokenizer, tiny_run
+):
+    """The lexical table as variables of the graph: the served translations are the Python
+    translator's with the same table and search, within the table's columns."""
+    from export.serving_module import ServingModule
+    from inference.translator import Translator
+    from models.vocabulary_shortlist import SPECIAL_IDS, LexicalTable
+
+    model, tokenizer = tiny_model_and_tokenizer
+    size = tokenizer.vocabulary_size
+    candidates = np.random.default_rng(0).integers(len(SPECIAL_IDS), size, (size, 3)).astype("int32")
+    candidates[list(SPECIAL_IDS)] = PAD_ID  # Padding and EOS bring no candidates, as in a built table.
+    table = LexicalTable(candidates, np.arange(len(SPECIAL_IDS), 40, dtype="int32"))
+    search = SearchConfig(beam_size=2, max_input_length=16, max_extra_length=4, min_length_ratio=1.0, shortlist=2)
+    sentences = ["Select the cells that you want to format.", "Open the file."]
+    module = ServingModule(model, tokenizer, f"{tiny_run[0]}/spm.model", search, length_buckets=(), lexical_table=table)
+    served = [t.decode() for t in module.serve(tf.constant(sentences))["translations"].numpy()]
+    translator = Translator(model, tokenizer, search, batch_size=2, shortlist=table)
+    searched = {}
+    assert served == translator.translate_sentences(sentences, searched=searched)[0]
+    rows = translator.encode(sentences)
+    allowed = {*SPECIAL_IDS, *table.frequent.tolist(), *candidates[[p for row in rows for p in row], :2].ravel()}
+    assert {int(piece) for _, ids in searched.values() for piece in ids} <= allowed
+    with pytest.raises(ValueError, match="shortlist=2 needs the run's lexical table"):
+        ServingModule(model, tokenizer, f"{tiny_run[0]}/spm.model", search, length_buckets=())

@@ -130,7 +130,7 @@ def test_an_export_written_before_the_steering_signatures_is_told_to_export_agai
     (old / "saved_model.pb").write_bytes(saved_model.SerializeToString())
     translator = SavedModelTranslator(str(old.parent))
     assert translator.search.no_repeat_ngram_size == 0
-    assert "max_input_length=48, no_repeat_ngram_size=0 (from" in describe_search_settings(str(old.parent))
+    assert "max_input_length=48, no_repeat_ngram_size=0, shortlist=0 (from" in describe_search_settings(str(old.parent))
     with pytest.raises(
         ValueError, match="no_repeat_ngram_size=2 differs from the export's built-in no_repeat_ngram_size=0"
     ):

@@ -70,7 +70,13 @@ def test_translate_ids_takes_the_value_not_its_settings_one_by_one():
     assert not set(accepted) & {field.name for field in dataclasses.fields(SearchConfig)}
     search = SearchConfig(beam_size=2, min_length_ratio=0.5, max_input_length=16)
     assert search.search_settings() == dict(
-        beam_size=2, alpha=0.6, max_extra_length=50, min_length_ratio=0.5, max_input_length=16, no_repeat_ngram_size=0
+        beam_size=2,
+        alpha=0.6,
+        max_extra_length=50,
+        min_length_ratio=0.5,
+        max_input_length=16,
+        no_repeat_ngram_size=0,
+        shortlist=0,
     )
     assert (DEFAULT_SEARCH.no_repeat_ngram_size, SearchConfig(no_repeat_ngram_size=1).no_repeat_ngram_size) == (0, 1)
 
