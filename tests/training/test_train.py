@@ -100,22 +100,6 @@ def _checkpoint_digests(model_dir):
 
 
 @pytest.mark.slow
-def test_a_nan_loss_stops_with_a_clear_error_and_keeps_the_checkpoints(tiny_run, tmp_path):
-    from training.trainer import TrainingError, train
-
-    model_dir = str(tmp_path / "nan")
-    shutil.copytree(tiny_run[0], model_dir)
-    before = _checkpoint_digests(model_dir)
-    assert before
-    corpus_cache = tiny_run[1]["corpus"]["root"].rsplit(os.sep, 1)[0]
-    # An infinite learning rate turns the weights, then the loss, into NaN within a step.
-    exploding = tiny_run_config(model_dir, corpus_cache, train_steps=300, learning_rate_scale=float("inf"))
-    with pytest.raises(TrainingError, match="loss became NaN or infinite.*newest good one: .*ckpt-000000200"):
-        train(exploding)
-    assert _checkpoint_digests(model_dir) == before
-
-
-@pytest.mark.slow
 @pytest.mark.full
 def test_tiny_model_lowers_the_dev_loss_on_the_real_corpus(tiny_run):
     from data import pipeline
@@ -219,7 +203,8 @@ def test_steps_per_execution_and_subword_sampling_change_only_what_they_say(samp
     """--steps_per_execution changes only how often the host looks: the same losses and weights.
     --subword_alpha resegments the training stream (other losses from the same seed), while the
     run's translations segment deterministically: a sampling tokenizer in the translator would give
-    other translations at each call."""
+    other translations at each call. And a NaN loss, resuming one of these runs, stops with a clear
+    error and keeps its checkpoints."""
     from inference.loading import load_translator
     from training.trainer import TrainingError, train
 
@@ -234,6 +219,14 @@ def test_steps_per_execution_and_subword_sampling_change_only_what_they_say(samp
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError, match="checkpoint_every=5 must be a multiple of steps_per_execution=3"):
         train(small_run_config(tmp_path / "three", sample_corpus, steps_per_execution=3, **options))
+
+    # An infinite learning rate turns the weights, then the loss, into NaN within a step.
+    before = _checkpoint_digests(tmp_path / "five")
+    assert len(before) == 2
+    exploding = dict(options, train_steps=15, learning_rate_scale=float("inf"))
+    with pytest.raises(TrainingError, match="loss became NaN or infinite.*newest good one: .*ckpt-000000010"):
+        train(small_run_config(tmp_path / "five", sample_corpus, **exploding))
+    assert _checkpoint_digests(tmp_path / "five") == before
 
     first_epoch = dict(options, train_steps=5, eval_every=5)
     sampled = train(small_run_config(tmp_path / "sampled", sample_corpus, subword_alpha=0.3, **first_epoch))
