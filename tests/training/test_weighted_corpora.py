@@ -142,7 +142,7 @@ def test_bad_source_weights_are_one_clear_error_and_nothing_is_written(tmp_path,
 
 @pytest.mark.slow  # a data.prepare process; the fast tier runs the command for separate vocabularies
 # (tests/training/test_run_dir.py)
-def test_the_vocabulary_command_for_several_workers_builds_the_same_weighted_corpus(corpus, tmp_path):
+def test_the_vocabulary_command_for_several_workers_builds_the_same_weighted_corpus(sample_corpus, tmp_path):
     """Workers build their vocabulary with the command the first start prints: for a weighted mix
     it must name the same files and weights, so that it finds the corpus train.py built."""
     import shlex
@@ -150,14 +150,14 @@ def test_the_vocabulary_command_for_several_workers_builds_the_same_weighted_cor
     from data.corpora import prepare_command, resolve_corpus
     from training.config import DataConfig
 
-    paths = _source_files(corpus, tmp_path)
+    paths = _source_files(sample_corpus, tmp_path)
     data = DataConfig(
         corpus="files",
         cache_dir=str(tmp_path / "cache"),
         languages="en-de",
         train_files=(paths["libreoffice-help"], paths["ding"]),
         train_weights=(3.0, 1.0),
-        dev_files=(corpus.dev,),
+        dev_files=(sample_corpus.dev,),
         vocab_size=500,
     )
     built, _ = resolve_corpus(data)
