@@ -264,32 +264,66 @@ def test_another_configuration_on_an_existing_model_dir_is_refused(tmp_path):
     run_config.write(longer)
 
 
-@pytest.mark.parametrize(
-    "flags, message",
-    [
-        (["--preset=huge"], "flag --preset=huge: value should be one of"),
-        (["--train_steps=50", "--checkpoint_every=20"], "--train_steps=50 must be a multiple of --checkpoint_every=20"),
-        (["--eval_every=30", "--checkpoint_every=20", "--train_steps=40"], "--eval_every=30 must be a multiple"),
-        (["--cpu_replicas=2"], "--cpu_replicas needs --distribution=mirrored"),
-        (["--train_src=a.en", "--train_tgt=a.de"], "--train_src needs --corpus=files"),
-        (["--corpus=files", "--languages=en-de", "--train_src=a.en"], "--train_src and --train_tgt go together"),
-        (["--corpus=files", "--train_tsv=a.tsv"], "--corpus=files needs --languages=SRC-TGT"),
-        (["--hidden_dim=100", "--num_heads=8"], "--hidden_dim=100 must be even and divisible by --num_heads=8"),
-        (["--corpus=wmt14"], "--corpus=wmt14 is not a corpus: the built-in ones are deb-en-af"),
-        (
-            ["--steps_per_execution=3", "--checkpoint_every=10", "--train_steps=20", "--eval_every=20"],
-            "--checkpoint_every=10 must be a multiple of --steps_per_execution=3",
-        ),
-        (["--seed=-1"], "flag --seed=-1: -1 is not an integer in the range [0, 4294967295]"),
-        (["--learning_rate_scale=0"], "--learning_rate_scale=0.0 must be above 0"),
-        (["--batch_tokens=16"], "--batch_tokens=16 cannot hold one pair of --max_length=128 tokens"),
-        (["--subword_alpha=1.5"], "--subword_alpha=1.5 must lie in (0, 1]"),
-        (["--user_defined_symbols=<2fr>,<s>"], "--user_defined_symbols: user-defined symbol '<s>' collides with"),
-        (["--subword_alpha=0.1", "--subword_nbest=8"], "--subword_nbest=8 picks among a unigram vocabulary's"),
-        (["--corpus=files", "--languages=de-", "--train_tsv=a.tsv"], "--corpus=files needs --languages=SRC-TGT"),
-    ],
-)
+BAD_FLAGS = [
+    (["--preset=huge"], "flag --preset=huge: value should be one of"),
+    (["--train_steps=50", "--checkpoint_every=20"], "--train_steps=50 must be a multiple of --checkpoint_every=20"),
+    (["--eval_every=30", "--checkpoint_every=20", "--train_steps=40"], "--eval_every=30 must be a multiple"),
+    (["--cpu_replicas=2"], "--cpu_replicas needs --distribution=mirrored"),
+    (["--train_src=a.en", "--train_tgt=a.de"], "--train_src needs --corpus=files"),
+    (["--corpus=files", "--languages=en-de", "--train_src=a.en"], "--train_src and --train_tgt go together"),
+    (["--corpus=files", "--train_tsv=a.tsv"], "--corpus=files needs --languages=SRC-TGT"),
+    (["--hidden_dim=100", "--num_heads=8"], "--hidden_dim=100 must be even and divisible by --num_heads=8"),
+    (["--corpus=wmt14"], "--corpus=wmt14 is not a corpus: the built-in ones are deb-en-af"),
+    (
+        ["--steps_per_execution=3", "--checkpoint_every=10", "--train_steps=20", "--eval_every=20"],
+        "--checkpoint_every=10 must be a multiple of --steps_per_execution=3",
+    ),
+    (["--seed=-1"], "flag --seed=-1: -1 is not an integer in the range [0, 4294967295]"),
+    (["--learning_rate_scale=0"], "--learning_rate_scale=0.0 must be above 0"),
+    (["--batch_tokens=16"], "--batch_tokens=16 cannot hold one pair of --max_length=128 tokens"),
+    (["--subword_alpha=1.5"], "--subword_alpha=1.5 must lie in (0, 1]"),
+    (["--user_defined_symbols=<2fr>,<s>"], "--user_defined_symbols: user-defined symbol '<s>' collides with"),
+    (["--subword_alpha=0.1", "--subword_nbest=8"], "--subword_nbest=8 picks among a unigram vocabulary's"),
+    (["--corpus=files", "--languages=de-", "--train_tsv=a.tsv"], "--corpus=files needs --languages=SRC-TGT"),
+]
+
+
+def _flags_refusal(model_dir, argv):
+    """What train.py says of `argv` before training, in this process: absl's parse with its
+    validators (the message as train.py prints it), then the run configuration of the flags; None
+    for no refusal."""
+    from absl import app, flags
+
+    from common.errors import UserError, refused_flags_message
+    from tests.helpers import tool_flags
+    from training import train_flags
+
+    with tool_flags() as flag_values:
+        train_flags.define_train_flags()
+        try:
+            flag_values(["train.py", f"--model_dir={model_dir}", *argv])
+        except flags.Error as error:
+            return refused_flags_message(error)
+        try:
+            train_flags.config_from_flags()
+        except (app.UsageError, UserError) as error:
+            return str(error)
+    return None
+
+
+@pytest.mark.parametrize("flags, message", BAD_FLAGS)
 def test_bad_flags_are_refused_before_training(flags, message, tmp_path):
+    """In process: each refusal's message, one line about the flag that is wrong (no other flag's
+    value). How train.py prints one and exits: the next test."""
+    refused = _flags_refusal(tmp_path, flags)
+    assert refused is not None and message in refused, refused
+    assert "\n" not in refused and not refused.startswith("flags "), refused
+    assert not os.path.exists(os.path.join(tmp_path, "config.json"))
+
+
+# A refused value (absl's parse), a validator of several flags, a check of the run configuration.
+@pytest.mark.parametrize("flags, message", [BAD_FLAGS[10], BAD_FLAGS[9], BAD_FLAGS[8]])
+def test_train_py_prints_a_refused_flag_as_one_line_and_exits_2(flags, message, tmp_path):
     completed = _run(
         [sys.executable, os.path.join(REPO_ROOT, "train.py"), f"--model_dir={tmp_path}", *flags], timeout=120
     )
