@@ -13,7 +13,7 @@ import keras
 import numpy as np
 import pytest
 
-from tests.helpers import REPO_ROOT, assert_train_refuses, small_run_config, tiny_run_config
+from tests.helpers import REPO_ROOT, small_run_config, tiny_run_config, train_flags_refusal
 from training.optimizers import FusedAdam, batch_tokens
 from training.preemption import at_update_boundary
 
@@ -186,7 +186,10 @@ def test_a_run_with_accumulation_checkpoints_on_updates_and_resumes_exactly(samp
     ],
 )
 def test_bad_accumulation_flags_are_refused_before_training(flags, message, tmp_path):
-    assert_train_refuses(tmp_path / "run", flags, message)
+    """In process: train.py's flag checks (how train.py prints a refusal: tests/training/test_train.py)."""
+    refused = train_flags_refusal(tmp_path / "run", flags)
+    assert refused is not None and message in refused, refused
+    assert not os.path.exists(tmp_path / "run")
 
 
 def test_the_trainer_refuses_bad_accumulation_settings(tmp_path):

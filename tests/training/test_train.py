@@ -29,6 +29,7 @@ from tests.helpers import (
     build_before_fit,
     small_run_config,
     tiny_run_config,
+    train_flags_refusal,
     under_file_size_limit,
 )
 
@@ -288,34 +289,11 @@ BAD_FLAGS = [
 ]
 
 
-def _flags_refusal(model_dir, argv):
-    """What train.py says of `argv` before training, in this process: absl's parse with its
-    validators (the message as train.py prints it), then the run configuration of the flags; None
-    for no refusal."""
-    from absl import app, flags
-
-    from common.errors import UserError, refused_flags_message
-    from tests.helpers import tool_flags
-    from training import train_flags
-
-    with tool_flags() as flag_values:
-        train_flags.define_train_flags()
-        try:
-            flag_values(["train.py", f"--model_dir={model_dir}", *argv])
-        except flags.Error as error:
-            return refused_flags_message(error)
-        try:
-            train_flags.config_from_flags()
-        except (app.UsageError, UserError) as error:
-            return str(error)
-    return None
-
-
 @pytest.mark.parametrize("flags, message", BAD_FLAGS)
 def test_bad_flags_are_refused_before_training(flags, message, tmp_path):
     """In process: each refusal's message, one line about the flag that is wrong (no other flag's
     value). How train.py prints one and exits: the next test."""
-    refused = _flags_refusal(tmp_path, flags)
+    refused = train_flags_refusal(tmp_path, flags)
     assert refused is not None and message in refused, refused
     assert "\n" not in refused and not refused.startswith("flags "), refused
     assert not os.path.exists(os.path.join(tmp_path, "config.json"))
