@@ -318,3 +318,25 @@ def tool_flags():
             delattr(flags.FLAGS, name)
         for name, flag in set_aside.items():
             flags.FLAGS[name] = flag
+
+
+def train_flags_refusal(model_dir, argv):
+    """What train.py says of `argv` before training, in this process: absl's parse with its
+    validators (the message as train.py prints it), then the run configuration of the flags; None
+    for no refusal. (How train.py prints a refusal and exits: tests/training/test_train.py.)"""
+    from absl import app, flags
+
+    from common.errors import UserError, refused_flags_message
+    from training import train_flags
+
+    with tool_flags() as flag_values:
+        train_flags.define_train_flags()
+        try:
+            flag_values(["train.py", f"--model_dir={model_dir}", *argv])
+        except flags.Error as error:
+            return refused_flags_message(error)
+        try:
+            train_flags.config_from_flags()
+        except (app.UsageError, UserError) as error:
+            return str(error)
+    return None

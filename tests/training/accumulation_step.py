@@ -1,9 +1,11 @@
 """Two optimizer updates of a small Transformer, each from K=3 batches of different sizes
 accumulated by `train.py`'s optimizer, beside two updates from single batches that hold the same
 pairs (the K batches' union), and beside Keras's own `gradient_accumulation_steps` (the mean of the
-K batches' per-token means). Prints a JSON list, one result per device count.
+K batches' per-token means). Prints a JSON list, one result per device count; with --mirrored_step
+(TensorFlow, N = 2), a JSON object of that list ("accumulation") and the results of
+tests/training/mirrored_step.py ("mirrored"), which the same process runs.
 
-    python tests/training/accumulation_step.py [--devices=1,N]
+    python tests/training/accumulation_step.py [--devices=1,N] [--mirrored_step]
 
 One device by default; with N > 1 the same global batches are split over N replicas: under
 TensorFlow by `MirroredStrategy` over N logical CPU devices, under JAX (KERAS_BACKEND=jax, with
@@ -150,14 +152,18 @@ def check(devices, strategy, replicas):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--devices", default="1", help="device counts, comma-separated, smallest first")
-    counts = [int(count) for count in parser.parse_args().devices.split(",")]
+    parser.add_argument("--mirrored_step", action="store_true", help="also mirrored_step.py's checks")
+    arguments = parser.parse_args()
+    counts = [int(count) for count in arguments.devices.split(",")]
     import keras
 
     results = []
     if keras.backend.backend() == "tensorflow":
         from training.distribution import split_cpu
 
-        if max(counts) > 1:
+        if arguments.mirrored_step:
+            import mirrored_step  # Splits the CPU in two; one process for both scripts' checks.
+        elif max(counts) > 1:
             split_cpu(max(counts))
         import tensorflow as tf
 
@@ -168,6 +174,9 @@ def main():
             else:
                 strategy = tf.distribute.MirroredStrategy(names[:devices])
             results.append(check(devices, strategy, strategy.num_replicas_in_sync))
+        if arguments.mirrored_step:
+            # The last count's strategy: two mirrored devices.
+            results = {"accumulation": results, "mirrored": mirrored_step.results(strategy)}
     else:
         from training.distribution import make_strategy, num_replicas
 

@@ -1,8 +1,9 @@
 """One SGD step of a small Transformer on one global batch, on one device, and mirrored over two
 logical CPU devices with the global-token loss and with the per-replica one; and one step of
-`train.py`'s fused Adam beside Keras's Adam, both mirrored. Prints JSON.
-
-Run as a script (TensorFlow must split the CPU before it initialises): tests/training/test_distribution.py.
+`train.py`'s fused Adam beside Keras's Adam, both mirrored: `results()`. Imported, before
+TensorFlow initialises its devices (the import splits the CPU in two), by
+tests/training/accumulation_step.py, whose TensorFlow process also runs these checks for
+tests/training/test_accumulation.py; run alone, prints the results as JSON.
 """
 
 import json
@@ -62,15 +63,18 @@ def replica_spread(strategy, model):
     return spread
 
 
-def main():
+def results(mirrored=None):
+    """The three checks' numbers, by name: "global", "per_replica" and "adam"; `mirrored`: the
+    process's `MirroredStrategy` over two CPU devices if it has one (another strategy's collective
+    ops would reuse its keys), else a new one."""
     keras.utils.set_random_seed(0)
     reference = Transformer(30, **SMALL)
     reference.build()
     initial = reference.get_weights()
     single = tf.distribute.OneDeviceStrategy("/cpu:0")
-    mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    mirrored = mirrored or tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     assert mirrored.num_replicas_in_sync == 2
-    results = {}
+    found = {}
     # On one device the global-token loss is the per-replica one: one step is the reference for both.
     loss_one, weights_one = one_step(single, GlobalTokenLabelSmoothedCrossEntropy(), initial)
     update = max(float(np.max(np.abs(a - b))) for a, b in zip(weights_one, initial))
@@ -80,7 +84,7 @@ def main():
     ):
         loss_two, weights_two = one_step(mirrored, loss_class(), initial)
         difference = max(float(np.max(np.abs(a - b))) for a, b in zip(weights_one, weights_two))
-        results[name] = {
+        found[name] = {
             "loss_one_device": loss_one,
             "loss_two_replicas": loss_two,
             "largest_update": update,
@@ -95,14 +99,18 @@ def main():
         )
     _, weights_keras = one_step(mirrored, GlobalTokenLabelSmoothedCrossEntropy(), initial, keras_adam)
     _, weights_fused = one_step(mirrored, GlobalTokenLabelSmoothedCrossEntropy(), initial, fused_adam, models)
-    results["adam"] = {
+    found["adam"] = {
         "optimizer": type(models[0].optimizer).__name__,
         "steps": int(np.asarray(models[0].optimizer.iterations)),
         "largest_update": max(float(np.max(np.abs(a - b))) for a, b in zip(weights_fused, initial)),
         "fused_minus_keras": max(float(np.max(np.abs(a - b))) for a, b in zip(weights_fused, weights_keras)),
         "replica_spread": replica_spread(mirrored, models[0]),
     }
-    json.dump(results, sys.stdout)
+    return found
+
+
+def main():
+    json.dump(results(), sys.stdout)
 
 
 if __name__ == "__main__":

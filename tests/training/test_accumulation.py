@@ -1,6 +1,7 @@
 """Gradient accumulation (`--accumulate_steps`): K batches give the update of one batch holding
 their pairs, on one device, mirrored over two logical CPUs and under JAX over two host devices; the optimizer's contract; a run with accumulation checkpoints on update boundaries and
-resumes from them exactly."""
+resumes from them exactly. The TensorFlow process also checks one step on two mirrored replicas
+against one device (tests/training/mirrored_step.py)."""
 
 import dataclasses
 import json
@@ -12,20 +13,20 @@ import keras
 import numpy as np
 import pytest
 
-from tests.helpers import REPO_ROOT, assert_train_refuses, small_run_config, tiny_run_config
+from tests.helpers import REPO_ROOT, small_run_config, tiny_run_config, train_flags_refusal
 from training.optimizers import FusedAdam, batch_tokens
 from training.preemption import at_update_boundary
 
 SCRIPT = os.path.join(REPO_ROOT, "tests", "training", "accumulation_step.py")
 
 
-def _run_script(backend, devices):
+def _run_script(backend, devices, *flags):
     """The script's results for each of `devices` (device counts), all in one new process."""
     env = dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="2", KERAS_BACKEND=backend)
     if backend == "jax":
         env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={max(devices)}"
     completed = subprocess.run(
-        [sys.executable, SCRIPT, f"--devices={','.join(map(str, devices))}"],
+        [sys.executable, SCRIPT, f"--devices={','.join(map(str, devices))}", *flags],
         cwd=REPO_ROOT,
         env=env,
         capture_output=True,
@@ -36,14 +37,36 @@ def _run_script(backend, devices):
     return json.loads(completed.stdout.strip().splitlines()[-1])
 
 
+def _assert_mirrored_step_matches_one_device(results):
+    """mirrored_step.py's checks: two mirrored replicas with the global-token loss take the step of
+    one device on the same global batch; train.py's fused Adam takes Keras's Adam's step there."""
+    ours = results["global"]
+    assert ours["largest_update"] > 1e-3  # The step changed the weights.
+    assert ours["weight_difference"] < 1e-5 * max(1.0, ours["largest_update"]) + 1e-6
+    assert abs(ours["loss_one_device"] - ours["loss_two_replicas"]) < 1e-4
+    # The check has teeth: normalising per replica instead gives another update.
+    assert results["per_replica"]["weight_difference"] > 100 * max(ours["weight_difference"], 1e-7)
+    # train.py's fused Adam under MirroredStrategy: Keras's Adam's step, on both replicas' copies.
+    adam = results["adam"]
+    assert adam["optimizer"] == "FusedAdam" and adam["steps"] == 1
+    assert adam["largest_update"] > 1e-3
+    assert adam["fused_minus_keras"] < 1e-6
+    assert adam["replica_spread"] == 0.0
+
+
 @pytest.mark.slow  # a script in a new process for each backend (the optimizer's contract: the tests below)
 @pytest.mark.parametrize("backend", ["tensorflow", "jax"])
 def test_k_accumulated_batches_give_the_update_of_one_batch_of_their_pairs(backend):
     """TensorFlow on one device and mirrored over two logical CPUs (two code paths of the update);
-    JAX over two host devices (one compiled program for any count, the batch split by Keras)."""
+    JAX over two host devices (one compiled program for any count, the batch split by Keras). The
+    TensorFlow process also runs mirrored_step.py's checks of one step on two mirrored replicas
+    (tests/training/test_distribution.py has the other distributions)."""
     devices = [1, 2] if backend == "tensorflow" else [2]
-    results = _run_script(backend, devices)
+    results = _run_script(backend, devices, *(["--mirrored_step"] if backend == "tensorflow" else []))
     print(results)
+    if backend == "tensorflow":
+        _assert_mirrored_step_matches_one_device(results["mirrored"])
+        results = results["accumulation"]
     assert [(result["backend"], result["replicas"]) for result in results] == [(backend, count) for count in devices]
     for result in results:
         assert result["iterations"] == [2, 2], result  # Six batches made two updates, as the two unions did.
@@ -163,7 +186,10 @@ def test_a_run_with_accumulation_checkpoints_on_updates_and_resumes_exactly(samp
     ],
 )
 def test_bad_accumulation_flags_are_refused_before_training(flags, message, tmp_path):
-    assert_train_refuses(tmp_path / "run", flags, message)
+    """In process: train.py's flag checks (how train.py prints a refusal: tests/training/test_train.py)."""
+    refused = train_flags_refusal(tmp_path / "run", flags)
+    assert refused is not None and message in refused, refused
+    assert not os.path.exists(tmp_path / "run")
 
 
 def test_the_trainer_refuses_bad_accumulation_settings(tmp_path):

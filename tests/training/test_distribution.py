@@ -1,3 +1,7 @@
+"""train.py with two workers on the loopback interface. One step on two mirrored CPU replicas against
+one device: tests/training/test_accumulation.py (in the process of its TensorFlow accumulation
+checks, tests/training/mirrored_step.py)."""
+
 import json
 import os
 import socket
@@ -11,34 +15,6 @@ import pytest
 from tests.helpers import DEB_CACHE, REPO_ROOT, SMALL_MODEL
 
 ENV = dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="2", KERAS_BACKEND="tensorflow")
-
-
-@pytest.mark.slow
-@pytest.mark.full
-def test_two_mirrored_cpu_replicas_match_one_device_on_the_same_global_batch():
-    completed = subprocess.run(
-        [sys.executable, os.path.join(REPO_ROOT, "tests", "training", "mirrored_step.py")],
-        cwd=REPO_ROOT,
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    results = json.loads(completed.stdout.strip().splitlines()[-1])
-    print(results)
-    ours = results["global"]
-    assert ours["largest_update"] > 1e-3  # The step changed the weights.
-    assert ours["weight_difference"] < 1e-5 * max(1.0, ours["largest_update"]) + 1e-6
-    assert abs(ours["loss_one_device"] - ours["loss_two_replicas"]) < 1e-4
-    # The check has teeth: normalising per replica instead gives another update.
-    assert results["per_replica"]["weight_difference"] > 100 * max(ours["weight_difference"], 1e-7)
-    # train.py's fused Adam under MirroredStrategy: Keras's Adam's step, on both replicas' copies.
-    adam = results["adam"]
-    assert adam["optimizer"] == "FusedAdam" and adam["steps"] == 1
-    assert adam["largest_update"] > 1e-3
-    assert adam["fused_minus_keras"] < 1e-6
-    assert adam["replica_spread"] == 0.0
 
 
 def _free_ports(count):

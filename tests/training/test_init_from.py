@@ -19,6 +19,7 @@ from tests.helpers import (
     run_train_py,
     tiny_run_config,
     tool_flags,
+    train_flags_refusal,
 )
 
 
@@ -221,12 +222,6 @@ def test_a_constant_schedule_keeps_one_learning_rate():
     assert float(keras.ops.convert_to_numpy(noam.optimizer.learning_rate)) == pytest.approx(64**-0.5 * 100**-1.5)
 
 
-def _train_py(model_dir, corpus, *flags):
-    return run_train_py(
-        model_dir, f"--cache_dir={os.path.dirname(corpus.root)}", f"--deb_dir={DEB_CACHE}", *QUICK_TRAIN_FLAGS, *flags
-    )
-
-
 def _broken_parents(tiny_run, tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
@@ -249,27 +244,26 @@ def _broken_parents(tiny_run, tmp_path):
         # Refused by train.py's flag validator (init_from.read_parent, choose_weights).
         ("missing", [], "--init_from={missing}: no such directory"),
         # Refused when train.py builds its configuration from the parent's: each flag that differs is
-        # named. Starts Keras (the parent's checkpoints are listed): seconds.
-        pytest.param(
+        # named.
+        (
             "good",
             ["--preset=base", "--hidden_dim=128", "--num_layers=3", "--vocab_size=4000", "--vocabulary=separate"],
             "--init_from={good} fine-tunes the parent's model as it is: --preset=base (6 encoder and 6 decoder "
             "layers of d_model 512) differs from its tiny (2 encoder and 2 decoder layers of d_model 64); "
             "--num_layers=3 differs from its 2; --hidden_dim=128 differs from its 64; "
             "--vocab_size=4000 differs from its 2000; --vocabulary=separate differs from its shared",
-            marks=pytest.mark.slow,
         ),
     ],
 )
 def test_a_parent_that_cannot_start_the_run_is_one_clear_error_and_nothing_is_written(
     tiny_run, corpus, tmp_path, parent, flags, message
 ):
+    """In process: train.py's flag checks (how train.py prints a refusal: tests/training/test_train.py)."""
     parents = dict(_broken_parents(tiny_run, tmp_path), good=tiny_run[0])
     model_dir = tmp_path / "child"
-    completed = _train_py(model_dir, corpus, f"--init_from={parents[parent]}", *flags)
-    assert completed.returncode != 0
-    assert message.format(**parents) in completed.stderr, completed.stderr[-3000:]
-    assert "Traceback" not in completed.stderr
+    quick = (f"--cache_dir={os.path.dirname(corpus.root)}", f"--deb_dir={DEB_CACHE}", *QUICK_TRAIN_FLAGS)
+    refused = train_flags_refusal(model_dir, [*quick, f"--init_from={parents[parent]}", *flags])
+    assert refused is not None and message.format(**parents) in refused, refused
     assert not model_dir.exists()
 
 

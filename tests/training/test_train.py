@@ -29,6 +29,7 @@ from tests.helpers import (
     build_before_fit,
     small_run_config,
     tiny_run_config,
+    train_flags_refusal,
     under_file_size_limit,
 )
 
@@ -97,22 +98,6 @@ def _checkpoint_digests(model_dir):
         with open(path, "rb") as handle:
             digests[os.path.basename(path)] = hashlib.sha256(handle.read()).hexdigest()
     return digests
-
-
-@pytest.mark.slow
-def test_a_nan_loss_stops_with_a_clear_error_and_keeps_the_checkpoints(tiny_run, tmp_path):
-    from training.trainer import TrainingError, train
-
-    model_dir = str(tmp_path / "nan")
-    shutil.copytree(tiny_run[0], model_dir)
-    before = _checkpoint_digests(model_dir)
-    assert before
-    corpus_cache = tiny_run[1]["corpus"]["root"].rsplit(os.sep, 1)[0]
-    # An infinite learning rate turns the weights, then the loss, into NaN within a step.
-    exploding = tiny_run_config(model_dir, corpus_cache, train_steps=300, learning_rate_scale=float("inf"))
-    with pytest.raises(TrainingError, match="loss became NaN or infinite.*newest good one: .*ckpt-000000200"):
-        train(exploding)
-    assert _checkpoint_digests(model_dir) == before
 
 
 @pytest.mark.slow
@@ -219,7 +204,8 @@ def test_steps_per_execution_and_subword_sampling_change_only_what_they_say(samp
     """--steps_per_execution changes only how often the host looks: the same losses and weights.
     --subword_alpha resegments the training stream (other losses from the same seed), while the
     run's translations segment deterministically: a sampling tokenizer in the translator would give
-    other translations at each call."""
+    other translations at each call. And a NaN loss, resuming one of these runs, stops with a clear
+    error and keeps its checkpoints."""
     from inference.loading import load_translator
     from training.trainer import TrainingError, train
 
@@ -234,6 +220,14 @@ def test_steps_per_execution_and_subword_sampling_change_only_what_they_say(samp
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError, match="checkpoint_every=5 must be a multiple of steps_per_execution=3"):
         train(small_run_config(tmp_path / "three", sample_corpus, steps_per_execution=3, **options))
+
+    # An infinite learning rate turns the weights, then the loss, into NaN within a step.
+    before = _checkpoint_digests(tmp_path / "five")
+    assert len(before) == 2
+    exploding = dict(options, train_steps=15, learning_rate_scale=float("inf"))
+    with pytest.raises(TrainingError, match="loss became NaN or infinite.*newest good one: .*ckpt-000000010"):
+        train(small_run_config(tmp_path / "five", sample_corpus, **exploding))
+    assert _checkpoint_digests(tmp_path / "five") == before
 
     first_epoch = dict(options, train_steps=5, eval_every=5)
     sampled = train(small_run_config(tmp_path / "sampled", sample_corpus, subword_alpha=0.3, **first_epoch))
@@ -271,32 +265,43 @@ def test_another_configuration_on_an_existing_model_dir_is_refused(tmp_path):
     run_config.write(longer)
 
 
-@pytest.mark.parametrize(
-    "flags, message",
-    [
-        (["--preset=huge"], "flag --preset=huge: value should be one of"),
-        (["--train_steps=50", "--checkpoint_every=20"], "--train_steps=50 must be a multiple of --checkpoint_every=20"),
-        (["--eval_every=30", "--checkpoint_every=20", "--train_steps=40"], "--eval_every=30 must be a multiple"),
-        (["--cpu_replicas=2"], "--cpu_replicas needs --distribution=mirrored"),
-        (["--train_src=a.en", "--train_tgt=a.de"], "--train_src needs --corpus=files"),
-        (["--corpus=files", "--languages=en-de", "--train_src=a.en"], "--train_src and --train_tgt go together"),
-        (["--corpus=files", "--train_tsv=a.tsv"], "--corpus=files needs --languages=SRC-TGT"),
-        (["--hidden_dim=100", "--num_heads=8"], "--hidden_dim=100 must be even and divisible by --num_heads=8"),
-        (["--corpus=wmt14"], "--corpus=wmt14 is not a corpus: the built-in ones are deb-en-af"),
-        (
-            ["--steps_per_execution=3", "--checkpoint_every=10", "--train_steps=20", "--eval_every=20"],
-            "--checkpoint_every=10 must be a multiple of --steps_per_execution=3",
-        ),
-        (["--seed=-1"], "flag --seed=-1: -1 is not an integer in the range [0, 4294967295]"),
-        (["--learning_rate_scale=0"], "--learning_rate_scale=0.0 must be above 0"),
-        (["--batch_tokens=16"], "--batch_tokens=16 cannot hold one pair of --max_length=128 tokens"),
-        (["--subword_alpha=1.5"], "--subword_alpha=1.5 must lie in (0, 1]"),
-        (["--user_defined_symbols=<2fr>,<s>"], "--user_defined_symbols: user-defined symbol '<s>' collides with"),
-        (["--subword_alpha=0.1", "--subword_nbest=8"], "--subword_nbest=8 picks among a unigram vocabulary's"),
-        (["--corpus=files", "--languages=de-", "--train_tsv=a.tsv"], "--corpus=files needs --languages=SRC-TGT"),
-    ],
-)
+BAD_FLAGS = [
+    (["--preset=huge"], "flag --preset=huge: value should be one of"),
+    (["--train_steps=50", "--checkpoint_every=20"], "--train_steps=50 must be a multiple of --checkpoint_every=20"),
+    (["--eval_every=30", "--checkpoint_every=20", "--train_steps=40"], "--eval_every=30 must be a multiple"),
+    (["--cpu_replicas=2"], "--cpu_replicas needs --distribution=mirrored"),
+    (["--train_src=a.en", "--train_tgt=a.de"], "--train_src needs --corpus=files"),
+    (["--corpus=files", "--languages=en-de", "--train_src=a.en"], "--train_src and --train_tgt go together"),
+    (["--corpus=files", "--train_tsv=a.tsv"], "--corpus=files needs --languages=SRC-TGT"),
+    (["--hidden_dim=100", "--num_heads=8"], "--hidden_dim=100 must be even and divisible by --num_heads=8"),
+    (["--corpus=wmt14"], "--corpus=wmt14 is not a corpus: the built-in ones are deb-en-af"),
+    (
+        ["--steps_per_execution=3", "--checkpoint_every=10", "--train_steps=20", "--eval_every=20"],
+        "--checkpoint_every=10 must be a multiple of --steps_per_execution=3",
+    ),
+    (["--seed=-1"], "flag --seed=-1: -1 is not an integer in the range [0, 4294967295]"),
+    (["--learning_rate_scale=0"], "--learning_rate_scale=0.0 must be above 0"),
+    (["--batch_tokens=16"], "--batch_tokens=16 cannot hold one pair of --max_length=128 tokens"),
+    (["--subword_alpha=1.5"], "--subword_alpha=1.5 must lie in (0, 1]"),
+    (["--user_defined_symbols=<2fr>,<s>"], "--user_defined_symbols: user-defined symbol '<s>' collides with"),
+    (["--subword_alpha=0.1", "--subword_nbest=8"], "--subword_nbest=8 picks among a unigram vocabulary's"),
+    (["--corpus=files", "--languages=de-", "--train_tsv=a.tsv"], "--corpus=files needs --languages=SRC-TGT"),
+]
+
+
+@pytest.mark.parametrize("flags, message", BAD_FLAGS)
 def test_bad_flags_are_refused_before_training(flags, message, tmp_path):
+    """In process: each refusal's message, one line about the flag that is wrong (no other flag's
+    value). How train.py prints one and exits: the next test."""
+    refused = train_flags_refusal(tmp_path, flags)
+    assert refused is not None and message in refused, refused
+    assert "\n" not in refused and not refused.startswith("flags "), refused
+    assert not os.path.exists(os.path.join(tmp_path, "config.json"))
+
+
+# A refused value (absl's parse), a validator of several flags, a check of the run configuration.
+@pytest.mark.parametrize("flags, message", [BAD_FLAGS[10], BAD_FLAGS[9], BAD_FLAGS[8]])
+def test_train_py_prints_a_refused_flag_as_one_line_and_exits_2(flags, message, tmp_path):
     completed = _run(
         [sys.executable, os.path.join(REPO_ROOT, "train.py"), f"--model_dir={tmp_path}", *flags], timeout=120
     )
