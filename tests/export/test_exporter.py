@@ -11,7 +11,6 @@ import pytest
 import tensorflow as tf
 
 from export import exporter
-from models.search_config import SearchConfig
 from tests.export.helpers import run_export
 from tests.helpers import EXPORT_SETTINGS, STARTUP_NOISE, export_arguments, warmup_requests
 
@@ -194,6 +193,7 @@ def test_command_writes_a_version_quietly_and_removes_a_killed_exports_leftover(
     assert _mode(os.path.join(export_dir, "1")) == _mode(tmp_path / "probe")
 
 
+@pytest.mark.xdist_group("tests/export::served")  # with tests/export/test_serving_module.py: one load of the export
 def test_warmup_requests_are_prediction_logs_the_signature_answers(exported, served):
     _, path = exported
     logs = warmup_requests(path)
@@ -209,15 +209,29 @@ def test_warmup_requests_are_prediction_logs_the_signature_answers(exported, ser
         assert np.all(np.isfinite(outputs["scores"].numpy()))
 
 
-@pytest.mark.slow  # a whole export
-def test_an_export_that_cannot_be_written_is_one_error_and_keeps_the_versions_there(exported, tmp_path):
+class _HeavyModule(tf.Module):
+    """What `export_model` saves in place of its `ServingModule` when only the write is under test:
+    800 kB of weights and one signature, traced in a moment (the full module takes many seconds)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+        self.weights = tf.Variable(np.zeros(200_000, "float32"))
+        self.total = tf.function(lambda: {"total": tf.reduce_sum(self.weights)}, input_signature=[])
+
+    def signatures(self):
+        return {"serving_default": self.total.get_concrete_function()}
+
+
+def test_an_export_that_cannot_be_written_is_one_error_and_keeps_the_versions_there(exported, tmp_path, monkeypatch):
     """Under a 300 kB file-size limit (SIGXFSZ ignored: writes fail with EFBIG) the SavedModel does
     not fit: one ExportError naming the version directory, no temporary directory, and the version
     already there untouched. A failure during the work: the command prints it as one line
-    (test_command_errors_are_one_line_naming_the_flag) with exit status 1."""
+    (test_command_errors_are_one_line_naming_the_flag) with exit status 1. The module saved is a
+    stand-in (`_HeavyModule`): TensorFlow's own writer fails, as it would with the whole graph."""
     import resource
     import signal
 
+    monkeypatch.setattr(exporter, "ServingModule", _HeavyModule)
     model_dir, path = exported
     export_dir = tmp_path / "exports"
     shutil.copytree(path, export_dir / "1")
@@ -227,9 +241,7 @@ def test_an_export_that_cannot_be_written_is_one_error_and_keeps_the_versions_th
     resource.setrlimit(resource.RLIMIT_FSIZE, (300_000, hard))  # The soft limit only: raised again below.
     try:
         with pytest.raises(exporter.ExportError) as refused:
-            exporter.export_model(
-                model_dir, str(export_dir), search=SearchConfig(max_input_length=16), length_buckets=()
-            )
+            exporter.export_model(model_dir, str(export_dir))
     finally:
         resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
         signal.signal(signal.SIGXFSZ, handler)

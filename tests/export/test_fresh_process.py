@@ -24,7 +24,7 @@ from tests.helpers import EXPORT_SETTINGS
 pytestmark = pytest.mark.full
 
 # Test-split sentences translated by both exports.
-COMPARED_SENTENCES = 100
+COMPARED_SENTENCES = 50
 # Beyond the maximum input length, and empty: the cut and the empty input, in both.
 EDGE_SENTENCES = ["", "Click " * 60]
 # Sentences and target prefixes for the prefix signature: no prefix (""), an empty source with one,

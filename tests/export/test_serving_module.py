@@ -10,6 +10,10 @@ from models.search_config import SearchConfig
 from tests.export.helpers import SENTENCES, composed_documents
 from tests.helpers import EXPORT_SETTINGS
 
+# One process runs this module: the first call of each signature of the loaded export (`served`)
+# takes seconds (TensorFlow optimizes its graph then), and so does tracing the `steered` modules.
+pytestmark = pytest.mark.xdist_group("tests/export::served")
+
 
 def serve(signature, sentences):
     outputs = signature(inputs=tf.constant(sentences, dtype=tf.string))
@@ -354,45 +358,68 @@ def test_align_gives_the_python_translators_alignments_of_many_words(tiny_model_
     assert max(sources) >= len(" ".join(SENTENCES[:2]).split())
 
 
-def test_min_length_ratio_is_built_into_the_graph(tiny_model_and_tokenizer, tiny_run):
+@pytest.fixture(scope="module")
+def steered(tiny_model_and_tokenizer, tiny_run):
+    """`(model, plain, steered)`: the tiny model with a variable EOS bias (assigned per test: a
+    variable, so that each module's `serve` is traced once for every bias), a `ServingModule` of
+    it with the plain search, and one with min_length_ratio=0.5 and no_repeat_ngram_size=1 built in."""
     from export.serving_module import ServingModule
     from tests.helpers import EosBiasModel
 
     model, tokenizer = tiny_model_and_tokenizer
-    forced_end = EosBiasModel(model, 1e9)  # EOS first: empty translations unless a minimum bars it.
-    search = SearchConfig(beam_size=2, max_input_length=16, max_extra_length=4)
+    biased = EosBiasModel(model, 0.0)
+    biased.bias = tf.Variable(biased.bias)
     vocabulary = f"{tiny_run[0]}/spm.model"
-    sentences = tf.constant(["Select the cells that you want to format.", "Open the file."])
-    plain = ServingModule(forced_end, tokenizer, vocabulary, search, length_buckets=()).serve(sentences)
-    barred = ServingModule(
-        forced_end, tokenizer, vocabulary, search.override(min_length_ratio=0.5), length_buckets=()
-    ).serve(sentences)
-    assert [t.decode() for t in plain["translations"].numpy()] == ["", ""]
-    assert all(t.decode() for t in barred["translations"].numpy())
+    modules = [
+        ServingModule(biased, tokenizer, vocabulary, search, length_buckets=())
+        for search in (STEERED_SEARCH, STEERED_SEARCH.override(min_length_ratio=0.5, no_repeat_ngram_size=1))
+    ]
+    return biased, *modules
+
+
+STEERED_SEARCH = SearchConfig(beam_size=2, max_input_length=16, max_extra_length=4)
+STEERED_SENTENCES = ["Select the cells that you want to format.", "Open the file."]
+
+
+def steer(module, model, eos_bias):
+    """`module`'s translations of STEERED_SENTENCES with `eos_bias` on the EOS logit."""
+    bias = np.zeros(model.model.vocabulary_size, "float32")
+    bias[EOS_ID] = eos_bias
+    model.bias.assign(bias)
+    return [t.decode() for t in module.serve(tf.constant(STEERED_SENTENCES))["translations"].numpy()]
+
+
+def test_min_length_ratio_is_built_into_the_graph(steered, tiny_model_and_tokenizer, tiny_run):
+    """EOS forced first: empty translations unless the minimum bars it (the repetition guard also
+    built into the steered module cannot lengthen a translation)."""
+    from export.serving_module import ServingModule
+
+    model, plain, barred = steered
+    assert steer(plain, model, 1e9) == ["", ""]
+    assert all(steer(barred, model, 1e9))
+    _, tokenizer = tiny_model_and_tokenizer
     with pytest.raises(ValueError, match="min_length_ratio must be >= 0"):
-        ServingModule(forced_end, tokenizer, vocabulary, search.override(min_length_ratio=-0.5), length_buckets=())
+        ServingModule(
+            model,
+            tokenizer,
+            f"{tiny_run[0]}/spm.model",
+            STEERED_SEARCH.override(min_length_ratio=-0.5),
+            length_buckets=(),
+        )
 
 
-def test_no_repeat_ngram_size_is_built_into_the_graph(tiny_model_and_tokenizer, tiny_run):
+def test_no_repeat_ngram_size_is_built_into_the_graph(steered, tiny_model_and_tokenizer):
     """With EOS barred the tiny model repeats itself; the graph's guard (1: no piece twice) changes
-    its translations, to the Python translator's under the same search."""
-    from export.serving_module import ServingModule
+    its translations, to the Python translator's under the same search. (The minimum length also
+    built into the steered module changes nothing where EOS is barred.)"""
     from inference.translator import Translator
-    from tests.helpers import EosBiasModel
 
-    model, tokenizer = tiny_model_and_tokenizer
-    looping = EosBiasModel(model, -1e9)
-    search = SearchConfig(beam_size=2, max_input_length=16, max_extra_length=4)
-    guarded = search.override(no_repeat_ngram_size=1)
-    vocabulary = f"{tiny_run[0]}/spm.model"
-    sentences = ["Select the cells that you want to format.", "Open the file."]
-
-    def served(search):
-        outputs = ServingModule(looping, tokenizer, vocabulary, search, length_buckets=()).serve(tf.constant(sentences))
-        return [t.decode() for t in outputs["translations"].numpy()]
-
-    assert served(guarded) != served(search)
-    assert served(guarded) == Translator(looping, tokenizer, guarded, batch_size=2).translate(sentences)[0]
+    model, plain, guarded = steered
+    translations = steer(guarded, model, -1e9)
+    assert translations != steer(plain, model, -1e9)
+    _, tokenizer = tiny_model_and_tokenizer
+    search = guarded.search_config
+    assert translations == Translator(model, tokenizer, search, batch_size=2).translate(STEERED_SENTENCES)[0]
 
 
 def test_a_students_export_aligns_from_its_decoders_layers(tiny_model_and_tokenizer, tiny_run):
