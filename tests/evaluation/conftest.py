@@ -44,3 +44,27 @@ def translate_here(translate_tool, monkeypatch, capsys):
         return lines, error, capsys.readouterr().err
 
     return translate_here
+
+
+@pytest.fixture(scope="session")
+def _loaded_exports():
+    return {}
+
+
+@pytest.fixture
+def export_loaded_once(_loaded_exports, monkeypatch):
+    """Each export loaded once per test process: a later `SavedModelTranslator` of the same export
+    and settings (made by translate.py's `run` or `evaluator.evaluate`, through `load_translator`)
+    is the one the first load made, its signatures already instantiated. Loading an export takes
+    longer than translating a few lines with it; the first load runs it whole."""
+    from inference import saved_model_translator
+
+    load = saved_model_translator.SavedModelTranslator
+
+    def loaded_once(path, *args, **kwargs):
+        key = (os.path.realpath(path), args, tuple(sorted(kwargs.items())))
+        if key not in _loaded_exports:
+            _loaded_exports[key] = load(path, *args, **kwargs)
+        return _loaded_exports[key]
+
+    monkeypatch.setattr(saved_model_translator, "SavedModelTranslator", loaded_once)
