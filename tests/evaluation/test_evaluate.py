@@ -37,15 +37,13 @@ def run_evaluate(*flags, timeout=300, progress=False):
 
 @pytest.mark.slow
 def test_evaluate_scores_the_tiny_run_on_its_test_split_averaging_and_plotting(tiny_run, tmp_path):
-    """The one run of evaluate.py that translates: a test split of the run's own corpus (one
-    source's, the smallest with overlong lines), with the mean of its two checkpoints, a small
-    search and an attention plot. Source files with empty and overlong lines:
-    test_export_dir_evaluates_like_the_model_dir, in this process."""
+    """The one run of evaluate.py that translates: the run's own test split (the default), with the
+    mean of its two checkpoints, a small search and an attention plot. Source files with empty and
+    overlong lines: test_export_dir_evaluates_like_the_model_dir, in this process."""
     model_dir, summary = tiny_run
     output, plots = tmp_path / "hypotheses.txt", tmp_path / "plots"
     completed = run_evaluate(
         f"--model_dir={model_dir}",
-        "--split=test.libreoffice-ui",
         f"--output={output}",
         "--checkpoint=average:2",
         "--beam_size=2",
@@ -65,7 +63,7 @@ def test_evaluate_scores_the_tiny_run_on_its_test_split_averaging_and_plotting(t
     assert bleu and chrf, stdout
     assert BLEU_SIGNATURE.search(stdout) and CHRF_SIGNATURE.search(stdout), stdout
 
-    test_tsv = summary["corpus"]["test_by_source"]["libreoffice-ui"]
+    test_tsv = summary["corpus"]["test"]
     _, references = reference_sets.read_tsv_pairs(test_tsv)
     hypotheses = output.read_text(encoding="utf-8").split("\n")[:-1]
     assert len(hypotheses) == len(references)
