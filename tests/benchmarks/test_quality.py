@@ -285,7 +285,7 @@ def test_whole_run_prints_one_row_per_system_source_and_search(quality, sample_c
         f"--cache_dir={os.path.dirname(sample_corpus.root)}",
         f"--output_dir={output_dir}",
         "--steps=8",
-        "--batch_tokens=512",
+        "--batch_tokens=1024",
         "--warmup_steps=4",
         "--vocab_size=500",
         "--max_length=64",
