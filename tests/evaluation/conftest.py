@@ -23,12 +23,33 @@ def translate_tool():
         yield tool
 
 
+@pytest.fixture(scope="session")
+def _loaded_translators():
+    return {}
+
+
 @pytest.fixture
-def translate_here(translate_tool, monkeypatch, capsys):
+def translate_here(translate_tool, monkeypatch, capsys, _loaded_translators):
     """`translate_here(*flags, stdin=b"")`: translate.py's `run` in this process with `flags` and
     `stdin`, as its `main` calls it. Returns `(output lines, the UserError's message or None,
     stderr text)`; main prints such an error as one line and exits with status 2
-    (tests/evaluation/test_run_search.py runs that through translate.py)."""
+    (tests/evaluation/test_run_search.py runs that through translate.py).
+
+    A run whose `load_translator` arguments (the path, the search and checkpoint its flags give...)
+    an earlier run of this test process gave gets the translator that one loaded, its searches
+    already traced: the runs' paths are the shared run's, never changed, or a test's own. The
+    translator keeps nothing of a call but the traced searches."""
+    from inference import loading
+
+    load = loading.load_translator
+
+    def loaded_once(path, **kwargs):
+        key = repr((path, sorted(kwargs.items())))
+        if key not in _loaded_translators:
+            _loaded_translators[key] = load(path, **kwargs)
+        return _loaded_translators[key]
+
+    monkeypatch.setattr(loading, "load_translator", loaded_once)
 
     def translate_here(*argv, stdin=b""):
         translate_tool.FLAGS.unparse_flags()
@@ -44,3 +65,27 @@ def translate_here(translate_tool, monkeypatch, capsys):
         return lines, error, capsys.readouterr().err
 
     return translate_here
+
+
+@pytest.fixture(scope="session")
+def _loaded_exports():
+    return {}
+
+
+@pytest.fixture
+def export_loaded_once(_loaded_exports, monkeypatch):
+    """Each export loaded once per test process: a later `SavedModelTranslator` of the same export
+    and settings (made by translate.py's `run` or `evaluator.evaluate`, through `load_translator`)
+    is the one the first load made, its signatures already instantiated. Loading an export takes
+    longer than translating a few lines with it; the first load runs it whole."""
+    from inference import saved_model_translator
+
+    load = saved_model_translator.SavedModelTranslator
+
+    def loaded_once(path, *args, **kwargs):
+        key = (os.path.realpath(path), args, tuple(sorted(kwargs.items())))
+        if key not in _loaded_exports:
+            _loaded_exports[key] = load(path, *args, **kwargs)
+        return _loaded_exports[key]
+
+    monkeypatch.setattr(saved_model_translator, "SavedModelTranslator", loaded_once)

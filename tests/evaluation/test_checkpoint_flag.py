@@ -14,7 +14,7 @@ import keras
 import numpy as np
 import pytest
 
-from tests.helpers import REPO_ROOT, STARTUP_NOISE
+from tests.helpers import REPO_ROOT
 
 ENVIRONMENT = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO_ROOT)
 
@@ -71,15 +71,15 @@ def test_each_choice_loads_its_own_weights(best_at_100):
 def test_evaluate_and_translate_say_what_they_loaded_and_refuse_what_the_run_lacks(
     best_at_100, tmp_path, capsys, translate_here
 ):
-    """evaluate.py, in a new process, loads the best checkpoint by default; translate.py's `run`
-    (tests/evaluation/conftest.py) takes --checkpoint=last and refuses average:3 and average:0. The
-    other choice of each tool, and evaluate's refusal of average:3, through what evaluate.py calls
-    (evaluator.evaluate) and translate.py calls (load_translator), in this process."""
+    """Without --checkpoint, the best checkpoint: what evaluate.py calls (evaluator.evaluate) loads
+    it, and translate.py's `run` (tests/evaluation/conftest.py), whose flag is evaluate.py's, gives
+    the same translations; it takes --checkpoint=last as evaluate does, and both refuse average:3;
+    average:0 is refused by the flag, in a new process of evaluate.py and in translate.py's `run`.
+    (That evaluate.py passes its flag on: test_evaluate.py's run with --checkpoint=average:2.)"""
     from absl import flags
 
     from common.errors import UserError
     from evaluation import evaluator
-    from inference.loading import load_translator
     from models.search_config import SearchConfig
 
     run = best_at_100
@@ -91,16 +91,15 @@ def test_evaluate_and_translate_say_what_they_loaded_and_refuse_what_the_run_lac
     greedy = SearchConfig(beam_size=1)
 
     best = tmp_path / "best.de"
-    evaluated = _run(*evaluate, "--beam_size=1", f"--output={best}")  # best: the default
-    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
-    assert "loaded the best checkpoint, of step 100 (dev BLEU 1.50)" in evaluated.stderr
-    assert not [noise for noise in STARTUP_NOISE if noise in evaluated.stderr], evaluated.stderr
-    # translate.py resolves the flag by the same rule (load_translator): the same weights, the same translations.
-    texts, _ = load_translator(run.path, kind="run", search=greedy, checkpoint="best", quiet=True).translate(sentences)
-    assert "".join(f"{text}\n" for text in texts) == best.read_text(encoding="utf-8")
+    config = evaluator.EvalConfig(model_dir=run.path, src=str(src), search=greedy, progress=False)
+    evaluator.evaluate(dataclasses.replace(config, output=str(best)), out=io.StringIO())  # best: the default
+    assert "loaded the best checkpoint, of step 100 (dev BLEU 1.50)" in capsys.readouterr().err
+    # translate.py resolves its flag's default by the same rule: the same weights, the same translations.
+    translated, error, stderr = translate_here(*translate, stdin=src.read_bytes())
+    assert error is None, stderr
+    assert "".join(f"{line}\n" for line in translated) == best.read_text(encoding="utf-8")
 
     last = tmp_path / "last.de"
-    config = evaluator.EvalConfig(model_dir=run.path, src=str(src), search=greedy, progress=False)
     evaluator.evaluate(dataclasses.replace(config, output=str(last), checkpoint="last"), out=io.StringIO())
     assert "loaded the newest checkpoint, of step 200" in capsys.readouterr().err
     translated, error, stderr = translate_here(*translate, "--checkpoint=last", stdin=src.read_bytes())

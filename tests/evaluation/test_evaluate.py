@@ -115,7 +115,7 @@ def test_per_source_split_resolves_from_the_run_config(tiny_run):
 
 
 @pytest.mark.slow  # an export
-def test_export_dir_evaluates_like_the_model_dir(tiny_run, tiny_export, tmp_path):
+def test_export_dir_evaluates_like_the_model_dir(tiny_run, tiny_export, tmp_path, export_loaded_once):
     model_dir, _ = tiny_run
     src, ref = tmp_path / "src.en", tmp_path / "ref.de"
     long_line = " ".join(["Open the file and print it."] * 10)

@@ -64,7 +64,7 @@ def test_stdin_to_a_file_in_input_order_with_bad_and_long_lines_reported(tiny_ru
     whole (cut with --nosplit_sentences: test_nosplit_sentences_cuts_and_reports_long_lines), and
     nothing else there. (--input's files are read as --src's are: test_score_mode_equals_forced_decoding.)"""
     model_dir, _ = tiny_run
-    long_line = " ".join(["Open the file."] * 100)
+    long_line = " ".join(["Open the file."] * 10)
     stdin = lines_of(SENTENCES[:3]) + b"caf\xe9 au lait\n" + lines_of(SENTENCES[3:] + [long_line])
     output = tmp_path / "doc.de"
     code, stdout, stderr = translate(
@@ -307,11 +307,11 @@ def test_bad_flags_are_refused(tiny_run, flags, message):
 
 
 @pytest.mark.slow  # an export of its own
-def test_export_translates_and_refuses_what_it_cannot_do(tiny_export, translate_here):
+def test_export_translates_and_refuses_what_it_cannot_do(tiny_export, translate_here, export_loaded_once):
     """The export's n-best lists and prefixes reach its signatures (alignments and constraints go
     the same way; what the signatures give, and what else the export refuses:
     tests/inference/test_saved_model_translator.py); a too-long prefix is refused by its line,
-    search flags as the flags are read."""
+    search flags as the flags are read. The runs share one load of the export (`export_loaded_once`)."""
     lines, error, stderr = translate_here(f"--export_dir={tiny_export}", "--n_best=2", stdin=lines_of(SENTENCES[:2]))
     assert error is None, stderr
     assert [line.split(" ||| ")[0] for line in lines] == ["0", "0", "1", "1"]

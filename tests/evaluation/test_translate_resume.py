@@ -16,6 +16,8 @@ from tests.helpers import REPO_ROOT, run_logged
 COMMAND = [sys.executable, os.path.join(REPO_ROOT, "translate.py")]
 ENVIRONMENT = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=REPO_ROOT)
 SENTENCES = ["Open the file.", "", "The document could not be saved because the disk is full.", "Print"]
+# Twelve windows of three lines: the kill comes after the second, with ten still to do.
+LINES = SENTENCES * 9
 
 
 def recorded_lines(record, process, timeout=240):
@@ -42,9 +44,9 @@ def test_a_killed_run_goes_on_with_nothing_twice_or_lost(tiny_run, tmp_path, tra
     flags = [f"--model_dir={model_dir}", "--n_best=2", "--alignments", "--window=3", "--batch_size=2"]
     flags += ["--max_extra_length=6", "--min_length_ratio=1"]
     source, output = tmp_path / "doc.en", tmp_path / "doc.de"
-    source.write_text("".join(f"{text}\n" for text in SENTENCES * 30), encoding="utf-8")
+    source.write_text("".join(f"{text}\n" for text in LINES), encoding="utf-8")
     expected, error, _ = translate_here(*flags, stdin=source.read_bytes())
-    assert error is None and len(expected) == 2 * 4 * 30
+    assert error is None and len(expected) == 2 * len(LINES)
     command = COMMAND + flags + [f"--input={source}", f"--output={output}"]
     with open(tmp_path / "killed.err", "wb") as stderr:
         process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr, env=ENVIRONMENT, cwd=REPO_ROOT)
@@ -56,11 +58,11 @@ def test_a_killed_run_goes_on_with_nothing_twice_or_lost(tiny_run, tmp_path, tra
             process.wait(timeout=60)
     assert process.returncode == -signal.SIGKILL
     written = output.read_text(encoding="utf-8").split("\n")
-    assert 0 < done < 120 and written[: 2 * done] == expected[: 2 * done]
+    assert 0 < done < len(LINES) and written[: 2 * done] == expected[: 2 * done]
     resumed = run_logged(command, env=ENVIRONMENT, cwd=REPO_ROOT, timeout=300, text=True)
     assert resumed.returncode == 0, resumed.stderr
     going_on = int(resumed.stderr.split("going on after line ")[1].split()[0])
     assert going_on >= done and going_on % 3 == 0, resumed.stderr
     assert output.read_text(encoding="utf-8").split("\n") == expected + [""]
     assert not (tmp_path / "doc.de.progress").exists()
-    assert "translate.py: 120/120 lines (100.0%)" in resumed.stderr
+    assert f"translate.py: {len(LINES)}/{len(LINES)} lines (100.0%)" in resumed.stderr
