@@ -46,14 +46,6 @@ def _fast(config):
 def pytest_configure(config):
     if _fast(config):
         _refuse_network()
-    if keras.backend.backend() == "tensorflow":
-        # A test calls each graph a few times, where TensorFlow's graph optimizer (grappler) costs
-        # more than it saves: a loaded export's first call of a signature takes 2-4 times longer
-        # with it. The tools' runs in their own processes (train.py, translate.py, the fresh-process
-        # export check) keep it on, as TensorFlow Serving does.
-        import tensorflow as tf
-
-        tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
 
 
 @pytest.hookimpl(tryfirst=True)  # Before pytest-xdist's, which reads the groups.
