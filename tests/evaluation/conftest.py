@@ -23,33 +23,12 @@ def translate_tool():
         yield tool
 
 
-@pytest.fixture(scope="session")
-def _loaded_translators():
-    return {}
-
-
 @pytest.fixture
-def translate_here(translate_tool, monkeypatch, capsys, _loaded_translators):
+def translate_here(translate_tool, monkeypatch, capsys):
     """`translate_here(*flags, stdin=b"")`: translate.py's `run` in this process with `flags` and
     `stdin`, as its `main` calls it. Returns `(output lines, the UserError's message or None,
     stderr text)`; main prints such an error as one line and exits with status 2
-    (tests/evaluation/test_run_search.py runs that through translate.py).
-
-    A run whose `load_translator` arguments (the path, the search and checkpoint its flags give...)
-    an earlier run of this test process gave gets the translator that one loaded, its searches
-    already traced: the runs' paths are the shared run's, never changed, or a test's own. The
-    translator keeps nothing of a call but the traced searches."""
-    from inference import loading
-
-    load = loading.load_translator
-
-    def loaded_once(path, **kwargs):
-        key = repr((path, sorted(kwargs.items())))
-        if key not in _loaded_translators:
-            _loaded_translators[key] = load(path, **kwargs)
-        return _loaded_translators[key]
-
-    monkeypatch.setattr(loading, "load_translator", loaded_once)
+    (tests/evaluation/test_run_search.py runs that through translate.py)."""
 
     def translate_here(*argv, stdin=b""):
         translate_tool.FLAGS.unparse_flags()
