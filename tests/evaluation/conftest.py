@@ -28,7 +28,8 @@ def translate_here(translate_tool, monkeypatch, capsys):
     """`translate_here(*flags, stdin=b"")`: translate.py's `run` in this process with `flags` and
     `stdin`, as its `main` calls it. Returns `(output lines, the UserError's message or None,
     stderr text)`; main prints such an error as one line and exits with status 2
-    (tests/evaluation/test_run_search.py runs that through translate.py)."""
+    (tests/evaluation/test_run_search.py runs that through translate.py). With --output among
+    `flags`, the lines go through main's resumable writer into that file and none are returned."""
 
     def translate_here(*argv, stdin=b""):
         translate_tool.FLAGS.unparse_flags()
@@ -36,7 +37,11 @@ def translate_here(translate_tool, monkeypatch, capsys):
         monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8"))
         lines, error = [], None
         try:
-            translate_tool.run(lines.append)
+            if translate_tool.FLAGS.output == "-":
+                translate_tool.run(lines.append)
+            else:
+                with translate_tool.translate_tool.output_lines(translate_tool.FLAGS.output) as write:
+                    translate_tool.run(write)
         except UserError as refused:
             error = str(refused)
         finally:
