@@ -118,6 +118,13 @@ class DataConfig:
     direction: str | None = option(
         None, "Translation direction, e.g. en-de or de-en (default: the corpus's).", "string"
     )
+    teacher: str | None = option(
+        None,
+        "Distilled students (docs/training.md): the run, or runs joined by commas, whose translations of the "
+        "training sources --train_tsv holds; recorded in the run, and refused unless each translates its direction.",
+        "string",
+        to_config=lambda value: value and ",".join(os.path.abspath(path) for path in value.split(",")),
+    )
     train_files: tuple = ()  # User corpus: (tsv,) or (src, tgt); with train_weights, several TSVs.
     train_weights: tuple = ()  # A weight per training TSV of a weighted mix (data.sources.corpus_mix).
     source_weights: dict = dataclasses.field(default_factory=dict)  # {source: weight} of a built-in corpus.
@@ -449,6 +456,7 @@ _DATA_DEFAULTS = {
     "user_defined_symbols": [],
     "subword_model": "bpe",
     "vocabulary": "shared",
+    "teacher": None,
 }
 
 

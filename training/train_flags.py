@@ -12,7 +12,7 @@ from data import multilingual
 from data.sources import builtin_corpora, corpus_mix, user_corpus
 from data.vocabulary_options import check_user_defined_symbols
 from models.presets import MODEL_OPTIONS, layer_shape, model_config
-from training import config_file, init_from
+from training import config_file, init_from, teachers
 from training.config import (
     CORPORA,
     DataConfig,
@@ -175,6 +175,7 @@ def _register_validators():
     flags.register_multi_flags_validator(
         ["corpus", "languages", "direction", *user_corpus.FILE_FLAGS], _check_files, message=""
     )
+    flags.register_multi_flags_validator(["teacher", "corpus", "languages", "direction"], _check_teacher, message="")
     flags.register_multi_flags_validator(["learning_rate_schedule", "learning_rate"], _check_learning_rate, message="")
     flags.register_multi_flags_validator(["corpus", "source_weights"], _check_source_weights, message="")
     flags.register_multi_flags_validator(["init_from", "init_checkpoint"], _check_init_from, message="")
@@ -271,6 +272,13 @@ def _check_files(values):
             f"--direction={values['direction']}: a multilingual model translates each pair of --languages="
             f"{values['languages']} as given; leave --direction out"
         )
+    return True
+
+
+def _check_teacher(values):
+    refusal = values["teacher"] and teachers.refusal(values["teacher"], values)
+    if refusal:
+        raise flags.ValidationError(refusal)
     return True
 
 
