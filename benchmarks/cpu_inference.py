@@ -151,6 +151,13 @@ def parse_args(argv=None):
     parser.add_argument("--length_buckets", default="16,32,64", help="The SavedModel exports' buckets.")
     parser.add_argument("--threads", type=int, default=os.cpu_count(), help="CPU threads (default: all cores).")
     parser.add_argument("--systems", default=",".join(SYSTEMS), help=f"Comma-separated, of {', '.join(SYSTEMS)}.")
+    parser.add_argument(
+        "--shortlist",
+        type=int,
+        default=0,
+        help="The vocabulary shortlist (K candidates per source piece; the --model_dir's shortlist.tsv) in the "
+        "SavedModels and CTranslate2's vmap (default: 0, off).",
+    )
     parser.add_argument("--profile", action="store_true", help="Also profile one batch through each SavedModel.")
     parser.add_argument("--top", type=int, default=12, help="Op types printed per profile (default: 12).")
     parser.add_argument("--seed", type=int, default=0, help="Seed of the random weights.")
@@ -202,6 +209,16 @@ def check_args(parser, args):
                 f"--model_dir={args.model_dir} has separate source and target vocabularies; the systems compared "
                 "here share one (train it with --vocabulary=shared)"
             )
+    if args.shortlist < 0 or (args.shortlist and (args.run_preset is None or args.sizes != [args.run_preset])):
+        parser.error(
+            f"--shortlist={args.shortlist}: expected 0 (off), or K > 0 with --model_dir and --sizes of its preset "
+            "only (the random-weight models have no lexical table)"
+        )
+    if args.shortlist and not os.path.isfile(RunDir(args.model_dir).shortlist_path):
+        parser.error(
+            f"--shortlist={args.shortlist}: {args.model_dir} has no shortlist.tsv; build it with "
+            f"python -m training.shortlist --model_dir={args.model_dir}"
+        )
     if args.vocabulary is None:
         args.vocabulary = RunDir(args.model_dir).vocabulary_path if args.model_dir else DEFAULT_VOCABULARY
     if any(size != args.run_preset for size in args.sizes) and not os.path.isfile(args.vocabulary):
@@ -295,6 +312,7 @@ def ctranslate2_system(path, processor, output_length, args):
             length_penalty=args.alpha,
             min_decoding_length=min_length,
             max_decoding_length=max_length,
+            use_vmap=bool(args.shortlist),
         )
         pieces = [result.hypotheses[0] for result in results]
         return [processor.decode_pieces(hypothesis) for hypothesis in pieces], [
@@ -387,6 +405,7 @@ def build_systems(size, run_path, checkpoint, output_length, processor, sentence
                     max_input_length=args.max_input_length,
                     max_extra_length=output_length.max_extra_length,
                     min_length_ratio=output_length.min_length_ratio,
+                    shortlist=args.shortlist,
                 ),
                 length_buckets=args.length_buckets,
                 checkpoint=checkpoint,
@@ -394,7 +413,9 @@ def build_systems(size, run_path, checkpoint, output_length, processor, sentence
             )
             systems[name] = saved_model_system(path, processor)
         elif name.startswith("ct2"):
-            path = convert_run(run_path, target, quantization=name.split("_")[1], checkpoint=checkpoint)
+            path = convert_run(
+                run_path, target, quantization=name.split("_")[1], checkpoint=checkpoint, shortlist=args.shortlist
+            )
             systems[name] = ctranslate2_system(path, processor, output_length, args)
         else:
             systems[name] = keras_hub_system(RunDir(run_path).read_config()["model"], processor, sentences, args)
