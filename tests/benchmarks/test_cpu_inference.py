@@ -112,14 +112,20 @@ def test_every_kind_of_system_and_mode_is_measured_at_matching_output_lengths(be
         (["--sentences={tmp_path}/missing.txt"], "/missing.txt: no such file (a text file, or a TSV"),
     ],
 )
-def test_bad_input_is_refused_with_what_was_expected(tmp_path, arguments, message):
-    # A sentences file of its own: the default one lives in the corpus cache, absent on a clean clone.
-    sentences = tmp_path / "sentences.txt"
-    sentences.write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
-    arguments = [f"--sentences={sentences}", *(argument.format(tmp_path=tmp_path) for argument in arguments)]
+def test_bad_input_is_refused_with_what_was_expected(benchmark_script, tmp_path, capsys, arguments, message):
+    """In this process; how a refusal leaves the script (exit 2, one message, no traceback): the
+    process of the test below."""
+    bench, _ = benchmark_script("cpu_inference")
+    with pytest.raises(SystemExit) as exited:
+        bench.main(_refused_arguments(tmp_path, arguments))
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_the_script_exits_2_on_bad_input_without_a_traceback(tmp_path):
     environment = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     finished = subprocess.run(
-        [sys.executable, SCRIPT, *arguments],
+        [sys.executable, SCRIPT, *_refused_arguments(tmp_path, ["--sizes=tiny,huge"])],
         capture_output=True,
         text=True,
         timeout=120,
@@ -127,8 +133,16 @@ def test_bad_input_is_refused_with_what_was_expected(tmp_path, arguments, messag
         env=environment,
     )
     assert finished.returncode == 2
-    assert message in finished.stderr
+    assert "--sizes=tiny,huge: expected presets among" in finished.stderr
     assert "Traceback" not in finished.stderr
+
+
+def _refused_arguments(tmp_path, arguments):
+    """`arguments` ({tmp_path} filled in) after a sentences file of their own: the default one lives
+    in the corpus cache, absent on a clean clone."""
+    sentences = tmp_path / "sentences.txt"
+    sentences.write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
+    return [f"--sentences={sentences}", *(argument.format(tmp_path=tmp_path) for argument in arguments)]
 
 
 def test_equal_lengths_takes_sentences_of_the_median_length_or_the_nearest_with_enough(benchmark_script, tmp_path):

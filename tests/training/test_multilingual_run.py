@@ -270,19 +270,34 @@ def test_the_export_takes_the_target_language_as_an_input(multilingual_run, tmp_
     assert [float(np.sum(result.log_probs)) for result in results] == pytest.approx(expected, abs=1e-3)
 
 
-@pytest.mark.slow  # Two train.py processes and four scorings: the full tier runs it.
+@pytest.mark.slow  # A train.py process, a training and four scorings: the full tier runs it.
 def test_the_benchmark_trains_a_bilingual_run_per_pair_and_scores_each_beside_the_multilingual_run(
     multilingual_run, tmp_path, capsys
 ):
-    """benchmarks/multilingual.py end to end: a bilingual run per pair trained through train.py,
-    the multilingual run (this module's, complete at the benchmark's steps) scored as it is, each
+    """benchmarks/multilingual.py end to end: the bilingual run of deb-en-de trained through
+    train.py; the bilingual run of deb-en-ja (trained here, in this process) and the multilingual
+    run (this module's), each complete at the benchmark's steps, scored as they are; each run
     scored per pair on the dev split, and the JSON read back."""
     import shutil
+    import types
+
+    from training.trainer import train
 
     bench, _ = load_benchmark("multilingual")
     model_dir, _, cache = multilingual_run
     runs = tmp_path / "runs"
     shutil.copytree(model_dir, runs / "multi-de-ja")  # The benchmark's name for a run of both pairs.
+    debs = os.path.join(os.path.dirname(cache), "debs")
+    japanese = small_run_config(
+        runs / "deb-en-ja", types.SimpleNamespace(root=os.path.join(cache, "deb-en-ja")), train_steps=1
+    )
+    train(
+        dataclasses.replace(
+            japanese,
+            data=dataclasses.replace(japanese.data, corpus="deb-en-ja", deb_dir=debs),
+            train=dataclasses.replace(japanese.train, checkpoint_every=1, eval_every=1, eval_sentences=0),
+        )
+    )
     output = tmp_path / "multilingual.json"
     train_flags = "--checkpoint_every=1 --eval_sentences=0 --num_layers=1 --hidden_dim=32 --vocab_size=500"
     bench.main(
@@ -293,7 +308,7 @@ def test_the_benchmark_trains_a_bilingual_run_per_pair_and_scores_each_beside_th
             "--split=dev",
             "--checkpoint=last",
             f"--cache_dir={cache}",
-            f"--deb_dir={os.path.join(os.path.dirname(cache), 'debs')}",
+            f"--deb_dir={debs}",
             f"--output_dir={runs}",
             f"--train_flags={train_flags}",
             f"--json={output}",
@@ -303,14 +318,18 @@ def test_the_benchmark_trains_a_bilingual_run_per_pair_and_scores_each_beside_th
     results = json.loads(output.read_text(encoding="utf-8"))["results"]
     multilingual_result = results["multilingual"]
     assert multilingual_result["steps"] == 2 and multilingual_result["model_dir"] == str(runs / "multi-de-ja")
-    assert multilingual_result["train_seconds"] is None and "scored as it is" in printed
+    assert multilingual_result["train_seconds"] is None
+    assert f"{runs / 'multi-de-ja'}: trained to step 2 already, scored as it is" in printed
+    assert f"{runs / 'deb-en-ja'}: trained to step 1 already, scored as it is" in printed
+    assert results["bilingual"]["deb-en-de"]["train_seconds"] >= 0
+    assert results["bilingual"]["deb-en-ja"]["train_seconds"] is None
     for pair in PAIRS.split(","):
         bilingual = results["bilingual"][pair]
-        assert bilingual["steps"] == 1 and bilingual["train_seconds"] >= 0
+        assert bilingual["steps"] == 1
         for scored in (bilingual["dev"], multilingual_result["pairs"][pair]["dev"]):
             assert 0 <= scored["bleu"] <= 100 and "nrefs:1" in scored["bleu_signature"]
         with open(os.path.join(bilingual["model_dir"], "config.json"), encoding="utf-8") as f:
             recorded = json.load(f)
         assert recorded["data"]["corpus"] == pair and recorded["train"]["train_steps"] == 1
         assert f"{pair}: bilingual " in printed
-    assert "training: bilingual " in printed and "multilingual unknown s" in printed
+    assert "training: bilingual unknown s in all, multilingual unknown s" in printed

@@ -60,7 +60,7 @@ def test_the_recipe_flag_is_refused_with_a_parent_run_and_names_an_unknown_recip
 
 def test_a_recipe_records_its_search_and_a_later_start_keeps_it():
     """train.py --recipe=small_data writes the recipe's search into config.json (its run:
-    test_weighted_corpora.py's weighted files under the recipe); a resumed run without --recipe
+    the full-disk test of test_train.py, on weighted files under the recipe); a resumed run without --recipe
     keeps what the first start recorded, a fine-tuning its parent's."""
     assert search_record("small_data") == dict(RECIPE_SEARCH["small_data"], chosen_for="recipe small_data")
     assert search_settings(search_record("small_data"), "config.json") == {"alpha": 1.0, "min_length_ratio": 0.8}

@@ -506,18 +506,65 @@ def _mount_namespace_command():
     return ["unshare", "--mount"] if os.geteuid() == 0 else ["unshare", "--user", "--map-root-user", "--mount"]
 
 
-def _tiny_checkpoint_bytes(tmp_path):
-    """The size of a checkpoint of the tiny model train.py builds from `_train_command`'s flags
-    (weights and optimizer state), written here the way train.py writes one."""
+def _tiny_checkpoint_bytes(tmp_path, vocabulary_size, **model):
+    """The size of a checkpoint of the tiny model (`model`'s settings on top) with `vocabulary_size`
+    pieces (weights and optimizer state), written here the way train.py writes one."""
     from training.model_building import build_model
 
     config = tiny_run_config(tmp_path / "unused", tmp_path, batch_tokens=1024, warmup_steps=30)
-    model = build_model(config.model, 2000, config.train)
+    model = build_model(dict(config.model, **model), vocabulary_size, config.train)
     path = tmp_path / "sized.weights.h5"
     model.save_weights(str(path))
     size = os.path.getsize(path)
     os.remove(path)
     return size
+
+
+# The full-disk run's settings that --recipe=small_data would otherwise set.
+_QUICK_RUN = dict(max_length=64, batch_tokens=1024, eval_sentences=0, distribution="one_device")
+
+
+def _weighted_source_files(corpus, tmp_path):
+    """Two corpora cut from the built corpus: its help pages and its dictionary examples."""
+    from data.sources import corpus_mix, parallel_files
+
+    paths = {}
+    for name, (path, _) in corpus_mix.source_training_files(corpus, ["libreoffice-help", "ding"]).items():
+        paths[name] = str(tmp_path / f"{name}.tsv")
+        parallel_files.write_tsv(paths[name], parallel_files.read_tsv(path))
+    return paths
+
+
+def _assert_weighted_files_recorded(model_dir, paths, stderr):
+    """What a run on the weighted files `paths` (help pages 3, dictionary 1) under --recipe=small_data
+    prints and records: the flags the recipe set (those the command line left out) and its search;
+    each file's pairs, weight and share; one vocabulary, trained on their union."""
+    applied = "recipe small_data: --normalize_first --warmup_steps=400 --learning_rate_scale=2.0 --cache_tokenized"
+    assert applied in stderr
+    with open(model_dir / "config.json") as handle:
+        recorded = json.load(handle)
+    assert recorded["model"] == dict(TINY_MODEL, normalize_first=True)
+    assert recorded["train"]["warmup_steps"] == 400 and recorded["train"]["cache_tokenized"] is True
+    assert recorded["search"] == {"alpha": 1.0, "min_length_ratio": 0.8, "chosen_for": "recipe small_data"}
+    assert recorded["data"]["train_weights"] == [3.0, 1.0]
+    mix = recorded["training_corpora"]
+    assert [(entry["corpus"], entry["weight"], entry["share"]) for entry in mix] == [
+        (paths["libreoffice-help"], 3.0, 0.75),
+        (paths["ding"], 1.0, 0.25),
+    ]
+    for entry in mix:
+        with open(entry["file"]) as handle:
+            assert entry["pairs"] == sum(1 for _ in handle) > 100
+        printed = (
+            f"training corpus {entry['corpus']}: {entry['pairs']} pairs, weight {entry['weight']:g} "
+            f"({entry['share']:.1%} of the pairs sampled)"
+        )
+        assert printed in stderr
+    root = os.path.dirname(mix[0]["file"])
+    shards = [os.path.join(root, name) for name in sorted(os.listdir(root)) if name.startswith("train-0")]
+    assert shards and sum(1 for shard in shards for _ in open(shard)) == sum(entry["pairs"] for entry in mix)
+    with open(os.path.join(root, "spm-bpe-500.model"), "rb") as cached, open(model_dir / "spm.model", "rb") as used:
+        assert cached.read() == used.read()
 
 
 @pytest.mark.slow
@@ -526,17 +573,38 @@ def test_a_full_disk_stops_with_one_clear_error_and_keeps_the_checkpoint_to_resu
     fails with one line naming the file, the step and the newest good checkpoint (exit 1, no
     traceback or crash, no temporary file). With room (the tmpfs's files on the disk beneath, as
     the namespace ends), that checkpoint is the run's latest and loads whole: what a rerun resumes
-    from (a rerun resuming from a checkpoint: the signal test)."""
+    from (a rerun resuming from a checkpoint: the signal test). The same train.py run trains on two
+    weighted files under --recipe=small_data, and prints and records both
+    (`_assert_weighted_files_recorded`; the specs refused: tests/training/test_weighted_corpora.py)."""
     from inference import checkpoint_files
     from training.run_dir import RunDir
 
-    size_kib = int(2.5 * _tiny_checkpoint_bytes(tmp_path)) // 1024 + 64
+    size_kib = int(2.5 * _tiny_checkpoint_bytes(tmp_path, 500, normalize_first=True)) // 1024 + 64
+    paths = _weighted_source_files(sample_corpus, tmp_path)
 
     model_dir = tmp_path / "run"
     mount_point = model_dir / "checkpoints"
     mount_point.mkdir(parents=True)
-    run = dict(train_steps=30, checkpoint_every=10, eval_every=30)
-    command = " ".join(_train_command(str(model_dir), sample_corpus, *(f"--{k}={v}" for k, v in run.items())))
+    command = " ".join(
+        [
+            sys.executable,
+            os.path.join(REPO_ROOT, "train.py"),
+            f"--model_dir={model_dir}",
+            "--recipe=small_data",
+            "--corpus=files",
+            "--languages=en-de",
+            f"--cache_dir={tmp_path / 'cache'}",
+            f"--train_tsv={paths['libreoffice-help']}:3,{paths['ding']}:1",
+            f"--dev_tsv={sample_corpus.dev}",
+            "--vocab_size=500",
+            "--preset=tiny",
+            *(f"--{key}={value}" for key, value in TINY_MODEL.items()),
+            *(f"--{key}={value}" for key, value in _QUICK_RUN.items()),
+            "--train_steps=30",
+            "--checkpoint_every=10",
+            "--eval_every=30",
+        ]
+    )
     script = f"""
         mount -t tmpfs -o size={size_kib}k tmpfs {mount_point} || exit 99
         {command} > {tmp_path}/full.out 2> {tmp_path}/full.err
@@ -566,3 +634,4 @@ def test_a_full_disk_stops_with_one_clear_error_and_keeps_the_checkpoint_to_resu
     assert checkpoint_files.latest_checkpoint(str(mount_point)) == (20, str(newest))
     model, _, _ = RunDir(str(model_dir)).load_model("last", quiet=True)
     assert model.count_params() > 0
+    _assert_weighted_files_recorded(model_dir, paths, full_err)

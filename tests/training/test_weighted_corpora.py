@@ -1,8 +1,8 @@
-"""Several training corpora with weights, through train.py: what the run prints and records (under
-a recipe too), and the specs it refuses."""
+"""Several training corpora with weights: the mix a run records, and the specs train.py refuses.
+A train.py run on weighted files under a recipe, what it prints and records: the full-disk test of
+tests/training/test_train.py."""
 
 import dataclasses
-import json
 import os
 import subprocess
 import sys
@@ -16,19 +16,13 @@ from tests.helpers import (
     REPO_ROOT,
     TINY_MODEL,
     TOOL_ENV,
-    run_train_py,
     tiny_run_config,
     train_flags_refusal,
 )
 
 
-def _train_py(model_dir, *flags):
-    model_flags = (f"--{key}={value}" for key, value in TINY_MODEL.items())
-    return run_train_py(model_dir, "--preset=tiny", *model_flags, *QUICK_TRAIN_FLAGS, *flags)
-
-
 def _refusal(model_dir, *flags):
-    """What train.py's flag checks say of `_train_py`'s command with `flags`, run in this process."""
+    """What train.py's flag checks say of a quick tiny run's command with `flags`, run in this process."""
     model_flags = (f"--{key}={value}" for key, value in TINY_MODEL.items())
     return train_flags_refusal(model_dir, ["--preset=tiny", *model_flags, *QUICK_TRAIN_FLAGS, *flags])
 
@@ -43,57 +37,10 @@ def _source_files(corpus, tmp_path):
     return paths
 
 
-@pytest.mark.slow
-def test_train_py_samples_weighted_files_under_a_recipe_and_records_both(sample_corpus, tmp_path):
-    """The run also takes --recipe=small_data: the recipe sets the flags the command line leaves
-    out and its search goes into config.json (tests/training/test_recipes.py checks the rest)."""
-    paths = _source_files(sample_corpus, tmp_path)
-    model_dir = tmp_path / "run"
-    completed = _train_py(
-        model_dir,
-        "--recipe=small_data",
-        "--corpus=files",
-        "--languages=en-de",
-        f"--cache_dir={tmp_path / 'cache'}",
-        f"--train_tsv={paths['libreoffice-help']}:3,{paths['ding']}:1",
-        f"--dev_tsv={sample_corpus.dev}",
-        "--vocab_size=500",
-    )
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    assert f"trained to step 10; model written to {model_dir / 'model.keras'}" in completed.stdout
-    applied = "recipe small_data: --normalize_first --warmup_steps=400 --learning_rate_scale=2.0 --cache_tokenized"
-    assert applied in completed.stderr
-    with open(model_dir / "config.json") as handle:
-        recorded = json.load(handle)
-    assert recorded["model"] == dict(TINY_MODEL, normalize_first=True)
-    assert recorded["train"]["warmup_steps"] == 400 and recorded["train"]["cache_tokenized"] is True
-    assert recorded["search"] == {"alpha": 1.0, "min_length_ratio": 0.8, "chosen_for": "recipe small_data"}
-    assert recorded["data"]["train_weights"] == [3.0, 1.0]
-    mix = recorded["training_corpora"]
-    assert [(entry["corpus"], entry["weight"], entry["share"]) for entry in mix] == [
-        (paths["libreoffice-help"], 3.0, 0.75),
-        (paths["ding"], 1.0, 0.25),
-    ]
-    for entry in mix:
-        with open(entry["file"]) as handle:
-            assert entry["pairs"] == sum(1 for _ in handle) > 100
-        printed = (
-            f"training corpus {entry['corpus']}: {entry['pairs']} pairs, weight {entry['weight']:g} "
-            f"({entry['share']:.1%} of the pairs sampled)"
-        )
-        assert printed in completed.stderr
-    # One vocabulary, trained on the union of the corpora.
-    root = os.path.dirname(mix[0]["file"])
-    shards = [os.path.join(root, name) for name in sorted(os.listdir(root)) if name.startswith("train-0")]
-    assert shards and sum(1 for shard in shards for _ in open(shard)) == sum(entry["pairs"] for entry in mix)
-    with open(os.path.join(root, "spm-bpe-500.model"), "rb") as cached, open(model_dir / "spm.model", "rb") as used:
-        assert cached.read() == used.read()
-
-
 def test_a_built_in_corpus_mixes_its_sources_by_weight(sample_corpus, tmp_path):
     """--source_weights on a built-in corpus: its sources with their weights, as config.json records
     the mix. `train` reads and records a built-in corpus's mix as it does the weighted files' (the
-    train.py run above); the stream draws in proportion to the weights (tests/data/sources/test_corpus_mix.py)."""
+    train.py run of test_train.py's full-disk test); the stream draws in proportion to the weights (tests/data/sources/test_corpus_mix.py)."""
     from data import corpora
 
     config = tiny_run_config(tmp_path / "run", os.path.dirname(sample_corpus.root))
