@@ -114,12 +114,10 @@ def quantized_served(quantized, tiny_run, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def served(exported):
-    """`(loaded, serving_default, translate_ids)`: the export loaded once (loading and the first
-    call of its graph take seconds)."""
-    import tensorflow as tf
-
-    loaded = tf.saved_model.load(exported[1])
+def served(tiny_export_translator):
+    """`(loaded, serving_default, translate_ids)`: the shared export as `tiny_export_translator` loaded
+    it, once per process (loading and the first call of its graph take seconds)."""
+    loaded = tiny_export_translator._loaded
     return loaded, loaded.signatures["serving_default"], loaded.signatures["translate_ids"]
 
 
