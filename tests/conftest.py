@@ -240,3 +240,14 @@ def tiny_export(tiny_run, tmp_path_factory):
         return export_dir
 
     return once_per_session(tmp_path_factory, "tiny_export", build)
+
+
+@pytest.fixture(scope="session")
+def tiny_export_translator(tiny_export):
+    """A `SavedModelTranslator` of `tiny_export` (batch_size 2), loaded once per test process and
+    shared: a load and the first call of each signature take seconds, and TensorFlow never frees
+    what a load made. tests/export/conftest.py's `served` is its loaded SavedModel; the modules that
+    use either run in one xdist group, "tests/export::served"."""
+    from inference.saved_model_translator import SavedModelTranslator
+
+    return SavedModelTranslator(tiny_export, batch_size=2)

@@ -1,5 +1,6 @@
 """The shared tiny model exported once per session (float32 in this process, int8 by the export
-command), the float32 export loaded once, and the run's model and tokenizer."""
+command), the float32 export loaded once, the int8 one run by saved_model_cli once, and the run's
+model and tokenizer."""
 
 import json
 import os
@@ -10,7 +11,7 @@ import keras
 import numpy as np
 import pytest
 
-from tests.export.helpers import run_export
+from tests.export.helpers import compared_sentences, run_export, saved_model_cli_run
 from tests.helpers import EXPORT_SETTINGS, once_per_session
 
 
@@ -98,12 +99,25 @@ def quantized(command_export):
 
 
 @pytest.fixture(scope="session")
-def served(exported):
-    """`(loaded, serving_default, translate_ids)`: the export loaded once (loading and the first
-    call of its graph take seconds)."""
-    import tensorflow as tf
+def quantized_served(quantized, tiny_run, tmp_path_factory):
+    """The int8 export run once per session by saved_model_cli, TensorFlow Serving's session loader,
+    on `compared_sentences`: a dict of its `stdout`, the `sentences` and the `translations` and
+    `scores` of serving_default."""
 
-    loaded = tf.saved_model.load(exported[1])
+    def build(directory):
+        sentences = compared_sentences(tiny_run[1])
+        stdout, outputs = saved_model_cli_run(quantized, sentences, directory)
+        translations = [text.decode("utf-8") for text in outputs["translations"].tolist()]
+        return dict(stdout=stdout, sentences=sentences, translations=translations, scores=outputs["scores"].tolist())
+
+    return once_per_session(tmp_path_factory, "int8-saved_model_cli", build)
+
+
+@pytest.fixture(scope="session")
+def served(tiny_export_translator):
+    """`(loaded, serving_default, translate_ids)`: the shared export as `tiny_export_translator` loaded
+    it, once per process (loading and the first call of its graph take seconds)."""
+    loaded = tiny_export_translator._loaded
     return loaded, loaded.signatures["serving_default"], loaded.signatures["translate_ids"]
 
 

@@ -35,6 +35,21 @@ SENTENCES = [
 ]
 
 
+# The int8 export translates, with saved_model_cli, what the float32 one does in a fresh process
+# (tests/export/test_fresh_process.py): the first test-split sentences, then an empty one and one
+# beyond the maximum input length (the cut).
+COMPARED_SENTENCES = 50
+EDGE_SENTENCES = ["", "Click " * 60]
+
+
+def compared_sentences(summary):
+    """The sentences both exports translate, from the test split of the run `summary` describes."""
+    from evaluation import reference_sets
+
+    sources, _ = reference_sets.read_tsv_pairs(summary["corpus"]["test"])
+    return sources[:COMPARED_SENTENCES] + EDGE_SENTENCES
+
+
 def run_fresh_python(code, *args, project=False, env=None, timeout=300):
     """Runs `code` in a new interpreter and returns the JSON object it prints last.
 
@@ -56,11 +71,16 @@ def run_fresh_python(code, *args, project=False, env=None, timeout=300):
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def saved_model_cli_run(export_dir, inputs):
-    """`saved_model_cli run` on `serving_default` with `inputs` (a Python list expression of
-    strings); returns its stdout after checking it exits 0. saved_model_cli loads through a TF1
-    Session, as TensorFlow Serving's C++ loader does, and needs the SentencePiece ops registered,
-    hence tensorflow_text imported first (docs/serving.md, "Serving it")."""
+def saved_model_cli_run(export_dir, sentences, directory):
+    """`saved_model_cli run` on `serving_default` with `sentences`, written to and read back from
+    .npy files in `directory`; returns `(stdout, {output key: array})` after checking it exits 0.
+    saved_model_cli loads through a TF1 Session, as TensorFlow Serving's C++ loader does, and needs
+    the SentencePiece ops registered, hence tensorflow_text imported first (docs/serving.md,
+    "Serving it")."""
+    import numpy as np
+
+    inputs, outdir = os.path.join(directory, "inputs.npy"), os.path.join(directory, "outputs")
+    np.save(inputs, np.array([sentence.encode("utf-8") for sentence in sentences], dtype=object))
     command = [
         sys.executable,
         "-c",
@@ -73,12 +93,17 @@ def saved_model_cli_run(export_dir, inputs):
         "serve",
         "--signature_def",
         "serving_default",
-        "--input_exprs",
+        "--inputs",
         f"inputs={inputs}",
+        "--outdir",
+        outdir,
     ]
     result = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd="/")
     assert result.returncode == 0, result.stderr[-3000:]
-    return result.stdout
+    outputs = {
+        name[: -len(".npy")]: np.load(os.path.join(outdir, name), allow_pickle=True) for name in os.listdir(outdir)
+    }
+    return result.stdout, outputs
 
 
 # tensorflow-text ops that TensorFlow Serving links in (since its 2.2 release).

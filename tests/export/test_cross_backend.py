@@ -1,5 +1,7 @@
-"""A model whose weights were written under KERAS_BACKEND=jax exports under TensorFlow and gives the
-JAX model's logits and translations."""
+"""A model whose weights were written under KERAS_BACKEND=jax loads as the export loads a run
+(`export.exporter.load_trained`) and gives the JAX model's logits, and the export's graph of it
+(`ServingModule.translate_ids`, traced in this process) the JAX model's translations. (Writing and
+loading the SavedModel of a model loaded under TensorFlow: the shared export's tests.)"""
 
 import json
 import os
@@ -10,7 +12,6 @@ import pytest
 import tensorflow as tf
 
 from tests.export.helpers import run_fresh_python
-from tests.helpers import export_arguments
 
 pytestmark = pytest.mark.full
 
@@ -52,7 +53,9 @@ def test_weights_written_under_jax_export_with_the_same_outputs(exported, tmp_pa
     import models.transformer  # noqa: F401
     from common.special_ids import BOS_ID, EOS_ID, PAD_ID
     from data.tokenizer import Tokenizer
-    from export.exporter import export_model
+    from export.exporter import load_trained
+    from export.serving_module import ServingModule
+    from models.search_config import SearchConfig
 
     model_dir, _ = exported
     jax_dir = tmp_path / "jax_run"
@@ -72,14 +75,13 @@ def test_weights_written_under_jax_export_with_the_same_outputs(exported, tmp_pa
     jax_side = run_fresh_python(JAX_SIDE, model_dir, jax_dir, json.dumps(inputs), project=True)
     assert jax_side["backend"] == "jax"
 
-    reloaded = keras.saving.load_model(str(jax_dir / "model.keras"), compile=False)
+    reloaded, _, _ = load_trained(str(jax_dir), checkpoint="last")  # model.keras alone
     logits = keras.ops.convert_to_numpy(reloaded((source, target_in), training=False))
     np.testing.assert_allclose(logits, np.array(jax_side["logits"]), atol=1e-4)
 
-    path = export_model(
-        str(jax_dir), str(tmp_path / "exports"), checkpoint="last", **export_arguments(SETTINGS)
-    )  # model.keras alone
-    outputs = tf.saved_model.load(path).signatures["translate_ids"](source_ids=tf.constant(source))
+    search = SearchConfig(**{name: value for name, value in SETTINGS.items() if name != "length_buckets"})
+    module = ServingModule(reloaded, tokenizer, str(jax_dir / "spm.model"), search, length_buckets=())
+    outputs = module.translate_ids(source_ids=tf.constant(source))
     ids, jax_ids = outputs["ids"].numpy(), np.array(jax_side["ids"])
     width = jax_ids.shape[1]
     assert np.all(ids[:, width:] == PAD_ID)

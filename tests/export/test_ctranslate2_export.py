@@ -14,12 +14,9 @@ import pytest
 import sentencepiece
 
 from common.errors import UserError
-from common.special_ids import BOS_ID, EOS_ID, PAD_ID
 from export import ctranslate2_export
 from inference.runs import RunDir
 from inference.translator import Translator
-from models.learning_rate_schedule import transformer_optimizer
-from models.losses import LabelSmoothedCrossEntropy
 from models.search_config import SearchConfig
 from models.transformer import Transformer
 from tests.export.helpers import run_export
@@ -181,6 +178,7 @@ def test_target_prefixes_give_the_projects_outputs(converted, tiny_model_and_tok
     assert equal >= 0.99 * len(sources)
 
 
+@pytest.mark.slow  # a beam search in each; the fast tier's: test_forced_log_probs_agree_with_translator_score
 def test_beam_scores_agree_with_the_projects(converted, tiny_model_and_tokenizer, corpus):
     """Beam 4 without a length penalty in both (CTranslate2's `length_penalty` is not the GNMT
     penalty of the project's search): the same best hypotheses with the same log-probabilities."""
@@ -254,7 +252,9 @@ def _save_run(directory, model, vocabulary_path, model_config):
 @pytest.mark.slow  # a second model converted
 def test_a_pre_norm_model_converts_and_matches(tiny_run, tiny_model_and_tokenizer, corpus, tmp_path):
     """Random weights, never trained: its greedy outputs are deterministic all the same, and every
-    target position's log-probability is compared through forced scoring."""
+    target position's log-probability is compared through forced scoring. (Post-norm, the paper's
+    layout: the shared run's, compared position by position on the references by
+    test_forced_log_probs_agree_with_translator_score.)"""
     _, tokenizer = tiny_model_and_tokenizer
     # A shallow decoder, as a distilled student's (models/presets.py): CTranslate2's decoder spec takes its depth.
     model_config = dict(TINY_MODEL, normalize_first=True, layer_norm_epsilon=1e-5, num_decoder_layers=1)
@@ -285,63 +285,6 @@ def test_a_pre_norm_model_converts_and_matches(tiny_run, tiny_model_and_tokenize
         for pair, log_prob in zip(forced, _ct2_forced_log_probs(ct2_dir, sources, references))
     ]
     assert max(differences) < 1e-3
-
-
-def _copy_trained_run(directory, tokenizer, vocabulary_path, corpus, normalize_first):
-    """A run of TINY_MODEL trained for about 80 steps to copy the training split's English sentences:
-    its greedy outputs differ from sentence to sentence (the shared run's, after 200 steps of
-    translation on the sample corpus, can be one word for every input)."""
-    processor = sentencepiece.SentencePieceProcessor(model_file=vocabulary_path)
-    with open(corpus.train[0], encoding="utf-8") as handle:
-        rows = [processor.encode(line.split("\t")[0])[:30] for _, line in zip(range(1344), handle)]
-    source, target_in, target_out = (np.full((len(rows), 32), PAD_ID, "int32") for _ in range(3))
-    for index, row in enumerate(rows):
-        source[index, : len(row) + 1] = row + [EOS_ID]
-        target_in[index, : len(row) + 1] = [BOS_ID] + row
-        target_out[index, : len(row) + 1] = row + [EOS_ID]
-    model_config = dict(TINY_MODEL, dropout=0.0, normalize_first=normalize_first)
-    model = Transformer(tokenizer.vocabulary_size, **model_config)
-    model.build()
-    # Keras's initial values drawn from a fixed NumPy generator (tests/export/conftest.py seeds no
-    # Keras random numbers): Glorot-uniform kernels, N(0, d_model^-1) embeddings, zero biases.
-    generator = np.random.default_rng(0)
-    for variable in model.weights:
-        if variable.path.endswith("kernel"):
-            limit = np.sqrt(6.0 / sum(variable.shape))
-            variable.assign(generator.uniform(-limit, limit, variable.shape))
-        elif variable.path.endswith("embeddings"):
-            variable.assign(generator.normal(0.0, model.hidden_dim**-0.5, variable.shape))
-    model.compile(
-        optimizer=transformer_optimizer(model.hidden_dim, warmup_steps=100),
-        loss=LabelSmoothedCrossEntropy(label_smoothing=0.0),
-    )
-    model.fit((source, target_in), target_out, batch_size=64, epochs=4, shuffle=False, verbose=0)
-    return model, _save_run(directory, model, vocabulary_path, model_config)
-
-
-@pytest.mark.slow  # trains a model for a minute
-def test_varied_greedy_outputs_of_a_copy_trained_model_equal_the_projects(
-    tiny_run, tiny_model_and_tokenizer, corpus, tmp_path
-):
-    """Post-norm, the paper's layout; pre-norm's conversion is compared position by position on
-    random weights by test_a_pre_norm_model_converts_and_matches."""
-    normalize_first = False
-    _, tokenizer = tiny_model_and_tokenizer
-    vocabulary_path = os.path.join(tiny_run[0], "spm.model")
-    model, run = _copy_trained_run(tmp_path / "copy", tokenizer, vocabulary_path, corpus, normalize_first)
-    ct2_dir = ctranslate2_export.convert_run(run, str(tmp_path / "copy-ct2"), checkpoint="last")
-    sources = [source for source, _ in _read_pairs(corpus, limit=100)]
-    ours, _ = Translator(
-        model, tokenizer, search=SearchConfig(beam_size=1, max_extra_length=MAX_EXTRA_LENGTH)
-    ).translate(sources, split_sentences=False)
-    ours = _texts(ours)
-    theirs = [text for text, _, _ in _ct2_translate(ct2_dir, sources, beam_size=1)]
-    equal = sum(a == b for a, b in zip(ours, theirs))
-    print(
-        f"\ncopy-trained, {'pre' if normalize_first else 'post'}-norm: {len(set(ours))} distinct outputs, {equal} of {len(sources)} equal"
-    )
-    assert len(set(ours)) >= 0.5 * len(sources)
-    assert equal >= 0.99 * len(sources)
 
 
 def test_int8_conversion_stores_smaller_weights_and_translates(converted, tiny_run, corpus, tmp_path):

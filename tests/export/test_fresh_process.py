@@ -1,21 +1,24 @@
-"""The float32 and int8 exports in one process that imports only tensorflow and tensorflow_text, as
-TensorFlow Serving sees them: their ops are TensorFlow's and tensorflow-text's SentencePiece ops; the
-float32 export translates like the Python path of evaluate.py (inference.translator.Translator)
-with the same search settings, forces target prefixes and aligns words as it does, and the int8
-export (`python -m export --quantize=int8`, tests/export/test_quantize.py) like the float32 one."""
+"""The float32 and int8 exports as TensorFlow Serving sees them: the op types of both looked up in a
+process that imports only tensorflow and tensorflow_text (TensorFlow's and tensorflow-text's
+SentencePiece ops); the float32 export, loaded there, translates like the Python path of
+evaluate.py (inference.translator.Translator) with the same search settings, forces target prefixes
+and aligns words as it does; and the int8 export (`python -m export --quantize=int8`,
+tests/export/test_quantize.py), run by saved_model_cli (TensorFlow Serving's session loader),
+translates like the float32 one."""
 
 import json
 
 import numpy as np
 import pytest
 
-from evaluation import reference_sets
 from models.search_config import SearchConfig
 from tests.export.helpers import (
+    EDGE_SENTENCES,
     FORBIDDEN_OPS,
     FRESH_PROCESS,
     SENTENCES,
     TEXT_OPS,
+    compared_sentences,
     run_fresh_python,
     saved_model_ops,
 )
@@ -23,10 +26,6 @@ from tests.helpers import EXPORT_SETTINGS
 
 pytestmark = pytest.mark.full
 
-# Test-split sentences translated by both exports.
-COMPARED_SENTENCES = 50
-# Beyond the maximum input length, and empty: the cut and the empty input, in both.
-EDGE_SENTENCES = ["", "Click " * 60]
 # Sentences and target prefixes for the prefix signature: no prefix (""), an empty source with one,
 # and one longer than its sentence's maximum output length (its tokens, EOS included, + 12).
 PREFIXED = ["Open the file.", "Click OK to save your changes.", "", "Help", "Select the text that you want to print."]
@@ -41,10 +40,10 @@ CONSTRAINTS = [["Datei", "Öffnen"], [], ["Leer"], [" ".join(["Datei"] * 8), " "
 @pytest.fixture(scope="module")
 def fresh(exported, quantized, tiny_run):
     """One fresh process: the op types of both exports looked up in TensorFlow's registry, the
-    float32 export serving SENTENCES and the test sentences, the int8 one serving the test sentences.
-    Returns `(sentences, compared, outputs)`: the two lists of sentences and the process's JSON."""
-    sources, _ = reference_sets.read_tsv_pairs(tiny_run[1]["corpus"]["test"])
-    sentences, compared = SENTENCES + EDGE_SENTENCES, sources[:COMPARED_SENTENCES] + EDGE_SENTENCES
+    float32 export serving SENTENCES and `compared_sentences` (which the int8 one serves in
+    `quantized_served`). Returns `(sentences, compared, outputs)`: the two lists of sentences and the
+    process's JSON."""
+    sentences, compared = SENTENCES + EDGE_SENTENCES, compared_sentences(tiny_run[1])
     op_types = saved_model_ops(exported[1])[0] | saved_model_ops(quantized)[0]
     calls = [
         [exported[1], "serving_default", {"inputs": PREFIXED}],
@@ -57,7 +56,7 @@ def fresh(exported, quantized, tiny_run):
     ]
     request = dict(
         op_types=sorted(op_types),
-        serve=[[exported[1], sentences], [exported[1], compared], [quantized, compared]],
+        serve=[[exported[1], sentences], [exported[1], compared]],
         calls=calls,
     )
     return sentences, compared, run_fresh_python(FRESH_PROCESS, json.dumps(request))
@@ -141,9 +140,10 @@ def test_ops_stay_within_the_allow_list(fresh, exported, quantized):
     assert unknown_to_tensorflow <= TEXT_OPS, unknown_to_tensorflow - TEXT_OPS
 
 
-def test_the_int8_export_translates_like_the_float_export(fresh):
+def test_the_int8_export_translates_like_the_float_export(fresh, quantized_served):
     _, compared, outputs = fresh
-    float_served, int8_served = outputs["served"][1:]
+    float_served, int8_served = outputs["served"][1], quantized_served
+    assert int8_served["sentences"] == compared
     translations = int8_served["translations"]
     assert len(translations) == len(compared)
     assert translations[-2] == "" and int8_served["scores"][-2] == 0.0

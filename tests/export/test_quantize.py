@@ -1,8 +1,8 @@
 """`python -m export --quantize=int8`: the same text-to-text SavedModel with int8 matmul weights, cast
 once per search, that TensorFlow Serving's session loader (saved_model_cli) runs. The export is the
 `quantized` fixture's (tests/export/conftest.py), written by the command once per session; its op
-allow-list and its translations against the float32 export's are checked in one fresh process with
-the float32 export's: tests/export/test_fresh_process.py."""
+allow-list is checked in one fresh process with the float32 export's, and its saved_model_cli
+translations against that process's float32 ones: tests/export/test_fresh_process.py."""
 
 import json
 import os
@@ -10,7 +10,7 @@ import os
 import pytest
 import tensorflow as tf
 
-from tests.export.helpers import run_export, saved_model_cli_run
+from tests.export.helpers import run_export
 
 
 def _matmul_weights(path):
@@ -77,17 +77,20 @@ def test_the_decoding_loops_cast_no_int8_matrix(quantized):
 
 
 @pytest.mark.full  # saved_model_cli in a fresh process
-def test_saved_model_cli_runs_it_with_the_session_loader_tensorflow_serving_uses(quantized):
+def test_saved_model_cli_runs_it_with_the_session_loader_tensorflow_serving_uses(quantized_served):
     """The one saved_model_cli run of the tests: the int8 export holds every op type of the float32
     one (tests/export/test_fresh_process.py, test_ops_stay_within_the_allow_list), so this load
-    covers both."""
-    stdout = saved_model_cli_run(quantized, '["Open the file.", ""]')
-    assert "Result for output key translations:" in stdout
-    assert "Result for output key scores:" in stdout
+    covers both. Its translations against the float32 export's: tests/export/test_fresh_process.py."""
+    assert "Result for output key translations:" in quantized_served["stdout"]
+    assert "Result for output key scores:" in quantized_served["stdout"]
+    assert (
+        len(quantized_served["translations"]) == len(quantized_served["scores"]) == len(quantized_served["sentences"])
+    )
+    assert all(isinstance(text, str) for text in quantized_served["translations"])
 
 
-# Its ops checked against TensorFlow's registry, and its translations against the float32 export's,
-# in a fresh process: tests/export/test_fresh_process.py.
+# Its ops checked against TensorFlow's registry in a fresh process, and its translations against the
+# float32 export's: tests/export/test_fresh_process.py.
 
 
 def test_command_refuses_an_unknown_quantize_value(tmp_path):

@@ -229,6 +229,7 @@ DOCUMENTS = [
 ]
 
 
+@pytest.mark.slow  # the align signature's first call; its graph in the fast tier: test_graph_documents.py
 def test_documents_are_their_sentences_translated_one_by_one_and_joined(served, tiny_run):
     """The graph's segmentation, join, summed scores, confidence and offset alignments against
     their Python composition with the export's own `align` signature, one piece at a time."""
@@ -261,6 +262,7 @@ def test_documents_are_their_sentences_translated_one_by_one_and_joined(served, 
     assert counts[3] == counts[4] == 0 and counts[0] >= 4  # "</s>" at least after each of 4 sentences
 
 
+@pytest.mark.slow  # the markup signature's first call; its graph in the fast tier: test_graph_markup.py
 def test_the_markup_signature_masks_translates_and_restores_as_python_does(served):
     from inference import markup
 
@@ -288,6 +290,7 @@ def test_the_markup_signature_masks_translates_and_restores_as_python_does(serve
     assert "%1" in outputs["translations"].numpy()[0].decode("utf-8")
 
 
+@pytest.mark.slow  # the first calls of four signatures; the graph's confidence in the fast tier: test_graph_confidence.py
 def test_every_text_signature_gives_a_confidence(served):
     loaded, serving, _ = served
     sentences = SENTENCES[:3] + [""]

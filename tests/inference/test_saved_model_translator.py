@@ -4,8 +4,10 @@ signatures, as the Python translator gives them, and what it refuses, before the
 
 import json
 import os
+import random
 import shutil
 
+import keras
 import numpy as np
 import pytest
 from tensorflow.core.protobuf import saved_model_pb2
@@ -21,7 +23,9 @@ from inference.translator import Translator
 from models.search_config import SearchConfig
 from tests.helpers import EXPORT_SETTINGS
 
-pytestmark = pytest.mark.slow  # the shared export loaded and run in this process
+# The shared export loaded and run in this process: the load of tests/export/test_serving_module.py,
+# in its process (`tiny_export_translator`).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("tests/export::served")]
 
 # No prefix (None and ""), and an empty source with one, which is translated.
 SENTENCES = ["Open the file.", "", "Click OK to save your changes.", "Help"]
@@ -29,9 +33,21 @@ PREFIXES = ["Öffnen Sie", "Leer", None, ""]
 SEARCH_SETTINGS = ("beam_size", "alpha", "max_extra_length", "max_input_length")
 
 
-@pytest.fixture(scope="module")
-def exported(tiny_export):
-    return SavedModelTranslator(tiny_export, batch_size=2)
+@pytest.fixture(autouse=True)
+def _seed_and_policy():
+    """Overrides tests/conftest.py's, as tests/export/conftest.py's does: seeds Python and NumPy only,
+    so that the SentencePiece resources of the shared loaded export stay for the tests of the other
+    modules of its group. These tests draw no TensorFlow random numbers."""
+    random.seed(1234)
+    np.random.seed(1234)
+    policy = keras.config.dtype_policy()
+    yield
+    keras.config.set_dtype_policy(policy)
+
+
+@pytest.fixture
+def exported(tiny_export_translator):
+    return tiny_export_translator
 
 
 @pytest.fixture(scope="module")
