@@ -212,18 +212,23 @@ def _padding_share(dataset, steps=None):
 @pytest.mark.full
 def test_padding_share_on_the_real_corpus(deb_en_de, tmp_path):
     paths, _, _ = deb_en_de
-    spm = tokenizer.Tokenizer.from_file(
-        tokenizer.train_sentencepiece(paths.train, str(tmp_path / "spm"), vocab_size=8000)
-    )
+    # Every fourth pair of the training split: its lengths as the whole split has them.
+    train = tmp_path / "train.tsv"
+    with open(train, "w", encoding="utf-8") as sample:
+        for shard in paths.train:
+            with open(shard, encoding="utf-8") as pairs:
+                sample.writelines(itertools.islice(pairs, 0, None, 4))
+    train = str(train)
+    spm = tokenizer.Tokenizer.from_file(tokenizer.train_sentencepiece(train, str(tmp_path / "spm"), vocab_size=8000))
     batch_tokens, max_length = 4096, 128
-    bucketed = pipeline.make_dataset(paths.train, spm, batch_tokens=batch_tokens, max_length=max_length, seed=0)
+    bucketed = pipeline.make_dataset(train, spm, batch_tokens=batch_tokens, max_length=max_length, seed=0)
     plan = pipeline.bucket_plan(batch_tokens, max_length)
     # The same pairs without bucketing: shuffled, fixed batches of the average bucketed size,
     # padded to the longest pair of each batch.
     batch_size = int(np.mean(plan.batch_sizes))
     unbucketed = (
         pipeline.make_dataset(
-            paths.train,
+            train,
             spm,
             batch_tokens=batch_tokens,
             max_length=max_length,
@@ -242,7 +247,7 @@ def test_padding_share_on_the_real_corpus(deb_en_de, tmp_path):
     bucketed_share = _padding_share(bucketed)
     unbucketed_share = _padding_share(unbucketed)
     print(
-        f"\npadding share on deb-en-de train (batch_tokens={batch_tokens}, max_length={max_length}):"
+        f"\npadding share on a quarter of deb-en-de train (batch_tokens={batch_tokens}, max_length={max_length}):"
         f" bucketed {bucketed_share:.1%}, unbucketed batches of {batch_size} {unbucketed_share:.1%}"
     )
     assert bucketed_share < 0.5 * unbucketed_share

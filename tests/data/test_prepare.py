@@ -93,21 +93,6 @@ def test_command_line_reports_input_errors_without_a_traceback(tmp_path):
         assert "Traceback" not in result.stderr
 
 
-def test_command_line_reports_a_vocab_size_error_without_a_traceback(tmp_path):
-    src, tgt = write_parallel(tmp_path, make_pairs(100, seed=8))
-    result = _run_prepare(
-        "--corpus=user",
-        "--languages=en-de",
-        f"--cache_dir={tmp_path / 'cache'}",
-        f"--train_src={src}",
-        f"--train_tgt={tgt}",
-        "--vocab_size=100",
-    )
-    assert result.returncode == 2
-    assert "data.prepare: error: vocab_size=100 is too small for" in result.stderr
-    assert "Traceback" not in result.stderr
-
-
 def _limit_file_size(limit_bytes):
     """A `preexec_fn`: files larger than `limit_bytes` fail with EFBIG (SIGXFSZ ignored, not fatal)."""
     import resource

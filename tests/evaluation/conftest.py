@@ -51,6 +51,42 @@ def translate_here(translate_tool, monkeypatch, capsys):
     return translate_here
 
 
+@pytest.fixture(scope="module")
+def evaluate_tool():
+    """evaluate.py imported in this process, its flags in absl's FLAGS as `translate_tool`'s are
+    (a module's tests use one of the two)."""
+    with tool_flags():
+        spec = importlib.util.spec_from_file_location("evaluate_tool", os.path.join(REPO_ROOT, "evaluate.py"))
+        tool = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(tool)
+        yield tool
+
+
+@pytest.fixture
+def evaluate_here(evaluate_tool, capsys):
+    """`evaluate_here(*flags)`: evaluate.py's `main` in this process with `flags`, as `run_tool`
+    calls it after absl's parse; returns `(exit status, stdout text, stderr text)`. --verbosity=0
+    keeps main from filtering this process's stderr (common/quiet_logs.py). How the status and the
+    output reach a shell: the runs of evaluate.py in tests/evaluation/test_evaluate.py."""
+
+    def evaluate_here(*argv):
+        evaluate_tool.FLAGS.unparse_flags()
+        evaluate_tool.FLAGS(["evaluate.py", "--verbosity=0", *argv])
+        try:
+            status = evaluate_tool.main([])
+        finally:
+            evaluate_tool.FLAGS.unparse_flags()
+        captured = capsys.readouterr()
+        return status, captured.out, captured.err
+
+    return evaluate_here
+
+
+# The xdist group of the tests that use `export_loaded_once` on the shared export: one test process
+# runs them all, so that it loads the export once for them (`make test`: --dist loadgroup).
+LOADED_EXPORT_GROUP = "tests/evaluation::export_loaded_once"
+
+
 @pytest.fixture(scope="session")
 def _loaded_exports():
     return {}

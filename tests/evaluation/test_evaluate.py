@@ -1,4 +1,6 @@
-"""evaluate.py end to end (as a subprocess, the way users run it) and its bad-input errors."""
+"""evaluate.py end to end (as a subprocess, the way users run it), its `main` in this process
+(`evaluate_here`, tests/evaluation/conftest.py) for its refusal of search flags with an export, and
+its bad-input errors."""
 
 import io
 import json
@@ -15,6 +17,7 @@ from evaluation import evaluator, reference_sets
 from inference.runs import ModelDirError, RunDir
 from inference.saved_model_translator import ExportDirError, SavedModelTranslator
 from models.search_config import SearchConfig
+from tests.evaluation.conftest import LOADED_EXPORT_GROUP
 from tests.helpers import EXPORT_SETTINGS, REPO_ROOT, STARTUP_NOISE, run_logged
 
 # The search settings an export records: the direct evaluation is given the shared export's.
@@ -114,7 +117,8 @@ def test_per_source_split_resolves_from_the_run_config(tiny_run):
     assert target_language == "de"
 
 
-@pytest.mark.slow  # an export
+@pytest.mark.slow  # a load of the shared export
+@pytest.mark.xdist_group(LOADED_EXPORT_GROUP)
 def test_export_dir_evaluates_like_the_model_dir(tiny_run, tiny_export, tmp_path, export_loaded_once):
     model_dir, _ = tiny_run
     src, ref = tmp_path / "src.en", tmp_path / "ref.de"
@@ -162,20 +166,20 @@ def test_export_dir_evaluates_like_the_model_dir(tiny_run, tiny_export, tmp_path
         assert "2 empty source line(s) translated to empty lines" in printed and "lines 2, 5" in printed
 
 
-@pytest.mark.slow  # an export
-def test_search_flags_with_export_dir_are_refused_naming_the_exports_values(tiny_export, tmp_path):
+@pytest.mark.slow  # the shared export
+def test_search_flags_with_export_dir_are_refused_naming_the_exports_values(tiny_export, tmp_path, evaluate_here):
     src = tmp_path / "src.en"
     src.write_text("Open the file.\n", encoding="utf-8")
-    completed = run_evaluate(
+    status, stdout, stderr = evaluate_here(
         f"--export_dir={tiny_export}",
         f"--src={src}",
         "--beam_size=8",
         "--max_input_length=300",
         "--no_repeat_ngram_size=2",
     )
-    assert completed.returncode == 2, completed.stderr[-4000:]
-    assert "Traceback" not in completed.stderr and "evaluating on" not in completed.stderr
-    message = completed.stderr.strip().splitlines()[-1]
+    assert status == 2 and stdout == "", stderr[-4000:]
+    assert "evaluating on" not in stderr
+    message = stderr.strip().splitlines()[-1]
     refused = "--beam_size, --max_input_length, --no_repeat_ngram_size cannot be used with --export_dir"
     assert message.startswith(f"evaluate.py: error: {refused}")
     config = os.path.join(tiny_export, "1", "assets.extra", "export_config.json")
@@ -234,6 +238,7 @@ def test_bad_input_fails_cleanly_before_translating(tiny_run, tmp_path, capsys, 
     assert "evaluating on" not in capsys.readouterr().err
 
 
+@pytest.mark.slow  # a process of its own; the fast tier's refusals: test_bad_input_fails_cleanly_before_translating
 def test_bad_input_is_one_line_and_status_2_from_evaluate_py(tiny_run, tmp_path):
     """The wiring of the refusals above: evaluate.py prints the error as its last line."""
     model_dir, _ = tiny_run

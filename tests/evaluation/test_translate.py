@@ -20,6 +20,7 @@ from absl import flags
 from inference.protocol import AlignmentConfig
 from inference.translator import Sampling, Translator
 from models.search_config import SearchConfig
+from tests.evaluation.conftest import LOADED_EXPORT_GROUP
 from tests.helpers import REPO_ROOT, STARTUP_NOISE, run_logged
 
 SENTENCES = [
@@ -306,7 +307,8 @@ def test_bad_flags_are_refused(tiny_run, flags, message):
     assert first.startswith("translate.py: error: --") and message in first, stderr
 
 
-@pytest.mark.slow  # an export of its own
+@pytest.mark.slow  # a load of the shared export
+@pytest.mark.xdist_group(LOADED_EXPORT_GROUP)
 def test_export_translates_and_refuses_what_it_cannot_do(tiny_export, translate_here, export_loaded_once):
     """The export's n-best lists and prefixes reach its signatures (alignments and constraints go
     the same way; what the signatures give, and what else the export refuses:

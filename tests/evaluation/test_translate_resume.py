@@ -1,6 +1,7 @@
-"""translate.py --output=FILE after a real SIGKILL: the next run with the same flags goes on from
-the killed run's last recorded window, and the file equals an uninterrupted run's output line by
-line. (The record's checks, refusals and cut-back: tests/cli/test_resumable_output.py.)"""
+"""translate.py --output=FILE after a real SIGKILL: the next run with the same flags (translate.py's
+`run` in this process, with main's writer) goes on from the killed run's last recorded window, and
+the file equals an uninterrupted run's output line by line. (The record's checks, refusals and
+cut-back: tests/cli/test_resumable_output.py.)"""
 
 import json
 import os
@@ -11,7 +12,7 @@ import time
 
 import pytest
 
-from tests.helpers import REPO_ROOT, run_logged
+from tests.helpers import REPO_ROOT
 
 COMMAND = [sys.executable, os.path.join(REPO_ROOT, "translate.py")]
 ENVIRONMENT = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=REPO_ROOT)
@@ -36,7 +37,7 @@ def recorded_lines(record, process, timeout=240):
     raise AssertionError(f"{record}: no window recorded in {timeout} s")
 
 
-@pytest.mark.slow  # two processes of translate.py
+@pytest.mark.slow  # a process of translate.py
 def test_a_killed_run_goes_on_with_nothing_twice_or_lost(tiny_run, tmp_path, translate_here):
     """--n_best=2 with --alignments: two lines per input line, each numbered by its input line,
     so that a line written twice, lost or numbered from the wrong line shows."""
@@ -59,10 +60,10 @@ def test_a_killed_run_goes_on_with_nothing_twice_or_lost(tiny_run, tmp_path, tra
     assert process.returncode == -signal.SIGKILL
     written = output.read_text(encoding="utf-8").split("\n")
     assert 0 < done < len(LINES) and written[: 2 * done] == expected[: 2 * done]
-    resumed = run_logged(command, env=ENVIRONMENT, cwd=REPO_ROOT, timeout=300, text=True)
-    assert resumed.returncode == 0, resumed.stderr
-    going_on = int(resumed.stderr.split("going on after line ")[1].split()[0])
-    assert going_on >= done and going_on % 3 == 0, resumed.stderr
+    _, error, stderr = translate_here(*flags, f"--input={source}", f"--output={output}")
+    assert error is None, stderr
+    going_on = int(stderr.split("going on after line ")[1].split()[0])
+    assert going_on >= done and going_on % 3 == 0, stderr
     assert output.read_text(encoding="utf-8").split("\n") == expected + [""]
     assert not (tmp_path / "doc.de.progress").exists()
-    assert f"translate.py: {len(LINES)}/{len(LINES)} lines (100.0%)" in resumed.stderr
+    assert f"translate.py: {len(LINES)}/{len(LINES)} lines (100.0%)" in stderr

@@ -517,7 +517,12 @@ def random_models():
     return models
 
 
-@pytest.mark.parametrize("alpha", [0.0, 0.6, 1.0, 2.0])
+# Each alpha is the same code with other numbers: JAX runs the search with and without the penalty,
+# the TensorFlow run every alpha.
+REFERENCE_ALPHAS = [0.0, 0.6] if keras.backend.backend() == "jax" else [0.0, 0.6, 1.0, 2.0]
+
+
+@pytest.mark.parametrize("alpha", REFERENCE_ALPHAS)
 @pytest.mark.parametrize("beam_size", [1, 2, 4])
 def test_search_equals_plain_reference_and_never_beats_the_optimum(random_models, beam_size, alpha):
     # What must hold for an approximate search: it is exactly the documented algorithm (so the early

@@ -43,8 +43,12 @@ def test_dequantized_matmul_matches_numpy_in_both_layouts():
     np.testing.assert_array_equal(keras.ops.convert_to_numpy(transposed), outputs)
 
 
+# The shared run's layers, one of each stack: every kind of projection once.
+MODEL = dict(TINY_MODEL, num_layers=1)
+
+
 def _model():
-    model = Transformer(50, **TINY_MODEL)
+    model = Transformer(50, **MODEL)
     model.build()
     return model
 
@@ -63,7 +67,7 @@ def test_quantized_transformer_has_int8_matmul_weights_and_close_logits():
     kernels = [path for path in dtypes if path.endswith(("/kernel", "/embeddings"))]
     # Every projection (query, fused key/value, output; feed-forward inner and output): 3 + 2 per
     # encoder layer, 3 + 3 + 2 per decoder layer, and the shared embedding.
-    assert len(kernels) == TINY_MODEL["num_layers"] * (5 + 8) + 1
+    assert len(kernels) == MODEL["num_layers"] * (5 + 8) + 1
     assert {dtypes[path] for path in kernels} == {"int8"}
     assert sum(int(np.prod(v.shape)) for v in model.variables if dtypes[v.path] == "int8") == float_matmul_weights
     quantized_logits = keras.ops.convert_to_numpy(model((source, target)))

@@ -58,7 +58,7 @@ def test_one_shared_embedding_variable():
 
 def test_separate_vocabularies_give_the_encoder_its_own_matrix(tmp_path):
     source_vocab = VOCAB + 9
-    model = Transformer(VOCAB, source_vocabulary_size=source_vocab, **SMALL)
+    model = Transformer(VOCAB, source_vocabulary_size=source_vocab, **dict(SMALL, num_layers=1))
     model.build()
     tables = {w.path.split("/")[-2]: w for w in model.weights if w.path.endswith("embeddings")}
     assert {name: tuple(table.shape) for name, table in tables.items()} == {
@@ -106,7 +106,12 @@ def _expected_parameters(vocab, layers, d_model, d_ff, decoder_layers=None):
     )
 
 
-@pytest.mark.parametrize("preset, expected_millions", [("base", 63.1), ("big", 214.2)])
+# The counts follow from the presets' shapes, whatever the backend: JAX builds the base preset's
+# variables, the TensorFlow run every preset's.
+PRESET_COUNTS = [("base", 63.1)] + ([("big", 214.2)] if keras.backend.backend() != "jax" else [])
+
+
+@pytest.mark.parametrize("preset, expected_millions", PRESET_COUNTS)
 def test_parameter_counts(preset, expected_millions):
     config = model_config(preset)
     model = Transformer(37000, **config)
@@ -118,7 +123,7 @@ def test_parameter_counts(preset, expected_millions):
 
 def test_a_deep_encoder_and_a_shallow_decoder(tmp_path):
     """A student's stacks (3 encoder layers, 1 decoder layer): its weights, their names, the cache,
-    a `.keras` round trip, a beam search, int8 weights."""
+    a `.keras` round trip, int8 weights and a beam search with them."""
     model = Transformer(VOCAB, **dict(SMALL, num_layers=3), num_decoder_layers=1)
     model.build()
     assert (len(model.encoder.encoder_layers), len(model.decoder.decoder_layers)) == (3, 1)
@@ -142,12 +147,9 @@ def test_a_deep_encoder_and_a_shallow_decoder(tmp_path):
     loaded = keras.saving.load_model(path)
     assert loaded.get_config() == model.get_config() and loaded.get_config()["num_decoder_layers"] == 1
     assert np.array_equal(_numpy(loaded((source, target))), full)
-    search = SearchConfig(beam_size=2, max_extra_length=4)
-    ids, scores = translate_ids(loaded, source, search)
-    assert tuple(ids.shape) == (3, 1, source.shape[1] + 4) and np.all(np.isfinite(_numpy(scores)))
     loaded.quantize("int8")  # As the int8 export does.
     assert np.max(np.abs(_numpy(loaded((source, target))) - full)) < 0.1
-    ids, scores = translate_ids(loaded, source, search)
+    ids, scores = translate_ids(loaded, source, SearchConfig(beam_size=2, max_extra_length=4))
     assert tuple(ids.shape) == (3, 1, source.shape[1] + 4) and np.all(np.isfinite(_numpy(scores)))
 
 
@@ -203,7 +205,8 @@ def test_source_padding_does_not_change_the_translation_logits():
 
 
 def test_keras_file_round_trip(tmp_path):
-    model = Transformer(VOCAB, normalize_first=True, **SMALL)
+    # One layer per stack: the stacks' naming goes through a file in the deep-encoder test.
+    model = Transformer(VOCAB, normalize_first=True, **dict(SMALL, num_layers=1))
     source, target = _batch()
     model.compile(optimizer=transformer_optimizer(16, 10), loss=LabelSmoothedCrossEntropy(), metrics=[MaskedAccuracy()])
     build_before_fit(model).fit((source, target), target, epochs=1, verbose=0)
@@ -220,7 +223,7 @@ def test_keras_file_round_trip(tmp_path):
 @pytest.mark.parametrize("policy", ["mixed_float16", pytest.param("mixed_bfloat16", marks=pytest.mark.slow)])
 def test_mixed_precision_trains_with_float32_logits_and_loss(policy):
     keras.config.set_dtype_policy(policy)
-    model = Transformer(VOCAB, **SMALL)
+    model = Transformer(VOCAB, **dict(SMALL, num_layers=1))  # One layer of each: what each layer does.
     source, target = _batch()
     logits = model((source, target))
     assert keras.backend.standardize_dtype(logits.dtype) == "float32"

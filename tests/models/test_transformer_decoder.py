@@ -43,9 +43,11 @@ def test_layer_contract():
 @pytest.mark.parametrize("normalize_first", [False, True])
 def test_stack_contract(normalize_first):
     target, memory, mask = _inputs()
+    # One layer: the stack's own config, weights and final norm around it (layers in a chain: the
+    # incremental decoding tests' two).
     run_layer_test(
         TransformerDecoder,
-        {"num_layers": 2, "normalize_first": normalize_first, **OPTIONS},
+        {"num_layers": 1, "normalize_first": normalize_first, **OPTIONS},
         {"inputs": target, "encoder_output": memory, "encoder_padding_mask": mask},
         (2, TARGET_LENGTH, 16),
     )
