@@ -110,6 +110,7 @@ def test_every_kind_of_system_and_mode_is_measured_at_matching_output_lengths(be
         (["--model_dir={tmp_path}"], "holds no model: it has no model.keras"),
         (["--systems=saved_model_float32,onnx"], "--systems=saved_model_float32,onnx: expected some of"),
         (["--sentences={tmp_path}/missing.txt"], "/missing.txt: no such file (a text file, or a TSV"),
+        (["--shortlist=50"], "--shortlist=50: expected 0 (off), or K > 0 with --model_dir and --sizes of its preset"),
     ],
 )
 def test_bad_input_is_refused_with_what_was_expected(benchmark_script, tmp_path, capsys, arguments, message):
@@ -120,6 +121,15 @@ def test_bad_input_is_refused_with_what_was_expected(benchmark_script, tmp_path,
         bench.main(_refused_arguments(tmp_path, arguments))
     assert exited.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_shortlist_needs_the_runs_lexical_table(benchmark_script, tiny_run, tmp_path, capsys):
+    bench, _ = benchmark_script("cpu_inference")
+    arguments = [f"--model_dir={tiny_run[0]}", "--sizes=tiny", "--shortlist=50"]
+    with pytest.raises(SystemExit) as exited:
+        bench.main(_refused_arguments(tmp_path, arguments))
+    assert exited.value.code == 2
+    assert f"{tiny_run[0]} has no shortlist.tsv; build it with python -m training.shortlist" in capsys.readouterr().err
 
 
 def test_the_script_exits_2_on_bad_input_without_a_traceback(tmp_path):

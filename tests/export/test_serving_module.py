@@ -174,6 +174,8 @@ def test_the_searching_signatures_share_three_traced_searches(exported):
     # markup share, and markup's 4 (its tags' pairing and nesting).
     assert loops.count("While") == 3 * (len(EXPORT_SETTINGS["length_buckets"]) + 1)
     assert loops.count("StatelessWhile") == 1 + 4 + 4
+    # Serving takes no gradients: the fast paths' custom gradients are not saved (export/exporter.py).
+    assert not [function.signature.name for function in library if "grad_fn" in function.signature.name]
 
 
 def test_the_prefix_signature_refuses_a_prefix_longer_than_the_maximum_output_length(served, tiny_run):
