@@ -11,16 +11,21 @@ from common.errors import UserError
 from tests.helpers import REPO_ROOT, tool_flags
 
 
+def _imported_tool(name):
+    """Yields the entry script `name`.py imported as a module, its flags defined inside `tool_flags`."""
+    with tool_flags():
+        spec = importlib.util.spec_from_file_location(f"{name}_tool", os.path.join(REPO_ROOT, f"{name}.py"))
+        tool = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(tool)
+        yield tool
+
+
 @pytest.fixture(scope="module")
 def translate_tool():
     """translate.py imported in this process. Its flags live in absl's global FLAGS while a test
     module's tests run and are deleted after; flags another tool defined there before (train.py's,
     which benchmarks/quality.py imports) are set aside meanwhile and put back."""
-    with tool_flags():
-        spec = importlib.util.spec_from_file_location("translate_tool", os.path.join(REPO_ROOT, "translate.py"))
-        tool = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(tool)
-        yield tool
+    yield from _imported_tool("translate")
 
 
 @pytest.fixture
@@ -55,11 +60,7 @@ def translate_here(translate_tool, monkeypatch, capsys):
 def evaluate_tool():
     """evaluate.py imported in this process, its flags in absl's FLAGS as `translate_tool`'s are
     (a module's tests use one of the two)."""
-    with tool_flags():
-        spec = importlib.util.spec_from_file_location("evaluate_tool", os.path.join(REPO_ROOT, "evaluate.py"))
-        tool = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(tool)
-        yield tool
+    yield from _imported_tool("evaluate")
 
 
 @pytest.fixture
