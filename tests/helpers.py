@@ -244,6 +244,7 @@ class EosBiasModel:
         self.model = model
         self.pad_id = model.pad_id
         self.variables = model.variables
+        self.vocabulary_size = model.vocabulary_size
         values = [0.0] * model.vocabulary_size
         values[EOS_ID] = bias
         self.bias = keras.ops.convert_to_tensor(values, "float32")

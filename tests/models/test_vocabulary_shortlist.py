@@ -14,6 +14,7 @@ from models.search_part import LARGE_NEGATIVE
 from models.transformer import Transformer
 from models.translation import translate_ids
 from models.vocabulary_shortlist import SPECIAL_IDS, LexicalTable, batch_shortlist
+from tests.helpers import EosBiasModel
 
 VOCABULARY = 48
 SOURCE = np.array([[5, 9, 17, 30, EOS_ID, PAD_ID], [7, 7, 12, EOS_ID, PAD_ID, PAD_ID]], "int32")
@@ -41,26 +42,15 @@ WHOLE = _table({}, frequent=range(VOCABULARY))
 SMALL = _table({5: [20, 21, 22], 9: [23, 24], 17: [25], 30: [26, 27], 7: [28, 29], 12: [31]}, frequent=[10, 11])
 
 
-class _Barred:
+class _Barred(EosBiasModel):
     """`model` with the logits of every token outside `allowed` at `LARGE_NEGATIVE`: the shortlist's
     search done as a mask over the whole vocabulary."""
 
     def __init__(self, model, allowed):
-        self.model, self.pad_id, self.variables = model, model.pad_id, model.variables
-        self.vocabulary_size = model.vocabulary_size
+        super().__init__(model, 0.0)
         bias = np.full((VOCABULARY,), LARGE_NEGATIVE, "float32")
         bias[list(allowed)] = 0.0
         self.bias = ops.convert_to_tensor(bias)
-
-    def encode(self, *args, **kwargs):
-        return self.model.encode(*args, **kwargs)
-
-    def initial_cache(self, *args, **kwargs):
-        return self.model.initial_cache(*args, **kwargs)
-
-    def decode(self, *args, **kwargs):
-        logits, cache = self.model.decode(*args, **kwargs)
-        return logits + self.bias, cache
 
 
 def _search(model, search, table=None, **inputs):
