@@ -60,10 +60,11 @@ def pytest_collection_modifyitems(config, items):
     if deselected:
         config.hook.pytest_deselected(items=deselected)
         items[:] = kept
-    # The modules that use the shared run go last: while one process trains it and exports it
-    # (`_shared_builds_first`), the other runs the tests that wait for neither. In each part the long
-    # tests go first, so that the short ones left at the end even out the processes' finish
-    # (`make test` hands the processes one test or group at a time: --dist loadgroup).
+    # The modules that use the shared run go last: while the process given the largest group (the
+    # loaded export's, which pytest-xdist hands out first) trains the run and exports it, the other
+    # runs the tests that wait for neither. In each part the long tests go first, so that the short
+    # ones left at the end even out the processes' finish (`make test` hands the processes one test
+    # or group at a time: --dist loadgroup).
     waiting = {item.path for item in items if set(_SHARED_BUILDS) & set(getattr(item, "fixturenames", ()))}
     groups = {item: _module_fixture_group(item) for item in items}
     for item, group in groups.items():
@@ -91,21 +92,7 @@ def _module_fixture_group(item):
     return f"{module}::{','.join(sorted(used))}" if used else None
 
 
-_SHARED_BUILDS = ("tiny_run", "tiny_export")  # In the order they are built.
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _shared_builds_first(request):
-    """The first test process (or the only one) trains the shared run, then exports it, before its
-    first test, each when a test of the session uses it; the others meanwhile run the tests
-    collected first, which use neither (`pytest_collection_modifyitems`). Then no process waits for
-    another's build."""
-    if os.environ.get("PYTEST_XDIST_WORKER", "gw0") != "gw0":
-        return
-    used = set().union(*(getattr(item, "fixturenames", ()) for item in request.session.items))
-    for name in _SHARED_BUILDS:
-        if name in used:
-            request.getfixturevalue(name)
+_SHARED_BUILDS = ("tiny_run", "tiny_export")
 
 
 _LOOPBACK = ("localhost", "127.0.0.1", "::1", "")
