@@ -15,8 +15,9 @@ def _call_args(inputs):
     return {name: keras.ops.convert_to_tensor(value) for name, value in inputs.items()}
 
 
-def run_layer_test(layer_cls, init_kwargs, inputs, expected_output_shape, call_kwargs=None):
-    """Checks `layer_cls(**init_kwargs)` on `inputs`, a dict of call-argument name -> NumPy array."""
+def run_layer_test(layer_cls, init_kwargs, inputs, expected_output_shape, call_kwargs=None, fit=True):
+    """Checks `layer_cls(**init_kwargs)` on `inputs`, a dict of call-argument name -> NumPy array;
+    `fit=False` leaves out the fit step (for a layer whose weights another test's fit step moves)."""
     call_kwargs = call_kwargs or {}
 
     # Config round trip: every constructor argument comes back with the same value.
@@ -55,7 +56,7 @@ def run_layer_test(layer_cls, init_kwargs, inputs, expected_output_shape, call_k
     assert tuple(symbolic_outputs.shape) == tuple(expected_output_shape)
 
     # One fit step moves every trainable weight.
-    if symbolic_layer.trainable_weights:
+    if fit and symbolic_layer.trainable_weights:
         model = keras.Model(symbolic_inputs, symbolic_outputs)
         model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.1), loss="mse")
         before = [np.array(weight) for weight in model.trainable_weights]

@@ -791,7 +791,8 @@ def test_jax_jit_equals_eager():
     max_lengths = np.array([5, 3, 4], np.int32)
     prefixes = prefix_rows([(A, B), (), (B,)], width=2)
     constraints = np.array([[[B, A]], [[A, PAD_ID]], [[PAD_ID, PAD_ID]]], np.int32)
-    for prefix_ids, constraint_ids in ((None, None), (prefixes, None), (None, constraints), (prefixes, constraints)):
+    # Without steering, and with both parts plugged in at once: each part's code traced under jit.
+    for prefix_ids, constraint_ids in ((None, None), (prefixes, constraints)):
         eager_ids, eager_scores = search(sources, max_lengths, prefix_ids, constraint_ids)
         jit_ids, jit_scores = jax.jit(search)(sources, max_lengths, prefix_ids, constraint_ids)
         np.testing.assert_array_equal(np.asarray(jit_ids), np.asarray(eager_ids))

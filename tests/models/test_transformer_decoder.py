@@ -45,11 +45,14 @@ def test_stack_contract(normalize_first):
     target, memory, mask = _inputs()
     # One layer: the stack's own config, weights and final norm around it (layers in a chain: the
     # incremental decoding tests' two).
+    # A fit step where the stack has a weight of its own, the pre-norm final norm: post-norm its
+    # weights are its layer's, which test_layer_contract's fit step moves.
     run_layer_test(
         TransformerDecoder,
         {"num_layers": 1, "normalize_first": normalize_first, **OPTIONS},
         {"inputs": target, "encoder_output": memory, "encoder_padding_mask": mask},
         (2, TARGET_LENGTH, 16),
+        fit=normalize_first,
     )
 
 

@@ -26,11 +26,14 @@ def test_stack_contract(normalize_first):
     x, mask = _inputs()
     # One layer: the stack's own config, weights and final norm around it (layers in a chain: the
     # two of test_padding_does_not_change_real_positions and test_pre_norm_adds_a_final_layer_norm).
+    # A fit step where the stack has a weight of its own, the pre-norm final norm: post-norm its
+    # weights are its layer's, which test_layer_contract's fit step moves.
     run_layer_test(
         TransformerEncoder,
         {"num_layers": 1, "normalize_first": normalize_first, **OPTIONS},
         {"inputs": x, "padding_mask": mask},
         (2, 6, 16),
+        fit=normalize_first,
     )
 
 
