@@ -65,6 +65,7 @@ def test_evaluate_scores_the_tiny_run_on_its_test_split_averaging_and_plotting(t
     chrf = re.search(r"^chrF: chrF2 = (\d+\.\d+)", stdout, re.M)
     assert bleu and chrf, stdout
     assert BLEU_SIGNATURE.search(stdout) and CHRF_SIGNATURE.search(stdout), stdout
+    assert f"wrote 1 attention heatmap(s) to {plots}" in stdout
 
     test_tsv = summary["corpus"]["test"]
     _, references = reference_sets.read_tsv_pairs(test_tsv)
@@ -81,14 +82,17 @@ def test_evaluate_scores_the_tiny_run_on_its_test_split_averaging_and_plotting(t
         assert image.width > 50 and image.height > 50
 
 
-def test_plot_attention_alone_draws_without_translating_a_test_set(tiny_run, tmp_path):
+def test_plot_attention_alone_draws_without_translating_a_test_set(tiny_run, tmp_path, evaluate_here):
+    """In this process (evaluate.py's printed lines: its process with --plot_attention and a test
+    set, test_evaluate_scores_the_tiny_run_on_its_test_split_averaging_and_plotting)."""
     model_dir, _ = tiny_run
-    completed = run_evaluate(f"--model_dir={model_dir}", "--plot_attention=Open the file.", f"--plot_dir={tmp_path}")
-    assert completed.returncode == 0, completed.stderr[-4000:]
-    assert "wrote 1 attention heatmap(s)" in completed.stdout
-    assert "evaluating on" not in completed.stderr and "sacreBLEU" not in completed.stdout
-    assert not [noise for noise in STARTUP_NOISE if noise in completed.stderr], completed.stderr
-    assert (tmp_path / "attention-1.png").stat().st_size > 1000
+    plots = tmp_path / "plots"
+    status, _, stderr = evaluate_here(
+        f"--model_dir={model_dir}", "--plot_attention=Open the file.", f"--plot_dir={plots}"
+    )
+    assert status == 0, stderr[-4000:]
+    assert "evaluating on" not in stderr
+    assert os.listdir(plots) == ["attention-1.png"] and (plots / "attention-1.png").stat().st_size > 1000
 
 
 def test_model_dir_without_a_model_fails_clearly(tiny_run, tmp_path):

@@ -58,17 +58,20 @@ def python_translator(tiny_model):
     )
 
 
-@pytest.mark.slow  # A process of its own; the fast tier's: test_run_search.py.
-def test_stdin_to_a_file_in_input_order_with_bad_and_long_lines_reported(tiny_run, tmp_path, python_translator):
+@pytest.mark.slow  # a run of the model
+def test_stdin_to_a_file_in_input_order_with_bad_and_long_lines_reported(
+    tiny_run, tmp_path, python_translator, translate_here
+):
     """stdin read in windows to --output, in input order, sentence by sentence; a BOM dropped, CRLF
     read as LF, invalid UTF-8 reported on stderr by line number, a long line split and translated
     whole (cut with --nosplit_sentences: test_nosplit_sentences_cuts_and_reports_long_lines), and
-    nothing else there. (--input's files are read as --src's are: test_score_mode_equals_forced_decoding.)"""
+    nothing else there. (--input's files are read as --src's are: test_score_mode_equals_forced_decoding;
+    a real stdin pipe and a process's stderr: test_a_reader_that_stops_early_ends_the_run_quietly.)"""
     model_dir, _ = tiny_run
     long_line = " ".join(["Open the file."] * 10)
     stdin = lines_of(SENTENCES[:3]) + b"caf\xe9 au lait\n" + lines_of(SENTENCES[3:] + [long_line])
     output = tmp_path / "doc.de"
-    code, stdout, stderr = translate(
+    lines, error, stderr = translate_here(
         f"--model_dir={model_dir}",
         "--window=3",
         f"--output={output}",
@@ -76,8 +79,8 @@ def test_stdin_to_a_file_in_input_order_with_bad_and_long_lines_reported(tiny_ru
         *SEARCH,
         stdin=b"\xef\xbb\xbf" + stdin.replace(b"\n", b"\r\n", 1) + b"no newline at the end",
     )
-    assert code == 0, stderr
-    assert stdout == ""
+    assert error is None, stderr
+    assert lines == []
     inputs = SENTENCES[:3] + ["caf\ufffd au lait"] + SENTENCES[3:] + [long_line, "no newline at the end"]
     translator = Translator(
         python_translator.model,
@@ -93,8 +96,6 @@ def test_stdin_to_a_file_in_input_order_with_bad_and_long_lines_reported(tiny_ru
     assert translator.truncated_indices == [] and "longer than the maximum input length" not in stderr
     # The progress line's last report, into a file: lines done, sentences/s (the long line's many), lines/s.
     assert re.search(rf"^translate\.py: {len(inputs)} lines, [0-9.]+ sentences/s, [0-9.]+ lines/s, in ", stderr, re.M)
-    assert "Traceback" not in stderr
-    assert not [noise for noise in STARTUP_NOISE if noise in stderr], stderr
 
 
 @pytest.mark.slow  # a run of the model
@@ -327,8 +328,10 @@ def test_export_translates_and_refuses_what_it_cannot_do(tiny_export, translate_
     assert error.startswith("--beam_size cannot be used with --export_dir")
 
 
-@pytest.mark.slow  # a run of the model
+@pytest.mark.slow  # a process of its own; the fast tier's: test_run_search.py.
 def test_a_reader_that_stops_early_ends_the_run_quietly(tiny_run):
+    """stdin and stdout real pipes: the reader goes away after one line (status 141, no traceback),
+    and nothing of TensorFlow's start-up on stderr."""
     model_dir, _ = tiny_run
     process = subprocess.Popen(
         COMMAND + [f"--model_dir={model_dir}", "--beam_size=1", "--max_extra_length=2", "--window=50"],
@@ -347,6 +350,7 @@ def test_a_reader_that_stops_early_ends_the_run_quietly(tiny_run):
     assert first.endswith(b"\n")
     assert code == 141, stderr
     assert "Traceback" not in stderr and "BrokenPipe" not in stderr
+    assert not [noise for noise in STARTUP_NOISE if noise in stderr], stderr
 
 
 def read_until(fd, predicate, timeout):
