@@ -141,9 +141,8 @@ def saved_model_ops(path):
 
 # In an isolated interpreter: which of the op types argv[1]'s "op_types" names TensorFlow alone does
 # not register (before tensorflow_text is imported), then each of its "serve" requests, `[SavedModel
-# path, sentences]`, served by that SavedModel's serving_default, and each of its "calls",
-# `[SavedModel path, signature, {input: strings}]`, its outputs as lists (or {"error": the message}
-# of an InvalidArgumentError): what TensorFlow Serving sees.
+# path, sentences]`, served by that SavedModel's serving_default, its outputs as lists: what
+# TensorFlow Serving sees.
 FRESH_PROCESS = """
 import json, sys
 import tensorflow as tf
@@ -152,26 +151,16 @@ assert "tensorflow_text" not in sys.modules
 request = json.loads(sys.argv[1])
 unknown_to_tensorflow = sorted(n for n in request["op_types"] if op_def_registry.get(n) is None)
 import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
-loaded, served, called = {}, [], []
-def signature(path, name):
+def as_list(tensor):
+    return [item.decode("utf-8") if isinstance(item, bytes) else item for item in tensor.numpy().tolist()]
+loaded, served = {}, []
+for path, sentences in request["serve"]:
     if path not in loaded:
         loaded[path] = tf.saved_model.load(path)
-    return loaded[path].signatures[name]
-def decoded(item):
-    return item.decode("utf-8") if isinstance(item, bytes) else [decoded(part) for part in item] if isinstance(item, list) else item
-def as_lists(value):
-    return decoded(value.numpy().tolist())
-for path, sentences in request["serve"]:
-    outputs = signature(path, "serving_default")(inputs=tf.constant(sentences))
-    served.append({name: as_lists(outputs[name]) for name in ("translations", "scores")})
-for path, name, inputs in request.get("calls", []):
-    try:
-        outputs = signature(path, name)(**{key: tf.constant(value, tf.string) for key, value in inputs.items()})
-        called.append({key: as_lists(value) for key, value in outputs.items()})
-    except tf.errors.InvalidArgumentError as error:
-        called.append({"error": error.message})
+    outputs = loaded[path].signatures["serving_default"](inputs=tf.constant(sentences))
+    served.append({name: as_list(outputs[name]) for name in ("translations", "scores")})
 project = sorted(m for m in sys.modules if m.split(".")[0] in ("common", "models", "data", "inference", "export", "evaluation", "training"))
-print(json.dumps({"unknown_to_tensorflow": unknown_to_tensorflow, "served": served, "called": called, "project_modules": project}))
+print(json.dumps({"unknown_to_tensorflow": unknown_to_tensorflow, "served": served, "project_modules": project}))
 """
 
 
