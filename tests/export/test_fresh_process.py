@@ -7,20 +7,13 @@ evaluate.py (inference.translator.Translator) with the same search settings; and
 graphs of the same ops (checked here): their outputs against the Python translator's, in-process,
 in tests/export/test_serving_module.py and tests/inference/test_saved_model_translator.py."""
 
-import json
-
 import numpy as np
 import pytest
 
 from models.search_config import SearchConfig
 from tests.export.helpers import (
-    EDGE_SENTENCES,
     FORBIDDEN_OPS,
-    FRESH_PROCESS,
-    SENTENCES,
     TEXT_OPS,
-    compared_sentences,
-    run_fresh_python,
     saved_model_ops,
 )
 from tests.helpers import EXPORT_SETTINGS
@@ -29,15 +22,11 @@ pytestmark = pytest.mark.full
 
 
 @pytest.fixture(scope="module")
-def fresh(exported, quantized, tiny_run):
-    """One fresh process: the op types of both exports looked up in TensorFlow's registry, the
-    float32 export serving SENTENCES and `compared_sentences` (which the int8 one serves in
-    `quantized_served`). Returns `(sentences, compared, outputs)`: the two lists of sentences and the
-    process's JSON."""
-    sentences, compared = SENTENCES + EDGE_SENTENCES, compared_sentences(tiny_run[1])
-    op_types = saved_model_ops(exported[1])[0] | saved_model_ops(quantized)[0]
-    request = dict(op_types=sorted(op_types), serve=[[exported[1], sentences], [exported[1], compared]])
-    return sentences, compared, run_fresh_python(FRESH_PROCESS, json.dumps(request))
+def fresh(fresh_process):
+    """`(sentences, compared, outputs)` of the session's fresh process (tests/export/conftest.py):
+    the float32 export served SENTENCES and EDGE_SENTENCES, then `compared_sentences` (which the
+    int8 one serves there by saved_model_cli: `quantized_served`)."""
+    return fresh_process["sentences"], fresh_process["compared"], fresh_process["outputs"]
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +65,7 @@ def test_fresh_process_matches_the_python_translator(fresh, python_translator):
 def test_ops_stay_within_the_allow_list(fresh, exported, quantized):
     """Core TensorFlow ops and the SentencePiece ops TensorFlow Serving links in, no XLA, no Python,
     no quantization ops: in the int8 export, which holds every op type of the float32 one (so the
-    saved_model_cli run of tests/export/test_quantize.py loads them all)."""
+    saved_model_cli run of the fresh process, tests/export/conftest.py, loads them all)."""
     op_types, jit_functions = saved_model_ops(quantized)
     float_op_types, _ = saved_model_ops(exported[1])
     print(f"ops beyond the float32 export's: {sorted(op_types - float_op_types)}")
