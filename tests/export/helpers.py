@@ -1,5 +1,5 @@
-"""What the export tests share: the export settings and sentences, runs of fresh Python processes and
-of saved_model_cli, and the ops a SavedModel must and must not hold."""
+"""What the export tests share: the export settings and sentences, runs of fresh Python processes (one
+of them running saved_model_cli), and the ops a SavedModel must and must not hold."""
 
 import json
 import os
@@ -71,41 +71,6 @@ def run_fresh_python(code, *args, project=False, env=None, timeout=300):
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def saved_model_cli_run(export_dir, sentences, directory):
-    """`saved_model_cli run` on `serving_default` with `sentences`, written to and read back from
-    .npy files in `directory`; returns `(stdout, {output key: array})` after checking it exits 0.
-    saved_model_cli loads through a TF1 Session, as TensorFlow Serving's C++ loader does, and needs
-    the SentencePiece ops registered, hence tensorflow_text imported first (docs/serving.md,
-    "Serving it")."""
-    import numpy as np
-
-    inputs, outdir = os.path.join(directory, "inputs.npy"), os.path.join(directory, "outputs")
-    np.save(inputs, np.array([sentence.encode("utf-8") for sentence in sentences], dtype=object))
-    command = [
-        sys.executable,
-        "-c",
-        "import sys, tensorflow_text; from tensorflow.python.tools import saved_model_cli; "
-        "sys.argv[0] = 'saved_model_cli'; saved_model_cli.main()",
-        "run",
-        "--dir",
-        export_dir,
-        "--tag_set",
-        "serve",
-        "--signature_def",
-        "serving_default",
-        "--inputs",
-        f"inputs={inputs}",
-        "--outdir",
-        outdir,
-    ]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd="/")
-    assert result.returncode == 0, result.stderr[-3000:]
-    outputs = {
-        name[: -len(".npy")]: np.load(os.path.join(outdir, name), allow_pickle=True) for name in os.listdir(outdir)
-    }
-    return result.stdout, outputs
-
-
 # tensorflow-text ops that TensorFlow Serving links in (since its 2.2 release).
 # tensorflow-text's ops the export uses: TensorFlow Serving links tensorflow-text's op library in
 # (its SUPPORTED_TENSORFLOW_OPS), so the model server runs them.
@@ -140,38 +105,41 @@ def saved_model_ops(path):
 
 
 # In an isolated interpreter: which of the op types argv[1]'s "op_types" names TensorFlow alone does
-# not register (before tensorflow_text is imported), then each of its "serve" requests, `[SavedModel
-# path, sentences]`, served by that SavedModel's serving_default, and each of its "calls",
-# `[SavedModel path, signature, {input: strings}]`, its outputs as lists (or {"error": the message}
-# of an InvalidArgumentError): what TensorFlow Serving sees.
+# not register (before tensorflow_text is imported); then its "saved_model_cli" request, `[SavedModel
+# path, .npy file of sentences, output folder]`, run as docs/serving.md runs it (tensorflow_text
+# imported first, then `saved_model_cli run` on serving_default: TensorFlow Serving's session
+# loader), its printed output kept; then each of its "serve" requests, `[SavedModel path,
+# sentences]`, served by that SavedModel's serving_default as tf.saved_model.load loads it, its
+# outputs as lists: what TensorFlow Serving sees.
 FRESH_PROCESS = """
-import json, sys
+import contextlib, io, json, sys
 import tensorflow as tf
 from tensorflow.python.framework import op_def_registry
 assert "tensorflow_text" not in sys.modules
 request = json.loads(sys.argv[1])
 unknown_to_tensorflow = sorted(n for n in request["op_types"] if op_def_registry.get(n) is None)
 import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
-loaded, served, called = {}, [], []
-def signature(path, name):
+from tensorflow.python.tools import saved_model_cli
+path, inputs, outdir = request["saved_model_cli"]
+sys.argv = ["saved_model_cli", "run", "--dir", path, "--tag_set", "serve", "--signature_def", "serving_default",
+            "--inputs", f"inputs={inputs}", "--outdir", outdir]
+printed = io.StringIO()
+with contextlib.redirect_stdout(printed):
+    try:
+        saved_model_cli.main()
+    except SystemExit as exit:
+        assert not exit.code, exit.code
+def as_list(tensor):
+    return [item.decode("utf-8") if isinstance(item, bytes) else item for item in tensor.numpy().tolist()]
+loaded, served = {}, []
+for path, sentences in request["serve"]:
     if path not in loaded:
         loaded[path] = tf.saved_model.load(path)
-    return loaded[path].signatures[name]
-def decoded(item):
-    return item.decode("utf-8") if isinstance(item, bytes) else [decoded(part) for part in item] if isinstance(item, list) else item
-def as_lists(value):
-    return decoded(value.numpy().tolist())
-for path, sentences in request["serve"]:
-    outputs = signature(path, "serving_default")(inputs=tf.constant(sentences))
-    served.append({name: as_lists(outputs[name]) for name in ("translations", "scores")})
-for path, name, inputs in request.get("calls", []):
-    try:
-        outputs = signature(path, name)(**{key: tf.constant(value, tf.string) for key, value in inputs.items()})
-        called.append({key: as_lists(value) for key, value in outputs.items()})
-    except tf.errors.InvalidArgumentError as error:
-        called.append({"error": error.message})
+    outputs = loaded[path].signatures["serving_default"](inputs=tf.constant(sentences))
+    served.append({name: as_list(outputs[name]) for name in ("translations", "scores")})
 project = sorted(m for m in sys.modules if m.split(".")[0] in ("common", "models", "data", "inference", "export", "evaluation", "training"))
-print(json.dumps({"unknown_to_tensorflow": unknown_to_tensorflow, "served": served, "called": called, "project_modules": project}))
+print(json.dumps({"unknown_to_tensorflow": unknown_to_tensorflow, "saved_model_cli": printed.getvalue(), "served": served,
+                  "project_modules": project}))
 """
 
 

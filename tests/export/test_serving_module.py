@@ -7,7 +7,7 @@ import tensorflow as tf
 from common.special_ids import EOS_ID, PAD_ID
 from export.serving_module import resolve_buckets
 from models.search_config import SearchConfig
-from tests.export.helpers import SENTENCES, composed_documents
+from tests.export.helpers import SENTENCES, compared_sentences, composed_documents
 from tests.helpers import EXPORT_SETTINGS
 
 # One process runs this module: the first call of each signature of the loaded export (`served`)
@@ -195,7 +195,8 @@ def test_the_prefix_signature_refuses_a_prefix_longer_than_the_maximum_output_le
     assert translations[1].startswith(longest)
     message = (
         r"prefix: a target prefix has more SentencePiece pieces than the maximum output length of its sentence "
-        r"\(its source tokens, EOS included, \+ max_extra_length=12\)\] \[sentences \(from 0\):\] \[1\]"
+        r"\(its source tokens, EOS included, \+ max_extra_length=12\)\] \[sentences \(from 0\):\] \[1\] "
+        rf"\[prefix pieces:\] \[{limit + 1}\] \[maximum output lengths:\] \[{limit}\]"
     )
     with pytest.raises(tf.errors.InvalidArgumentError, match=message):
         serve_prefixes(prefix, ["Open the file.", "Print"], ["", too_long])
@@ -302,15 +303,55 @@ def test_every_text_signature_gives_a_confidence(served):
     assert n_best.shape == (4, EXPORT_SETTINGS["beam_size"])
     np.testing.assert_allclose(n_best[:, 0], best, atol=1e-5)
     empty = tf.constant([""] * 4)
+    plain = serve(serving, sentences)
     for outputs in (
         loaded.signatures["prefix"](inputs=tf.constant(sentences), prefixes=empty),
         loaded.signatures["constrain"](inputs=tf.constant(sentences), constraints=empty),
     ):
         np.testing.assert_allclose(outputs["confidence"].numpy(), best, atol=1e-5)
+        # No prefix, no phrase: serving_default's translations.
+        assert [text.decode("utf-8") for text in outputs["translations"].numpy()] == plain[0]
+        np.testing.assert_allclose(outputs["scores"].numpy(), plain[1], atol=1e-5)
     scored = loaded.signatures["score"](inputs=tf.constant(sentences), targets=tf.constant(["Datei", "", "OK", "x"]))
     np.testing.assert_allclose(
         scored["confidence"].numpy(), np.exp(scored["log_probs"].numpy() / scored["lengths"].numpy()), rtol=1e-5
     )
+
+
+@pytest.mark.full  # the test split of the real corpus
+def test_align_gives_the_python_translators_alignments_on_the_test_split(served, tiny_run, tiny_model_and_tokenizer):
+    """On `compared_sentences` (every length bucket, sentences over max_input_length among them,
+    which both split): the align signature's translations and scores are serving_default's and, with
+    its alignments, the Python translator's (`alignments=True`, the default attention)."""
+    from inference.translator import Translator
+
+    loaded, serving, _ = served
+    compared = compared_sentences(tiny_run[1])
+    model, tokenizer = tiny_model_and_tokenizer
+    settings = {k: EXPORT_SETTINGS[k] for k in ("beam_size", "alpha", "max_extra_length", "max_input_length")}
+    translator = Translator(model, tokenizer, SearchConfig(**settings))
+    texts, scores, alignments = translator.translate(compared, alignments=True)
+    assert translator.truncated == 0
+    aligned = loaded.signatures["align"](inputs=tf.constant(compared))
+    translations, served_scores = serve(serving, compared)
+    assert [text.decode("utf-8") for text in aligned["translations"].numpy()] == translations == texts
+    np.testing.assert_allclose(aligned["scores"].numpy(), served_scores, atol=1e-6)
+    np.testing.assert_allclose(aligned["scores"].numpy(), scores, atol=1e-4)
+    assert [text.decode("utf-8") for text in aligned["alignments"].numpy()] == alignments
+    print(f"{sum(len(a.split()) for a in alignments)} links in {len(alignments)} alignments")
+
+
+@pytest.mark.slow  # the constrain signature's first call
+def test_the_constrain_signature_refuses_an_empty_phrase_naming_its_sentence(served):
+    """Its own check, in the graph (SavedModelTranslator refuses it before: tests/inference)."""
+    from export.serving_module import CONSTRAINT_REFUSALS
+
+    loaded, _, _ = served
+    with pytest.raises(tf.errors.InvalidArgumentError) as refused:
+        loaded.signatures["constrain"](
+            inputs=tf.constant(["Print", "Close"]), constraints=tf.constant(["", "Datei\t\tÖffnen"])
+        )
+    assert f"{CONSTRAINT_REFUSALS['empty']}] [sentences (from 0):] [1]" in refused.value.message
 
 
 @pytest.mark.slow  # traces a search
