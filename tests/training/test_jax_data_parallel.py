@@ -30,7 +30,7 @@ def _train_flags(model_dir, corpus, devices, distribution):
     return [
         f"--model_dir={model_dir}",
         f"--cache_dir={os.path.dirname(corpus.root)}",
-        "--vocab_size=500",
+        "--vocab_size=2000",
         f"--max_length={MAX_LENGTH}",
         "--preset=tiny",
         "--num_layers=1",
