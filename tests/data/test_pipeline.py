@@ -352,8 +352,9 @@ def _reference_batches(tsv, tokenizer, plan, max_length, repeat=False):
     return batches.map(lambda s, ti, to: ((s, ti), to))
 
 
-@pytest.mark.parametrize("cache_tokenized", [False, True])
-@pytest.mark.parametrize("chunk", [37, 1024])
+# Chunks of 37 pairs, with and without the cache of tokenized pairs; one chunk of all the file's
+# pairs (nothing waits across chunks), which the cache does not change.
+@pytest.mark.parametrize("chunk, cache_tokenized", [(37, False), (37, True), (1024, False)])
 def test_batches_are_those_of_tf_data_bucketing_pair_by_pair(
     small_tsv, small_tokenizer, monkeypatch, chunk, cache_tokenized
 ):

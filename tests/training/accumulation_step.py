@@ -1,8 +1,8 @@
 """Two optimizer updates of a small Transformer, each from K=3 batches of different sizes
 accumulated by `train.py`'s optimizer, beside two updates from single batches that hold the same
-pairs (the K batches' union), and beside Keras's own `gradient_accumulation_steps` (the mean of the
-K batches' per-token means). Prints a JSON list, one result per device count; with --mirrored_step
-(TensorFlow, N = 2), a JSON object of that list ("accumulation") and the results of
+pairs (the K batches' union), and under JAX beside Keras's own `gradient_accumulation_steps` (the
+mean of the K batches' per-token means). Prints a JSON list, one result per device count; with
+--mirrored_step (TensorFlow, N = 2), a JSON object of that list ("accumulation") and the results of
 tests/training/mirrored_step.py ("mirrored"), which the same process runs.
 
     python tests/training/accumulation_step.py [--devices=1,N] [--mirrored_step]
@@ -14,6 +14,10 @@ DataParallel over all the host's devices. The host is set up for the largest cou
 runs on the first (TensorFlow's `OneDeviceStrategy`, JAX before a distribution is set), so one
 process serves both counts. Run as a script (the devices must be set up before the backend
 initialises them): tests/training/test_accumulation.py.
+
+Under JAX, --train_py=JSON (a list of two argument lists) also runs train.py's `main` in this
+process: the first list's run before any distribution is set (one device), the second's after
+the accumulation checks set train.py's "auto" one (tests/training/test_jax_data_parallel.py).
 """
 
 import argparse
@@ -128,10 +132,12 @@ def check(devices, strategy, replicas):
     micro, unions = batches(np.random.default_rng(0))
     accumulated = train(initial, micro, strategy, accumulate_steps=ACCUMULATE)
     union = train(initial, unions, strategy)
-    # Keras's accumulation does not run under MirroredStrategy (its conditional update synchronises
-    # the replicas from the replica context, which tf.distribute refuses).
+    # Keras's accumulation, the wrong update the checks must tell apart, under JAX only: it does not
+    # run under MirroredStrategy (its conditional update synchronises the replicas from the replica
+    # context, which tf.distribute refuses), and how far it ends from the union is the batches' doing,
+    # which are the same in both backends' processes.
     keras_mean = None
-    if replicas == 1 or keras.backend.backend() == "jax":
+    if keras.backend.backend() == "jax":
         keras_mean = train(initial, micro, strategy, keras_accumulation=ACCUMULATE)
 
     def largest(first, second):
@@ -149,10 +155,25 @@ def check(devices, strategy, replicas):
     }
 
 
+def assert_accumulated_updates(results, backend, devices):
+    """The checks of a process's results for `devices` (its device counts), for the tests."""
+    assert [(result["backend"], result["replicas"]) for result in results] == [(backend, count) for count in devices]
+    for result in results:
+        assert result["iterations"] == [2, 2], result  # Six batches made two updates, as the two unions did.
+        assert result["largest_update"] > 1e-2, result
+        assert result["accumulated_minus_union"] < 1e-6 + 1e-5 * result["largest_update"], result
+        # The check has teeth: Keras's accumulation (the mean of per-batch means, its schedule stepped
+        # per batch) ends elsewhere. Run under JAX only (`check`), hence None under TensorFlow.
+        assert (result["keras_mean_minus_union"] is None) == (backend == "tensorflow"), result
+        if result["keras_mean_minus_union"] is not None:
+            assert result["keras_mean_minus_union"] > 100 * max(result["accumulated_minus_union"], 1e-7), result
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--devices", default="1", help="device counts, comma-separated, smallest first")
     parser.add_argument("--mirrored_step", action="store_true", help="also mirrored_step.py's checks")
+    parser.add_argument("--train_py", default="[]", help="JAX: train.py's arguments of a run before, one after")
     arguments = parser.parse_args()
     counts = [int(count) for count in arguments.devices.split(",")]
     import keras
@@ -180,13 +201,30 @@ def main():
     else:
         from training.distribution import make_strategy, num_replicas
 
+        train_runs = json.loads(arguments.train_py)
+        if train_runs:
+            train_py(train_runs[0])
         for devices in counts:
             # Before any distribution is set, JAX runs on its first device; then train.py's "auto"
             # spreads the batches over all the host's devices.
             if devices > 1:
                 make_strategy("auto")
             results.append(check(devices, None, num_replicas(None)))
+        if train_runs:
+            make_strategy("auto")
+            train_py(train_runs[1])
+    print()
     json.dump(results, sys.stdout)
+
+
+def train_py(argv):
+    """train.py's `main` on `argv` (its flags), in this process."""
+    from absl import flags
+
+    import train
+
+    flags.FLAGS.unparse_flags()
+    train.main(flags.FLAGS(["train.py", *argv]))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """Gradient accumulation (`--accumulate_steps`): K batches give the update of one batch holding
-their pairs, on one device, mirrored over two logical CPUs and under JAX over two host devices; the optimizer's contract; a run with accumulation checkpoints on update boundaries and
-resumes from them exactly. The TensorFlow process also checks one step on two mirrored replicas
-against one device (tests/training/mirrored_step.py)."""
+their pairs, on one device and mirrored over two logical CPUs (under JAX over two host devices:
+tests/training/test_jax_data_parallel.py); the optimizer's contract; a run with accumulation
+checkpoints on update boundaries and resumes from them exactly. The TensorFlow process also checks
+one step on two mirrored replicas against one device (tests/training/mirrored_step.py)."""
 
 import dataclasses
 import json
@@ -14,17 +15,16 @@ import numpy as np
 import pytest
 
 from tests.helpers import REPO_ROOT, small_run_config, tiny_run_config, train_flags_refusal
+from tests.training.accumulation_step import assert_accumulated_updates
 from training.optimizers import FusedAdam, batch_tokens
 from training.preemption import at_update_boundary
 
 SCRIPT = os.path.join(REPO_ROOT, "tests", "training", "accumulation_step.py")
 
 
-def _run_script(backend, devices, *flags):
-    """The script's results for each of `devices` (device counts), all in one new process."""
-    env = dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="2", KERAS_BACKEND=backend)
-    if backend == "jax":
-        env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={max(devices)}"
+def _run_script(devices, *flags):
+    """The script's results under TensorFlow for each of `devices` (device counts), in one new process."""
+    env = dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="2", KERAS_BACKEND="tensorflow")
     completed = subprocess.run(
         [sys.executable, SCRIPT, f"--devices={','.join(map(str, devices))}", *flags],
         cwd=REPO_ROOT,
@@ -54,29 +54,15 @@ def _assert_mirrored_step_matches_one_device(results):
     assert adam["replica_spread"] == 0.0
 
 
-@pytest.mark.slow  # a script in a new process for each backend (the optimizer's contract: the tests below)
-@pytest.mark.parametrize("backend", ["tensorflow", "jax"])
-def test_k_accumulated_batches_give_the_update_of_one_batch_of_their_pairs(backend):
-    """TensorFlow on one device and mirrored over two logical CPUs (two code paths of the update);
-    JAX over two host devices (one compiled program for any count, the batch split by Keras). The
-    TensorFlow process also runs mirrored_step.py's checks of one step on two mirrored replicas
+@pytest.mark.slow  # a script in a new process (under JAX: tests/training/test_jax_data_parallel.py)
+def test_k_accumulated_batches_give_the_update_of_one_batch_of_their_pairs():
+    """TensorFlow on one device and mirrored over two logical CPUs (two code paths of the update).
+    The same process runs mirrored_step.py's checks of one step on two mirrored replicas
     (tests/training/test_distribution.py has the other distributions)."""
-    devices = [1, 2] if backend == "tensorflow" else [2]
-    results = _run_script(backend, devices, *(["--mirrored_step"] if backend == "tensorflow" else []))
+    results = _run_script([1, 2], "--mirrored_step")
     print(results)
-    if backend == "tensorflow":
-        _assert_mirrored_step_matches_one_device(results["mirrored"])
-        results = results["accumulation"]
-    assert [(result["backend"], result["replicas"]) for result in results] == [(backend, count) for count in devices]
-    for result in results:
-        assert result["iterations"] == [2, 2], result  # Six batches made two updates, as the two unions did.
-        assert result["largest_update"] > 1e-2, result
-        assert result["accumulated_minus_union"] < 1e-6 + 1e-5 * result["largest_update"], result
-        # The check has teeth: Keras's accumulation (the mean of per-batch means, its schedule stepped
-        # per batch) ends elsewhere. It does not run under MirroredStrategy, hence None there.
-        if result["keras_mean_minus_union"] is not None:
-            assert result["keras_mean_minus_union"] > 100 * max(result["accumulated_minus_union"], 1e-7), result
-    assert (results[-1]["keras_mean_minus_union"] is None) == (backend == "tensorflow")
+    _assert_mirrored_step_matches_one_device(results["mirrored"])
+    assert_accumulated_updates(results["accumulation"], "tensorflow", [1, 2])
 
 
 def _variables():

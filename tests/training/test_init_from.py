@@ -16,7 +16,6 @@ from tests.helpers import (
     DEB_CACHE,
     QUICK_TRAIN_FLAGS,
     TINY_MODEL,
-    run_train_py,
     tiny_run_config,
     tool_flags,
     train_flags_refusal,
@@ -71,13 +70,17 @@ _FINE_TUNING = dict(
 )
 
 
-@pytest.mark.slow  # A train.py run.
-def test_train_py_fine_tunes_the_parents_model_on_a_domain_and_lowers_its_dev_loss(tiny_run, corpus, tmp_path):
+@pytest.mark.slow  # A training run.
+def test_train_py_fine_tunes_the_parents_model_on_a_domain_and_lowers_its_dev_loss(
+    tiny_run, corpus, tmp_path, train_flag_values, capsys
+):
     """train.py --init_from with no model flag but a dropout rate trains the parent's architecture
     and vocabulary from its best weights, with a fresh optimizer from step 0; it records the parent
     and keeps the search its parent recorded; the fine-tuning lowers the domain's dev loss. A later
-    start of the same run resumes from its own checkpoints and keeps that record."""
-    from training import init_from
+    start of the same run resumes from its own checkpoints and keeps that record. In process, as
+    train.py's `main` runs (its flags, `launch`'s run and summary): train.py in a process of its
+    own, its output into a file, is test_train.py's."""
+    from training import init_from, launch, train_flags
     from training.model_building import build_model
     from training.run_dir import RunDir
     from training.trainer import _assign_parent, _parent_weights, _record
@@ -90,8 +93,9 @@ def test_train_py_fine_tunes_the_parents_model_on_a_domain_and_lowers_its_dev_lo
     (parent / "config.json").write_text(json.dumps(parent_config))
     train_tsv, dev_tsv, dev_pairs = _domain_files(corpus, tmp_path)
     model_dir = tmp_path / "ding"
-    completed = run_train_py(
-        model_dir,
+    argv = [
+        "train.py",
+        f"--model_dir={model_dir}",
         f"--init_from={parent}",
         "--dropout=0.0",
         "--corpus=files",
@@ -101,12 +105,19 @@ def test_train_py_fine_tunes_the_parents_model_on_a_domain_and_lowers_its_dev_lo
         f"--dev_tsv={dev_tsv}",
         "--max_length=64",
         *(f"--{name}={value}" for name, value in _FINE_TUNING.items()),
-    )
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    assert f"fine-tuning from {parent}/checkpoints/best.weights.h5 (step 200), the best" in completed.stderr
-    assert f"trained to step 60; model written to {model_dir / 'model.keras'}" in completed.stdout
-    # Its output went to a file (`run_train_py`): a plain line per epoch, not Keras's bar.
-    epochs = [line for line in completed.stdout.splitlines() if line.startswith("epoch ")]
+    ]
+    train_flag_values.unparse_flags()
+    try:
+        train_flag_values(argv)
+        capsys.readouterr()
+        launch.print_summary(launch.train_run(train_flags.config_from_flags()))
+    finally:
+        train_flag_values.unparse_flags()
+    printed = capsys.readouterr()
+    assert f"fine-tuning from {parent}/checkpoints/best.weights.h5 (step 200), the best" in printed.err
+    assert f"trained to step 60; model written to {model_dir / 'model.keras'}" in printed.out
+    # Its output is not a terminal: a plain line per epoch, not Keras's bar.
+    epochs = [line for line in printed.out.splitlines() if line.startswith("epoch ")]
     assert [line.split(":")[0] for line in epochs] == ["epoch 1/2, step 30/60", "epoch 2/2, step 60/60"], epochs
     assert "; dev loss " in epochs[-1], epochs
     with open(model_dir / "config.json") as handle:

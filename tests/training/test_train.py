@@ -43,11 +43,11 @@ def _train_command(model_dir, corpus, *extra):
         f"--model_dir={model_dir}",
         f"--cache_dir={os.path.dirname(corpus.root)}",
         f"--deb_dir={DEB_CACHE}",
-        "--vocab_size=2000",
+        "--vocab_size=500",
         "--max_length=64",
         "--preset=tiny",
-        *(f"--{key}={value}" for key, value in TINY_MODEL.items()),
-        "--batch_tokens=1024",
+        *(f"--{key}={value}" for key, value in SMALL_MODEL.items()),
+        "--batch_tokens=512",
         "--warmup_steps=30",
         "--learning_rate_scale=2.0",
         "--eval_sentences=0",
@@ -58,8 +58,8 @@ def _train_command(model_dir, corpus, *extra):
 
 def _command_config(model_dir, corpus, **train_overrides):
     """The RunConfig `_train_command(model_dir, corpus, ...)` trains: the same run, in this process."""
-    options = dict(batch_tokens=1024, warmup_steps=30, learning_rate_scale=2.0, eval_sentences=0, keep_checkpoints=5)
-    return tiny_run_config(str(model_dir), os.path.dirname(corpus.root), **dict(options, **train_overrides))
+    options = dict(warmup_steps=30, learning_rate_scale=2.0, eval_sentences=0, keep_checkpoints=5)
+    return small_run_config(str(model_dir), corpus, **dict(options, **train_overrides))
 
 
 def _run(command, timeout=600):
@@ -71,7 +71,7 @@ def _log_rows(model_dir):
         return list(csv.DictReader(handle))
 
 
-def _schedule(step, d_model=TINY_MODEL["hidden_dim"], warmup=30, scale=2.0):
+def _schedule(step, d_model=SMALL_MODEL["hidden_dim"], warmup=30, scale=2.0):
     return scale * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
 
 
@@ -350,7 +350,7 @@ def _wait_for(path, process, timeout=600):
 # The signal test's run: a checkpoint (an epoch) every 10 steps, so that a second's wait lands
 # mid-epoch, and steps enough that the first run is still training when its signal comes.
 SIGNAL_RUN_EPOCH = 10
-SIGNAL_RUN_STEPS = 200
+SIGNAL_RUN_STEPS = 1000
 
 
 def _stop_mid_epoch(process, checkpoint_dir, after_step, stop_signal, log_path):
@@ -521,7 +521,7 @@ def _tiny_checkpoint_bytes(tmp_path, vocabulary_size, **model):
 
 
 # The full-disk run's settings that --recipe=small_data would otherwise set.
-_QUICK_RUN = dict(max_length=64, batch_tokens=1024, eval_sentences=0, distribution="one_device")
+_QUICK_RUN = dict(max_length=64, batch_tokens=512, eval_sentences=0, distribution="one_device")
 
 
 def _weighted_source_files(corpus, tmp_path):
@@ -543,7 +543,7 @@ def _assert_weighted_files_recorded(model_dir, paths, stderr):
     assert applied in stderr
     with open(model_dir / "config.json") as handle:
         recorded = json.load(handle)
-    assert recorded["model"] == dict(TINY_MODEL, normalize_first=True)
+    assert recorded["model"] == dict(SMALL_MODEL, normalize_first=True)
     assert recorded["train"]["warmup_steps"] == 400 and recorded["train"]["cache_tokenized"] is True
     assert recorded["search"] == {"alpha": 1.0, "min_length_ratio": 0.8, "chosen_for": "recipe small_data"}
     assert recorded["data"]["train_weights"] == [3.0, 1.0]
@@ -579,7 +579,7 @@ def test_a_full_disk_stops_with_one_clear_error_and_keeps_the_checkpoint_to_resu
     from inference import checkpoint_files
     from training.run_dir import RunDir
 
-    size_kib = int(2.5 * _tiny_checkpoint_bytes(tmp_path, 500, normalize_first=True)) // 1024 + 64
+    size_kib = int(2.5 * _tiny_checkpoint_bytes(tmp_path, 500, **SMALL_MODEL, normalize_first=True)) // 1024 + 64
     paths = _weighted_source_files(sample_corpus, tmp_path)
 
     model_dir = tmp_path / "run"
@@ -598,7 +598,7 @@ def test_a_full_disk_stops_with_one_clear_error_and_keeps_the_checkpoint_to_resu
             f"--dev_tsv={sample_corpus.dev}",
             "--vocab_size=500",
             "--preset=tiny",
-            *(f"--{key}={value}" for key, value in TINY_MODEL.items()),
+            *(f"--{key}={value}" for key, value in SMALL_MODEL.items()),
             *(f"--{key}={value}" for key, value in _QUICK_RUN.items()),
             "--train_steps=30",
             "--checkpoint_every=10",
