@@ -10,13 +10,12 @@ in tests/export/test_serving_module.py and tests/inference/test_saved_model_tran
 import numpy as np
 import pytest
 
-from models.search_config import SearchConfig
 from tests.export.helpers import (
     FORBIDDEN_OPS,
     TEXT_OPS,
     saved_model_ops,
 )
-from tests.helpers import EXPORT_SETTINGS
+from tests.helpers import EXPORT_SETTINGS, export_arguments
 
 pytestmark = pytest.mark.full
 
@@ -42,12 +41,7 @@ def python_translator(exported):
     return Translator(
         model,
         Tokenizer.from_file(f"{model_dir}/spm.model"),
-        search=SearchConfig(
-            beam_size=EXPORT_SETTINGS["beam_size"],
-            alpha=EXPORT_SETTINGS["alpha"],
-            max_extra_length=EXPORT_SETTINGS["max_extra_length"],
-            max_input_length=EXPORT_SETTINGS["max_input_length"],
-        ),
+        search=export_arguments(EXPORT_SETTINGS)["search"],
     )
 
 

@@ -8,7 +8,7 @@ from common.special_ids import EOS_ID, PAD_ID
 from export.serving_module import resolve_buckets
 from models.search_config import SearchConfig
 from tests.export.helpers import SENTENCES, compared_sentences, composed_documents
-from tests.helpers import EXPORT_SETTINGS
+from tests.helpers import EXPORT_SETTINGS, export_arguments
 
 # One process runs this module: the first call of each signature of the loaded export (`served`)
 # takes seconds (TensorFlow optimizes its graph then), and so does tracing the `steered` modules.
@@ -328,8 +328,7 @@ def test_align_gives_the_python_translators_alignments_on_the_test_split(served,
     loaded, serving, _ = served
     compared = compared_sentences(tiny_run[1])
     model, tokenizer = tiny_model_and_tokenizer
-    settings = {k: EXPORT_SETTINGS[k] for k in ("beam_size", "alpha", "max_extra_length", "max_input_length")}
-    translator = Translator(model, tokenizer, SearchConfig(**settings))
+    translator = Translator(model, tokenizer, export_arguments(EXPORT_SETTINGS)["search"])
     texts, scores, alignments = translator.translate(compared, alignments=True)
     assert translator.truncated == 0
     aligned = loaded.signatures["align"](inputs=tf.constant(compared))
