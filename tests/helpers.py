@@ -46,7 +46,7 @@ SAMPLE_TSV = os.path.join(REPO_ROOT, "tests", "fixtures", "deb_en_de_sample.tsv"
 # The settings of the shared export (conftest.py's tiny_export). Small enough that the 64-sentence
 # one-by-one check stays within seconds; two buckets below max_input_length so that sentences alone
 # and in a batch take different branches.
-EXPORT_SETTINGS = dict(beam_size=4, alpha=0.6, max_input_length=48, max_extra_length=12, length_buckets=(8, 16))
+EXPORT_SETTINGS = dict(beam_size=4, alpha=0.6, max_input_length=48, max_extra_length=12, length_buckets=(16,))
 
 
 def export_arguments(settings):

@@ -30,7 +30,7 @@ def test_layout_is_what_tensorflow_serving_watches(exported):
     with open(os.path.join(path, "assets.extra", "export_config.json"), encoding="utf-8") as handle:
         config = json.load(handle)
     assert config["export"]["max_input_length"] == EXPORT_SETTINGS["max_input_length"]
-    assert config["export"]["length_buckets"] == [8, 16, 48]
+    assert config["export"]["length_buckets"] == [16, 48]
     assert config["model"]["hidden_dim"] == 64  # the run's config.json travels with the export
 
 
@@ -151,6 +151,7 @@ def test_only_unlocked_temporaries_of_the_exporter_are_removed(tmp_path):
     assert exporter.remove_stale_temporaries(str(tmp_path)) == [running.name]  # its export was killed
 
 
+@pytest.mark.slow  # A subprocess.
 def test_command_errors_are_one_line_naming_the_flag(exported, tmp_path):
     """One refusal through `python -m export` proves the wiring (one line, exit 2); the others are
     the same ExportError path, checked in this process."""
