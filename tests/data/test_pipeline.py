@@ -65,6 +65,7 @@ def test_over_length_pairs_are_dropped_and_reported(small_tsv, small_tokenizer, 
     assert f"dropped {too_long} of {len(pairs)} pairs longer than max_length = 40" in capfd.readouterr().err
 
 
+@pytest.mark.slow  # Two passes read by two iterators.
 def test_each_iterator_of_a_repeated_stream_reads_the_same_passes(small_tsv, small_tokenizer):
     """Keras reads a fit's first batch with an iterator of its own and leaves it prefetching: the
     training's iterator reads the same batches however far that one has got, into a second pass
@@ -136,7 +137,7 @@ def _shard_files(tsv, directory, count):
     return paths
 
 
-@pytest.mark.parametrize("shards", [1, 4])
+@pytest.mark.parametrize("shards", [1, pytest.param(4, marks=pytest.mark.slow)])
 def test_distributed_pipelines_read_their_own_shards(small_tsv, small_tokenizer, tmp_path, capsys, shards):
     files = _shard_files(small_tsv, tmp_path, shards)
     english_of = [{en for en, _ in parallel_files.read_tsv(path)} for path in files]

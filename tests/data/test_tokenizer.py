@@ -131,6 +131,7 @@ def test_runs_inside_a_graph(small_tokenizer):
     assert round_trip(tf.constant(NORMAL_TEXT[:2])).numpy().tolist() == [t.encode() for t in NORMAL_TEXT[:2]]
 
 
+@pytest.mark.slow  # A fresh process loads the SavedModel.
 def test_saved_model_carries_the_vocabulary_and_keeps_two_apart(small_tokenizer, small_tsv, tmp_path):
     """A SavedModel holds its vocabularies: one round-trips text in a fresh process, and two in one
     graph (separate source and target vocabularies) each tokenize as their own, not as the first."""

@@ -81,6 +81,7 @@ def test_the_plotted_translation_is_the_scored_one(tiny_run, tmp_path, monkeypat
     assert plotted == [scored]
 
 
+@pytest.mark.slow  # Three alignments, each batched and eager.
 def test_the_alignment_is_read_from_the_plotted_matrix(tiny_model):
     """The translator's alignment (batched, compiled) is the argmax alignment of the matrix the plot
     draws for the sentence (alone, eager), for the default attention and for a chosen layer and head."""

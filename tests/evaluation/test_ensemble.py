@@ -38,6 +38,7 @@ def test_a_run_with_itself_translates_as_the_run(tiny_run, translate_here):
     np.testing.assert_allclose(twice_scores, alone_scores, atol=1e-4)
 
 
+@pytest.mark.slow  # A second member trained.
 def test_two_members_are_searched_and_scored_on_the_mean_of_their_log_probabilities(tiny_run):
     model_dir, _ = tiny_run
     run = RunDir(model_dir)

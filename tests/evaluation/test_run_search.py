@@ -136,6 +136,7 @@ def test_a_bad_recorded_search_is_one_clear_error_naming_the_file(tiny_run, tmp_
     assert str(refused.value).startswith(f"{os.path.join(run, 'config.json')}: {message}")
 
 
+@pytest.mark.slow  # A subprocess.
 def test_translate_py_refuses_a_bad_recorded_search_in_one_line(tiny_run, tmp_path):
     """The tools' wiring of the refusals above (evaluate.py and the export call the same
     `apply_run_search`): status 2, the message, no traceback."""

@@ -358,6 +358,7 @@ def test_command_converts_quietly(tiny_run, tmp_path):
         assert noise not in result.stderr, result.stderr[-4000:]
 
 
+@pytest.mark.slow  # A subprocess.
 def test_command_refuses_with_one_line_and_status_2(tiny_run, tmp_path):
     not_a_transformer = tmp_path / "dense"
     not_a_transformer.mkdir()

@@ -434,6 +434,7 @@ def steer(module, model, eos_bias):
     return [t.decode() for t in module.serve(tf.constant(STEERED_SENTENCES))["translations"].numpy()]
 
 
+@pytest.mark.slow  # Two more modules traced (`steered`).
 def test_min_length_ratio_is_built_into_the_graph(steered, tiny_model_and_tokenizer, tiny_run):
     """EOS forced first: empty translations unless the minimum bars it (the repetition guard also
     built into the steered module cannot lengthen a translation)."""
@@ -453,6 +454,7 @@ def test_min_length_ratio_is_built_into_the_graph(steered, tiny_model_and_tokeni
         )
 
 
+@pytest.mark.slow  # Two more modules traced (`steered`).
 def test_no_repeat_ngram_size_is_built_into_the_graph(steered, tiny_model_and_tokenizer):
     """With EOS barred the tiny model repeats itself; the graph's guard (1: no piece twice) changes
     its translations, to the Python translator's under the same search. (The minimum length also
@@ -485,6 +487,7 @@ def test_a_students_export_aligns_from_its_decoders_layers(tiny_model_and_tokeni
         module.alignment_attention()
 
 
+@pytest.mark.slow  # One more module traced.
 def test_the_shortlist_is_built_into_the_graph_and_searches_as_the_python_translator(
     tiny_model_and_tokenizer, tiny_run
 ):

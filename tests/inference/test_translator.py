@@ -28,6 +28,7 @@ SENTENCES = [
 ]
 
 
+@pytest.mark.slow  # A search per sentence and one of the batch, each to its length limit.
 def test_sentence_alone_equals_it_in_a_batch_of_other_lengths(tiny_model, eos_bias_model):
     model, tokenizer, _, _ = tiny_model
     # EOS forbidden: every translation runs to its own length limit, so a sentence whose limit
