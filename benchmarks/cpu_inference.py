@@ -42,9 +42,11 @@ ends its translations itself (`FREE`): the exports' default search (no minimum, 
 tokens), CTranslate2 up to the batch's largest n + 50; keras-hub, whose weights are random, as above.
 
 Every configuration runs over all its calls once untimed (tracing, bucket graphs, caches), then
-`--repeats` timed passes, in which the systems take turns pass by pass (the order rotating every
-repeat) so that load from other jobs falls on all of them alike. TensorFlow runs with
-`--threads` intra-op and inter-op threads, CTranslate2 with `--threads` intra-op threads.
+`--repeats` timed passes. Each system is measured in a process of its own, which loads only it:
+in one process, the threads of the systems measured before (TensorFlow's pools, CTranslate2's
+OpenMP) slow the next, CTranslate2 most. `--no-isolate` measures them all in this process, taking
+turns pass by pass (the order rotating every repeat). TensorFlow runs with `--threads` intra-op
+and inter-op threads, CTranslate2 with `--threads` intra-op threads.
 
 `--profile` also traces one batch (the `batch` mode's first: its shortest sentences) through each
 SavedModel with `tf.profiler.experimental` and prints the op time by op type (summed over threads,
@@ -162,7 +164,16 @@ def parse_args(argv=None):
     parser.add_argument("--top", type=int, default=12, help="Op types printed per profile (default: 12).")
     parser.add_argument("--seed", type=int, default=0, help="Seed of the random weights.")
     parser.add_argument("--output", default=DEFAULT_OUTPUT, help="JSON file written (default: %(default)s).")
+    parser.add_argument(
+        "--isolate",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="Measure each system in a process of its own (default); --no-isolate: all in this one.",
+    )
+    # An isolated run's child: the JSON of `measure_alone`'s request.
+    parser.add_argument("--measure_one", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     args.sizes = [size.strip() for size in args.sizes.split(",") if size.strip()]
     args.systems = [name.strip() for name in args.systems.split(",") if name.strip()]
     check_args(parser, args)
@@ -385,18 +396,19 @@ def write_random_run(size, vocabulary_path, directory):
     return run.path
 
 
-def build_systems(size, run_path, checkpoint, output_length, processor, sentences, scratch, args):
-    """`({name: System}, {name: seconds to export or convert})` for `args.systems`, of the run
-    `run_path` whose SentencePiece model `processor` holds."""
+def build_artefacts(run_path, checkpoint, output_length, scratch, args):
+    """`({name: path}, {name: seconds to export or convert})` for `args.systems` of the run
+    `run_path`: each SavedModel's export, each CTranslate2 conversion (keras-hub's: None, built
+    where it is measured)."""
     from export.ctranslate2_export import convert_run
     from export.exporter import export_model
 
-    systems, seconds = {}, {}
+    paths, seconds = {}, {}
     for name in args.systems:
         start = time.perf_counter()
         target = os.path.join(scratch, name)
         if name.startswith("saved_model"):
-            path = export_model(
+            paths[name] = export_model(
                 run_path,
                 target,
                 search=SearchConfig(
@@ -411,17 +423,105 @@ def build_systems(size, run_path, checkpoint, output_length, processor, sentence
                 checkpoint=checkpoint,
                 quantize="int8" if name.endswith("int8") else None,
             )
-            systems[name] = saved_model_system(path, processor)
         elif name.startswith("ct2"):
-            path = convert_run(
+            paths[name] = convert_run(
                 run_path, target, quantization=name.split("_")[1], checkpoint=checkpoint, shortlist=args.shortlist
             )
-            systems[name] = ctranslate2_system(path, processor, output_length, args)
         else:
-            systems[name] = keras_hub_system(RunDir(run_path).read_config()["model"], processor, sentences, args)
+            paths[name] = None
         seconds[name] = round(time.perf_counter() - start, 1)
-        print(f"{size}: {LABELS[name]} ready in {seconds[name]} s", file=sys.stderr, flush=True)
-    return systems, seconds
+    return paths, seconds
+
+
+def load_system(name, path, run_path, inputs, args):
+    """The `System` of `name`, its artefact at `path` (`build_artefacts`), for `inputs` (`SizeInputs`)."""
+    if name.startswith("saved_model"):
+        return saved_model_system(path, inputs.processor)
+    if name.startswith("ct2"):
+        return ctranslate2_system(path, inputs.processor, inputs.output_length, args)
+    return keras_hub_system(RunDir(run_path).read_config()["model"], inputs.processor, inputs.sentences, args)
+
+
+@dataclasses.dataclass(frozen=True)
+class SizeInputs:
+    """What one size's measurements read: its run's SentencePiece `processor`, the `sentences`, the
+    `checkpoint` exported and the `output_length` bounds."""
+
+    processor: object
+    sentences: list
+    checkpoint: str
+    output_length: OutputLength
+
+
+def size_inputs(size, run_path, args):
+    import sentencepiece
+
+    processor = sentencepiece.SentencePieceProcessor(model_file=RunDir(run_path).vocabulary_path)
+    sentences = (
+        equal_length_sentences(args.sentences, processor, args.count)
+        if args.equal_lengths
+        else read_sentences(args.sentences, args.count)
+    )
+    trained = size == args.run_preset
+    checkpoint, output_length = (args.checkpoint, FREE) if trained else ("last", FORCED)
+    return SizeInputs(processor, sentences, checkpoint, output_length)
+
+
+def measure_alone(args):
+    """An isolated run's child (`--measure_one`): one system measured in this process, which loads
+    nothing else; writes `{"results": ..., "profile": ... or None}` to the request's output."""
+    request = json.loads(args.measure_one)
+    name = request["system"]
+    if not name.startswith("ct2"):
+        import keras
+        import tensorflow as tf
+
+        set_threads(tf, args.threads)
+        keras.utils.set_random_seed(args.seed)
+    inputs = size_inputs(request["size"], request["run_path"], args)
+    system = load_system(name, request["path"], request["run_path"], inputs, args)
+    calls = mode_calls(inputs.sentences, inputs.processor, args.batch)
+    results, prepared = measure({name: system}, calls, args.repeats)
+    profile = None
+    if args.profile and name.startswith("saved_model"):
+        profile = profile_call(system.run, prepared[name, "batch"][0], args.top)
+    with open(request["output"], "w", encoding="utf-8") as handle:
+        json.dump({"results": results, "profile": profile}, handle)
+
+
+def measure_isolated(size, paths, run_path, scratch, args):
+    """`({name: {mode: result}}, {name: profile})`, each system measured by a process of its own
+    (`measure_alone`), in turn."""
+    import subprocess
+
+    results, profiles = {}, {}
+    for name, path in paths.items():
+        output = os.path.join(scratch, f"{name}-measured.json")
+        request = dict(size=size, system=name, path=path, run_path=run_path, output=output)
+        command = [sys.executable, os.path.abspath(__file__), *args.argv, f"--measure_one={json.dumps(request)}"]
+        returncode = subprocess.run(command, check=False).returncode
+        if returncode != 0:
+            raise SystemExit(
+                f"cpu_inference.py: measuring {LABELS[name]} ({size}) in a process of its own failed with "
+                f"status {returncode}; its error is above"
+            )
+        with open(output, encoding="utf-8") as handle:
+            measured = json.load(handle)
+        results[name] = measured["results"][name]
+        if measured["profile"] is not None:
+            profiles[name] = measured["profile"]
+    return results, profiles
+
+
+def measure_here(size, paths, run_path, inputs, calls, args):
+    """`({name: {mode: result}}, {name: profile})`, every system loaded and measured in this process."""
+    systems = {name: load_system(name, path, run_path, inputs, args) for name, path in paths.items()}
+    results, prepared = measure(systems, calls, args.repeats)
+    profiles = {}
+    if args.profile:
+        for name in (name for name in systems if name.startswith("saved_model")):
+            profiles[name] = profile_call(systems[name].run, prepared[name, "batch"][0], args.top)
+    return results, profiles
 
 
 def equal_length_sentences(path, processor, count):
@@ -570,8 +670,9 @@ def set_threads(tf, threads):
 def main(argv=None):
     args = parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if args.measure_one is not None:
+        return measure_alone(args)
     import keras
-    import sentencepiece
     import tensorflow as tf
 
     threads = set_threads(tf, args.threads)
@@ -580,7 +681,11 @@ def main(argv=None):
         "machine": machine(),
         "load_average_at_start": os.getloadavg(),
         "versions": {"tensorflow": tf.__version__, "keras": keras.__version__},
-        "settings": {key: value for key, value in vars(args).items() if key not in ("output", "run_preset")},
+        "settings": {
+            key: value
+            for key, value in vars(args).items()
+            if key not in ("output", "run_preset", "argv", "measure_one")
+        },
         "tensorflow_threads": threads,
         "sizes": {},
     }
@@ -595,37 +700,33 @@ def main(argv=None):
             run_path = (
                 args.model_dir if trained else write_random_run(size, args.vocabulary, os.path.join(scratch, size))
             )
-            processor = sentencepiece.SentencePieceProcessor(model_file=RunDir(run_path).vocabulary_path)
-            sentences = (
-                equal_length_sentences(args.sentences, processor, args.count)
-                if args.equal_lengths
-                else read_sentences(args.sentences, args.count)
-            )
-            checkpoint, output_length = (args.checkpoint, FREE) if trained else ("last", FORCED)
+            inputs = size_inputs(size, run_path, args)
             exports = os.path.join(scratch, f"{size}-exports")
-            systems, ready_seconds = build_systems(
-                size, run_path, checkpoint, output_length, processor, sentences, exports, args
-            )
-            calls = mode_calls(sentences, processor, args.batch)
-            results, prepared = measure(systems, calls, args.repeats)
+            paths, ready_seconds = build_artefacts(run_path, inputs.checkpoint, inputs.output_length, exports, args)
+            for name, seconds in ready_seconds.items():
+                print(f"{size}: {LABELS[name]} ready in {seconds} s", file=sys.stderr, flush=True)
+            calls = mode_calls(inputs.sentences, inputs.processor, args.batch)
+            if args.isolate:
+                results, profiles = measure_isolated(size, paths, run_path, scratch, args)
+            else:
+                results, profiles = measure_here(size, paths, run_path, inputs, calls, args)
             entry = {
-                "weights": f"{args.model_dir} ({checkpoint})" if trained else "random",
+                "weights": f"{args.model_dir} ({inputs.checkpoint})" if trained else "random",
                 "model": RunDir(run_path).read_config()["model"],
-                "vocabulary_size": processor.get_piece_size(),
-                "output_length": dataclasses.asdict(output_length),
-                "mean_source_tokens": sum(source_tokens(processor, sentences)) / len(sentences),
+                "vocabulary_size": inputs.processor.get_piece_size(),
+                "output_length": dataclasses.asdict(inputs.output_length),
+                "mean_source_tokens": sum(source_tokens(inputs.processor, inputs.sentences)) / len(inputs.sentences),
                 "ready_seconds": ready_seconds,
+                "isolated": args.isolate,
                 "results": results,
                 "ratios": ratios(results),
             }
             rows += table_rows(size, results, args.batch)
             if args.profile:
-                entry["profile"] = {}
-                for name in (name for name in systems if name.startswith("saved_model")):
-                    entry["profile"][name] = profile_call(systems[name].run, prepared[name, "batch"][0], args.top)
-                    print_profile(size, name, len(calls["batch"][0]), entry["profile"][name])
+                entry["profile"] = profiles
+                for name, profile in profiles.items():
+                    print_profile(size, name, len(calls["batch"][0]), profile)
             summary["sizes"][size] = entry
-            del systems, prepared
     summary["load_average_at_end"] = os.getloadavg()
     print(
         f"\n{machine()}, {args.threads} threads, beam {args.beam_size}, {args.count} sentences, {args.repeats} repeat(s)"
