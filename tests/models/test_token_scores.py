@@ -6,15 +6,12 @@ import numpy as np
 
 from common.special_ids import BOS_ID, EOS_ID, PAD_ID
 from models.token_scores import token_log_probs
-from models.transformer import Transformer
 from models.translation import score_ids
-
-VOCAB = 19
+from tests.models.small_model import small_transformer
 
 
 def test_token_log_probs_are_the_forced_tokens_log_softmax_and_sum_to_score_ids():
-    keras.utils.set_random_seed(0)
-    model = Transformer(VOCAB, num_layers=1, hidden_dim=16, num_heads=2, intermediate_dim=32, dropout=0.0)
+    model = small_transformer()
     source = np.array([[5, 6, 7, EOS_ID], [8, EOS_ID, PAD_ID, PAD_ID]], "int32")
     target = np.array([[9, 10, EOS_ID, PAD_ID], [11, 12, 13, EOS_ID]], "int32")
     log_probs, lengths = (keras.ops.convert_to_numpy(x) for x in token_log_probs(model, source, target))
