@@ -7,10 +7,9 @@ import keras
 import numpy as np
 import pytest
 
-from common.special_ids import PAD_ID
 from models import int8_weights
 from models.search_config import SearchConfig
-from tests.models.small_model import SMALL, VOCAB, small_transformer
+from tests.models.small_model import SMALL, VOCAB, small_batch, small_transformer
 
 
 def test_quantize_channels_is_symmetric_per_channel_within_half_a_step():
@@ -94,8 +93,7 @@ def test_a_search_casts_each_int8_matrix_once_and_translates_as_with_a_cast_per_
             assert int8_weights.block_matrices().keys() == matrices.keys()
     assert int8_weights.block_matrices() is None
 
-    source = np.random.default_rng(3).integers(4, VOCAB, size=(3, 6)).astype("int32")
-    source[2, 3:] = PAD_ID
+    source, _ = small_batch()
     made = []
     product_matrix = int8_weights.product_matrix
     monkeypatch.setattr(
