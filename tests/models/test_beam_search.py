@@ -517,13 +517,15 @@ def random_models():
     return models
 
 
-# Each alpha is the same code with other numbers: JAX runs the search with and without the penalty,
-# the TensorFlow run every alpha.
+# Each alpha is the same code with other numbers, and so are beams 2 and 4 (beam 1 keeps one alive
+# hypothesis): JAX runs the search with and without the penalty at beams 1 and 4, the TensorFlow run
+# every alpha and beam.
 REFERENCE_ALPHAS = [0.0, 0.6] if keras.backend.backend() == "jax" else [0.0, 0.6, 1.0, 2.0]
+REFERENCE_BEAMS = [1, 4] if keras.backend.backend() == "jax" else [1, 2, 4]
 
 
 @pytest.mark.parametrize("alpha", REFERENCE_ALPHAS)
-@pytest.mark.parametrize("beam_size", [1, 2, 4])
+@pytest.mark.parametrize("beam_size", REFERENCE_BEAMS)
 def test_search_equals_plain_reference_and_never_beats_the_optimum(random_models, beam_size, alpha):
     # What must hold for an approximate search: it is exactly the documented algorithm (so the early
     # stop of the finished set never changes the result, whatever alpha); every returned hypothesis

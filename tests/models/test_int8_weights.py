@@ -7,11 +7,9 @@ import keras
 import numpy as np
 import pytest
 
-from common.special_ids import PAD_ID
 from models import int8_weights
 from models.search_config import SearchConfig
-from models.transformer import Transformer
-from tests.helpers import TINY_MODEL
+from tests.models.small_model import SMALL, VOCAB, small_batch, small_transformer
 
 
 def test_quantize_channels_is_symmetric_per_channel_within_half_a_step():
@@ -43,21 +41,11 @@ def test_dequantized_matmul_matches_numpy_in_both_layouts():
     np.testing.assert_array_equal(keras.ops.convert_to_numpy(transposed), outputs)
 
 
-# The shared run's layers, one of each stack: every kind of projection once.
-MODEL = dict(TINY_MODEL, num_layers=1)
-
-
-def _model():
-    model = Transformer(50, **MODEL)
-    model.build()
-    return model
-
-
 def test_quantized_transformer_has_int8_matmul_weights_and_close_logits():
-    model = _model()
+    model = small_transformer()
     rng = np.random.default_rng(2)
-    source = rng.integers(4, 50, size=(2, 7)).astype("int32")
-    target = rng.integers(4, 50, size=(2, 5)).astype("int32")
+    source = rng.integers(4, VOCAB, size=(2, 7)).astype("int32")
+    target = rng.integers(4, VOCAB, size=(2, 5)).astype("int32")
     float_logits = keras.ops.convert_to_numpy(model((source, target)))
     float_matmul_weights = sum(
         int(np.prod(v.shape)) for v in model.variables if v.path.endswith(("/kernel", "/embeddings"))
@@ -66,8 +54,9 @@ def test_quantized_transformer_has_int8_matmul_weights_and_close_logits():
     dtypes = {v.path: keras.backend.standardize_dtype(v.dtype) for v in model.variables}
     kernels = [path for path in dtypes if path.endswith(("/kernel", "/embeddings"))]
     # Every projection (query, fused key/value, output; feed-forward inner and output): 3 + 2 per
-    # encoder layer, 3 + 3 + 2 per decoder layer, and the shared embedding.
-    assert len(kernels) == MODEL["num_layers"] * (5 + 8) + 1
+    # encoder layer, 3 + 3 + 2 per decoder layer (one layer of each stack: every kind of projection
+    # once), and the shared embedding.
+    assert len(kernels) == SMALL["num_layers"] * (5 + 8) + 1
     assert {dtypes[path] for path in kernels} == {"int8"}
     assert sum(int(np.prod(v.shape)) for v in model.variables if dtypes[v.path] == "int8") == float_matmul_weights
     quantized_logits = keras.ops.convert_to_numpy(model((source, target)))
@@ -78,7 +67,7 @@ def test_quantized_transformer_has_int8_matmul_weights_and_close_logits():
 
 
 def test_quantize_refuses_other_modes_and_a_second_quantization():
-    model = _model()
+    model = small_transformer()
     with pytest.raises(ValueError, match="int8"):
         model.quantize("int4")
     model.quantize("int8")
@@ -89,7 +78,7 @@ def test_quantize_refuses_other_modes_and_a_second_quantization():
 def test_a_search_casts_each_int8_matrix_once_and_translates_as_with_a_cast_per_product(monkeypatch):
     from models.translation import translate_ids
 
-    model = _model()
+    model = small_transformer()
     model.quantize("int8")
     int8_variables = [v for v in model.weights if keras.backend.standardize_dtype(v.dtype) == "int8"]
     with int8_weights.products_cast_once(model.weights):
@@ -104,8 +93,7 @@ def test_a_search_casts_each_int8_matrix_once_and_translates_as_with_a_cast_per_
             assert int8_weights.block_matrices().keys() == matrices.keys()
     assert int8_weights.block_matrices() is None
 
-    source = np.random.default_rng(3).integers(4, 50, size=(3, 6)).astype("int32")
-    source[2, 3:] = PAD_ID
+    source, _ = small_batch()
     made = []
     product_matrix = int8_weights.product_matrix
     monkeypatch.setattr(

@@ -20,9 +20,9 @@ def test_counts_only_non_pad_tokens_across_batches():
 def test_target_token_count_reports_training_and_validation_apart():
     from models.losses import LabelSmoothedCrossEntropy
     from models.metrics import TargetTokenCount
-    from models.transformer import Transformer
+    from tests.models.small_model import small_transformer
 
-    model = Transformer(20, num_layers=1, hidden_dim=8, num_heads=2, intermediate_dim=16)
+    model = small_transformer()
     model.compile(optimizer="adam", loss=LabelSmoothedCrossEntropy(), metrics=[TargetTokenCount()])
     ids = np.random.default_rng(0).integers(4, 20, size=(8, 5)).astype("int32")
     ids[0, 3:] = 0  # Two padded targets.

@@ -142,22 +142,25 @@ def test_beam_slots_of_a_shared_self_cache_read_through_the_ancestry():
     rows = BATCH * slots
     inputs = _random(rows, length, HIDDEN)  # inputs[r, t]: what the row in slot r % slots feeds at step t
     ancestry = np.random.default_rng(2).integers(0, slots, size=(rows, length))  # slot of the ancestor at p
+    own, positions = np.arange(rows) % slots, np.arange(length)
+    first = np.arange(rows) - own  # The row of its sentence's slot 0.
     layer(inputs[:, :1])
     cache = layer.empty_cache(BATCH, slots * length)
     for step in range(length):
-        ancestry[:, step] = np.arange(rows) % slots  # The row's own key at its own step.
-        visible = (np.arange(length) <= step)[None, None, :] & (ancestry[:, None, :] == np.arange(slots)[None, :, None])
+        read = ancestry.copy()
+        read[:, step] = own  # The row's own key at its own step, its ancestors' before.
+        visible = (positions <= step)[None, None, :] & (read[:, None, :] == np.arange(slots)[None, :, None])
         outputs, cache = layer(
             inputs[:, step : step + 1],
             attention_mask=visible.reshape(rows, 1, slots * length),
             cache=cache,
             cache_index=step,
         )
-        for row in range(rows):
-            first = row - row % slots
-            history = np.stack([inputs[first + ancestry[row, p], p] for p in range(step + 1)])[None]
-            full = layer(history, attention_mask=causal_attention_mask(step + 1, step + 1))
-            np.testing.assert_allclose(_numpy(outputs)[row, 0], _numpy(full)[0, -1], atol=1e-5)
+        # Every row's history (what its ancestors fed, then its own input), causal: the positions
+        # after `step` do not reach it.
+        history = inputs[first[:, None] + read, positions[None, :]]
+        full = layer(history, attention_mask=causal_attention_mask(length, length))
+        np.testing.assert_allclose(_numpy(outputs)[:, 0], _numpy(full)[:, step], atol=1e-5)
     assert [tuple(x.shape) for x in cache] == [(BATCH, HEADS, slots * length, HIDDEN // HEADS)] * 2
 
 

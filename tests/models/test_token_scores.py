@@ -6,20 +6,20 @@ import numpy as np
 
 from common.special_ids import BOS_ID, EOS_ID, PAD_ID
 from models.token_scores import token_log_probs
-from models.transformer import Transformer
 from models.translation import score_ids
-
-VOCAB = 19
+from tests.models.small_model import small_transformer
 
 
 def test_token_log_probs_are_the_forced_tokens_log_softmax_and_sum_to_score_ids():
-    keras.utils.set_random_seed(0)
-    model = Transformer(VOCAB, num_layers=1, hidden_dim=16, num_heads=2, intermediate_dim=32, dropout=0.0)
-    source = np.array([[5, 6, 7, EOS_ID], [8, EOS_ID, PAD_ID, PAD_ID]], "int32")
-    target = np.array([[9, 10, EOS_ID, PAD_ID], [11, 12, 13, EOS_ID]], "int32")
+    model = small_transformer()
+    # The shared batch's shapes: source [3, 7], target [3, 6].
+    source = np.full((3, 7), PAD_ID, "int32")
+    source[0], source[1, :4], source[2, :2] = [5, 6, 7, 8, 9, 10, EOS_ID], [11, 12, 13, EOS_ID], [14, EOS_ID]
+    target = np.full((3, 6), PAD_ID, "int32")
+    target[0, :3], target[1], target[2, :4] = [9, 10, EOS_ID], [11, 12, 13, 14, 15, EOS_ID], [16, 17, 18, EOS_ID]
     log_probs, lengths = (keras.ops.convert_to_numpy(x) for x in token_log_probs(model, source, target))
-    assert lengths.tolist() == [3, 4] and log_probs[0, 3] == 0.0
-    decoder_input = np.concatenate([np.full((2, 1), BOS_ID, "int32"), target[:, :-1]], axis=1)
+    assert lengths.tolist() == [3, 6, 4] and np.all(log_probs[0, 3:] == 0.0) and np.all(log_probs[2, 4:] == 0.0)
+    decoder_input = np.concatenate([np.full((3, 1), BOS_ID, "int32"), target[:, :-1]], axis=1)
     logits = keras.ops.convert_to_numpy(model((source, decoder_input), training=False)).astype("float64")
     expected = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
     expected = np.take_along_axis(expected, target[:, :, None], axis=2)[:, :, 0] * (target != PAD_ID)
