@@ -203,8 +203,8 @@ def test_separate_vocabularies_learn_each_side_from_its_own_column(sample_corpus
 def test_steps_per_execution_and_subword_sampling_change_only_what_they_say(sample_corpus, tmp_path):
     """--steps_per_execution changes only how often the host looks: the same losses and weights.
     --subword_alpha resegments the training stream (other losses from the same seed), while the
-    run's translations segment deterministically: a sampling tokenizer in the translator would give
-    other translations at each call. And a NaN loss, resuming one of these runs, stops with a clear
+    run's translator segments deterministically: a sampling tokenizer there would give other ids
+    (`encode`, the segmentation `translate` reads) at each call. And a NaN loss, resuming one of these runs, stops with a clear
     error and keeps its checkpoints."""
     from inference.loading import load_translator
     from training.trainer import TrainingError, train
@@ -239,8 +239,8 @@ def test_steps_per_execution_and_subword_sampling_change_only_what_they_say(samp
     assert (recorded["subword_alpha"], recorded["subword_nbest"]) == (0.3, -1)
     translator = load_translator(str(tmp_path / "sampled"), kind="run", checkpoint="last", quiet=True)
     sentences = ["Anna reads a book at 7 o'clock.", "The teacher opens the window."]
-    first = translator.translate(sentences)
-    assert translator.translate(sentences) == first and translator.translate(sentences) == first
+    first = translator.encode(sentences)
+    assert translator.encode(sentences) == first and translator.encode(sentences) == first
     with pytest.raises(TrainingError, match="--cache_tokenized keeps the first pass's"):
         train(
             small_run_config(tmp_path / "cached", sample_corpus, subword_alpha=0.3, cache_tokenized=True, **first_epoch)
