@@ -174,14 +174,14 @@ def test_early_stopping_resumes_its_patience_and_ends_on_the_best_checkpoint(sam
     from training.trainer import train
 
     # A min_delta no gain exceeds: each evaluation after the first counts, so with patience 2 the
-    # run stops at the 3rd (step 30) only if the crash at step 20 kept its count (1). Counted
-    # afresh, it would stop at step 50.
+    # run stops at the 3rd (step 15) only if the crash at step 10 kept its count (1). Counted
+    # afresh, it would stop at step 25.
     config = small_run_config(
         tmp_path / "run",
         sample_corpus,
-        train_steps=80,
-        checkpoint_every=10,
-        eval_every=10,
+        train_steps=40,
+        checkpoint_every=5,
+        eval_every=5,
         keep_checkpoints=1,
         eval_sentences=4,
         eval_beam_size=2,
@@ -190,29 +190,29 @@ def test_early_stopping_resumes_its_patience_and_ends_on_the_best_checkpoint(sam
     )
     run = RunDir(config.model_dir)
     first = _Recorder()
-    with pytest.raises(RuntimeError, match="crash at step 20"):
-        train(config, callbacks=[first, _Crash(20)])
+    with pytest.raises(RuntimeError, match="crash at step 10"):
+        train(config, callbacks=[first, _Crash(10)])
     assert run.read_best()["evaluations_without_improvement"] == 1
-    assert "step 20: dev BLEU" in capsys.readouterr().out
+    assert "step 10: dev BLEU" in capsys.readouterr().out
 
     second = _Recorder()
     summary = train(config, callbacks=[second])
     printed = capsys.readouterr()
     record = summary["best"]
-    assert summary["stopped_early_at"] == 30 and summary["step"] == 30 and record["stopped_at"] == 30
+    assert summary["stopped_early_at"] == 15 and summary["step"] == 15 and record["stopped_at"] == 15
     assert record["evaluations_without_improvement"] == 2
-    assert sorted(second.weights) == [30]
+    assert sorted(second.weights) == [15]
     # The best is the first evaluation with the highest dev BLEU, whose checkpoint the rotation removed.
     bleu_by_step = {row["step"]: row["val_bleu"] for row in _log(config.model_dir)}
     best_bleu = max(bleu_by_step.values())
     assert record["step"] == min(step for step, bleu in bleu_by_step.items() if bleu == best_bleu)
     assert record["score"] == pytest.approx(best_bleu)
-    assert [step for step, _ in run.checkpoints()] == [30]
+    assert [step for step, _ in run.checkpoints()] == [15]
     recorded = {**first.weights, **second.weights}[record["step"]]
     final = keras.saving.load_model(run.model_path, compile=False)
     _assert_same(_numpy_weights(final.weights), recorded[: len(final.weights)])
     message = (
-        f"early stopping at step 30: 2 evaluations without an improvement of dev bleu above 1e+09; "
+        f"early stopping at step 15: 2 evaluations without an improvement of dev bleu above 1e+09; "
         f"model.keras holds the best checkpoint, of step {record['step']}"
     )
     assert message in printed.err
@@ -220,12 +220,12 @@ def test_early_stopping_resumes_its_patience_and_ends_on_the_best_checkpoint(sam
 
     # Run again, the stopped run trains no further and keeps its model.
     again = train(config)
-    assert again["stopped_early_at"] == 30 and again["history"] == {}
-    assert "stopped early at step 30 after 2 evaluations without improvement" in capsys.readouterr().err
+    assert again["stopped_early_at"] == 15 and again["history"] == {}
+    assert "stopped early at step 15 after 2 evaluations without improvement" in capsys.readouterr().err
     _assert_same(
         _numpy_weights(keras.saving.load_model(run.model_path, compile=False).weights), _numpy_weights(final.weights)
     )
-    assert [step for step, _ in run.checkpoints()] == [30]
+    assert [step for step, _ in run.checkpoints()] == [15]
 
 
 def _log(model_dir):
