@@ -199,13 +199,28 @@ def test_separate_vocabularies_learn_each_side_from_its_own_column(sample_corpus
     assert not run.has_separate_vocabularies()
 
 
+class _PoisonAfter(keras.callbacks.Callback):
+    """Turns the embedding into NaN before the step after `step` (so the loss becomes NaN there),
+    recording the run's checkpoints as they were then in `digests`."""
+
+    def __init__(self, model_dir, step):
+        super().__init__()
+        self.model_dir, self.step, self.digests = model_dir, step, None
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if self.digests is None and int(keras.ops.convert_to_numpy(self.model.optimizer.iterations)) == self.step:
+            self.digests = _checkpoint_digests(self.model_dir)
+            weight = self.model.weights[0]
+            weight.assign(np.full(weight.shape, np.nan, keras.backend.standardize_dtype(weight.dtype)))
+
+
 @pytest.mark.slow
 def test_steps_per_execution_and_subword_sampling_change_only_what_they_say(sample_corpus, tmp_path):
     """--steps_per_execution changes only how often the host looks: the same losses and weights.
     --subword_alpha resegments the training stream (other losses from the same seed), while the
     run's translator segments deterministically: a sampling tokenizer there would give other ids
-    (`encode`, the segmentation `translate` reads) at each call. And a NaN loss, resuming one of these runs, stops with a clear
-    error and keeps its checkpoints."""
+    (`encode`, the segmentation `translate` reads) at each call. And a NaN loss (the sampled run's,
+    in its second epoch) stops with a clear error and keeps its checkpoints."""
     from inference.loading import load_translator
     from training.trainer import TrainingError, train
 
@@ -221,19 +236,15 @@ def test_steps_per_execution_and_subword_sampling_change_only_what_they_say(samp
     with pytest.raises(ValueError, match="checkpoint_every=5 must be a multiple of steps_per_execution=3"):
         train(small_run_config(tmp_path / "three", sample_corpus, steps_per_execution=3, **options))
 
-    # An infinite learning rate turns the weights, then the loss, into NaN within a step.
-    before = _checkpoint_digests(tmp_path / "five")
-    assert len(before) == 2
-    exploding = dict(options, train_steps=15, learning_rate_scale=float("inf"))
-    with pytest.raises(TrainingError, match="loss became NaN or infinite.*newest good one: .*ckpt-000000010"):
-        train(small_run_config(tmp_path / "five", sample_corpus, **exploding))
-    assert _checkpoint_digests(tmp_path / "five") == before
-
-    first_epoch = dict(options, train_steps=5, eval_every=5)
-    sampled = train(small_run_config(tmp_path / "sampled", sample_corpus, subword_alpha=0.3, **first_epoch))
+    poison = _PoisonAfter(tmp_path / "sampled", 5)
+    with pytest.raises(TrainingError, match="loss became NaN or infinite.*newest good one: .*ckpt-000000005"):
+        train(small_run_config(tmp_path / "sampled", sample_corpus, subword_alpha=0.3, **options), callbacks=[poison])
+    assert len(poison.digests) == 1 and _checkpoint_digests(tmp_path / "sampled") == poison.digests
     # Another stream: not the losses the same seed gives without sampling, which agree to rtol 1e-5
     # above (the first steps of a fresh model are all near ln(vocabulary), so the gap is small).
-    assert not np.isclose(sampled["history"]["loss"][0], one["history"]["loss"][0], rtol=1e-5)
+    (first_epoch, *_) = _log_rows(tmp_path / "sampled")
+    assert int(first_epoch["step"]) == 5
+    assert not np.isclose(float(first_epoch["loss"]), one["history"]["loss"][0], rtol=1e-5)
     with open(tmp_path / "sampled" / "config.json", encoding="utf-8") as f:
         recorded = json.load(f)["train"]
     assert (recorded["subword_alpha"], recorded["subword_nbest"]) == (0.3, -1)
@@ -241,9 +252,12 @@ def test_steps_per_execution_and_subword_sampling_change_only_what_they_say(samp
     sentences = ["Anna reads a book at 7 o'clock.", "The teacher opens the window."]
     first = translator.encode(sentences)
     assert translator.encode(sentences) == first and translator.encode(sentences) == first
+    first_epoch_only = dict(options, train_steps=5, eval_every=5)
     with pytest.raises(TrainingError, match="--cache_tokenized keeps the first pass's"):
         train(
-            small_run_config(tmp_path / "cached", sample_corpus, subword_alpha=0.3, cache_tokenized=True, **first_epoch)
+            small_run_config(
+                tmp_path / "cached", sample_corpus, subword_alpha=0.3, cache_tokenized=True, **first_epoch_only
+            )
         )
     assert not os.path.exists(tmp_path / "cached" / "config.json")
 
