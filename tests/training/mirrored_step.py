@@ -1,13 +1,10 @@
-"""One SGD step of a small Transformer on one global batch, on one device, and mirrored over two
-logical CPU devices with the global-token loss and with the per-replica one; and one step of
-`train.py`'s fused Adam beside Keras's Adam, both mirrored: `results()`. Imported, before
-TensorFlow initialises its devices (the import splits the CPU in two), by
-tests/training/accumulation_step.py, whose TensorFlow process also runs these checks for
-tests/training/test_accumulation.py; run alone, prints the results as JSON.
+"""Two mirrored replicas over two logical CPU devices against one device, and `train.py`'s fused
+Adam beside Keras's Adam, both mirrored: `results()`. Imported, before TensorFlow initialises its
+devices (the import splits the CPU in two), by tests/training/accumulation_step.py, whose
+TensorFlow process runs these checks for tests/training/test_accumulation.py: the replicas' runs
+are its union-batch runs (the update of one device, and of two replicas with the global-token loss
+and with the per-replica one), the Adam steps are taken here.
 """
-
-import json
-import sys
 
 from training.distribution import split_cpu
 
@@ -19,7 +16,6 @@ import tensorflow as tf  # noqa: E402
 
 from common.special_ids import BOS_ID, PAD_ID  # noqa: E402
 from models.learning_rate_schedule import transformer_optimizer  # noqa: E402
-from models.losses import LabelSmoothedCrossEntropy  # noqa: E402
 from models.transformer import Transformer  # noqa: E402
 from training.global_token_loss import GlobalTokenLabelSmoothedCrossEntropy  # noqa: E402
 from training.optimizers import FusedAdam  # noqa: E402
@@ -28,8 +24,7 @@ SMALL = dict(num_layers=1, hidden_dim=16, num_heads=2, intermediate_dim=32, drop
 
 
 def global_batch():
-    """Four pairs; the first two (replica 0) have 7 target tokens each, the last two 2 each, so a
-    per-replica mean weights the short pairs' tokens 3.5 times more than the global mean does."""
+    """Four pairs; the first two (replica 0) have 7 target tokens each, the last two 2 each."""
     rng = np.random.default_rng(0)
     source = rng.integers(4, 30, size=(4, 6)).astype("int32")
     target = rng.integers(4, 30, size=(4, 8)).astype("int32")
@@ -40,12 +35,12 @@ def global_batch():
     return (source, target), labels
 
 
-def one_step(strategy, loss, initial_weights, optimizer=None, model_out=None):
+def one_step(strategy, loss, initial_weights, optimizer, model_out=None):
     with strategy.scope():
         model = Transformer(30, **SMALL)
         model.build()
         model.set_weights(initial_weights)
-        model.compile(optimizer=optimizer or keras.optimizers.SGD(learning_rate=1.0), loss=loss)
+        model.compile(optimizer=optimizer, loss=loss)
     (source, target), labels = global_batch()
     dataset = tf.data.Dataset.from_tensors(((source, target), labels))
     history = model.fit(dataset, epochs=1, verbose=0)
@@ -63,33 +58,27 @@ def replica_spread(strategy, model):
     return spread
 
 
-def results(mirrored=None):
-    """The three checks' numbers, by name: "global", "per_replica" and "adam"; `mirrored`: the
-    process's `MirroredStrategy` over two CPU devices if it has one (another strategy's collective
-    ops would reuse its keys), else a new one."""
+def results(mirrored, replicas):
+    """The three checks' numbers, by name: "global", "per_replica" and "adam". `mirrored`: the
+    process's `MirroredStrategy` over two CPU devices (another strategy's collective ops would reuse
+    its keys); `replicas`: accumulation_step.py's union runs from the same initial weights, as
+    {"initial", "one_device", "global", "per_replica"} (each run's "weights" and "loss")."""
+    assert mirrored.num_replicas_in_sync == 2
+    one = replicas["one_device"]
+    found = {}
+    # On one device the global-token loss is the per-replica one: its run is the reference for both.
+    update = _largest(one["weights"], replicas["initial"])
+    for name in ("global", "per_replica"):
+        found[name] = {
+            "loss_one_device": one["loss"],
+            "loss_two_replicas": replicas[name]["loss"],
+            "largest_update": update,
+            "weight_difference": _largest(one["weights"], replicas[name]["weights"]),
+        }
     keras.utils.set_random_seed(0)
     reference = Transformer(30, **SMALL)
     reference.build()
     initial = reference.get_weights()
-    single = tf.distribute.OneDeviceStrategy("/cpu:0")
-    mirrored = mirrored or tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
-    assert mirrored.num_replicas_in_sync == 2
-    found = {}
-    # On one device the global-token loss is the per-replica one: one step is the reference for both.
-    loss_one, weights_one = one_step(single, GlobalTokenLabelSmoothedCrossEntropy(), initial)
-    update = max(float(np.max(np.abs(a - b))) for a, b in zip(weights_one, initial))
-    for name, loss_class in (
-        ("global", GlobalTokenLabelSmoothedCrossEntropy),
-        ("per_replica", LabelSmoothedCrossEntropy),
-    ):
-        loss_two, weights_two = one_step(mirrored, loss_class(), initial)
-        difference = max(float(np.max(np.abs(a - b))) for a, b in zip(weights_one, weights_two))
-        found[name] = {
-            "loss_one_device": loss_one,
-            "loss_two_replicas": loss_two,
-            "largest_update": update,
-            "weight_difference": difference,
-        }
     models = []
     options = dict(hidden_dim=SMALL["hidden_dim"], warmup_steps=2)
     with mirrored.scope():
@@ -102,16 +91,12 @@ def results(mirrored=None):
     found["adam"] = {
         "optimizer": type(models[0].optimizer).__name__,
         "steps": int(np.asarray(models[0].optimizer.iterations)),
-        "largest_update": max(float(np.max(np.abs(a - b))) for a, b in zip(weights_fused, initial)),
-        "fused_minus_keras": max(float(np.max(np.abs(a - b))) for a, b in zip(weights_fused, weights_keras)),
+        "largest_update": _largest(weights_fused, initial),
+        "fused_minus_keras": _largest(weights_fused, weights_keras),
         "replica_spread": replica_spread(mirrored, models[0]),
     }
     return found
 
 
-def main():
-    json.dump(results(), sys.stdout)
-
-
-if __name__ == "__main__":
-    main()
+def _largest(first, second):
+    return max(float(np.max(np.abs(a - b))) for a, b in zip(first, second))

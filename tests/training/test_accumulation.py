@@ -2,7 +2,7 @@
 their pairs, on one device and mirrored over two logical CPUs (under JAX over two host devices:
 tests/training/test_jax_data_parallel.py); the optimizer's contract; a run with accumulation
 checkpoints on update boundaries and resumes from them exactly. The TensorFlow process also checks
-one step on two mirrored replicas against one device (tests/training/mirrored_step.py)."""
+two mirrored replicas against one device (tests/training/mirrored_step.py)."""
 
 import dataclasses
 import json
@@ -38,8 +38,8 @@ def _run_script(devices, *flags):
 
 
 def _assert_mirrored_step_matches_one_device(results):
-    """mirrored_step.py's checks: two mirrored replicas with the global-token loss take the step of
-    one device on the same global batch; train.py's fused Adam takes Keras's Adam's step there."""
+    """mirrored_step.py's checks: two mirrored replicas with the global-token loss take the updates
+    of one device on the same global batches; train.py's fused Adam takes Keras's Adam's step there."""
     ours = results["global"]
     assert ours["largest_update"] > 1e-3  # The step changed the weights.
     assert ours["weight_difference"] < 1e-5 * max(1.0, ours["largest_update"]) + 1e-6
@@ -57,7 +57,7 @@ def _assert_mirrored_step_matches_one_device(results):
 @pytest.mark.slow  # a script in a new process (under JAX: tests/training/test_jax_data_parallel.py)
 def test_k_accumulated_batches_give_the_update_of_one_batch_of_their_pairs():
     """TensorFlow on one device and mirrored over two logical CPUs (two code paths of the update).
-    The same process runs mirrored_step.py's checks of one step on two mirrored replicas
+    The same process runs mirrored_step.py's checks of two mirrored replicas
     (tests/training/test_distribution.py has the other distributions)."""
     results = _run_script([1, 2], "--mirrored_step")
     print(results)

@@ -1,5 +1,5 @@
-"""train.py with two workers on the loopback interface. One step on two mirrored CPU replicas against
-one device: tests/training/test_accumulation.py (in the process of its TensorFlow accumulation
+"""train.py with two workers on the loopback interface. Two mirrored CPU replicas against one
+device: tests/training/test_accumulation.py (in the process of its TensorFlow accumulation
 checks, tests/training/mirrored_step.py)."""
 
 import json
