@@ -168,8 +168,20 @@ class _Crash(keras.callbacks.Callback):
             raise RuntimeError(f"crash at step {self.step}")
 
 
+class _StateAtStart(keras.callbacks.Callback):
+    def on_train_begin(self, logs=None):
+        self.weights = _numpy_weights(self.model.weights)
+        self.optimizer_state = _numpy_weights(self.model.optimizer.variables)
+
+
 @pytest.mark.slow
 def test_early_stopping_resumes_its_patience_and_ends_on_the_best_checkpoint(sample_corpus, tmp_path, capsys):
+    """The run accumulates two batches per update (--accumulate_steps): its checkpoints fall on
+    updates, and the resume after the crash starts from a checkpoint's weights and whole optimizer
+    state (empty accumulators). The optimizer's contract: tests/training/test_accumulation.py."""
+    from inference import checkpoint_files
+    from training.model_building import build_model
+    from training.preemption import at_update_boundary
     from training.run_dir import RunDir
     from training.trainer import train
 
@@ -187,6 +199,7 @@ def test_early_stopping_resumes_its_patience_and_ends_on_the_best_checkpoint(sam
         eval_beam_size=2,
         early_stopping=2,
         early_stopping_min_delta=1e9,
+        accumulate_steps=2,
     )
     run = RunDir(config.model_dir)
     first = _Recorder()
@@ -194,10 +207,16 @@ def test_early_stopping_resumes_its_patience_and_ends_on_the_best_checkpoint(sam
         train(config, callbacks=[first, _Crash(10)])
     assert run.read_best()["evaluations_without_improvement"] == 1
     assert "step 10: dev BLEU" in capsys.readouterr().out
+    saved = build_model(config.model, run.load_tokenizer().vocabulary_size, config.train)
+    saved.load_weights(checkpoint_files.checkpoint_path(run.checkpoint_dir, 10))
+    assert int(keras.ops.convert_to_numpy(saved.optimizer.iterations)) == 10 and at_update_boundary(saved.optimizer)
+    assert float(keras.ops.convert_to_numpy(saved.optimizer.accumulated_tokens)) == 0.0
 
-    second = _Recorder()
-    summary = train(config, callbacks=[second])
+    second, start = _Recorder(), _StateAtStart()
+    summary = train(config, callbacks=[second, start])
     printed = capsys.readouterr()
+    assert summary["resumed_from"] == 10
+    _assert_same(start.weights + start.optimizer_state, _numpy_weights(saved.weights + saved.optimizer.variables))
     record = summary["best"]
     assert summary["stopped_early_at"] == 15 and summary["step"] == 15 and record["stopped_at"] == 15
     assert record["evaluations_without_improvement"] == 2
