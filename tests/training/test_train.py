@@ -614,9 +614,9 @@ def test_a_full_disk_stops_with_one_clear_error_and_keeps_the_checkpoint_to_resu
             "--preset=tiny",
             *(f"--{key}={value}" for key, value in SMALL_MODEL.items()),
             *(f"--{key}={value}" for key, value in _QUICK_RUN.items()),
-            "--train_steps=30",
-            "--checkpoint_every=10",
-            "--eval_every=30",
+            "--train_steps=3",
+            "--checkpoint_every=1",
+            "--eval_every=3",
         ]
     )
     script = f"""
@@ -631,21 +631,21 @@ def test_a_full_disk_stops_with_one_clear_error_and_keeps_the_checkpoint_to_resu
     )
     assert namespace.returncode == 0, namespace.stderr
     full_err = (tmp_path / "full.err").read_text()
-    newest = mount_point / "ckpt-000000020.weights.h5"
+    newest = mount_point / "ckpt-000000002.weights.h5"
     assert (tmp_path / "full.rc").read_text().strip() == "1", full_err[-3000:]
     error = full_err.strip().splitlines()[-1]
-    assert error.startswith(f"train.py: error: cannot write {mount_point / 'ckpt-000000030.weights.h5'}")
-    assert "No space left on device" in error and f"at step 30; the newest good checkpoint is {newest}" in error
+    assert error.startswith(f"train.py: error: cannot write {mount_point / 'ckpt-000000003.weights.h5'}")
+    assert "No space left on device" in error and f"at step 3; the newest good checkpoint is {newest}" in error
     assert "Traceback" not in full_err and "Segmentation" not in full_err
     assert (tmp_path / "full.ls").read_text().split() == [
         ".",
         "..",
-        "ckpt-000000010.weights.h5",
-        "ckpt-000000020.weights.h5",
+        "ckpt-000000001.weights.h5",
+        "ckpt-000000002.weights.h5",
     ]
     for name in os.listdir(tmp_path / "kept"):
         shutil.copy2(tmp_path / "kept" / name, mount_point / name)
-    assert checkpoint_files.latest_checkpoint(str(mount_point)) == (20, str(newest))
+    assert checkpoint_files.latest_checkpoint(str(mount_point)) == (2, str(newest))
     model, _, _ = RunDir(str(model_dir)).load_model("last", quiet=True)
     assert model.count_params() > 0
     _assert_weighted_files_recorded(model_dir, paths, full_err)
