@@ -32,6 +32,8 @@ from tests.helpers import (
     train_flags_refusal,
     under_file_size_limit,
 )
+from tests.training.test_ema import DECAY as EMA_DECAY
+from tests.training.test_ema import EmaWatch, assert_ema_run
 
 ENV = dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="2", KERAS_BACKEND="tensorflow", CI="1")
 
@@ -216,7 +218,9 @@ class _PoisonAfter(keras.callbacks.Callback):
 
 @pytest.mark.slow
 def test_steps_per_execution_and_subword_sampling_change_only_what_they_say(sample_corpus, tmp_path):
-    """--steps_per_execution changes only how often the host looks: the same losses and weights.
+    """--steps_per_execution changes only how often the host looks: the same losses and weights (both
+    runs keep the moving average of the weights, --ema_decay: the first's is checked by
+    tests/training/test_ema.py's `assert_ema_run`).
     --subword_alpha resegments the training stream (other losses from the same seed), while the
     run's translator segments deterministically: a sampling tokenizer there would give other ids
     (`encode`, the segmentation `translate` reads) at each call. And a NaN loss (the sampled run's,
@@ -225,14 +229,17 @@ def test_steps_per_execution_and_subword_sampling_change_only_what_they_say(samp
     from training.trainer import TrainingError, train
 
     options = dict(train_steps=10, checkpoint_every=5, eval_every=10, eval_sentences=0)
-    one = train(small_run_config(tmp_path / "one", sample_corpus, **options))
-    five = train(small_run_config(tmp_path / "five", sample_corpus, steps_per_execution=5, **options))
+    averaged, watch = dict(options, ema_decay=EMA_DECAY), EmaWatch()
+    one_config = small_run_config(tmp_path / "one", sample_corpus, **averaged)
+    one = train(one_config, callbacks=[watch])
+    five = train(small_run_config(tmp_path / "five", sample_corpus, steps_per_execution=5, **averaged))
     assert one["step"] == five["step"] == 10
     assert sorted(os.listdir(tmp_path / "five" / "checkpoints")) == sorted(os.listdir(tmp_path / "one" / "checkpoints"))
     np.testing.assert_allclose(five["history"]["loss"], one["history"]["loss"], rtol=1e-5)
     weights = [keras.saving.load_model(run["model_path"], compile=False).get_weights() for run in (one, five)]
     for a, b in zip(*weights):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    assert_ema_run(one_config, watch, one)
     with pytest.raises(ValueError, match="checkpoint_every=5 must be a multiple of steps_per_execution=3"):
         train(small_run_config(tmp_path / "three", sample_corpus, steps_per_execution=3, **options))
 
