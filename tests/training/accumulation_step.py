@@ -4,7 +4,7 @@ pairs (the K batches' union), and under JAX beside Keras's own `gradient_accumul
 mean of the K batches' per-token means). Prints a JSON list, one result per device count; with
 --mirrored_step (TensorFlow, N = 2), a JSON object of that list ("accumulation") and the results of
 tests/training/mirrored_step.py ("mirrored"), which the same process runs on the union runs of
-both counts (and one more: two replicas with the per-replica loss).
+both counts and two more of two replicas: with the per-replica loss, and with Keras's Adam.
 
     python tests/training/accumulation_step.py [--devices=1,N] [--mirrored_step]
 
@@ -82,7 +82,7 @@ def dataset(elements):
     return data
 
 
-def train(initial, elements, strategy, accumulate_steps=1, keras_accumulation=None, loss=None):
+def train(initial, elements, strategy, accumulate_steps=1, keras_accumulation=None, loss=None, keras_adam=False):
     import contextlib
 
     import keras
@@ -102,6 +102,8 @@ def train(initial, elements, strategy, accumulate_steps=1, keras_accumulation=No
         options = dict(hidden_dim=SMALL["hidden_dim"], warmup_steps=2, scale=4.0, epsilon=1.0)
         if keras_accumulation:
             optimizer = transformer_optimizer(**options, gradient_accumulation_steps=keras_accumulation)
+        elif keras_adam:
+            optimizer = transformer_optimizer(**options)
         else:
             optimizer = transformer_optimizer(**options, optimizer_class=FusedAdam, accumulate_steps=accumulate_steps)
         # XLA under JAX: op by op, a step over sharded arrays dispatches slowly.
@@ -116,6 +118,7 @@ def train(initial, elements, strategy, accumulate_steps=1, keras_accumulation=No
         "weights": [np.asarray(keras.ops.convert_to_numpy(w)) for w in model.get_weights()],
         "iterations": int(keras.ops.convert_to_numpy(model.optimizer.iterations)),
         "loss": float(history.history["loss"][-1]),
+        "model": model,
     }
 
 
@@ -225,15 +228,16 @@ def main():
 
 def _mirrored_step(mirrored, runs):
     """mirrored_step.py's results on the union runs of one device and of two mirrored replicas
-    (`mirrored`), beside a run of two replicas with the per-replica loss."""
+    (`mirrored`), beside two more runs of two replicas: with the per-replica loss, with Keras's Adam."""
     import mirrored_step
 
     from models.losses import LabelSmoothedCrossEntropy
 
     one, two = runs[1], runs[2]
     per_replica = train(two["initial"], two["unions"], mirrored, loss=LabelSmoothedCrossEntropy())
-    replicas = {"initial": one["initial"], "one_device": one["union"], "global": two["union"]}
-    return mirrored_step.results(mirrored, dict(replicas, per_replica=per_replica))
+    keras_adam = train(two["initial"], two["unions"], mirrored, keras_adam=True)
+    runs = {"initial": one["initial"], "one_device": one["union"], "global": two["union"]}
+    return mirrored_step.results(mirrored, dict(runs, per_replica=per_replica, keras_adam=keras_adam))
 
 
 def train_py(argv):
