@@ -126,14 +126,14 @@ def test_tiny_model_lowers_the_dev_loss_on_the_real_corpus(tiny_run):
 def test_fp16_training_stays_finite(sample_corpus, tmp_path):
     from training.trainer import train
 
-    # float16 arithmetic is emulated on a CPU, ten times slower than float32: four steps.
+    # float16 arithmetic is emulated on a CPU, ten times slower than float32: two steps.
     summary = train(
         small_run_config(
             tmp_path / "fp16",
             sample_corpus,
-            train_steps=4,
-            checkpoint_every=2,
-            eval_every=4,
+            train_steps=2,
+            checkpoint_every=1,
+            eval_every=2,
             eval_sentences=2,
             mixed_precision="fp16",
         )
