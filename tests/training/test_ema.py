@@ -1,6 +1,7 @@
 """train.py --ema_decay: the exponential moving average of the weights (training/optimizers.py), written
 with each checkpoint (training/checkpoints.py), restored exactly on resume (training/trainer.py), and
-loaded by the tools' --checkpoint=ema (inference/runs.py)."""
+loaded by the tools' --checkpoint=ema (inference/runs.py). A training run's checks: `assert_ema_run`, which
+tests/training/test_train.py's steps_per_execution test calls on its run with --ema_decay."""
 
 import json
 import os
