@@ -3,7 +3,8 @@ accumulated by `train.py`'s optimizer, beside two updates from single batches th
 pairs (the K batches' union), and under JAX beside Keras's own `gradient_accumulation_steps` (the
 mean of the K batches' per-token means). Prints a JSON list, one result per device count; with
 --mirrored_step (TensorFlow, N = 2), a JSON object of that list ("accumulation") and the results of
-tests/training/mirrored_step.py ("mirrored"), which the same process runs.
+tests/training/mirrored_step.py ("mirrored"), which the same process runs on the union runs of
+both counts and two more of two replicas: with the per-replica loss, and with Keras's Adam.
 
     python tests/training/accumulation_step.py [--devices=1,N] [--mirrored_step]
 
@@ -81,7 +82,7 @@ def dataset(elements):
     return data
 
 
-def train(initial, elements, strategy, accumulate_steps=1, keras_accumulation=None):
+def train(initial, elements, strategy, accumulate_steps=1, keras_accumulation=None, loss=None, keras_adam=False):
     import contextlib
 
     import keras
@@ -101,11 +102,14 @@ def train(initial, elements, strategy, accumulate_steps=1, keras_accumulation=No
         options = dict(hidden_dim=SMALL["hidden_dim"], warmup_steps=2, scale=4.0, epsilon=1.0)
         if keras_accumulation:
             optimizer = transformer_optimizer(**options, gradient_accumulation_steps=keras_accumulation)
+        elif keras_adam:
+            optimizer = transformer_optimizer(**options)
         else:
             optimizer = transformer_optimizer(**options, optimizer_class=FusedAdam, accumulate_steps=accumulate_steps)
         # XLA under JAX: op by op, a step over sharded arrays dispatches slowly.
         jit_compile = keras.backend.backend() == "jax"
-        model.compile(optimizer=optimizer, loss=GlobalTokenLabelSmoothedCrossEntropy(), jit_compile=jit_compile)
+        loss = loss or GlobalTokenLabelSmoothedCrossEntropy()
+        model.compile(optimizer=optimizer, loss=loss, jit_compile=jit_compile)
         model.optimizer.build(model.trainable_variables)
         if accumulate_steps > 1:
             count_update_tokens(model)
@@ -114,12 +118,14 @@ def train(initial, elements, strategy, accumulate_steps=1, keras_accumulation=No
         "weights": [np.asarray(keras.ops.convert_to_numpy(w)) for w in model.get_weights()],
         "iterations": int(keras.ops.convert_to_numpy(model.optimizer.iterations)),
         "loss": float(history.history["loss"][-1]),
+        "model": model,
     }
 
 
-def check(devices, strategy, replicas):
+def check(devices, strategy, replicas, runs=None):
     """Accumulated, union and Keras-mean updates on `devices` replicas under `strategy` (None under
-    JAX, whose distribution is set globally); the result for one device count."""
+    JAX, whose distribution is set globally); the result for one device count. `runs`: a dict that
+    gets the initial weights, the union batches and their run, under `devices`."""
     import keras
     import numpy as np
 
@@ -132,6 +138,8 @@ def check(devices, strategy, replicas):
     micro, unions = batches(np.random.default_rng(0))
     accumulated = train(initial, micro, strategy, accumulate_steps=ACCUMULATE)
     union = train(initial, unions, strategy)
+    if runs is not None:
+        runs[devices] = {"initial": initial, "unions": unions, "union": union}
     # Keras's accumulation, the wrong update the checks must tell apart, under JAX only: it does not
     # run under MirroredStrategy (its conditional update synchronises the replicas from the replica
     # context, which tf.distribute refuses), and how far it ends from the union is the batches' doing,
@@ -183,21 +191,22 @@ def main():
         from training.distribution import split_cpu
 
         if arguments.mirrored_step:
-            import mirrored_step  # Splits the CPU in two; one process for both scripts' checks.
+            import mirrored_step  # noqa: F401  (splits the CPU in two; one process for both scripts' checks)
         elif max(counts) > 1:
             split_cpu(max(counts))
         import tensorflow as tf
 
         names = [d.name for d in tf.config.list_logical_devices("CPU")]
+        runs = {}
         for devices in counts:
             if devices == 1:
                 strategy = tf.distribute.OneDeviceStrategy(names[0])
             else:
                 strategy = tf.distribute.MirroredStrategy(names[:devices])
-            results.append(check(devices, strategy, strategy.num_replicas_in_sync))
+            results.append(check(devices, strategy, strategy.num_replicas_in_sync, runs))
         if arguments.mirrored_step:
             # The last count's strategy: two mirrored devices.
-            results = {"accumulation": results, "mirrored": mirrored_step.results(strategy)}
+            results = {"accumulation": results, "mirrored": _mirrored_step(strategy, runs)}
     else:
         from training.distribution import make_strategy, num_replicas
 
@@ -215,6 +224,20 @@ def main():
             train_py(train_runs[1])
     print()
     json.dump(results, sys.stdout)
+
+
+def _mirrored_step(mirrored, runs):
+    """mirrored_step.py's results on the union runs of one device and of two mirrored replicas
+    (`mirrored`), beside two more runs of two replicas: with the per-replica loss, with Keras's Adam."""
+    import mirrored_step
+
+    from models.losses import LabelSmoothedCrossEntropy
+
+    one, two = runs[1], runs[2]
+    per_replica = train(two["initial"], two["unions"], mirrored, loss=LabelSmoothedCrossEntropy())
+    keras_adam = train(two["initial"], two["unions"], mirrored, keras_adam=True)
+    runs = {"initial": one["initial"], "one_device": one["union"], "global": two["union"]}
+    return mirrored_step.results(mirrored, dict(runs, per_replica=per_replica, keras_adam=keras_adam))
 
 
 def train_py(argv):

@@ -1,57 +1,16 @@
-"""One SGD step of a small Transformer on one global batch, on one device, and mirrored over two
-logical CPU devices with the global-token loss and with the per-replica one; and one step of
-`train.py`'s fused Adam beside Keras's Adam, both mirrored: `results()`. Imported, before
-TensorFlow initialises its devices (the import splits the CPU in two), by
-tests/training/accumulation_step.py, whose TensorFlow process also runs these checks for
-tests/training/test_accumulation.py; run alone, prints the results as JSON.
+"""Two mirrored replicas over two logical CPU devices against one device, and `train.py`'s fused
+Adam beside Keras's Adam, both mirrored: `results()`. Imported, before TensorFlow initialises its
+devices (the import splits the CPU in two), by tests/training/accumulation_step.py, whose
+TensorFlow process runs these checks for tests/training/test_accumulation.py on its union-batch
+runs: the updates of one device, and of two replicas with the global-token loss and with the
+per-replica one, with the fused Adam and with Keras's.
 """
-
-import json
-import sys
 
 from training.distribution import split_cpu
 
 split_cpu(2)
 
-import keras  # noqa: E402
 import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-
-from common.special_ids import BOS_ID, PAD_ID  # noqa: E402
-from models.learning_rate_schedule import transformer_optimizer  # noqa: E402
-from models.losses import LabelSmoothedCrossEntropy  # noqa: E402
-from models.transformer import Transformer  # noqa: E402
-from training.global_token_loss import GlobalTokenLabelSmoothedCrossEntropy  # noqa: E402
-from training.optimizers import FusedAdam  # noqa: E402
-
-SMALL = dict(num_layers=1, hidden_dim=16, num_heads=2, intermediate_dim=32, dropout=0.0)
-
-
-def global_batch():
-    """Four pairs; the first two (replica 0) have 7 target tokens each, the last two 2 each, so a
-    per-replica mean weights the short pairs' tokens 3.5 times more than the global mean does."""
-    rng = np.random.default_rng(0)
-    source = rng.integers(4, 30, size=(4, 6)).astype("int32")
-    target = rng.integers(4, 30, size=(4, 8)).astype("int32")
-    target[:, 0] = BOS_ID
-    labels = np.roll(target, -1, axis=1)
-    labels[:, -1] = PAD_ID
-    labels[2:, 2:] = PAD_ID
-    return (source, target), labels
-
-
-def one_step(strategy, loss, initial_weights, optimizer=None, model_out=None):
-    with strategy.scope():
-        model = Transformer(30, **SMALL)
-        model.build()
-        model.set_weights(initial_weights)
-        model.compile(optimizer=optimizer or keras.optimizers.SGD(learning_rate=1.0), loss=loss)
-    (source, target), labels = global_batch()
-    dataset = tf.data.Dataset.from_tensors(((source, target), labels))
-    history = model.fit(dataset, epochs=1, verbose=0)
-    if model_out is not None:
-        model_out.append(model)
-    return history.history["loss"][0], [np.asarray(w) for w in model.get_weights()]
 
 
 def replica_spread(strategy, model):
@@ -63,55 +22,34 @@ def replica_spread(strategy, model):
     return spread
 
 
-def results(mirrored=None):
-    """The three checks' numbers, by name: "global", "per_replica" and "adam"; `mirrored`: the
-    process's `MirroredStrategy` over two CPU devices if it has one (another strategy's collective
-    ops would reuse its keys), else a new one."""
-    keras.utils.set_random_seed(0)
-    reference = Transformer(30, **SMALL)
-    reference.build()
-    initial = reference.get_weights()
-    single = tf.distribute.OneDeviceStrategy("/cpu:0")
-    mirrored = mirrored or tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+def results(mirrored, runs):
+    """The three checks' numbers, by name: "global", "per_replica" and "adam". `mirrored`: the
+    process's `MirroredStrategy` over two CPU devices; `runs`: accumulation_step.py's runs on the
+    union batches from the same initial weights, as {"initial", "one_device", "global",
+    "per_replica", "keras_adam"} (each run's "weights", "loss" and "model"); all but "one_device"
+    mirrored, all but "keras_adam" with the fused Adam."""
     assert mirrored.num_replicas_in_sync == 2
+    one = runs["one_device"]
     found = {}
-    # On one device the global-token loss is the per-replica one: one step is the reference for both.
-    loss_one, weights_one = one_step(single, GlobalTokenLabelSmoothedCrossEntropy(), initial)
-    update = max(float(np.max(np.abs(a - b))) for a, b in zip(weights_one, initial))
-    for name, loss_class in (
-        ("global", GlobalTokenLabelSmoothedCrossEntropy),
-        ("per_replica", LabelSmoothedCrossEntropy),
-    ):
-        loss_two, weights_two = one_step(mirrored, loss_class(), initial)
-        difference = max(float(np.max(np.abs(a - b))) for a, b in zip(weights_one, weights_two))
+    # On one device the global-token loss is the per-replica one: its run is the reference for both.
+    update = _largest(one["weights"], runs["initial"])
+    for name in ("global", "per_replica"):
         found[name] = {
-            "loss_one_device": loss_one,
-            "loss_two_replicas": loss_two,
+            "loss_one_device": one["loss"],
+            "loss_two_replicas": runs[name]["loss"],
             "largest_update": update,
-            "weight_difference": difference,
+            "weight_difference": _largest(one["weights"], runs[name]["weights"]),
         }
-    models = []
-    options = dict(hidden_dim=SMALL["hidden_dim"], warmup_steps=2)
-    with mirrored.scope():
-        keras_adam, fused_adam = (
-            transformer_optimizer(**options),
-            transformer_optimizer(**options, optimizer_class=FusedAdam),
-        )
-    _, weights_keras = one_step(mirrored, GlobalTokenLabelSmoothedCrossEntropy(), initial, keras_adam)
-    _, weights_fused = one_step(mirrored, GlobalTokenLabelSmoothedCrossEntropy(), initial, fused_adam, models)
+    fused = runs["global"]
     found["adam"] = {
-        "optimizer": type(models[0].optimizer).__name__,
-        "steps": int(np.asarray(models[0].optimizer.iterations)),
-        "largest_update": max(float(np.max(np.abs(a - b))) for a, b in zip(weights_fused, initial)),
-        "fused_minus_keras": max(float(np.max(np.abs(a - b))) for a, b in zip(weights_fused, weights_keras)),
-        "replica_spread": replica_spread(mirrored, models[0]),
+        "optimizer": type(fused["model"].optimizer).__name__,
+        "steps": fused["iterations"],
+        "largest_update": _largest(fused["weights"], runs["initial"]),
+        "fused_minus_keras": _largest(fused["weights"], runs["keras_adam"]["weights"]),
+        "replica_spread": replica_spread(mirrored, fused["model"]),
     }
     return found
 
 
-def main():
-    json.dump(results(), sys.stdout)
-
-
-if __name__ == "__main__":
-    main()
+def _largest(first, second):
+    return max(float(np.max(np.abs(a - b))) for a, b in zip(first, second))

@@ -1,10 +1,10 @@
 """Gradient accumulation (`--accumulate_steps`): K batches give the update of one batch holding
 their pairs, on one device and mirrored over two logical CPUs (under JAX over two host devices:
-tests/training/test_jax_data_parallel.py); the optimizer's contract; a run with accumulation
-checkpoints on update boundaries and resumes from them exactly. The TensorFlow process also checks
-one step on two mirrored replicas against one device (tests/training/mirrored_step.py)."""
+tests/training/test_jax_data_parallel.py); the optimizer's contract (a run with accumulation
+checkpointing on update boundaries and resuming from them exactly: the early-stopping run of
+tests/training/test_best_checkpoint.py). The TensorFlow process also checks two mirrored replicas
+against one device (tests/training/mirrored_step.py)."""
 
-import dataclasses
 import json
 import os
 import subprocess
@@ -14,7 +14,7 @@ import keras
 import numpy as np
 import pytest
 
-from tests.helpers import REPO_ROOT, small_run_config, tiny_run_config, train_flags_refusal
+from tests.helpers import REPO_ROOT, tiny_run_config, train_flags_refusal
 from tests.training.accumulation_step import assert_accumulated_updates
 from training.optimizers import FusedAdam, batch_tokens
 from training.preemption import at_update_boundary
@@ -38,17 +38,17 @@ def _run_script(devices, *flags):
 
 
 def _assert_mirrored_step_matches_one_device(results):
-    """mirrored_step.py's checks: two mirrored replicas with the global-token loss take the step of
-    one device on the same global batch; train.py's fused Adam takes Keras's Adam's step there."""
+    """mirrored_step.py's checks: two mirrored replicas with the global-token loss take the updates
+    of one device on the same global batches; train.py's fused Adam takes Keras's Adam's steps there."""
     ours = results["global"]
     assert ours["largest_update"] > 1e-3  # The step changed the weights.
     assert ours["weight_difference"] < 1e-5 * max(1.0, ours["largest_update"]) + 1e-6
     assert abs(ours["loss_one_device"] - ours["loss_two_replicas"]) < 1e-4
     # The check has teeth: normalising per replica instead gives another update.
     assert results["per_replica"]["weight_difference"] > 100 * max(ours["weight_difference"], 1e-7)
-    # train.py's fused Adam under MirroredStrategy: Keras's Adam's step, on both replicas' copies.
+    # train.py's fused Adam under MirroredStrategy: Keras's Adam's steps, on both replicas' copies.
     adam = results["adam"]
-    assert adam["optimizer"] == "FusedAdam" and adam["steps"] == 1
+    assert adam["optimizer"] == "FusedAdam" and adam["steps"] == 2
     assert adam["largest_update"] > 1e-3
     assert adam["fused_minus_keras"] < 1e-6
     assert adam["replica_spread"] == 0.0
@@ -57,7 +57,7 @@ def _assert_mirrored_step_matches_one_device(results):
 @pytest.mark.slow  # a script in a new process (under JAX: tests/training/test_jax_data_parallel.py)
 def test_k_accumulated_batches_give_the_update_of_one_batch_of_their_pairs():
     """TensorFlow on one device and mirrored over two logical CPUs (two code paths of the update).
-    The same process runs mirrored_step.py's checks of one step on two mirrored replicas
+    The same process runs mirrored_step.py's checks of two mirrored replicas
     (tests/training/test_distribution.py has the other distributions)."""
     results = _run_script([1, 2], "--mirrored_step")
     print(results)
@@ -116,48 +116,6 @@ def test_without_accumulation_the_optimizer_state_is_unchanged():
     keras_adam.build(variables)
     shapes = [[tuple(v.shape) for v in o.variables] for o in (plain, keras_adam)]
     assert shapes[0] == shapes[1] and len(shapes[0]) == 2 + 2 * len(variables)  # step, rate, m, v
-
-
-class _StateAtStart(keras.callbacks.Callback):
-    def on_train_begin(self, logs=None):
-        self.weights = [np.array(keras.ops.convert_to_numpy(w)) for w in self.model.weights]
-        self.optimizer_state = [np.array(keras.ops.convert_to_numpy(v)) for v in self.model.optimizer.variables]
-
-
-@pytest.mark.slow
-def test_a_run_with_accumulation_checkpoints_on_updates_and_resumes_exactly(sample_corpus, tmp_path):
-    """4 updates of 2 batches, a checkpoint every 2 updates; then the run is cut back to its first
-    checkpoint and resumed: it starts from that checkpoint's weights and whole optimizer state (empty
-    accumulators, step 2) and ends at update 4 with its checkpoint there."""
-    from data.tokenizer import Tokenizer
-    from inference import checkpoint_files
-    from training.model_building import build_model
-    from training.trainer import train
-
-    model_dir = tmp_path / "accumulated"
-    options = dict(train_steps=4, checkpoint_every=2, eval_every=4, eval_sentences=0, accumulate_steps=2)
-    config = small_run_config(model_dir, sample_corpus, **options)
-    # No dropout: the hand-applied batches below draw no masks, so the weights can match exactly.
-    config = dataclasses.replace(config, model=dict(config.model, dropout=0.0))
-    first = train(config)
-    assert first["step"] == 4
-    checkpoint_dir = str(model_dir / "checkpoints")
-    assert [step for step, _ in checkpoint_files.list_checkpoints(checkpoint_dir)] == [2, 4]
-    tokenizer = Tokenizer.from_file(str(model_dir / "spm.model"))
-    saved = build_model(config.model, tokenizer.vocabulary_size, config.train)
-    saved.load_weights(checkpoint_files.checkpoint_path(checkpoint_dir, 2))
-    assert int(keras.ops.convert_to_numpy(saved.optimizer.iterations)) == 2
-    assert at_update_boundary(saved.optimizer)
-    assert float(keras.ops.convert_to_numpy(saved.optimizer.accumulated_tokens)) == 0.0
-
-    os.remove(checkpoint_files.checkpoint_path(checkpoint_dir, 4))
-    os.remove(model_dir / "model.keras")
-    state = _StateAtStart()
-    resumed = train(config, callbacks=[state])
-    assert resumed["resumed_from"] == 2 and resumed["step"] == 4
-    for value, expected in zip(state.weights + state.optimizer_state, saved.weights + saved.optimizer.variables):
-        assert np.array_equal(value, keras.ops.convert_to_numpy(expected))
-    assert [step for step, _ in checkpoint_files.list_checkpoints(checkpoint_dir)] == [2, 4]
 
 
 @pytest.mark.parametrize(

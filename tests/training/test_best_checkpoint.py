@@ -168,51 +168,70 @@ class _Crash(keras.callbacks.Callback):
             raise RuntimeError(f"crash at step {self.step}")
 
 
+class _StateAtStart(keras.callbacks.Callback):
+    def on_train_begin(self, logs=None):
+        self.weights = _numpy_weights(self.model.weights)
+        self.optimizer_state = _numpy_weights(self.model.optimizer.variables)
+
+
 @pytest.mark.slow
 def test_early_stopping_resumes_its_patience_and_ends_on_the_best_checkpoint(sample_corpus, tmp_path, capsys):
+    """The run accumulates two batches per update (--accumulate_steps): its checkpoints fall on
+    updates, and the resume after the crash starts from a checkpoint's weights and whole optimizer
+    state (empty accumulators). The optimizer's contract: tests/training/test_accumulation.py."""
+    from inference import checkpoint_files
+    from training.model_building import build_model
+    from training.preemption import at_update_boundary
     from training.run_dir import RunDir
     from training.trainer import train
 
     # A min_delta no gain exceeds: each evaluation after the first counts, so with patience 2 the
-    # run stops at the 3rd (step 30) only if the crash at step 20 kept its count (1). Counted
-    # afresh, it would stop at step 50.
+    # run stops at the 3rd (step 15) only if the crash at step 10 kept its count (1). Counted
+    # afresh, it would stop at step 25.
     config = small_run_config(
         tmp_path / "run",
         sample_corpus,
-        train_steps=80,
-        checkpoint_every=10,
-        eval_every=10,
+        train_steps=40,
+        checkpoint_every=5,
+        eval_every=5,
         keep_checkpoints=1,
         eval_sentences=4,
         eval_beam_size=2,
         early_stopping=2,
         early_stopping_min_delta=1e9,
+        accumulate_steps=2,
     )
     run = RunDir(config.model_dir)
     first = _Recorder()
-    with pytest.raises(RuntimeError, match="crash at step 20"):
-        train(config, callbacks=[first, _Crash(20)])
+    with pytest.raises(RuntimeError, match="crash at step 10"):
+        train(config, callbacks=[first, _Crash(10)])
     assert run.read_best()["evaluations_without_improvement"] == 1
-    assert "step 20: dev BLEU" in capsys.readouterr().out
+    assert "step 10: dev BLEU" in capsys.readouterr().out
+    saved = build_model(config.model, run.load_tokenizer().vocabulary_size, config.train)
+    saved.load_weights(checkpoint_files.checkpoint_path(run.checkpoint_dir, 10))
+    assert int(keras.ops.convert_to_numpy(saved.optimizer.iterations)) == 10 and at_update_boundary(saved.optimizer)
+    assert float(keras.ops.convert_to_numpy(saved.optimizer.accumulated_tokens)) == 0.0
 
-    second = _Recorder()
-    summary = train(config, callbacks=[second])
+    second, start = _Recorder(), _StateAtStart()
+    summary = train(config, callbacks=[second, start])
     printed = capsys.readouterr()
+    assert summary["resumed_from"] == 10
+    _assert_same(start.weights + start.optimizer_state, _numpy_weights(saved.weights + saved.optimizer.variables))
     record = summary["best"]
-    assert summary["stopped_early_at"] == 30 and summary["step"] == 30 and record["stopped_at"] == 30
+    assert summary["stopped_early_at"] == 15 and summary["step"] == 15 and record["stopped_at"] == 15
     assert record["evaluations_without_improvement"] == 2
-    assert sorted(second.weights) == [30]
+    assert sorted(second.weights) == [15]
     # The best is the first evaluation with the highest dev BLEU, whose checkpoint the rotation removed.
     bleu_by_step = {row["step"]: row["val_bleu"] for row in _log(config.model_dir)}
     best_bleu = max(bleu_by_step.values())
     assert record["step"] == min(step for step, bleu in bleu_by_step.items() if bleu == best_bleu)
     assert record["score"] == pytest.approx(best_bleu)
-    assert [step for step, _ in run.checkpoints()] == [30]
+    assert [step for step, _ in run.checkpoints()] == [15]
     recorded = {**first.weights, **second.weights}[record["step"]]
     final = keras.saving.load_model(run.model_path, compile=False)
     _assert_same(_numpy_weights(final.weights), recorded[: len(final.weights)])
     message = (
-        f"early stopping at step 30: 2 evaluations without an improvement of dev bleu above 1e+09; "
+        f"early stopping at step 15: 2 evaluations without an improvement of dev bleu above 1e+09; "
         f"model.keras holds the best checkpoint, of step {record['step']}"
     )
     assert message in printed.err
@@ -220,12 +239,12 @@ def test_early_stopping_resumes_its_patience_and_ends_on_the_best_checkpoint(sam
 
     # Run again, the stopped run trains no further and keeps its model.
     again = train(config)
-    assert again["stopped_early_at"] == 30 and again["history"] == {}
-    assert "stopped early at step 30 after 2 evaluations without improvement" in capsys.readouterr().err
+    assert again["stopped_early_at"] == 15 and again["history"] == {}
+    assert "stopped early at step 15 after 2 evaluations without improvement" in capsys.readouterr().err
     _assert_same(
         _numpy_weights(keras.saving.load_model(run.model_path, compile=False).weights), _numpy_weights(final.weights)
     )
-    assert [step for step, _ in run.checkpoints()] == [30]
+    assert [step for step, _ in run.checkpoints()] == [15]
 
 
 def _log(model_dir):

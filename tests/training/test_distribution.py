@@ -1,5 +1,5 @@
-"""train.py with two workers on the loopback interface. One step on two mirrored CPU replicas against
-one device: tests/training/test_accumulation.py (in the process of its TensorFlow accumulation
+"""train.py with two workers on the loopback interface. Two mirrored CPU replicas against one
+device: tests/training/test_accumulation.py (in the process of its TensorFlow accumulation
 checks, tests/training/mirrored_step.py)."""
 
 import json
@@ -50,9 +50,9 @@ def test_two_workers_on_loopback_end_on_the_same_weights(sample_corpus, tmp_path
         "--max_length=64",
         "--preset=tiny",
         *(f"--{key}={value}" for key, value in SMALL_MODEL.items()),
-        "--train_steps=4",
-        "--checkpoint_every=2",
-        "--eval_every=4",
+        "--train_steps=2",
+        "--checkpoint_every=1",
+        "--eval_every=2",
         "--eval_sentences=0",
         "--batch_tokens=512",
         "--warmup_steps=10",
@@ -90,6 +90,6 @@ def test_two_workers_on_loopback_end_on_the_same_weights(sample_corpus, tmp_path
         assert np.array_equal(keras.ops.convert_to_numpy(a), keras.ops.convert_to_numpy(b)), a.path
     from inference.checkpoint_files import latest_checkpoint
 
-    assert latest_checkpoint(os.path.join(model_dir, "checkpoints"))[0] == 4
-    assert latest_checkpoint(os.path.join(model_dir, "workers", "1", "checkpoints"))[0] == 4
+    assert latest_checkpoint(os.path.join(model_dir, "checkpoints"))[0] == 2
+    assert latest_checkpoint(os.path.join(model_dir, "workers", "1", "checkpoints"))[0] == 2
     assert "2 replica(s)" in logs[0]

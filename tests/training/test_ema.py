@@ -1,6 +1,7 @@
 """train.py --ema_decay: the exponential moving average of the weights (training/optimizers.py), written
 with each checkpoint (training/checkpoints.py), restored exactly on resume (training/trainer.py), and
-loaded by the tools' --checkpoint=ema (inference/runs.py)."""
+loaded by the tools' --checkpoint=ema (inference/runs.py). A training run's checks: `assert_ema_run`, which
+tests/training/test_train.py's steps_per_execution test calls on its run with --ema_decay."""
 
 import json
 import os
@@ -77,7 +78,7 @@ def test_the_average_follows_the_updates_not_the_batches(accumulate_steps):
     _assert_equal(_numpy([variable]), trajectory[-1])
 
 
-class _Watch(keras.callbacks.Callback):
+class EmaWatch(keras.callbacks.Callback):
     """The trainable weights after each update (one batch each), and the optimizer's averages and
     the weights at each epoch's end (after its checkpoint), by step."""
 
@@ -141,48 +142,35 @@ def test_a_checkpoint_holds_the_average_and_a_restored_one_continues_it_exactly(
     assert checkpoint_files.latest_ema(directory) == (3, checkpoint_files.ema_path(directory, 3))
 
 
-@pytest.fixture(scope="module")
-def ema_run(sample_corpus, tmp_path_factory):
-    """A small train.py run with --ema_decay, 2 updates and a checkpoint after each:
-    `(config, _Watch, summary, checkpoint listing)`."""
-    model_dir = str(tmp_path_factory.mktemp("ema") / "run")
-    options = dict(train_steps=2, checkpoint_every=1, eval_every=2, eval_sentences=0, keep_checkpoints=2)
-    config = small_run_config(model_dir, sample_corpus, ema_decay=DECAY, **options)
-    watch = _Watch()
-    summary = train(config, callbacks=[watch])
-    return config, watch, summary, sorted(os.listdir(RunDir(model_dir).checkpoint_dir))
-
-
-@pytest.mark.slow  # A training run; the average's arithmetic and checkpoint are tested above without one.
-def test_training_writes_the_average_with_each_checkpoint_and_a_resume_restores_it(ema_run):
-    config, watch, summary, listing = ema_run
+def assert_ema_run(config, watch, summary):
+    """The checks of a finished run of `config` (--ema_decay=DECAY, keep_checkpoints above 1) that
+    `watch` (an EmaWatch, updates of one batch) saw: the average written with the newest checkpoint
+    and loaded by --checkpoint=ema, the live weights in model.keras, and the averages a resume from
+    the checkpoint before restores. tests/training/test_train.py's steps_per_execution run has
+    --ema_decay: it calls this."""
     run = RunDir(config.model_dir)
-    assert listing == ["ckpt-000000001.weights.h5", "ckpt-000000002.weights.h5", "ema-000000002.weights.h5"]
+    (earlier, _), (last, _) = run.checkpoints()[-2:]
+    path = checkpoint_files.ema_path(run.checkpoint_dir, last)
+    assert [name for name in os.listdir(run.checkpoint_dir) if name.startswith("ema-")] == [os.path.basename(path)]
     vocabulary_size = run.load_tokenizer().vocabulary_size
-    written = _file_weights(checkpoint_files.ema_path(run.checkpoint_dir, 2), vocabulary_size, config.model)
-    assert len(watch.trajectory) == 2
+    written = _file_weights(path, vocabulary_size, config.model)
+    assert len(watch.trajectory) == last
     _assert_close(written, _closed_form(watch.trajectory, DECAY))
-    _assert_equal(written, watch.averages[2])
+    _assert_equal(written, watch.averages[last])
     assert max(np.max(np.abs(a - w)) for a, w in zip(written, watch.trajectory[-1])) > 1e-4
     # model.keras holds the live weights: Keras's swap of the averages at the end of fit is off.
     final = keras.saving.load_model(summary["model_path"], compile=False)
     _assert_equal(_numpy(final.trainable_variables), watch.trajectory[-1])
-    # What a resume from step 1 restores (trainer._model): that step's averages, bit for bit.
+    # What a resume from the earlier checkpoint restores (trainer._model): its averages, bit for bit.
     resumed = build_model(config.model, vocabulary_size, config.train)
-    resumed.load_weights(checkpoint_files.checkpoint_path(run.checkpoint_dir, 1))
-    _assert_equal(_averages(resumed.optimizer), watch.averages[1])
-
-
-@pytest.mark.slow  # The training run above.
-def test_checkpoint_ema_loads_the_newest_average(ema_run):
-    config = ema_run[0]
-    run = RunDir(config.model_dir)
-    model, tokenizer, _ = run.load_model("ema", quiet=True)
-    path = checkpoint_files.ema_path(run.checkpoint_dir, 2)
-    _assert_equal(_numpy(model.trainable_variables), _file_weights(path, tokenizer.vocabulary_size, config.model))
+    resumed.load_weights(checkpoint_files.checkpoint_path(run.checkpoint_dir, earlier))
+    _assert_equal(_averages(resumed.optimizer), watch.averages[earlier])
+    # --checkpoint=ema loads the newest average.
+    model, _, _ = run.load_model("ema", quiet=True)
+    _assert_equal(_numpy(model.trainable_variables), written)
     chosen = run.check_loadable("ema")
-    assert chosen.paths == (path,) and chosen.describe() == "the moving average of the weights, of step 2"
-    assert "ema (step 2)" in run.available()
+    assert chosen.paths == (path,) and chosen.describe() == f"the moving average of the weights, of step {last}"
+    assert f"ema (step {last})" in run.available()
 
 
 def _fake_run(path, ema_decay):

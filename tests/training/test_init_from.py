@@ -57,9 +57,9 @@ def _logged_dev_loss(model_dir):
 
 
 _FINE_TUNING = dict(
-    train_steps=60,
-    checkpoint_every=30,
-    eval_every=60,
+    train_steps=30,
+    checkpoint_every=15,
+    eval_every=30,
     eval_sentences=0,
     batch_tokens=2048,
     distribution="one_device",
@@ -115,10 +115,10 @@ def test_train_py_fine_tunes_the_parents_model_on_a_domain_and_lowers_its_dev_lo
         train_flag_values.unparse_flags()
     printed = capsys.readouterr()
     assert f"fine-tuning from {parent}/checkpoints/best.weights.h5 (step 200), the best" in printed.err
-    assert f"trained to step 60; model written to {model_dir / 'model.keras'}" in printed.out
+    assert f"trained to step 30; model written to {model_dir / 'model.keras'}" in printed.out
     # Its output is not a terminal: a plain line per epoch, not Keras's bar.
     epochs = [line for line in printed.out.splitlines() if line.startswith("epoch ")]
-    assert [line.split(":")[0] for line in epochs] == ["epoch 1/2, step 30/60", "epoch 2/2, step 60/60"], epochs
+    assert [line.split(":")[0] for line in epochs] == ["epoch 1/2, step 15/30", "epoch 2/2, step 30/30"], epochs
     assert "; dev loss " in epochs[-1], epochs
     with open(model_dir / "config.json") as handle:
         recorded = json.load(handle)
@@ -140,7 +140,7 @@ def test_train_py_fine_tunes_the_parents_model_on_a_domain_and_lowers_its_dev_lo
     with open(model_dir / "spm.model", "rb") as child, open(parent / "spm.model", "rb") as parents:
         assert child.read() == parents.read()
     # The step counted from 0, not from the parent's 200.
-    assert [step for step, _ in RunDir(str(model_dir)).checkpoints()] == [30, 60]
+    assert [step for step, _ in RunDir(str(model_dir)).checkpoints()] == [15, 30]
 
     parent_loss, child_loss = _parent_dev_loss(str(parent), dev_tsv), _logged_dev_loss(model_dir)
     print(f"ding dev ({len(dev_pairs)} pairs): loss {parent_loss:.3f} -> {child_loss:.3f}")

@@ -299,7 +299,11 @@ def test_the_benchmark_trains_a_bilingual_run_per_pair_and_scores_each_beside_th
         )
     )
     output = tmp_path / "multilingual.json"
-    train_flags = "--checkpoint_every=1 --eval_sentences=0 --num_layers=1 --hidden_dim=32 --vocab_size=500"
+    # The deb-en-ja run's settings (small_run_config's), on top of the demo's recipe.
+    train_flags = (
+        "--checkpoint_every=1 --eval_sentences=0 --num_layers=1 --hidden_dim=32 --num_heads=2 --intermediate_dim=64 "
+        "--vocab_size=500 --batch_tokens=512 --max_length=64"
+    )
     bench.main(
         [
             f"--pairs={PAIRS}",

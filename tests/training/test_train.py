@@ -32,6 +32,8 @@ from tests.helpers import (
     train_flags_refusal,
     under_file_size_limit,
 )
+from tests.training.test_ema import DECAY as EMA_DECAY
+from tests.training.test_ema import EmaWatch, assert_ema_run
 
 ENV = dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="2", KERAS_BACKEND="tensorflow", CI="1")
 
@@ -124,14 +126,14 @@ def test_tiny_model_lowers_the_dev_loss_on_the_real_corpus(tiny_run):
 def test_fp16_training_stays_finite(sample_corpus, tmp_path):
     from training.trainer import train
 
-    # float16 arithmetic is emulated on a CPU, ten times slower than float32: four steps.
+    # float16 arithmetic is emulated on a CPU, ten times slower than float32: two steps.
     summary = train(
         small_run_config(
             tmp_path / "fp16",
             sample_corpus,
-            train_steps=4,
-            checkpoint_every=2,
-            eval_every=4,
+            train_steps=2,
+            checkpoint_every=1,
+            eval_every=2,
             eval_sentences=2,
             mixed_precision="fp16",
         )
@@ -199,51 +201,70 @@ def test_separate_vocabularies_learn_each_side_from_its_own_column(sample_corpus
     assert not run.has_separate_vocabularies()
 
 
+class _PoisonAfter(keras.callbacks.Callback):
+    """Turns the embedding into NaN before the step after `step` (so the loss becomes NaN there),
+    recording the run's checkpoints as they were then in `digests`."""
+
+    def __init__(self, model_dir, step):
+        super().__init__()
+        self.model_dir, self.step, self.digests = model_dir, step, None
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if self.digests is None and int(keras.ops.convert_to_numpy(self.model.optimizer.iterations)) == self.step:
+            self.digests = _checkpoint_digests(self.model_dir)
+            weight = self.model.weights[0]
+            weight.assign(np.full(weight.shape, np.nan, keras.backend.standardize_dtype(weight.dtype)))
+
+
 @pytest.mark.slow
 def test_steps_per_execution_and_subword_sampling_change_only_what_they_say(sample_corpus, tmp_path):
-    """--steps_per_execution changes only how often the host looks: the same losses and weights.
+    """--steps_per_execution changes only how often the host looks: the same losses and weights (both
+    runs keep the moving average of the weights, --ema_decay: the first's is checked by
+    tests/training/test_ema.py's `assert_ema_run`).
     --subword_alpha resegments the training stream (other losses from the same seed), while the
-    run's translations segment deterministically: a sampling tokenizer in the translator would give
-    other translations at each call. And a NaN loss, resuming one of these runs, stops with a clear
-    error and keeps its checkpoints."""
+    run's translator segments deterministically: a sampling tokenizer there would give other ids
+    (`encode`, the segmentation `translate` reads) at each call. And a NaN loss (the sampled run's,
+    in its second epoch) stops with a clear error and keeps its checkpoints."""
     from inference.loading import load_translator
     from training.trainer import TrainingError, train
 
     options = dict(train_steps=10, checkpoint_every=5, eval_every=10, eval_sentences=0)
-    one = train(small_run_config(tmp_path / "one", sample_corpus, **options))
-    five = train(small_run_config(tmp_path / "five", sample_corpus, steps_per_execution=5, **options))
+    averaged, watch = dict(options, ema_decay=EMA_DECAY), EmaWatch()
+    one_config = small_run_config(tmp_path / "one", sample_corpus, **averaged)
+    one = train(one_config, callbacks=[watch])
+    five = train(small_run_config(tmp_path / "five", sample_corpus, steps_per_execution=5, **averaged))
     assert one["step"] == five["step"] == 10
     assert sorted(os.listdir(tmp_path / "five" / "checkpoints")) == sorted(os.listdir(tmp_path / "one" / "checkpoints"))
     np.testing.assert_allclose(five["history"]["loss"], one["history"]["loss"], rtol=1e-5)
     weights = [keras.saving.load_model(run["model_path"], compile=False).get_weights() for run in (one, five)]
     for a, b in zip(*weights):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    assert_ema_run(one_config, watch, one)
     with pytest.raises(ValueError, match="checkpoint_every=5 must be a multiple of steps_per_execution=3"):
         train(small_run_config(tmp_path / "three", sample_corpus, steps_per_execution=3, **options))
 
-    # An infinite learning rate turns the weights, then the loss, into NaN within a step.
-    before = _checkpoint_digests(tmp_path / "five")
-    assert len(before) == 2
-    exploding = dict(options, train_steps=15, learning_rate_scale=float("inf"))
-    with pytest.raises(TrainingError, match="loss became NaN or infinite.*newest good one: .*ckpt-000000010"):
-        train(small_run_config(tmp_path / "five", sample_corpus, **exploding))
-    assert _checkpoint_digests(tmp_path / "five") == before
-
-    first_epoch = dict(options, train_steps=5, eval_every=5)
-    sampled = train(small_run_config(tmp_path / "sampled", sample_corpus, subword_alpha=0.3, **first_epoch))
+    poison = _PoisonAfter(tmp_path / "sampled", 5)
+    with pytest.raises(TrainingError, match="loss became NaN or infinite.*newest good one: .*ckpt-000000005"):
+        train(small_run_config(tmp_path / "sampled", sample_corpus, subword_alpha=0.3, **options), callbacks=[poison])
+    assert len(poison.digests) == 1 and _checkpoint_digests(tmp_path / "sampled") == poison.digests
     # Another stream: not the losses the same seed gives without sampling, which agree to rtol 1e-5
     # above (the first steps of a fresh model are all near ln(vocabulary), so the gap is small).
-    assert not np.isclose(sampled["history"]["loss"][0], one["history"]["loss"][0], rtol=1e-5)
+    (first_epoch, *_) = _log_rows(tmp_path / "sampled")
+    assert int(first_epoch["step"]) == 5
+    assert not np.isclose(float(first_epoch["loss"]), one["history"]["loss"][0], rtol=1e-5)
     with open(tmp_path / "sampled" / "config.json", encoding="utf-8") as f:
         recorded = json.load(f)["train"]
     assert (recorded["subword_alpha"], recorded["subword_nbest"]) == (0.3, -1)
     translator = load_translator(str(tmp_path / "sampled"), kind="run", checkpoint="last", quiet=True)
     sentences = ["Anna reads a book at 7 o'clock.", "The teacher opens the window."]
-    first = translator.translate(sentences)
-    assert translator.translate(sentences) == first and translator.translate(sentences) == first
+    first = translator.encode(sentences)
+    assert translator.encode(sentences) == first and translator.encode(sentences) == first
+    first_epoch_only = dict(options, train_steps=5, eval_every=5)
     with pytest.raises(TrainingError, match="--cache_tokenized keeps the first pass's"):
         train(
-            small_run_config(tmp_path / "cached", sample_corpus, subword_alpha=0.3, cache_tokenized=True, **first_epoch)
+            small_run_config(
+                tmp_path / "cached", sample_corpus, subword_alpha=0.3, cache_tokenized=True, **first_epoch_only
+            )
         )
     assert not os.path.exists(tmp_path / "cached" / "config.json")
 
@@ -600,9 +621,9 @@ def test_a_full_disk_stops_with_one_clear_error_and_keeps_the_checkpoint_to_resu
             "--preset=tiny",
             *(f"--{key}={value}" for key, value in SMALL_MODEL.items()),
             *(f"--{key}={value}" for key, value in _QUICK_RUN.items()),
-            "--train_steps=30",
-            "--checkpoint_every=10",
-            "--eval_every=30",
+            "--train_steps=3",
+            "--checkpoint_every=1",
+            "--eval_every=3",
         ]
     )
     script = f"""
@@ -617,21 +638,21 @@ def test_a_full_disk_stops_with_one_clear_error_and_keeps_the_checkpoint_to_resu
     )
     assert namespace.returncode == 0, namespace.stderr
     full_err = (tmp_path / "full.err").read_text()
-    newest = mount_point / "ckpt-000000020.weights.h5"
+    newest = mount_point / "ckpt-000000002.weights.h5"
     assert (tmp_path / "full.rc").read_text().strip() == "1", full_err[-3000:]
     error = full_err.strip().splitlines()[-1]
-    assert error.startswith(f"train.py: error: cannot write {mount_point / 'ckpt-000000030.weights.h5'}")
-    assert "No space left on device" in error and f"at step 30; the newest good checkpoint is {newest}" in error
+    assert error.startswith(f"train.py: error: cannot write {mount_point / 'ckpt-000000003.weights.h5'}")
+    assert "No space left on device" in error and f"at step 3; the newest good checkpoint is {newest}" in error
     assert "Traceback" not in full_err and "Segmentation" not in full_err
     assert (tmp_path / "full.ls").read_text().split() == [
         ".",
         "..",
-        "ckpt-000000010.weights.h5",
-        "ckpt-000000020.weights.h5",
+        "ckpt-000000001.weights.h5",
+        "ckpt-000000002.weights.h5",
     ]
     for name in os.listdir(tmp_path / "kept"):
         shutil.copy2(tmp_path / "kept" / name, mount_point / name)
-    assert checkpoint_files.latest_checkpoint(str(mount_point)) == (20, str(newest))
+    assert checkpoint_files.latest_checkpoint(str(mount_point)) == (2, str(newest))
     model, _, _ = RunDir(str(model_dir)).load_model("last", quiet=True)
     assert model.count_params() > 0
     _assert_weighted_files_recorded(model_dir, paths, full_err)
