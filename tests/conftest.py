@@ -77,7 +77,7 @@ def pytest_collection_modifyitems(config, items):
 # The module-scoped fixtures worth building once per run rather than once per process: a training
 # run, a fresh process, a conversion. A cheap one (a loaded translator) is not: grouping its module
 # would put all of that module's slow tests in one process.
-_COSTLY_MODULE_FIXTURES = ("multilingual_run", "converted", "fresh", "ema_run", "exported", "jax_process")
+_COSTLY_MODULE_FIXTURES = ("multilingual_run", "converted", "fresh", "exported", "jax_process")
 
 
 def _module_fixture_group(item):
