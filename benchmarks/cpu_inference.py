@@ -289,6 +289,7 @@ def saved_model_system(path, processor):
     """`serving_default`, text to text; the output lengths from the `translate_ids` signature (the
     same search on the same tokens, untimed)."""
     import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (registers the SentencePiece ops of the export's graph)
 
     loaded = tf.saved_model.load(path)
     serving = loaded.signatures["serving_default"]
