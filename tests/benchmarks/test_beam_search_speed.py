@@ -2,7 +2,6 @@
 under JAX in a process without TensorFlow (no timing checked)."""
 
 import json
-import os
 import subprocess
 import sys
 
@@ -30,12 +29,12 @@ def test_ours_runs_every_hypothesis_to_the_output_length(benchmark_script):
 
 
 @pytest.mark.full  # a fresh process under JAX
-def test_jax_path_runs_without_tensorflow(benchmark_script, tmp_path):
+def test_jax_path_runs_without_tensorflow(benchmark_script, jax_environment, tmp_path):
     """Both candidates compiled with `jax.jit`, in a process where TensorFlow cannot be imported (a
     GPU machine has JAX and Keras only)."""
     _, script = benchmark_script("beam_search_speed")
     site, output = tmp_path / "site", tmp_path / "result.json"
-    env = no_tensorflow.environment(site, dict(os.environ, KERAS_BACKEND="jax"))
+    env = no_tensorflow.environment(site, jax_environment)
     command = [sys.executable, script, "--backend=jax", *TINY, "--repeats=1", f"--json={output}"]
     finished = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert finished.returncode == 0, finished.stderr[-3000:]
