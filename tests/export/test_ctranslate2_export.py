@@ -405,7 +405,7 @@ def test_the_shortlist_is_the_vocabulary_map_and_searches_as_the_projects(tiny_r
     run = str(tmp_path / "run")
     shutil.copytree(tiny_run[0], run)
     # From the first training pairs only: a table all the same, read by both sides.
-    build_table(run, TableOptions(candidates=4, frequent=20, max_pairs=5000), log=open(os.devnull, "w"))
+    build_table(run, TableOptions(candidates=4, frequent=20, max_pairs=1000), log=open(os.devnull, "w"))
     ct2_dir = ctranslate2_export.convert_run(run, str(tmp_path / "ct2"), checkpoint="last", shortlist=3)
     with open(os.path.join(ct2_dir, "vmap.txt"), encoding="utf-8") as handle:
         lines = handle.read().splitlines()
