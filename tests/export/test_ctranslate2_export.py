@@ -273,7 +273,7 @@ def test_a_pre_norm_model_converts_and_matches(tiny_run, tiny_model_and_tokenize
     with open(os.path.join(ct2_dir, "config.json"), encoding="utf-8") as handle:
         assert json.load(handle)["layer_norm_epsilon"] == pytest.approx(1e-5)
 
-    pairs = _read_pairs(corpus, limit=48)
+    pairs = _read_pairs(corpus, limit=24)
     sources, references = [source for source, _ in pairs], [target for _, target in pairs]
     translator = Translator(model, tokenizer, search=SearchConfig(beam_size=1, max_extra_length=8))
     ours, _ = translator.translate(sources, split_sentences=False)
