@@ -18,7 +18,7 @@ def test_times_the_export_and_the_python_path(benchmark_script, tiny_run, tiny_e
     bench.main(arguments)
     result = json.loads(capsys.readouterr().out)
     assert result["sentences"] == 3 and "export_seconds" not in result  # Given, not exported.
-    # The shared export's, read from its config.
+    # The shared export's buckets and its maximum input length, read from its config.
     assert result["length_buckets"] == [*EXPORT_SETTINGS["length_buckets"], EXPORT_SETTINGS["max_input_length"]]
     assert result["search"] == dict(
         beam_size=2, alpha=0.6, max_extra_length=4, max_input_length=16, no_repeat_ngram_size=0, shortlist=0

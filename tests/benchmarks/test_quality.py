@@ -188,7 +188,7 @@ def test_a_minimum_length_bars_eos_until_it_is_reached(quality):
     min_length = math.floor(source.shape[1] * ratio)
     width = (vocabulary - 1) ** (source.shape[1] + extra)
     changed = 0
-    for seed in range(8):
+    for seed in range(3):  # Seed 2 is one whose unconstrained beam search ends shorter.
         model = _model(quality, vocabulary, seed=seed)
         best = _exhaustive_best(quality, model, source, extra, alpha, min_length)
         found = quality.beam_search(model, source, width, alpha, extra, min_length_ratio=ratio)

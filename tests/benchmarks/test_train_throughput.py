@@ -2,7 +2,6 @@
 its JAX path at tiny sizes without TensorFlow (no timing checked)."""
 
 import json
-import os
 import subprocess
 import sys
 
@@ -66,7 +65,7 @@ def test_interleaved_summary_takes_medians_over_every_burst(benchmark_script):
 
 
 @pytest.mark.full  # fresh processes under JAX
-def test_jax_path_runs_without_tensorflow(benchmark_script, tmp_path, capsys):
+def test_jax_path_runs_without_tensorflow(benchmark_script, jax_environment, tmp_path, capsys):
     """The whole script under JAX at tiny sizes, in a process where TensorFlow cannot be imported (a
     GPU machine has JAX and Keras only): ours with gradient accumulation (train.py's token counting)
     and a profile, which benchmarks/jax_trace_summary.py then reads."""
@@ -76,7 +75,7 @@ def test_jax_path_runs_without_tensorflow(benchmark_script, tmp_path, capsys):
     arguments = ["--backend=jax", "--preset=tiny", f"--sizes={sizes}", "--vocab=50", "--batch=2", "--length=4"]
     arguments += ["--steps=2", "--warmup=1", "--accumulate_steps=2", "--anchor=none"]
     arguments += [f"--profile_dir={profiles}", f"--json={output}"]
-    env = no_tensorflow.environment(site, dict(os.environ, KERAS_BACKEND="jax"))
+    env = no_tensorflow.environment(site, jax_environment)
     finished = subprocess.run(
         [sys.executable, script, *arguments], env=env, capture_output=True, text=True, timeout=300
     )
