@@ -163,8 +163,9 @@ def _lines(numbers):
     return "lines " + ", ".join(str(n) for n in numbers[:20]) + (", ..." if len(numbers) > 20 else "")
 
 
-def evaluate(config, out=sys.stdout):
-    """Translates the test set, writes `config.output`, prints and returns the scores: a dict of
+def evaluate(config, out=None):
+    """Translates the test set, writes `config.output`, prints (to `out`, default the current
+    `sys.stdout`) and returns the scores: a dict of
     `sentences`, `truncated_lines` and `empty_lines` (1-based), `output`, and with references
     `bleu`, `chrf`, their signatures and texts (`evaluation.scoring.score`), `attention_plots`.
 
@@ -172,6 +173,7 @@ def evaluate(config, out=sys.stdout):
         EvaluationError, ModelDirError, ExportDirError, reference_sets.TestSetError: bad input,
             named, before any translation where it can be known then.
     """
+    out = sys.stdout if out is None else out
     if bool(config.model_dir) == bool(config.export_dir):
         raise EvaluationError("pass exactly one of --model_dir and --export_dir")
     if config.ref and not config.src:

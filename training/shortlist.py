@@ -158,9 +158,9 @@ class Counts:
         return [int(token) for token in order if token >= len(SPECIAL_PIECES) and self.target[token]][:count]
 
 
-def build_table(model_dir, options=TableOptions(), log=sys.stderr):
-    """Counts the run's training split and writes MODEL_DIR/shortlist.tsv atomically; returns its
-    header. Raises ModelDirError, CorpusError or ParallelDataError on bad input (before writing)."""
+def build_table(model_dir, options=TableOptions(), log=None):
+    """Counts the run's training split and writes MODEL_DIR/shortlist.tsv atomically, reporting to
+    `log` (default the current `sys.stderr`); returns its header. Raises ModelDirError, CorpusError or ParallelDataError on bad input (before writing)."""
     import sentencepiece  # After the flag checks, as Keras (for the table's format) is.
 
     from inference import lexical_table
@@ -191,7 +191,10 @@ def build_table(model_dir, options=TableOptions(), log=sys.stderr):
         header, counts.most_frequent(options.frequent), counts.candidates(options.candidates)
     )
     _write_atomically(run_dir.shortlist_path, lines)
-    print(f"counted {counts.pairs} pairs of {', '.join(paths)}; wrote {run_dir.shortlist_path}", file=log)
+    print(
+        f"counted {counts.pairs} pairs of {', '.join(paths)}; wrote {run_dir.shortlist_path}",
+        file=sys.stderr if log is None else log,
+    )
     return header
 
 

@@ -100,8 +100,10 @@ def test_evaluate_and_translate_say_what_they_loaded_and_refuse_what_the_run_lac
     assert "".join(f"{line}\n" for line in translated) == best.read_text(encoding="utf-8")
 
     last = tmp_path / "last.de"
-    evaluator.evaluate(dataclasses.replace(config, output=str(last), checkpoint="last"), out=io.StringIO())
-    assert "loaded the newest checkpoint, of step 200" in capsys.readouterr().err
+    # Scored against its own source: the scores go to the sys.stdout of the call (here the capture).
+    evaluator.evaluate(dataclasses.replace(config, output=str(last), checkpoint="last", ref=str(src)))
+    printed = capsys.readouterr()
+    assert "loaded the newest checkpoint, of step 200" in printed.err and "sacreBLEU: " in printed.out
     translated, error, stderr = translate_here(*translate, "--checkpoint=last", stdin=src.read_bytes())
     assert error is None, stderr
     assert "".join(f"{line}\n" for line in translated) == last.read_text(encoding="utf-8")
