@@ -1,7 +1,7 @@
 """benchmarks/cpu_inference.py end to end at the smallest size (tiny, random weights, a small
-vocabulary, four sentences, one repeat), in this process: the two CTranslate2 systems, each
-measured by a process of its own, and in the full tier one system of each kind with the profile,
-all measured here; and its refusals of bad input."""
+vocabulary, four sentences, one repeat), in this process: the two CTranslate2 systems measured
+here, and in the full tier one system of each kind with the profile, each measured by a process of
+its own; and its refusals of bad input."""
 
 import json
 import os
@@ -75,25 +75,25 @@ def _check_measured(tiny, stdout, vocabulary, systems):
 
 
 def test_ctranslate2_systems_are_measured_at_matching_output_lengths(benchmark_script, tmp_path, capsys):
-    """The script's whole path with its two cheapest systems (no export to trace), each measured by
-    a process of its own (the default)."""
+    """The script's whole path with its two cheapest systems (no export to trace), both measured in
+    this process (`--no-isolate`)."""
     systems = ("ct2_float32", "ct2_int8")
-    tiny, stdout, vocabulary = _measure(benchmark_script, tmp_path, capsys, systems)
+    tiny, stdout, vocabulary = _measure(benchmark_script, tmp_path, capsys, systems, "--no-isolate")
     _check_measured(tiny, stdout, vocabulary, systems)
-    assert tiny["isolated"] is True
+    assert tiny["isolated"] is False
     assert tiny["ratios"] == {}  # Each of RATIOS needs a SavedModel.
     assert "profile" not in tiny
 
 
 @pytest.mark.slow  # A SavedModel export and keras-hub's sampler traced.
 def test_every_kind_of_system_and_mode_is_measured_at_matching_output_lengths(benchmark_script, tmp_path, capsys):
-    """A SavedModel, CTranslate2 and keras-hub, all in this process (`--no-isolate`). The int8
-    SavedModel, left out for the time its export takes, is the same export with `quantize="int8"`,
+    """A SavedModel, CTranslate2 and keras-hub, each measured by a process of its own (the
+    default), the SavedModel's profile sent back from its process. The int8 SavedModel, left out for the time its export takes, is the same export with `quantize="int8"`,
     whose translations equal the float32 export's (tests/export/test_fresh_process.py)."""
     systems = ("saved_model_float32", "ct2_float32", "ct2_int8", "keras_hub")
-    tiny, stdout, vocabulary = _measure(benchmark_script, tmp_path, capsys, systems, "--profile", "--no-isolate")
+    tiny, stdout, vocabulary = _measure(benchmark_script, tmp_path, capsys, systems, "--profile")
     _check_measured(tiny, stdout, vocabulary, systems)
-    assert tiny["isolated"] is False
+    assert tiny["isolated"] is True
     assert set(tiny["ratios"]) == {"single", "batch"}
     for found in tiny["ratios"].values():
         assert set(found) == {"saved_model_float32 / ct2_float32"}
