@@ -203,6 +203,7 @@ def test_beam_scores_agree_with_the_projects(converted, tiny_model_and_tokenizer
     assert max(differences) < 2e-3
 
 
+@pytest.mark.slow  # The greedy, prefix and beam comparisons run in both tiers.
 def test_forced_log_probs_agree_with_translator_score(converted, tiny_model_and_tokenizer, corpus):
     """The references and the project's beam-4 translations (alpha 0.6) scored by both. A search
     score is the forced log-probability over the GNMT penalty ((5 + length) / 6) ** alpha, so

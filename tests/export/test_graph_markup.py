@@ -200,6 +200,7 @@ def test_a_malformed_alignment_fails_in_the_graph_as_python_refuses_it():
     assert_restored_as_python([("<b></b>", "x", "0:1")])
 
 
+@pytest.mark.slow  # A SavedModel written and loaded; the shared export's markup signature runs it in both tiers.
 def test_restore_runs_in_a_saved_model(tmp_path):
     module = tf.Module()
     module.restore = restore_function()  # traced already: saved as it is

@@ -49,6 +49,7 @@ def test_the_recipes_token_cache_gives_way_to_subword_sampling():
     assert plain.cache_tokenized is True
 
 
+@pytest.mark.slow  # A train.py process.
 def test_the_recipe_flag_is_refused_with_a_parent_run_and_names_an_unknown_recipe(tiny_run, tmp_path):
     # A check of train.py's command line, in a train.py process; a flag's value, in this process.
     message = "--recipe=small_data does not combine with --init_from"

@@ -274,6 +274,7 @@ def test_what_cleaning_did_to_the_users_files_is_printed(corpus, tmp_path, capsy
     )
 
 
+@pytest.mark.slow  # A process runs the command it is told.
 def test_several_workers_are_told_the_command_that_builds_their_vocabulary(corpus, tmp_path):
     """With separate vocabularies: the command builds both sides' models."""
     import dataclasses
