@@ -207,6 +207,14 @@ def assert_plain_output(text):
     assert not noise, noise
 
 
+def jax_environment(*xla_flags):
+    """os.environ for a process run under JAX: KERAS_BACKEND=jax, and XLA's backend at its lowest
+    optimization level (as make test's JAX pass), which compiles faster with the same results, after
+    `xla_flags` and any XLA_FLAGS already set."""
+    flags = " ".join([os.environ.get("XLA_FLAGS", ""), *xla_flags, "--xla_backend_optimization_level=0"]).strip()
+    return dict(os.environ, KERAS_BACKEND="jax", XLA_FLAGS=flags)
+
+
 def run_logged(command, text=False, **options):
     """`subprocess.run(command, **options)` with stdout and stderr each written to a file, as
     `tool > out.log 2> err.log` (or cron, or CI) runs a tool: no terminal, no pipe. Returns the

@@ -1,7 +1,6 @@
-import os
-
 import pytest
 
+from tests import helpers
 from tests.helpers import load_benchmark
 
 
@@ -13,7 +12,5 @@ def benchmark_script():
 
 @pytest.fixture
 def jax_environment():
-    """os.environ for a script run under JAX: KERAS_BACKEND=jax, and XLA's backend at its lowest
-    optimization level (as make test's JAX pass), which compiles faster with the same results."""
-    flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_backend_optimization_level=0".strip()
-    return dict(os.environ, KERAS_BACKEND="jax", XLA_FLAGS=flags)
+    """os.environ for a script run under JAX (`tests.helpers.jax_environment`)."""
+    return helpers.jax_environment()

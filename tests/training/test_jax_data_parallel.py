@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from data import pipeline
-from tests.helpers import REPO_ROOT
+from tests.helpers import REPO_ROOT, jax_environment
 from tests.training.accumulation_step import assert_accumulated_updates
 
 SCRIPT = os.path.join(REPO_ROOT, "tests", "training", "accumulation_step.py")
@@ -59,14 +59,12 @@ def jax_process(sample_corpus, tmp_path_factory):
         _train_flags(root / "one", sample_corpus, 1, "one_device"),
         _train_flags(root / "two", sample_corpus, 2, "auto"),
     ]
+    # XLA's backend at its lowest optimization level: the process compiles far more than it runs,
+    # and both device layouts compile alike, so the weights they reach still agree.
     env = dict(
-        os.environ,
+        jax_environment("--xla_force_host_platform_device_count=2"),
         PYTHONPATH=REPO_ROOT,
         TF_CPP_MIN_LOG_LEVEL="2",
-        KERAS_BACKEND="jax",
-        # XLA's LLVM backend at its lowest optimization level: the process compiles far more than it
-        # runs, and both device layouts compile alike, so the weights they reach still agree.
-        XLA_FLAGS="--xla_force_host_platform_device_count=2 --xla_backend_optimization_level=0",
         CI="1",
     )
     command = [sys.executable, SCRIPT, "--devices=2", f"--train_py={json.dumps(runs)}"]
