@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from common.errors import UserError
+from inference.runs import DEFAULT_CHECKPOINT
 from tests.helpers import REPO_ROOT, tool_flags
 
 
@@ -28,13 +29,67 @@ def translate_tool():
     yield from _imported_tool("translate")
 
 
+@pytest.fixture(scope="module")
+def _loaded_runs():
+    """What `runs_loaded_once` keeps while a test module runs: the models by run and checkpoint
+    choice, and each model's compiled functions by its id (the model kept with them, so that the id
+    stays its own)."""
+    return {}, {}
+
+
 @pytest.fixture
-def translate_here(translate_tool, monkeypatch, capsys):
+def runs_loaded_once(_loaded_runs, monkeypatch):
+    """Within a test module, a run's quiet loads (translate.py's) give one model per checkpoint
+    choice (an ensemble of a run with itself: the one model twice), and every `Translator` of one
+    model shares its compiled searches, alignment functions and scorer: each traces once per module
+    for each setting and shape, where each translator would trace it again, and tracing takes
+    longer than translating a few lines. A loud load (what evaluate.py prints is checked) and a
+    refused one go through whole."""
+    from inference.runs import RunDir
+    from inference.translator import Translator
+
+    models, compiled = _loaded_runs
+    load_model, init, score = RunDir.load_model, Translator.__init__, Translator.score
+
+    def loaded_once(run, checkpoint=DEFAULT_CHECKPOINT, flag="--checkpoint", quiet=False):
+        if not quiet:
+            return load_model(run, checkpoint, flag, quiet)
+        key = (os.path.realpath(run.path), checkpoint)
+        if key not in models:
+            models[key] = load_model(run, checkpoint, flag, quiet)
+        return models[key]
+
+    def shared(translator):
+        model = translator.model
+        return compiled.setdefault(id(model), dict(model=model, searches={}, aligners={}, scorer=None))
+
+    def sharing(translator, *args, **kwargs):
+        init(translator, *args, **kwargs)
+        functions = shared(translator)
+        translator._searches, translator._aligners = functions["searches"], functions["aligners"]
+
+    def scoring(translator, *args, **kwargs):
+        functions = shared(translator)
+        translator._scorer = translator._scorer or functions["scorer"]
+        try:
+            return score(translator, *args, **kwargs)
+        finally:
+            functions["scorer"] = translator._scorer
+
+    monkeypatch.setattr(RunDir, "load_model", loaded_once)
+    monkeypatch.setattr(Translator, "__init__", sharing)
+    monkeypatch.setattr(Translator, "score", scoring)
+
+
+@pytest.fixture
+def translate_here(translate_tool, runs_loaded_once, monkeypatch, capsys):
     """`translate_here(*flags, stdin=b"")`: translate.py's `run` in this process with `flags` and
     `stdin`, as its `main` calls it. Returns `(output lines, the UserError's message or None,
     stderr text)`; main prints such an error as one line and exits with status 2
     (tests/evaluation/test_run_search.py runs that through translate.py). With --output among
-    `flags`, the lines go through main's resumable writer into that file and none are returned."""
+    `flags`, the lines go through main's resumable writer into that file and none are returned.
+    Its runs load each run once and share their traces (`runs_loaded_once`): a translator the
+    test makes of the same model gives the same translations without tracing them again."""
 
     def translate_here(*argv, stdin=b""):
         translate_tool.FLAGS.unparse_flags()

@@ -18,6 +18,7 @@ import pytest
 from absl import flags
 
 from inference.protocol import AlignmentConfig
+from inference.runs import RunDir
 from inference.translator import Sampling, Translator
 from models.search_config import SearchConfig
 from tests.evaluation.conftest import LOADED_EXPORT_GROUP
@@ -47,9 +48,11 @@ def lines_of(sentences):
     return "".join(sentence + "\n" for sentence in sentences).encode("utf-8")
 
 
-@pytest.fixture(scope="module")
-def python_translator(tiny_model):
-    model, tokenizer, run_config, _ = tiny_model
+@pytest.fixture
+def python_translator(tiny_run, runs_loaded_once):
+    """The Python translator of the model translate.py's runs in this module load
+    (`runs_loaded_once`): they share its traces."""
+    model, tokenizer, run_config = RunDir(tiny_run[0]).load_model(quiet=True)
     return Translator(
         model,
         tokenizer,
