@@ -242,14 +242,18 @@ def test_bad_input_fails_cleanly_before_translating(tiny_run, tmp_path, capsys, 
     assert "evaluating on" not in capsys.readouterr().err
 
 
-@pytest.mark.slow  # a process of its own; the fast tier's refusals: test_bad_input_fails_cleanly_before_translating
-def test_bad_input_is_one_line_and_status_2_from_evaluate_py(tiny_run, tmp_path):
-    """The wiring of the refusals above: evaluate.py prints the error as its last line."""
+def test_bad_input_is_one_line_and_status_2_from_evaluate_py(tiny_run, tmp_path, evaluate_here):
+    """The wiring of the refusals above: evaluate.py's main prints the error as its last line and
+    returns 2, its exit status (a process of evaluate.py refused with status 2 and one line:
+    tests/evaluation/test_checkpoint_flag.py; main's status through `run_tool`: translate.py's
+    refusal in tests/evaluation/test_run_search.py)."""
     model_dir, _ = tiny_run
-    completed = run_evaluate(f"--model_dir={model_dir}", f"--src={write_source(tmp_path)}", f"--output={tmp_path}")
-    assert completed.returncode == 2, completed.stderr[-4000:]
-    assert "Traceback" not in completed.stderr and "evaluating on" not in completed.stderr, completed.stderr[-4000:]
-    message = completed.stderr.strip().splitlines()[-1]
+    status, stdout, stderr = evaluate_here(
+        f"--model_dir={model_dir}", f"--src={write_source(tmp_path)}", f"--output={tmp_path}"
+    )
+    assert status == 2 and stdout == "", stderr[-4000:]
+    assert "Traceback" not in stderr and "evaluating on" not in stderr, stderr[-4000:]
+    message = stderr.strip().splitlines()[-1]
     assert message.startswith(f"evaluate.py: error: --output={tmp_path} is a directory"), message
 
 
