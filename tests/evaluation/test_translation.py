@@ -21,6 +21,8 @@ SENTENCES = [
     "Select the cells that you want to format, and then choose a style from the list.",
     "Print",
 ]
+# The three shorter ones, for a search run to its length limit: the longest sentence sets its steps.
+SHORTER = [SENTENCES[0], SENTENCES[1], SENTENCES[3]]
 
 
 def source_batch(tokenizer, sentences):
@@ -59,7 +61,7 @@ def test_beam_one_equals_greedy_without_cache(tiny_model, eos_bias_model, eos_bi
     model, tokenizer, _, _ = tiny_model
     wrapped = eos_bias_model(model, eos_bias)
     # Run to their limits, the three shorter sentences: the reference's full passes grow with each.
-    sentences = SENTENCES if eos_bias == 0.0 else [SENTENCES[0], SENTENCES[1], SENTENCES[3]]
+    sentences = SENTENCES if eos_bias == 0.0 else SHORTER
     source, lengths = source_batch(tokenizer, sentences)
     extra = 6
     ids, _ = translate_ids(wrapped, ops.convert_to_tensor(source), SearchConfig(beam_size=1, max_extra_length=extra))
@@ -115,7 +117,8 @@ def rescored(model, source_row, ids, alpha=0.6):
 def test_cached_beam_search_equals_search_without_cache(tiny_model, eos_bias_model, eos_bias):
     model, tokenizer, _, _ = tiny_model
     wrapped = eos_bias_model(model, eos_bias)
-    source, _ = source_batch(tokenizer, SENTENCES)
+    sentences = SENTENCES if eos_bias == 0.0 else SHORTER  # As above.
+    source, _ = source_batch(tokenizer, sentences)
     cached = translate_ids(
         wrapped, ops.convert_to_tensor(source), SearchConfig(beam_size=4, max_extra_length=5), num_return=4
     )
@@ -130,11 +133,11 @@ def test_cached_beam_search_equals_search_without_cache(tiny_model, eos_bias_mod
     # another's place must score what it says (and, by the check above, what the other scored).
     differing = [
         (row, rank)
-        for row in range(len(SENTENCES))
+        for row in range(len(sentences))
         for rank in range(4)
         if (cached_ids[row, rank] != reference_ids[row, rank]).any()
     ]
-    assert len(differing) <= 8, differing  # at most half of them
+    assert len(differing) <= 2 * len(sentences), differing  # at most half of them
     for row, rank in differing:
         assert abs(rescored(wrapped, source[row], cached_ids[row, rank]) - cached_scores[row, rank]) < 1e-4
 
@@ -158,7 +161,7 @@ def test_min_length_ratio_holds_eos_back(tiny_model, eos_bias_model, beam_size):
     # source tokens (EOS included) gets at least floor(n / 2) output tokens, so every output ends
     # with EOS exactly there. Without the ratio, the outputs are a lone EOS (test above).
     model, tokenizer, _, _ = tiny_model
-    source, lengths = source_batch(tokenizer, SENTENCES)
+    source, lengths = source_batch(tokenizer, SHORTER)
     ids, _ = translate_ids(
         eos_bias_model(model, 1e9),
         ops.convert_to_tensor(source),
@@ -167,13 +170,13 @@ def test_min_length_ratio_holds_eos_back(tiny_model, eos_bias_model, beam_size):
     ids = ops.convert_to_numpy(ids)
     for row, length in enumerate(lengths):
         tokens = hypothesis(ids[row, 0])
-        assert len(tokens) == max(length // 2, 1) and tokens[-1] == EOS_ID, (SENTENCES[row], tokens)
+        assert len(tokens) == max(length // 2, 1) and tokens[-1] == EOS_ID, (SHORTER[row], tokens)
 
 
 @pytest.mark.parametrize("beam_size", [1, 4])
 def test_maximum_length_stops_a_hypothesis(tiny_model, eos_bias_model, beam_size):
     model, tokenizer, _, _ = tiny_model
-    source, lengths = source_batch(tokenizer, SENTENCES)
+    source, lengths = source_batch(tokenizer, SHORTER)
     extra = 3
     ids, _ = translate_ids(
         eos_bias_model(model, -1e9),
