@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from tests.data.helpers import make_pairs, write_parallel
-from tests.helpers import REPO_ROOT, run_logged
+from tests.helpers import REPO_ROOT, run_logged, tool_flags
 
 
 def test_command_line_user_corpus(tmp_path):
@@ -51,29 +51,54 @@ def _run_prepare(*args):
     return run_logged([sys.executable, "-m", "data.prepare", *args], cwd=REPO_ROOT, text=True)
 
 
-@pytest.mark.parametrize("flag", ["--train_tsv=pairs.tsv", "--languages=en-de", "--name=mine", "--test_src=test.en"])
-def test_command_line_refuses_user_corpus_flags_without_corpus_user(tmp_path, flag):
-    result = _run_prepare("--corpus=tatoeba-en-es", f"--cache_dir={tmp_path / 'cache'}", flag)
+def _refused_here(*args):
+    """The message of the `UsageError` data.prepare's `main` raises for `args` in this process
+    (`run_tool` prints it as `data.prepare: error: ...` and exits with 2). --verbosity=0 keeps
+    main from filtering this process's stderr (common/quiet_logs.py)."""
+    from absl import app
+
+    from data import prepare
+
+    with tool_flags() as flag_values:
+        prepare.define_flags()
+        flag_values(["data.prepare", "--verbosity=0", *args])
+        with pytest.raises(app.UsageError) as refused:
+            prepare.main(["data.prepare"])
+    return str(refused.value)
+
+
+def test_command_line_refuses_user_corpus_flags_without_corpus_user(tmp_path):
+    """One refusal through data.prepare (its status, its one line, nothing in the cache), the
+    others by its `main` in this process."""
+    cache = f"--cache_dir={tmp_path / 'cache'}"
+
+    def refusal(flag):
+        return (
+            f"{flag.split('=')[0]} describe a user corpus: add --corpus=user "
+            "(--corpus=tatoeba-en-es builds a built-in corpus and would ignore them)."
+        )
+
+    result = _run_prepare("--corpus=tatoeba-en-es", cache, "--train_tsv=pairs.tsv")
     assert result.returncode == 2
-    assert result.stderr.splitlines() == [
-        f"data.prepare: error: {flag.split('=')[0]} describe a user corpus: add --corpus=user "
-        "(--corpus=tatoeba-en-es builds a built-in corpus and would ignore them)."
-    ]
+    assert result.stderr.splitlines() == [f"data.prepare: error: {refusal('--train_tsv=pairs.tsv')}"]
+    for flag in ["--languages=en-de", "--name=mine", "--test_src=test.en"]:
+        assert _refused_here("--corpus=tatoeba-en-es", cache, flag) == refusal(flag)
     assert not (tmp_path / "cache").exists()
 
 
 @pytest.mark.parametrize("languages", ["en-", "-de", "en", "en-de-fr"])
 def test_command_line_needs_two_language_codes(tmp_path, languages):
+    """By data.prepare's `main` in this process (the refusal's way out of the process: the test
+    above)."""
     src, tgt = write_parallel(tmp_path, make_pairs(20))
-    result = _run_prepare(
+    message = _refused_here(
         "--corpus=user",
         f"--languages={languages}",
         f"--cache_dir={tmp_path / 'cache'}",
         f"--train_src={src}",
         f"--train_tgt={tgt}",
     )
-    assert result.returncode == 2
-    assert f"--languages must be two codes like en-de, got '{languages}'" in result.stderr
+    assert f"--languages must be two codes like en-de, got '{languages}'" in message
 
 
 def test_command_line_reports_input_errors_without_a_traceback(tmp_path):
