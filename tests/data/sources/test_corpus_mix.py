@@ -49,7 +49,7 @@ def test_the_pipeline_draws_pairs_in_proportion_to_the_weights(tmp_path, small_t
         weights=[1, 3],
         cache_tokenized=cache_tokenized,
     )
-    shares, seen = _drawn_shares(dataset, small_tokenizer, ("alpha", "omega"), 6000)
+    shares, seen = _drawn_shares(dataset, small_tokenizer, ("alpha", "omega"), 3000)
     # Each pair is drawn independently: the share of "omega" is binomial around 3/4.
     tolerance = 4 * math.sqrt(0.75 * 0.25 / seen)
     print(f"drawn {seen} pairs: {shares}, tolerance {tolerance:.4f}")
@@ -176,5 +176,5 @@ def test_each_input_pipeline_of_a_distributed_mix_draws_its_shard_in_proportion(
     )
     for pipeline_id in (0, 1):
         context = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=pipeline_id)
-        shares, seen = _drawn_shares(dataset_fn(context), small_tokenizer, ("alpha", "omega"), 3000)
+        shares, seen = _drawn_shares(dataset_fn(context), small_tokenizer, ("alpha", "omega"), 1500)
         assert abs(shares["omega"] - 0.75) < 4 * math.sqrt(0.75 * 0.25 / seen)
