@@ -197,19 +197,21 @@ def test_the_best_checkpoint_is_preferred_then_the_newest_then_model_keras(tiny_
     with pytest.raises(init_from.InitFromError, match="--init_checkpoint=best: .* has no best checkpoint"):
         init_from.load_parent(parent, "best", dict(TINY_MODEL), 2000)
 
-    # A best checkpoint (an earlier step) wins under auto and best; last still takes the newest.
+    # A best checkpoint (an earlier step) wins under auto and best.
     shutil.copyfile(
         os.path.join(checkpoints, "ckpt-000000100.weights.h5"), os.path.join(checkpoints, "best.weights.h5")
     )
     with open(os.path.join(checkpoints, "best.json"), "w") as handle:
         json.dump({"step": 100, "metric": "loss", "score": 5.0}, handle)
+    want = _weights_of(os.path.join(checkpoints, "ckpt-000000100.weights.h5"), vocabulary_size)
     for choice in ("auto", "best"):
         loaded = init_from.load_parent(parent, choice, dict(TINY_MODEL), 2000)
         assert (loaded.choice, loaded.step) == ("best", 100)
-        want = _weights_of(os.path.join(checkpoints, "ckpt-000000100.weights.h5"), vocabulary_size)
         for got, expected in zip(loaded.values, want):
             np.testing.assert_array_equal(got, expected)
-    assert init_from.load_parent(parent, "last", dict(TINY_MODEL), 2000).step == 200
+    # Last still names the newest checkpoint (whose weights load_parent loads above).
+    choice, path, step = init_from.choose_weights(parent, "last")
+    assert (choice, os.path.basename(path), step) == ("last", "ckpt-000000200.weights.h5", 200)
 
     # Without checkpoints: model.keras, its step read from the optimizer state it was saved with.
     shutil.rmtree(checkpoints)

@@ -92,7 +92,7 @@ def test_translating_into_a_language_puts_its_tag_first(multilingual_run):
     rows = japanese.encode(SENTENCES)
     assert rows[0] == tagged + [2] and rows[1] == [2]
     plain = Translator(japanese.model, japanese.tokenizer, japanese.search, source_tokenizer=japanese.source_tokenizer)
-    texts, scores = japanese.translate(SENTENCES)
+    texts, scores, alignments = japanese.translate(SENTENCES, alignments=True)
     assert (texts[1], scores[1]) == ("", 0.0)
     expected = plain.translate([f"<2ja> {SENTENCES[0]}", f"<2ja> {SENTENCES[2]}"])
     assert (texts[0], texts[2]) == tuple(expected[0]) and (scores[0], scores[2]) == pytest.approx(tuple(expected[1]))
@@ -103,7 +103,6 @@ def test_translating_into_a_language_puts_its_tag_first(multilingual_run):
     words = word_indices(rows[0], pieces_of(japanese.source_tokenizer, rows[0]))
     tag_length = len(japanese.tag_ids)  # The tag and the word marker before it: no word.
     assert words[:tag_length] == [-1] * tag_length and words[tag_length] == 0 and max(words) == 2
-    _, _, alignments = japanese.translate(SENTENCES[:1], alignments=True)
     assert {int(link.split("-")[0]) for link in alignments[0].split()} <= {0, 1, 2}
     assert japanese.score(SENTENCES[:1], ["x"]) == plain.score([f"<2ja> {SENTENCES[0]}"], ["x"])
 

@@ -274,43 +274,6 @@ def test_what_cleaning_did_to_the_users_files_is_printed(corpus, tmp_path, capsy
     )
 
 
-@pytest.mark.slow  # A process runs the command it is told.
-def test_several_workers_are_told_the_command_that_builds_their_vocabulary(corpus, tmp_path):
-    """With separate vocabularies: the command builds both sides' models."""
-    import dataclasses
-    import shlex
-    import subprocess
-    import sys
-
-    from data.corpora import resolve_corpus
-    from tests.helpers import REPO_ROOT
-    from training.run_dir import RunDir
-    from training.trainer import TrainingError, resolve_tokenizer
-
-    config = _user_run(tmp_path, corpus, _corpus_pairs(corpus, 300, longest=60))
-    config = dataclasses.replace(config, data=dataclasses.replace(config.data, vocabulary="separate"))
-    user_corpus, _ = resolve_corpus(config.data)
-    with pytest.raises(TrainingError, match="spm-bpe-500-col0.model is missing.*build the vocabulary first") as refused:
-        resolve_tokenizer(str(tmp_path / "worker"), user_corpus, config.data, may_train=False)
-    built = os.stat(user_corpus.manifest).st_ino
-    command = str(refused.value).split("`")[1]
-    assert command.startswith("python -m data.prepare ") and "--vocabulary=separate" in command
-    completed = subprocess.run(
-        [sys.executable, *shlex.split(command)[1:]],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        env=dict(os.environ, PYTHONPATH=REPO_ROOT),
-        timeout=300,
-    )
-    assert completed.returncode == 0, completed.stderr[-2000:]
-    # The command built the vocabulary into the corpus entry the workers read, without rebuilding it.
-    assert resolve_tokenizer(str(tmp_path / "worker"), user_corpus, config.data, may_train=False).vocabulary_size == 500
-    worker = RunDir(str(tmp_path / "worker"))
-    assert worker.load_source_tokenizer().model_proto != worker.load_tokenizer().model_proto
-    assert os.stat(user_corpus.manifest).st_ino == built
-
-
 def test_the_averaging_tool_and_the_tools_share_one_checkpoint_rule(tiny_run, tmp_path):
     import keras
     import numpy as np

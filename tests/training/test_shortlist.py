@@ -11,15 +11,19 @@ import numpy as np
 import pytest
 
 from common.special_ids import SPECIAL_PIECES
+from data.sources import parallel_files
 from inference import lexical_table
 from inference.lexical_table import ShortlistError
 from inference.loading import load_translator
 from inference.runs import RunDir
 from models.search_config import SearchConfig
-from training.shortlist import TableOptions, build_table
+from training import shortlist
+from training.shortlist import TableOptions, build_table, training_files
 
 SENTENCES = ["Open the file.", "Click OK to close the dialog.", "Select the cells that you want to delete."]
-OPTIONS = TableOptions(candidates=6, frequent=30)
+# The first 5000 pairs of the training split (two chunks of CHUNK_PAIRS) are counted; what
+# max_pairs=0 reads, the whole split, is checked by reading it, without the counting.
+OPTIONS = TableOptions(candidates=6, frequent=30, max_pairs=5000)
 
 
 @pytest.fixture(scope="module")
@@ -33,6 +37,10 @@ def shortlisted_run(tiny_run, tmp_path_factory):
 def test_the_table_counts_the_training_split_and_the_translator_keeps_to_it(shortlisted_run):
     run, header = shortlisted_run
     assert (header["candidates"], header["frequent"], header["corpus"]) == (6, 30, "deb-en-de")
+    paths, reverse, _ = training_files(RunDir(run))
+    split_pairs = sum(len(sources) for sources, _ in shortlist._pairs(paths, reverse, 0))
+    assert split_pairs == sum(1 for _ in parallel_files.read_tsv(paths))
+    assert header["pairs"] == min(OPTIONS.max_pairs, split_pairs)
     assert not [name for name in os.listdir(run) if ".tmp-" in name]
     table = RunDir(run).load_shortlist()
     assert table.candidates.shape[1] == 6 and len(table.frequent) == 30

@@ -32,8 +32,7 @@ from tests.helpers import (
     train_flags_refusal,
     under_file_size_limit,
 )
-from tests.training.test_ema import DECAY as EMA_DECAY
-from tests.training.test_ema import EmaWatch, assert_ema_run
+from tests.training.helpers import EMA_DECAY, EmaWatch, assert_ema_run
 
 ENV = dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="2", KERAS_BACKEND="tensorflow", CI="1")
 
@@ -220,7 +219,7 @@ class _PoisonAfter(keras.callbacks.Callback):
 def test_steps_per_execution_and_subword_sampling_change_only_what_they_say(sample_corpus, tmp_path):
     """--steps_per_execution changes only how often the host looks: the same losses and weights (both
     runs keep the moving average of the weights, --ema_decay: the first's is checked by
-    tests/training/test_ema.py's `assert_ema_run`).
+    tests/training/helpers.py's `assert_ema_run`).
     --subword_alpha resegments the training stream (other losses from the same seed), while the
     run's translator segments deterministically: a sampling tokenizer there would give other ids
     (`encode`, the segmentation `translate` reads) at each call. And a NaN loss (the sampled run's,

@@ -100,15 +100,19 @@ def test_bad_source_weights_are_one_clear_error_and_nothing_is_written(tmp_path,
     assert not model_dir.exists()
 
 
-@pytest.mark.slow  # a data.prepare process; the fast tier runs the command for separate vocabularies
-# (tests/training/test_run_dir.py)
-def test_the_vocabulary_command_for_several_workers_builds_the_same_weighted_corpus(sample_corpus, tmp_path):
-    """Workers build their vocabulary with the command the first start prints: for a weighted mix
-    it must name the same files and weights, so that it finds the corpus train.py built."""
+@pytest.mark.slow  # a data.prepare process
+def test_several_workers_are_told_the_command_that_builds_the_weighted_corpus_and_both_vocabularies(
+    sample_corpus, tmp_path
+):
+    """Workers refuse to train their vocabulary and print the command that builds it: for a weighted
+    mix it must name the same files and weights, so that it finds the corpus train.py built; with
+    separate vocabularies it builds both sides' models."""
     import shlex
 
-    from data.corpora import prepare_command, resolve_corpus
+    from data.corpora import resolve_corpus
     from training.config import DataConfig
+    from training.run_dir import RunDir
+    from training.trainer import TrainingError, resolve_tokenizer
 
     paths = _source_files(sample_corpus, tmp_path)
     data = DataConfig(
@@ -119,10 +123,15 @@ def test_the_vocabulary_command_for_several_workers_builds_the_same_weighted_cor
         train_weights=(3.0, 1.0),
         dev_files=(sample_corpus.dev,),
         vocab_size=500,
+        vocabulary="separate",
     )
     built, _ = resolve_corpus(data)
     manifest = os.stat(built.manifest).st_ino
-    command = prepare_command(data, 500)
+    worker = str(tmp_path / "worker")
+    with pytest.raises(TrainingError, match="spm-bpe-500-col0.model is missing.*build the vocabulary first") as refused:
+        resolve_tokenizer(worker, built, data, may_train=False)
+    command = str(refused.value).split("`")[1]
+    assert command.startswith("python -m data.prepare ") and "--vocabulary=separate" in command
     assert f"--train_tsv={paths['libreoffice-help']}:3,{paths['ding']}:1" in command
     completed = subprocess.run(
         [sys.executable, *shlex.split(command)[1:]],
@@ -134,4 +143,7 @@ def test_the_vocabulary_command_for_several_workers_builds_the_same_weighted_cor
     )
     assert completed.returncode == 0, completed.stderr[-2000:]
     assert os.stat(built.manifest).st_ino == manifest  # Found in the cache, not rebuilt.
-    assert os.path.exists(os.path.join(built.root, "spm-bpe-500.model"))
+    # The command built the vocabularies into the corpus entry the workers read.
+    assert resolve_tokenizer(worker, built, data, may_train=False).vocabulary_size == 500
+    run = RunDir(worker)
+    assert run.load_source_tokenizer().model_proto != run.load_tokenizer().model_proto
