@@ -406,35 +406,37 @@ def test_align_gives_the_python_translators_alignments_of_many_words(tiny_model_
 @pytest.fixture(scope="module")
 def steered(tiny_model_and_tokenizer, tiny_run):
     """`(model, plain, steered)`: the tiny model with a variable EOS bias (assigned per test: a
-    variable, so that each module's `serve` is traced once for every bias), a `ServingModule` of
-    it with the plain search, and one with min_length_ratio=0.5 and no_repeat_ngram_size=1 built in."""
+    variable, so that each search is traced once for every bias), the Python translator of it with
+    the plain search (the graph's plain search gives its translations: the shared export's tests),
+    and a `ServingModule` of it with min_length_ratio=0.5 and no_repeat_ngram_size=1 built in."""
     from export.serving_module import ServingModule
+    from inference.translator import Translator
     from tests.helpers import EosBiasModel
 
     model, tokenizer = tiny_model_and_tokenizer
     biased = EosBiasModel(model, 0.0)
     biased.bias = tf.Variable(biased.bias)
-    vocabulary = f"{tiny_run[0]}/spm.model"
-    modules = [
-        ServingModule(biased, tokenizer, vocabulary, search, length_buckets=())
-        for search in (STEERED_SEARCH, STEERED_SEARCH.override(min_length_ratio=0.5, no_repeat_ngram_size=1))
-    ]
-    return biased, *modules
+    plain = Translator(biased, tokenizer, STEERED_SEARCH, batch_size=2)
+    search = STEERED_SEARCH.override(min_length_ratio=0.5, no_repeat_ngram_size=1)
+    return biased, plain, ServingModule(biased, tokenizer, f"{tiny_run[0]}/spm.model", search, length_buckets=())
 
 
 STEERED_SEARCH = SearchConfig(beam_size=2, max_input_length=16, max_extra_length=4)
 STEERED_SENTENCES = ["Select the cells that you want to format.", "Open the file."]
 
 
-def steer(module, model, eos_bias):
-    """`module`'s translations of STEERED_SENTENCES with `eos_bias` on the EOS logit."""
+def steer(steered_by, model, eos_bias):
+    """The translations of STEERED_SENTENCES with `eos_bias` on the EOS logit, by a `ServingModule`
+    or a `Translator`."""
     bias = np.zeros(model.model.vocabulary_size, "float32")
     bias[EOS_ID] = eos_bias
     model.bias.assign(bias)
-    return [t.decode() for t in module.serve(tf.constant(STEERED_SENTENCES))["translations"].numpy()]
+    if hasattr(steered_by, "translate"):
+        return steered_by.translate(STEERED_SENTENCES)[0]
+    return [t.decode() for t in steered_by.serve(tf.constant(STEERED_SENTENCES))["translations"].numpy()]
 
 
-@pytest.mark.slow  # Two more modules traced (`steered`).
+@pytest.mark.slow  # One more module traced (`steered`).
 def test_min_length_ratio_is_built_into_the_graph(steered, tiny_model_and_tokenizer, tiny_run):
     """EOS forced first: empty translations unless the minimum bars it (the repetition guard also
     built into the steered module cannot lengthen a translation)."""
@@ -454,7 +456,7 @@ def test_min_length_ratio_is_built_into_the_graph(steered, tiny_model_and_tokeni
         )
 
 
-@pytest.mark.slow  # Two more modules traced (`steered`).
+@pytest.mark.slow  # One more module traced (`steered`).
 def test_no_repeat_ngram_size_is_built_into_the_graph(steered, tiny_model_and_tokenizer):
     """With EOS barred the tiny model repeats itself; the graph's guard (1: no piece twice) changes
     its translations, to the Python translator's under the same search. (The minimum length also
