@@ -12,13 +12,14 @@ import numpy as np
 import pytest
 
 from tests.export.helpers import (
+    COMPARED_BATCH_SIZE,
     FRESH_PROCESS,
     compared_sentences,
     run_export,
     run_fresh_python,
     saved_model_ops,
 )
-from tests.helpers import EXPORT_SETTINGS, once_per_session
+from tests.helpers import EXPORT_SETTINGS, export_arguments, once_per_session
 
 
 @pytest.fixture(autouse=True)
@@ -132,6 +133,31 @@ def fresh_process(exported, quantized, tiny_run, tmp_path_factory):
         )
 
     return once_per_session(tmp_path_factory, "fresh-process", build)
+
+
+@pytest.fixture(scope="session")
+def python_compared(request, tmp_path_factory):
+    """The Python translator of the exported run, with the export's search settings, on
+    `compared_sentences`, once per session: a dict of the `sentences`, their `translations`,
+    `scores` and word `alignments`, and how many were `truncated`."""
+
+    def build(directory):
+        from inference.translator import Translator
+
+        model, tokenizer = request.getfixturevalue("tiny_model_and_tokenizer")
+        sentences = compared_sentences(request.getfixturevalue("tiny_run")[1])
+        search = export_arguments(EXPORT_SETTINGS)["search"]
+        translator = Translator(model, tokenizer, search, batch_size=COMPARED_BATCH_SIZE)
+        translations, scores, alignments = translator.translate(sentences, alignments=True)
+        return dict(
+            sentences=sentences,
+            translations=translations,
+            scores=[float(score) for score in scores],
+            alignments=alignments,
+            truncated=translator.truncated,
+        )
+
+    return once_per_session(tmp_path_factory, "python-compared", build)
 
 
 @pytest.fixture(scope="session")

@@ -40,6 +40,9 @@ SENTENCES = [
 # and one beyond the maximum input length (the cut).
 COMPARED_SENTENCES = 50
 EDGE_SENTENCES = ["", "Click " * 60]
+# The Python translator's batch for them: more than their pieces (a long sentence is split in
+# several), so that its search is traced for one shape.
+COMPARED_BATCH_SIZE = 128
 
 
 def compared_sentences(summary):

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from tests.export.helpers import (
+    COMPARED_BATCH_SIZE,
     FORBIDDEN_OPS,
     TEXT_OPS,
     saved_model_ops,
@@ -19,9 +20,6 @@ from tests.export.helpers import (
 from tests.helpers import EXPORT_SETTINGS, export_arguments
 
 pytestmark = pytest.mark.full
-
-# More than the pieces of `compared_sentences` (a long sentence is split in several).
-BATCH_SIZE = 128
 
 
 @pytest.fixture(scope="module")
@@ -32,30 +30,25 @@ def fresh(fresh_process):
 
 
 @pytest.fixture(scope="module")
-def python_translations(exported, tiny_model_and_tokenizer, fresh):
-    """`{"float32": ..., "int8": ...}`: `(translations, scores, truncated)` of the fresh process's
-    sentences by the Python translator of the exported run, with the export's search settings,
-    its weights as they are and as `--quantize=int8` rounds them."""
+def int8_translations(exported, tiny_model_and_tokenizer, fresh):
+    """`(translations, scores, truncated)` of the fresh process's sentences by the Python translator
+    of the exported run with its weights as `--quantize=int8` rounds them, and the export's search
+    settings."""
     from inference.runs import RunDir
     from inference.translator import Translator
 
-    model, tokenizer = tiny_model_and_tokenizer
+    _, tokenizer = tiny_model_and_tokenizer
     quantized, _, _ = RunDir(exported[0]).load_model()
     quantized.quantize("int8")
-    results = {}
-    for name, candidate in (("float32", model), ("int8", quantized)):
-        # Every sentence in one batch: one search traced per translator.
-        translator = Translator(
-            candidate, tokenizer, search=export_arguments(EXPORT_SETTINGS)["search"], batch_size=BATCH_SIZE
-        )
-        translations, scores = translator.translate(fresh["sentences"])
-        results[name] = translations, scores, translator.truncated
-    return results
+    search = export_arguments(EXPORT_SETTINGS)["search"]
+    translator = Translator(quantized, tokenizer, search, batch_size=COMPARED_BATCH_SIZE)
+    translations, scores = translator.translate(fresh["sentences"])
+    return translations, scores, translator.truncated
 
 
-def test_the_fresh_process_serves_as_the_python_translator_with_the_same_weights(fresh, python_translations):
+def test_the_fresh_process_serves_as_the_python_translator_with_the_same_weights(fresh, int8_translations):
     assert fresh["project_modules"] == []
-    translations, scores, truncated = python_translations["int8"]
+    translations, scores, truncated = int8_translations
     assert truncated == 0  # the long sentence is split, in both, not cut
     assert fresh["translations"] == translations
     np.testing.assert_allclose(fresh["scores"], scores, atol=1e-4)
@@ -77,9 +70,10 @@ def test_ops_stay_within_the_allow_list(fresh, exported, quantized):
     assert unknown_to_tensorflow <= TEXT_OPS, unknown_to_tensorflow - TEXT_OPS
 
 
-def test_the_int8_export_translates_like_the_float_weights(fresh, python_translations):
+def test_the_int8_export_translates_like_the_float_weights(fresh, python_compared):
     translations, scores = fresh["translations"], np.array(fresh["scores"])
-    float_translations, float_scores, _ = python_translations["float32"]
+    assert python_compared["sentences"] == fresh["sentences"]
+    float_translations, float_scores = python_compared["translations"], python_compared["scores"]
     assert len(translations) == len(fresh["sentences"])
     assert translations[-2] == "" and scores[-2] == 0.0
     # An undertrained model may end a translation at once: agreement with float32 is what is checked.

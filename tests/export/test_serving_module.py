@@ -7,8 +7,8 @@ import tensorflow as tf
 from common.special_ids import EOS_ID, PAD_ID
 from export.serving_module import resolve_buckets
 from models.search_config import SearchConfig
-from tests.export.helpers import SENTENCES, compared_sentences, composed_documents
-from tests.helpers import EXPORT_SETTINGS, export_arguments
+from tests.export.helpers import SENTENCES, composed_documents
+from tests.helpers import EXPORT_SETTINGS
 
 # One process runs this module: the first call of each signature of the loaded export (`served`)
 # takes seconds (TensorFlow optimizes its graph then), and so does tracing the `steered` modules.
@@ -319,18 +319,14 @@ def test_every_text_signature_gives_a_confidence(served):
 
 
 @pytest.mark.full  # the test split of the real corpus
-def test_align_gives_the_python_translators_alignments_on_the_test_split(served, tiny_run, tiny_model_and_tokenizer):
+def test_align_gives_the_python_translators_alignments_on_the_test_split(served, python_compared):
     """On `compared_sentences` (every length bucket, sentences over max_input_length among them,
     which both split): the align signature's translations and scores are serving_default's and, with
     its alignments, the Python translator's (`alignments=True`, the default attention)."""
-    from inference.translator import Translator
-
     loaded, serving, _ = served
-    compared = compared_sentences(tiny_run[1])
-    model, tokenizer = tiny_model_and_tokenizer
-    translator = Translator(model, tokenizer, export_arguments(EXPORT_SETTINGS)["search"])
-    texts, scores, alignments = translator.translate(compared, alignments=True)
-    assert translator.truncated == 0
+    compared = python_compared["sentences"]
+    texts, scores, alignments = (python_compared[name] for name in ("translations", "scores", "alignments"))
+    assert python_compared["truncated"] == 0
     aligned = loaded.signatures["align"](inputs=tf.constant(compared))
     translations, served_scores = serve(serving, compared)
     assert [text.decode("utf-8") for text in aligned["translations"].numpy()] == translations == texts
