@@ -1,8 +1,8 @@
 """A model whose weights were written under KERAS_BACKEND=jax loads as the export loads a run
 (`export.exporter.load_trained`) and gives the JAX model's logits, and the export's graph of it
 (`ServingModule.translate_ids`, traced in this process) the translations of the Python translator
-under JAX. That translator, compiled before the weights moved, reads them at each call (JAX's
-`compile_search` takes their values as an argument), as a fresh one does. (Writing and loading the
+under JAX. That translator was compiled before the weights moved: it reads them at each call (JAX's
+`compile_search` takes their values as an argument), not its first call's. (Writing and loading the
 SavedModel of a model loaded under TensorFlow: the shared export's tests.)"""
 
 import json
@@ -22,7 +22,7 @@ SENTENCES = ["Open the file.", "Click OK to save your changes now."]
 
 # Under JAX: load the TensorFlow-trained model and translate SENTENCES with the Python translator;
 # move every weight by seeded noise (so that the export can only match if it reads what JAX wrote),
-# save it, and record logits and the translations of the same translator and of a fresh one.
+# save it, and record logits and the same translator's translations again.
 JAX_SIDE = """
 import json, os, sys
 os.environ["KERAS_BACKEND"] = "jax"
@@ -46,9 +46,8 @@ for variable in model.weights:
 model.save(os.path.join(target_dir, "model.keras"))
 logits = model((np.array(settings["source"], "int32"), np.array(settings["target_in"], "int32")), training=False)
 texts, scores = translator.translate(settings["sentences"])
-fresh_texts, fresh_scores = Translator(model, tokenizer, search, batch_size=2).translate(settings["sentences"])
 print(json.dumps({"backend": keras.backend.backend(), "logits": np.asarray(logits).tolist(), "before": before,
-                  "texts": texts, "scores": floats(scores), "fresh": [fresh_texts, floats(fresh_scores)]}))
+                  "texts": texts, "scores": floats(scores)}))
 """
 
 
@@ -76,10 +75,7 @@ def test_weights_written_under_jax_export_with_the_same_outputs(exported, tmp_pa
     inputs = dict(search=SETTINGS, sentences=SENTENCES, source=source.tolist(), target_in=target_in.tolist())
     jax_side = run_fresh_python(JAX_SIDE, model_dir, jax_dir, json.dumps(inputs), project=True)
     assert jax_side["backend"] == "jax"
-    # The translator compiled before the weights moved gives a fresh one's translations, not its own
-    # earlier ones.
-    assert jax_side["fresh"][0] == jax_side["texts"]
-    np.testing.assert_allclose(jax_side["fresh"][1], jax_side["scores"], atol=1e-5)
+    # Not its translations before the weights moved; the export's of the moved ones, below.
     assert not np.allclose(jax_side["before"], jax_side["scores"], atol=1e-3)
 
     reloaded, _, _ = load_trained(str(jax_dir), checkpoint="last")  # model.keras alone
