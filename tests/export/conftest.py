@@ -1,6 +1,6 @@
 """The shared tiny model exported once per session (float32 in this process, int8 by the export
-command), the float32 export loaded once, the one fresh process that runs both (the int8 one by
-saved_model_cli), and the run's model and tokenizer."""
+command), the float32 export loaded once, the one fresh process that runs the int8 one by
+saved_model_cli, and the run's model and tokenizer."""
 
 import json
 import os
@@ -12,15 +12,14 @@ import numpy as np
 import pytest
 
 from tests.export.helpers import (
-    EDGE_SENTENCES,
+    COMPARED_BATCH_SIZE,
     FRESH_PROCESS,
-    SENTENCES,
     compared_sentences,
     run_export,
     run_fresh_python,
     saved_model_ops,
 )
-from tests.helpers import EXPORT_SETTINGS, once_per_session
+from tests.helpers import EXPORT_SETTINGS, export_arguments, once_per_session
 
 
 @pytest.fixture(autouse=True)
@@ -109,45 +108,63 @@ def quantized(command_export):
 @pytest.fixture(scope="session")
 def fresh_process(exported, quantized, tiny_run, tmp_path_factory):
     """The one fresh process of the export tests (FRESH_PROCESS), run once per session: the op types
-    of both exports looked up in TensorFlow's registry, the int8 export run by saved_model_cli on
-    `compared_sentences`, and the float32 export serving SENTENCES and EDGE_SENTENCES, then
-    `compared_sentences`. A dict of the `sentences`, the `compared` ones, the process's JSON
-    (`outputs`) and the int8 export's outputs (`int8`: saved_model_cli's `stdout`, the
-    `translations` and `scores` of serving_default)."""
+    of both exports looked up in TensorFlow's registry, and the int8 export run by saved_model_cli
+    on `compared_sentences`. A dict of the `sentences`, the process's `unknown_to_tensorflow` op
+    types and `project_modules`, saved_model_cli's `stdout`, and the `translations` and `scores` of
+    serving_default."""
 
     def build(directory):
-        sentences, compared = SENTENCES + EDGE_SENTENCES, compared_sentences(tiny_run[1])
+        sentences = compared_sentences(tiny_run[1])
         op_types = saved_model_ops(exported[1])[0] | saved_model_ops(quantized)[0]
         inputs, outdir = os.path.join(directory, "inputs.npy"), os.path.join(directory, "outputs")
-        np.save(inputs, np.array([sentence.encode("utf-8") for sentence in compared], dtype=object))
-        request = dict(
-            op_types=sorted(op_types),
-            saved_model_cli=[quantized, inputs, outdir],
-            serve=[[exported[1], sentences], [exported[1], compared]],
-        )
+        np.save(inputs, np.array([sentence.encode("utf-8") for sentence in sentences], dtype=object))
+        request = dict(op_types=sorted(op_types), saved_model_cli=[quantized, inputs, outdir])
         outputs = run_fresh_python(FRESH_PROCESS, json.dumps(request))
         int8 = {
             name: np.load(os.path.join(outdir, f"{name}.npy"), allow_pickle=True) for name in ("translations", "scores")
         }
         return dict(
             sentences=sentences,
-            compared=compared,
-            outputs=outputs,
-            int8=dict(
-                stdout=outputs["saved_model_cli"],
-                translations=[text.decode("utf-8") for text in int8["translations"].tolist()],
-                scores=int8["scores"].tolist(),
-            ),
+            unknown_to_tensorflow=outputs["unknown_to_tensorflow"],
+            project_modules=outputs["project_modules"],
+            stdout=outputs["saved_model_cli"],
+            translations=[text.decode("utf-8") for text in int8["translations"].tolist()],
+            scores=int8["scores"].tolist(),
         )
 
     return once_per_session(tmp_path_factory, "fresh-process", build)
 
 
 @pytest.fixture(scope="session")
+def python_compared(request, tmp_path_factory):
+    """The Python translator of the exported run, with the export's search settings, on
+    `compared_sentences`, once per session: a dict of the `sentences`, their `translations`,
+    `scores` and word `alignments`, and how many were `truncated`."""
+
+    def build(directory):
+        from inference.translator import Translator
+
+        model, tokenizer = request.getfixturevalue("tiny_model_and_tokenizer")
+        sentences = compared_sentences(request.getfixturevalue("tiny_run")[1])
+        search = export_arguments(EXPORT_SETTINGS)["search"]
+        translator = Translator(model, tokenizer, search, batch_size=COMPARED_BATCH_SIZE)
+        translations, scores, alignments = translator.translate(sentences, alignments=True)
+        return dict(
+            sentences=sentences,
+            translations=translations,
+            scores=[float(score) for score in scores],
+            alignments=alignments,
+            truncated=translator.truncated,
+        )
+
+    return once_per_session(tmp_path_factory, "python-compared", build)
+
+
+@pytest.fixture(scope="session")
 def quantized_served(fresh_process):
     """The int8 export run by saved_model_cli, TensorFlow Serving's session loader, in `fresh_process`:
     a dict of its `stdout`, the `sentences` and the `translations` and `scores` of serving_default."""
-    return dict(fresh_process["int8"], sentences=fresh_process["compared"])
+    return {name: fresh_process[name] for name in ("stdout", "sentences", "translations", "scores")}
 
 
 @pytest.fixture(scope="session")

@@ -35,11 +35,14 @@ SENTENCES = [
 ]
 
 
-# The int8 export translates, with saved_model_cli, what the float32 one does in a fresh process
-# (tests/export/test_fresh_process.py): the first test-split sentences, then an empty one and one
-# beyond the maximum input length (the cut).
+# What the int8 export translates with saved_model_cli in a fresh process, against the Python
+# translator (tests/export/test_fresh_process.py): the first test-split sentences, then an empty one
+# and one beyond the maximum input length (the cut).
 COMPARED_SENTENCES = 50
 EDGE_SENTENCES = ["", "Click " * 60]
+# The Python translator's batch for them: more than their pieces (a long sentence is split in
+# several), so that its search is traced for one shape.
+COMPARED_BATCH_SIZE = 128
 
 
 def compared_sentences(summary):
@@ -108,12 +111,10 @@ def saved_model_ops(path):
 # not register (before tensorflow_text is imported); then its "saved_model_cli" request, `[SavedModel
 # path, .npy file of sentences, output folder]`, run as docs/serving.md runs it (tensorflow_text
 # imported first, then `saved_model_cli run` on serving_default: TensorFlow Serving's session
-# loader), its printed output kept; then each of its "serve" requests, `[SavedModel path,
-# sentences]`, served by that SavedModel's serving_default as tf.saved_model.load loads it, its
-# outputs as lists: what TensorFlow Serving sees.
+# loader), its printed output kept; and which of the project's modules the process imported (none).
 FRESH_PROCESS = """
 import contextlib, io, json, sys
-import tensorflow as tf
+import tensorflow
 from tensorflow.python.framework import op_def_registry
 assert "tensorflow_text" not in sys.modules
 request = json.loads(sys.argv[1])
@@ -129,16 +130,8 @@ with contextlib.redirect_stdout(printed):
         saved_model_cli.main()
     except SystemExit as exit:
         assert not exit.code, exit.code
-def as_list(tensor):
-    return [item.decode("utf-8") if isinstance(item, bytes) else item for item in tensor.numpy().tolist()]
-loaded, served = {}, []
-for path, sentences in request["serve"]:
-    if path not in loaded:
-        loaded[path] = tf.saved_model.load(path)
-    outputs = loaded[path].signatures["serving_default"](inputs=tf.constant(sentences))
-    served.append({name: as_list(outputs[name]) for name in ("translations", "scores")})
 project = sorted(m for m in sys.modules if m.split(".")[0] in ("common", "models", "data", "inference", "export", "evaluation", "training"))
-print(json.dumps({"unknown_to_tensorflow": unknown_to_tensorflow, "saved_model_cli": printed.getvalue(), "served": served,
+print(json.dumps({"unknown_to_tensorflow": unknown_to_tensorflow, "saved_model_cli": printed.getvalue(),
                   "project_modules": project}))
 """
 

@@ -1,7 +1,9 @@
 """A model whose weights were written under KERAS_BACKEND=jax loads as the export loads a run
 (`export.exporter.load_trained`) and gives the JAX model's logits, and the export's graph of it
-(`ServingModule.translate_ids`, traced in this process) the JAX model's translations. (Writing and
-loading the SavedModel of a model loaded under TensorFlow: the shared export's tests.)"""
+(`ServingModule.translate_ids`, traced in this process) the translations of the Python translator
+under JAX. That translator was compiled before the weights moved: it reads them at each call (JAX's
+`compile_search` takes their values as an argument), not its first call's. (Writing and loading the
+SavedModel of a model loaded under TensorFlow: the shared export's tests.)"""
 
 import json
 import os
@@ -15,35 +17,37 @@ from tests.export.helpers import run_fresh_python
 
 pytestmark = pytest.mark.full
 
-SETTINGS = dict(beam_size=4, alpha=0.6, max_input_length=16, max_extra_length=12, length_buckets=())
+SETTINGS = dict(beam_size=4, alpha=0.6, max_input_length=16, max_extra_length=12)
+SENTENCES = ["Open the file.", "Click OK to save your changes now."]
 
-# Under JAX: load the TensorFlow-trained model, move every weight by seeded noise (so that the
-# export can only match if it reads what JAX wrote), save it, and record logits and a beam search.
+# Under JAX: load the TensorFlow-trained model and translate SENTENCES with the Python translator;
+# move every weight by seeded noise (so that the export can only match if it reads what JAX wrote),
+# save it, and record logits and the same translator's translations again.
 JAX_SIDE = """
 import json, os, sys
 os.environ["KERAS_BACKEND"] = "jax"
 import keras, numpy as np
-import jax
 import models.transformer  # noqa: F401
+from data.tokenizer import Tokenizer
+from inference.translator import Translator
 from models.search_config import SearchConfig
-from models.translation import translate_ids
 assert keras.backend.backend() == "jax"
 source_dir, target_dir, settings = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 model = keras.saving.load_model(os.path.join(source_dir, "model.keras"), compile=False)
+tokenizer = Tokenizer.from_file(os.path.join(source_dir, "spm.model"))
+search = SearchConfig(**settings["search"])
+translator = Translator(model, tokenizer, search, batch_size=2)
+floats = lambda scores: [float(score) for score in scores]
+before = floats(translator.translate(settings["sentences"])[1])
 rng = np.random.default_rng(7)
 for variable in model.weights:
     value = keras.ops.convert_to_numpy(variable)
     variable.assign(value + 0.05 * np.std(value) * rng.standard_normal(value.shape).astype(value.dtype))
 model.save(os.path.join(target_dir, "model.keras"))
-source = np.array(settings["source"], dtype="int32")
-target_in = np.array(settings["target_in"], dtype="int32")
-logits = model((source, target_in), training=False)
-search_config = SearchConfig(beam_size=settings["beam_size"], alpha=settings["alpha"],
-                             max_extra_length=settings["max_extra_length"])
-search = jax.jit(lambda s: translate_ids(model, s, search_config))
-ids, scores = search(source)
-print(json.dumps({"backend": keras.backend.backend(), "logits": np.asarray(logits).tolist(),
-                  "ids": np.asarray(ids)[:, 0].tolist(), "scores": np.asarray(scores)[:, 0].tolist()}))
+logits = model((np.array(settings["source"], "int32"), np.array(settings["target_in"], "int32")), training=False)
+texts, scores = translator.translate(settings["sentences"])
+print(json.dumps({"backend": keras.backend.backend(), "logits": np.asarray(logits).tolist(), "before": before,
+                  "texts": texts, "scores": floats(scores)}))
 """
 
 
@@ -63,27 +67,23 @@ def test_weights_written_under_jax_export_with_the_same_outputs(exported, tmp_pa
     for name in ("spm.model", "config.json"):
         shutil.copy(os.path.join(model_dir, name), jax_dir / name)
     tokenizer = Tokenizer.from_file(os.path.join(model_dir, "spm.model"))
-    rows = [
-        list(r)[:11] + [EOS_ID]
-        for r in tokenizer.tokenize(["Open the file.", "Click OK to save your changes now."]).to_list()
-    ]
-    source = np.full((2, 12), PAD_ID, "int32")
+    rows = [list(r) + [EOS_ID] for r in tokenizer.tokenize(SENTENCES).to_list()]
+    source = np.full((2, max(map(len, rows))), PAD_ID, "int32")
     for index, row in enumerate(rows):
         source[index, : len(row)] = row
     target_in = np.array([[BOS_ID, 20, 30, 40], [BOS_ID, 50, 60, 70]], "int32")
-    inputs = dict(SETTINGS, source=source.tolist(), target_in=target_in.tolist())
+    inputs = dict(search=SETTINGS, sentences=SENTENCES, source=source.tolist(), target_in=target_in.tolist())
     jax_side = run_fresh_python(JAX_SIDE, model_dir, jax_dir, json.dumps(inputs), project=True)
     assert jax_side["backend"] == "jax"
+    # Not its translations before the weights moved; the export's of the moved ones, below.
+    assert not np.allclose(jax_side["before"], jax_side["scores"], atol=1e-3)
 
     reloaded, _, _ = load_trained(str(jax_dir), checkpoint="last")  # model.keras alone
     logits = keras.ops.convert_to_numpy(reloaded((source, target_in), training=False))
     np.testing.assert_allclose(logits, np.array(jax_side["logits"]), atol=1e-4)
 
-    search = SearchConfig(**{name: value for name, value in SETTINGS.items() if name != "length_buckets"})
-    module = ServingModule(reloaded, tokenizer, str(jax_dir / "spm.model"), search, length_buckets=())
+    module = ServingModule(reloaded, tokenizer, str(jax_dir / "spm.model"), SearchConfig(**SETTINGS), length_buckets=())
     outputs = module.translate_ids(source_ids=tf.constant(source))
-    ids, jax_ids = outputs["ids"].numpy(), np.array(jax_side["ids"])
-    width = jax_ids.shape[1]
-    assert np.all(ids[:, width:] == PAD_ID)
-    np.testing.assert_array_equal(ids[:, :width], jax_ids)
+    texts = [text.decode("utf-8") for text in tokenizer.detokenize(outputs["ids"]).numpy()]
+    assert texts == jax_side["texts"]
     np.testing.assert_allclose(outputs["scores"].numpy(), jax_side["scores"], atol=1e-4)

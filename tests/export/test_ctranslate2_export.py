@@ -22,7 +22,8 @@ from models.transformer import Transformer
 from tests.export.helpers import run_export
 from tests.helpers import STARTUP_NOISE, TINY_MODEL
 
-# Sentences compared: the test split, then the dev split, up to this many.
+# Sentences compared: the test split, then the dev split, up to this many (the project's translator
+# takes them in one batch: its search traced for one shape).
 SENTENCES = 50
 # A sentence of n source tokens (EOS included) gets at most n + this many output tokens, in both.
 MAX_EXTRA_LENGTH = 50
@@ -150,7 +151,7 @@ def test_greedy_outputs_equal_the_projects(converted, tiny_model_and_tokenizer, 
     model, tokenizer = tiny_model_and_tokenizer
     sources = [source for source, _ in _read_pairs(corpus)]
     ours, _ = Translator(
-        model, tokenizer, search=SearchConfig(beam_size=1, max_extra_length=MAX_EXTRA_LENGTH)
+        model, tokenizer, search=SearchConfig(beam_size=1, max_extra_length=MAX_EXTRA_LENGTH), batch_size=SENTENCES
     ).translate(sources, split_sentences=False)
     theirs = _ct2_translate(ct2_dir, sources, beam_size=1)
     equal = sum(text == ct2_text for text, (ct2_text, _, _) in zip(_texts(ours), theirs))
@@ -166,7 +167,9 @@ def test_target_prefixes_give_the_projects_outputs(converted, tiny_model_and_tok
     model, tokenizer = tiny_model_and_tokenizer
     pairs = [(source, target) for source, target in _read_pairs(corpus) if len(target.split()) > 2]
     sources, prefixes = [source for source, _ in pairs], [" ".join(target.split()[:2]) for _, target in pairs]
-    translator = Translator(model, tokenizer, search=SearchConfig(beam_size=1, max_extra_length=MAX_EXTRA_LENGTH))
+    translator = Translator(
+        model, tokenizer, search=SearchConfig(beam_size=1, max_extra_length=MAX_EXTRA_LENGTH), batch_size=SENTENCES
+    )
     ours, _ = translator.translate(sources, prefixes=prefixes, split_sentences=False)
     theirs = _ct2_translate(ct2_dir, sources, beam_size=1, prefixes=prefixes)
     # Each starts with its prefix as the vocabulary normalizes it (NFKC: "…" becomes "...").
@@ -186,7 +189,10 @@ def test_beam_scores_agree_with_the_projects(converted, tiny_model_and_tokenizer
     model, tokenizer = tiny_model_and_tokenizer
     sources = [source for source, _ in _read_pairs(corpus)]
     translator = Translator(
-        model, tokenizer, search=SearchConfig(beam_size=4, alpha=0.0, max_extra_length=MAX_EXTRA_LENGTH)
+        model,
+        tokenizer,
+        search=SearchConfig(beam_size=4, alpha=0.0, max_extra_length=MAX_EXTRA_LENGTH),
+        batch_size=SENTENCES,
     )
     ours, our_scores = translator.translate(sources, split_sentences=False)
     theirs = _ct2_translate(ct2_dir, sources, beam_size=4, length_penalty=0.0)
@@ -213,7 +219,10 @@ def test_forced_log_probs_agree_with_translator_score(converted, tiny_model_and_
     pairs = _read_pairs(corpus)
     sources, references = [source for source, _ in pairs], [target for _, target in pairs]
     translator = Translator(
-        model, tokenizer, search=SearchConfig(beam_size=4, alpha=ALPHA, max_extra_length=MAX_EXTRA_LENGTH)
+        model,
+        tokenizer,
+        search=SearchConfig(beam_size=4, alpha=ALPHA, max_extra_length=MAX_EXTRA_LENGTH),
+        batch_size=SENTENCES,
     )
     translations, search_scores = translator.translate(sources, split_sentences=False)
     translations = _texts(translations)

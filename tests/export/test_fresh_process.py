@@ -1,16 +1,18 @@
-"""The float32 and int8 exports as TensorFlow Serving sees them: the op types of both looked up in a
-process that imports only tensorflow and tensorflow_text (TensorFlow's and tensorflow-text's
-SentencePiece ops); the float32 export, loaded there, translates like the Python path of
-evaluate.py (inference.translator.Translator) with the same search settings; and the int8 export
-(`python -m export --quantize=int8`, tests/export/test_quantize.py), run by saved_model_cli
-(TensorFlow Serving's session loader), translates like the float32 one. Its other signatures are
-graphs of the same ops (checked here): their outputs against the Python translator's, in-process,
-in tests/export/test_serving_module.py and tests/inference/test_saved_model_translator.py."""
+"""The int8 export as TensorFlow Serving sees it: `python -m export --quantize=int8`
+(tests/export/test_quantize.py) run by saved_model_cli (TensorFlow Serving's session loader) in a
+process that imports only tensorflow and tensorflow_text, where the op types of both exports are
+looked up in TensorFlow's registry. It translates as the Python path of evaluate.py
+(inference.translator.Translator) does with the same int8 weights and search settings, and like the
+float32 Python path up to the weights' rounding. The float32 export holds no op type the int8 one
+lacks (checked here), so that load covers its graph's ops; its signatures against the Python
+translator, loaded in-process: tests/export/test_serving_module.py and
+tests/inference/test_saved_model_translator.py."""
 
 import numpy as np
 import pytest
 
 from tests.export.helpers import (
+    COMPARED_BATCH_SIZE,
     FORBIDDEN_OPS,
     TEXT_OPS,
     saved_model_ops,
@@ -22,38 +24,34 @@ pytestmark = pytest.mark.full
 
 @pytest.fixture(scope="module")
 def fresh(fresh_process):
-    """`(sentences, compared, outputs)` of the session's fresh process (tests/export/conftest.py):
-    the float32 export served SENTENCES and EDGE_SENTENCES, then `compared_sentences` (which the
-    int8 one serves there by saved_model_cli: `quantized_served`)."""
-    return fresh_process["sentences"], fresh_process["compared"], fresh_process["outputs"]
+    """The session's fresh process (tests/export/conftest.py): the int8 export run by saved_model_cli
+    on `compared_sentences`."""
+    return fresh_process
 
 
 @pytest.fixture(scope="module")
-def python_translator(exported):
-    """The Python translator of the exported run, with the export's search settings."""
-    import keras
-
-    from data.tokenizer import Tokenizer
+def int8_translations(exported, tiny_model_and_tokenizer, fresh):
+    """`(translations, scores, truncated)` of the fresh process's sentences by the Python translator
+    of the exported run with its weights as `--quantize=int8` rounds them, and the export's search
+    settings."""
+    from inference.runs import RunDir
     from inference.translator import Translator
 
-    model_dir, _ = exported
-    model = keras.saving.load_model(f"{model_dir}/model.keras", compile=False)
-    return Translator(
-        model,
-        Tokenizer.from_file(f"{model_dir}/spm.model"),
-        search=export_arguments(EXPORT_SETTINGS)["search"],
-    )
+    _, tokenizer = tiny_model_and_tokenizer
+    quantized, _, _ = RunDir(exported[0]).load_model()
+    quantized.quantize("int8")
+    search = export_arguments(EXPORT_SETTINGS)["search"]
+    translator = Translator(quantized, tokenizer, search, batch_size=COMPARED_BATCH_SIZE)
+    translations, scores = translator.translate(fresh["sentences"])
+    return translations, scores, translator.truncated
 
 
-def test_fresh_process_matches_the_python_translator(fresh, python_translator):
-    sentences, _, outputs = fresh
-    assert outputs["project_modules"] == []
-    served = outputs["served"][0]
-    translator = python_translator
-    translations, scores = translator.translate(sentences)
-    assert translator.truncated == 0  # the long sentence is split, in both, not cut
-    assert served["translations"] == translations
-    np.testing.assert_allclose(served["scores"], scores, atol=1e-4)
+def test_the_fresh_process_serves_as_the_python_translator_with_the_same_weights(fresh, int8_translations):
+    assert fresh["project_modules"] == []
+    translations, scores, truncated = int8_translations
+    assert truncated == 0  # the long sentence is split, in both, not cut
+    assert fresh["translations"] == translations
+    np.testing.assert_allclose(fresh["scores"], scores, atol=1e-4)
 
 
 def test_ops_stay_within_the_allow_list(fresh, exported, quantized):
@@ -68,21 +66,20 @@ def test_ops_stay_within_the_allow_list(fresh, exported, quantized):
     assert jit_functions == []
     assert sorted(op_types & FORBIDDEN_OPS) == []
     assert sorted(op for op in op_types if op.startswith(("Xla", "_Xla", "Quantize", "Dequantize", "_Mkl"))) == []
-    unknown_to_tensorflow = set(fresh[2]["unknown_to_tensorflow"])
+    unknown_to_tensorflow = set(fresh["unknown_to_tensorflow"])
     assert unknown_to_tensorflow <= TEXT_OPS, unknown_to_tensorflow - TEXT_OPS
 
 
-def test_the_int8_export_translates_like_the_float_export(fresh, quantized_served):
-    _, compared, outputs = fresh
-    float_served, int8_served = outputs["served"][1], quantized_served
-    assert int8_served["sentences"] == compared
-    translations = int8_served["translations"]
-    assert len(translations) == len(compared)
-    assert translations[-2] == "" and int8_served["scores"][-2] == 0.0
+def test_the_int8_export_translates_like_the_float_weights(fresh, python_compared):
+    translations, scores = fresh["translations"], np.array(fresh["scores"])
+    assert python_compared["sentences"] == fresh["sentences"]
+    float_translations, float_scores = python_compared["translations"], python_compared["scores"]
+    assert len(translations) == len(fresh["sentences"])
+    assert translations[-2] == "" and scores[-2] == 0.0
     # An undertrained model may end a translation at once: agreement with float32 is what is checked.
-    assert all(isinstance(text, str) for text in translations) and all(np.isfinite(int8_served["scores"]))
-    same = np.array([a == b for a, b in zip(translations, float_served["translations"])])
-    score_difference = np.abs(np.array(int8_served["scores"]) - np.array(float_served["scores"]))
+    assert all(isinstance(text, str) for text in translations) and all(np.isfinite(scores))
+    same = np.array([a == b for a, b in zip(translations, float_translations)])
+    score_difference = np.abs(scores - np.array(float_scores))
     print(
         f"int8 == float32 on {same.sum()} of {len(same)} sentences; |score difference| "
         f"median {np.median(score_difference):.4f}, max {score_difference.max():.4f}"

@@ -2,7 +2,7 @@
 once per search, that TensorFlow Serving's session loader (saved_model_cli) runs. The export is the
 `quantized` fixture's (tests/export/conftest.py), written by the command once per session; its op
 allow-list is checked in one fresh process with the float32 export's, and its saved_model_cli
-translations against that process's float32 ones: tests/export/test_fresh_process.py."""
+translations there against the Python translator's: tests/export/test_fresh_process.py."""
 
 import json
 import os
@@ -80,7 +80,8 @@ def test_the_decoding_loops_cast_no_int8_matrix(quantized):
 def test_saved_model_cli_runs_it_with_the_session_loader_tensorflow_serving_uses(quantized_served):
     """The one saved_model_cli run of the tests: the int8 export holds every op type of the float32
     one (tests/export/test_fresh_process.py, test_ops_stay_within_the_allow_list), so this load
-    covers both. Its translations against the float32 export's: tests/export/test_fresh_process.py."""
+    covers both. Its translations against the Python translator's, with int8 and float32 weights:
+    tests/export/test_fresh_process.py."""
     assert "Result for output key translations:" in quantized_served["stdout"]
     assert "Result for output key scores:" in quantized_served["stdout"]
     assert (
@@ -90,7 +91,7 @@ def test_saved_model_cli_runs_it_with_the_session_loader_tensorflow_serving_uses
 
 
 # Its ops checked against TensorFlow's registry in a fresh process, and its translations against the
-# float32 export's: tests/export/test_fresh_process.py.
+# Python translator's: tests/export/test_fresh_process.py.
 
 
 def test_command_refuses_an_unknown_quantize_value(tmp_path):

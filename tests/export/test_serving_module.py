@@ -7,8 +7,8 @@ import tensorflow as tf
 from common.special_ids import EOS_ID, PAD_ID
 from export.serving_module import resolve_buckets
 from models.search_config import SearchConfig
-from tests.export.helpers import SENTENCES, compared_sentences, composed_documents
-from tests.helpers import EXPORT_SETTINGS, export_arguments
+from tests.export.helpers import SENTENCES, composed_documents
+from tests.helpers import EXPORT_SETTINGS
 
 # One process runs this module: the first call of each signature of the loaded export (`served`)
 # takes seconds (TensorFlow optimizes its graph then), and so does tracing the `steered` modules.
@@ -319,18 +319,14 @@ def test_every_text_signature_gives_a_confidence(served):
 
 
 @pytest.mark.full  # the test split of the real corpus
-def test_align_gives_the_python_translators_alignments_on_the_test_split(served, tiny_run, tiny_model_and_tokenizer):
+def test_align_gives_the_python_translators_alignments_on_the_test_split(served, python_compared):
     """On `compared_sentences` (every length bucket, sentences over max_input_length among them,
     which both split): the align signature's translations and scores are serving_default's and, with
     its alignments, the Python translator's (`alignments=True`, the default attention)."""
-    from inference.translator import Translator
-
     loaded, serving, _ = served
-    compared = compared_sentences(tiny_run[1])
-    model, tokenizer = tiny_model_and_tokenizer
-    translator = Translator(model, tokenizer, export_arguments(EXPORT_SETTINGS)["search"])
-    texts, scores, alignments = translator.translate(compared, alignments=True)
-    assert translator.truncated == 0
+    compared = python_compared["sentences"]
+    texts, scores, alignments = (python_compared[name] for name in ("translations", "scores", "alignments"))
+    assert python_compared["truncated"] == 0
     aligned = loaded.signatures["align"](inputs=tf.constant(compared))
     translations, served_scores = serve(serving, compared)
     assert [text.decode("utf-8") for text in aligned["translations"].numpy()] == translations == texts
@@ -406,35 +402,37 @@ def test_align_gives_the_python_translators_alignments_of_many_words(tiny_model_
 @pytest.fixture(scope="module")
 def steered(tiny_model_and_tokenizer, tiny_run):
     """`(model, plain, steered)`: the tiny model with a variable EOS bias (assigned per test: a
-    variable, so that each module's `serve` is traced once for every bias), a `ServingModule` of
-    it with the plain search, and one with min_length_ratio=0.5 and no_repeat_ngram_size=1 built in."""
+    variable, so that each search is traced once for every bias), the Python translator of it with
+    the plain search (the graph's plain search gives its translations: the shared export's tests),
+    and a `ServingModule` of it with min_length_ratio=0.5 and no_repeat_ngram_size=1 built in."""
     from export.serving_module import ServingModule
+    from inference.translator import Translator
     from tests.helpers import EosBiasModel
 
     model, tokenizer = tiny_model_and_tokenizer
     biased = EosBiasModel(model, 0.0)
     biased.bias = tf.Variable(biased.bias)
-    vocabulary = f"{tiny_run[0]}/spm.model"
-    modules = [
-        ServingModule(biased, tokenizer, vocabulary, search, length_buckets=())
-        for search in (STEERED_SEARCH, STEERED_SEARCH.override(min_length_ratio=0.5, no_repeat_ngram_size=1))
-    ]
-    return biased, *modules
+    plain = Translator(biased, tokenizer, STEERED_SEARCH, batch_size=2)
+    search = STEERED_SEARCH.override(min_length_ratio=0.5, no_repeat_ngram_size=1)
+    return biased, plain, ServingModule(biased, tokenizer, f"{tiny_run[0]}/spm.model", search, length_buckets=())
 
 
 STEERED_SEARCH = SearchConfig(beam_size=2, max_input_length=16, max_extra_length=4)
 STEERED_SENTENCES = ["Select the cells that you want to format.", "Open the file."]
 
 
-def steer(module, model, eos_bias):
-    """`module`'s translations of STEERED_SENTENCES with `eos_bias` on the EOS logit."""
+def steer(steered_by, model, eos_bias):
+    """The translations of STEERED_SENTENCES with `eos_bias` on the EOS logit, by a `ServingModule`
+    or a `Translator`."""
     bias = np.zeros(model.model.vocabulary_size, "float32")
     bias[EOS_ID] = eos_bias
     model.bias.assign(bias)
-    return [t.decode() for t in module.serve(tf.constant(STEERED_SENTENCES))["translations"].numpy()]
+    if hasattr(steered_by, "translate"):
+        return steered_by.translate(STEERED_SENTENCES)[0]
+    return [t.decode() for t in steered_by.serve(tf.constant(STEERED_SENTENCES))["translations"].numpy()]
 
 
-@pytest.mark.slow  # Two more modules traced (`steered`).
+@pytest.mark.slow  # One more module traced (`steered`).
 def test_min_length_ratio_is_built_into_the_graph(steered, tiny_model_and_tokenizer, tiny_run):
     """EOS forced first: empty translations unless the minimum bars it (the repetition guard also
     built into the steered module cannot lengthen a translation)."""
@@ -454,7 +452,7 @@ def test_min_length_ratio_is_built_into_the_graph(steered, tiny_model_and_tokeni
         )
 
 
-@pytest.mark.slow  # Two more modules traced (`steered`).
+@pytest.mark.slow  # One more module traced (`steered`).
 def test_no_repeat_ngram_size_is_built_into_the_graph(steered, tiny_model_and_tokenizer):
     """With EOS barred the tiny model repeats itself; the graph's guard (1: no piece twice) changes
     its translations, to the Python translator's under the same search. (The minimum length also

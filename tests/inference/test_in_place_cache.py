@@ -50,23 +50,39 @@ def model():
     return model
 
 
+@pytest.fixture(scope="module")
+def traced():
+    """The pairs of `_searches` by their options, as test_in_place_search_equals_the_plain_one
+    traced them: the other tests reuse those traces."""
+    return {}
+
+
+def _traced_searches(traced, model, **options):
+    key = tuple(sorted(options.items()))
+    if key not in traced:
+        traced[key] = _searches(model, **options)
+    return traced[key]
+
+
 @pytest.mark.parametrize(
     "options",
     [dict(beam_size=4, num_return=4), dict(beam_size=1), dict(beam_size=3, min_length_ratio=1.0, alpha=1.0)],
     ids=["beam4_nbest", "greedy", "beam3_min_length"],
 )
-def test_in_place_search_equals_the_plain_one(model, options):
-    plain, in_place = _searches(model, **options)
+def test_in_place_search_equals_the_plain_one(model, traced, options):
+    """Traced here (the first call): the buffer ops are the in-place ones for the trace only."""
+    plain, in_place = traced[tuple(sorted(options.items()))] = _searches(model, **options)
     for seed in range(3):
         source = _source(seed)
         expected_ids, expected_scores = plain(source)
         ids, scores = in_place(source)
+        assert attention_cache.current_buffer_ops() is attention_cache.KERAS_BUFFER_OPS
         np.testing.assert_array_equal(ids.numpy(), expected_ids.numpy())
         np.testing.assert_array_equal(scores.numpy(), expected_scores.numpy())
 
 
-def test_the_in_place_graph_writes_without_copying_scatters(model):
-    plain, in_place = _searches(model, beam_size=4)
+def test_the_in_place_graph_writes_without_copying_scatters(model, traced):
+    plain, in_place = _traced_searches(traced, model, beam_size=4, num_return=4)
     source = _source(0)
     plain_ops, in_place_ops = _op_types(plain, source), _op_types(in_place, source)
     assert "TensorScatterUpdate" in plain_ops
@@ -74,10 +90,8 @@ def test_the_in_place_graph_writes_without_copying_scatters(model):
     assert {"InplaceUpdate", "Empty"} <= in_place_ops
 
 
-def test_the_buffer_ops_are_set_for_the_trace_only(model):
-    _, in_place = _searches(model, beam_size=2)
-    in_place(_source(0))
-    assert attention_cache.current_buffer_ops() is attention_cache.KERAS_BUFFER_OPS
+def test_the_buffer_ops_are_set_within_the_block_only():
+    """(After a trace: test_in_place_search_equals_the_plain_one.)"""
     with attention_cache.using_buffer_ops(IN_PLACE):
         assert attention_cache.current_buffer_ops() is IN_PLACE
     assert attention_cache.current_buffer_ops() is attention_cache.KERAS_BUFFER_OPS
@@ -92,10 +106,10 @@ def test_the_buffer_ops_are_set_per_thread():
     assert seen == [attention_cache.KERAS_BUFFER_OPS]
 
 
-def test_repeated_and_concurrent_runs_do_not_share_buffers(model):
+def test_repeated_and_concurrent_runs_do_not_share_buffers(model, traced):
     """Every run allocates its own caches: runs on other sentences, in turn and from threads at
     once, give what each gives alone."""
-    plain, in_place = _searches(model, beam_size=4, num_return=4)
+    plain, in_place = _traced_searches(traced, model, beam_size=4, num_return=4)
     sources = [_source(seed) for seed in range(6)]
     expected = [tuple(t.numpy() for t in plain(source)) for source in sources]
     for source, (ids, scores) in zip(sources, expected):
