@@ -88,9 +88,10 @@ def test_ctranslate2_systems_are_measured_at_matching_output_lengths(benchmark_s
 @pytest.mark.slow  # A SavedModel export and keras-hub's sampler traced.
 def test_every_kind_of_system_and_mode_is_measured_at_matching_output_lengths(benchmark_script, tmp_path, capsys):
     """A SavedModel, CTranslate2 and keras-hub, each measured by a process of its own (the
-    default), the SavedModel's profile sent back from its process. The int8 SavedModel, left out for the time its export takes, is the same export with `quantize="int8"`,
-    whose translations equal the float32 export's (tests/export/test_fresh_process.py); CTranslate2
-    int8, left out for its conversion, is measured by the test above."""
+    default), the SavedModel's profile sent back from its process. The int8 SavedModel, left out
+    for the time its export takes, is the same export with `quantize="int8"`, whose translations
+    equal the Python translator's with the same weights (tests/export/test_fresh_process.py);
+    CTranslate2 int8, left out for its conversion, is measured by the test above."""
     systems = ("saved_model_float32", "ct2_float32", "keras_hub")
     tiny, stdout, vocabulary = _measure(benchmark_script, tmp_path, capsys, systems, "--profile")
     _check_measured(tiny, stdout, vocabulary, systems)
