@@ -76,10 +76,11 @@ def _check_measured(tiny, stdout, vocabulary, systems):
 
 def test_ctranslate2_systems_are_measured_at_matching_output_lengths(benchmark_script, tmp_path, capsys):
     """The script's whole path with its two cheapest systems (no export to trace), both measured in
-    this process (`--no-isolate`)."""
+    this process (`--no-isolate`), at CTranslate2's own thread count."""
     systems = ("ct2_float32", "ct2_int8")
-    tiny, stdout, vocabulary = _measure(benchmark_script, tmp_path, capsys, systems, "--no-isolate")
+    tiny, stdout, vocabulary = _measure(benchmark_script, tmp_path, capsys, systems, "--no-isolate", "--ct2_threads=1")
     _check_measured(tiny, stdout, vocabulary, systems)
+    assert "threads (CTranslate2 1), beam" in stdout
     assert tiny["isolated"] is False
     assert tiny["ratios"] == {}  # Each of RATIOS needs a SavedModel.
     assert "profile" not in tiny
@@ -115,6 +116,7 @@ def test_every_kind_of_system_and_mode_is_measured_at_matching_output_lengths(be
         (["--systems=saved_model_float32,onnx"], "--systems=saved_model_float32,onnx: expected some of"),
         (["--sentences={tmp_path}/missing.txt"], "/missing.txt: no such file (a text file, or a TSV"),
         (["--shortlist=50"], "--shortlist=50: expected 0 (off), or K > 0 with --model_dir and --sizes of its preset"),
+        (["--ct2_threads=0"], "--ct2_threads=0: expected a positive integer"),
     ],
 )
 def test_bad_input_is_refused_with_what_was_expected(benchmark_script, tmp_path, capsys, arguments, message):
