@@ -485,14 +485,10 @@ def measure_alone(args):
         set_threads(tf, args.threads)
         keras.utils.set_random_seed(args.seed)
     inputs = size_inputs(request["size"], request["run_path"], args)
-    system = load_system(name, request["path"], request["run_path"], inputs, args)
     calls = mode_calls(inputs.sentences, inputs.processor, args.batch)
-    results, prepared = measure({name: system}, calls, args.repeats)
-    profile = None
-    if args.profile and name.startswith("saved_model"):
-        profile = profile_call(system.run, prepared[name, "batch"][0], args.top)
+    results, profiles = measure_here({name: request["path"]}, request["run_path"], inputs, calls, args)
     with open(request["output"], "w", encoding="utf-8") as handle:
-        json.dump({"results": results, "profile": profile}, handle)
+        json.dump({"results": results, "profile": profiles.get(name)}, handle)
 
 
 def measure_isolated(size, paths, run_path, scratch, args):
@@ -519,7 +515,7 @@ def measure_isolated(size, paths, run_path, scratch, args):
     return results, profiles
 
 
-def measure_here(size, paths, run_path, inputs, calls, args):
+def measure_here(paths, run_path, inputs, calls, args):
     """`({name: {mode: result}}, {name: profile})`, every system loaded and measured in this process."""
     systems = {name: load_system(name, path, run_path, inputs, args) for name, path in paths.items()}
     results, prepared = measure(systems, calls, args.repeats)
@@ -715,7 +711,7 @@ def main(argv=None):
             if args.isolate:
                 results, profiles = measure_isolated(size, paths, run_path, scratch, args)
             else:
-                results, profiles = measure_here(size, paths, run_path, inputs, calls, args)
+                results, profiles = measure_here(paths, run_path, inputs, calls, args)
             entry = {
                 "weights": f"{args.model_dir} ({inputs.checkpoint})" if trained else "random",
                 "model": RunDir(run_path).read_config()["model"],
@@ -735,7 +731,8 @@ def main(argv=None):
             summary["sizes"][size] = entry
     summary["load_average_at_end"] = os.getloadavg()
     print(
-        f"\n{machine()}, {args.threads} threads (CTranslate2 {args.ct2_threads}), beam {args.beam_size}, {args.count} sentences, {args.repeats} repeat(s)"
+        f"\n{machine()}, {args.threads} threads (CTranslate2 {args.ct2_threads}), beam {args.beam_size}, "
+        f"{args.count} sentences, {args.repeats} repeat(s)"
     )
     print("| system | size | mode | sentences/s | p50 ms | p95 ms | mean output tokens |")
     print("|---|---|---|---:|---:|---:|---:|")

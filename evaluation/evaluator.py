@@ -165,8 +165,8 @@ def _lines(numbers):
 
 def evaluate(config, out=None):
     """Translates the test set, writes `config.output`, prints (to `out`, default the current
-    `sys.stdout`) and returns the scores: a dict of
-    `sentences`, `truncated_lines` and `empty_lines` (1-based), `output`, and with references
+    `sys.stdout`) and returns the scores: a dict of `sentences`, `truncated_lines` and
+    `empty_lines` (1-based), `output`, and with references
     `bleu`, `chrf`, their signatures and texts (`evaluation.scoring.score`), `attention_plots`.
 
     Raises:

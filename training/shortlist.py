@@ -160,7 +160,8 @@ class Counts:
 
 def build_table(model_dir, options=TableOptions(), log=None):
     """Counts the run's training split and writes MODEL_DIR/shortlist.tsv atomically, reporting to
-    `log` (default the current `sys.stderr`); returns its header. Raises ModelDirError, CorpusError or ParallelDataError on bad input (before writing)."""
+    `log` (default the current `sys.stderr`); returns its header. Raises ModelDirError, CorpusError
+    or ParallelDataError on bad input (before writing)."""
     import sentencepiece  # After the flag checks, as Keras (for the table's format) is.
 
     from inference import lexical_table
