@@ -329,23 +329,27 @@ def tool_flags():
             flags.FLAGS[name] = flag
 
 
-def train_flags_refusal(model_dir, argv):
+def train_flags_refusal(model_dir, argv, command_line=False):
     """What train.py says of `argv` before training, in this process: absl's parse with its
     validators (the message as train.py prints it), then the run configuration of the flags; None
-    for no refusal. (How train.py prints a refusal and exits: tests/training/test_train.py.)"""
+    for no refusal. `command_line`: also the checks of the command line itself
+    (`launch.checked_config`, which train.py runs; --verbosity=0 keeps it from filtering this
+    process's stderr, common/quiet_logs.py). (How train.py prints a refusal and exits:
+    tests/training/test_train.py.)"""
     from absl import app, flags
 
     from common.errors import UserError, refused_flags_message
-    from training import train_flags
+    from training import launch, train_flags
 
     with tool_flags() as flag_values:
         train_flags.define_train_flags()
+        verbosity = ["--verbosity=0"] if command_line else []
         try:
-            flag_values(["train.py", f"--model_dir={model_dir}", *argv])
+            flag_values(["train.py", *verbosity, f"--model_dir={model_dir}", *argv])
         except flags.Error as error:
             return refused_flags_message(error)
         try:
-            train_flags.config_from_flags()
+            launch.checked_config(["train.py"]) if command_line else train_flags.config_from_flags()
         except (app.UsageError, UserError) as error:
             return str(error)
     return None

@@ -8,7 +8,7 @@ import pytest
 from absl import flags
 
 from inference.runs import ModelDirError, search_settings
-from tests.helpers import tool_flags, train_flags_refusal
+from tests.helpers import train_flags_refusal
 from training.config import DataConfig, RunConfig, TrainConfig
 from training.recipes import RECIPE_SEARCH, RECIPES, apply_recipe, search_record
 from training.trainer import _record
@@ -50,32 +50,14 @@ def test_the_recipes_token_cache_gives_way_to_subword_sampling():
     assert plain.cache_tokenized is True
 
 
-def _command_line_refusal(model_dir, argv):
-    """What train.py's checks of its command line (`launch.checked_config`, after absl's parse) say
-    of `argv`, in this process; None for no refusal. --verbosity=0 keeps them from filtering this
-    process's stderr (common/quiet_logs.py)."""
-    from absl import app
-
-    from training import launch, train_flags
-
-    with tool_flags() as flag_values:
-        train_flags.define_train_flags()
-        flag_values(["train.py", "--verbosity=0", f"--model_dir={model_dir}", *argv])
-        try:
-            launch.checked_config(["train.py"])
-        except app.UsageError as error:
-            return str(error)
-    return None
-
-
 def test_the_recipe_flag_is_refused_with_a_parent_run_or_a_config_and_names_an_unknown_recipe(tiny_run, tmp_path):
     """In this process: the checks of train.py's command line and of a flag's value (how train.py
     prints a refusal of either and exits: tests/training/test_train.py)."""
     parent = tiny_run[0]
-    refused = _command_line_refusal(tmp_path / "run", ["--recipe=small_data", f"--init_from={parent}"])
+    refused = train_flags_refusal(tmp_path / "run", ["--recipe=small_data", f"--init_from={parent}"], command_line=True)
     assert refused is not None and "--recipe=small_data does not combine with --init_from" in refused, refused
     config = os.path.join(parent, "config.json")
-    refused = _command_line_refusal(tmp_path / "run", ["--recipe=small_data", f"--config={config}"])
+    refused = train_flags_refusal(tmp_path / "run", ["--recipe=small_data", f"--config={config}"], command_line=True)
     assert refused is not None and f"--recipe=small_data does not combine with --config: {config}" in refused
     refused = train_flags_refusal(tmp_path / "run", ["--recipe=large"])
     assert refused is not None and "flag --recipe=large: value should be one of <small_data>" in refused, refused
