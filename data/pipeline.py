@@ -332,14 +332,25 @@ def make_dataset(
         return batches
 
     if not (repeat or seed is None or data_service):
-        return build().prefetch(tf.data.AUTOTUNE)
+        return _prefetched(build())
     # Inside `flat_map` each iterator builds its own stream and shuffle seed generators: shared ones
     # would let another iterator (Keras's first-batch peek before a fit) change, by how far it
     # prefetched, the batches a fit or a resumed fit reads at the same seed.
     dataset = tf.data.Dataset.range(1).flat_map(build)
     if data_service:
         dataset = dataset.apply(tf.data.experimental.service.distribute("parallel_epochs", data_service))
-    return dataset.prefetch(tf.data.AUTOTUNE)
+    return _prefetched(dataset)
+
+
+def _prefetched(dataset: tf.data.Dataset) -> tf.data.Dataset:
+    """`dataset` prefetched, without tf.data's autotuning thread. Destroying an iterator joins that
+    thread, and in TensorFlow 2.21 it can sleep out its period (up to a minute) before it sees the
+    cancellation: a fit's or a dev pass's end stalled that long. Without it, the parallel stages run
+    as many calls as there are cores (at most 16) and the prefetch buffer grows while the consumer
+    waits."""
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    return dataset.prefetch(tf.data.AUTOTUNE).with_options(options)
 
 
 def _drawn_seed() -> tf.Tensor:

@@ -88,6 +88,14 @@ def test_each_iterator_of_a_repeated_stream_reads_the_same_passes(small_tsv, sma
             np.testing.assert_array_equal(x, z)
 
 
+@pytest.mark.parametrize("repeat", [False, True])
+def test_streams_run_without_the_autotuning_thread(small_tsv, small_tokenizer, repeat):
+    """Destroying an iterator joins tf.data's autotuning thread, which can sleep up to a minute
+    before it sees the cancellation: the training and dev streams run without it."""
+    dataset = pipeline.make_dataset(small_tsv, small_tokenizer, batch_tokens=512, max_length=96, seed=7, repeat=repeat)
+    assert dataset.options().autotune.enabled is False
+
+
 def test_reverse_swaps_source_and_target(small_tsv, small_tokenizer):
     backward = pipeline.make_dataset(
         small_tsv, small_tokenizer, batch_tokens=4096, max_length=128, shuffle=False, reverse=True
