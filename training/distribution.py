@@ -87,8 +87,12 @@ def make_strategy(distribution, cpu_replicas=0):
         return tf.distribute.MirroredStrategy(devices=devices)
     if distribution == "auto" and len(gpus) > 1:
         return tf.distribute.MirroredStrategy()
-    device = gpus[0].name if gpus else "/cpu:0"
-    return tf.distribute.OneDeviceStrategy(device)
+    if not gpus:
+        # TensorFlow's default strategy: `fit` iterates the stream itself. A OneDeviceStrategy would
+        # feed it through a MultiDeviceIterator, whose per-device iterators run tf.data's autotuning
+        # thread, and destroying them can wait up to a minute for it (data/pipeline.py).
+        return tf.distribute.get_strategy()
+    return tf.distribute.OneDeviceStrategy(gpus[0].name)
 
 
 def set_jax_distribution(distribution):
