@@ -185,6 +185,10 @@ def _fit_epochs(model, train_dataset_from, start_step, steps_per_epoch, epochs, 
             steps_per_epoch=steps * accumulate_steps,
             **fit_options,
         ).history
+        if "loss" not in result:
+            # No batch was trained: Keras ends an epoch with a warning when its input runs out, and
+            # the stream repeats, so only a pass that keeps no pair ends it.
+            raise StopIteration
         for key, values in result.items():
             history.setdefault(key, []).extend(values)
     return history
