@@ -49,9 +49,11 @@ turns pass by pass (the order rotating every repeat). TensorFlow runs with `--th
 and inter-op threads, CTranslate2 with `--ct2_threads` intra-op threads (default `--threads`; on
 an AMD EPYC, its int8 path translates one sentence far faster with 1 than with 2).
 
-`--profile` also traces one batch (the `batch` mode's first: its shortest sentences) through each
-SavedModel with `tf.profiler.experimental` and prints the op time by op type (summed over threads,
-as `benchmarks/tf_step_profile.py` sums it) with each type's share: where the time goes.
+`--profile` also traces one call of each mode (the first sentence; the first batch, its shortest
+sentences) through each SavedModel with `tf.profiler.experimental` and prints the op time by op type
+(summed over threads, as `benchmarks/tf_step_profile.py` sums it) with each type's share, then per
+decoding step (the ops of the search loop's body): the ops, the products among them, the ops of
+each decoder layer, the loop's wall time, the op time and the products' time.
 
     python benchmarks/cpu_inference.py --model_dir=runs/demo-c           # tiny: the trained run; base: random
     python benchmarks/cpu_inference.py --sizes=base --systems=saved_model_float32,saved_model_int8 \\
@@ -69,6 +71,7 @@ import glob
 import json
 import os
 import platform
+import re
 import shutil
 import sys
 import tempfile
@@ -522,7 +525,9 @@ def measure_here(paths, run_path, inputs, calls, args):
     profiles = {}
     if args.profile:
         for name in (name for name in systems if name.startswith("saved_model")):
-            profiles[name] = profile_call(systems[name].run, prepared[name, "batch"][0], args.top)
+            profiles[name] = {
+                mode: profile_call(systems[name].run, prepared[name, mode][0], args.top) for mode in MODES
+            }
     return results, profiles
 
 
@@ -622,22 +627,61 @@ def profile_call(run, call, top):
         wall = time.perf_counter() - start
         tf.profiler.experimental.stop()
         (path,) = glob.glob(os.path.join(log_dir, "**", "*.xplane.pb"), recursive=True)
-        by_type, _, _, _ = op_time_by_type(path, 1)
+        by_type, _, _, events = op_time_by_type(path, 1)
     total = sum(by_type.values())
     return {
         "wall_ms_traced": 1000 * wall,
         "op_ms": total,
         "top": [{"op": op, "ms": ms, "share": ms / total} for op, ms in by_type.most_common(top)],
+        "step": step_breakdown(events),
     }
 
 
-def print_profile(size, name, batch, profile):
-    print(
-        f"\nprofile, {size}, {LABELS[name]}, one batch of {batch}: {profile['wall_ms_traced']:.0f} ms wall (traced), "
-        f"{profile['op_ms']:.0f} ms of ops summed over threads; by op type:"
-    )
-    for entry in profile["top"]:
-        print(f"  {entry['ms']:9.1f} ms  {100 * entry['share']:5.1f}%  {entry['op']}")
+_DECODER_LAYER = re.compile(r"/decoder(?:_\d+)?/layer_(\d+)")
+
+
+def step_breakdown(events):
+    """Per decoding step (the ops of the search loop's body, each run once a step): the steps, ops
+    and op time (ms, summed over threads), the products (`MatMul` op types) apart, the ops of each
+    decoder layer, and the loop's wall time; None without a loop."""
+    body = [(start, end, name) for start, end, name in events if "while/body/" in name]
+    if not body:
+        return None
+    steps = max(collections.Counter(name for _, _, name in body).values())
+    products = [end - start for start, end, name in body if "MatMul" in name.rsplit(":", 1)[1]]
+    layers = collections.Counter()
+    for _, _, name in body:
+        found = _DECODER_LAYER.search(name.split("while/body/", 1)[1])
+        if found:
+            layers[int(found.group(1))] += 1
+    return {
+        "steps": steps,
+        "ops": len(body) / steps,
+        "products": len(products) / steps,
+        "ops_per_layer": {str(layer): count / steps for layer, count in sorted(layers.items())},
+        "op_ms": sum(end - start for start, end, _ in body) / 1e9 / steps,
+        "product_ms": sum(products) / 1e9 / steps,
+        "wall_ms": (max(end for _, end, _ in body) - min(start for start, _, _ in body)) / 1e9 / steps,
+    }
+
+
+def print_profile(size, name, batch, profiles):
+    for mode, profile in profiles.items():
+        call = "one sentence" if mode == "single" else f"one batch of {batch}"
+        print(
+            f"\nprofile, {size}, {LABELS[name]}, {call}: {profile['wall_ms_traced']:.0f} ms wall (traced), "
+            f"{profile['op_ms']:.0f} ms of ops summed over threads; by op type:"
+        )
+        for entry in profile["top"]:
+            print(f"  {entry['ms']:9.1f} ms  {100 * entry['share']:5.1f}%  {entry['op']}")
+        step = profile["step"]
+        if step:
+            layers = ", ".join(f"{count:.0f}" for count in step["ops_per_layer"].values())
+            print(
+                f"  per step ({step['steps']} steps): {step['ops']:.0f} ops ({step['products']:.0f} products; "
+                f"decoder layers {layers}), {step['wall_ms']:.2f} ms wall, {step['op_ms']:.2f} ms of ops, "
+                f"{step['product_ms']:.2f} ms of products"
+            )
 
 
 def table_rows(size, results, batch):

@@ -102,9 +102,15 @@ def test_every_kind_of_system_and_mode_is_measured_at_matching_output_lengths(be
         assert set(found) == {"saved_model_float32 / ct2_float32"}
         assert all(entry["ratio"] > 0 for entry in found.values())
     assert set(tiny["profile"]) == {"saved_model_float32"}
-    for profile in tiny["profile"].values():
-        assert profile["top"] and profile["op_ms"] > 0
-        assert 0 < sum(entry["share"] for entry in profile["top"]) <= 1 + 1e-6
+    for profiles in tiny["profile"].values():
+        assert set(profiles) == {"single", "batch"}
+        for profile in profiles.values():
+            assert profile["top"] and profile["op_ms"] > 0
+            assert 0 < sum(entry["share"] for entry in profile["top"]) <= 1 + 1e-6
+            step = profile["step"]  # The tiny preset's decoder has two layers.
+            assert step["steps"] >= 2 and list(step["ops_per_layer"]) == ["0", "1"]
+            assert 0 < step["products"] < step["ops"] and 0 < step["product_ms"] < step["op_ms"]
+            assert sum(step["ops_per_layer"].values()) < step["ops"]
     assert "saved_model_float32 / ct2_float32" in stdout
 
 
