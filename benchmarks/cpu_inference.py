@@ -52,8 +52,9 @@ an AMD EPYC, its int8 path translates one sentence far faster with 1 than with 2
 `--profile` also traces one call of each mode (the first sentence; the first batch, its shortest
 sentences) through each SavedModel with `tf.profiler.experimental` and prints the op time by op type
 (summed over threads, as `benchmarks/tf_step_profile.py` sums it) with each type's share, then per
-decoding step (the ops of the search loop's body): the ops, the products among them, the ops of
-each decoder layer, the loop's wall time, the op time and the products' time.
+decoding step (the ops of the search loop's body): the traced ops, the products among them, the
+traced ops of each decoder layer, the loop's wall time, the op time and the products' time (warm,
+the executor leaves cheap ops untraced: the wall time less the op time is mostly theirs).
 
     python benchmarks/cpu_inference.py --model_dir=runs/demo-c           # tiny: the trained run; base: random
     python benchmarks/cpu_inference.py --sizes=base --systems=saved_model_float32,saved_model_int8 \\
@@ -641,9 +642,11 @@ _DECODER_LAYER = re.compile(r"/decoder(?:_\d+)?/layer_(\d+)")
 
 
 def step_breakdown(events):
-    """Per decoding step (the ops of the search loop's body, each run once a step): the steps, ops
-    and op time (ms, summed over threads), the products (`MatMul` op types) apart, the ops of each
-    decoder layer, and the loop's wall time; None without a loop."""
+    """Per decoding step (the ops of the search loop's body, each run once a step): the steps, the
+    traced ops and their time (ms, summed over threads), the products (`MatMul` op types) apart, the
+    traced ops of each decoder layer, and the loop's wall time; None without a loop. Once warm, the
+    executor runs the ops it measured as cheap inline and untraced: the loop's wall time less the
+    op time is mostly theirs."""
     body = [(start, end, name) for start, end, name in events if "while/body/" in name]
     if not body:
         return None
@@ -656,9 +659,9 @@ def step_breakdown(events):
             layers[int(found.group(1))] += 1
     return {
         "steps": steps,
-        "ops": len(body) / steps,
+        "traced_ops": len(body) / steps,
         "products": len(products) / steps,
-        "ops_per_layer": {str(layer): count / steps for layer, count in sorted(layers.items())},
+        "traced_ops_per_layer": {str(layer): count / steps for layer, count in sorted(layers.items())},
         "op_ms": sum(end - start for start, end, _ in body) / 1e9 / steps,
         "product_ms": sum(products) / 1e9 / steps,
         "wall_ms": (max(end for _, end, _ in body) - min(start for start, _, _ in body)) / 1e9 / steps,
@@ -676,9 +679,9 @@ def print_profile(size, name, batch, profiles):
             print(f"  {entry['ms']:9.1f} ms  {100 * entry['share']:5.1f}%  {entry['op']}")
         step = profile["step"]
         if step:
-            layers = ", ".join(f"{count:.0f}" for count in step["ops_per_layer"].values())
+            layers = ", ".join(f"{count:.0f}" for count in step["traced_ops_per_layer"].values())
             print(
-                f"  per step ({step['steps']} steps): {step['ops']:.0f} ops ({step['products']:.0f} products; "
+                f"  per step ({step['steps']} steps): {step['traced_ops']:.0f} traced ops ({step['products']:.0f} products; "
                 f"decoder layers {layers}), {step['wall_ms']:.2f} ms wall, {step['op_ms']:.2f} ms of ops, "
                 f"{step['product_ms']:.2f} ms of products"
             )

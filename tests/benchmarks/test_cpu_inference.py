@@ -108,9 +108,9 @@ def test_every_kind_of_system_and_mode_is_measured_at_matching_output_lengths(be
             assert profile["top"] and profile["op_ms"] > 0
             assert 0 < sum(entry["share"] for entry in profile["top"]) <= 1 + 1e-6
             step = profile["step"]  # The tiny preset's decoder has two layers.
-            assert step["steps"] >= 2 and list(step["ops_per_layer"]) == ["0", "1"]
-            assert 0 < step["products"] < step["ops"] and 0 < step["product_ms"] < step["op_ms"]
-            assert sum(step["ops_per_layer"].values()) < step["ops"]
+            assert step["steps"] >= 2 and list(step["traced_ops_per_layer"]) == ["0", "1"]
+            assert 0 < step["products"] < step["traced_ops"] and 0 < step["product_ms"] < step["op_ms"]
+            assert sum(step["traced_ops_per_layer"].values()) < step["traced_ops"]
     assert "saved_model_float32 / ct2_float32" in stdout
 
 
