@@ -1,6 +1,6 @@
 """train.py with two workers on the loopback interface. Two mirrored CPU replicas against one
 device: tests/training/test_accumulation.py (in the process of its TensorFlow accumulation
-checks, tests/training/mirrored_step.py)."""
+checks, tests/training/mirrored_step.py). Which strategy one CPU trains under."""
 
 import json
 import os
@@ -93,3 +93,17 @@ def test_two_workers_on_loopback_end_on_the_same_weights(sample_corpus, tmp_path
     assert latest_checkpoint(os.path.join(model_dir, "checkpoints"))[0] == 2
     assert latest_checkpoint(os.path.join(model_dir, "workers", "1", "checkpoints"))[0] == 2
     assert "2 replica(s)" in logs[0]
+
+
+@pytest.mark.parametrize("distribution", ["auto", "one_device"])
+def test_one_cpu_feeds_fit_the_stream_itself(distribution):
+    """On CPUs alone, `fit` iterates the stream it is given: a OneDeviceStrategy would wrap it in
+    per-device iterators that autotune whatever the stream's options (docs/data.md)."""
+    import tensorflow as tf
+
+    from training.distribution import make_strategy, num_replicas
+
+    strategy = make_strategy(distribution)
+    stream = tf.data.Dataset.range(3)
+    assert num_replicas(strategy) == 1
+    assert strategy.experimental_distribute_dataset(stream) is stream
