@@ -11,17 +11,19 @@ from common import compat
 from models import attention_cache
 
 
-def _write_rows(buffer, coordinates, rows):
-    """`rows` written into `buffer` at (row, head, position) `coordinates`, in place."""
-    shape = tf.shape(buffer)
+def _target(coordinates, shape):
+    """The rows at (row, head, position) `coordinates` of buffers of `shape`, as flat row indices."""
     row, head, position = coordinates
-    flat_index = (row * shape[1] + head) * shape[2] + position  # [n] rows of [batch * heads * length, head_dim]
-    flat = tf.reshape(buffer, [-1, shape[3]])
-    written = compat.write_rows_in_place(flat, flat_index, rows)
-    return tf.reshape(written, shape)
+    return (row * shape[1] + head) * shape[2] + position  # [n] rows of [batch * heads * length, head_dim]
 
 
-IN_PLACE = attention_cache.BufferOps(allocate=compat.fresh_buffer, write_rows=_write_rows)
+def _write_rows(buffer, flat_index, rows):
+    """`rows` written into `buffer` at the flat rows `flat_index` (`_target`), in place."""
+    flat = tf.reshape(buffer, [-1, buffer.shape[3]])
+    return tf.reshape(compat.write_rows_in_place(flat, flat_index, rows), tf.shape(buffer))
+
+
+IN_PLACE = attention_cache.BufferOps(allocate=compat.fresh_buffer, target=_target, write_rows=_write_rows)
 
 
 def traced_in_place(function):

@@ -2,13 +2,14 @@
 
 `(keys, values)`, each `[batch, num_heads, cache_length, head_dim]`: self caches preallocated by
 `empty_cache` and written at `cache_index`; cross caches computed once and only read. A cache with
-`n` times fewer rows than the queries holds `n` slots per row (a sentence's beams). docs/design.md,
-"The model", says how writes run per backend (`BufferOps`)."""
+`n` times fewer rows than the queries holds `n` slots per row (a sentence's beams). A decoder
+stack plans where a call writes once (`plan_write`) for all its layers' keys and values.
+docs/design.md, "The model", says how writes run per backend (`BufferOps`)."""
 
 import contextlib
 import threading
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from keras import ops
 
@@ -18,20 +19,32 @@ class BufferOps(NamedTuple):
 
     Attributes:
         allocate: `(shape, dtype) -> buffer` of zeros, fresh at every run.
-        write_rows: `(buffer, coordinates, rows) -> buffer` with `rows` `[n, head_dim]` written at
-            `coordinates`, three int32 `[n]` tensors (batch row, head, position), all distinct; it
-            may write into `buffer` itself.
+        target: `(coordinates, shape) -> target` of the rows at `coordinates`, three int32 `[n]`
+            tensors (batch row, head, position), all distinct, in buffers of `shape` (the int32
+            shape of the buffers); computed once and used by every write of a decoding call.
+        write_rows: `(buffer, target, rows) -> buffer` with `rows` `[n, head_dim]` written at
+            `target`; it may write into `buffer` itself.
     """
 
     allocate: Callable
+    target: Callable
     write_rows: Callable
 
 
-def _scatter_rows(buffer, coordinates, rows):
-    return ops.scatter_update(buffer, ops.stack(coordinates, axis=-1), rows)
+class PlannedWrite(NamedTuple):
+    """Where a decoding call writes its keys and values (`plan_write`), passed as `cache_index` to
+    layers whose self caches all have the shape it was planned for. Tensors only: Keras layers take
+    no nested argument that mixes tensors and Python values."""
+
+    cache_index: Any  # int32 scalar tensor: the absolute position of the call's first position
+    target: Any  # the `BufferOps.target` of the rows written
 
 
-KERAS_BUFFER_OPS = BufferOps(allocate=lambda shape, dtype: ops.zeros(shape, dtype=dtype), write_rows=_scatter_rows)
+KERAS_BUFFER_OPS = BufferOps(
+    allocate=lambda shape, dtype: ops.zeros(shape, dtype=dtype),
+    target=lambda coordinates, shape: ops.stack(coordinates, axis=-1),
+    write_rows=ops.scatter_update,
+)
 _state = threading.local()  # `buffer_ops`: what `using_buffer_ops` set in this thread.
 
 
@@ -61,6 +74,12 @@ def concrete_int(value):
         return None
 
 
+def dimension(tensor, axis):
+    """`tensor`'s size along `axis`: a Python int when static, else an int32 scalar tensor."""
+    size = concrete_int(tensor.shape[axis])
+    return ops.shape(tensor)[axis] if size is None else size
+
+
 def empty_cache(batch_size, num_heads, cache_length, head_dim, dtype):
     """A zero self-attention cache: `(keys, values)`, each `[batch_size, num_heads, cache_length, head_dim]`."""
     shape = (batch_size, num_heads, cache_length, head_dim)
@@ -83,37 +102,42 @@ def check_cache(cache, num_heads, head_dim, name):
 def rows_per_cache_row(queries, keys, name):
     """How many consecutive query rows share a row of the cache: a Python int when both batch
     sizes are static, else an int32 scalar tensor. ValueError when it is not a whole number."""
-    query_rows, cache_rows = concrete_int(queries.shape[0]), concrete_int(keys.shape[0])
-    if query_rows is None or cache_rows is None:  # An empty batch counts as one row per cache row.
-        return ops.maximum(ops.floor_divide(ops.shape(queries)[0], ops.maximum(ops.shape(keys)[0], 1)), 1)
+    query_rows = concrete_int(queries.shape[0])
+    return _slots(ops.shape(queries)[0] if query_rows is None else query_rows, keys, name)
+
+
+def _slots(query_rows, keys, name):
+    """`rows_per_cache_row` of `query_rows` (an int or an int32 scalar tensor) query rows."""
+    query_rows_static, cache_rows = concrete_int(query_rows), concrete_int(keys.shape[0])
+    if query_rows_static is None or cache_rows is None:  # An empty batch counts as one row per cache row.
+        return ops.maximum(ops.floor_divide(query_rows, ops.maximum(ops.shape(keys)[0], 1)), 1)
     if cache_rows == 0:
         return 1
-    if query_rows % cache_rows:
+    if query_rows_static % cache_rows:
         raise ValueError(
-            f"{name}: {query_rows} query rows cannot share the keys/values of {cache_rows} cache "
+            f"{name}: {query_rows_static} query rows cannot share the keys/values of {cache_rows} cache "
             "rows: the query batch must be a multiple of the cache's"
         )
-    return query_rows // cache_rows
+    return query_rows_static // cache_rows
 
 
-def write_cache(cache, new_keys, new_values, cache_index, name):
-    """Writes `new_keys`/`new_values` (`[query_batch, num_heads, length, head_dim]`) into `cache`
-    from `cache_index` on; returns the new `(keys, values)`. With `n` slots per row, query row `r`
-    writes row `r // n` from position `(r % n) * cache_length / n + cache_index`. Raises
-    `ValueError` on positions that do not fit in a slot (names layer `name`)."""
-    keys, values = cache
+def plan_write(keys, query_rows, length, cache_index, name):
+    """The `PlannedWrite` of `query_rows` rows of `length` new positions from `cache_index` on into
+    caches shaped as `keys` (`[batch, num_heads, cache_length, head_dim]`): with `n` slots per row,
+    query row `r` writes row `r // n` from position `(r % n) * cache_length / n + cache_index`.
+    Raises `ValueError` on positions that do not fit in a slot (names layer `name`)."""
     start = concrete_int(cache_index)
-    slots = rows_per_cache_row(new_keys, keys, name)
+    slots = _slots(query_rows, keys, name)
     cache_length = keys.shape[2]
-    length = new_keys.shape[2]
+    length_static = concrete_int(length)
     slot_length = None if cache_length is None or not isinstance(slots, int) else cache_length // slots
     if isinstance(slots, int) and cache_length is not None and cache_length % slots:
         raise ValueError(f"{name}: a cache of length {cache_length} cannot hold {slots} equal slots, one per query row")
     # With unknown batch sizes (a TensorFlow graph) the slot count is known at run time only:
     # the positions are then checked against the whole cache.
     room = slot_length if slot_length is not None else cache_length
-    if start is not None and room is not None and length is not None:
-        if start < 0 or start + length > room:
+    if start is not None and room is not None and length_static is not None:
+        if start < 0 or start + length_static > room:
             where = (
                 f"a cache of length {room}"
                 if room == cache_length
@@ -122,26 +146,45 @@ def write_cache(cache, new_keys, new_values, cache_index, name):
                 )
             )
             raise ValueError(
-                f"{name}: decoding positions [{start}, {start + length}) do not fit "
-                f"in {where}; expected 0 <= cache_index <= {room - length}"
+                f"{name}: decoding positions [{start}, {start + length_static}) do not fit "
+                f"in {where}; expected 0 <= cache_index <= {room - length_static}"
             )
+    cache_shape = ops.shape(keys)
     if slot_length is None:
-        slot_length = ops.floor_divide(ops.shape(keys)[2], slots)
-    shape = ops.shape(new_keys)[:3]
-    head_dim = keys.shape[3]
-    rows = ops.arange(shape[0], dtype="int32")[:, None, None]
+        slot_length = ops.floor_divide(cache_shape[2], slots)
+    num_heads = keys.shape[1]
+    shape = (query_rows, num_heads, length)
+    rows = ops.arange(query_rows, dtype="int32")[:, None, None]
     coordinates = (
         ops.floor_divide(rows, slots),
-        ops.arange(shape[1], dtype="int32")[None, :, None],
+        ops.arange(num_heads, dtype="int32")[None, :, None],
         ops.mod(rows, slots) * slot_length
-        + ops.arange(shape[2], dtype="int32")[None, None, :]
+        + ops.arange(length, dtype="int32")[None, None, :]
         + ops.cast(cache_index, "int32"),
     )
     coordinates = tuple(ops.reshape(ops.broadcast_to(c, shape), (-1,)) for c in coordinates)
+    target = current_buffer_ops().target(coordinates, cache_shape)
+    return PlannedWrite(ops.convert_to_tensor(cache_index, "int32"), target)
 
+
+def position_of(cache_index):
+    """The absolute position of a call's first position, from a position or a `PlannedWrite`."""
+    return cache_index.cache_index if isinstance(cache_index, PlannedWrite) else cache_index
+
+
+def write_cache(cache, new_keys, new_values, cache_index, name):
+    """Writes `new_keys`/`new_values` (`[query_batch, num_heads, length, head_dim]`) into `cache`
+    from `cache_index` on, a position or a `PlannedWrite` for caches of this shape (`plan_write`);
+    returns the new `(keys, values)`. Raises `ValueError` as `plan_write` does (names layer
+    `name`)."""
+    keys, values = cache
+    plan = cache_index
+    if not isinstance(plan, PlannedWrite):
+        plan = plan_write(keys, dimension(new_keys, 0), dimension(new_keys, 2), cache_index, name)
+    head_dim = keys.shape[3]
     write_rows = current_buffer_ops().write_rows
 
     def write(buffer, new):
-        return write_rows(buffer, coordinates, ops.reshape(ops.cast(new, buffer.dtype), (-1, head_dim)))
+        return write_rows(buffer, plan.target, ops.reshape(ops.cast(new, buffer.dtype), (-1, head_dim)))
 
     return write(keys, new_keys), write(values, new_values)

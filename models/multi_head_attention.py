@@ -94,6 +94,18 @@ class MultiHeadAttention(keras.layers.Layer):
         keys, values = ops.unstack(ops.transpose(self._key_value_heads(key_value), (2, 0, 3, 1, 4)), 2, axis=0)
         return keys, values
 
+    def _new_keys_and_values(self, query):
+        """`project_key_value(query)`; a single position (a decoding step) without the transpose,
+        since `[batch, 1, 2, heads, head_dim]` holds its values in the order of `[batch, 2, heads,
+        1, head_dim]`."""
+        if query.shape[1] != 1:
+            return self.project_key_value(query)
+        self._check_rank3(query, "query")
+        projected = self.key_value_dense(query)
+        heads = ops.reshape(projected, (ops.shape(projected)[0], 2, self.num_heads, 1, self.head_dim))
+        keys, values = ops.unstack(heads, 2, axis=1)
+        return keys, values
+
     def _key_value_heads(self, key_value):
         """The fused key/value projection as `[batch, length, 2, heads, head_dim]`."""
         self._check_rank3(key_value, "key_value")
@@ -159,7 +171,7 @@ class MultiHeadAttention(keras.layers.Layer):
         if cache is not None:
             cache = attention_cache.check_cache(cache, self.num_heads, self.head_dim, self.name)
             if cache_index is not None:  # Self-attention decoding; else precomputed encoder keys/values.
-                new_keys, new_values = self.project_key_value(query)  # [batch, heads, length, head_dim]
+                new_keys, new_values = self._new_keys_and_values(query)  # [batch, heads, length, head_dim]
                 cache = attention_cache.write_cache(cache, new_keys, new_values, cache_index, self.name)
             attended, scores = self._attend_shared(queries, *cache, attention_mask, scale, training)
         else:

@@ -7,6 +7,7 @@ layer normalization. For incremental decoding, `empty_self_caches` preallocates 
 import keras
 from keras import ops
 
+from models import attention_cache
 from models.attention_cache import concrete_int
 from models.layer_stack import TransformerLayerBase, TransformerStackBase
 
@@ -32,7 +33,8 @@ class TransformerDecoderLayer(TransformerLayerBase):
             or `[batch / n, ...]` with `n` slots per row (beam search; needs `self_attention_mask`).
         cross_cache: optional encoder `(keys, values)`, each `[batch or batch / n, num_heads,
             source_length, head_dim]`.
-        cache_index: absolute position of `inputs[:, 0]` with `self_cache`.
+        cache_index: absolute position of `inputs[:, 0]` with `self_cache`, or its
+            `attention_cache.PlannedWrite`.
         self_attention_mask: optional boolean `[batch, target_length, key_length]` replacing the
             causal mask.
 
@@ -80,7 +82,9 @@ class TransformerDecoderLayer(TransformerLayerBase):
         elif self_cache is None:
             self_mask = causal_attention_mask(query_length, query_length)
         else:
-            self_mask = causal_attention_mask(query_length, self_cache[0].shape[2], cache_index)
+            self_mask = causal_attention_mask(
+                query_length, self_cache[0].shape[2], attention_cache.position_of(cache_index)
+            )
         cross_mask = None if encoder_padding_mask is None else encoder_padding_mask[:, None, :]
 
         x = self.self_attention_residual.normalize_input(inputs)
@@ -167,6 +171,13 @@ class TransformerDecoder(TransformerStackBase):
                 f"received {attention_layer}"
             )
         scored = attention_layer % self.num_layers if return_attention_scores else None
+        if self_caches is not None and cache_index is not None:
+            # Where this call writes is the same in every layer's cache: planned once for them all.
+            shapes = {tuple(keys.shape) for keys, _ in self_caches}
+            if len(shapes) > 1:
+                raise ValueError(f"{self.name}: the self caches must share one shape, received {sorted(shapes)}")
+            rows, length = attention_cache.dimension(inputs, 0), attention_cache.dimension(inputs, 1)
+            cache_index = attention_cache.plan_write(self_caches[0][0], rows, length, cache_index, self.name)
         x = inputs
         new_self_caches = []
         scores = None

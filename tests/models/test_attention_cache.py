@@ -42,3 +42,19 @@ def test_positions_beyond_a_slot_and_malformed_caches_are_rejected():
         attention_cache.check_cache(cache[0], HEADS, HEAD_DIM, "attention")
     with pytest.raises(ValueError, match="its keys have shape"):
         attention_cache.check_cache((cache[0][:, :1], cache[1]), HEADS, HEAD_DIM, "attention")
+
+
+def test_a_planned_write_writes_as_the_position_does_in_every_cache_of_the_shape():
+    # One plan (2 cache rows of 2 slots, 4 query rows at position 2) serves two layers' caches.
+    plan = attention_cache.plan_write(np.zeros((2, HEADS, 6, HEAD_DIM)), 4, 1, 2, "decoder")
+    for seed in (0, 1):
+        rng = np.random.default_rng(seed)
+        cache = tuple(ops.convert_to_tensor(rng.normal(size=(2, HEADS, 6, HEAD_DIM)).astype("float32")) for _ in "kv")
+        new = rng.normal(size=(4, HEADS, 1, HEAD_DIM)).astype("float32")
+        planned = attention_cache.write_cache(cache, new, -new, plan, "layer")
+        plain = attention_cache.write_cache(cache, new, -new, 2, "layer")
+        for got, expected in zip(planned, plain):
+            np.testing.assert_array_equal(ops.convert_to_numpy(got), ops.convert_to_numpy(expected))
+    assert int(attention_cache.position_of(plan)) == 2 and attention_cache.position_of(2) == 2
+    with pytest.raises(ValueError, match=r"decoder: decoding positions \[3, 4\) do not fit in a slot of length 3"):
+        attention_cache.plan_write(np.zeros((2, HEADS, 6, HEAD_DIM)), 4, 1, 3, "decoder")

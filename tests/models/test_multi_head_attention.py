@@ -82,6 +82,16 @@ def test_key_and_value_from_kernel_halves_match_the_fused_projection():
     assert np.max(np.abs(halves[0] - halves[1])) > 0.1  # keys and values are different halves
 
 
+def test_a_decoding_step_projects_the_keys_and_values_of_the_full_projection():
+    # One position takes a path without the transpose; it must give project_key_value's keys/values.
+    layer = MultiHeadAttention(hidden_dim=16, num_heads=4)
+    query = np.random.default_rng(3).normal(size=(3, 1, 16)).astype("float32")
+    layer(query)
+    for got, expected in zip(layer._new_keys_and_values(query), layer.project_key_value(query)):
+        assert tuple(got.shape) == (3, 4, 1, 4)
+        np.testing.assert_array_equal(ops.convert_to_numpy(got), ops.convert_to_numpy(expected))
+
+
 def test_padded_keys_get_zero_weight_and_do_not_change_outputs():
     layer = MultiHeadAttention(HIDDEN, HEADS)
     query, memory = _random(BATCH, QUERY_LENGTH, HIDDEN), _random(BATCH, KEY_LENGTH, HIDDEN, seed=1)

@@ -135,6 +135,12 @@ def test_bad_calls_are_rejected():
         decoder(target, None, mask)
     with pytest.raises(ValueError, match="expected 2 self_caches, received 1"):
         decoder(target, memory, mask, self_caches=decoder.empty_self_caches(2, 8)[:1], cache_index=0)
+    # The stack plans one write for every layer's cache, so the caches must share their shape.
+    mixed = [decoder.empty_self_caches(2, 8)[0], decoder.empty_self_caches(2, 6)[1]]
+    with pytest.raises(
+        ValueError, match=r"self caches must share one shape, received \[\(2, 4, 6, 4\), \(2, 4, 8, 4\)\]"
+    ):
+        decoder(target[:, :1], memory, mask, self_caches=mixed, cache_index=0)
 
 
 def test_slotted_self_cache_without_a_mask_is_rejected():
