@@ -11,6 +11,7 @@ from keras import ops
 from models import attention_cache
 from models.fast_paths.bit_mask_dropout import Dropout
 from models.fast_paths.fused_dense import Dense
+from models.shapes import leading
 
 
 @keras.saving.register_keras_serializable(package="transformer")
@@ -102,7 +103,7 @@ class MultiHeadAttention(keras.layers.Layer):
             return self.project_key_value(query)
         self._check_rank3(query, "query")
         projected = self.key_value_dense(query)
-        heads = ops.reshape(projected, (ops.shape(projected)[0], 2, self.num_heads, 1, self.head_dim))
+        heads = ops.reshape(projected, leading(projected, 1) + (2, self.num_heads, 1, self.head_dim))
         keys, values = ops.unstack(heads, 2, axis=1)
         return keys, values
 
@@ -110,8 +111,7 @@ class MultiHeadAttention(keras.layers.Layer):
         """The fused key/value projection as `[batch, length, 2, heads, head_dim]`."""
         self._check_rank3(key_value, "key_value")
         projected = self.key_value_dense(key_value)
-        batch, length = ops.shape(projected)[0], ops.shape(projected)[1]
-        return ops.reshape(projected, (batch, length, 2, self.num_heads, self.head_dim))
+        return ops.reshape(projected, leading(projected, 2) + (2, self.num_heads, self.head_dim))
 
     def _key_and_value_heads(self, key_value):
         """Keys and values `[batch, length, heads, head_dim]`, each from its half of the fused
@@ -163,8 +163,7 @@ class MultiHeadAttention(keras.layers.Layer):
     ):
         self._check_rank3(query, "query")
         mask = self._check_mask(attention_mask)
-        batch, query_length = ops.shape(query)[0], ops.shape(query)[1]
-        queries = ops.reshape(self.query_dense(query), (batch, query_length, self.num_heads, self.head_dim))
+        queries = ops.reshape(self.query_dense(query), leading(query, 2) + (self.num_heads, self.head_dim))
 
         scale = 1.0 / math.sqrt(self.head_dim)
         scores = None
@@ -204,7 +203,7 @@ class MultiHeadAttention(keras.layers.Layer):
                 attended = ops.dot_product_attention(
                     queries, keys, values, mask=mask, scale=scale, flash_attention=False
                 )
-        attended = ops.reshape(attended, (batch, query_length, self.hidden_dim))
+        attended = ops.reshape(attended, leading(query, 2) + (self.hidden_dim,))
         outputs = (self.output_dense(attended),)
         if cache is not None:
             outputs += (cache,)
@@ -247,7 +246,7 @@ class MultiHeadAttention(keras.layers.Layer):
             mask = ops.broadcast_to(attention_mask, (query_batch, query_length, key_length))
             mask = ops.reshape(mask, (key_batch, groups * query_length, key_length))[:, None, :, :]
         attended, weights = self._attend(grouped, keys, values, mask, scale, training)
-        attended = ops.reshape(attended, (query_batch, query_length, self.num_heads, self.head_dim))
+        attended = ops.reshape(attended, leading(queries, 2) + (self.num_heads, self.head_dim))
         weights = ops.reshape(weights, (key_batch, self.num_heads, groups, query_length, key_length))
         weights = ops.reshape(
             ops.transpose(weights, (0, 2, 1, 3, 4)), (query_batch, self.num_heads, query_length, key_length)

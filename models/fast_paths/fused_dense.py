@@ -8,6 +8,7 @@ import keras
 from keras import ops
 
 from models import int8_weights
+from models.shapes import with_last
 
 
 @keras.saving.register_keras_serializable(package="transformer")
@@ -67,7 +68,7 @@ def _fused_dense(inputs, kernel, bias, relu):
             inputs_gradient = ops.reshape(ops.matmul(upstream, ops.transpose(kernel)), ops.shape(inputs))
             return inputs_gradient, ops.matmul(ops.transpose(rows), upstream), sum_over_rows(upstream)
 
-        return ops.reshape(outputs, tuple(ops.shape(inputs)[:-1]) + (units,)), gradient
+        return ops.reshape(outputs, with_last(inputs, units)), gradient
 
     return dense(inputs, kernel, bias)
 

@@ -2,6 +2,8 @@
 
 from keras import ops
 
+from models.shapes import with_last
+
 
 def tied_projection(hidden_states, kernel):
     """Fast path: `hidden_states @ kernel^T` with the kernel gradient `g^T @ h` in the kernel's own
@@ -19,6 +21,6 @@ def tied_projection(hidden_states, kernel):
             hidden_gradient = ops.reshape(ops.matmul(upstream, kernel), ops.shape(hidden_states))
             return hidden_gradient, ops.matmul(ops.transpose(upstream), rows)
 
-        return ops.reshape(logits, tuple(ops.shape(hidden_states)[:-1]) + (kernel.shape[0],)), gradient
+        return ops.reshape(logits, with_last(hidden_states, kernel.shape[0])), gradient
 
     return project(hidden_states, kernel)
