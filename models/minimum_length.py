@@ -3,6 +3,7 @@
 
 from keras import ops
 
+from models.attention_cache import dimension
 from models.search_part import LARGE_NEGATIVE, SearchPart
 
 
@@ -11,12 +12,12 @@ class MinimumLength(SearchPart):
     int32 `[batch]` (a hypothesis at its max length may still end with EOS)."""
 
     def __init__(self, min_lengths, max_lengths, beam_size, eos_id):
-        self.min_lengths = ops.minimum(ops.cast(min_lengths, "int32"), max_lengths)
-        self.beam_size = beam_size
+        # Each hypothesis's minimum, `[batch * beam]`, repeated here once rather than at every step.
+        self.min_lengths = ops.repeat(ops.minimum(ops.cast(min_lengths, "int32"), max_lengths), beam_size, axis=0)
         self.eos_id = eos_id
 
     def restrict(self, choice_logits, inputs, state):
-        barred = ops.repeat(inputs.step + 1 < self.min_lengths, self.beam_size, axis=0)  # [batch * beam]
-        is_eos = (ops.arange(ops.shape(choice_logits)[-1]) == self.eos_id)[None, :]
+        barred = inputs.step + 1 < self.min_lengths  # [batch * beam]
+        is_eos = (ops.arange(dimension(choice_logits, -1)) == self.eos_id)[None, :]
         # EOS is out of the choice; the normaliser of the log-probabilities stays the model's.
         return ops.where(ops.logical_and(barred[:, None], is_eos), LARGE_NEGATIVE, choice_logits)

@@ -4,6 +4,7 @@ Keys and values share one fused projection; logits and softmax are float32. The 
 `models/attention_cache.py`'s; docs/design.md says which attention kernel runs where."""
 
 import math
+from typing import Any, NamedTuple
 
 import keras
 from keras import ops
@@ -12,6 +13,57 @@ from models import attention_cache
 from models.fast_paths.bit_mask_dropout import Dropout
 from models.fast_paths.fused_dense import Dense
 from models.shapes import leading
+
+# The additive bias of a masked-out key: its weight underflows to 0 after the softmax.
+MASKED_BIAS = -1e9
+
+
+class GroupedBias(NamedTuple):
+    """An attention mask made once for the cached attention of several layers (`grouped_bias`), so
+    that each layer adds it to its logits as it is. Tensors only (a Keras call argument)."""
+
+    bias: Any  # float32 [cache_rows, 1, group_rows, key_length]: 0 where a query may attend
+    cache_rows: Any  # int32 scalar: rows of the caches it was made for
+    group_rows: Any  # int32 scalar: query rows per cache row times the query length
+
+
+def grouped_bias(attention_mask, query_rows, query_length, keys, name):
+    """The `GroupedBias` of a boolean `attention_mask` `[query_rows, query_length, key_length]` (or
+    broadcastable) over caches shaped as `keys` (`[cache_rows, heads, key_length, head_dim]`), whose
+    row r serves query rows `r * n` to `r * n + n - 1` (`_attend_shared`); `query_rows` and
+    `query_length` are ints or int32 scalars. Raises ValueError (naming layer `name`) when the query
+    rows are not a multiple of the cache rows."""
+    check_mask(attention_mask, name)
+    groups = attention_cache.rows_per_cache_row_of(query_rows, keys, name)
+    cache_rows, key_length = attention_cache.dimension(keys, 0), attention_cache.dimension(keys, 2)
+    group_rows = groups * query_length
+    mask = ops.broadcast_to(attention_mask, (query_rows, query_length, key_length))
+    mask = ops.reshape(mask, (cache_rows, group_rows, key_length))[:, None, :, :]
+    return GroupedBias(
+        _additive(mask),
+        ops.convert_to_tensor(cache_rows, "int32"),
+        ops.convert_to_tensor(group_rows, "int32"),
+    )
+
+
+def check_mask(attention_mask, name):
+    """`attention_mask` itself, or ValueError (naming layer `name`) when it is not a boolean
+    `[batch, query_length, key_length]`."""
+    if len(attention_mask.shape) != 3:
+        raise ValueError(
+            f"{name}: attention_mask must have rank 3 [batch, query_length, key_length], "
+            f"received shape {attention_mask.shape}"
+        )
+    if "bool" not in str(attention_mask.dtype):
+        raise ValueError(
+            f"{name}: attention_mask must be boolean, received dtype {keras.backend.standardize_dtype(attention_mask.dtype)}"
+        )
+    return attention_mask
+
+
+def _additive(mask):
+    """float32 0 where boolean `mask` is True, `MASKED_BIAS` elsewhere."""
+    return ops.where(mask, 0.0, MASKED_BIAS)
 
 
 @keras.saving.register_keras_serializable(package="transformer")
@@ -29,7 +81,8 @@ class MultiHeadAttention(keras.layers.Layer):
         query: `[batch, query_length, hidden_dim]`.
         key_value: `[batch, key_length, hidden_dim]`; None for self-attention.
         attention_mask: optional boolean `[batch, query_length, key_length]` (or broadcastable);
-            True where a query may attend; with a cache, `key_length` is the cache length.
+            True where a query may attend; with a cache, `key_length` is the cache length, and the
+            mask may come as the `GroupedBias` of the caches' shape (`grouped_bias`).
         cache: optional `(keys, values)`, each `[batch, num_heads, cache_length, head_dim]`, possibly
             with one row per `n` query rows (beam search: `_attend_shared`).
         cache_index: where this call's keys/values are written; None: `cache` holds encoder
@@ -138,18 +191,9 @@ class MultiHeadAttention(keras.layers.Layer):
             )
 
     def _check_mask(self, attention_mask):
-        if attention_mask is None:
-            return None
-        if len(attention_mask.shape) != 3:
-            raise ValueError(
-                f"{self.name}: attention_mask must have rank 3 [batch, query_length, key_length], "
-                f"received shape {attention_mask.shape}"
-            )
-        if "bool" not in str(attention_mask.dtype):
-            raise ValueError(
-                f"{self.name}: attention_mask must be boolean, received dtype {keras.backend.standardize_dtype(attention_mask.dtype)}"
-            )
-        return attention_mask[:, None, :, :]  # [batch, 1 (heads), query_length, key_length]
+        if attention_mask is None or isinstance(attention_mask, GroupedBias):
+            return attention_mask
+        return check_mask(attention_mask, self.name)[:, None, :, :]  # [batch, 1 (heads), query_length, key_length]
 
     def call(
         self,
@@ -196,7 +240,8 @@ class MultiHeadAttention(keras.layers.Layer):
                 if head_major:
                     keys, values = (ops.transpose(x, (0, 2, 1, 3)) for x in (keys, values))
             if head_major:
-                attended, scores = self._attend(queries, keys, values, mask, scale, training)
+                bias = None if mask is None else _additive(mask)
+                attended, scores = self._attend(queries, keys, values, bias, scale, training)
             else:
                 # XLA's fused softmax, not cuDNN flash attention: at bucket lengths (tens of tokens)
                 # the cuDNN kernel, with the boolean mask turned into an additive bias, is slower.
@@ -211,18 +256,19 @@ class MultiHeadAttention(keras.layers.Layer):
             outputs += (scores,)
         return outputs[0] if len(outputs) == 1 else outputs
 
-    def _attend(self, queries, keys, values, mask, scale, training):
+    def _attend(self, queries, keys, values, bias, scale, training):
         """`[batch, query_length, heads, head_dim]` queries over head-major `[batch, heads,
         key_length, head_dim]` keys/values, as two batched matmuls (no per-step cache transpose).
         Returns the values `[batch, query_length, heads, head_dim]` and float32 weights
         `[batch, heads, query_length, key_length]`."""
         queries = ops.transpose(queries, (0, 2, 1, 3))  # [batch, heads, query_length, head_dim]
         logits = ops.cast(ops.einsum("bnth,bnsh->bnts", queries, keys), "float32") * scale
-        if mask is not None:
+        if bias is not None:
             # An additive bias, not a select on the logits: the sum's gradient is the upstream
             # itself, where a select's is another select over the [batch, heads, query, key] float32
-            # gradient (TensorFlow runs each as a kernel of its own).
-            logits = logits + ops.where(mask, 0.0, -1e9)
+            # gradient (TensorFlow runs each as a kernel of its own). A `GroupedBias` reaches a
+            # mixed-precision layer autocast to its compute dtype: -1e9 masks there as well.
+            logits = logits + ops.cast(bias, "float32")
         weights = ops.softmax(logits, axis=-1)
         dropped = ops.cast(self.dropout_layer(weights, training=training), values.dtype)
         attended = ops.einsum("bnts,bnsh->bnth", dropped, values)
@@ -232,24 +278,30 @@ class MultiHeadAttention(keras.layers.Layer):
         """`_attend` over keys/values shared by `n` consecutive query rows (beam `k` of sentence `b`
         is row `b * beam + k`; caches have `batch` rows). Each sentence's beams' queries are stacked
         into one operand, so its keys and values are read once per step; the per-row mask
-        `[query_batch, query_length, key_length]` selects each row's slots. Weights come back per
-        query row."""
-        query_batch, query_length = ops.shape(queries)[0], ops.shape(queries)[1]
-        key_batch, key_length = ops.shape(keys)[0], ops.shape(keys)[2]
-        groups = attention_cache.rows_per_cache_row(queries, keys, self.name)
-        if isinstance(groups, int) and groups == 1:
-            return self._attend(queries, keys, values, self._check_mask(attention_mask), scale, training)
-        grouped = ops.reshape(queries, (key_batch, groups * query_length, self.num_heads, self.head_dim))
-        mask = None
-        if attention_mask is not None:
+        `[query_batch, query_length, key_length]`, or its `GroupedBias` for these caches, selects
+        each row's slots. Weights come back per query row."""
+        query_rows, query_length = attention_cache.dimension(queries, 0), attention_cache.dimension(queries, 1)
+        if isinstance(attention_mask, GroupedBias):
+            bias, cache_rows, group_rows = attention_mask
+        else:
             self._check_mask(attention_mask)
-            mask = ops.broadcast_to(attention_mask, (query_batch, query_length, key_length))
-            mask = ops.reshape(mask, (key_batch, groups * query_length, key_length))[:, None, :, :]
-        attended, weights = self._attend(grouped, keys, values, mask, scale, training)
+            groups = attention_cache.rows_per_cache_row(queries, keys, self.name)
+            if isinstance(groups, int) and groups == 1:
+                mask = self._check_mask(attention_mask)
+                bias = None if mask is None else _additive(mask)
+                return self._attend(queries, keys, values, bias, scale, training)
+            if attention_mask is None:
+                bias, cache_rows, group_rows = None, attention_cache.dimension(keys, 0), groups * query_length
+            else:
+                bias, cache_rows, group_rows = grouped_bias(attention_mask, query_rows, query_length, keys, self.name)
+        grouped = ops.reshape(queries, (cache_rows, group_rows, self.num_heads, self.head_dim))
+        attended, weights = self._attend(grouped, keys, values, bias, scale, training)
         attended = ops.reshape(attended, leading(queries, 2) + (self.num_heads, self.head_dim))
-        weights = ops.reshape(weights, (key_batch, self.num_heads, groups, query_length, key_length))
+        key_length = attention_cache.dimension(keys, 2)
+        groups = ops.floor_divide(group_rows, query_length)
+        weights = ops.reshape(weights, (cache_rows, self.num_heads, groups, query_length, key_length))
         weights = ops.reshape(
-            ops.transpose(weights, (0, 2, 1, 3, 4)), (query_batch, self.num_heads, query_length, key_length)
+            ops.transpose(weights, (0, 2, 1, 3, 4)), (query_rows, self.num_heads, query_length, key_length)
         )
         return attended, weights
 

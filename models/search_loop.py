@@ -7,6 +7,7 @@ from typing import Any, NamedTuple
 import keras
 from keras import ops
 
+from models.attention_cache import dimension
 from models.search_part import DEAD_THRESHOLD, LARGE_NEGATIVE, SCORE_DTYPE, Candidates, StepInputs
 
 # The score of a returned row that holds no hypothesis (a sentence whose constraints were not met,
@@ -247,10 +248,10 @@ def _sentence_done(alive_log_probs, finished_scores, max_length_penalty):
 def _gather_beams(x, beam_indices, sentence_index):
     """x `[batch, beams, ...]`, beam_indices `[batch, n]` -> `[batch, n, ...]`; `sentence_index` is
     `arange(batch)[:, None]`, the sentence of every row."""
-    num_beams = ops.shape(x)[1]
+    num_beams = dimension(x, 1)
     rows = ops.reshape(sentence_index * num_beams + beam_indices, [-1])
     gathered = ops.take(ops.reshape(x, (-1,) + tuple(x.shape[2:])), rows, axis=0)
-    return ops.reshape(gathered, (-1, ops.shape(beam_indices)[1]) + tuple(x.shape[2:]))
+    return ops.reshape(gathered, (-1, dimension(beam_indices, 1)) + tuple(x.shape[2:]))
 
 
 def _gather_tree(tree, beam_indices, sentence_index):

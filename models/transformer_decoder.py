@@ -10,6 +10,7 @@ from keras import ops
 from models import attention_cache
 from models.attention_cache import concrete_int
 from models.layer_stack import TransformerLayerBase, TransformerStackBase
+from models.multi_head_attention import GroupedBias, grouped_bias
 
 
 def causal_attention_mask(query_length, key_length, start_position=0):
@@ -28,7 +29,8 @@ class TransformerDecoderLayer(TransformerLayerBase):
     Call arguments:
         inputs: `[batch, target_length, hidden_dim]`, a whole prefix or the new positions.
         encoder_output: `[batch, source_length, hidden_dim]`; may be None with `cross_cache`.
-        encoder_padding_mask: boolean `[batch, source_length]`, True on real tokens.
+        encoder_padding_mask: boolean `[batch, source_length]`, True on real tokens, or with
+            `cross_cache` its `GroupedBias` (`models.multi_head_attention.grouped_bias`).
         self_cache: optional `(keys, values)`, each `[batch, num_heads, cache_length, head_dim]`,
             or `[batch / n, ...]` with `n` slots per row (beam search; needs `self_attention_mask`).
         cross_cache: optional encoder `(keys, values)`, each `[batch or batch / n, num_heads,
@@ -36,7 +38,7 @@ class TransformerDecoderLayer(TransformerLayerBase):
         cache_index: absolute position of `inputs[:, 0]` with `self_cache`, or its
             `attention_cache.PlannedWrite`.
         self_attention_mask: optional boolean `[batch, target_length, key_length]` replacing the
-            causal mask.
+            causal mask, or with `self_cache` its `GroupedBias`.
 
     Returns:
         `[batch, target_length, hidden_dim]`, plus the updated self cache when given.
@@ -85,7 +87,9 @@ class TransformerDecoderLayer(TransformerLayerBase):
             self_mask = causal_attention_mask(
                 query_length, self_cache[0].shape[2], attention_cache.position_of(cache_index)
             )
-        cross_mask = None if encoder_padding_mask is None else encoder_padding_mask[:, None, :]
+        cross_mask = encoder_padding_mask
+        if encoder_padding_mask is not None and not isinstance(encoder_padding_mask, GroupedBias):
+            cross_mask = encoder_padding_mask[:, None, :]
 
         x = self.self_attention_residual.normalize_input(inputs)
         if self_cache is None:
@@ -149,6 +153,13 @@ class TransformerDecoder(TransformerStackBase):
         """Each layer's encoder-decoder `(keys, values)`, each `[batch, heads, source_length, head_dim]`."""
         return [layer.cross_attention.project_key_value(encoder_output) for layer in self.decoder_layers]
 
+    def _shared_keys(self, caches, kind):
+        """The keys of the first of `caches`, or ValueError when the layers' caches differ in shape."""
+        shapes = {tuple(keys.shape) for keys, _ in caches}
+        if len(shapes) > 1:
+            raise ValueError(f"{self.name}: the {kind} caches must share one shape, received {sorted(shapes)}")
+        return caches[0][0]
+
     def call(
         self,
         inputs,
@@ -171,13 +182,17 @@ class TransformerDecoder(TransformerStackBase):
                 f"received {attention_layer}"
             )
         scored = attention_layer % self.num_layers if return_attention_scores else None
+        rows, length = attention_cache.dimension(inputs, 0), attention_cache.dimension(inputs, 1)
+        # What is the same in every layer is made once for them all: where a decoding call writes
+        # its keys and values, and the masks as the biases each layer adds to its logits.
         if self_caches is not None and cache_index is not None:
-            # Where this call writes is the same in every layer's cache: planned once for them all.
-            shapes = {tuple(keys.shape) for keys, _ in self_caches}
-            if len(shapes) > 1:
-                raise ValueError(f"{self.name}: the self caches must share one shape, received {sorted(shapes)}")
-            rows, length = attention_cache.dimension(inputs, 0), attention_cache.dimension(inputs, 1)
-            cache_index = attention_cache.plan_write(self_caches[0][0], rows, length, cache_index, self.name)
+            keys = self._shared_keys(self_caches, "self")
+            cache_index = attention_cache.plan_write(keys, rows, length, cache_index, self.name)
+            if self_attention_mask is not None:
+                self_attention_mask = grouped_bias(self_attention_mask, rows, length, keys, self.name)
+        if cross_caches is not None and encoder_padding_mask is not None:
+            keys = self._shared_keys(cross_caches, "cross")
+            encoder_padding_mask = grouped_bias(encoder_padding_mask[:, None, :], rows, length, keys, self.name)
         x = inputs
         new_self_caches = []
         scores = None

@@ -3,7 +3,8 @@ import numpy as np
 import pytest
 from keras import ops
 
-from models.multi_head_attention import MultiHeadAttention
+from models import attention_cache
+from models.multi_head_attention import MultiHeadAttention, grouped_bias
 from models.transformer_decoder import causal_attention_mask
 from tests.models.layer_contract import run_layer_test
 
@@ -172,6 +173,32 @@ def test_beam_slots_of_a_shared_self_cache_read_through_the_ancestry():
         full = layer(history, attention_mask=causal_attention_mask(length, length))
         np.testing.assert_allclose(_numpy(outputs)[:, 0], _numpy(full)[:, step], atol=1e-5)
     assert [tuple(x.shape) for x in cache] == [(BATCH, HEADS, slots * length, HIDDEN // HEADS)] * 2
+
+
+def test_a_grouped_bias_and_a_planned_write_attend_as_the_mask_and_the_position_do():
+    # What a decoder stack makes once for its layers must give each layer what its own mask and
+    # cache index give: the same outputs and the same caches, step after step.
+    slots, steps = 2, 3
+    rows = BATCH * slots
+    layer = MultiHeadAttention(HIDDEN, HEADS)
+    inputs = _random(rows, steps, HIDDEN)
+    layer(inputs[:, :1])
+    plain = planned = layer.empty_cache(BATCH, slots * steps)
+    rng = np.random.default_rng(5)
+    for step in range(steps):
+        visible = rng.random((rows, 1, slots * steps)) < 0.6
+        visible[np.arange(rows), 0, (np.arange(rows) % slots) * steps + step] = True  # Its own position.
+        expected, plain = layer(inputs[:, step : step + 1], attention_mask=visible, cache=plain, cache_index=step)
+        plan = attention_cache.plan_write(planned[0], rows, 1, step, "decoder")
+        bias = grouped_bias(visible, rows, 1, planned[0], "decoder")
+        got, planned = layer(inputs[:, step : step + 1], attention_mask=bias, cache=planned, cache_index=plan)
+        np.testing.assert_allclose(_numpy(got), _numpy(expected), atol=1e-6)
+        for got_cache, expected_cache in zip(planned, plain):
+            np.testing.assert_array_equal(_numpy(got_cache), _numpy(expected_cache))
+    with pytest.raises(ValueError, match="decoder: attention_mask must be boolean"):
+        grouped_bias(visible.astype("float32"), rows, 1, planned[0], "decoder")
+    with pytest.raises(ValueError, match="decoder: 4 query rows cannot share the keys/values of 3 cache rows"):
+        grouped_bias(visible[:4], 4, 1, np.zeros((3, HEADS, slots * steps, HIDDEN // HEADS)), "decoder")
 
 
 def test_slot_positions_beyond_the_slot_are_rejected():

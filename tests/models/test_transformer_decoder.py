@@ -141,6 +141,11 @@ def test_bad_calls_are_rejected():
         ValueError, match=r"self caches must share one shape, received \[\(2, 4, 6, 4\), \(2, 4, 8, 4\)\]"
     ):
         decoder(target[:, :1], memory, mask, self_caches=mixed, cache_index=0)
+    cross = decoder.cross_caches(memory)
+    with pytest.raises(
+        ValueError, match=r"cross caches must share one shape, received \[\(2, 4, 5, 4\), \(2, 4, 6, 4\)\]"
+    ):
+        decoder(target[:, :1], None, mask[:, :5], cross_caches=[cross[0], decoder.cross_caches(memory[:, :5])[1]])
 
 
 def test_slotted_self_cache_without_a_mask_is_rejected():
