@@ -97,6 +97,7 @@ LABELS = {
     "ct2_float32": "CTranslate2 float32",
     "ct2_int8": "CTranslate2 int8",
     "keras_hub": "keras-hub BeamSampler (ids)",
+    "saved_model_baseline": "SavedModel float32, --baseline_tree",
 }
 MODES = ("single", "batch")
 
@@ -115,10 +116,11 @@ class OutputLength:
 FORCED = OutputLength(min_length_ratio=1.0, max_extra_length=1, forced=True)
 # Trained weights: the search's own defaults, the model ends each translation.
 FREE = OutputLength(DEFAULT_SEARCH.min_length_ratio, DEFAULT_SEARCH.max_extra_length, forced=False)
-# (numerator, denominator, target on base) of the ratios of sentences/s the issue sets.
+# (numerator, denominator, target) of the ratios of sentences/s: the issues' targets (None: none).
 RATIOS = (
     ("saved_model_int8", "saved_model_float32", 1.5),
-    ("saved_model_float32", "ct2_float32", 0.5),
+    ("saved_model_float32", "ct2_float32", 1.0),
+    ("saved_model_float32", "saved_model_baseline", None),
 )
 DEFAULT_SENTENCES = os.path.join(REPO_ROOT, "cache", "corpora", "deb-en-de", "test.tsv")
 DEFAULT_VOCABULARY = os.path.join(REPO_ROOT, "cache", "corpora", "deb-en-de", "spm-bpe-4000.model")
@@ -162,6 +164,13 @@ def parse_args(argv=None):
     )
     parser.add_argument("--systems", default=",".join(SYSTEMS), help=f"Comma-separated, of {', '.join(SYSTEMS)}.")
     parser.add_argument(
+        "--baseline_tree",
+        default=None,
+        help="Another checkout of this repository (e.g. `git worktree add ../base HEAD~3`): its `python -m "
+        "export` makes a float32 SavedModel of each size, measured beside the others as saved_model_baseline "
+        "(the anchor of a change to the exported graph).",
+    )
+    parser.add_argument(
         "--shortlist",
         type=int,
         default=0,
@@ -204,6 +213,13 @@ def check_args(parser, args):
         args.length_buckets = [int(value) for value in args.length_buckets.split(",") if value.strip()]
     except ValueError:
         parser.error(f"--length_buckets={args.length_buckets}: expected comma-separated integers, e.g. 16,32,64")
+    if args.baseline_tree is not None:
+        if not os.path.isfile(os.path.join(args.baseline_tree, "export", "__main__.py")):
+            parser.error(
+                f"--baseline_tree={args.baseline_tree}: not a checkout of this repository (no export/__main__.py)"
+            )
+        if args.shortlist:
+            parser.error("--baseline_tree measures the plain search: leave --shortlist out")
     if not os.path.isfile(args.sentences):
         parser.error(f"--sentences={args.sentences}: no such file (a text file, or a TSV whose first column is read)")
     args.run_preset = None
@@ -414,10 +430,12 @@ def build_artefacts(run_path, checkpoint, output_length, scratch, args):
     from export.exporter import export_model
 
     paths, seconds = {}, {}
-    for name in args.systems:
+    for name in args.systems + (["saved_model_baseline"] if args.baseline_tree else []):
         start = time.perf_counter()
         target = os.path.join(scratch, name)
-        if name.startswith("saved_model"):
+        if name == "saved_model_baseline":
+            paths[name] = baseline_export(run_path, checkpoint, output_length, target, args)
+        elif name.startswith("saved_model"):
             paths[name] = export_model(
                 run_path,
                 target,
@@ -441,6 +459,33 @@ def build_artefacts(run_path, checkpoint, output_length, scratch, args):
             paths[name] = None
         seconds[name] = round(time.perf_counter() - start, 1)
     return paths, seconds
+
+
+def baseline_export(run_path, checkpoint, output_length, target, args):
+    """The float32 SavedModel version directory that `args.baseline_tree`'s `python -m export` writes
+    under `target` for the run `run_path`, with the search and buckets of this script's exports."""
+    import subprocess
+
+    command = [
+        sys.executable,
+        "-m",
+        "export",
+        f"--model_dir={os.path.abspath(run_path)}",
+        f"--export_dir={os.path.abspath(target)}",
+        f"--checkpoint={checkpoint}",
+        f"--beam_size={args.beam_size}",
+        f"--alpha={args.alpha}",
+        f"--max_input_length={args.max_input_length}",
+        f"--max_extra_length={output_length.max_extra_length}",
+        f"--min_length_ratio={output_length.min_length_ratio}",
+        f"--length_buckets={','.join(str(length) for length in args.length_buckets)}",
+        "--version=1",
+    ]
+    if subprocess.run(command, cwd=args.baseline_tree, check=False).returncode != 0:
+        raise SystemExit(
+            f"cpu_inference.py: --baseline_tree={args.baseline_tree}: its export failed; its error is above"
+        )
+    return os.path.join(target, "1")
 
 
 def load_system(name, path, run_path, inputs, args):
@@ -612,7 +657,7 @@ def ratios(results):
                     results[numerator][mode]["sentences_per_second"]
                     / results[denominator][mode]["sentences_per_second"]
                 )
-                found.setdefault(mode, {})[f"{numerator} / {denominator}"] = {"ratio": value, "target_on_base": target}
+                found.setdefault(mode, {})[f"{numerator} / {denominator}"] = {"ratio": value, "target": target}
     return found
 
 
@@ -787,7 +832,8 @@ def main(argv=None):
     for size, entry in summary["sizes"].items():
         for mode, found in entry["ratios"].items():
             for name, ratio in found.items():
-                print(f"{size}, {mode}: {name} = {ratio['ratio']:.2f}x (target on base: {ratio['target_on_base']}x)")
+                target = "" if ratio["target"] is None else f" (target: {ratio['target']}x)"
+                print(f"{size}, {mode}: {name} = {ratio['ratio']:.2f}x{target}")
     if os.path.dirname(args.output):
         os.makedirs(os.path.dirname(args.output), exist_ok=True)
     with open(args.output, "w", encoding="utf-8") as handle:
