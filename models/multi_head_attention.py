@@ -23,8 +23,8 @@ class GroupedBias(NamedTuple):
     that each layer adds it to its logits as it is. Tensors only (a Keras call argument)."""
 
     bias: Any  # float32 [cache_rows, 1, group_rows, key_length]: 0 where a query may attend
-    cache_rows: Any  # int32 scalar: rows of the caches it was made for
-    group_rows: Any  # int32 scalar: query rows per cache row times the query length
+    cache_rows: Any  # int32 scalar: rows of the caches it was made for (read where not static)
+    group_rows: Any  # int32 scalar: query rows per cache row times the query length (the same)
 
 
 def grouped_bias(attention_mask, query_rows, query_length, keys, name):
@@ -283,6 +283,9 @@ class MultiHeadAttention(keras.layers.Layer):
         query_rows, query_length = attention_cache.dimension(queries, 0), attention_cache.dimension(queries, 1)
         if isinstance(attention_mask, GroupedBias):
             bias, cache_rows, group_rows = attention_mask
+            # Static sizes where the bias has them (JAX reshapes take no traced sizes).
+            cache_rows = cache_rows if bias.shape[0] is None else bias.shape[0]
+            group_rows = group_rows if bias.shape[2] is None else bias.shape[2]
         else:
             self._check_mask(attention_mask)
             groups = attention_cache.rows_per_cache_row(queries, keys, self.name)
@@ -298,7 +301,8 @@ class MultiHeadAttention(keras.layers.Layer):
         attended, weights = self._attend(grouped, keys, values, bias, scale, training)
         attended = ops.reshape(attended, leading(queries, 2) + (self.num_heads, self.head_dim))
         key_length = attention_cache.dimension(keys, 2)
-        groups = ops.floor_divide(group_rows, query_length)
+        static = isinstance(group_rows, int) and isinstance(query_length, int)
+        groups = group_rows // query_length if static else ops.floor_divide(group_rows, query_length)
         weights = ops.reshape(weights, (cache_rows, self.num_heads, groups, query_length, key_length))
         weights = ops.reshape(
             ops.transpose(weights, (0, 2, 1, 3, 4)), (query_rows, self.num_heads, query_length, key_length)
