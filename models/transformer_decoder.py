@@ -157,7 +157,7 @@ class TransformerDecoder(TransformerStackBase):
         """The keys of the first of `caches`, or ValueError when the layers' caches differ in shape."""
         shapes = {tuple(keys.shape) for keys, _ in caches}
         if len(shapes) > 1:
-            raise ValueError(f"{self.name}: the {kind} caches must share one shape, received {sorted(shapes)}")
+            raise ValueError(f"{self.name}: the {kind} caches must share one shape, received {sorted(shapes, key=str)}")
         return caches[0][0]
 
     def call(
@@ -182,7 +182,8 @@ class TransformerDecoder(TransformerStackBase):
                 f"received {attention_layer}"
             )
         scored = attention_layer % self.num_layers if return_attention_scores else None
-        rows, length = attention_cache.dimension(inputs, 0), attention_cache.dimension(inputs, 1)
+        if self_caches is not None or cross_caches is not None:
+            rows, length = attention_cache.dimension(inputs, 0), attention_cache.dimension(inputs, 1)
         # What is the same in every layer is made once for them all: where a decoding call writes
         # its keys and values, and the masks as the biases each layer adds to its logits.
         if self_caches is not None and cache_index is not None:
