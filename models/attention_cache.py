@@ -13,6 +13,8 @@ from typing import Any, NamedTuple
 
 from keras import ops
 
+from models.shapes import dimension
+
 
 class BufferOps(NamedTuple):
     """How cache buffers are made and written.
@@ -74,12 +76,6 @@ def concrete_int(value):
         return None
 
 
-def dimension(tensor, axis):
-    """`tensor`'s size along `axis`: a Python int when static, else an int32 scalar tensor."""
-    size = concrete_int(tensor.shape[axis])
-    return ops.shape(tensor)[axis] if size is None else size
-
-
 def empty_cache(batch_size, num_heads, cache_length, head_dim, dtype):
     """A zero self-attention cache: `(keys, values)`, each `[batch_size, num_heads, cache_length, head_dim]`."""
     shape = (batch_size, num_heads, cache_length, head_dim)
@@ -99,15 +95,10 @@ def check_cache(cache, num_heads, head_dim, name):
     return tuple(cache)
 
 
-def rows_per_cache_row(queries, keys, name):
-    """How many consecutive query rows share a row of the cache: a Python int when both batch
-    sizes are static, else an int32 scalar tensor. ValueError when it is not a whole number."""
-    query_rows = concrete_int(queries.shape[0])
-    return rows_per_cache_row_of(ops.shape(queries)[0] if query_rows is None else query_rows, keys, name)
-
-
-def rows_per_cache_row_of(query_rows, keys, name):
-    """`rows_per_cache_row` of `query_rows` query rows (an int or an int32 scalar tensor)."""
+def rows_per_cache_row(query_rows, keys, name):
+    """How many consecutive query rows of `query_rows` (an int or an int32 scalar tensor) share a
+    row of the cache: a Python int when both are static, else an int32 scalar tensor. ValueError
+    when it is not a whole number."""
     query_rows_static, cache_rows = concrete_int(query_rows), concrete_int(keys.shape[0])
     if query_rows_static is None or cache_rows is None:  # An empty batch counts as one row per cache row.
         return ops.maximum(ops.floor_divide(query_rows, ops.maximum(ops.shape(keys)[0], 1)), 1)
@@ -127,7 +118,7 @@ def plan_write(keys, query_rows, length, cache_index, name):
     query row `r` writes row `r // n` from position `(r % n) * cache_length / n + cache_index`.
     Raises `ValueError` on positions that do not fit in a slot (names layer `name`)."""
     start = concrete_int(cache_index)
-    slots = rows_per_cache_row_of(query_rows, keys, name)
+    slots = rows_per_cache_row(query_rows, keys, name)
     cache_length = keys.shape[2]
     length_static = concrete_int(length)
     slot_length = None if cache_length is None or not isinstance(slots, int) else cache_length // slots

@@ -3,8 +3,8 @@
 
 from keras import ops
 
-from models.attention_cache import dimension
 from models.search_part import LARGE_NEGATIVE, SearchPart
+from models.shapes import dimension
 
 
 class MinimumLength(SearchPart):

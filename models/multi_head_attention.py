@@ -12,7 +12,7 @@ from keras import ops
 from models import attention_cache
 from models.fast_paths.bit_mask_dropout import Dropout
 from models.fast_paths.fused_dense import Dense
-from models.shapes import leading
+from models.shapes import dimension, leading
 
 # The additive bias of a masked-out key: its weight underflows to 0 after the softmax.
 MASKED_BIAS = -1e9
@@ -34,8 +34,8 @@ def grouped_bias(attention_mask, query_rows, query_length, keys, name):
     `query_length` are ints or int32 scalars. Raises ValueError (naming layer `name`) when the query
     rows are not a multiple of the cache rows."""
     check_mask(attention_mask, name)
-    groups = attention_cache.rows_per_cache_row_of(query_rows, keys, name)
-    cache_rows, key_length = attention_cache.dimension(keys, 0), attention_cache.dimension(keys, 2)
+    groups = attention_cache.rows_per_cache_row(query_rows, keys, name)
+    cache_rows, key_length = dimension(keys, 0), dimension(keys, 2)
     group_rows = groups * query_length
     mask = ops.broadcast_to(attention_mask, (query_rows, query_length, key_length))
     mask = ops.reshape(mask, (cache_rows, group_rows, key_length))[:, None, :, :]
@@ -280,27 +280,26 @@ class MultiHeadAttention(keras.layers.Layer):
         into one operand, so its keys and values are read once per step; the per-row mask
         `[query_batch, query_length, key_length]`, or its `GroupedBias` for these caches, selects
         each row's slots. Weights come back per query row."""
-        query_rows, query_length = attention_cache.dimension(queries, 0), attention_cache.dimension(queries, 1)
+        query_rows, query_length = dimension(queries, 0), dimension(queries, 1)
         if isinstance(attention_mask, GroupedBias):
             bias, cache_rows, group_rows = attention_mask
             # Static sizes where the bias has them (JAX reshapes take no traced sizes).
             cache_rows = cache_rows if bias.shape[0] is None else bias.shape[0]
             group_rows = group_rows if bias.shape[2] is None else bias.shape[2]
         else:
-            self._check_mask(attention_mask)
-            groups = attention_cache.rows_per_cache_row(queries, keys, self.name)
+            groups = attention_cache.rows_per_cache_row(query_rows, keys, self.name)
             if isinstance(groups, int) and groups == 1:
                 mask = self._check_mask(attention_mask)
                 bias = None if mask is None else _additive(mask)
                 return self._attend(queries, keys, values, bias, scale, training)
             if attention_mask is None:
-                bias, cache_rows, group_rows = None, attention_cache.dimension(keys, 0), groups * query_length
+                bias, cache_rows, group_rows = None, dimension(keys, 0), groups * query_length
             else:
                 bias, cache_rows, group_rows = grouped_bias(attention_mask, query_rows, query_length, keys, self.name)
         grouped = ops.reshape(queries, (cache_rows, group_rows, self.num_heads, self.head_dim))
         attended, weights = self._attend(grouped, keys, values, bias, scale, training)
         attended = ops.reshape(attended, leading(queries, 2) + (self.num_heads, self.head_dim))
-        key_length = attention_cache.dimension(keys, 2)
+        key_length = dimension(keys, 2)
         static = isinstance(group_rows, int) and isinstance(query_length, int)
         groups = group_rows // query_length if static else ops.floor_divide(group_rows, query_length)
         weights = ops.reshape(weights, (cache_rows, self.num_heads, groups, query_length, key_length))

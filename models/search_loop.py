@@ -7,8 +7,8 @@ from typing import Any, NamedTuple
 import keras
 from keras import ops
 
-from models.attention_cache import dimension
 from models.search_part import DEAD_THRESHOLD, LARGE_NEGATIVE, SCORE_DTYPE, Candidates, StepInputs
+from models.shapes import dimension
 
 # The score of a returned row that holds no hypothesis (a sentence whose constraints were not met,
 # or fewer possible hypotheses than `num_return`): a score at or below it is no translation.

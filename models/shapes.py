@@ -7,6 +7,12 @@ target built of such sizes a `Pack`, at every call: in a decoding step, a few pe
 from keras import ops
 
 
+def dimension(tensor, axis):
+    """`tensor`'s size along `axis`: a Python int when static, else an int32 scalar tensor."""
+    size = tensor.shape[axis]
+    return ops.shape(tensor)[axis] if size is None else int(size)
+
+
 def leading(tensor, count):
     """The first `count` sizes of `tensor` as a reshape target: static sizes as ints, a single
     unknown one as -1; with more than one unknown size (or a zero size, which leaves -1

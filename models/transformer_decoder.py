@@ -11,6 +11,7 @@ from models import attention_cache
 from models.attention_cache import concrete_int
 from models.layer_stack import TransformerLayerBase, TransformerStackBase
 from models.multi_head_attention import GroupedBias, grouped_bias
+from models.shapes import dimension
 
 
 def causal_attention_mask(query_length, key_length, start_position=0):
@@ -183,7 +184,7 @@ class TransformerDecoder(TransformerStackBase):
             )
         scored = attention_layer % self.num_layers if return_attention_scores else None
         if self_caches is not None or cross_caches is not None:
-            rows, length = attention_cache.dimension(inputs, 0), attention_cache.dimension(inputs, 1)
+            rows, length = dimension(inputs, 0), dimension(inputs, 1)
         # What is the same in every layer is made once for them all: where a decoding call writes
         # its keys and values, and the masks as the biases each layer adds to its logits.
         if self_caches is not None and cache_index is not None:

@@ -28,9 +28,9 @@ def test_query_rows_write_their_own_slots_at_the_cache_index():
 
 def test_rows_per_cache_row_and_its_errors():
     queries, keys = np.zeros((6, 1, HEADS, HEAD_DIM)), np.zeros((2, HEADS, 4, HEAD_DIM))
-    assert attention_cache.rows_per_cache_row(queries, keys, "attention") == 3
+    assert attention_cache.rows_per_cache_row(queries.shape[0], keys, "attention") == 3
     with pytest.raises(ValueError, match="attention: 6 query rows cannot share"):
-        attention_cache.rows_per_cache_row(queries, np.zeros((4, HEADS, 4, HEAD_DIM)), "attention")
+        attention_cache.rows_per_cache_row(queries.shape[0], np.zeros((4, HEADS, 4, HEAD_DIM)), "attention")
 
 
 def test_positions_beyond_a_slot_and_malformed_caches_are_rejected():
