@@ -18,6 +18,7 @@ from models.search_config import (
     EXPORT_MAX_INPUT_LENGTH,
     SEARCH_SETTINGS,
     SETTING_BOUNDS,
+    SETTING_CHOICES,
     SETTING_HELP,
     Sampling,
     SearchConfig,
@@ -43,7 +44,14 @@ SAMPLING_FLAGS = {
 
 def _setting_parser(name):
     """An absl parser of search setting `name` that checks it with `check_setting`; its lower
-    bound only words the flag's help ("a positive integer")."""
+    bound only words the flag's help ("a positive integer"), as a string setting's choices do."""
+    if name in SETTING_CHOICES:
+
+        class ChoiceParser(flags.EnumParser):
+            def parse(self, argument):
+                return check_setting(name, argument)
+
+        return ChoiceParser(SETTING_CHOICES[name])
     kind, least = SETTING_BOUNDS[name]
     base = flags.IntegerParser if kind is int else flags.FloatParser
 
@@ -178,7 +186,7 @@ def apply_run_search(flag_values, model_dir):
     for name, value in settings.items():
         if not flag_values[name].present:
             flag_values[name].value = value
-            applied.append(f"--{name}={value:g}")
+            applied.append(f"--{name}={value}" if isinstance(value, str) else f"--{name}={value:g}")
     if not applied:
         return None
     chosen_for = config["search"].get("chosen_for", "recorded by train.py")

@@ -52,11 +52,13 @@ def search_settings(record, where):
             raise ModelDirError(f'{where}: "search" has {name!r}, which is not one of {", ".join(RECORDED_SEARCH)}')
         try:
             settings[name] = check_setting(name, value)
-        except SearchConfigError:
-            kind, least = SETTING_BOUNDS[name]
-            raise ModelDirError(
-                f'{where}: "search" has {name}={value!r}; it must be {kind.__name__} >= {least}'
-            ) from None
+        except SearchConfigError as error:
+            if name in SETTING_BOUNDS:
+                kind, least = SETTING_BOUNDS[name]
+                expected = f"{kind.__name__} >= {least}"
+            else:
+                expected = error.expected
+            raise ModelDirError(f'{where}: "search" has {name}={value!r}; it must be {expected}') from None
     return settings
 
 

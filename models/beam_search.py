@@ -13,7 +13,7 @@ from models.constrained_search import LexicalConstraints
 from models.forced_prefix import ForcedPrefix
 from models.minimum_length import MinimumLength
 from models.no_repeat_ngram import NoRepeatNgram
-from models.search_config import DEFAULT_SEARCH
+from models.search_config import DEFAULT_SEARCH, check_setting
 from models.search_loop import UNMET_SCORE, LoopSettings, SearchResult, clipped_max_lengths, length_penalty, run_search
 
 __all__ = [
@@ -44,6 +44,7 @@ def beam_search(
     prefix_ids=None,
     constraint_ids=None,
     no_repeat_ngram_size=0,
+    stopping=DEFAULT_SEARCH.stopping,
 ):
     """Finds the `num_return` best translations of every sentence by beam search.
 
@@ -74,6 +75,10 @@ def beam_search(
             `pad_id` scored `UNMET_SCORE`.
         no_repeat_ngram_size: int >= 0: no hypothesis holds an n-gram of this many output tokens
             twice (a forced prefix token excepted); 0: no guard.
+        stopping: when a sentence's search ends (`SearchConfig.stopping`): "exact", once no alive
+            hypothesis could reach the `num_return` best finished ones even at its maximum length,
+            so that they are the n-best of the whole search; "heuristic", once none would if it
+            ended at the next step (fewer steps; a later, longer ending is not looked for).
 
     Returns:
         `SearchResult(ids, scores)`, best first: `ids` int32 `[batch, num_return, max_decode_length]`
@@ -99,6 +104,7 @@ def beam_search(
         prefix_ids=prefix_ids,
         constraint_ids=constraint_ids,
         no_repeat_ngram_size=no_repeat_ngram_size,
+        stopping=stopping,
     )
 
 
@@ -115,6 +121,7 @@ def greedy_search(
     pad_id=PAD_ID,
     prefix_ids=None,
     no_repeat_ngram_size=0,
+    stopping=DEFAULT_SEARCH.stopping,
 ):
     """Greedy decoding: the most likely token at every step, until EOS or the max length.
 
@@ -139,6 +146,7 @@ def greedy_search(
         pad_id=pad_id,
         prefix_ids=prefix_ids,
         no_repeat_ngram_size=no_repeat_ngram_size,
+        stopping=stopping,
     )
 
 
@@ -156,6 +164,7 @@ def sampling_search(
     pad_id=PAD_ID,
     prefix_ids=None,
     no_repeat_ngram_size=0,
+    stopping=DEFAULT_SEARCH.stopping,
 ):
     """Decoding by sampling: `greedy_search` with each token drawn by `sampler` instead of the argmax.
 
@@ -184,13 +193,14 @@ def sampling_search(
         min_lengths=min_lengths,
         prefix_ids=prefix_ids,
         no_repeat_ngram_size=no_repeat_ngram_size,
+        stopping=stopping,
     )
 
 
 def search_options(search):
     """The keyword arguments of every search that a `SearchConfig` gives as they are (its length
     settings become each sentence's `max_lengths` and `min_lengths` with its source length)."""
-    return {"alpha": search.alpha, "no_repeat_ngram_size": search.no_repeat_ngram_size}
+    return {"alpha": search.alpha, "no_repeat_ngram_size": search.no_repeat_ngram_size, "stopping": search.stopping}
 
 
 def _search(
@@ -210,6 +220,7 @@ def _search(
     prefix_ids,
     constraint_ids=None,
     no_repeat_ngram_size=0,
+    stopping=DEFAULT_SEARCH.stopping,
     sampler=None,
     reorder_state=None,
 ):
@@ -219,6 +230,7 @@ def _search(
     initial_ids, max_lengths, min_lengths, prefix_ids = _validate(
         beam_size, max_decode_length, alpha, num_return, initial_ids, max_lengths, min_lengths, prefix_ids
     )
+    check_setting("stopping", stopping)
     settings = LoopSettings(
         beam_size=int(beam_size),
         num_candidates=candidates_per_beam * int(beam_size),
@@ -227,6 +239,7 @@ def _search(
         eos_id=eos_id,
         pad_id=pad_id,
         num_return=int(num_return),
+        stopping=stopping,
         sampler=sampler,
         reorder_state=reorder_state,
     )

@@ -13,13 +13,18 @@ class _Range(NamedTuple):
     least: float | None = None  # None: no lower bound
     strict: bool = False  # `least` itself is refused
     most: float | None = None  # None: no upper bound
+    choices: tuple = ()  # a string setting's values
 
     def holds(self, value):
+        if self.choices:
+            return value in self.choices
         above = self.least is None or (value > self.least if self.strict else value >= self.least)
         return above and (self.most is None or value <= self.most)
 
     def words(self):
-        """The range as a message says it: ">= 1", "> 0", "in (0, 1]"; "" for any value."""
+        """The range as a message says it: ">= 1", "> 0", "in (0, 1]", "one of 'a', 'b'"; "" for any value."""
+        if self.choices:
+            return f"one of {', '.join(map(repr, self.choices))}"
         if self.most is not None:
             return f"in {'(' if self.strict else '['}{self.least:g}, {self.most:g}]"
         if self.least is None:
@@ -27,6 +32,9 @@ class _Range(NamedTuple):
         return f"{'>' if self.strict else '>='} {self.least:g}"
 
 
+# When a sentence's beam search ends (`models.beam_search.beam_search`): "exact", the default, once
+# no alive hypothesis could still beat the returned ones; "heuristic", once none would at the next step.
+STOPPING_RULES = ("exact", "heuristic")
 # Each setting's type and range: what `check_setting` accepts.
 _RANGES = {
     "beam_size": _Range(int, 1),
@@ -36,6 +44,7 @@ _RANGES = {
     "max_input_length": _Range(int, 2),  # A token and EOS.
     "no_repeat_ngram_size": _Range(int, 0),  # 0: off; 1 bars repeating any token (as in fairseq).
     "shortlist": _Range(int, 0),  # 0: off (the whole vocabulary).
+    "stopping": _Range(str, choices=STOPPING_RULES),
     "top_k": _Range(int, 0),
     "temperature": _Range(float, 0.0, strict=True),
     "seed": _Range(int),
@@ -47,7 +56,9 @@ SETTING_BOUNDS = {
     for name, range_ in _RANGES.items()
     if range_.least is not None and not range_.strict and range_.most is None
 }
-_KINDS = {int: "an int", float: "a number"}
+# The values of each string setting: its flag's choices.
+SETTING_CHOICES = {name: range_.choices for name, range_ in _RANGES.items() if range_.choices}
+_KINDS = {int: "an int", float: "a number", str: "a string"}
 
 
 class SearchConfigError(UserError, ValueError):
@@ -69,16 +80,20 @@ class SearchConfigError(UserError, ValueError):
 
 
 def check_setting(name, value):
-    """`value` as decoding setting `name` holds it (an int, or a float for alpha,
-    min_length_ratio, temperature and top_p); None is kept for max_input_length.
+    """`value` as decoding setting `name` holds it (an int, a float for alpha, min_length_ratio,
+    temperature and top_p, or one of the strings of `stopping`); None is kept for max_input_length.
 
     Raises:
-        SearchConfigError: a bool, a string, a float for an int setting, NaN, or a value out of
-            the setting's range.
+        SearchConfigError: a bool, a string for a number, a float for an int setting, NaN, or a
+            value out of the setting's range.
     """
     if value is None and name == "max_input_length":
         return None
     range_ = _RANGES[name]
+    if range_.kind is str:
+        if not isinstance(value, str) or not range_.holds(value):
+            raise SearchConfigError(name, value)
+        return value
     number = isinstance(value, (int, float)) and not isinstance(value, bool)
     if not number or (range_.kind is int and not isinstance(value, int)) or not range_.holds(value):
         raise SearchConfigError(name, value)
@@ -142,6 +157,10 @@ class SearchConfig:
             the output projection of a batch is restricted to the `shortlist` best target pieces of
             each of its source pieces in the run's lexical table, plus the table's most frequent
             target pieces; 0 (the paper's search) is the whole vocabulary.
+        stopping: when a sentence's search ends: "exact" (the default), once no alive hypothesis
+            could beat the returned ones even at its maximum length (Tensor2Tensor's rule, the
+            paper's "terminate early when possible"); "heuristic", once none would by ending at the next step, as
+            OpenNMT-py and CTranslate2 stop (fewer steps; docs/translating.md, "The search").
         sampling: a `Sampling` to draw translations instead of searching (a run's translator
             only); None: the beam search.
 
@@ -186,6 +205,15 @@ class SearchConfig:
         "Vocabulary shortlist baked into the graph (the run's lexical table, python -m training.shortlist): each "
         "batch's output is restricted to the best this many target pieces of each of its source pieces, plus the "
         "table's most frequent pieces; 0: the whole vocabulary.",
+    )
+    stopping: str = _setting(
+        "exact",
+        "When a sentence's search ends: exact (the default), once no alive hypothesis could beat the returned "
+        "ones even at its maximum length; heuristic, once none would by ending at the next step (fewer steps, as "
+        "CTranslate2 and OpenNMT-py stop).",
+        "When a sentence's search ends, baked into the graph: exact, once no alive hypothesis could beat the "
+        "returned ones even at its maximum length; heuristic, once none would by ending at the next step (fewer "
+        "steps, as CTranslate2 and OpenNMT-py stop).",
     )
 
     def __post_init__(self):

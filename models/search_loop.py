@@ -34,6 +34,7 @@ class LoopSettings(NamedTuple):
     eos_id: int
     pad_id: int
     num_return: int
+    stopping: str = "exact"  # when a sentence is done (`_sentence_done`): "exact" or "heuristic"
     sampler: Any = None  # `(logits, step) -> tokens [rows]`: each hypothesis draws its one token
     reorder_state: Any = None  # `(state, parent_rows) -> state`; None gathers every tensor on axis 0
 
@@ -47,6 +48,7 @@ class _Hypotheses(NamedTuple):
     finished_seq: Any  # int32 [batch, beam, L + 1]
     finished_scores: Any  # float32 [batch, beam], length-penalised
     finished_part_states: tuple  # the state of the finished hypotheses, for parts that keep it
+    done: Any  # bool [batch]: the sentence's returned hypotheses are final (`_sentence_done`)
 
 
 class _Loop(NamedTuple):
@@ -90,12 +92,18 @@ def run_search(next_logits_fn, initial_ids, initial_state, max_lengths, parts, s
     max_length_penalty = length_penalty(max_lengths, settings.alpha)  # [batch]
 
     def cond(step, hypotheses, state):
-        done = _sentence_done(hypotheses.alive_log_probs, hypotheses.finished_scores, max_length_penalty)
-        return ops.logical_and(step < settings.max_decode_length, ops.logical_not(ops.all(done)))
+        return ops.logical_and(step < settings.max_decode_length, ops.logical_not(ops.all(hypotheses.done)))
 
     def body(step, hypotheses, state):
         hypotheses, state = _step(loop, step, hypotheses, state)
-        return step + 1, hypotheses, state
+        step += 1
+        if settings.stopping == "exact":  # The longest an alive hypothesis may grow.
+            penalty = max_length_penalty
+        else:  # The length of an alive hypothesis that ends at the next step.
+            penalty = length_penalty(ops.minimum(step + 1, max_lengths), settings.alpha)
+        done = _sentence_done(hypotheses.alive_log_probs, hypotheses.finished_scores, penalty, settings.num_return)
+        # Once done, a sentence stays done: the rest of its batch does not change its translation.
+        return step, hypotheses._replace(done=ops.logical_or(hypotheses.done, done)), state
 
     step = ops.convert_to_tensor(0, dtype="int32")
     _, hypotheses, _ = ops.while_loop(cond, body, (step, hypotheses, initial_state))
@@ -118,7 +126,10 @@ def _initial_hypotheses(initial_ids, positions, parts, settings):
     # An empty finished slot scores LARGE_NEGATIVE: any real hypothesis replaces it.
     finished_scores = ops.full_like(alive_log_probs, LARGE_NEGATIVE)
     finished_part_states = tuple(s if p.keeps_finished_state else () for p, s in zip(parts, part_states))
-    return _Hypotheses(alive_seq, alive_log_probs, part_states, finished_seq, finished_scores, finished_part_states)
+    done = ops.zeros_like(initial_ids, "bool")
+    return _Hypotheses(
+        alive_seq, alive_log_probs, part_states, finished_seq, finished_scores, finished_part_states, done
+    )
 
 
 def _step(loop, step, hypotheses, state):
@@ -144,6 +155,8 @@ def _step(loop, step, hypotheses, state):
     for part, cand_state in zip(parts, cand_states):
         may_finish = part.may_finish(cand_state)
         finishing = finishing if may_finish is None else ops.logical_and(finishing, may_finish)
+    # A done sentence's returned hypotheses are final: nothing joins its finished set.
+    finishing = ops.logical_and(finishing, ops.logical_not(hypotheses.done)[:, None])
     finished = _keep_best_finished(
         hypotheses, parts, cand_seq, cand_states, candidates, finishing, length, settings, sentence_index
     )
@@ -159,7 +172,7 @@ def _step(loop, step, hypotheses, state):
     part_states = tuple(_gather_tree(cand_state, chosen, sentence_index) for cand_state in cand_states)
     parent_beam = ops.take_along_axis(candidates.beam, chosen, axis=1)  # [batch, beam]
     state = _follow_parents(state, parent_beam, sentence_index, settings)
-    return _Hypotheses(alive_seq, alive_log_probs, part_states, *finished), state
+    return _Hypotheses(alive_seq, alive_log_probs, part_states, *finished, hypotheses.done), state
 
 
 def _offers(inputs, parts, part_states, settings):
@@ -218,8 +231,6 @@ def _keep_best_finished(hypotheses, parts, cand_seq, cand_states, candidates, fi
     `beam_size` of the old finished and the `finishing` candidates, by length-penalised score."""
     scores = ops.where(finishing, candidates.log_probs / length_penalty(length, settings.alpha), LARGE_NEGATIVE)
     pooled_scores = ops.concatenate([hypotheses.finished_scores, scores], axis=1)
-    # Once a sentence is done, every later candidate scores below its worst finished hypothesis
-    # (`_sentence_done`), so its finished set no longer changes while the rest of the batch goes on.
     finished_scores, chosen = ops.top_k(pooled_scores, settings.beam_size)
     finished_seq = _gather_beams(ops.concatenate([hypotheses.finished_seq, cand_seq], axis=1), chosen, sentences)
     finished_part_states = tuple(
@@ -233,16 +244,22 @@ def _keep_best_finished(hypotheses, parts, cand_seq, cand_states, candidates, fi
     return finished_seq, finished_scores, finished_part_states
 
 
-def _sentence_done(alive_log_probs, finished_scores, max_length_penalty):
-    """[batch] bool: the sentence's finished set can no longer change."""
+def _sentence_done(alive_log_probs, finished_scores, bound_penalty, num_return):
+    """[batch] bool: the sentence's `num_return` best finished hypotheses are final.
+
+    An alive hypothesis scores at best `best_alive / bound_penalty` when it ends: with the length
+    penalty at the maximum length (`stopping="exact"`), that bound holds for every ending, since for
+    alpha >= 0 the penalty grows with the length and a log-probability only falls as tokens are
+    added; at the next step's length (`"heuristic"`), it assumes that no longer ending would score
+    better, as OpenNMT-py and CTranslate2 stop once the best hypothesis has ended.
+    """
     best_alive = ops.max(alive_log_probs, axis=1)
-    # For alpha >= 0, lp grows with the length and a log-probability only falls when tokens
-    # are added, so an alive hypothesis can end with at best best_alive / lp(max length).
-    best_possible = best_alive / max_length_penalty
-    # Stays LARGE_NEGATIVE until beam_size hypotheses have finished, so the n-best is exact.
-    worst_finished = ops.min(finished_scores, axis=1)
+    best_possible = best_alive / bound_penalty
+    # Finished scores are kept best first; the num_return-th stays LARGE_NEGATIVE until that many
+    # hypotheses have finished, so the returned n-best never holds an empty slot that could fill.
+    last_returned = finished_scores[:, num_return - 1]
     no_alive = best_alive <= DEAD_THRESHOLD
-    return ops.logical_or(no_alive, best_possible < worst_finished)
+    return ops.logical_or(no_alive, best_possible < last_returned)
 
 
 def _gather_beams(x, beam_indices, sentence_index):

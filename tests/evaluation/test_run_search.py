@@ -16,7 +16,15 @@ from cli import search_flags
 from common.errors import UserError
 from inference.loading import load_translator
 from inference.runs import RunDir, search_settings
-from models.search_config import DEFAULT_SEARCH, SEARCH_SETTINGS, SETTING_HELP, Sampling, SearchConfig, check_setting
+from models.search_config import (
+    DEFAULT_SEARCH,
+    SEARCH_SETTINGS,
+    SETTING_CHOICES,
+    SETTING_HELP,
+    Sampling,
+    SearchConfig,
+    check_setting,
+)
 from tests.helpers import REPO_ROOT, TOOL_ENV
 
 RECORDED = {"alpha": 1.0, "min_length_ratio": 0.8, "chosen_for": "recipe small_data"}
@@ -127,6 +135,7 @@ def test_the_repetition_guard_is_a_search_flag_and_a_recorded_setting():
         ({"alpha": -1.0}, '"search" has alpha=-1.0; it must be float >= 0.0'),
         ({"beam_size": 2.5}, '"search" has beam_size=2.5; it must be int >= 1'),
         ({"alpha": "1.0"}, "\"search\" has alpha='1.0'; it must be float >= 0.0"),
+        ({"stopping": "early"}, "\"search\" has stopping='early'; it must be one of 'exact', 'heuristic'"),
         ({"length_penalty": 1.0}, "\"search\" has 'length_penalty', which is not one of beam_size, alpha, "),
         ([1.0, 0.8], '"search" must be an object of search settings, found [1.0, 0.8]'),
     ],
@@ -153,6 +162,8 @@ def test_translate_py_refuses_a_bad_recorded_search_in_one_line(tiny_run, tmp_pa
 def _other_value(name):
     """A valid value of setting `name` other than its default."""
     default = getattr(DEFAULT_SEARCH, name)
+    if name in SETTING_CHOICES:
+        return next(choice for choice in SETTING_CHOICES[name] if choice != default)
     return check_setting(name, 3 if default is None else default + (1 if isinstance(default, int) else 0.5))
 
 

@@ -766,6 +766,93 @@ def test_search_stops_early():
     fn, initial_state = PrefixTable(logits).decoder([0], 4)
     beam_search(counted(fn), bos, initial_state, beam_size=4, max_decode_length=4, max_lengths=[2])
     assert steps == [0, 1]
+    # The heuristic stops after one step where the exact rule takes five (see SCRIPT_LONG_WINS); one
+    # hypothesis returned stops no later than four, and earlier for some sentences of a batch.
+    fn, initial_state = PrefixTable.scripted(SCRIPT_LONG_WINS, 5, DEFAULT_1).decoder([0], 2)
+    counts = []
+    for stopping in ("exact", "heuristic"):
+        del steps[:]
+        beam_search(counted(fn), bos, initial_state, beam_size=2, max_decode_length=5, alpha=2.0, stopping=stopping)
+        counts.append(len(steps))
+    assert counts == [5, 1]
+    table = BigramTable(12, 10, seed=23)
+    counts = []
+    for num_return in (4, 1):
+        del steps[:]
+        for source in range(12):  # Alone: the loop's steps are the sentence's.
+            fn, initial_state = table.decoder(np.array([source], np.int32), 4)
+            beam_search(
+                counted(fn), bos, initial_state, beam_size=4, max_decode_length=10, alpha=1.0, num_return=num_return
+            )
+        counts.append(len(steps))
+    assert counts[1] < counts[0], counts
+
+
+# An early ending leads after one step; a long one wins once its length penalty grows (alpha 2):
+# "EOS" scores log(0.6) = -0.51, "A A A A EOS" (log(0.35) + 4 log(0.99)) / (10 / 6) ** 2 = -0.39.
+SCRIPT_LONG_WINS = {
+    (): {EOS_ID: 0.6, A: 0.35, B: 0.05},
+    (A,): {A: 0.99, EOS_ID: 0.005, B: 0.005},
+    (A, A): {A: 0.99, EOS_ID: 0.005, B: 0.005},
+    (A, A, A): {A: 0.99, EOS_ID: 0.005, B: 0.005},
+    (A, A, A, A): {EOS_ID: 0.99, A: 0.005, B: 0.005},
+}
+
+
+def test_heuristic_stopping_ends_when_no_alive_hypothesis_would_win_at_the_next_step():
+    # After step 1 the best alive "A" (log 0.35) ending at length 2 would score -1.05 / (7 / 6) ** 2
+    # = -0.77, below "EOS": the heuristic stops and returns it; the exact rule goes on, since "A"
+    # could still reach -1.05 / (10 / 6) ** 2 = -0.38 at the maximum length, and finds the winner.
+    table = PrefixTable.scripted(SCRIPT_LONG_WINS, 5, DEFAULT_1)
+    exact_ids, exact_scores = run_beam(table, [0], 5, beam_size=2, alpha=2.0)
+    np.testing.assert_array_equal(exact_ids, [[[A, A, A, A, EOS_ID]]])
+    np.testing.assert_allclose(exact_scores, [[(math.log(0.35) + 4 * math.log(0.99)) / lp(5, 2.0)]], atol=1e-5)
+    ids, scores = run_beam(table, [0], 5, beam_size=2, alpha=2.0, stopping="heuristic")
+    np.testing.assert_array_equal(ids, [[[EOS_ID, PAD_ID, PAD_ID, PAD_ID, PAD_ID]]])
+    np.testing.assert_allclose(scores, [[math.log(0.6)]], atol=1e-5)
+    # With alpha 0 the penalty is 1 at every length, and both rules are the same bound.
+    for stopping in ("exact", "heuristic"):
+        ids, _ = run_beam(table, [0], 5, beam_size=2, alpha=0.0, stopping=stopping)
+        np.testing.assert_array_equal(ids, [[[EOS_ID, PAD_ID, PAD_ID, PAD_ID, PAD_ID]]])
+
+
+def test_a_sentence_done_early_keeps_its_translation_while_its_batch_goes_on():
+    # Sentence 1 cannot end before its maximum length, so the loop runs 5 steps; sentence 0 is done
+    # after one under the heuristic, and its "A A A A EOS" ending at step 5 must not replace "EOS".
+    long_runner = PrefixTable.scripted({}, 5, {A: 0.5, B: 0.5})
+    table = PrefixTable(
+        np.concatenate([PrefixTable.scripted(SCRIPT_LONG_WINS, 5, DEFAULT_1).logits, long_runner.logits])
+    )
+    kwargs = dict(beam_size=2, alpha=2.0, stopping="heuristic")
+    alone_ids, alone_scores = run_beam(table, [0], 5, **kwargs)
+    ids, scores = run_beam(table, [0, 1], 5, **kwargs)
+    assert alone_ids[0, 0, 0] == EOS_ID
+    np.testing.assert_array_equal(ids[0], alone_ids[0])
+    np.testing.assert_allclose(scores[0], alone_scores[0], atol=1e-6)
+    assert np.all(ids[1, 0] != PAD_ID)  # the long runner ran to its maximum length
+
+
+@pytest.mark.parametrize("alpha", [0.6, 2.0])
+def test_the_best_hypothesis_alone_is_the_best_of_the_whole_n_best(random_models, alpha):
+    # num_return=1 stops once no alive hypothesis could beat the best finished one, not the 4th:
+    # the best is still exact, and both rules give every sentence a complete translation.
+    for table, max_lengths, _ in random_models:
+        sources = np.arange(NUM_RANDOM_SOURCES)
+        length = int(max_lengths.max())
+        all_ids, all_scores = run_beam(
+            table, sources, length, beam_size=4, alpha=alpha, num_return=4, max_lengths=max_lengths
+        )
+        ids, scores = run_beam(table, sources, length, beam_size=4, alpha=alpha, max_lengths=max_lengths)
+        np.testing.assert_array_equal(ids[:, 0], all_ids[:, 0])
+        np.testing.assert_allclose(scores[:, 0], all_scores[:, 0], atol=1e-6)
+        ids, scores = run_beam(
+            table, sources, length, beam_size=4, alpha=alpha, max_lengths=max_lengths, stopping="heuristic"
+        )
+        assert np.all(scores[:, 0] <= all_scores[:, 0] + 1e-6)
+        for source, max_length in enumerate(max_lengths):
+            tokens = [t for t in ids[source, 0] if t != PAD_ID]
+            assert tokens[-1] == EOS_ID or len(tokens) == max_length
+            np.testing.assert_allclose(scores[source, 0], table.score(source, tokens, alpha), atol=1e-4)
 
 
 @pytest.mark.skipif(keras.backend.backend() != "jax", reason="JAX backend only")

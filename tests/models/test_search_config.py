@@ -36,6 +36,8 @@ def test_search_config_is_frozen():
         (dict(max_input_length=1), "max_input_length must be >= 2 (an int), received 1"),
         (dict(no_repeat_ngram_size=-1), "no_repeat_ngram_size must be >= 0 (an int), received -1"),
         (dict(no_repeat_ngram_size=2.0), "no_repeat_ngram_size must be >= 0 (an int), received 2.0"),
+        (dict(stopping="early"), "stopping must be one of 'exact', 'heuristic' (a string), received 'early'"),
+        (dict(stopping=1), "stopping must be one of 'exact', 'heuristic' (a string), received 1"),
     ],
 )
 def test_each_bad_setting_is_one_clear_error_naming_it(settings, message):
@@ -77,6 +79,7 @@ def test_translate_ids_takes_the_value_not_its_settings_one_by_one():
         max_input_length=16,
         no_repeat_ngram_size=0,
         shortlist=0,
+        stopping="exact",
     )
     assert (DEFAULT_SEARCH.no_repeat_ngram_size, SearchConfig(no_repeat_ngram_size=1).no_repeat_ngram_size) == (0, 1)
 
