@@ -114,8 +114,10 @@ class ServingModule(graph_documents.DocumentFunctions, tf.Module):
             `translate_ids` take each input whole either way.
 
     Functions (all `tf.function(jit_compile=False)` with an input signature). Those that search
-    call one of three traced searches, `search` (plain), `prefix_search` (`prefix_ids` forced) or
-    `constrained_search` (`constraint_ids` placed), so the graph holds three `While` loops per bucket; `align` adds one for its word numbering:
+    call one of four traced searches, `search` (plain), `prefix_search` (`prefix_ids` forced),
+    `constrained_search` (`constraint_ids` placed), which return each sentence's best hypothesis and
+    so end as soon as it is final, or `n_best_search` (plain, the whole beam, for `n_best`), so the
+    graph holds four `While` loops per bucket; `align` adds one for its word numbering:
         Every text function also outputs "confidence", float32 shaped as its "scores":
         exp(mean log p) of the output's tokens (`inference.confidence`), 1.0 for no tokens.
         `serve(inputs)`: string `[batch]` -> `{"translations": string [batch], "scores": float32 [batch]}`
@@ -201,6 +203,7 @@ class ServingModule(graph_documents.DocumentFunctions, tf.Module):
         )
         self.serve = self._text_function(self._serve, "inputs")
         self.search = self._steered_search()
+        self.n_best_search = self._steered_search(num_return=self.beam_size)
         pair = [tf.TensorSpec([None, None], tf.int32, name=name) for name in ("source_ids", "translation_ids")]
         self.token_scorer = tf.function(self._token_scores, input_signature=pair, jit_compile=False)
         self.aligner = tf.function(self._alignments, input_signature=pair, jit_compile=False)
@@ -345,7 +348,7 @@ class ServingModule(graph_documents.DocumentFunctions, tf.Module):
     def _n_best(self, inputs):
         tokens, empty = self._source_tokens(inputs)
         source_ids = tokens.to_tensor(default_value=PAD_ID)
-        ids, scores = self.search(source_ids)
+        ids, scores = self.n_best_search(source_ids)
         translations, scores = self._texts(ids, scores, empty)
         beam = self.beam_size
         scored = self._scored(
@@ -466,8 +469,8 @@ class ServingModule(graph_documents.DocumentFunctions, tf.Module):
 
         def nothing():
             return (
-                tf.zeros([batch_size, self.beam_size, self.output_length], tf.int32),
-                tf.zeros([batch_size, self.beam_size], tf.float32),
+                tf.zeros([batch_size, 1, self.output_length], tf.int32),
+                tf.zeros([batch_size, 1], tf.float32),
             )
 
         return tf.cond(tf.reduce_any(wanted), search, nothing)
@@ -510,15 +513,16 @@ class ServingModule(graph_documents.DocumentFunctions, tf.Module):
         too_long = (lengths > self.max_input_length)[:, None]
         return tf.where(last & too_long, tf.constant(EOS_ID, tf.int32), kept)
 
-    def _steered_search(self, **steering):
+    def _steered_search(self, num_return=1, **steering):
         """The traced search `(source_ids, *steering_tensors) -> (ids, scores)` (`_bucketed_search`)
-        with extra `translate_ids` arguments as inputs: `steering` maps each argument's name to
-        its `tf.TensorSpec`, with static shapes but the batch (`prefix_ids=TensorSpec([None,
-        output_length], tf.int32)`). Each call of this traces one more search per bucket."""
+        of each sentence's `num_return` best hypotheses, with extra `translate_ids` arguments as
+        inputs: `steering` maps each argument's name to its `tf.TensorSpec`, with static shapes but
+        the batch (`prefix_ids=TensorSpec([None, output_length], tf.int32)`). Each call of this
+        traces one more search per bucket."""
         names = tuple(steering)
 
         def search(source_ids, *tensors):
-            return self._bucketed_search(source_ids, dict(zip(names, tensors)))
+            return self._bucketed_search(source_ids, dict(zip(names, tensors)), num_return)
 
         return tf.function(
             traced_in_place(search),
@@ -527,7 +531,7 @@ class ServingModule(graph_documents.DocumentFunctions, tf.Module):
             reduce_retracing=False,
         )
 
-    def _bucketed_search(self, source_ids, steering):
+    def _bucketed_search(self, source_ids, steering, num_return):
         """Beam search in the smallest bucket holding `source_ids` `[batch, length <= max_input_length]`.
 
         `steering`: extra `translate_ids` arguments by name (e.g. `prefix_ids`), tensors `[batch,
@@ -535,8 +539,8 @@ class ServingModule(graph_documents.DocumentFunctions, tf.Module):
         `output_length` columns is cut by the search to the bucket's `bucket + max_extra_length`,
         which no sentence's prefix may exceed (`_prefix` checks).
 
-        Returns ids int32 `[batch, beam_size, output_length]` and scores float32 `[batch, beam_size]`,
-        every hypothesis of the beam, best first.
+        Returns ids int32 `[batch, num_return, output_length]` and scores float32 `[batch,
+        num_return]`, the best hypotheses first (`num_return` at most the beam size).
         """
         batch_size = tf.shape(source_ids)[0]
         length = tf.shape(source_ids)[1]
@@ -551,19 +555,17 @@ class ServingModule(graph_documents.DocumentFunctions, tf.Module):
                     self.model,
                     padded,
                     self.search_config,
-                    num_return=self.beam_size,
+                    num_return=num_return,
                     lexical_table=self.lexical_table,
                     **steering,
                 )
                 ids = tf.pad(ids, [[0, 0], [0, 0], [0, self.output_length - (bucket + self.max_extra_length)]])
-                return tf.ensure_shape(ids, [None, self.beam_size, self.output_length]), scores
+                return tf.ensure_shape(ids, [None, num_return, self.output_length]), scores
 
             return search
 
         def no_sentences():
-            return tf.zeros([0, self.beam_size, self.output_length], tf.int32), tf.zeros(
-                [0, self.beam_size], tf.float32
-            )
+            return tf.zeros([0, num_return, self.output_length], tf.int32), tf.zeros([0, num_return], tf.float32)
 
         def any_sentences():
             return tf.switch_case(bucket_index, [bucket_search(bucket) for bucket in self.length_buckets])

@@ -157,7 +157,7 @@ def test_score_signature_is_forced_decoding(served, tiny_model_and_tokenizer):
         loaded.signatures["score"](inputs=tf.constant(sources), targets=tf.constant(targets[:2]))
 
 
-def test_the_searching_signatures_share_three_traced_searches(exported):
+def test_the_searching_signatures_share_four_traced_searches(exported):
     from tensorflow.core.protobuf import saved_model_pb2
 
     saved_model = saved_model_pb2.SavedModel()
@@ -165,14 +165,15 @@ def test_the_searching_signatures_share_three_traced_searches(exported):
         saved_model.ParseFromString(handle.read())
     library = saved_model.meta_graphs[0].graph_def.library.function
     loops = [node.op for function in library for node in function.node_def if node.op in ("While", "StatelessWhile")]
-    # Per length bucket (8, 16 and max_input_length) one loop of the plain search, which
-    # serving_default, n_best, translate_ids, align and constrain share, one of the prefix
-    # signature's and one of the constrain signature's; the signatures and the module's saved
+    # Per length bucket (8, 16 and max_input_length) one loop of the plain search of the best
+    # hypothesis, which serving_default, translate_ids, align and constrain share, one of n_best's
+    # (the whole beam), one of the prefix signature's and one of the constrain signature's; the
+    # signatures and the module's saved
     # functions share them (traced once, in the save). The stateless loops: the word numbering of
     # the alignment (a tf.scan) that align and markup share, the 4 packing loops of the sentence
     # segmentation (2 passes of the length rule, 2 packings each) that serving_default, align and
     # markup share, and markup's 4 (its tags' pairing and nesting).
-    assert loops.count("While") == 3 * (len(EXPORT_SETTINGS["length_buckets"]) + 1)
+    assert loops.count("While") == 4 * (len(EXPORT_SETTINGS["length_buckets"]) + 1)
     assert loops.count("StatelessWhile") == 1 + 4 + 4
     # Serving takes no gradients: the fast paths' custom gradients are not saved (export/exporter.py).
     assert not [function.signature.name for function in library if "grad_fn" in function.signature.name]
