@@ -88,7 +88,7 @@ from export_latency import percentile, read_sentences  # noqa: E402 (after the p
 
 from inference.runs import CONFIG_FILE, DEFAULT_CHECKPOINT, ModelDirError, RunDir  # noqa: E402
 from models.presets import PRESETS  # noqa: E402
-from models.search_config import DEFAULT_SEARCH, EXPORT_MAX_INPUT_LENGTH, SearchConfig  # noqa: E402
+from models.search_config import DEFAULT_SEARCH, EXPORT_MAX_INPUT_LENGTH, STOPPING_RULES, SearchConfig  # noqa: E402
 
 SYSTEMS = ("saved_model_float32", "saved_model_int8", "ct2_float32", "ct2_int8", "keras_hub")
 LABELS = {
@@ -156,6 +156,13 @@ def parse_args(argv=None):
     parser.add_argument("--repeats", type=int, default=3, help="Timed passes per configuration (default: 3).")
     parser.add_argument("--beam_size", type=int, default=DEFAULT_SEARCH.beam_size)
     parser.add_argument("--alpha", type=float, default=DEFAULT_SEARCH.alpha, help="Length penalty exponent.")
+    parser.add_argument(
+        "--stopping",
+        choices=STOPPING_RULES,
+        default=DEFAULT_SEARCH.stopping,
+        help="When the SavedModels' search ends a sentence (models.search_config.SearchConfig.stopping); "
+        "CTranslate2 stops once its best hypothesis has ended, as heuristic does.",
+    )
     parser.add_argument("--max_input_length", type=int, default=EXPORT_MAX_INPUT_LENGTH, help="The exports'.")
     parser.add_argument("--length_buckets", default="16,32,64", help="The SavedModel exports' buckets.")
     parser.add_argument("--threads", type=int, default=os.cpu_count(), help="CPU threads (default: all cores).")
@@ -446,6 +453,7 @@ def build_artefacts(run_path, checkpoint, output_length, scratch, args):
                     max_extra_length=output_length.max_extra_length,
                     min_length_ratio=output_length.min_length_ratio,
                     shortlist=args.shortlist,
+                    stopping=args.stopping,
                 ),
                 length_buckets=args.length_buckets,
                 checkpoint=checkpoint,
@@ -463,7 +471,8 @@ def build_artefacts(run_path, checkpoint, output_length, scratch, args):
 
 def baseline_export(run_path, checkpoint, output_length, target, args):
     """The float32 SavedModel version directory that `args.baseline_tree`'s `python -m export` writes
-    under `target` for the run `run_path`, with the search and buckets of this script's exports."""
+    under `target` for the run `run_path`, with the search and buckets of this script's exports but
+    the tree's default stopping rule (a tree before `--stopping` has no such flag)."""
     import subprocess
 
     command = [

@@ -94,7 +94,9 @@ def test_every_kind_of_system_and_mode_is_measured_at_matching_output_lengths(be
     equal the Python translator's with the same weights (tests/export/test_fresh_process.py);
     CTranslate2 int8, left out for its conversion, is measured by the test above."""
     systems = ("saved_model_float32", "ct2_float32", "keras_hub")
-    tiny, stdout, vocabulary = _measure(benchmark_script, tmp_path, capsys, systems, "--profile")
+    tiny, stdout, vocabulary = _measure(
+        benchmark_script, tmp_path, capsys, systems, "--profile", "--stopping=heuristic"
+    )
     _check_measured(tiny, stdout, vocabulary, systems)
     assert tiny["isolated"] is True
     assert set(tiny["ratios"]) == {"single", "batch"}
@@ -123,6 +125,7 @@ def test_every_kind_of_system_and_mode_is_measured_at_matching_output_lengths(be
         (["--sentences={tmp_path}/missing.txt"], "/missing.txt: no such file (a text file, or a TSV"),
         (["--shortlist=50"], "--shortlist=50: expected 0 (off), or K > 0 with --model_dir and --sizes of its preset"),
         (["--ct2_threads=0"], "--ct2_threads=0: expected a positive integer"),
+        (["--stopping=early"], "argument --stopping: invalid choice: 'early' (choose from exact, heuristic)"),
         (["--baseline_tree={tmp_path}"], "not a checkout of this repository (no export/__main__.py)"),
     ],
 )
