@@ -159,8 +159,9 @@ class SearchConfig:
             target pieces; 0 (the paper's search) is the whole vocabulary.
         stopping: when a sentence's search ends: "exact" (the default), once no alive hypothesis
             could beat the returned ones even at its maximum length (Tensor2Tensor's rule, the
-            paper's "terminate early when possible"); "heuristic", once none would by ending at the next step, as
-            OpenNMT-py and CTranslate2 stop (fewer steps; docs/translating.md, "The search").
+            paper's "terminate early when possible"); "heuristic", once none would by ending at the
+            next step, as OpenNMT-py and CTranslate2 stop (fewer steps; docs/translating.md, "The
+            search").
         sampling: a `Sampling` to draw translations instead of searching (a run's translator
             only); None: the beam search.
 

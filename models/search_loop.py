@@ -103,7 +103,8 @@ def run_search(next_logits_fn, initial_ids, initial_state, max_lengths, parts, s
             penalty = length_penalty(ops.minimum(step + 1, max_lengths), settings.alpha)
         done = _sentence_done(hypotheses.alive_log_probs, hypotheses.finished_scores, penalty, settings.num_return)
         # Once done, a sentence stays done: the rest of its batch does not change its translation.
-        return step, hypotheses._replace(done=ops.logical_or(hypotheses.done, done)), state
+        *rest, was_done = hypotheses
+        return step, _Hypotheses(*rest, ops.logical_or(was_done, done)), state
 
     step = ops.convert_to_tensor(0, dtype="int32")
     _, hypotheses, _ = ops.while_loop(cond, body, (step, hypotheses, initial_state))

@@ -189,7 +189,7 @@ def test_search_flags_with_export_dir_are_refused_naming_the_exports_values(tiny
     config = os.path.join(tiny_export, "1", "assets.extra", "export_config.json")
     assert (
         f"beam_size=4, alpha=0.6, max_extra_length=12, min_length_ratio=0.0, max_input_length=48, "
-        f"no_repeat_ngram_size=0, shortlist=0 (from {config})" in message
+        f"no_repeat_ngram_size=0, shortlist=0, stopping=exact (from {config})" in message
     )
 
 

@@ -127,13 +127,15 @@ def test_constraints_are_the_python_translators(exported, python_translator):
 
 def test_an_export_written_before_the_steering_signatures_is_told_to_export_again(exported, tiny_export, tmp_path):
     """A copy of the shared export without the four signatures, as an older export has none, and
-    without the repetition guard and sentence splitting in its settings: it has neither built in."""
+    without the repetition guard, sentence splitting and the stopping rule in its settings: it has
+    neither of the first two built in, and stops as the exact rule does."""
     old = tmp_path / "transformer" / "1"
     shutil.copytree(os.path.join(tiny_export, "1"), old)
     settings_path = old / "assets.extra" / "export_config.json"
     settings = json.loads(settings_path.read_text())
     assert settings["export"].pop("no_repeat_ngram_size") == 0 == exported.search.no_repeat_ngram_size
     assert settings["export"].pop("split_sentences") is True
+    assert settings["export"].pop("stopping") == "exact"
     settings_path.write_text(json.dumps(settings))
     saved_model = saved_model_pb2.SavedModel()
     saved_model.ParseFromString((old / "saved_model.pb").read_bytes())
@@ -148,8 +150,8 @@ def test_an_export_written_before_the_steering_signatures_is_told_to_export_agai
         objects[signatures].children.extend(kept)
     (old / "saved_model.pb").write_bytes(saved_model.SerializeToString())
     translator = SavedModelTranslator(str(old.parent))
-    assert translator.search.no_repeat_ngram_size == 0
-    assert "max_input_length=48, no_repeat_ngram_size=0, shortlist=0 (from" in describe_search_settings(str(old.parent))
+    assert (translator.search.no_repeat_ngram_size, translator.search.stopping) == (0, "exact")
+    assert "no_repeat_ngram_size=0, shortlist=0, stopping=exact (from" in describe_search_settings(str(old.parent))
     with pytest.raises(
         ValueError, match="no_repeat_ngram_size=2 differs from the export's built-in no_repeat_ngram_size=0"
     ):
