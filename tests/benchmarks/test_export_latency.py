@@ -20,15 +20,8 @@ def test_times_the_export_and_the_python_path(benchmark_script, tiny_run, tiny_e
     assert result["sentences"] == 3 and "export_seconds" not in result  # Given, not exported.
     # The shared export's buckets and its maximum input length, read from its config.
     assert result["length_buckets"] == [*EXPORT_SETTINGS["length_buckets"], EXPORT_SETTINGS["max_input_length"]]
-    assert result["search"] == dict(
-        beam_size=2,
-        alpha=0.6,
-        max_extra_length=4,
-        max_input_length=16,
-        no_repeat_ngram_size=0,
-        shortlist=0,
-        stopping="exact",
-    )
+    given = dict(beam_size=2, alpha=0.6, max_extra_length=4, max_input_length=16)
+    assert result["search"] == {**given, "no_repeat_ngram_size": 0, "shortlist": 0, "stopping": "exact"}
     for path in ("export", "python_path"):
         single, batched = result[path]["single"], result[path]["batched"]
         assert single["calls"] == 3 and 0 < single["p50_ms"] <= single["p95_ms"], path
