@@ -11,6 +11,7 @@ from common.special_ids import PAD_ID
 from export import graph_markup
 from export.graph_segmentation import owners, ragged, segment, tokens_of
 from inference.markup import WORD
+from models.beam_search import length_penalty
 
 # How many times a sentence still over `max_input_length` is cut again by its own budget.
 LENGTH_PASSES = 2
@@ -121,8 +122,9 @@ def offset_alignments(alignments, sources, translations, pieces):
 
 class DocumentFunctions:
     """The `align` and `markup` signatures and the document step of `serve`, for
-    `export.serving_module.ServingModule`, whose `search`, `splitter`, `token_scorer`, `aligner`,
-    `_repaired`, `_tokens`, `_texts`, `_target_tags` and `split_sentences` they use."""
+    `export.serving_module.ServingModule`, whose `search`, `search_config`, `lexical_table`,
+    `splitter`, `token_scorer`, `aligner`, `_repaired`, `_tokens`, `_texts`, `_target_tags` and
+    `split_sentences` they use."""
 
     def _align(self, inputs):
         return self._documents(inputs, aligned=True)
@@ -177,16 +179,17 @@ class DocumentFunctions:
 
     def _sentence_translations(self, sentences, rows, aligned):
         """The best translation of each of string `[n]` `sentences` of the inputs `rows`: a dict of
-        "translations", "scores", `_scored`'s, and with `aligned` "alignments"."""
+        "translations", "scores", `_scored`'s (without `aligned` and a shortlist, the search's
+        totals, `_searched_log_probs`), and with `aligned` "alignments"."""
         tokens, empty = self._tokens(sentences, self.max_input_length, self._tags_of(rows), self.source_tokenizer)
         source_ids = tokens.to_tensor(default_value=PAD_ID)
-        ids, scores = self.search(source_ids)
-        translations, scores = self._texts(ids[:, :1], scores[:, :1], empty)
-        result = {
-            "translations": translations[:, 0],
-            "scores": scores[:, 0],
-            **self._scored(source_ids, ids[:, 0], empty),
-        }
+        ids, searched = self.search(source_ids)
+        translations, scores = self._texts(ids[:, :1], searched[:, :1], empty)
+        result = {"translations": translations[:, 0], "scores": scores[:, 0]}
+        if aligned or self.lexical_table is not None:
+            result.update(self._scored(source_ids, ids[:, 0], empty))
+        else:
+            result.update(self._searched_log_probs(ids[:, 0], searched[:, 0], empty))
         if aligned:
 
             def no_sentences():
@@ -212,6 +215,15 @@ class DocumentFunctions:
             "lengths": tf.where(empty, 0, lengths),
             "tokens": tokens,
         }
+
+    def _searched_log_probs(self, translation_ids, scores, empty):
+        """`_scored`'s "log_probs" (each row's total, `[n, 1]`) and "lengths" without a forced pass:
+        the search's score of each best hypothesis times its length penalty is its log-probability
+        under the model (the search normalises over the whole vocabulary whatever it bars; not so
+        over a shortlist's columns, which `_scored` is for)."""
+        lengths = tf.reduce_sum(tf.cast(tf.not_equal(translation_ids, PAD_ID), tf.int32), axis=1)  # EOS included
+        totals = scores * length_penalty(lengths, self.search_config.alpha)
+        return {"log_probs": tf.where(empty, 0.0, totals)[:, None], "lengths": tf.where(empty, 0, lengths)}
 
     def _sentence_confidence(self, scored):
         """float32 `[n]`: the confidence of each row of `_scored`'s result."""

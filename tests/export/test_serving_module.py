@@ -354,7 +354,8 @@ def test_the_constrain_signature_refuses_an_empty_phrase_naming_its_sentence(ser
 def test_align_gives_the_python_translators_alignments_of_many_words(tiny_model_and_tokenizer, tiny_run):
     """The translations of a model whose logits a bias steers to many words (EOS barred, a bonus to
     the pieces that start a word), aligned in the graph of `ServingModule.align` (not saved) and by
-    the Python translator. (The shared export's own, and the ported parts on hand-built pieces:
+    the Python translator; `serve`'s confidence, from the search's scores, equals `align`'s, from
+    a forced pass. (The shared export's own, and the ported parts on hand-built pieces:
     tests/export/test_fresh_process.py, tests/export/test_graph_alignment.py.)"""
     import keras
 
@@ -393,6 +394,10 @@ def test_align_gives_the_python_translators_alignments_of_many_words(tiny_model_
     expected = composed_documents(module.align, documents, count, 16)
     outputs = module.align(tf.constant(documents))
     assert [t.decode("utf-8") for t in outputs["translations"].numpy()] == [row["translations"] for row in expected]
+    # serving_default's confidence comes from the search's scores, align's from a forced pass.
+    served = module.serve(tf.constant(documents))
+    np.testing.assert_allclose(served["confidence"].numpy(), outputs["confidence"].numpy(), rtol=1e-5)
+    assert served["confidence"].numpy().max() < 0.99
     assert [a.decode("utf-8") for a in outputs["alignments"].numpy()] == [row["alignments"] for row in expected]
     np.testing.assert_allclose(outputs["scores"].numpy(), [row["scores"] for row in expected], atol=1e-4)
     # The third sentence's links start after the first two sentences' words.
