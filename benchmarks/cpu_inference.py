@@ -20,8 +20,9 @@ group them). Reported per system, size and mode: sentences/s (sentences over the
 times), the p50 and p95 latency of one call, and the mean output length in tokens, EOS not counted
 (SavedModels: what their `translate_ids` signature returns for the same tokens, untimed, the same
 search; CTranslate2: the pieces of its hypothesis; keras-hub: the tokens generated). Then the issue's
-ratios: int8 / float32 SavedModel (target 1.5x on `base`) and float32 SavedModel / CTranslate2
-float32 (target 0.5x).
+ratios: int8 / float32 SavedModel (target 1.5x on `base`), float32 SavedModel / CTranslate2
+float32 (issue 46's target: 1.0x, level) and, with `--baseline_tree`, float32 SavedModel / the
+other checkout's export (no target).
 
 Output lengths. Random weights would end a search at once or let it run to its maximum, so with
 random weights every system decodes about as many tokens as the source has, n = its SentencePiece
