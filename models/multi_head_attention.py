@@ -46,6 +46,20 @@ def grouped_bias(attention_mask, query_rows, query_length, keys, name):
     )
 
 
+def shared_key_bias(key_mask, group_rows):
+    """The `GroupedBias` for caches with one row per row of `key_mask` (boolean `[cache_rows,
+    key_length]`, True where a key may be attended), whose `group_rows` query rows (an int: query
+    rows per cache row times the query length) all see those keys: the encoder padding mask of a
+    search, made once for all its steps. Equal to `grouped_bias` of the mask repeated per query row."""
+    cache_rows, key_length = dimension(key_mask, 0), dimension(key_mask, 1)
+    bias = ops.broadcast_to(_additive(key_mask)[:, None, None, :], (cache_rows, 1, group_rows, key_length))
+    return GroupedBias(
+        bias,
+        ops.convert_to_tensor(cache_rows, "int32"),
+        ops.convert_to_tensor(group_rows, "int32"),
+    )
+
+
 def check_mask(attention_mask, name):
     """`attention_mask` itself, or ValueError (naming layer `name`) when it is not a boolean
     `[batch, query_length, key_length]`."""
@@ -296,7 +310,9 @@ class MultiHeadAttention(keras.layers.Layer):
                 bias, cache_rows, group_rows = None, dimension(keys, 0), groups * query_length
             else:
                 bias, cache_rows, group_rows = grouped_bias(attention_mask, query_rows, query_length, keys, self.name)
-        grouped = ops.reshape(queries, (cache_rows, group_rows, self.num_heads, self.head_dim))
+        # -1 for the rows where the group is static: a traced size costs a graph shape ops per call.
+        rows = -1 if isinstance(group_rows, int) else cache_rows
+        grouped = ops.reshape(queries, (rows, group_rows, self.num_heads, self.head_dim))
         attended, weights = self._attend(grouped, keys, values, bias, scale, training)
         attended = ops.reshape(attended, leading(queries, 2) + (self.num_heads, self.head_dim))
         key_length = dimension(keys, 2)

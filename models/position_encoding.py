@@ -5,6 +5,8 @@ the row a full pass gives position t)."""
 import keras
 from keras import ops
 
+from models.shapes import dimension
+
 
 def sinusoidal_position_encoding(length, hidden_dim, start_position=0, max_wavelength=10000.0):
     """The `[length, hidden_dim]` float32 encoding of positions `start_position + [0, length)`;
@@ -46,7 +48,7 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
                 f"SinusoidalPositionEncoding expects inputs of rank 3 [batch, length, hidden_dim], "
                 f"received shape {inputs.shape}"
             )
-        length = ops.shape(inputs)[1]
+        length = dimension(inputs, 1)  # Static in a decoding step: the graph folds the rest to constants.
         encoding = sinusoidal_position_encoding(length, inputs.shape[-1], start_position, self.max_wavelength)
         return ops.cast(encoding, self.compute_dtype)
 

@@ -7,6 +7,7 @@ from typing import Any, NamedTuple
 import keras
 from keras import ops
 
+from models.fast_paths.narrow_gather import take_along_last
 from models.search_part import DEAD_THRESHOLD, LARGE_NEGATIVE, SCORE_DTYPE, Candidates, StepInputs
 from models.shapes import dimension
 
@@ -163,15 +164,16 @@ def _step(loop, step, hypotheses, state):
     )
 
     growing = ops.logical_and(real, ops.logical_not(ended))
+    growing_log_probs = ops.where(growing, candidates.log_probs, LARGE_NEGATIVE)
     if loop.chooser is None:
-        _, chosen = ops.top_k(ops.where(growing, candidates.log_probs, LARGE_NEGATIVE), settings.beam_size)
+        alive_log_probs, chosen = ops.top_k(growing_log_probs, settings.beam_size)
     else:
         cand_state = cand_states[parts.index(loop.chooser)]
         chosen = loop.chooser.choose_alive(candidates.log_probs, growing, cand_state, settings.beam_size)
-    alive_log_probs = ops.take_along_axis(ops.where(growing, candidates.log_probs, LARGE_NEGATIVE), chosen, axis=1)
+        alive_log_probs = take_along_last(growing_log_probs, chosen)
     alive_seq = _gather_beams(cand_seq, chosen, sentence_index)
     part_states = tuple(_gather_tree(cand_state, chosen, sentence_index) for cand_state in cand_states)
-    parent_beam = ops.take_along_axis(candidates.beam, chosen, axis=1)  # [batch, beam]
+    parent_beam = take_along_last(candidates.beam, chosen)  # [batch, beam]
     state = _follow_parents(state, parent_beam, sentence_index, settings)
     return _Hypotheses(alive_seq, alive_log_probs, part_states, *finished, hypotheses.done), state
 
@@ -212,8 +214,8 @@ def _candidates(alive_log_probs, row_tokens, row_log_probs, pool_size):
         index = ops.zeros_like(flat_tokens) + ops.arange(beam_size * per_row, dtype="int32")[None, :]
         return Candidates(flat, flat_tokens, index // per_row, flat_token_log_probs)
     log_probs, index = ops.top_k(flat, pool_size)  # [batch, candidates]
-    token = ops.take_along_axis(flat_tokens, index, axis=1)
-    token_log_probs = ops.take_along_axis(flat_token_log_probs, index, axis=1)
+    token = take_along_last(flat_tokens, index)
+    token_log_probs = take_along_last(flat_token_log_probs, index)
     return Candidates(log_probs, token, ops.floor_divide(index, per_row), token_log_probs)
 
 

@@ -159,7 +159,8 @@ class Transformer(keras.Model):
             target_ids: int `[batch, length]`: the whole shifted target (no cache), or positions
                 `[cache_index, cache_index + length)`.
             encoder_output: `[batch, source_length, hidden_dim]`; not needed with a cache.
-            encoder_padding_mask: boolean `[batch, source_length]`.
+            encoder_padding_mask: boolean `[batch, source_length]`, or with a cache its
+                `GroupedBias` (`models.multi_head_attention.shared_key_bias`).
             cache: None, or `initial_cache`'s dict; it may hold one row per `n` rows of
                 `target_ids` (beam search, `models/translation.py`).
             cache_index: absolute position of `target_ids[:, 0]` (int or scalar tensor).

@@ -192,7 +192,11 @@ class TransformerDecoder(TransformerStackBase):
             cache_index = attention_cache.plan_write(keys, rows, length, cache_index, self.name)
             if self_attention_mask is not None:
                 self_attention_mask = grouped_bias(self_attention_mask, rows, length, keys, self.name)
-        if cross_caches is not None and encoder_padding_mask is not None:
+        if (
+            cross_caches is not None
+            and encoder_padding_mask is not None
+            and not isinstance(encoder_padding_mask, GroupedBias)
+        ):
             keys = self._shared_keys(cross_caches, "cross")
             encoder_padding_mask = grouped_bias(encoder_padding_mask[:, None, :], rows, length, keys, self.name)
         x = inputs

@@ -9,6 +9,7 @@ from keras import ops
 from common.special_ids import BOS_ID, EOS_ID
 from models import int8_weights
 from models.beam_search import SearchResult, beam_search, greedy_search, sampling_search, search_options
+from models.multi_head_attention import shared_key_bias
 from models.sampling import sentence_keys, token_sampler
 from models.search_config import DEFAULT_SEARCH
 from models.vocabulary_shortlist import SPECIAL_IDS, batch_shortlist, needs_static_shapes
@@ -77,8 +78,9 @@ def translate_ids(
         cache = model.initial_cache(encoder_output, beam_size * max_decode_length)
         columns = _shortlist_columns(model, search, lexical_table, source_ids, (prefix_ids, constraint_ids))
         sizes = (batch_size, beam_size, max_decode_length)
-        repeated_mask = ops.repeat(padding_mask, beam_size, axis=0)
-        next_logits_fn = _shared_slot_decoding(model, cache["cross"], repeated_mask, sizes, columns)
+        # The encoder mask as the bias every step's cross-attention adds, made once for the search.
+        cross_bias = shared_key_bias(padding_mask, beam_size)
+        next_logits_fn = _shared_slot_decoding(model, cache["cross"], cross_bias, sizes, columns)
         options = _search_options(model, source_lengths, max_decode_length, search, eos_id)
         initial_ids = ops.full((batch_size,), bos_id, dtype="int32")
         if columns is not None:  # The search runs over column indices (the special ids keep theirs).
@@ -160,7 +162,7 @@ def _decode_length(source_ids, max_decode_length, max_extra_length, sampling, nu
     return max_decode_length
 
 
-def _shared_slot_decoding(model, cross_caches, padding_mask, sizes, columns=None):
+def _shared_slot_decoding(model, cross_caches, cross_bias, sizes, columns=None):
     """The search's `next_logits_fn(ids, step, state)` over caches that are never reordered;
     `sizes` is `(batch_size, beam_size, max_decode_length)`; with `columns` (a
     `BatchShortlist`), `ids` and the logits are those of its columns.
@@ -172,8 +174,8 @@ def _shared_slot_decoding(model, cross_caches, padding_mask, sizes, columns=None
     k at step t, and reads each earlier position in the slot of its ancestor there, recorded in
     `state["ancestry"]` (`[batch * beam, max_decode_length]`, the only state reordered with the
     beams, by `_reorder_ancestry`). No step copies the caches: a reordering gather of every cache per
-    step is a large share of a beam search's memory traffic on a GPU. `padding_mask` is the
-    encoder's, repeated to `[batch * beam, source_length]`.
+    step is a large share of a beam search's memory traffic on a GPU. `cross_bias` is the encoder
+    padding mask as the cross-attention's `GroupedBias` (`shared_key_bias`).
     """
     batch_size, beam_size, max_decode_length = sizes
     positions = ops.arange(max_decode_length, dtype="int32")
@@ -191,7 +193,7 @@ def _shared_slot_decoding(model, cross_caches, padding_mask, sizes, columns=None
             state = {**state, "ancestry": ancestry}
         logits, new_cache = model.decode(
             ops.expand_dims(ids if columns is None else columns.to_vocabulary(ids), 1),
-            encoder_padding_mask=padding_mask,
+            encoder_padding_mask=cross_bias,
             cache={"self": state["self"], "cross": cross_caches},
             cache_index=step,
             self_attention_mask=mask,

@@ -4,7 +4,7 @@ import pytest
 from keras import ops
 
 from models import attention_cache
-from models.multi_head_attention import MultiHeadAttention, grouped_bias
+from models.multi_head_attention import MultiHeadAttention, grouped_bias, shared_key_bias
 from models.transformer_decoder import causal_attention_mask
 from tests.models.layer_contract import run_layer_test
 
@@ -199,6 +199,25 @@ def test_a_grouped_bias_and_a_planned_write_attend_as_the_mask_and_the_position_
         grouped_bias(visible.astype("float32"), rows, 1, planned[0], "decoder")
     with pytest.raises(ValueError, match="decoder: 4 query rows cannot share the keys/values of 3 cache rows"):
         grouped_bias(visible[:4], 4, 1, np.zeros((3, HEADS, slots * steps, HIDDEN // HEADS)), "decoder")
+
+
+def test_a_shared_key_bias_is_the_grouped_bias_of_the_mask_repeated_per_query_row():
+    # A search's encoder mask, made once for all its steps: each sentence's beams see its keys.
+    slots = 3
+    padding = _padding_mask()
+    encoder_keys = np.zeros((BATCH, HEADS, KEY_LENGTH, HIDDEN // HEADS), "float32")
+    repeated = np.repeat(padding, slots, axis=0)[:, None, :]
+    expected = grouped_bias(repeated, BATCH * slots, 1, encoder_keys, "decoder")
+    got = shared_key_bias(padding, slots)
+    for got_part, expected_part in zip(got, expected):
+        np.testing.assert_array_equal(_numpy(got_part), _numpy(expected_part))
+    layer = MultiHeadAttention(HIDDEN, HEADS)
+    queries, source = _random(BATCH * slots, 1, HIDDEN), _random(BATCH, KEY_LENGTH, HIDDEN, seed=1)
+    layer(queries[:BATCH], source)  # Builds it.
+    cache = layer.project_key_value(source)
+    attended, _ = layer(queries, attention_mask=got, cache=cache)
+    plain = layer(queries, np.repeat(source, slots, axis=0), attention_mask=repeated)
+    np.testing.assert_allclose(_numpy(attended), _numpy(plain), atol=1e-5)
 
 
 def test_slot_positions_beyond_the_slot_are_rejected():
