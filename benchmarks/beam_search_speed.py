@@ -91,8 +91,8 @@ def source_batch(args):
 
 
 class NoEosModel:
-    """A `Transformer` seen through `translate_ids`'s interface (`encode`, `initial_cache`, `decode`,
-    `pad_id`, `variables`), whose EOS logit is pushed down by 1e9 so that every hypothesis runs to
+    """A `Transformer` seen through `translate_ids`'s interface (`encode`, `initial_cache`,
+    `plan_decoding`, `decode`, `pad_id`, `variables`), whose EOS logit is pushed down by 1e9 so that every hypothesis runs to
     the maximum length."""
 
     def __init__(self, model):
@@ -115,6 +115,9 @@ class NoEosModel:
 
     def initial_cache(self, *args, **kwargs):
         return self.model.initial_cache(*args, **kwargs)
+
+    def plan_decoding(self, *args, **kwargs):
+        return self.model.plan_decoding(*args, **kwargs)
 
     def decode(self, *args, **kwargs):
         logits, cache = self.model.decode(*args, **kwargs)

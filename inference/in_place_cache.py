@@ -23,7 +23,9 @@ def _write_rows(buffer, flat_index, rows):
     return tf.reshape(compat.write_rows_in_place(flat, flat_index, rows), tf.shape(buffer))
 
 
-IN_PLACE = attention_cache.BufferOps(allocate=compat.fresh_buffer, target=_target, write_rows=_write_rows)
+IN_PLACE = attention_cache.BufferOps(
+    allocate=compat.fresh_buffer, target=_target, write_rows=_write_rows, shift=lambda target, offset: target + offset
+)
 
 
 def traced_in_place(function):

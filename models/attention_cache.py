@@ -26,11 +26,13 @@ class BufferOps(NamedTuple):
             shape of the buffers); computed once and used by every write of a decoding call.
         write_rows: `(buffer, target, rows) -> buffer` with `rows` `[n, head_dim]` written at
             `target`; it may write into `buffer` itself.
+        shift: `(target, offset) -> target` of the same rows `offset` (an int32 scalar) positions on.
     """
 
     allocate: Callable
     target: Callable
     write_rows: Callable
+    shift: Callable
 
 
 class PlannedWrite(NamedTuple):
@@ -46,6 +48,7 @@ KERAS_BUFFER_OPS = BufferOps(
     allocate=lambda shape, dtype: ops.zeros(shape, dtype=dtype),
     target=lambda coordinates, shape: ops.stack(coordinates, axis=-1),
     write_rows=ops.scatter_update,
+    shift=lambda target, offset: target + ops.convert_to_tensor([0, 0, 1], "int32") * offset,
 )
 _state = threading.local()  # `buffer_ops`: what `using_buffer_ops` set in this thread.
 
@@ -156,6 +159,13 @@ def plan_write(keys, query_rows, length, cache_index, name):
     coordinates = tuple(ops.reshape(ops.broadcast_to(c, shape), (-1,)) for c in coordinates)
     target = current_buffer_ops().target(coordinates, cache_shape)
     return PlannedWrite(ops.convert_to_tensor(cache_index, "int32"), target)
+
+
+def shift_plan(plan, offset):
+    """`plan` (a `PlannedWrite`) `offset` positions on: a search plans its first step's writes once
+    and shifts that plan at every step, which costs a graph two ops instead of the whole plan."""
+    offset = ops.convert_to_tensor(offset, "int32")
+    return PlannedWrite(plan.cache_index + offset, current_buffer_ops().shift(plan.target, offset))
 
 
 def position_of(cache_index):

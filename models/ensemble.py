@@ -38,6 +38,10 @@ class Ensemble:
         caches = [model.initial_cache(output, cache_length) for model, output in zip(self.models, encoder_output)]
         return {"self": [cache["self"] for cache in caches], "cross": [cache["cross"] for cache in caches]}
 
+    def plan_decoding(self, self_caches, rows):
+        """Each member's `Transformer.plan_decoding`, a list that `decode` hands out by member."""
+        return [model.plan_decoding(caches, rows) for model, caches in zip(self.models, self_caches)]
+
     def decode(
         self,
         target_ids,
@@ -52,7 +56,8 @@ class Ensemble:
         projection=None,
     ):
         """`Transformer.decode` with the members' mean log-probabilities in place of logits;
-        `projection` is `shortlist_projection`'s, one per member."""
+        `projection` is `shortlist_projection`'s and a planned `cache_index` `plan_decoding`'s, one
+        per member."""
         log_probs, self_caches, attention = [], [], None
         for index, model in enumerate(self.models):
             results = model.decode(
@@ -60,7 +65,7 @@ class Ensemble:
                 None if encoder_output is None else encoder_output[index],
                 encoder_padding_mask,
                 cache=None if cache is None else {"self": cache["self"][index], "cross": cache["cross"][index]},
-                cache_index=cache_index,
+                cache_index=cache_index[index] if isinstance(cache_index, list) else cache_index,
                 training=training,
                 return_attention_scores=return_attention_scores and index == 0,
                 self_attention_mask=self_attention_mask,

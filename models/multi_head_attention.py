@@ -46,18 +46,25 @@ def grouped_bias(attention_mask, query_rows, query_length, keys, name):
     )
 
 
+def rows_bias(grouped_mask, cache_rows):
+    """The `GroupedBias` of a boolean mask already grouped by cache row, `[cache_rows, group_rows,
+    key_length]` with a static `group_rows` (query rows per cache row times the query length), row
+    r's group the query rows `r * n` to `r * n + n - 1` (`grouped_bias` of the ungrouped mask);
+    `cache_rows` an int or an int32 scalar."""
+    return GroupedBias(
+        _additive(grouped_mask)[:, None, :, :],
+        ops.convert_to_tensor(cache_rows, "int32"),
+        ops.convert_to_tensor(grouped_mask.shape[1], "int32"),
+    )
+
+
 def shared_key_bias(key_mask, group_rows):
     """The `GroupedBias` for caches with one row per row of `key_mask` (boolean `[cache_rows,
     key_length]`, True where a key may be attended), whose `group_rows` query rows (an int: query
     rows per cache row times the query length) all see those keys: the encoder padding mask of a
     search, made once for all its steps. Equal to `grouped_bias` of the mask repeated per query row."""
     cache_rows, key_length = dimension(key_mask, 0), dimension(key_mask, 1)
-    bias = ops.broadcast_to(_additive(key_mask)[:, None, None, :], (cache_rows, 1, group_rows, key_length))
-    return GroupedBias(
-        bias,
-        ops.convert_to_tensor(cache_rows, "int32"),
-        ops.convert_to_tensor(group_rows, "int32"),
-    )
+    return rows_bias(ops.broadcast_to(key_mask[:, None, :], (cache_rows, group_rows, key_length)), cache_rows)
 
 
 def check_mask(attention_mask, name):

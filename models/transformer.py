@@ -11,6 +11,7 @@ from keras import ops
 
 from common import compat
 from common.special_ids import PAD_ID
+from models import attention_cache
 from models.fast_paths.fused_dense import Dense
 from models.layer_stack import LAYER_DEFAULTS, pop_layer_options
 from models.shared_embedding import SharedEmbedding
@@ -140,6 +141,13 @@ class Transformer(keras.Model):
             "cross": self.decoder.cross_caches(encoder_output),
         }
 
+    def plan_decoding(self, self_caches, rows):
+        """Where `decode` writes one position of `rows` target rows into `self_caches`
+        (`initial_cache`'s "self") at position 0: a search shifts it to each step's position
+        (`attention_cache.shift_plan`) instead of planning every step."""
+        keys = self.decoder.self_cache_keys(self_caches)
+        return attention_cache.plan_write(keys, rows, 1, 0, self.decoder.name)
+
     def decode(
         self,
         target_ids,
@@ -163,11 +171,12 @@ class Transformer(keras.Model):
                 `GroupedBias` (`models.multi_head_attention.shared_key_bias`).
             cache: None, or `initial_cache`'s dict; it may hold one row per `n` rows of
                 `target_ids` (beam search, `models/translation.py`).
-            cache_index: absolute position of `target_ids[:, 0]` (int or scalar tensor).
+            cache_index: absolute position of `target_ids[:, 0]` (int or scalar tensor), or with a
+                cache its `attention_cache.PlannedWrite` (`plan_decoding`, shifted to the position).
             return_attention_scores: also return layer `attention_layer`'s (-1: the last)
                 cross-attention weights `[batch, heads, length, source_length]`.
             self_attention_mask: optional boolean `[batch, length, key_length]` replacing the
-                causal mask.
+                causal mask, or with a cache its `GroupedBias`.
             projection: optional `shortlist_projection(columns)`: the logits of those columns only.
 
         Returns:
@@ -175,7 +184,8 @@ class Transformer(keras.Model):
             then the attention weights if asked for.
         """
         self._check_ids(target_ids, "target_ids")
-        embedded = self.embedding(target_ids, start_position=cache_index if cache is not None else 0, training=training)
+        start_position = attention_cache.position_of(cache_index) if cache is not None else 0
+        embedded = self.embedding(target_ids, start_position=start_position, training=training)
         outputs = self.decoder(
             embedded,
             encoder_output,

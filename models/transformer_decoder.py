@@ -154,6 +154,10 @@ class TransformerDecoder(TransformerStackBase):
         """Each layer's encoder-decoder `(keys, values)`, each `[batch, heads, source_length, head_dim]`."""
         return [layer.cross_attention.project_key_value(encoder_output) for layer in self.decoder_layers]
 
+    def self_cache_keys(self, self_caches):
+        """The keys of the first layer's self cache, whose shape every layer's shares (else ValueError)."""
+        return self._shared_keys(self_caches, "self")
+
     def _shared_keys(self, caches, kind):
         """The keys of the first of `caches`, or ValueError when the layers' caches differ in shape."""
         shapes = {tuple(keys.shape) for keys, _ in caches}
@@ -187,10 +191,12 @@ class TransformerDecoder(TransformerStackBase):
             rows, length = dimension(inputs, 0), dimension(inputs, 1)
         # What is the same in every layer is made once for them all: where a decoding call writes
         # its keys and values, and the masks as the biases each layer adds to its logits.
+        # A search may hand both in made (`attention_cache.shift_plan`, a `GroupedBias`).
         if self_caches is not None and cache_index is not None:
-            keys = self._shared_keys(self_caches, "self")
-            cache_index = attention_cache.plan_write(keys, rows, length, cache_index, self.name)
-            if self_attention_mask is not None:
+            keys = self.self_cache_keys(self_caches)
+            if not isinstance(cache_index, attention_cache.PlannedWrite):
+                cache_index = attention_cache.plan_write(keys, rows, length, cache_index, self.name)
+            if self_attention_mask is not None and not isinstance(self_attention_mask, GroupedBias):
                 self_attention_mask = grouped_bias(self_attention_mask, rows, length, keys, self.name)
         if (
             cross_caches is not None

@@ -7,9 +7,9 @@ graph for the SavedModel. The model is seen by the search only through `next_log
 from keras import ops
 
 from common.special_ids import BOS_ID, EOS_ID
-from models import int8_weights
+from models import attention_cache, int8_weights
 from models.beam_search import SearchResult, beam_search, greedy_search, sampling_search, search_options
-from models.multi_head_attention import shared_key_bias
+from models.multi_head_attention import rows_bias, shared_key_bias
 from models.sampling import sentence_keys, token_sampler
 from models.search_config import DEFAULT_SEARCH
 from models.vocabulary_shortlist import SPECIAL_IDS, batch_shortlist, needs_static_shapes
@@ -33,8 +33,9 @@ def translate_ids(
 
     Args:
         model: a `models.transformer.Transformer`, or an object with the parts of it the search
-            reads: `encode`, `initial_cache`, `decode`, `shortlist_projection` (with the Transformer's signatures),
-            `pad_id`, and `variables` (where int8 matrices are found, `int8_weights.products_cast_once`).
+            reads: `encode`, `initial_cache`, `plan_decoding`, `decode`, `shortlist_projection`
+            (with the Transformer's signatures), `pad_id`, and `variables` (where int8 matrices
+            are found, `int8_weights.products_cast_once`).
         source_ids: int `[batch, source_length]`, each row tokens + EOS, padded with the model's
             pad id. Padding does not change a sentence's translation.
         search: the `SearchConfig` (its `max_input_length` is the caller's: rows come cut).
@@ -80,7 +81,7 @@ def translate_ids(
         sizes = (batch_size, beam_size, max_decode_length)
         # The encoder mask as the bias every step's cross-attention adds, made once for the search.
         cross_bias = shared_key_bias(padding_mask, beam_size)
-        next_logits_fn = _shared_slot_decoding(model, cache["cross"], cross_bias, sizes, columns)
+        next_logits_fn = _shared_slot_decoding(model, cache, cross_bias, sizes, columns)
         options = _search_options(model, source_lengths, max_decode_length, search, eos_id)
         initial_ids = ops.full((batch_size,), bos_id, dtype="int32")
         if columns is not None:  # The search runs over column indices (the special ids keep theirs).
@@ -162,26 +163,29 @@ def _decode_length(source_ids, max_decode_length, max_extra_length, sampling, nu
     return max_decode_length
 
 
-def _shared_slot_decoding(model, cross_caches, cross_bias, sizes, columns=None):
+def _shared_slot_decoding(model, cache, cross_bias, sizes, columns=None):
     """The search's `next_logits_fn(ids, step, state)` over caches that are never reordered;
     `sizes` is `(batch_size, beam_size, max_decode_length)`; with `columns` (a
     `BatchShortlist`), `ids` and the logits are those of its columns.
 
     Hypotheses are rows b * beam + k (beam k of sentence b); the caches stay one row per sentence,
-    never reordered. Encoder keys/values (`cross_caches`): projected once, read by the sentence's
+    never reordered. Encoder keys/values (`cache["cross"]`): projected once, read by the sentence's
     beams together (`MultiHeadAttention._attend_shared`). Self-attention keys/values: `beam` slots of
     `max_decode_length` positions per sentence; the hypothesis in slot k writes position t of slot
     k at step t, and reads each earlier position in the slot of its ancestor there, recorded in
     `state["ancestry"]` (`[batch * beam, max_decode_length]`, the only state reordered with the
     beams, by `_reorder_ancestry`). No step copies the caches: a reordering gather of every cache per
     step is a large share of a beam search's memory traffic on a GPU. `cross_bias` is the encoder
-    padding mask as the cross-attention's `GroupedBias` (`shared_key_bias`).
+    padding mask as the cross-attention's `GroupedBias` (`shared_key_bias`). What every step's
+    decoding call shares is made here once: where it writes (`plan_decoding`, shifted per step),
+    and the self-attention mask comes as the `GroupedBias` the decoder would make of it.
     """
     batch_size, beam_size, max_decode_length = sizes
     positions = ops.arange(max_decode_length, dtype="int32")
     slots = ops.arange(beam_size, dtype="int32")
     projection = None if columns is None else model.shortlist_projection(columns.columns)
     own_slot = ops.mod(ops.arange(batch_size * beam_size, dtype="int32"), beam_size)  # [batch * beam]
+    first_write = model.plan_decoding(cache["self"], batch_size * beam_size)
 
     def next_logits_fn(ids, step, state):
         mask = None  # One slot per sentence (greedy): the decoder's causal mask.
@@ -189,13 +193,14 @@ def _shared_slot_decoding(model, cross_caches, cross_bias, sizes, columns=None):
             ancestry = ops.where(positions[None, :] == step, own_slot[:, None], state["ancestry"])
             # [batch * beam, beam, L]: slot k, position p holds an ancestor's (or its own) keys.
             visible = ops.logical_and(positions[None, None, :] <= step, ancestry[:, None, :] == slots[None, :, None])
-            mask = ops.reshape(visible, (-1, 1, beam_size * max_decode_length))
+            # Grouped by sentence: its beams' rows see its cache row's `beam * L` keys.
+            mask = rows_bias(ops.reshape(visible, (-1, beam_size, beam_size * max_decode_length)), batch_size)
             state = {**state, "ancestry": ancestry}
         logits, new_cache = model.decode(
             ops.expand_dims(ids if columns is None else columns.to_vocabulary(ids), 1),
             encoder_padding_mask=cross_bias,
-            cache={"self": state["self"], "cross": cross_caches},
-            cache_index=step,
+            cache={"self": state["self"], "cross": cache["cross"]},
+            cache_index=_write_at(first_write, step),
             self_attention_mask=mask,
             projection=projection,
         )
@@ -205,6 +210,13 @@ def _shared_slot_decoding(model, cross_caches, cross_bias, sizes, columns=None):
         return logits, {**state, "self": new_cache["self"]}
 
     return next_logits_fn
+
+
+def _write_at(first_write, step):
+    """`plan_decoding`'s plan (one per member of an ensemble) shifted to position `step`."""
+    if isinstance(first_write, list):
+        return [attention_cache.shift_plan(plan, step) for plan in first_write]
+    return attention_cache.shift_plan(first_write, step)
 
 
 def _reorder_ancestry(state, parent_rows):

@@ -244,8 +244,8 @@ def assert_train_refuses(model_dir, argv, message, status=None):
 
 
 class EosBiasModel:
-    """A `Transformer` seen through `translate_ids`'s interface (encode, initial_cache, decode,
-    pad_id, variables) with `bias` added to the EOS logit of every decoding step: +1e9 forces EOS
+    """A `Transformer` seen through `translate_ids`'s interface (encode, initial_cache,
+    plan_decoding, decode, pad_id, variables) with `bias` added to the EOS logit of every decoding step: +1e9 forces EOS
     first, -1e9 forbids it so every hypothesis runs to its maximum length."""
 
     def __init__(self, model, bias):
@@ -262,6 +262,9 @@ class EosBiasModel:
 
     def initial_cache(self, *args, **kwargs):
         return self.model.initial_cache(*args, **kwargs)
+
+    def plan_decoding(self, *args, **kwargs):
+        return self.model.plan_decoding(*args, **kwargs)
 
     def decode(self, *args, **kwargs):
         outputs = self.model.decode(*args, **kwargs)
