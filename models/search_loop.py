@@ -7,6 +7,7 @@ from typing import Any, NamedTuple
 import keras
 from keras import ops
 
+from models.fast_paths import blocked_top_k
 from models.fast_paths.narrow_gather import take_along_last
 from models.search_part import DEAD_THRESHOLD, LARGE_NEGATIVE, SCORE_DTYPE, Candidates, StepInputs
 from models.shapes import dimension
@@ -187,7 +188,7 @@ def _offers(inputs, parts, part_states, settings):
         # Each of a sentence's best extensions is among its own hypothesis's `num_candidates` best
         # tokens, so only those are normalised (the log-softmax shifts a row by a constant).
         per_row = min(settings.num_candidates, inputs.logits.shape[-1] or settings.num_candidates)
-        row_logits, row_tokens = ops.top_k(choice_logits, per_row)  # [batch * beam, per_row]
+        row_logits, row_tokens = blocked_top_k.top_k(choice_logits, per_row)  # [batch * beam, per_row]
         for part, part_state in zip(parts, part_states):
             extra = part.offer(choice_logits, row_tokens, part_state)
             if extra is not None:
