@@ -79,8 +79,7 @@ def translate_ids(
         cache = model.initial_cache(encoder_output, beam_size * max_decode_length)
         columns = _shortlist_columns(model, search, lexical_table, source_ids, (prefix_ids, constraint_ids))
         sizes = (batch_size, beam_size, max_decode_length)
-        # The encoder mask as the bias every step's cross-attention adds, made once for the search.
-        cross_bias = shared_key_bias(padding_mask, beam_size)
+        cross_bias = shared_key_bias(padding_mask, beam_size)  # Made once, added at every step.
         next_logits_fn = _shared_slot_decoding(model, cache, cross_bias, sizes, columns)
         options = _search_options(model, source_lengths, max_decode_length, search, eos_id)
         initial_ids = ops.full((batch_size,), bos_id, dtype="int32")
