@@ -1,15 +1,15 @@
 """Fast path: `ops.top_k(x, k)` over a wide last axis (a vocabulary) under TensorFlow; it must equal
 it, ties included (tests/models/fast_paths/test_blocked_top_k.py).
 
-TensorFlow's CPU `TopKV2` passes every entry of a row through a heap, a few nanoseconds each: over a
-vocabulary at every decoding step, the search's costliest op after the products. Here the row is cut
-into blocks of `BLOCK` entries; a vectorised max gives each block's best, `TopKV2` picks the `k`
-best blocks over those maxima, and `TopKV2` again picks the `k` best entries of those `k` blocks.
-Each of the row's `k` best entries lies in one of them: a block that holds one and is not picked
-has `k` picked blocks whose maxima are at least that entry, which would then not be among the `k`
-best. The picked blocks are gathered in their order in the row, so that equal entries come out lower
-index first, as `TopKV2` returns them. Other backends (XLA has its own top-k) and narrow rows use
-Keras's op."""
+TensorFlow's CPU `TopKV2` costs a few nanoseconds for every entry of a row: over a vocabulary at
+every decoding step, the search's costliest op after the products (benchmarks/README.md, "CPU
+inference beside CTranslate2"). Here the row is cut into blocks of `BLOCK` entries; a vectorised max
+gives each block's best, `TopKV2` picks the `k` best blocks over those maxima, and `TopKV2` again
+picks the `k` best entries of those `k` blocks. Each of the row's `k` best entries lies in one of
+them: a block that holds one and is not picked has `k` picked blocks whose maxima are at least that
+entry, which would then not be among the `k` best. The picked blocks are gathered in their order in
+the row, so that equal entries come out lower index first, as `TopKV2` returns them. Other backends
+(XLA has its own top-k) and narrow rows use Keras's op."""
 
 import keras
 from keras import ops
