@@ -176,7 +176,7 @@ def parse_args(argv=None):
         default=None,
         help="Another checkout of this repository (e.g. `git worktree add ../base HEAD~3`): its `python -m "
         "export` makes a float32 SavedModel of each size, measured beside the others as saved_model_baseline "
-        "(the anchor of a change to the exported graph).",
+        "(the anchor of a change to the exported graph); it searches without --shortlist.",
     )
     parser.add_argument(
         "--shortlist",
@@ -226,8 +226,6 @@ def check_args(parser, args):
             parser.error(
                 f"--baseline_tree={args.baseline_tree}: not a checkout of this repository (no export/__main__.py)"
             )
-        if args.shortlist:
-            parser.error("--baseline_tree measures the plain search: leave --shortlist out")
     if not os.path.isfile(args.sentences):
         parser.error(f"--sentences={args.sentences}: no such file (a text file, or a TSV whose first column is read)")
     args.run_preset = None
@@ -473,7 +471,8 @@ def build_artefacts(run_path, checkpoint, output_length, scratch, args):
 def baseline_export(run_path, checkpoint, output_length, target, args):
     """The float32 SavedModel version directory that `args.baseline_tree`'s `python -m export` writes
     under `target` for the run `run_path`, with the search and buckets of this script's exports but
-    the tree's default stopping rule (a tree before `--stopping` has no such flag)."""
+    the tree's default stopping rule (a tree before `--stopping` has no such flag) and no shortlist
+    (the plain search, the anchor of what `--shortlist` and the rest buy)."""
     import subprocess
 
     command = [
