@@ -38,23 +38,18 @@ def grouped_bias(attention_mask, query_rows, query_length, keys, name):
     cache_rows, key_length = dimension(keys, 0), dimension(keys, 2)
     group_rows = groups * query_length
     mask = ops.broadcast_to(attention_mask, (query_rows, query_length, key_length))
-    mask = ops.reshape(mask, (cache_rows, group_rows, key_length))[:, None, :, :]
-    return GroupedBias(
-        _additive(mask),
-        ops.convert_to_tensor(cache_rows, "int32"),
-        ops.convert_to_tensor(group_rows, "int32"),
-    )
+    return rows_bias(ops.reshape(mask, (cache_rows, group_rows, key_length)), cache_rows, group_rows)
 
 
-def rows_bias(grouped_mask, cache_rows):
+def rows_bias(grouped_mask, cache_rows, group_rows):
     """The `GroupedBias` of a boolean mask already grouped by cache row, `[cache_rows, group_rows,
-    key_length]` with a static `group_rows` (query rows per cache row times the query length), row
-    r's group the query rows `r * n` to `r * n + n - 1` (`grouped_bias` of the ungrouped mask);
-    `cache_rows` an int or an int32 scalar."""
+    key_length]` (`group_rows`: query rows per cache row times the query length), row r's group the
+    query rows `r * n` to `r * n + n - 1` (`grouped_bias` of the ungrouped mask); `cache_rows` and
+    `group_rows` are ints or int32 scalars."""
     return GroupedBias(
         _additive(grouped_mask)[:, None, :, :],
         ops.convert_to_tensor(cache_rows, "int32"),
-        ops.convert_to_tensor(grouped_mask.shape[1], "int32"),
+        ops.convert_to_tensor(group_rows, "int32"),
     )
 
 
@@ -64,7 +59,8 @@ def shared_key_bias(key_mask, group_rows):
     rows per cache row times the query length) all see those keys: the encoder padding mask of a
     search, made once for all its steps. Equal to `grouped_bias` of the mask repeated per query row."""
     cache_rows, key_length = dimension(key_mask, 0), dimension(key_mask, 1)
-    return rows_bias(ops.broadcast_to(key_mask[:, None, :], (cache_rows, group_rows, key_length)), cache_rows)
+    mask = ops.broadcast_to(key_mask[:, None, :], (cache_rows, group_rows, key_length))
+    return rows_bias(mask, cache_rows, group_rows)
 
 
 def check_mask(attention_mask, name):

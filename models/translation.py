@@ -193,7 +193,8 @@ def _shared_slot_decoding(model, cache, cross_bias, sizes, columns=None):
             # [batch * beam, beam, L]: slot k, position p holds an ancestor's (or its own) keys.
             visible = ops.logical_and(positions[None, None, :] <= step, ancestry[:, None, :] == slots[None, :, None])
             # Grouped by sentence: its beams' rows see its cache row's `beam * L` keys.
-            mask = rows_bias(ops.reshape(visible, (-1, beam_size, beam_size * max_decode_length)), batch_size)
+            grouped = ops.reshape(visible, (-1, beam_size, beam_size * max_decode_length))
+            mask = rows_bias(grouped, batch_size, beam_size)
             state = {**state, "ancestry": ancestry}
         logits, new_cache = model.decode(
             ops.expand_dims(ids if columns is None else columns.to_vocabulary(ids), 1),
