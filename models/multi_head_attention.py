@@ -78,6 +78,16 @@ def check_mask(attention_mask, name):
     return attention_mask
 
 
+def _over_batch(bias, logits):
+    """`bias` `[1, ...]` (the causal mask of a full pass) broadcast over the batch of `logits`;
+    any other bias as it is. TensorFlow's oneDNN rewrite fuses the add into the batched matmul, and
+    that kernel adds a bias broadcast over the batch 20-60 times slower than one with the batch's
+    rows (docs/design.md, "The model")."""
+    if bias.shape[0] != 1 or logits.shape[0] == 1:
+        return bias
+    return ops.broadcast_to(bias, (dimension(logits, 0),) + tuple(dimension(bias, axis) for axis in (1, 2, 3)))
+
+
 def _additive(mask):
     """float32 0 where boolean `mask` is True, `MASKED_BIAS` elsewhere."""
     return ops.where(mask, 0.0, MASKED_BIAS)
@@ -285,7 +295,7 @@ class MultiHeadAttention(keras.layers.Layer):
             # itself, where a select's is another select over the [batch, heads, query, key] float32
             # gradient (TensorFlow runs each as a kernel of its own). A `GroupedBias` reaches a
             # mixed-precision layer autocast to its compute dtype: -1e9 masks there as well.
-            logits = logits + ops.cast(bias, "float32")
+            logits = logits + _over_batch(ops.cast(bias, "float32"), logits)
         weights = ops.softmax(logits, axis=-1)
         dropped = ops.cast(self.dropout_layer(weights, training=training), values.dtype)
         attended = ops.einsum("bnts,bnsh->bnth", dropped, values)

@@ -121,6 +121,26 @@ def test_mixed_precision_masks_do_not_overflow():
         assert np.all(np.isfinite(_numpy(ops.cast(outputs, "float32")))), policy
 
 
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="the TensorFlow graph's ops")
+@pytest.mark.parametrize("batch", [BATCH, None])
+def test_a_mask_shared_by_the_batch_is_added_with_the_batch_rows(batch):
+    """The full pass's causal mask `[1, T, T]` reaches the logits broadcast over the batch (oneDNN's
+    fused batched matmul adds a bias shared by the batch many times slower), with the same outputs."""
+    import tensorflow as tf
+
+    layer = MultiHeadAttention(HIDDEN, HEADS)
+    query = _random(BATCH, QUERY_LENGTH, HIDDEN)
+    mask = causal_attention_mask(QUERY_LENGTH, QUERY_LENGTH)
+    function = tf.function(lambda x: layer(x, attention_mask=mask))
+    graph = function.get_concrete_function(tf.TensorSpec((batch, QUERY_LENGTH, HIDDEN))).graph
+    logit_adds = [op for op in graph.get_operations() if op.type == "AddV2" and op.outputs[0].shape.rank == 4]
+    assert logit_adds
+    for op in logit_adds:
+        assert [tensor.shape[0] for tensor in op.inputs] == [batch, batch], op.name
+    repeated = np.broadcast_to(_numpy(mask), (BATCH, QUERY_LENGTH, QUERY_LENGTH))
+    np.testing.assert_array_equal(_numpy(function(query)), _numpy(layer(query, attention_mask=repeated)))
+
+
 def test_incremental_self_attention_with_cache_equals_full_pass():
     layer = MultiHeadAttention(HIDDEN, HEADS)
     sequence = _random(BATCH, QUERY_LENGTH, HIDDEN)
