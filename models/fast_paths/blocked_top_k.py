@@ -9,7 +9,8 @@ picks the `k` best entries of those `k` blocks. Each of the row's `k` best entri
 them: a block that holds one and is not picked has `k` picked blocks whose maxima are at least that
 entry, which would then not be among the `k` best. The picked blocks are gathered in their order in
 the row, so that equal entries come out lower index first, as `TopKV2` returns them. Other backends
-(XLA has its own top-k) and narrow rows use Keras's op."""
+(XLA has its own top-k) and narrow rows of a known width use Keras's op; a width known only at run
+time (a shortlist's columns) is always blocked, padded to at least `k` blocks."""
 
 import keras
 from keras import ops
@@ -22,12 +23,19 @@ MIN_BLOCKS = 4
 
 
 def top_k(x, k):
-    """`ops.top_k(x, k)` (sorted, ties lower index first) for a float `x` of rank 2 `[rows, n]`."""
+    """`ops.top_k(x, k)` (sorted, ties lower index first) for a float `x` of rank 2 `[rows, n]`, n >= k."""
     width = x.shape[-1]
-    if keras.backend.backend() != "tensorflow" or len(x.shape) != 2 or width is None or width < MIN_BLOCKS * k * BLOCK:
+    if keras.backend.backend() != "tensorflow" or len(x.shape) != 2:
         return ops.top_k(x, k)
-    blocks = -(-width // BLOCK)
-    if blocks * BLOCK != width:  # Padding at the end loses every tie, so it is never picked.
+    if width is None:  # Known at run time only (a shortlist's columns): blocked, at least k blocks.
+        width = ops.shape(x)[1]
+        blocks = ops.maximum(-(-width // BLOCK), k)
+    elif width < MIN_BLOCKS * k * BLOCK:
+        return ops.top_k(x, k)
+    else:
+        blocks = -(-width // BLOCK)
+    if not isinstance(blocks, int) or blocks * BLOCK != width:
+        # Padding at the end loses every tie, so it is never picked before a real entry.
         x = ops.pad(x, [[0, 0], [0, blocks * BLOCK - width]], constant_values=float("-inf"))
     _, best_blocks = ops.top_k(ops.max(ops.reshape(x, (-1, blocks, BLOCK)), axis=-1), k)  # [rows, k]
     best_blocks = ops.sort(best_blocks, axis=-1)  # In row order: ties keep TopKV2's order.

@@ -41,3 +41,16 @@ def test_an_unknown_number_of_rows_under_a_traced_function():
         x = np.random.default_rng(rows).integers(0, 50, size=(rows, 4000)).astype("float32")
         for got, expected in zip(searched(x), tf.math.top_k(x, 8)):
             np.testing.assert_array_equal(got.numpy(), expected.numpy())
+
+
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="a TensorFlow graph's unknown width")
+@pytest.mark.parametrize("kind", ["normal", "ties", "barred"])
+def test_a_width_known_at_run_time_only(kind):
+    """A shortlist's columns: any width from k up, fewer entries than k blocks hold included."""
+    import tensorflow as tf
+
+    searched = tf.function(lambda x: top_k(x, 8), input_signature=[tf.TensorSpec([None, None], tf.float32)])
+    for width in (8, 100, 8 * BLOCK, 2537, 4001):
+        x = _rows(kind, width, np.random.default_rng(width))
+        for got, expected in zip(searched(x), tf.math.top_k(x, 8)):
+            np.testing.assert_array_equal(got.numpy(), expected.numpy(), err_msg=f"width {width}")
