@@ -37,9 +37,12 @@ def top_k(x, k):
     if not isinstance(blocks, int) or blocks * BLOCK != width:
         # Padding at the end loses every tie, so it is never picked before a real entry.
         x = ops.pad(x, [[0, 0], [0, blocks * BLOCK - width]], constant_values=float("-inf"))
-    _, best_blocks = ops.top_k(ops.max(ops.reshape(x, (-1, blocks, BLOCK)), axis=-1), k)  # [rows, k]
+    # A static row count stays static (a search's loop keeps its variables' shapes).
+    rows = x.shape[0]
+    grid = (-1, blocks, BLOCK) if rows is None else (rows, -1, BLOCK)
+    _, best_blocks = ops.top_k(ops.max(ops.reshape(x, grid), axis=-1), k)  # [rows, k]
     best_blocks = ops.sort(best_blocks, axis=-1)  # In row order: ties keep TopKV2's order.
-    rows = ops.arange(ops.shape(x)[0], dtype=best_blocks.dtype)[:, None] * blocks + best_blocks
-    picked = ops.take(ops.reshape(x, (-1, BLOCK)), ops.reshape(rows, (-1,)), axis=0)  # [rows * k, BLOCK]
-    values, index = ops.top_k(ops.reshape(picked, (-1, k * BLOCK)), k)
+    flat = ops.arange(ops.shape(x)[0], dtype=best_blocks.dtype)[:, None] * blocks + best_blocks
+    picked = ops.take(ops.reshape(x, (-1, BLOCK)), ops.reshape(flat, (-1,)), axis=0)  # [rows * k, BLOCK]
+    values, index = ops.top_k(ops.reshape(picked, (-1 if rows is None else rows, k * BLOCK)), k)
     return values, take_along_last(best_blocks, index // BLOCK) * BLOCK + index % BLOCK

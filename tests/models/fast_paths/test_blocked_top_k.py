@@ -1,3 +1,5 @@
+import itertools
+
 import keras
 import numpy as np
 import pytest
@@ -49,8 +51,11 @@ def test_a_width_known_at_run_time_only(kind):
     """A shortlist's columns: any width from k up, fewer entries than k blocks hold included."""
     import tensorflow as tf
 
-    searched = tf.function(lambda x: top_k(x, 8), input_signature=[tf.TensorSpec([None, None], tf.float32)])
-    for width in (8, 100, 8 * BLOCK, 2537, 4001):
-        x = _rows(kind, width, np.random.default_rng(width))
-        for got, expected in zip(searched(x), tf.math.top_k(x, 8)):
-            np.testing.assert_array_equal(got.numpy(), expected.numpy(), err_msg=f"width {width}")
+    for rows, k in itertools.product((None, 1, 6), (1, 8)):  # Static rows stay static, as a search's loop needs.
+        signature = [tf.TensorSpec([rows, None], tf.float32)]
+        searched = tf.function(lambda x, k=k: top_k(x, k), input_signature=signature)
+        assert [tensor.shape.as_list() for tensor in searched.get_concrete_function().outputs] == [[rows, k]] * 2
+        for width in (8, 100, 8 * BLOCK, 2537, 4001):
+            x = _rows(kind, width, np.random.default_rng(width))[: rows or 6]
+            for got, expected in zip(searched(x), tf.math.top_k(x, k)):
+                np.testing.assert_array_equal(got.numpy(), expected.numpy(), err_msg=f"width {width}, k {k}")
