@@ -8,6 +8,13 @@ Measures, on the same sentences and search settings:
   sort by length, pad to multiples of 8, `translate_ids` under `tf.function`, detokenize), with
   `batch_size=1` for the latency and `batch_size=--batch` for the throughput.
 
+`--signatures` times other signatures of the export the same way, each request built from the
+sentences: `n_best`, `align` and `markup` take them alone; `score` takes them with their
+`serving_default` translations; `prefix` and `constrain` with the first word of that translation as
+the prefix or the one phrase. `--baseline_export_dir` times the same signatures of another export
+(another tree's, for an A/B) in the same process, after each signature of this one, with the same
+requests, and reports this export's rate over the baseline's.
+
 Every configuration first translates the whole sentence set once untimed (graph initialisation and
 tracing for every shape), then is timed over `--repeats` passes. Each call's result is fetched as
 NumPy / Python strings, so the clock covers the whole request. With `--export_dir` absent the model
@@ -18,6 +25,9 @@ Example (the numbers in benchmarks/README.md were measured like this on the 2-co
 
     python benchmarks/export_latency.py --model_dir=runs/tiny --sentences=cache/corpora/deb-en-de/test.tsv \
         --count=64 --batch=32
+    python benchmarks/export_latency.py --model_dir=runs/demo --export_dir=EXPORT/1 --baseline_export_dir=OLD/1 \
+        --sentences=cache/corpora/deb-en-de/test.tsv --count=32 --batch=32 --repeats=5 --skip_python_path \
+        --signatures=serving_default,n_best,align,markup,prefix,score
 """
 
 import argparse
@@ -52,7 +62,23 @@ def parse_args(argv=None):
         help="Comma-separated buckets for the export made here; empty: one fixed cache.",
     )
     parser.add_argument("--skip_python_path", action="store_true", help="Time only the export.")
-    return parser.parse_args(argv)
+    parser.add_argument(
+        "--signatures",
+        default="serving_default",
+        help=f"Comma-separated signatures to time besides the Python path, of {', '.join(SIGNATURES)}.",
+    )
+    parser.add_argument(
+        "--baseline_export_dir", default=None, help="Another export's version directory, timed beside (--signatures)."
+    )
+    args = parser.parse_args(argv)
+    unknown = [name for name in args.signatures.split(",") if name not in SIGNATURES]
+    if unknown or not args.signatures:
+        parser.error(f"--signatures={args.signatures}: {unknown or 'none'} not of {', '.join(SIGNATURES)}")
+    return args
+
+
+# The signatures whose requests this script builds from the sentences (module docstring).
+SIGNATURES = ("serving_default", "n_best", "align", "markup", "score", "prefix", "constrain")
 
 
 def read_sentences(path, count):
@@ -72,13 +98,13 @@ def percentile(values, q):
     return float(np.percentile(np.array(values), q))
 
 
-def time_single(translate, sentences, repeats):
-    """Per-sentence latencies in milliseconds."""
+def time_single(translate, sentences, repeats, unpack=False):
+    """Per-sentence latencies in milliseconds (`unpack`: each item is a call's whole argument)."""
     latencies = []
     for _ in range(repeats):
         for sentence in sentences:
             start = time.perf_counter()
-            translate([sentence])
+            translate(sentence if unpack else [sentence])
             latencies.append(1000.0 * (time.perf_counter() - start))
     return {"p50_ms": percentile(latencies, 50), "p95_ms": percentile(latencies, 95), "calls": len(latencies)}
 
@@ -90,6 +116,62 @@ def time_batches(translate, sentences, batch, repeats):
             translate(sentences[offset : offset + batch])
     seconds = time.perf_counter() - start
     return {"sentences_per_second": repeats * len(sentences) / seconds, "batch": batch}
+
+
+def signature_requests(serving, sentences):
+    """`{signature: function(indices) -> its keyword inputs}` for the sentences at `indices`
+    (module docstring); the translations `score`, `prefix` and `constrain` read are made here, once."""
+    import tensorflow as tf
+
+    translations = [t.decode("utf-8") for t in serving(inputs=tf.constant(sentences))["translations"].numpy()]
+    first_words = [(translation.split() or [""])[0] for translation in translations]
+
+    def strings(values, indices):
+        return tf.constant([values[index] for index in indices])
+
+    def alone(indices):
+        return {"inputs": strings(sentences, indices)}
+
+    return {
+        "serving_default": alone,
+        "n_best": alone,
+        "align": alone,
+        "markup": alone,
+        "score": lambda indices: {**alone(indices), "targets": strings(translations, indices)},
+        "prefix": lambda indices: {**alone(indices), "prefixes": strings(first_words, indices)},
+        "constrain": lambda indices: {**alone(indices), "constraints": strings(first_words, indices)},
+    }
+
+
+def time_signature(signature, request, sentences, args):
+    """One signature's single-sentence latency and batched rate, each call's outputs fetched."""
+
+    def call(indices):
+        return {name: value.numpy() for name, value in signature(**request(indices)).items()}
+
+    every = list(range(len(sentences)))
+    call(every)  # Traces and warms every bucket the requests reach.
+    for index in every:
+        call([index])
+    return {
+        "single": time_single(call, [[index] for index in every], args.repeats, unpack=True),
+        "batched": time_batches(call, every, args.batch, args.repeats),
+    }
+
+
+def over_baseline(results, signatures):
+    """The export's batched rate and single p50 latency over the baseline's, per signature."""
+    ratios = {}
+    for name in signatures:
+        mine, theirs = (
+            (results[which] if name == "serving_default" else results[f"{which}_signatures"][name])
+            for which in ("export", "baseline")
+        )
+        ratios[name] = {
+            "batched_rate": mine["batched"]["sentences_per_second"] / theirs["batched"]["sentences_per_second"],
+            "single_speed": theirs["single"]["p50_ms"] / mine["single"]["p50_ms"],
+        }
+    return ratios
 
 
 def main(argv=None):
@@ -128,19 +210,19 @@ def main(argv=None):
         results["length_buckets"] = json.load(open(os.path.join(path, "assets.extra", "export_config.json")))["export"][
             "length_buckets"
         ]
-        serving = tf.saved_model.load(path).signatures["serving_default"]
-
-        def exported(batch):
-            outputs = serving(inputs=tf.constant(batch))
-            return [t.decode("utf-8") for t in outputs["translations"].numpy()], outputs["scores"].numpy()
-
-        exported(sentences)
-        for sentence in sentences:
-            exported([sentence])
-        results["export"] = {
-            "single": time_single(exported, sentences, args.repeats),
-            "batched": time_batches(exported, sentences, args.batch, args.repeats),
-        }
+        exports = {"export": tf.saved_model.load(path)}
+        if args.baseline_export_dir:
+            exports["baseline"] = tf.saved_model.load(args.baseline_export_dir)
+        requests = signature_requests(exports["export"].signatures["serving_default"], sentences)
+        for name in args.signatures.split(","):
+            for which, loaded in exports.items():
+                timed = time_signature(loaded.signatures[name], requests[name], sentences, args)
+                if name == "serving_default":
+                    results[which] = timed
+                else:
+                    results.setdefault(f"{which}_signatures", {})[name] = timed
+        if "baseline" in exports:
+            results["over_baseline"] = over_baseline(results, args.signatures.split(","))
 
     if not args.skip_python_path:
         model, tokenizer, _ = RunDir(args.model_dir).load_model("last")
