@@ -98,13 +98,13 @@ def percentile(values, q):
     return float(np.percentile(np.array(values), q))
 
 
-def time_single(translate, sentences, repeats, unpack=False):
-    """Per-sentence latencies in milliseconds (`unpack`: each item is a call's whole argument)."""
+def time_single(translate, sentences, repeats):
+    """Per-sentence latencies in milliseconds: `translate` called with a list of one item of `sentences`."""
     latencies = []
     for _ in range(repeats):
         for sentence in sentences:
             start = time.perf_counter()
-            translate(sentence if unpack else [sentence])
+            translate([sentence])
             latencies.append(1000.0 * (time.perf_counter() - start))
     return {"p50_ms": percentile(latencies, 50), "p95_ms": percentile(latencies, 95), "calls": len(latencies)}
 
@@ -154,7 +154,7 @@ def time_signature(signature, request, sentences, args):
     for index in every:
         call([index])
     return {
-        "single": time_single(call, [[index] for index in every], args.repeats, unpack=True),
+        "single": time_single(call, every, args.repeats),
         "batched": time_batches(call, every, args.batch, args.repeats),
     }
 
