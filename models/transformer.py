@@ -132,8 +132,9 @@ class Transformer(keras.Model):
     def initial_cache(self, encoder_output, cache_length):
         """Preallocated self caches and precomputed cross caches for `encoder_output`: "self" and
         "cross" map each layer to `(keys, values)` of `[batch, heads, cache_length or
-        source_length, head_dim]`."""
-        if not isinstance(cache_length, int) or cache_length < 1:
+        source_length, head_dim]`; `cache_length` may be an int32 scalar where shapes need not be
+        static (TensorFlow)."""
+        if not (isinstance(cache_length, int) and cache_length >= 1 or ops.is_tensor(cache_length)):
             raise ValueError(f"cache_length must be a positive int, received {cache_length!r}")
         batch_size = ops.shape(encoder_output)[0]
         return {

@@ -86,7 +86,7 @@ class TransformerDecoderLayer(TransformerLayerBase):
             self_mask = causal_attention_mask(query_length, query_length)
         else:
             self_mask = causal_attention_mask(
-                query_length, self_cache[0].shape[2], attention_cache.position_of(cache_index)
+                query_length, dimension(self_cache[0], 2), attention_cache.position_of(cache_index)
             )
         cross_mask = encoder_padding_mask
         if encoder_padding_mask is not None and not isinstance(encoder_padding_mask, GroupedBias):

@@ -4,6 +4,7 @@ Backend-agnostic (keras.ops only): it runs eagerly, under `jax.jit`, and traces 
 graph for the SavedModel. The model is seen by the search only through `next_logits_fn`.
 """
 
+import keras
 from keras import ops
 
 from common.special_ids import BOS_ID, EOS_ID
@@ -13,6 +14,10 @@ from models.multi_head_attention import rows_bias, shared_key_bias
 from models.sampling import sentence_keys, token_sampler
 from models.search_config import DEFAULT_SEARCH
 from models.vocabulary_shortlist import SPECIAL_IDS, batch_shortlist, needs_static_shapes
+
+# Positions a self cache's slot starts with, and gains when full, in a TensorFlow graph
+# (`_shared_slot_decoding`): a step's self-attention reads its slots' positions, not the whole length.
+CAPACITY_STEP = 8
 
 
 def translate_ids(
@@ -76,11 +81,12 @@ def translate_ids(
         encoder_output, padding_mask = model.encode(source_ids, training=False)
         batch_size = ops.shape(source_ids)[0]
         source_lengths = ops.sum(ops.cast(padding_mask, "int32"), axis=1)  # [batch]
-        cache = model.initial_cache(encoder_output, beam_size * max_decode_length)
+        capacity = _first_capacity(source_lengths + search.max_extra_length, max_decode_length)
+        cache = model.initial_cache(encoder_output, beam_size * capacity)
         columns = _shortlist_columns(model, search, lexical_table, source_ids, (prefix_ids, constraint_ids))
         sizes = (batch_size, beam_size, max_decode_length)
         cross_bias = shared_key_bias(padding_mask, beam_size)  # Made once, added at every step.
-        next_logits_fn = _shared_slot_decoding(model, cache, cross_bias, sizes, columns)
+        next_logits_fn, self_state = _shared_slot_decoding(model, cache, cross_bias, sizes, columns)
         options = _search_options(model, source_lengths, max_decode_length, search, eos_id)
         initial_ids = ops.full((batch_size,), bos_id, dtype="int32")
         if columns is not None:  # The search runs over column indices (the special ids keep theirs).
@@ -89,10 +95,10 @@ def translate_ids(
             options["prefix_ids"] = prefix_ids
         if sampling is not None:
             sampler = _sampler(sampling, ops.arange(batch_size) if keys is None else keys)
-            result = sampling_search(next_logits_fn, initial_ids, {"self": cache["self"]}, sampler=sampler, **options)
+            result = sampling_search(next_logits_fn, initial_ids, self_state, sampler=sampler, **options)
         else:
             result = _run_search(
-                next_logits_fn, initial_ids, cache["self"], beam_size, num_return, constraint_ids, options
+                next_logits_fn, initial_ids, self_state, beam_size, num_return, constraint_ids, options
             )
         return result if columns is None else SearchResult(columns.to_vocabulary(result.ids), result.scores)
 
@@ -124,17 +130,18 @@ def _sampler(sampling, keys):
     )
 
 
-def _run_search(next_logits_fn, initial_ids, self_cache, beam_size, num_return, constraint_ids, options):
+def _run_search(next_logits_fn, initial_ids, self_state, beam_size, num_return, constraint_ids, options):
     """The greedy search for one slot per sentence and no constraints, else the beam search
-    (constrained when `constraint_ids` is given), with `options` (`_search_options`)."""
+    (constrained when `constraint_ids` is given), with `options` (`_search_options`); `self_state`
+    is `_shared_slot_decoding`'s."""
     if beam_size == 1 and constraint_ids is None:  # One slot per sentence: no ancestry to keep.
-        return greedy_search(next_logits_fn, initial_ids, {"self": self_cache}, **options)
+        return greedy_search(next_logits_fn, initial_ids, self_state, **options)
     if constraint_ids is not None:
         options = {**options, "constraint_ids": constraint_ids}
     if beam_size == 1:  # Constrained, with one slot per sentence: the greedy state.
-        return beam_search(next_logits_fn, initial_ids, {"self": self_cache}, beam_size=1, **options)
+        return beam_search(next_logits_fn, initial_ids, self_state, beam_size=1, **options)
     rows = ops.shape(initial_ids)[0] * beam_size
-    initial_state = {"self": self_cache, "ancestry": ops.zeros((rows, options["max_decode_length"]), dtype="int32")}
+    initial_state = {**self_state, "ancestry": ops.zeros((rows, options["max_decode_length"]), dtype="int32")}
     return beam_search(
         next_logits_fn,
         initial_ids,
@@ -163,44 +170,58 @@ def _decode_length(source_ids, max_decode_length, max_extra_length, sampling, nu
 
 
 def _shared_slot_decoding(model, cache, cross_bias, sizes, columns=None):
-    """The search's `next_logits_fn(ids, step, state)` over caches that are never reordered;
-    `sizes` is `(batch_size, beam_size, max_decode_length)`; with `columns` (a
-    `BatchShortlist`), `ids` and the logits are those of its columns.
+    """The search's `next_logits_fn(ids, step, state)` over caches that are never reordered, and
+    the part of its initial state that it keeps (`{"self": the self caches, ...}`); `sizes` is
+    `(batch_size, beam_size, max_decode_length)`; with `columns` (a `BatchShortlist`), `ids` and
+    the logits are those of its columns.
 
     Hypotheses are rows b * beam + k (beam k of sentence b); the caches stay one row per sentence,
     never reordered. Encoder keys/values (`cache["cross"]`): projected once, read by the sentence's
-    beams together (`MultiHeadAttention._attend_shared`). Self-attention keys/values: `beam` slots of
-    `max_decode_length` positions per sentence; the hypothesis in slot k writes position t of slot
-    k at step t, and reads each earlier position in the slot of its ancestor there, recorded in
-    `state["ancestry"]` (`[batch * beam, max_decode_length]`, the only state reordered with the
-    beams, by `_reorder_ancestry`). No step copies the caches: a reordering gather of every cache per
-    step is a large share of a beam search's memory traffic on a GPU. `cross_bias` is the encoder
-    padding mask as the cross-attention's `GroupedBias` (`shared_key_bias`). What every step's
-    decoding call shares is made here once: where it writes (`plan_decoding`, shifted per step),
-    and the self-attention mask comes as the `GroupedBias` the decoder would make of it.
+    beams together (`MultiHeadAttention._attend_shared`). Self-attention keys/values: `beam` slots
+    per sentence; the hypothesis in slot k writes position t of slot k at step t, and reads each
+    earlier position in the slot of its ancestor there, recorded in `state["ancestry"]`
+    (`[batch * beam, max_decode_length]`, the only state reordered with the beams, by
+    `_reorder_ancestry`). No step copies the caches: a reordering gather of every cache per step is
+    a large share of a beam search's memory traffic on a GPU. A slot holds `max_decode_length`
+    positions where shapes are fixed (JAX); in a TensorFlow graph it starts at `CAPACITY_STEP` and
+    grows by that many when a step needs room (`_with_room`), so that the self-attention of step t
+    reads about t positions per slot, not the whole length. `cross_bias` is the encoder padding
+    mask as the cross-attention's `GroupedBias` (`shared_key_bias`). What every step's decoding
+    call shares is made here once: where it writes (`plan_decoding`, shifted per step, planned
+    again when the slots grow), and the self-attention mask comes as the `GroupedBias` the decoder
+    would make of it.
     """
     batch_size, beam_size, max_decode_length = sizes
     positions = ops.arange(max_decode_length, dtype="int32")
     slots = ops.arange(beam_size, dtype="int32")
     projection = None if columns is None else model.shortlist_projection(columns.columns)
-    own_slot = ops.mod(ops.arange(batch_size * beam_size, dtype="int32"), beam_size)  # [batch * beam]
-    first_write = model.plan_decoding(cache["self"], batch_size * beam_size)
+    rows = batch_size * beam_size
+    own_slot = ops.mod(ops.arange(rows, dtype="int32"), beam_size)  # [batch * beam]
+    first_write = model.plan_decoding(cache["self"], rows)
+    first_capacity = _slot_capacity(cache["self"], beam_size)
+    growing = not isinstance(first_capacity, int) or first_capacity < max_decode_length
+    initial_state = {"self": cache["self"], "write": first_write} if growing else {"self": cache["self"]}
 
     def next_logits_fn(ids, step, state):
+        if growing:
+            state = _with_room(model, state, step, beam_size, max_decode_length, rows)
+        capacity = _slot_capacity(state["self"], beam_size)
         mask = None  # One slot per sentence (greedy): the decoder's causal mask.
         if beam_size > 1:
             ancestry = ops.where(positions[None, :] == step, own_slot[:, None], state["ancestry"])
-            # [batch * beam, beam, L]: slot k, position p holds an ancestor's (or its own) keys.
-            visible = ops.logical_and(positions[None, None, :] <= step, ancestry[:, None, :] == slots[None, :, None])
-            # Grouped by sentence: its beams' rows see its cache row's `beam * L` keys.
-            grouped = ops.reshape(visible, (-1, beam_size, beam_size * max_decode_length))
+            # [batch * beam, beam, capacity]: slot k, position p holds an ancestor's (or its own) keys.
+            held = ancestry[:, :capacity] if growing else ancestry
+            held_positions = positions[:capacity] if growing else positions
+            visible = ops.logical_and(held_positions[None, None, :] <= step, held[:, None, :] == slots[None, :, None])
+            # Grouped by sentence: its beams' rows see its cache row's `beam * capacity` keys.
+            grouped = ops.reshape(visible, (-1, beam_size, beam_size * capacity))
             mask = rows_bias(grouped, batch_size, beam_size)
             state = {**state, "ancestry": ancestry}
         logits, new_cache = model.decode(
             ops.expand_dims(ids if columns is None else columns.to_vocabulary(ids), 1),
             encoder_padding_mask=cross_bias,
             cache={"self": state["self"], "cross": cache["cross"]},
-            cache_index=_write_at(first_write, step),
+            cache_index=_write_at(state["write"] if growing else first_write, step),
             self_attention_mask=mask,
             projection=projection,
         )
@@ -209,7 +230,48 @@ def _shared_slot_decoding(model, cache, cross_bias, sizes, columns=None):
             logits = logits + columns.bias[None, :]
         return logits, {**state, "self": new_cache["self"]}
 
-    return next_logits_fn
+    return next_logits_fn, initial_state
+
+
+def _first_capacity(max_lengths, max_decode_length):
+    """Positions per slot the self caches start with (`_shared_slot_decoding`): `max_decode_length`
+    where shapes are fixed (JAX) or it is at most `CAPACITY_STEP`; else at most `CAPACITY_STEP`, an
+    int32 scalar computed from the batch's `max_lengths` so that the graph leaves the caches' length
+    open to grow."""
+    if needs_static_shapes() or max_decode_length <= CAPACITY_STEP:
+        return max_decode_length
+    longest = ops.max(ops.concatenate([ops.cast(max_lengths, "int32"), ops.ones((1,), "int32")]))
+    return ops.minimum(longest, CAPACITY_STEP)
+
+
+def _slot_capacity(self_caches, slots):
+    """Positions per slot of `self_caches` (a Transformer's layers, or an ensemble's members'): an
+    int where static, else an int32 scalar."""
+    keys = keras.tree.flatten(self_caches)[0]
+    length = keys.shape[2]
+    return length // slots if isinstance(length, int) else ops.floor_divide(ops.shape(keys)[2], slots)
+
+
+def _with_room(model, state, step, slots, max_decode_length, rows):
+    """`state` whose self caches hold position `step` in each of their `slots` slots per row: when
+    full, `CAPACITY_STEP` more positions per slot (at most `max_decode_length`), zeros after each
+    slot's own, and the write planned again for them (`state["write"]`)."""
+    capacity = _slot_capacity(state["self"], slots)
+
+    def grown():
+        extra = ops.minimum(capacity + CAPACITY_STEP, max_decode_length) - capacity
+        caches = keras.tree.map_structure(lambda x: _padded_slots(x, slots, extra), state["self"])
+        return {**state, "self": caches, "write": model.plan_decoding(caches, rows)}
+
+    return ops.cond(step >= capacity, grown, lambda: state)
+
+
+def _padded_slots(buffer, slots, extra):
+    """`buffer` `[batch, heads, slots * capacity, head_dim]` with `extra` zero positions after each of its slots."""
+    shape = ops.shape(buffer)
+    per_slot = ops.reshape(buffer, (shape[0], shape[1], slots, -1, shape[3]))
+    padded = ops.pad(per_slot, [[0, 0], [0, 0], [0, 0], [0, extra], [0, 0]])
+    return ops.reshape(padded, (shape[0], shape[1], -1, shape[3]))
 
 
 def _write_at(first_write, step):
@@ -222,7 +284,7 @@ def _write_at(first_write, step):
 def _reorder_ancestry(state, parent_rows):
     """The search's `reorder_state`: only the ancestry follows the reselected hypotheses, the self
     caches stay in place (see `_shared_slot_decoding`)."""
-    return {"self": state["self"], "ancestry": ops.take(state["ancestry"], parent_rows, axis=0)}
+    return {**state, "ancestry": ops.take(state["ancestry"], parent_rows, axis=0)}
 
 
 def _search_options(model, source_lengths, max_decode_length, search, eos_id):

@@ -12,7 +12,7 @@ from keras import ops
 
 from common.special_ids import BOS_ID, EOS_ID, PAD_ID
 from models.beam_search import beam_search
-from models.search_config import SearchConfig
+from models.search_config import Sampling, SearchConfig
 from models.translation import translate_ids
 
 SENTENCES = [
@@ -220,3 +220,60 @@ def test_cross_attention_weights_are_distributions_over_real_source_tokens(tiny_
     assert weights.shape == (2, model.num_heads, 3, source.shape[1])
     np.testing.assert_allclose(weights.sum(axis=-1), 1.0, atol=1e-5)
     assert np.abs(weights[0, :, :, lengths[0] :]).max() < 1e-6
+
+
+def _traced_search(model, source, capacity_step, monkeypatch, search, **steering):
+    """`translate_ids` traced by `tf.function` with `translation.CAPACITY_STEP` at `capacity_step`
+    (10_000: every slot holds the whole length from the start): its outputs on `source`, and the
+    rank-4 shapes its while loops carry (the self caches among them)."""
+    import tensorflow as tf
+
+    from models import translation
+
+    monkeypatch.setattr(translation, "CAPACITY_STEP", capacity_step)
+    function = tf.function(lambda s: translate_ids(model, s, search, **steering), jit_compile=False)
+    concrete = function.get_concrete_function(tf.constant(source))
+    graph = concrete.graph.as_graph_def()
+    nodes = list(graph.node) + [node for f in graph.library.function for node in f.node_def]
+    carried = {
+        tuple(dim.size for dim in shape.dim)
+        for node in nodes
+        if node.op in ("While", "StatelessWhile")
+        for shape in node.attr["output_shapes"].list.shape
+        if len(shape.dim) == 4
+    }
+    return [ops.convert_to_numpy(x) for x in concrete(tf.constant(source))], carried
+
+
+@pytest.mark.parametrize(
+    "search, steering",
+    [
+        (SearchConfig(beam_size=4, min_length_ratio=0.5), dict(num_return=4, prefix=True)),
+        (SearchConfig(beam_size=1), {}),
+        (SearchConfig(beam_size=1, sampling=Sampling(seed=3, top_k=5)), {}),
+    ],
+    ids=["beam4_nbest_prefix", "greedy", "sampling"],
+)
+def test_a_traced_search_grows_its_self_caches_and_translates_as_with_whole_slots(
+    tiny_model, eos_bias_model, monkeypatch, search, steering
+):
+    """In a TensorFlow graph a slot of the self caches starts at `CAPACITY_STEP` positions and
+    grows by as many when full (here from 3, past the limit's remainder); the translations equal
+    those of slots of the whole length. The greedy search has EOS forbidden: it runs to the limit."""
+    model, tokenizer, _, _ = tiny_model
+    source, _ = source_batch(tokenizer, SENTENCES)
+    steering = dict(steering)
+    if steering.pop("prefix", False):
+        prefix = np.full((len(SENTENCES), 3), PAD_ID, "int32")
+        prefix[0, :2] = tokenizer.tokenize(["Die Datei"]).to_list()[0][:2]
+        steering["prefix_ids"] = prefix
+    limit = source.shape[1] + search.max_extra_length
+    wrapped = eos_bias_model(model, -1e9) if search.beam_size == 1 and search.sampling is None else model
+    grown, grown_loops = _traced_search(wrapped, source, 3, monkeypatch, search, **steering)
+    whole, whole_loops = _traced_search(wrapped, source, 10_000, monkeypatch, search, **steering)
+    for grown_part, whole_part in zip(grown, whole):
+        np.testing.assert_array_equal(grown_part, whole_part)
+    heads = model.num_heads
+    assert any(shape[1] == heads and shape[2] == -1 for shape in grown_loops), grown_loops
+    assert any(shape[1] == heads and shape[2] == search.beam_size * limit for shape in whole_loops), whole_loops
+    assert not any(shape[2] == -1 for shape in whole_loops), whole_loops
