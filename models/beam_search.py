@@ -52,7 +52,8 @@ def beam_search(
         next_logits_fn: `(ids, step, state) -> (logits [batch * beam, vocab], state)`: `ids` int32
             `[batch * beam]`, each hypothesis's last token; `step` int32, the 0-based position being
             produced; `state` tensors with leading dimension `batch * beam` (the decoder's cache),
-            reordered with the hypotheses and returned with the same structure, shapes and dtypes.
+            reordered with the hypotheses and returned with the same structure and dtypes, and
+            shapes that the loop accepts (a TensorFlow graph's unknown dimensions may change).
             What a sentence's beams share (the encoder output) belongs in the closure.
         initial_ids: int `[batch]`, the first input token of every sentence (BOS).
         initial_state: the `state` of step 0, row `b * beam + k` beam `k` of sentence `b`.

@@ -81,12 +81,12 @@ def translate_ids(
         encoder_output, padding_mask = model.encode(source_ids, training=False)
         batch_size = ops.shape(source_ids)[0]
         source_lengths = ops.sum(ops.cast(padding_mask, "int32"), axis=1)  # [batch]
-        capacity = _first_capacity(source_lengths + search.max_extra_length, max_decode_length)
+        capacity = _first_capacity(source_lengths, search, max_decode_length)
         cache = model.initial_cache(encoder_output, beam_size * capacity)
         columns = _shortlist_columns(model, search, lexical_table, source_ids, (prefix_ids, constraint_ids))
         sizes = (batch_size, beam_size, max_decode_length)
         cross_bias = shared_key_bias(padding_mask, beam_size)  # Made once, added at every step.
-        next_logits_fn, self_state = _shared_slot_decoding(model, cache, cross_bias, sizes, columns)
+        next_logits_fn, state = _shared_slot_decoding(model, cache, cross_bias, sizes, columns)
         options = _search_options(model, source_lengths, max_decode_length, search, eos_id)
         initial_ids = ops.full((batch_size,), bos_id, dtype="int32")
         if columns is not None:  # The search runs over column indices (the special ids keep theirs).
@@ -95,11 +95,9 @@ def translate_ids(
             options["prefix_ids"] = prefix_ids
         if sampling is not None:
             sampler = _sampler(sampling, ops.arange(batch_size) if keys is None else keys)
-            result = sampling_search(next_logits_fn, initial_ids, self_state, sampler=sampler, **options)
+            result = sampling_search(next_logits_fn, initial_ids, state, sampler=sampler, **options)
         else:
-            result = _run_search(
-                next_logits_fn, initial_ids, self_state, beam_size, num_return, constraint_ids, options
-            )
+            result = _run_search(next_logits_fn, initial_ids, state, beam_size, num_return, constraint_ids, options)
         return result if columns is None else SearchResult(columns.to_vocabulary(result.ids), result.scores)
 
 
@@ -233,14 +231,15 @@ def _shared_slot_decoding(model, cache, cross_bias, sizes, columns=None):
     return next_logits_fn, initial_state
 
 
-def _first_capacity(max_lengths, max_decode_length):
+def _first_capacity(source_lengths, search, max_decode_length):
     """Positions per slot the self caches start with (`_shared_slot_decoding`): `max_decode_length`
     where shapes are fixed (JAX) or it is at most `CAPACITY_STEP`; else at most `CAPACITY_STEP`, an
-    int32 scalar computed from the batch's `max_lengths` so that the graph leaves the caches' length
-    open to grow."""
+    int32 scalar computed from the batch's maximum output lengths (`source_lengths` `[batch]` plus
+    `search.max_extra_length`) so that the graph leaves the caches' length open to grow."""
     if needs_static_shapes() or max_decode_length <= CAPACITY_STEP:
         return max_decode_length
-    longest = ops.max(ops.concatenate([ops.cast(max_lengths, "int32"), ops.ones((1,), "int32")]))
+    max_lengths = ops.cast(source_lengths, "int32") + search.max_extra_length
+    longest = ops.max(ops.concatenate([max_lengths, ops.ones((1,), "int32")]))
     return ops.minimum(longest, CAPACITY_STEP)
 
 
