@@ -128,18 +128,16 @@ def _sampler(sampling, keys):
     )
 
 
-def _run_search(next_logits_fn, initial_ids, self_state, beam_size, num_return, constraint_ids, options):
+def _run_search(next_logits_fn, initial_ids, initial_state, beam_size, num_return, constraint_ids, options):
     """The greedy search for one slot per sentence and no constraints, else the beam search
-    (constrained when `constraint_ids` is given), with `options` (`_search_options`); `self_state`
-    is `_shared_slot_decoding`'s."""
+    (constrained when `constraint_ids` is given), with `options` (`_search_options`), from
+    `_shared_slot_decoding`'s `initial_state`."""
     if beam_size == 1 and constraint_ids is None:  # One slot per sentence: no ancestry to keep.
-        return greedy_search(next_logits_fn, initial_ids, self_state, **options)
+        return greedy_search(next_logits_fn, initial_ids, initial_state, **options)
     if constraint_ids is not None:
         options = {**options, "constraint_ids": constraint_ids}
     if beam_size == 1:  # Constrained, with one slot per sentence: the greedy state.
-        return beam_search(next_logits_fn, initial_ids, self_state, beam_size=1, **options)
-    rows = ops.shape(initial_ids)[0] * beam_size
-    initial_state = {**self_state, "ancestry": ops.zeros((rows, options["max_decode_length"]), dtype="int32")}
+        return beam_search(next_logits_fn, initial_ids, initial_state, beam_size=1, **options)
     return beam_search(
         next_logits_fn,
         initial_ids,
@@ -169,57 +167,58 @@ def _decode_length(source_ids, max_decode_length, max_extra_length, sampling, nu
 
 def _shared_slot_decoding(model, cache, cross_bias, sizes, columns=None):
     """The search's `next_logits_fn(ids, step, state)` over caches that are never reordered, and
-    the part of its initial state that it keeps (`{"self": the self caches, ...}`); `sizes` is
-    `(batch_size, beam_size, max_decode_length)`; with `columns` (a `BatchShortlist`), `ids` and
-    the logits are those of its columns.
+    its initial `state` (`{"self": the self caches, ...}`); `sizes` is `(batch_size, beam_size,
+    max_decode_length)`; with `columns` (a `BatchShortlist`), `ids` and the logits are those of its
+    columns.
 
     Hypotheses are rows b * beam + k (beam k of sentence b); the caches stay one row per sentence,
     never reordered. Encoder keys/values (`cache["cross"]`): projected once, read by the sentence's
     beams together (`MultiHeadAttention._attend_shared`). Self-attention keys/values: `beam` slots
     per sentence; the hypothesis in slot k writes position t of slot k at step t, and reads each
-    earlier position in the slot of its ancestor there, recorded in `state["ancestry"]`
-    (`[batch * beam, max_decode_length]`, the only state reordered with the beams, by
-    `_reorder_ancestry`). No step copies the caches: a reordering gather of every cache per step is
-    a large share of a beam search's memory traffic on a GPU. A slot holds `max_decode_length`
-    positions where shapes are fixed (JAX); in a TensorFlow graph it starts at `CAPACITY_STEP` and
-    grows by that many when a step needs room (`_with_room`), so that the self-attention of step t
-    reads about t positions per slot, not the whole length. `cross_bias` is the encoder padding
-    mask as the cross-attention's `GroupedBias` (`shared_key_bias`). What every step's decoding
-    call shares is made here once: where it writes (`plan_decoding`, shifted per step, planned
-    again when the slots grow), and the self-attention mask comes as the `GroupedBias` the decoder
-    would make of it.
+    earlier position in the slot of its ancestor there, recorded in `state["ancestry"]` (`[batch *
+    beam, positions per slot]`, the only state reordered with the beams, by `_reorder_ancestry`).
+    No step copies the caches: a reordering gather of every cache per step is a large share of a
+    beam search's memory traffic on a GPU. A slot holds `max_decode_length` positions where shapes
+    are fixed (JAX); in a TensorFlow graph it starts at `CAPACITY_STEP` and grows by that many when
+    a step needs room (`_with_room`), so that the self-attention of step t reads about t positions
+    per slot, not the whole length. `cross_bias` is the encoder padding mask as the
+    cross-attention's `GroupedBias` (`shared_key_bias`). What every step's decoding call shares is
+    made here once: where it writes (`plan_decoding`, shifted per step, planned again when the slots
+    grow), and the self-attention mask comes as the `GroupedBias` the decoder would make of it.
     """
     batch_size, beam_size, max_decode_length = sizes
-    positions = ops.arange(max_decode_length, dtype="int32")
     slots = ops.arange(beam_size, dtype="int32")
     projection = None if columns is None else model.shortlist_projection(columns.columns)
     rows = batch_size * beam_size
     own_slot = ops.mod(ops.arange(rows, dtype="int32"), beam_size)  # [batch * beam]
-    first_write = model.plan_decoding(cache["self"], rows)
-    first_capacity = _slot_capacity(cache["self"], beam_size)
-    growing = not isinstance(first_capacity, int) or first_capacity < max_decode_length
-    initial_state = {"self": cache["self"], "write": first_write} if growing else {"self": cache["self"]}
+    state = {"self": cache["self"], "write": model.plan_decoding(cache["self"], rows)}
+    capacity = keras.tree.flatten(cache["self"])[0].shape[2]
+    growing = capacity is None or capacity < beam_size * max_decode_length
+    if growing:  # Positions per slot, an int32 scalar.
+        state["capacity"] = ops.floor_divide(ops.shape(keras.tree.flatten(cache["self"])[0])[2], beam_size)
+    if beam_size > 1:
+        held = state["capacity"] if growing else max_decode_length
+        state["ancestry"] = ops.zeros((rows, held), dtype="int32")
 
     def next_logits_fn(ids, step, state):
         if growing:
             state = _with_room(model, state, step, beam_size, max_decode_length, rows)
-        capacity = _slot_capacity(state["self"], beam_size)
         mask = None  # One slot per sentence (greedy): the decoder's causal mask.
         if beam_size > 1:
+            held = state["capacity"] if growing else max_decode_length
+            positions = ops.arange(held, dtype="int32")
             ancestry = ops.where(positions[None, :] == step, own_slot[:, None], state["ancestry"])
-            # [batch * beam, beam, capacity]: slot k, position p holds an ancestor's (or its own) keys.
-            held = ancestry[:, :capacity] if growing else ancestry
-            held_positions = positions[:capacity] if growing else positions
-            visible = ops.logical_and(held_positions[None, None, :] <= step, held[:, None, :] == slots[None, :, None])
-            # Grouped by sentence: its beams' rows see its cache row's `beam * capacity` keys.
-            grouped = ops.reshape(visible, (-1, beam_size, beam_size * capacity))
+            # [batch * beam, beam, held]: slot k, position p holds an ancestor's (or its own) keys.
+            visible = ops.logical_and(positions[None, None, :] <= step, ancestry[:, None, :] == slots[None, :, None])
+            # Grouped by sentence: its beams' rows see its cache row's `beam * held` keys.
+            grouped = ops.reshape(visible, (-1, beam_size, beam_size * held))
             mask = rows_bias(grouped, batch_size, beam_size)
             state = {**state, "ancestry": ancestry}
         logits, new_cache = model.decode(
             ops.expand_dims(ids if columns is None else columns.to_vocabulary(ids), 1),
             encoder_padding_mask=cross_bias,
             cache={"self": state["self"], "cross": cache["cross"]},
-            cache_index=_write_at(state["write"] if growing else first_write, step),
+            cache_index=_write_at(state["write"], step),
             self_attention_mask=mask,
             projection=projection,
         )
@@ -228,7 +227,7 @@ def _shared_slot_decoding(model, cache, cross_bias, sizes, columns=None):
             logits = logits + columns.bias[None, :]
         return logits, {**state, "self": new_cache["self"]}
 
-    return next_logits_fn, initial_state
+    return next_logits_fn, state
 
 
 def _first_capacity(source_lengths, search, max_decode_length):
@@ -243,24 +242,20 @@ def _first_capacity(source_lengths, search, max_decode_length):
     return ops.minimum(longest, CAPACITY_STEP)
 
 
-def _slot_capacity(self_caches, slots):
-    """Positions per slot of `self_caches` (a Transformer's layers, or an ensemble's members'): an
-    int where static, else an int32 scalar."""
-    keys = keras.tree.flatten(self_caches)[0]
-    length = keys.shape[2]
-    return length // slots if isinstance(length, int) else ops.floor_divide(ops.shape(keys)[2], slots)
-
-
 def _with_room(model, state, step, slots, max_decode_length, rows):
     """`state` whose self caches hold position `step` in each of their `slots` slots per row: when
-    full, `CAPACITY_STEP` more positions per slot (at most `max_decode_length`), zeros after each
-    slot's own, and the write planned again for them (`state["write"]`)."""
-    capacity = _slot_capacity(state["self"], slots)
+    full (`state["capacity"]` positions per slot), `CAPACITY_STEP` more (at most
+    `max_decode_length`), zeros after each slot's own and after the ancestry's, and the write
+    planned again for them."""
+    capacity = state["capacity"]
 
     def grown():
         extra = ops.minimum(capacity + CAPACITY_STEP, max_decode_length) - capacity
         caches = keras.tree.map_structure(lambda x: _padded_slots(x, slots, extra), state["self"])
-        return {**state, "self": caches, "write": model.plan_decoding(caches, rows)}
+        room = {"self": caches, "write": model.plan_decoding(caches, rows), "capacity": capacity + extra}
+        if "ancestry" in state:
+            room["ancestry"] = ops.pad(state["ancestry"], [[0, 0], [0, extra]])
+        return {**state, **room}
 
     return ops.cond(step >= capacity, grown, lambda: state)
 
