@@ -84,7 +84,7 @@ def translate_ids(
         capacity = _first_capacity(source_lengths, search, max_decode_length)
         cache = model.initial_cache(encoder_output, beam_size * capacity)
         columns = _shortlist_columns(model, search, lexical_table, source_ids, (prefix_ids, constraint_ids))
-        sizes = (batch_size, beam_size, max_decode_length)
+        sizes = (batch_size, beam_size, max_decode_length, capacity)
         cross_bias = shared_key_bias(padding_mask, beam_size)  # Made once, added at every step.
         next_logits_fn, state = _shared_slot_decoding(model, cache, cross_bias, sizes, columns)
         options = _search_options(model, source_lengths, max_decode_length, search, eos_id)
@@ -168,7 +168,8 @@ def _decode_length(source_ids, max_decode_length, max_extra_length, sampling, nu
 def _shared_slot_decoding(model, cache, cross_bias, sizes, columns=None):
     """The search's `next_logits_fn(ids, step, state)` over caches that are never reordered, and
     its initial `state` (`{"self": the self caches, ...}`); `sizes` is `(batch_size, beam_size,
-    max_decode_length)`; with `columns` (a `BatchShortlist`), `ids` and the logits are those of its
+    max_decode_length, capacity)`, `capacity` the positions per slot of `cache["self"]`
+    (`_first_capacity`); with `columns` (a `BatchShortlist`), `ids` and the logits are those of its
     columns.
 
     Hypotheses are rows b * beam + k (beam k of sentence b); the caches stay one row per sentence,
@@ -186,19 +187,17 @@ def _shared_slot_decoding(model, cache, cross_bias, sizes, columns=None):
     made here once: where it writes (`plan_decoding`, shifted per step, planned again when the slots
     grow), and the self-attention mask comes as the `GroupedBias` the decoder would make of it.
     """
-    batch_size, beam_size, max_decode_length = sizes
+    batch_size, beam_size, max_decode_length, capacity = sizes
     slots = ops.arange(beam_size, dtype="int32")
     projection = None if columns is None else model.shortlist_projection(columns.columns)
     rows = batch_size * beam_size
     own_slot = ops.mod(ops.arange(rows, dtype="int32"), beam_size)  # [batch * beam]
     state = {"self": cache["self"], "write": model.plan_decoding(cache["self"], rows)}
-    capacity = keras.tree.flatten(cache["self"])[0].shape[2]
-    growing = capacity is None or capacity < beam_size * max_decode_length
-    if growing:  # Positions per slot, an int32 scalar.
-        state["capacity"] = ops.floor_divide(ops.shape(keras.tree.flatten(cache["self"])[0])[2], beam_size)
+    growing = not isinstance(capacity, int)  # An int32 scalar: the slots grow (`_with_room`).
+    if growing:
+        state["capacity"] = capacity
     if beam_size > 1:
-        held = state["capacity"] if growing else max_decode_length
-        state["ancestry"] = ops.zeros((rows, held), dtype="int32")
+        state["ancestry"] = ops.zeros((rows, capacity), dtype="int32")
 
     def next_logits_fn(ids, step, state):
         if growing:
