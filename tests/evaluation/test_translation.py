@@ -249,8 +249,8 @@ def _traced_search(model, source, capacity_step, monkeypatch, search, **steering
     "search, steering",
     [
         (SearchConfig(beam_size=4, min_length_ratio=0.5), dict(num_return=4, prefix=True)),
-        (SearchConfig(beam_size=1), {}),
-        (SearchConfig(beam_size=1, sampling=Sampling(seed=3, top_k=5)), {}),
+        pytest.param(SearchConfig(beam_size=1), {}, marks=pytest.mark.slow),
+        pytest.param(SearchConfig(beam_size=1, sampling=Sampling(seed=3, top_k=5)), {}, marks=pytest.mark.slow),
     ],
     ids=["beam4_nbest_prefix", "greedy", "sampling"],
 )
