@@ -192,10 +192,12 @@ def _shared_slot_decoding(model, cache, cross_bias, sizes, columns=None):
     projection = None if columns is None else model.shortlist_projection(columns.columns)
     rows = batch_size * beam_size
     own_slot = ops.mod(ops.arange(rows, dtype="int32"), beam_size)  # [batch * beam]
-    state = {"self": cache["self"], "write": model.plan_decoding(cache["self"], rows)}
+    first_write = model.plan_decoding(cache["self"], rows)
+    state = {"self": cache["self"]}
     growing = not isinstance(capacity, int)  # An int32 scalar: the slots grow (`_with_room`).
-    if growing:
-        state["capacity"] = capacity
+    if growing:  # The plan and the capacity change with the slots: they travel in the state.
+        state.update(write=first_write, capacity=capacity)
+    whole_slots = None if growing else ops.arange(max_decode_length, dtype="int32")
     if beam_size > 1:
         state["ancestry"] = ops.zeros((rows, capacity), dtype="int32")
 
@@ -205,7 +207,7 @@ def _shared_slot_decoding(model, cache, cross_bias, sizes, columns=None):
         mask = None  # One slot per sentence (greedy): the decoder's causal mask.
         if beam_size > 1:
             held = state["capacity"] if growing else max_decode_length
-            positions = ops.arange(held, dtype="int32")
+            positions = ops.arange(held, dtype="int32") if growing else whole_slots
             ancestry = ops.where(positions[None, :] == step, own_slot[:, None], state["ancestry"])
             # [batch * beam, beam, held]: slot k, position p holds an ancestor's (or its own) keys.
             visible = ops.logical_and(positions[None, None, :] <= step, ancestry[:, None, :] == slots[None, :, None])
@@ -217,7 +219,7 @@ def _shared_slot_decoding(model, cache, cross_bias, sizes, columns=None):
             ops.expand_dims(ids if columns is None else columns.to_vocabulary(ids), 1),
             encoder_padding_mask=cross_bias,
             cache={"self": state["self"], "cross": cache["cross"]},
-            cache_index=_write_at(state["write"], step),
+            cache_index=_write_at(state["write"] if growing else first_write, step),
             self_attention_mask=mask,
             projection=projection,
         )
@@ -276,7 +278,7 @@ def _write_at(first_write, step):
 
 def _reorder_ancestry(state, parent_rows):
     """The search's `reorder_state`: only the ancestry follows the reselected hypotheses, the self
-    caches stay in place (see `_shared_slot_decoding`)."""
+    caches (and their write plan and capacity) stay in place (see `_shared_slot_decoding`)."""
     return {**state, "ancestry": ops.take(state["ancestry"], parent_rows, axis=0)}
 
 
