@@ -45,6 +45,7 @@ def beam_search(
     constraint_ids=None,
     no_repeat_ngram_size=0,
     stopping=DEFAULT_SEARCH.stopping,
+    compact_state=None,
 ):
     """Finds the `num_return` best translations of every sentence by beam search.
 
@@ -59,12 +60,11 @@ def beam_search(
         initial_state: the `state` of step 0, row `b * beam + k` beam `k` of sentence `b`.
         beam_size: int >= 1, hypotheses kept per sentence (alive and finished each).
         max_decode_length: int >= 1, static: the size of the id buffer; no hypothesis is longer.
-        max_lengths: optional int `[batch]`, each sentence's maximum output length (EOS included,
-            at most `max_decode_length`, the default); a hypothesis ends there, without EOS.
+        max_lengths: optional int `[batch]`, each sentence's maximum output length (EOS included, at
+            most `max_decode_length`, the default); a hypothesis ends there, without EOS.
         min_lengths: optional int `[batch]`, each sentence's minimum output length: EOS barred below.
-        alpha: float >= 0, the length-penalty exponent (0: no penalty).
-        eos_id: int, the token that ends a hypothesis.
-        pad_id: int, written after the end of every hypothesis.
+        alpha: float >= 0, the length-penalty exponent (0: no penalty); `eos_id`, `pad_id`: ints,
+            the token that ends a hypothesis and the one written after its end.
         num_return: int in `[1, beam_size]`, hypotheses returned per sentence.
         reorder_state: optional `(state, parent_rows int32 [batch * beam]) -> state`, for a state
             that is not one row per hypothesis; default: every tensor gathered along axis 0.
@@ -74,19 +74,18 @@ def beam_search(
             `phrase_length`: each sentence's target phrases, each row a phrase then `pad_id`. Every
             returned hypothesis contains each phrase; a sentence where none could returns rows of
             `pad_id` scored `UNMET_SCORE`.
-        no_repeat_ngram_size: int >= 0: no hypothesis holds an n-gram of this many output tokens
-            twice (a forced prefix token excepted); 0: no guard.
+        no_repeat_ngram_size: int >= 0: no hypothesis holds an n-gram of this many output tokens twice.
         stopping: when a sentence's search ends (`SearchConfig.stopping`): "exact", once no alive
             hypothesis could reach the `num_return` best finished ones even at its maximum length,
             so that they are the n-best of the whole search; "heuristic", once none would if it
             ended at the next step (fewer steps; a later, longer ending is not looked for).
+        compact_state: optional `(state, kept int32 [kept]) -> state` of the sentences `kept`: the
+            search then drops each sentence once done (not with constraints), with the same results.
 
     Returns:
         `SearchResult(ids, scores)`, best first: `ids` int32 `[batch, num_return, max_decode_length]`
-        (EOS included, `pad_id` after it), `scores` float32 `[batch, num_return]`.
-
-    Raises:
-        ValueError: an argument out of range or of the wrong rank.
+        (EOS included, `pad_id` after it), `scores` float32 `[batch, num_return]`. ValueError for an
+        argument out of range or of the wrong rank.
     """
     return _search(
         next_logits_fn,
@@ -106,6 +105,7 @@ def beam_search(
         constraint_ids=constraint_ids,
         no_repeat_ngram_size=no_repeat_ngram_size,
         stopping=stopping,
+        compact_state=compact_state,
     )
 
 
@@ -123,6 +123,7 @@ def greedy_search(
     prefix_ids=None,
     no_repeat_ngram_size=0,
     stopping=DEFAULT_SEARCH.stopping,
+    compact_state=None,
 ):
     """Greedy decoding: the most likely token at every step, until EOS or the max length.
 
@@ -148,6 +149,7 @@ def greedy_search(
         prefix_ids=prefix_ids,
         no_repeat_ngram_size=no_repeat_ngram_size,
         stopping=stopping,
+        compact_state=compact_state,
     )
 
 
@@ -166,12 +168,14 @@ def sampling_search(
     prefix_ids=None,
     no_repeat_ngram_size=0,
     stopping=DEFAULT_SEARCH.stopping,
+    compact_state=None,
 ):
     """Decoding by sampling: `greedy_search` with each token drawn by `sampler` instead of the argmax.
 
     Args:
         sampler: `(logits [batch, vocab], step) -> int32 [batch]` (`models.sampling.token_sampler`);
             None takes the argmax. A forced prefix token replaces the draw at its step.
+        compact_state: as in `beam_search`; a sampler's draws keep every sentence.
         The others: as in `greedy_search`. The scores are the model's own log-probabilities of the
         drawn tokens (not the tempered distribution's) over the length penalty.
 
@@ -195,6 +199,7 @@ def sampling_search(
         prefix_ids=prefix_ids,
         no_repeat_ngram_size=no_repeat_ngram_size,
         stopping=stopping,
+        compact_state=compact_state,
     )
 
 
@@ -224,6 +229,7 @@ def _search(
     stopping=DEFAULT_SEARCH.stopping,
     sampler=None,
     reorder_state=None,
+    compact_state=None,
 ):
     """Every search: checks the arguments, then runs the loop (`candidates_per_beam` extensions
     kept per hypothesis and step) with the parts they ask for, in their order: the parts that bar
@@ -243,6 +249,7 @@ def _search(
         stopping=stopping,
         sampler=sampler,
         reorder_state=reorder_state,
+        compact_state=compact_state,
     )
     constraint_ids = _validate_constraints(constraint_ids)
     max_lengths = clipped_max_lengths(initial_ids, max_lengths, settings.max_decode_length)

@@ -1,6 +1,8 @@
 """The forced-prefix search part (fairseq's `prefix_tokens`): a sentence's output starts with its
 prefix, scored by the model, and the search goes on from there."""
 
+import copy
+
 from keras import ops
 
 from models.search_part import LARGE_NEGATIVE, SearchPart
@@ -20,6 +22,14 @@ class ForcedPrefix(SearchPart):
             self.forced_columns = ops.concatenate([prefix_ids, padding], axis=1)
         self.beam_size = beam_size
         self.pad_id = pad_id
+
+    def sentence_constants(self):
+        return self.forced_columns
+
+    def with_sentence_constants(self, constants):
+        part = copy.copy(self)
+        part.forced_columns = constants
+        return part
 
     def _forced(self, step):
         """int32 `[batch * beam]`: the token each hypothesis must take at `step`, `pad_id` if free."""

@@ -1,6 +1,8 @@
 """The minimum-length search part: EOS cannot end a hypothesis shorter than its sentence's minimum
 (fairseq's `--min-len`, OpenNMT's `min_length`); scores stay the model's own log-probabilities."""
 
+import copy
+
 from keras import ops
 
 from models.search_part import LARGE_NEGATIVE, SearchPart
@@ -15,6 +17,15 @@ class MinimumLength(SearchPart):
         # Each hypothesis's minimum, `[batch * beam]`, repeated here once rather than at every step.
         self.min_lengths = ops.repeat(ops.minimum(ops.cast(min_lengths, "int32"), max_lengths), beam_size, axis=0)
         self.eos_id = eos_id
+        self.beam_size = beam_size
+
+    def sentence_constants(self):
+        return ops.reshape(self.min_lengths, (-1, self.beam_size))  # [batch, beam]
+
+    def with_sentence_constants(self, constants):
+        part = copy.copy(self)
+        part.min_lengths = ops.reshape(constants, (-1,))
+        return part
 
     def restrict(self, choice_logits, inputs, state):
         barred = inputs.step + 1 < self.min_lengths  # [batch * beam]

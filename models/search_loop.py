@@ -39,6 +39,9 @@ class LoopSettings(NamedTuple):
     stopping: str = "exact"  # when a sentence is done (`_sentence_done`): "exact" or "heuristic"
     sampler: Any = None  # `(logits, step) -> tokens [rows]`: each hypothesis draws its one token
     reorder_state: Any = None  # `(state, parent_rows) -> state`; None gathers every tensor on axis 0
+    # `(state, kept) -> state` of the sentences `kept` (int32 [kept], ascending): with it a search
+    # drops its done sentences (`_drop_done`) where its parts allow (`_drops_done`).
+    compact_state: Any = None
 
 
 class _Hypotheses(NamedTuple):
@@ -51,6 +54,20 @@ class _Hypotheses(NamedTuple):
     finished_scores: Any  # float32 [batch, beam], length-penalised
     finished_part_states: tuple  # the state of the finished hypotheses, for parts that keep it
     done: Any  # bool [batch]: the sentence's returned hypotheses are final (`_sentence_done`)
+
+
+class _Sentences(NamedTuple):
+    """What a search that drops its done sentences carries besides the hypotheses: of the sentences
+    left, each one's row in the batch (`origin`, int32 `[left]`), `max_lengths` and the parts'
+    `constants` (`SearchPart.sentence_constants`); of those dropped, their rows in the batch
+    (`done_origin`, `[dropped]`) and their returned `done_ids` and `done_scores`."""
+
+    origin: Any
+    max_lengths: Any
+    constants: tuple
+    done_origin: Any
+    done_ids: Any
+    done_scores: Any
 
 
 class _Loop(NamedTuple):
@@ -92,6 +109,9 @@ def run_search(next_logits_fn, initial_ids, initial_state, max_lengths, parts, s
     chooser = choosers[0] if choosers else None
     loop = _Loop(next_logits_fn, parts, chooser, settings, positions, sentence_index, max_lengths)
     max_length_penalty = length_penalty(max_lengths, settings.alpha)  # [batch]
+    keep = settings.num_return
+    if _drops_done(parts, settings):
+        return _run_dropping_done(loop, hypotheses, initial_state)
 
     def cond(step, hypotheses, state):
         return ops.logical_and(step < settings.max_decode_length, ops.logical_not(ops.all(hypotheses.done)))
@@ -99,21 +119,119 @@ def run_search(next_logits_fn, initial_ids, initial_state, max_lengths, parts, s
     def body(step, hypotheses, state):
         hypotheses, state = _step(loop, step, hypotheses, state)
         step += 1
-        if settings.stopping == "exact":  # The longest an alive hypothesis may grow.
-            penalty = max_length_penalty
-        else:  # The length of an alive hypothesis that ends at the next step.
-            penalty = length_penalty(ops.minimum(step + 1, max_lengths), settings.alpha)
-        done = _sentence_done(hypotheses.alive_log_probs, hypotheses.finished_scores, penalty, settings.num_return)
-        # Once done, a sentence stays done: the rest of its batch does not change its translation.
-        *rest, was_done = hypotheses
-        return step, _Hypotheses(*rest, ops.logical_or(was_done, done)), state
+        return step, _with_done(hypotheses, step, max_lengths, max_length_penalty, settings), state
 
     step = ops.convert_to_tensor(0, dtype="int32")
     _, hypotheses, _ = ops.while_loop(cond, body, (step, hypotheses, initial_state))
-    keep = settings.num_return
     result = SearchResult(ids=hypotheses.finished_seq[:, :keep, 1:], scores=hypotheses.finished_scores[:, :keep])
     returned_states = keras.tree.map_structure(lambda x: x[:, :keep], hypotheses.finished_part_states)
     return result, returned_states
+
+
+def _with_done(hypotheses, step, max_lengths, max_length_penalty, settings):
+    """`hypotheses` after `step` steps, with `done` updated (`_sentence_done`)."""
+    if settings.stopping == "exact":  # The longest an alive hypothesis may grow.
+        penalty = max_length_penalty
+    else:  # The length of an alive hypothesis that ends at the next step.
+        penalty = length_penalty(ops.minimum(step + 1, max_lengths), settings.alpha)
+    done = _sentence_done(hypotheses.alive_log_probs, hypotheses.finished_scores, penalty, settings.num_return)
+    # Once done, a sentence stays done: the rest of its batch does not change its translation.
+    *rest, was_done = hypotheses
+    return _Hypotheses(*rest, ops.logical_or(was_done, done))
+
+
+def _drops_done(parts, settings):
+    """Whether the search drops its done sentences: the model's state can be compacted
+    (`compact_state`), no token is drawn (a sampler's draws are keyed by the sentence's row), and
+    every part hands over its per-sentence tensors and keeps no finished state."""
+    if settings.compact_state is None or settings.sampler is not None:
+        return False
+    return all(part.sentence_constants() is not None and not part.keeps_finished_state for part in parts)
+
+
+def _run_dropping_done(loop, hypotheses, initial_state):
+    """`run_search`'s loop where a sentence leaves the batch once it is done (`_drop_done`), so that
+    the steps after its end no longer compute its rows: a batch's sentences end at different steps.
+    The steps run in an inner loop until a sentence is done, the outer one drops it and goes on
+    (no test per step). Translations equal those of the plain loop."""
+    settings, keep = loop.settings, loop.settings.num_return
+    sentences = _Sentences(
+        origin=ops.arange(ops.shape(hypotheses.done)[0], dtype="int32"),
+        max_lengths=loop.max_lengths,
+        constants=tuple(part.sentence_constants() for part in loop.parts),
+        done_origin=ops.zeros((0,), "int32"),
+        done_ids=ops.zeros((0, keep, settings.max_decode_length), "int32"),
+        done_scores=ops.zeros((0, keep), SCORE_DTYPE),
+    )
+
+    def searching(step, hypotheses, *rest):
+        return ops.logical_and(step < settings.max_decode_length, dimension(hypotheses.done, 0) > 0)
+
+    def until_one_is_done(step, hypotheses, state, sentences):
+        parts = tuple(part.with_sentence_constants(c) for part, c in zip(loop.parts, sentences.constants))
+        sentence_index = ops.arange(dimension(hypotheses.done, 0), dtype="int32")[:, None]
+        now = _Loop(
+            loop.next_logits_fn, parts, loop.chooser, settings, loop.positions, sentence_index, sentences.max_lengths
+        )
+        penalty = length_penalty(sentences.max_lengths, settings.alpha)
+
+        def cond(step, hypotheses, state):
+            return ops.logical_and(step < settings.max_decode_length, ops.logical_not(ops.any(hypotheses.done)))
+
+        def body(step, hypotheses, state):
+            hypotheses, state = _step(now, step, hypotheses, state)
+            step += 1
+            return step, _with_done(hypotheses, step, sentences.max_lengths, penalty, settings), state
+
+        step, hypotheses, state = ops.while_loop(cond, body, (step, hypotheses, state))
+        return (step, *_drop_done(hypotheses, state, sentences, settings))
+
+    # The loop's variables lose their static first size (their batch), which the drops change.
+    loop_vars = _open_first((ops.convert_to_tensor(0, dtype="int32"), hypotheses, initial_state, sentences))
+    _, hypotheses, _, sentences = ops.while_loop(searching, until_one_is_done, loop_vars)
+    # Those still searching at the length limit (the last rows), then the rows in the batch's order.
+    origin = ops.concatenate([sentences.done_origin, sentences.origin], axis=0)
+    order = ops.argsort(origin)
+    ids = ops.concatenate([sentences.done_ids, hypotheses.finished_seq[:, :keep, 1:]], axis=0)
+    scores = ops.concatenate([sentences.done_scores, hypotheses.finished_scores[:, :keep]], axis=0)
+    result = SearchResult(ids=ops.take(ids, order, axis=0), scores=ops.take(scores, order, axis=0))
+    return result, tuple(() for _ in loop.parts)
+
+
+def _drop_done(hypotheses, state, sentences, settings):
+    """The search without its done sentences: their returned hypotheses are final, so they join the
+    dropped ones, and every per-sentence tensor keeps the rows of the others."""
+    keep = settings.num_return
+    done = ops.cast(ops.nonzero(hypotheses.done)[0], "int32")
+    kept = ops.cast(ops.nonzero(ops.logical_not(hypotheses.done))[0], "int32")
+
+    def rows(tree, at):
+        return keras.tree.map_structure(lambda x: ops.take(x, at, axis=0), tree)
+
+    def joined(dropped, now):
+        return ops.concatenate([dropped, rows(now, done)], axis=0)
+
+    sentences = _Sentences(
+        rows(sentences.origin, kept),
+        rows(sentences.max_lengths, kept),
+        rows(sentences.constants, kept),
+        joined(sentences.done_origin, sentences.origin),
+        joined(sentences.done_ids, hypotheses.finished_seq[:, :keep, 1:]),
+        joined(sentences.done_scores, hypotheses.finished_scores[:, :keep]),
+    )
+    return rows(hypotheses, kept), settings.compact_state(state, kept), sentences
+
+
+def _open_first(tree):
+    """`tree` with each tensor's static first size made unknown to a graph (a gather of all its
+    rows by indices the graph cannot count): a while loop's variable may then change that size."""
+
+    def open_first(x):
+        if len(x.shape) == 0 or x.shape[0] is None:
+            return x
+        return ops.take(x, ops.nonzero(ops.ones((x.shape[0],), "bool"))[0], axis=0)
+
+    return keras.tree.map_structure(open_first, tree)
 
 
 def _initial_hypotheses(initial_ids, positions, parts, settings):

@@ -43,6 +43,18 @@ class SearchPart:
     chooses_alive = False
     keeps_finished_state = False
 
+    def sentence_constants(self):
+        """The part's per-sentence tensors (a nested structure, each `[batch, ...]`), for a search
+        that drops its done sentences (`LoopSettings.compact_state`): it keeps those of the
+        sentences left and hands them back (`with_sentence_constants`). None: the part holds
+        per-sentence tensors it cannot hand over, and the search keeps every sentence."""
+        return ()
+
+    def with_sentence_constants(self, constants):
+        """The part with `constants` (`sentence_constants`' structure, of the sentences left) in
+        place of its own."""
+        return self
+
     def initial_state(self, zeros):
         """The state of the hypotheses at step 0; `zeros` is int32 `[batch, beam]`."""
         return ()

@@ -10,9 +10,10 @@ from keras import ops
 from common.special_ids import BOS_ID, EOS_ID
 from models import attention_cache, int8_weights
 from models.beam_search import SearchResult, beam_search, greedy_search, sampling_search, search_options
-from models.multi_head_attention import rows_bias, shared_key_bias
+from models.multi_head_attention import GroupedBias, rows_bias, shared_key_bias
 from models.sampling import sentence_keys, token_sampler
 from models.search_config import DEFAULT_SEARCH
+from models.shapes import dimension
 from models.vocabulary_shortlist import SPECIAL_IDS, batch_shortlist, needs_static_shapes
 
 # Positions a self cache's slot starts with, and gains when full, in a TensorFlow graph
@@ -86,8 +87,8 @@ def translate_ids(
         columns = _shortlist_columns(model, search, lexical_table, source_ids, (prefix_ids, constraint_ids))
         sizes = (batch_size, beam_size, max_decode_length, capacity)
         cross_bias = shared_key_bias(padding_mask, beam_size)  # Made once, added at every step.
-        next_logits_fn, state = _shared_slot_decoding(model, cache, cross_bias, sizes, columns)
-        options = _search_options(model, source_lengths, max_decode_length, search, eos_id)
+        next_logits_fn, state, compact_state = _shared_slot_decoding(model, cache, cross_bias, sizes, columns)
+        options = _search_options(model, source_lengths, max_decode_length, search, eos_id, compact_state)
         initial_ids = ops.full((batch_size,), bos_id, dtype="int32")
         if columns is not None:  # The search runs over column indices (the special ids keep theirs).
             initial_ids, prefix_ids, constraint_ids = columns.to_columns(initial_ids, prefix_ids, constraint_ids)
@@ -166,11 +167,11 @@ def _decode_length(source_ids, max_decode_length, max_extra_length, sampling, nu
 
 
 def _shared_slot_decoding(model, cache, cross_bias, sizes, columns=None):
-    """The search's `next_logits_fn(ids, step, state)` over caches that are never reordered, and
-    its initial `state` (`{"self": the self caches, ...}`); `sizes` is `(batch_size, beam_size,
-    max_decode_length, capacity)`, `capacity` the positions per slot of `cache["self"]`
-    (`_first_capacity`); with `columns` (a `BatchShortlist`), `ids` and the logits are those of its
-    columns.
+    """The search's `next_logits_fn(ids, step, state)` over caches that are never reordered, its
+    initial `state` (`{"self": the self caches, ...}`) and its `compact_state` (`_compactor`; None
+    where slots do not grow); `sizes` is `(batch_size, beam_size, max_decode_length, capacity)`,
+    `capacity` the positions per slot of `cache["self"]` (`_first_capacity`); with `columns` (a
+    `BatchShortlist`), `ids` and the logits are those of its columns.
 
     Hypotheses are rows b * beam + k (beam k of sentence b); the caches stay one row per sentence,
     never reordered. Encoder keys/values (`cache["cross"]`): projected once, read by the sentence's
@@ -191,34 +192,37 @@ def _shared_slot_decoding(model, cache, cross_bias, sizes, columns=None):
     slots = ops.arange(beam_size, dtype="int32")
     projection = None if columns is None else model.shortlist_projection(columns.columns)
     rows = batch_size * beam_size
-    own_slot = ops.mod(ops.arange(rows, dtype="int32"), beam_size)  # [batch * beam]
     first_write = model.plan_decoding(cache["self"], rows)
     state = {"self": cache["self"]}
     growing = not isinstance(capacity, int)  # An int32 scalar: the slots grow (`_with_room`).
-    if growing:  # The plan and the capacity change with the slots: they travel in the state.
-        state.update(write=first_write, capacity=capacity)
+    if growing:  # What changes with the slots or the sentences left travels in the state.
+        state.update(write=first_write, capacity=capacity, cross=cache["cross"], cross_bias=cross_bias)
+        state["own_slot"] = ops.mod(ops.arange(rows, dtype="int32"), beam_size)  # [batch * beam]
+    else:
+        own_slot = ops.mod(ops.arange(rows, dtype="int32"), beam_size)
     whole_slots = None if growing else ops.arange(max_decode_length, dtype="int32")
     if beam_size > 1:
         state["ancestry"] = ops.zeros((rows, capacity), dtype="int32")
 
     def next_logits_fn(ids, step, state):
         if growing:
-            state = _with_room(model, state, step, beam_size, max_decode_length, rows)
+            state = _with_room(model, state, step, beam_size, max_decode_length)
         mask = None  # One slot per sentence (greedy): the decoder's causal mask.
         if beam_size > 1:
             held = state["capacity"] if growing else max_decode_length
             positions = ops.arange(held, dtype="int32") if growing else whole_slots
-            ancestry = ops.where(positions[None, :] == step, own_slot[:, None], state["ancestry"])
+            slot = state["own_slot"] if growing else own_slot
+            ancestry = ops.where(positions[None, :] == step, slot[:, None], state["ancestry"])
             # [batch * beam, beam, held]: slot k, position p holds an ancestor's (or its own) keys.
             visible = ops.logical_and(positions[None, None, :] <= step, ancestry[:, None, :] == slots[None, :, None])
             # Grouped by sentence: its beams' rows see its cache row's `beam * held` keys.
             grouped = ops.reshape(visible, (-1, beam_size, beam_size * held))
-            mask = rows_bias(grouped, batch_size, beam_size)
+            mask = rows_bias(grouped, dimension(grouped, 0) if growing else batch_size, beam_size)
             state = {**state, "ancestry": ancestry}
         logits, new_cache = model.decode(
             ops.expand_dims(ids if columns is None else columns.to_vocabulary(ids), 1),
-            encoder_padding_mask=cross_bias,
-            cache={"self": state["self"], "cross": cache["cross"]},
+            encoder_padding_mask=state["cross_bias"] if growing else cross_bias,
+            cache={"self": state["self"], "cross": state["cross"] if growing else cache["cross"]},
             cache_index=_write_at(state["write"] if growing else first_write, step),
             self_attention_mask=mask,
             projection=projection,
@@ -228,7 +232,36 @@ def _shared_slot_decoding(model, cache, cross_bias, sizes, columns=None):
             logits = logits + columns.bias[None, :]
         return logits, {**state, "self": new_cache["self"]}
 
-    return next_logits_fn, state
+    return next_logits_fn, state, _compactor(model, beam_size) if growing else None
+
+
+def _compactor(model, beam_size):
+    """The search's `compact_state` of `_shared_slot_decoding`'s growing state: the rows of the
+    sentences kept in every per-sentence tensor, and the write planned again for them."""
+    slots = ops.arange(beam_size, dtype="int32")
+
+    def compact_state(state, kept):
+        left = dimension(kept, 0)
+        caches = _rows(state["self"], kept)
+        bias = state["cross_bias"]
+        compacted = {
+            "self": caches,
+            "cross": _rows(state["cross"], kept),
+            "cross_bias": GroupedBias(_rows(bias.bias, kept), ops.convert_to_tensor(left, "int32"), bias.group_rows),
+            "write": model.plan_decoding(caches, left * beam_size),
+            "own_slot": ops.mod(ops.arange(left * beam_size, dtype="int32"), beam_size),
+        }
+        if "ancestry" in state:
+            hypotheses = ops.reshape(kept[:, None] * beam_size + slots[None, :], (-1,))
+            compacted["ancestry"] = _rows(state["ancestry"], hypotheses)
+        return {**state, **compacted}
+
+    return compact_state
+
+
+def _rows(tree, rows):
+    """Every tensor of `tree` at `rows` (int32 `[n]`) of its first axis."""
+    return keras.tree.map_structure(lambda x: ops.take(x, rows, axis=0), tree)
 
 
 def _first_capacity(source_lengths, search, max_decode_length):
@@ -243,7 +276,7 @@ def _first_capacity(source_lengths, search, max_decode_length):
     return ops.minimum(longest, CAPACITY_STEP)
 
 
-def _with_room(model, state, step, slots, max_decode_length, rows):
+def _with_room(model, state, step, slots, max_decode_length):
     """`state` whose self caches hold position `step` in each of their `slots` slots per row: when
     full (`state["capacity"]` positions per slot), `CAPACITY_STEP` more (at most
     `max_decode_length`), zeros after each slot's own and after the ancestry's, and the write
@@ -253,6 +286,7 @@ def _with_room(model, state, step, slots, max_decode_length, rows):
     def grown():
         extra = ops.minimum(capacity + CAPACITY_STEP, max_decode_length) - capacity
         caches = keras.tree.map_structure(lambda x: _padded_slots(x, slots, extra), state["self"])
+        rows = dimension(state["own_slot"], 0)
         room = {"self": caches, "write": model.plan_decoding(caches, rows), "capacity": capacity + extra}
         if "ancestry" in state:
             room["ancestry"] = ops.pad(state["ancestry"], [[0, 0], [0, extra]])
@@ -282,16 +316,17 @@ def _reorder_ancestry(state, parent_rows):
     return {**state, "ancestry": ops.take(state["ancestry"], parent_rows, axis=0)}
 
 
-def _search_options(model, source_lengths, max_decode_length, search, eos_id):
+def _search_options(model, source_lengths, max_decode_length, search, eos_id, compact_state=None):
     """The keyword arguments every search takes: the length limits of each sentence from its source
-    length and `search`, the settings the search takes as they are (`search_options`), EOS and the
-    model's pad id."""
+    length and `search`, the settings the search takes as they are (`search_options`), EOS, the
+    model's pad id and the state's `compact_state` (None: every sentence stays to the end)."""
     options = dict(
         search_options(search),
         max_decode_length=max_decode_length,
         max_lengths=source_lengths + search.max_extra_length,
         eos_id=eos_id,
         pad_id=model.pad_id,
+        compact_state=compact_state,
     )
     if search.min_length_ratio:
         ratio = search.min_length_ratio

@@ -259,7 +259,9 @@ def test_a_traced_search_grows_its_self_caches_and_translates_as_with_whole_slot
 ):
     """In a TensorFlow graph a slot of the self caches starts at `CAPACITY_STEP` positions and
     grows by as many when full (here from 3, past the limit's remainder); the translations equal
-    those of slots of the whole length. The greedy search has EOS forbidden: it runs to the limit."""
+    those of slots of the whole length (the scores to float rounding: the growing search also drops
+    its done sentences, so its products run over fewer rows). The greedy search has EOS forbidden:
+    it runs to the limit."""
     model, tokenizer, _, _ = tiny_model
     source, _ = source_batch(tokenizer, SENTENCES)
     steering = dict(steering)
@@ -271,9 +273,63 @@ def test_a_traced_search_grows_its_self_caches_and_translates_as_with_whole_slot
     wrapped = eos_bias_model(model, -1e9) if search.beam_size == 1 and search.sampling is None else model
     grown, grown_loops = _traced_search(wrapped, source, 3, monkeypatch, search, **steering)
     whole, whole_loops = _traced_search(wrapped, source, 10_000, monkeypatch, search, **steering)
-    for grown_part, whole_part in zip(grown, whole):
-        np.testing.assert_array_equal(grown_part, whole_part)
+    np.testing.assert_array_equal(grown[0], whole[0])
+    np.testing.assert_allclose(grown[1], whole[1], rtol=1e-6)
     heads = model.num_heads
     assert any(shape[1] == heads and shape[2] == -1 for shape in grown_loops), grown_loops
     assert any(shape[1] == heads and shape[2] == search.beam_size * limit for shape in whole_loops), whole_loops
     assert not any(shape[2] == -1 for shape in whole_loops), whole_loops
+
+
+class _RowsDecoded:
+    """`model` seen through `translate_ids`'s interface, counting the rows of its decoding steps."""
+
+    def __init__(self, model):
+        import tensorflow as tf
+
+        self.model, self.rows = model, tf.Variable(0, dtype="int32")
+        self.pad_id, self.variables, self.vocabulary_size = model.pad_id, model.variables, model.vocabulary_size
+        self.encode, self.initial_cache, self.plan_decoding = model.encode, model.initial_cache, model.plan_decoding
+
+    def decode(self, target_ids, **kwargs):
+        self.rows.assign_add(ops.shape(target_ids)[0])
+        return self.model.decode(target_ids, **kwargs)
+
+
+@pytest.mark.parametrize(
+    "search, steering",
+    [
+        (SearchConfig(beam_size=4, min_length_ratio=0.5), dict(num_return=2)),
+        pytest.param(SearchConfig(beam_size=1, stopping="heuristic", min_length_ratio=1.0), {}, marks=pytest.mark.slow),
+        pytest.param(SearchConfig(beam_size=4), dict(prefix=True), marks=pytest.mark.slow),
+    ],
+    ids=["beam4_nbest_min_length", "greedy", "beam4_prefix"],
+)
+def test_a_traced_search_drops_its_done_sentences_and_translates_as_with_all(tiny_model, monkeypatch, search, steering):
+    """In a TensorFlow graph a sentence leaves the search's batch once it is done, so later steps
+    decode fewer rows (here "Print" ends long before the others); the translations are those of
+    the search that keeps every sentence to the end, the scores to float rounding."""
+    import tensorflow as tf
+
+    from models import search_loop
+
+    model, tokenizer, _, _ = tiny_model
+    source, _ = source_batch(tokenizer, SENTENCES)
+    steering = dict(steering)
+    if steering.pop("prefix", False):
+        prefix = np.full((len(SENTENCES), 2), PAD_ID, "int32")
+        prefix[1, :2] = tokenizer.tokenize(["Das Dokument"]).to_list()[0][:2]
+        steering["prefix_ids"] = prefix
+    outputs, rows = [], []
+    for drops in (True, False):
+        if not drops:
+            monkeypatch.setattr(search_loop, "_drops_done", lambda parts, settings: False)
+        counted = _RowsDecoded(model)
+        function = tf.function(lambda s, m=counted: translate_ids(m, s, search, **steering), jit_compile=False)
+        outputs.append([ops.convert_to_numpy(x) for x in function(tf.constant(source))])
+        rows.append(int(counted.rows.numpy()))
+    np.testing.assert_array_equal(outputs[0][0], outputs[1][0])
+    np.testing.assert_allclose(outputs[0][1], outputs[1][1], rtol=1e-6)
+    beams = search.beam_size
+    assert rows[1] % (len(SENTENCES) * beams) == 0  # Every step decoded the whole batch.
+    assert rows[0] <= rows[1] - 3 * beams, rows  # Fewer: "Print" left at least three steps early.
