@@ -222,6 +222,18 @@ def test_cross_attention_weights_are_distributions_over_real_source_tokens(tiny_
     assert np.abs(weights[0, :, :, lengths[0] :]).max() < 1e-6
 
 
+def _with_prefix(tokenizer, steering, row, words):
+    """`steering` (a dict of `translate_ids` arguments) with its "prefix" flag, when set, made
+    `prefix_ids`: the first two pieces of `words` forced on sentence `row` of SENTENCES, none on
+    the others."""
+    steering = dict(steering)
+    if steering.pop("prefix", False):
+        prefix = np.full((len(SENTENCES), 3), PAD_ID, "int32")
+        prefix[row, :2] = tokenizer.tokenize([words]).to_list()[0][:2]
+        steering["prefix_ids"] = prefix
+    return steering
+
+
 def _traced_search(model, source, capacity_step, monkeypatch, search, **steering):
     """`translate_ids` traced by `tf.function` with `translation.CAPACITY_STEP` at `capacity_step`
     (10_000: every slot holds the whole length from the start): its outputs on `source`, and the
@@ -264,11 +276,7 @@ def test_a_traced_search_grows_its_self_caches_and_translates_as_with_whole_slot
     it runs to the limit."""
     model, tokenizer, _, _ = tiny_model
     source, _ = source_batch(tokenizer, SENTENCES)
-    steering = dict(steering)
-    if steering.pop("prefix", False):
-        prefix = np.full((len(SENTENCES), 3), PAD_ID, "int32")
-        prefix[0, :2] = tokenizer.tokenize(["Die Datei"]).to_list()[0][:2]
-        steering["prefix_ids"] = prefix
+    steering = _with_prefix(tokenizer, steering, 0, "Die Datei")
     limit = source.shape[1] + search.max_extra_length
     wrapped = eos_bias_model(model, -1e9) if search.beam_size == 1 and search.sampling is None else model
     grown, grown_loops = _traced_search(wrapped, source, 3, monkeypatch, search, **steering)
@@ -315,11 +323,7 @@ def test_a_traced_search_drops_its_done_sentences_and_translates_as_with_all(tin
 
     model, tokenizer, _, _ = tiny_model
     source, _ = source_batch(tokenizer, SENTENCES)
-    steering = dict(steering)
-    if steering.pop("prefix", False):
-        prefix = np.full((len(SENTENCES), 2), PAD_ID, "int32")
-        prefix[1, :2] = tokenizer.tokenize(["Das Dokument"]).to_list()[0][:2]
-        steering["prefix_ids"] = prefix
+    steering = _with_prefix(tokenizer, steering, 1, "Das Dokument")
     outputs, rows = [], []
     for drops in (True, False):
         if not drops:
