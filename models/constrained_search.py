@@ -25,9 +25,6 @@ class LexicalConstraints(SearchPart):
         self.banks = self.num_phrases * self.phrase_length + 1
         self.eos_id = eos_id
 
-    def sentence_constants(self):
-        return None  # Its phrases are also held repeated per hypothesis: every sentence stays.
-
     def initial_state(self, zeros):
         return zeros[:, :, None] + ops.zeros((1, 1, self.num_phrases), "int32")
 

@@ -16,6 +16,9 @@ class NoRepeatNgram(SearchPart):
             raise ValueError(f"`no_repeat_ngram_size` must be an int >= 1 (or 0 for none). Received: {size!r}")
         self.size = size
 
+    def sentence_constants(self):
+        return ()  # It reads the hypotheses alone.
+
     def restrict(self, choice_logits, inputs, state):
         step, n = inputs.step, self.size
         seq = ops.reshape(inputs.alive_seq, [-1, inputs.alive_seq.shape[2]])  # [batch * beam, L + 1]

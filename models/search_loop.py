@@ -1,6 +1,7 @@
 """The one search loop of every search (beam, greedy, sampling, forced prefixes, constraints): a
-`while_loop` of fixed shapes over `beam_size` alive and finished hypotheses per sentence, calling
-`SearchPart`s at fixed points. docs/translating.md, "How the search works", explains it."""
+`while_loop` over `beam_size` alive and finished hypotheses per sentence, calling `SearchPart`s at
+fixed points; its shapes are fixed but where the model's state can drop done sentences
+(`LoopSettings.compact_state`). docs/translating.md, "How the search works", explains it."""
 
 from typing import Any, NamedTuple
 

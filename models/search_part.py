@@ -44,11 +44,11 @@ class SearchPart:
     keeps_finished_state = False
 
     def sentence_constants(self):
-        """The part's per-sentence tensors (a nested structure, each `[batch, ...]`), for a search
-        that drops its done sentences (`LoopSettings.compact_state`): it keeps those of the
-        sentences left and hands them back (`with_sentence_constants`). None: the part holds
-        per-sentence tensors it cannot hand over, and the search keeps every sentence."""
-        return ()
+        """The part's per-sentence tensors (a nested structure, each `[batch, ...]`; `()` if none),
+        for a search that drops its done sentences (`LoopSettings.compact_state`): it keeps those
+        of the sentences left and hands them back (`with_sentence_constants`). None, the default:
+        the part cannot hand them over, and the search keeps every sentence."""
+        return None
 
     def with_sentence_constants(self, constants):
         """The part with `constants` (`sentence_constants`' structure, of the sentences left) in
