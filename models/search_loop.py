@@ -41,7 +41,7 @@ class LoopSettings(NamedTuple):
     sampler: Any = None  # `(logits, step) -> tokens [rows]`: each hypothesis draws its one token
     reorder_state: Any = None  # `(state, parent_rows) -> state`; None gathers every tensor on axis 0
     # `(state, kept) -> state` of the sentences `kept` (int32 [kept], ascending): with it a search
-    # drops its done sentences (`_drop_done`) where its parts allow (`_drops_done`).
+    # drops its done sentences (`_drop_done`) where its parts allow (`_sentence_constants`).
     compact_state: Any = None
 
 
@@ -111,8 +111,9 @@ def run_search(next_logits_fn, initial_ids, initial_state, max_lengths, parts, s
     loop = _Loop(next_logits_fn, parts, chooser, settings, positions, sentence_index, max_lengths)
     max_length_penalty = length_penalty(max_lengths, settings.alpha)  # [batch]
     keep = settings.num_return
-    if _drops_done(parts, settings):
-        return _run_dropping_done(loop, hypotheses, initial_state)
+    constants = _sentence_constants(parts, settings)
+    if constants is not None:
+        return _run_dropping_done(loop, hypotheses, initial_state, constants)
 
     def cond(step, hypotheses, state):
         return ops.logical_and(step < settings.max_decode_length, ops.logical_not(ops.all(hypotheses.done)))
@@ -141,16 +142,20 @@ def _with_done(hypotheses, step, max_lengths, max_length_penalty, settings):
     return _Hypotheses(*rest, ops.logical_or(was_done, done))
 
 
-def _drops_done(parts, settings):
-    """Whether the search drops its done sentences: the model's state can be compacted
-    (`compact_state`), no token is drawn (a sampler's draws are keyed by the sentence's row), and
-    every part hands over its per-sentence tensors and keeps no finished state."""
+def _sentence_constants(parts, settings):
+    """The parts' per-sentence tensors (`SearchPart.sentence_constants`) when the search drops its
+    done sentences, else None: it does when the model's state can be compacted (`compact_state`),
+    no token is drawn (a sampler's draws are keyed by the sentence's row), and every part hands over
+    its per-sentence tensors and keeps no finished state."""
     if settings.compact_state is None or settings.sampler is not None:
-        return False
-    return all(part.sentence_constants() is not None and not part.keeps_finished_state for part in parts)
+        return None
+    if any(part.keeps_finished_state for part in parts):
+        return None
+    constants = tuple(part.sentence_constants() for part in parts)
+    return None if any(c is None for c in constants) else constants
 
 
-def _run_dropping_done(loop, hypotheses, initial_state):
+def _run_dropping_done(loop, hypotheses, initial_state, constants):
     """`run_search`'s loop where a sentence leaves the batch once it is done (`_drop_done`), so that
     the steps after its end no longer compute its rows: a batch's sentences end at different steps.
     The steps run in an inner loop until a sentence is done, the outer one drops it and goes on
@@ -159,7 +164,7 @@ def _run_dropping_done(loop, hypotheses, initial_state):
     sentences = _Sentences(
         origin=ops.arange(ops.shape(hypotheses.done)[0], dtype="int32"),
         max_lengths=loop.max_lengths,
-        constants=tuple(part.sentence_constants() for part in loop.parts),
+        constants=constants,
         done_origin=ops.zeros((0,), "int32"),
         done_ids=ops.zeros((0, keep, settings.max_decode_length), "int32"),
         done_scores=ops.zeros((0, keep), SCORE_DTYPE),
@@ -171,8 +176,9 @@ def _run_dropping_done(loop, hypotheses, initial_state):
     def until_one_is_done(step, hypotheses, state, sentences):
         parts = tuple(part.with_sentence_constants(c) for part, c in zip(loop.parts, sentences.constants))
         sentence_index = ops.arange(dimension(hypotheses.done, 0), dtype="int32")[:, None]
+        chooser = None if loop.chooser is None else parts[loop.parts.index(loop.chooser)]
         now = _Loop(
-            loop.next_logits_fn, parts, loop.chooser, settings, loop.positions, sentence_index, sentences.max_lengths
+            loop.next_logits_fn, parts, chooser, settings, loop.positions, sentence_index, sentences.max_lengths
         )
         penalty = length_penalty(sentences.max_lengths, settings.alpha)
 

@@ -194,12 +194,11 @@ def _shared_slot_decoding(model, cache, cross_bias, sizes, columns=None):
     rows = batch_size * beam_size
     first_write = model.plan_decoding(cache["self"], rows)
     state = {"self": cache["self"]}
+    own_slot = ops.mod(ops.arange(rows, dtype="int32"), beam_size)  # [batch * beam]
     growing = not isinstance(capacity, int)  # An int32 scalar: the slots grow (`_with_room`).
     if growing:  # What changes with the slots or the sentences left travels in the state.
         state.update(write=first_write, capacity=capacity, cross=cache["cross"], cross_bias=cross_bias)
-        state["own_slot"] = ops.mod(ops.arange(rows, dtype="int32"), beam_size)  # [batch * beam]
-    else:
-        own_slot = ops.mod(ops.arange(rows, dtype="int32"), beam_size)
+        state["own_slot"] = own_slot
     whole_slots = None if growing else ops.arange(max_decode_length, dtype="int32")
     if beam_size > 1:
         state["ancestry"] = ops.zeros((rows, capacity), dtype="int32")
