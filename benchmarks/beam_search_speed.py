@@ -90,45 +90,12 @@ def source_batch(args):
     return source
 
 
-class NoEosModel:
-    """A `Transformer` seen through `translate_ids`'s interface (`encode`, `initial_cache`,
-    `plan_decoding`, `decode`, `pad_id`, `variables`), whose EOS logit is pushed down by 1e9 so that every hypothesis runs to
-    the maximum length."""
-
-    def __init__(self, model):
-        import keras
-
-        from common.special_ids import EOS_ID
-
-        self.model = model
-        self.pad_id = model.pad_id
-        bias = [0.0] * model.vocabulary_size
-        bias[EOS_ID] = -1e9
-        self.bias = keras.ops.convert_to_tensor(bias, "float32")
-
-    @property
-    def variables(self):
-        return self.model.variables
-
-    def encode(self, *args, **kwargs):
-        return self.model.encode(*args, **kwargs)
-
-    def initial_cache(self, *args, **kwargs):
-        return self.model.initial_cache(*args, **kwargs)
-
-    def plan_decoding(self, *args, **kwargs):
-        return self.model.plan_decoding(*args, **kwargs)
-
-    def decode(self, *args, **kwargs):
-        logits, cache = self.model.decode(*args, **kwargs)
-        return logits + self.bias, cache
-
-
 def build_ours(args):
     from inference.translator import compile_search
     from models.search_config import SearchConfig
     from models.transformer import Transformer
     from models.translation import translate_ids
+    from tests.helpers import EosBiasModel
 
     model = Transformer(
         args.vocab,
@@ -139,7 +106,7 @@ def build_ours(args):
         dropout=0.0,
     )
     model.build()
-    wrapped = NoEosModel(model)
+    wrapped = EosBiasModel(model, -1e9)  # no hypothesis ends before the maximum length
 
     def translate(source_ids):
         return translate_ids(
