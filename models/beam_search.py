@@ -173,9 +173,9 @@ def sampling_search(
     """Decoding by sampling: `greedy_search` with each token drawn by `sampler` instead of the argmax.
 
     Args:
-        sampler: `(logits [batch, vocab], step) -> int32 [batch]` (`models.sampling.token_sampler`);
-            None takes the argmax. A forced prefix token replaces the draw at its step.
-        compact_state: as in `beam_search`; a sampler's draws keep every sentence.
+        sampler: a `models.sampling.TokenSampler` (`token_sampler`), `(logits [batch, vocab], step)
+            -> int32 [batch]`; None takes the argmax. A forced prefix token replaces the draw at its step.
+        compact_state: as in `beam_search`.
         The others: as in `greedy_search`. The scores are the model's own log-probabilities of the
         drawn tokens (not the tempered distribution's) over the length penalty.
 

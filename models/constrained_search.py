@@ -1,6 +1,8 @@
 """The lexical-constraints search part: every output contains each of its sentence's target phrases,
 by dynamic beam allocation (Post & Vilar, 2018; docs/translating.md, "How the search works")."""
 
+import copy
+
 from keras import ops
 
 from models.search_part import LARGE_NEGATIVE, SearchPart
@@ -16,14 +18,26 @@ class LexicalConstraints(SearchPart):
     chooses_alive = True
 
     def __init__(self, constraint_ids, beam_size, eos_id, pad_id):
-        self.phrases = ops.cast(constraint_ids, "int32")  # [batch, phrases, phrase_length]
-        self.num_phrases, self.phrase_length = self.phrases.shape[1], self.phrases.shape[2]
-        self.lengths = ops.sum(ops.cast(self.phrases != pad_id, "int32"), axis=2)  # [batch, phrases]
-        self.row_phrases = ops.repeat(self.phrases, beam_size, axis=0)  # [batch * beam, phrases, phrase_length]
-        self.row_lengths = ops.repeat(self.lengths, beam_size, axis=0)  # [batch * beam, phrases]
+        phrases = ops.cast(constraint_ids, "int32")  # [batch, phrases, phrase_length]
+        self.num_phrases, self.phrase_length = phrases.shape[1], phrases.shape[2]
         # Above any bank (count of constraint tokens met), a static bound for the allocation's keys.
         self.banks = self.num_phrases * self.phrase_length + 1
-        self.eos_id = eos_id
+        self.beam_size, self.eos_id = beam_size, eos_id
+        self._set_phrases(phrases, ops.sum(ops.cast(phrases != pad_id, "int32"), axis=2))
+
+    def _set_phrases(self, phrases, lengths):
+        """The sentences' phrases and their lengths `[batch, phrases]`, and both per hypothesis."""
+        self.phrases, self.lengths = phrases, lengths
+        self.row_phrases = ops.repeat(phrases, self.beam_size, axis=0)  # [batch * beam, phrases, phrase_length]
+        self.row_lengths = ops.repeat(lengths, self.beam_size, axis=0)  # [batch * beam, phrases]
+
+    def sentence_constants(self):
+        return self.phrases, self.lengths
+
+    def with_sentence_constants(self, constants):
+        part = copy.copy(self)
+        part._set_phrases(*constants)
+        return part
 
     def initial_state(self, zeros):
         return zeros[:, :, None] + ops.zeros((1, 1, self.num_phrases), "int32")

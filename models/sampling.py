@@ -48,12 +48,11 @@ def uniform(keys, step, tokens):
 
 
 def token_sampler(keys, top_k=0, temperature=1.0, top_p=1.0):
-    """`(logits [rows, vocab], step) -> tokens int32 [rows]`: one Gumbel-max draw per row from
-    softmax(logits / temperature), within the `top_k` largest (0: all), then their nucleus of mass
-    `top_p` (1: all; the best token always kept).
+    """A `TokenSampler` of each sentence's `keys` (uint32 `[rows]`, from `sentence_keys`): one
+    Gumbel-max draw per row from softmax(logits / temperature), within the `top_k` largest (0:
+    all), then their nucleus of mass `top_p` (1: all; the best token always kept).
 
     Args:
-        keys: uint32 `[rows]`, from `sentence_keys`.
         temperature: float > 0.
         top_p: float in (0, 1].
     """
@@ -63,18 +62,30 @@ def token_sampler(keys, top_k=0, temperature=1.0, top_p=1.0):
         raise ValueError(f"temperature must be > 0, received {temperature!r}")
     if isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not 0 < top_p <= 1:
         raise ValueError(f"top_p must be a number in (0, 1] (1: no nucleus), received {top_p!r}")
+    return TokenSampler(keys, top_k, temperature, top_p)
 
-    def sample(logits, step):
+
+class TokenSampler:
+    """`(logits [rows, vocab], step) -> tokens int32 [rows]`, row `i`'s draw a pure function of
+    `keys[i]`, the step and the logits (`token_sampler`). A search that drops its done sentences
+    keeps the keys of those left (`with_keys`)."""
+
+    def __init__(self, keys, top_k, temperature, top_p):
+        self.keys, self.top_k, self.temperature, self.top_p = keys, top_k, temperature, top_p
+
+    def with_keys(self, keys):
+        """The sampler with `keys` (of the sentences left) in place of its own."""
+        return TokenSampler(keys, self.top_k, self.temperature, self.top_p)
+
+    def __call__(self, logits, step):
         logits = ops.cast(logits, "float32")
-        values, tokens = _most_likely(logits, top_k, sorted_all=top_p < 1)
-        scaled = values / temperature
-        if top_p < 1:
-            scaled = _nucleus(scaled, top_p)
-        gumbel = -ops.log(-ops.log(uniform(keys, step, tokens)))
+        values, tokens = _most_likely(logits, self.top_k, sorted_all=self.top_p < 1)
+        scaled = values / self.temperature
+        if self.top_p < 1:
+            scaled = _nucleus(scaled, self.top_p)
+        gumbel = -ops.log(-ops.log(uniform(self.keys, step, tokens)))
         choice = ops.argmax(scaled + gumbel, axis=-1)
         return ops.cast(ops.take_along_axis(tokens, ops.cast(choice[:, None], "int32"), axis=1)[:, 0], "int32")
-
-    return sample
 
 
 def _most_likely(logits, top_k, sorted_all):

@@ -38,7 +38,7 @@ class LoopSettings(NamedTuple):
     pad_id: int
     num_return: int
     stopping: str = "exact"  # when a sentence is done (`_sentence_done`): "exact" or "heuristic"
-    sampler: Any = None  # `(logits, step) -> tokens [rows]`: each hypothesis draws its one token
+    sampler: Any = None  # a `models.sampling.TokenSampler`: each hypothesis draws its one token
     reorder_state: Any = None  # `(state, parent_rows) -> state`; None gathers every tensor on axis 0
     # `(state, kept) -> state` of the sentences `kept` (int32 [kept], ascending): with it a search
     # drops its done sentences (`_drop_done`) where its parts allow (`_sentence_constants`).
@@ -59,13 +59,15 @@ class _Hypotheses(NamedTuple):
 
 class _Sentences(NamedTuple):
     """What a search that drops its done sentences carries besides the hypotheses: of the sentences
-    left, each one's row in the batch (`origin`, int32 `[left]`), `max_lengths` and the parts'
-    `constants` (`SearchPart.sentence_constants`); of those dropped, their rows in the batch
-    (`done_origin`, `[dropped]`) and their returned `done_ids` and `done_scores`."""
+    left, each one's row in the batch (`origin`, int32 `[left]`), `max_lengths`, the parts'
+    `constants` (`SearchPart.sentence_constants`) and the sampler's `draw_keys` (`()` if none); of
+    those dropped, their rows in the batch (`done_origin`, `[dropped]`) and their returned
+    `done_ids` and `done_scores`."""
 
     origin: Any
     max_lengths: Any
     constants: tuple
+    draw_keys: Any
     done_origin: Any
     done_ids: Any
     done_scores: Any
@@ -78,6 +80,7 @@ class _Loop(NamedTuple):
     parts: tuple
     chooser: Any  # the part that chooses the alive set, or None: the best by log-probability
     settings: LoopSettings
+    sampler: Any  # the `TokenSampler` of these sentences, or None: no draw
     positions: Any  # int32 [L + 1]
     sentence_index: Any  # int32 [batch, 1]: the sentence of every row, for gathers over [batch * beams]
     max_lengths: Any  # int32 [batch]
@@ -108,7 +111,7 @@ def run_search(next_logits_fn, initial_ids, initial_state, max_lengths, parts, s
     hypotheses = _initial_hypotheses(ops.cast(initial_ids, "int32"), positions, parts, settings)
     sentence_index = ops.arange(ops.shape(initial_ids)[0], dtype="int32")[:, None]  # [batch, 1]
     chooser = choosers[0] if choosers else None
-    loop = _Loop(next_logits_fn, parts, chooser, settings, positions, sentence_index, max_lengths)
+    loop = _Loop(next_logits_fn, parts, chooser, settings, settings.sampler, positions, sentence_index, max_lengths)
     max_length_penalty = length_penalty(max_lengths, settings.alpha)  # [batch]
     keep = settings.num_return
     constants = _sentence_constants(parts, settings)
@@ -144,10 +147,9 @@ def _with_done(hypotheses, step, max_lengths, max_length_penalty, settings):
 
 def _sentence_constants(parts, settings):
     """The parts' per-sentence tensors (`SearchPart.sentence_constants`) when the search drops its
-    done sentences, else None: it does when the model's state can be compacted (`compact_state`),
-    no token is drawn (a sampler's draws are keyed by the sentence's row), and every part hands over
-    its per-sentence tensors and keeps no finished state."""
-    if settings.compact_state is None or settings.sampler is not None:
+    done sentences, else None: it does when the model's state can be compacted (`compact_state`)
+    and every part hands over its per-sentence tensors and keeps no finished state."""
+    if settings.compact_state is None:
         return None
     if any(part.keeps_finished_state for part in parts):
         return None
@@ -165,6 +167,7 @@ def _run_dropping_done(loop, hypotheses, initial_state, constants):
         origin=ops.arange(ops.shape(hypotheses.done)[0], dtype="int32"),
         max_lengths=loop.max_lengths,
         constants=constants,
+        draw_keys=() if loop.sampler is None else loop.sampler.keys,
         done_origin=ops.zeros((0,), "int32"),
         done_ids=ops.zeros((0, keep, settings.max_decode_length), "int32"),
         done_scores=ops.zeros((0, keep), SCORE_DTYPE),
@@ -177,8 +180,16 @@ def _run_dropping_done(loop, hypotheses, initial_state, constants):
         parts = tuple(part.with_sentence_constants(c) for part, c in zip(loop.parts, sentences.constants))
         sentence_index = ops.arange(dimension(hypotheses.done, 0), dtype="int32")[:, None]
         chooser = None if loop.chooser is None else parts[loop.parts.index(loop.chooser)]
+        sampler = None if loop.sampler is None else loop.sampler.with_keys(sentences.draw_keys)
         now = _Loop(
-            loop.next_logits_fn, parts, chooser, settings, loop.positions, sentence_index, sentences.max_lengths
+            loop.next_logits_fn,
+            parts,
+            chooser,
+            settings,
+            sampler,
+            loop.positions,
+            sentence_index,
+            sentences.max_lengths,
         )
         penalty = length_penalty(sentences.max_lengths, settings.alpha)
 
@@ -222,6 +233,7 @@ def _drop_done(hypotheses, state, sentences, settings):
         rows(sentences.origin, kept),
         rows(sentences.max_lengths, kept),
         rows(sentences.constants, kept),
+        rows(sentences.draw_keys, kept),
         joined(sentences.done_origin, sentences.origin),
         joined(sentences.done_ids, hypotheses.finished_seq[:, :keep, 1:]),
         joined(sentences.done_scores, hypotheses.finished_scores[:, :keep]),
@@ -267,7 +279,7 @@ def _step(loop, step, hypotheses, state):
     ids = ops.reshape(ops.take(alive_seq, step, axis=2), [-1])  # [batch * beam]
     logits, state = loop.next_logits_fn(ids, step, state)
     inputs = StepInputs(step, ops.cast(logits, SCORE_DTYPE), alive_seq)  # [batch * beam, vocab]
-    row_tokens, row_log_probs = _offers(inputs, parts, hypotheses.part_states, settings)
+    row_tokens, row_log_probs = _offers(inputs, parts, hypotheses.part_states, loop)
     pool_size = None if loop.chooser is not None else settings.num_candidates
     candidates = _candidates(hypotheses.alive_log_probs, row_tokens, row_log_probs, pool_size)
     cand_seq = _gather_beams(alive_seq, candidates.beam, sentence_index)  # [batch, candidates, L + 1]
@@ -304,12 +316,13 @@ def _step(loop, step, hypotheses, state):
     return _Hypotheses(alive_seq, alive_log_probs, part_states, *finished, hypotheses.done), state
 
 
-def _offers(inputs, parts, part_states, settings):
+def _offers(inputs, parts, part_states, loop):
     """Each hypothesis's offered tokens and log-probabilities, `[batch * beam, offers]`."""
     choice_logits = inputs.logits
     for part, part_state in zip(parts, part_states):
         choice_logits = part.restrict(choice_logits, inputs, part_state)
-    if settings.sampler is None:
+    settings = loop.settings
+    if loop.sampler is None:
         # Each of a sentence's best extensions is among its own hypothesis's `num_candidates` best
         # tokens, so only those are normalised (the log-softmax shifts a row by a constant).
         per_row = min(settings.num_candidates, inputs.logits.shape[-1] or settings.num_candidates)
@@ -320,7 +333,7 @@ def _offers(inputs, parts, part_states, settings):
                 row_tokens = ops.concatenate([row_tokens, extra[0]], axis=1)
                 row_logits = ops.concatenate([row_logits, extra[1]], axis=1)
     else:
-        row_tokens = settings.sampler(choice_logits, inputs.step)  # [batch]
+        row_tokens = loop.sampler(choice_logits, inputs.step)  # [batch]
         for part, part_state in zip(parts, part_states):
             row_tokens = part.overrule(row_tokens, inputs, part_state)
         row_tokens = row_tokens[:, None]  # [batch, 1]

@@ -222,15 +222,18 @@ def test_cross_attention_weights_are_distributions_over_real_source_tokens(tiny_
     assert np.abs(weights[0, :, :, lengths[0] :]).max() < 1e-6
 
 
-def _with_prefix(tokenizer, steering, row, words):
-    """`steering` (a dict of `translate_ids` arguments) with its "prefix" flag, when set, made
-    `prefix_ids`: the first two pieces of `words` forced on sentence `row` of SENTENCES, none on
-    the others."""
+def _steered(tokenizer, steering, row, words):
+    """`steering` (a dict of `translate_ids` arguments) with its "prefix" or "constraint" flag, when
+    set, made `prefix_ids` or `constraint_ids`: the first two pieces of `words` forced first on, or
+    a phrase of, sentence `row` of SENTENCES, none on the others."""
     steering = dict(steering)
+    pieces = tokenizer.tokenize([words]).to_list()[0][:2]
     if steering.pop("prefix", False):
-        prefix = np.full((len(SENTENCES), 3), PAD_ID, "int32")
-        prefix[row, :2] = tokenizer.tokenize([words]).to_list()[0][:2]
-        steering["prefix_ids"] = prefix
+        steering["prefix_ids"] = np.full((len(SENTENCES), 3), PAD_ID, "int32")
+        steering["prefix_ids"][row, :2] = pieces
+    if steering.pop("constraint", False):
+        steering["constraint_ids"] = np.full((len(SENTENCES), 1, 3), PAD_ID, "int32")
+        steering["constraint_ids"][row, 0, :2] = pieces
     return steering
 
 
@@ -276,7 +279,7 @@ def test_a_traced_search_grows_its_self_caches_and_translates_as_with_whole_slot
     it runs to the limit."""
     model, tokenizer, _, _ = tiny_model
     source, _ = source_batch(tokenizer, SENTENCES)
-    steering = _with_prefix(tokenizer, steering, 0, "Die Datei")
+    steering = _steered(tokenizer, steering, 0, "Die Datei")
     limit = source.shape[1] + search.max_extra_length
     wrapped = eos_bias_model(model, -1e9) if search.beam_size == 1 and search.sampling is None else model
     grown, grown_loops = _traced_search(wrapped, source, 3, monkeypatch, search, **steering)
@@ -311,8 +314,14 @@ class _RowsDecoded:
         pytest.param(SearchConfig(beam_size=4, min_length_ratio=0.5), dict(num_return=2), marks=pytest.mark.slow),
         pytest.param(SearchConfig(beam_size=1, stopping="heuristic", min_length_ratio=1.0), {}, marks=pytest.mark.slow),
         pytest.param(SearchConfig(beam_size=4), dict(prefix=True), marks=pytest.mark.slow),
+        pytest.param(SearchConfig(beam_size=4, min_length_ratio=0.5), dict(constraint=True), marks=pytest.mark.slow),
+        pytest.param(
+            SearchConfig(beam_size=1, min_length_ratio=1.0, sampling=Sampling(seed=3, top_k=5)),
+            {},
+            marks=pytest.mark.slow,
+        ),
     ],
-    ids=["beam4_nbest_min_length", "greedy", "beam4_prefix"],
+    ids=["beam4_nbest_min_length", "greedy", "beam4_prefix", "beam4_constraint", "sampling"],
 )
 def test_a_traced_search_drops_its_done_sentences_and_translates_as_with_all(tiny_model, monkeypatch, search, steering):
     """In a TensorFlow graph a sentence leaves the search's batch once it is done, so later steps
@@ -324,7 +333,7 @@ def test_a_traced_search_drops_its_done_sentences_and_translates_as_with_all(tin
 
     model, tokenizer, _, _ = tiny_model
     source, _ = source_batch(tokenizer, SENTENCES)
-    steering = _with_prefix(tokenizer, steering, 1, "Das Dokument")
+    steering = _steered(tokenizer, steering, 1, "Das Dokument")
     outputs, rows = [], []
     for drops in (True, False):
         if not drops:
