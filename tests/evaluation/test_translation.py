@@ -223,9 +223,9 @@ def test_cross_attention_weights_are_distributions_over_real_source_tokens(tiny_
 
 
 def _steered(tokenizer, steering, row, words):
-    """`steering` (a dict of `translate_ids` arguments) with its "prefix" or "constraint" flag, when
-    set, made `prefix_ids` or `constraint_ids`: the first two pieces of `words` forced first on, or
-    a phrase of, sentence `row` of SENTENCES, none on the others."""
+    """`steering` (a dict of `translate_ids` arguments) with its "prefix" and "constraint" flags,
+    when set, made `prefix_ids` and `constraint_ids`: the first two pieces of `words` forced first on
+    sentence `row` of SENTENCES, or a phrase of the next sentence, none on the others."""
     steering = dict(steering)
     pieces = tokenizer.tokenize([words]).to_list()[0][:2]
     if steering.pop("prefix", False):
@@ -233,7 +233,7 @@ def _steered(tokenizer, steering, row, words):
         steering["prefix_ids"][row, :2] = pieces
     if steering.pop("constraint", False):
         steering["constraint_ids"] = np.full((len(SENTENCES), 1, 3), PAD_ID, "int32")
-        steering["constraint_ids"][row, 0, :2] = pieces
+        steering["constraint_ids"][row + 1, 0, :2] = pieces
     return steering
 
 
@@ -312,16 +312,15 @@ class _RowsDecoded:
     [
         # The fast tier has the drops through the growth test above; this one counts the rows.
         pytest.param(SearchConfig(beam_size=4, min_length_ratio=0.5), dict(num_return=2), marks=pytest.mark.slow),
-        pytest.param(SearchConfig(beam_size=1, stopping="heuristic", min_length_ratio=1.0), {}, marks=pytest.mark.slow),
-        pytest.param(SearchConfig(beam_size=4), dict(prefix=True), marks=pytest.mark.slow),
-        pytest.param(SearchConfig(beam_size=4, min_length_ratio=0.5), dict(constraint=True), marks=pytest.mark.slow),
+        pytest.param(SearchConfig(beam_size=4), dict(prefix=True, constraint=True), marks=pytest.mark.slow),
+        # One hypothesis per sentence (greedy search's loop), its token drawn.
         pytest.param(
-            SearchConfig(beam_size=1, min_length_ratio=1.0, sampling=Sampling(seed=3, top_k=5)),
+            SearchConfig(beam_size=1, stopping="heuristic", min_length_ratio=1.0, sampling=Sampling(seed=3, top_k=5)),
             {},
             marks=pytest.mark.slow,
         ),
     ],
-    ids=["beam4_nbest_min_length", "greedy", "beam4_prefix", "beam4_constraint", "sampling"],
+    ids=["beam4_nbest_min_length", "beam4_prefix_constraint", "sampling"],
 )
 def test_a_traced_search_drops_its_done_sentences_and_translates_as_with_all(tiny_model, monkeypatch, search, steering):
     """In a TensorFlow graph a sentence leaves the search's batch once it is done, so later steps
