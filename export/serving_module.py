@@ -88,6 +88,13 @@ def _table_variables(search, lexical_table):
     )
 
 
+def _graph_function(function, input_signature, **options):
+    """`function` as a `tf.function` of `input_signature`: no XLA (TensorFlow Serving runs core ops),
+    no AutoGraph (the traced code's control flow is explicit, `ops.while_loop` and `ops.cond`, so
+    converting its Python source would only add tracing time)."""
+    return tf.function(function, input_signature=input_signature, jit_compile=False, autograph=False, **options)
+
+
 class ServingModule(graph_documents.DocumentFunctions, tf.Module):
     """A trained `Transformer` and its `Tokenizer` behind the serving functions.
 
@@ -113,7 +120,7 @@ class ServingModule(graph_documents.DocumentFunctions, tf.Module):
             input whole, cut to `max_input_length`. `n_best`, `prefix`, `constrain`, `score` and
             `translate_ids` take each input whole either way.
 
-    Functions (all `tf.function(jit_compile=False)` with an input signature). Those that search
+    Functions (all `_graph_function`s: `tf.function`s with an input signature). Those that search
     call one of four traced searches, `search` (plain), `prefix_search` (`prefix_ids` forced),
     `constrained_search` (`constraint_ids` placed), which return each sentence's best hypothesis and
     so end as soon as it is final, or `n_best_search` (plain, the whole beam, for `n_best`), so the
@@ -205,12 +212,10 @@ class ServingModule(graph_documents.DocumentFunctions, tf.Module):
         self.search = self._steered_search()
         self.n_best_search = self._steered_search(num_return=self.beam_size)
         pair = [tf.TensorSpec([None, None], tf.int32, name=name) for name in ("source_ids", "translation_ids")]
-        self.token_scorer = tf.function(self._token_scores, input_signature=pair, jit_compile=False)
-        self.aligner = tf.function(self._alignments, input_signature=pair, jit_compile=False)
-        self.splitter = tf.function(
-            self._split,
-            input_signature=[tf.TensorSpec([None], tf.string, name="texts"), tf.TensorSpec([None], tf.int32)],
-            jit_compile=False,
+        self.token_scorer = _graph_function(self._token_scores, pair)
+        self.aligner = _graph_function(self._alignments, pair)
+        self.splitter = _graph_function(
+            self._split, [tf.TensorSpec([None], tf.string, name="texts"), tf.TensorSpec([None], tf.int32)]
         )
         self.prefix_search = self._steered_search(
             prefix_ids=tf.TensorSpec([None, self.output_length], tf.int32, name="prefix_ids")
@@ -220,11 +225,8 @@ class ServingModule(graph_documents.DocumentFunctions, tf.Module):
         )
         self.n_best = self._text_function(self._n_best, "inputs")
         self.score = self._text_function(self._score, "inputs", "targets")
-        self.translate_ids = tf.function(
-            self._translate_ids,
-            input_signature=[tf.TensorSpec([None, None], tf.int32, name="source_ids")],
-            jit_compile=False,
-            reduce_retracing=False,
+        self.translate_ids = _graph_function(
+            self._translate_ids, [tf.TensorSpec([None, None], tf.int32, name="source_ids")], reduce_retracing=False
         )
         self.prefix = self._text_function(self._prefix, "inputs", "prefixes")
         self.constrain = self._text_function(self._constrain, "inputs", "constraints")
@@ -236,11 +238,8 @@ class ServingModule(graph_documents.DocumentFunctions, tf.Module):
         multilingual model's takes one more, `target_language` (`_with_target_language`)."""
         if self.languages:
             method, names = self._with_target_language(method), (*names, "target_language")
-        return tf.function(
-            method,
-            input_signature=[tf.TensorSpec([None], tf.string, name=name) for name in names],
-            jit_compile=False,
-            reduce_retracing=False,
+        return _graph_function(
+            method, [tf.TensorSpec([None], tf.string, name=name) for name in names], reduce_retracing=False
         )
 
     def _with_target_language(self, method):
@@ -524,10 +523,9 @@ class ServingModule(graph_documents.DocumentFunctions, tf.Module):
         def search(source_ids, *tensors):
             return self._bucketed_search(source_ids, dict(zip(names, tensors)), num_return)
 
-        return tf.function(
+        return _graph_function(
             traced_in_place(search),
-            input_signature=[tf.TensorSpec([None, None], tf.int32, name="source_ids"), *steering.values()],
-            jit_compile=False,
+            [tf.TensorSpec([None, None], tf.int32, name="source_ids"), *steering.values()],
             reduce_retracing=False,
         )
 

@@ -36,7 +36,8 @@ def compile_search(function, variables=(), any_shape=False):
     """`function(*arrays)` compiled for the current backend, reading `variables` at every call.
 
     TensorFlow: a `tf.function` without XLA (per-shape compilation costs more than it saves on
-    CPUs), caches written in place (`inference.in_place_cache`). JAX: `jax.jit` of a stateless
+    CPUs) or AutoGraph (the models' control flow is explicit Keras ops, so converting their source
+    would only slow tracing), caches written in place (`inference.in_place_cache`). JAX: `jax.jit` of a stateless
     version taking the variables' values as an argument; jitting `function` itself would freeze the
     weights of the first call as constants. Other backends: `function` as it is.
 
@@ -49,7 +50,7 @@ def compile_search(function, variables=(), any_shape=False):
 
         from inference.in_place_cache import traced_in_place
 
-        return tf.function(traced_in_place(function), jit_compile=False, reduce_retracing=any_shape)
+        return tf.function(traced_in_place(function), jit_compile=False, autograph=False, reduce_retracing=any_shape)
     if backend == "jax":  # Each backend imports only its own library.
         import jax
 
