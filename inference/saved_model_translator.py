@@ -116,6 +116,9 @@ class SavedModelTranslator(TextTranslator):
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, received {batch_size}")
         self.path = resolve_saved_model(export_dir)
+        config = read_export_config(self.path) or {}
+        # A multilingual export needs its target language: refused before the load, which takes seconds.
+        tag = multilingual.target_tag(config.get("data", {}), target_language, self.path)
         try:
             loaded = tf.saved_model.load(self.path)
         except (ValueError, OSError, tf.errors.OpError) as error:
@@ -128,7 +131,6 @@ class SavedModelTranslator(TextTranslator):
         self._loaded = loaded  # Keeps the variables alive.
         self._signature = loaded.signatures[SIGNATURE]
         self.batch_size = batch_size
-        config = read_export_config(self.path) or {}
         self.settings = export_settings(config)
         self._model_config = config.get("model", {})
         self.max_input_length = self.settings.get("max_input_length")
@@ -141,7 +143,6 @@ class SavedModelTranslator(TextTranslator):
         )
         self._languages = {}  # The target_language input of a multilingual export's signatures.
         self._tag_length = 0  # Its tag's tokens before each sentence's.
-        tag = multilingual.target_tag(config.get("data", {}), target_language, self.path)
         if tag is not None:
             self._languages = {"target_language": target_language}
             self._tag_length = (
