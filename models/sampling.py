@@ -67,13 +67,17 @@ def token_sampler(keys, top_k=0, temperature=1.0, top_p=1.0):
 
 class TokenSampler:
     """`(logits [rows, vocab], step) -> tokens int32 [rows]`, row `i`'s draw a pure function of
-    `keys[i]`, the step and the logits (`token_sampler`). A search that drops its done sentences
-    keeps the keys of those left (`with_keys`)."""
+    `keys[i]`, the step and the logits (`token_sampler`). Its keys are per-sentence tensors as a
+    search part's are (`models.search_part.SearchPart.sentence_constants`): a search that drops its
+    done sentences keeps the keys of those left."""
 
     def __init__(self, keys, top_k, temperature, top_p):
         self.keys, self.top_k, self.temperature, self.top_p = keys, top_k, temperature, top_p
 
-    def with_keys(self, keys):
+    def sentence_constants(self):
+        return self.keys
+
+    def with_sentence_constants(self, keys):
         """The sampler with `keys` (of the sentences left) in place of its own."""
         return TokenSampler(keys, self.top_k, self.temperature, self.top_p)
 

@@ -59,15 +59,14 @@ class _Hypotheses(NamedTuple):
 
 class _Sentences(NamedTuple):
     """What a search that drops its done sentences carries besides the hypotheses: of the sentences
-    left, each one's row in the batch (`origin`, int32 `[left]`), `max_lengths`, the parts'
-    `constants` (`SearchPart.sentence_constants`) and the sampler's `draw_keys` (`()` if none); of
+    left, each one's row in the batch (`origin`, int32 `[left]`), `max_lengths`, and the
+    `constants` of the parts and the sampler (`_carriers`; `SearchPart.sentence_constants`); of
     those dropped, their rows in the batch (`done_origin`, `[dropped]`) and their returned
     `done_ids` and `done_scores`."""
 
     origin: Any
     max_lengths: Any
     constants: tuple
-    draw_keys: Any
     done_origin: Any
     done_ids: Any
     done_scores: Any
@@ -114,7 +113,7 @@ def run_search(next_logits_fn, initial_ids, initial_state, max_lengths, parts, s
     loop = _Loop(next_logits_fn, parts, chooser, settings, settings.sampler, positions, sentence_index, max_lengths)
     max_length_penalty = length_penalty(max_lengths, settings.alpha)  # [batch]
     keep = settings.num_return
-    constants = _sentence_constants(parts, settings)
+    constants = _sentence_constants(loop)
     if constants is not None:
         return _run_dropping_done(loop, hypotheses, initial_state, constants)
 
@@ -145,15 +144,20 @@ def _with_done(hypotheses, step, max_lengths, max_length_penalty, settings):
     return _Hypotheses(*rest, ops.logical_or(was_done, done))
 
 
-def _sentence_constants(parts, settings):
-    """The parts' per-sentence tensors (`SearchPart.sentence_constants`) when the search drops its
-    done sentences, else None: it does when the model's state can be compacted (`compact_state`)
-    and every part hands over its per-sentence tensors and keeps no finished state."""
-    if settings.compact_state is None:
+def _carriers(loop):
+    """What holds per-sentence tensors besides the model's state: the parts, then the sampler if any."""
+    return loop.parts + (() if loop.sampler is None else (loop.sampler,))
+
+
+def _sentence_constants(loop):
+    """The per-sentence tensors of `_carriers(loop)` (`SearchPart.sentence_constants`) when the
+    search drops its done sentences, else None: it does when the model's state can be compacted
+    (`compact_state`) and every part hands over its per-sentence tensors and keeps no finished state."""
+    if loop.settings.compact_state is None:
         return None
-    if any(part.keeps_finished_state for part in parts):
+    if any(part.keeps_finished_state for part in loop.parts):
         return None
-    constants = tuple(part.sentence_constants() for part in parts)
+    constants = tuple(carrier.sentence_constants() for carrier in _carriers(loop))
     return None if any(c is None for c in constants) else constants
 
 
@@ -167,7 +171,6 @@ def _run_dropping_done(loop, hypotheses, initial_state, constants):
         origin=ops.arange(ops.shape(hypotheses.done)[0], dtype="int32"),
         max_lengths=loop.max_lengths,
         constants=constants,
-        draw_keys=() if loop.sampler is None else loop.sampler.keys,
         done_origin=ops.zeros((0,), "int32"),
         done_ids=ops.zeros((0, keep, settings.max_decode_length), "int32"),
         done_scores=ops.zeros((0, keep), SCORE_DTYPE),
@@ -177,10 +180,11 @@ def _run_dropping_done(loop, hypotheses, initial_state, constants):
         return ops.logical_and(step < settings.max_decode_length, dimension(hypotheses.done, 0) > 0)
 
     def until_one_is_done(step, hypotheses, state, sentences):
-        parts = tuple(part.with_sentence_constants(c) for part, c in zip(loop.parts, sentences.constants))
+        carried = tuple(c.with_sentence_constants(k) for c, k in zip(_carriers(loop), sentences.constants))
+        parts = carried[: len(loop.parts)]
         sentence_index = ops.arange(dimension(hypotheses.done, 0), dtype="int32")[:, None]
         chooser = None if loop.chooser is None else parts[loop.parts.index(loop.chooser)]
-        sampler = None if loop.sampler is None else loop.sampler.with_keys(sentences.draw_keys)
+        sampler = None if loop.sampler is None else carried[-1]
         now = _Loop(
             loop.next_logits_fn,
             parts,
@@ -233,7 +237,6 @@ def _drop_done(hypotheses, state, sentences, settings):
         rows(sentences.origin, kept),
         rows(sentences.max_lengths, kept),
         rows(sentences.constants, kept),
-        rows(sentences.draw_keys, kept),
         joined(sentences.done_origin, sentences.origin),
         joined(sentences.done_ids, hypotheses.finished_seq[:, :keep, 1:]),
         joined(sentences.done_scores, hypotheses.finished_scores[:, :keep]),

@@ -336,7 +336,7 @@ def test_a_traced_search_drops_its_done_sentences_and_translates_as_with_all(tin
     outputs, rows = [], []
     for drops in (True, False):
         if not drops:
-            monkeypatch.setattr(search_loop, "_sentence_constants", lambda parts, settings: None)
+            monkeypatch.setattr(search_loop, "_sentence_constants", lambda loop: None)
         counted = _RowsDecoded(model)
         function = tf.function(lambda s, m=counted: translate_ids(m, s, search, **steering), jit_compile=False)
         outputs.append([ops.convert_to_numpy(x) for x in function(tf.constant(source))])
