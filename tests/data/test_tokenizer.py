@@ -124,7 +124,7 @@ def test_bad_subword_sampling_settings_are_refused(small_tokenizer, alpha, nbest
 
 
 def test_runs_inside_a_graph(small_tokenizer):
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
     def round_trip(texts):
         return small_tokenizer.detokenize(small_tokenizer.tokenize(texts).to_tensor())
 
@@ -147,9 +147,10 @@ def test_saved_model_carries_the_vocabulary_and_keeps_two_apart(small_tokenizer,
             for name, side in (("shared", module.tokenizer), ("german", module.german))
         },
         input_signature=[tf.TensorSpec([None], tf.string)],
+        autograph=False,
     )
     module.detokenize = tf.function(
-        module.tokenizer.detokenize, input_signature=[tf.TensorSpec([None, None], tf.int32)]
+        module.tokenizer.detokenize, input_signature=[tf.TensorSpec([None, None], tf.int32)], autograph=False
     )
     tf.saved_model.save(module, str(tmp_path / "saved"))
     # A fresh process has neither the .model files nor these Python objects.

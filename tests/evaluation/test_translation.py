@@ -246,7 +246,7 @@ def _traced_search(model, source, capacity_step, monkeypatch, search, **steering
     from models import translation
 
     monkeypatch.setattr(translation, "CAPACITY_STEP", capacity_step)
-    function = tf.function(lambda s: translate_ids(model, s, search, **steering), jit_compile=False)
+    function = tf.function(lambda s: translate_ids(model, s, search, **steering), jit_compile=False, autograph=False)
     concrete = function.get_concrete_function(tf.constant(source))
     graph = concrete.graph.as_graph_def()
     nodes = list(graph.node) + [node for f in graph.library.function for node in f.node_def]
@@ -338,7 +338,9 @@ def test_a_traced_search_drops_its_done_sentences_and_translates_as_with_all(tin
         if not drops:
             monkeypatch.setattr(search_loop, "_sentence_constants", lambda loop: None)
         counted = _RowsDecoded(model)
-        function = tf.function(lambda s, m=counted: translate_ids(m, s, search, **steering), jit_compile=False)
+        function = tf.function(
+            lambda s, m=counted: translate_ids(m, s, search, **steering), jit_compile=False, autograph=False
+        )
         outputs.append([ops.convert_to_numpy(x) for x in function(tf.constant(source))])
         rows.append(int(counted.rows.numpy()))
     np.testing.assert_array_equal(outputs[0][0], outputs[1][0])

@@ -42,7 +42,9 @@ def test_the_length_rule_cuts_as_python_does():
         row_tags = tf.gather(tf.constant(tags, tf.int32), rows)
         return tf.where(characters >= 3, characters // 3 + row_tags, 0) + 1
 
-    split = tf.function(lambda texts: graph_documents.split(texts, token_counts, LIMIT, tf.constant(tags, tf.int32)))
+    split = tf.function(
+        lambda texts: graph_documents.split(texts, token_counts, LIMIT, tf.constant(tags, tf.int32)), autograph=False
+    )
     pieces, separators = split(tf.constant(texts))
     got = [
         ([piece.decode() for piece in row], [separator.decode() for separator in between])

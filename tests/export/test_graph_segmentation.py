@@ -52,7 +52,9 @@ def graph_function(budgeted):
             autograph=False,
         )
     return tf.function(
-        lambda texts: graph_segmentation.segment(texts), input_signature=[tf.TensorSpec([None], tf.string)]
+        lambda texts: graph_segmentation.segment(texts),
+        input_signature=[tf.TensorSpec([None], tf.string)],
+        autograph=False,
     )
 
 

@@ -32,7 +32,9 @@ def _searches(model, num_return=1, **settings):
     def search(source):
         return translate_ids(model, source, SearchConfig(max_extra_length=7, **settings), num_return=num_return)
 
-    return tf.function(search, jit_compile=False), tf.function(traced_in_place(search), jit_compile=False)
+    return tf.function(search, jit_compile=False, autograph=False), tf.function(
+        traced_in_place(search), jit_compile=False, autograph=False
+    )
 
 
 def _op_types(function, source):

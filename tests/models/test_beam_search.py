@@ -914,7 +914,7 @@ def test_tf_function_and_saved_model_equal_eager(tmp_path):
     eager_ids, eager_scores = search(sources, max_lengths)
     # An unknown batch size, as in the servable signature; plain graph, no XLA.
     spec = tf.TensorSpec([None], tf.int32)
-    graph_search = tf.function(search, input_signature=[spec, spec], jit_compile=False)
+    graph_search = tf.function(search, input_signature=[spec, spec], jit_compile=False, autograph=False)
     graph_ids, graph_scores = graph_search(sources, max_lengths)
     np.testing.assert_array_equal(graph_ids.numpy(), eager_ids.numpy())
     np.testing.assert_allclose(graph_scores.numpy(), eager_scores.numpy(), atol=1e-6)

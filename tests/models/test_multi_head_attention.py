@@ -131,7 +131,7 @@ def test_a_mask_shared_by_the_batch_is_added_with_the_batch_rows(batch):
     layer = MultiHeadAttention(HIDDEN, HEADS)
     query = _random(BATCH, QUERY_LENGTH, HIDDEN)
     mask = causal_attention_mask(QUERY_LENGTH, QUERY_LENGTH)
-    function = tf.function(lambda x: layer(x, attention_mask=mask))
+    function = tf.function(lambda x: layer(x, attention_mask=mask), autograph=False)
     graph = function.get_concrete_function(tf.TensorSpec((batch, QUERY_LENGTH, HIDDEN))).graph
     logit_adds = [op for op in graph.get_operations() if op.type == "AddV2" and op.outputs[0].shape.rank == 4]
     assert logit_adds
@@ -338,6 +338,7 @@ def test_beams_share_the_cross_attention_cache_with_unknown_batch_sizes():
             tf.TensorSpec([None, HEADS, None, head_dim], "float32"),
             tf.TensorSpec([None, HEADS, None, head_dim], "float32"),
         ],
+        autograph=False,
     )
     np.testing.assert_allclose(_numpy(attend(query, mask, *shared_cache)), expected, atol=1e-5)
 

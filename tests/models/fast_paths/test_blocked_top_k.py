@@ -38,7 +38,9 @@ def test_equals_keras_top_k_ties_included(kind, width):
 def test_an_unknown_number_of_rows_under_a_traced_function():
     import tensorflow as tf
 
-    searched = tf.function(lambda x: top_k(x, 8), input_signature=[tf.TensorSpec([None, 4000], tf.float32)])
+    searched = tf.function(
+        lambda x: top_k(x, 8), input_signature=[tf.TensorSpec([None, 4000], tf.float32)], autograph=False
+    )
     for rows in (1, 5):
         x = np.random.default_rng(rows).integers(0, 50, size=(rows, 4000)).astype("float32")
         for got, expected in zip(searched(x), tf.math.top_k(x, 8)):
@@ -53,7 +55,7 @@ def test_a_width_known_at_run_time_only(kind):
 
     for rows, k in itertools.product((None, 1, 6), (1, 8)):  # Static rows stay static, as a search's loop needs.
         signature = [tf.TensorSpec([rows, None], tf.float32)]
-        searched = tf.function(lambda x, k=k: top_k(x, k), input_signature=signature)
+        searched = tf.function(lambda x, k=k: top_k(x, k), input_signature=signature, autograph=False)
         assert [tensor.shape.as_list() for tensor in searched.get_concrete_function().outputs] == [[rows, k]] * 2
         for width in (8, 100, 8 * BLOCK, 2537, 4001):
             x = _rows(kind, width, np.random.default_rng(width))[: rows or 6]

@@ -25,7 +25,9 @@ def test_a_dynamic_leading_shape_gathers_under_a_traced_function():
     import tensorflow as tf
 
     gather = tf.function(
-        take_along_last, input_signature=[tf.TensorSpec([None, 8], tf.float32), tf.TensorSpec([None, 4], tf.int32)]
+        take_along_last,
+        input_signature=[tf.TensorSpec([None, 8], tf.float32), tf.TensorSpec([None, 4], tf.int32)],
+        autograph=False,
     )
     x = np.arange(16, dtype="float32").reshape(2, 8)
     indices = np.array([[7, 0, 0, 3], [1, 1, 6, 2]], dtype="int32")
