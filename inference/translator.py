@@ -37,9 +37,9 @@ def compile_search(function, variables=(), any_shape=False):
 
     TensorFlow: a `tf.function` without XLA (per-shape compilation costs more than it saves on
     CPUs) or AutoGraph (the models' control flow is explicit Keras ops, so converting their source
-    would only slow tracing), caches written in place (`inference.in_place_cache`). JAX: `jax.jit` of a stateless
-    version taking the variables' values as an argument; jitting `function` itself would freeze the
-    weights of the first call as constants. Other backends: `function` as it is.
+    would only slow tracing), caches written in place (`inference.in_place_cache`). JAX: `jax.jit`
+    of a stateless version taking the variables' values as an argument; jitting `function` itself
+    would freeze the weights of the first call as constants. Other backends: `function` as it is.
 
     `variables`: the Keras variables `function` reads (e.g. `model.variables`). `any_shape`: under
     TensorFlow, trace once for any input shape (a search needs static lengths; a forward pass not).
