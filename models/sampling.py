@@ -75,6 +75,7 @@ class TokenSampler:
         self.keys, self.top_k, self.temperature, self.top_p = keys, top_k, temperature, top_p
 
     def sentence_constants(self):
+        """Each sentence's key (uint32 `[rows]`)."""
         return self.keys
 
     def with_sentence_constants(self, keys):
