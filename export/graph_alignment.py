@@ -125,7 +125,7 @@ def forced_targets(translation_ids):
     return targets, decoder_inputs
 
 
-def alignments(model, flags, source_ids, translation_ids, layer, head, target_flags=None):
+def alignments(model, flags, source_ids, translation_ids, layer, head, target_flags=None, encoded=None):
     """The Pharaoh word alignment of each translation, string `[batch]`, as
     `inference.alignment.AttentionMatrix.alignment` gives it.
 
@@ -134,12 +134,15 @@ def alignments(model, flags, source_ids, translation_ids, layer, head, target_fl
         source_ids: int32 `[batch, length]`, tokens + EOS, PAD-padded.
         translation_ids: int32 `[batch, length]`, the search's best hypotheses.
         layer, head: as `inference.protocol.AlignmentConfig.resolve` gives them.
+        encoded: `model.encode`'s output and padding mask of `source_ids` padded further (a
+            search's), or None to encode them here.
     """
     target_flags = flags if target_flags is None else target_flags
     targets, decoder_inputs = forced_targets(translation_ids)
-    weights = attention_weights(model, source_ids, decoder_inputs, layer, head)  # [batch, target, source]
-    # Both sides numbered in one scan: the sources' rows, then the targets', PAD-padded to one length.
     batch, source_length, target_length = tf.shape(source_ids)[0], tf.shape(source_ids)[1], tf.shape(targets)[1]
+    weights = attention_weights(model, source_ids, decoder_inputs, layer, head, encoded)  # [batch, target, source]
+    weights = weights[:, :, :source_length]  # An encoding's padding beyond the sources has no weight.
+    # Both sides numbered in one scan: the sources' rows, then the targets', PAD-padded to one length.
     width = tf.maximum(source_length, target_length)
     sides = [
         tf.pad(source_ids, [[0, 0], [0, width - source_length]], constant_values=PAD_ID),

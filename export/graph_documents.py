@@ -183,11 +183,11 @@ class DocumentFunctions:
         totals, `_searched_log_probs`), and with `aligned` "alignments"."""
         tokens, empty = self._tokens(sentences, self.max_input_length, self._tags_of(rows), self.source_tokenizer)
         source_ids = tokens.to_tensor(default_value=PAD_ID)
-        ids, searched = self.search(source_ids)
+        ids, searched, *encoded = self.search(source_ids)
         translations, scores = self._texts(ids[:, :1], searched[:, :1], empty)
         result = {"translations": translations[:, 0], "scores": scores[:, 0]}
         if aligned or self.lexical_table is not None:
-            result.update(self._scored(source_ids, ids[:, 0], empty))
+            result.update(self._scored(encoded, ids[:, 0], empty))
         else:
             result.update(self._searched_log_probs(ids[:, 0], searched[:, 0], empty))
         if aligned:
@@ -195,20 +195,21 @@ class DocumentFunctions:
             def no_sentences():
                 return tf.zeros([0], tf.string)
 
-            links = tf.cond(tf.size(sentences) > 0, lambda: self.aligner(source_ids, ids[:, 0]), no_sentences)
+            links = tf.cond(tf.size(sentences) > 0, lambda: self.aligner(source_ids, *encoded, ids[:, 0]), no_sentences)
             result["alignments"] = tf.where(empty, tf.constant("", tf.string), links)
         return result
 
-    def _scored(self, source_ids, translation_ids, empty):
-        """The token scores of the search's best hypotheses `translation_ids` `[n, length]` of
-        `source_ids`: "log_probs" float32 `[n, longest]`, "lengths" int32 `[n]` and "tokens" string
-        `[n, longest]` (the pieces, EOS included), no token where bool `empty` `[n]`."""
+    def _scored(self, encoded, translation_ids, empty):
+        """The token scores of the search's best hypotheses `translation_ids` `[n, length]` of the
+        sources `encoded` (`model.encode`'s output and padding mask, the search's): "log_probs"
+        float32 `[n, longest]`, "lengths" int32 `[n]` and "tokens" string `[n, longest]` (the
+        pieces, EOS included), no token where bool `empty` `[n]`."""
 
         def no_sentences():
             return tf.zeros([0, 1], tf.float32), tf.zeros([0], tf.int32), tf.zeros([0, 1], tf.string)
 
         log_probs, lengths, tokens = tf.cond(
-            tf.shape(source_ids)[0] > 0, lambda: self.token_scorer(source_ids, translation_ids), no_sentences
+            tf.shape(translation_ids)[0] > 0, lambda: self.token_scorer(*encoded, translation_ids), no_sentences
         )
         return {
             "log_probs": tf.where(empty[:, None], 0.0, log_probs),

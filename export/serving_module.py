@@ -13,6 +13,7 @@ from data import multilingual
 from export import graph_alignment, graph_confidence, graph_documents
 from inference.in_place_cache import traced_in_place
 from inference.protocol import DEFAULT_ALIGNMENT
+from models import int8_weights
 from models.beam_search import UNMET_SCORE
 from models.search_config import DEFAULT_SEARCH, EXPORT_MAX_INPUT_LENGTH
 from models.translation import score_ids, translate_ids
@@ -124,7 +125,9 @@ class ServingModule(graph_documents.DocumentFunctions, tf.Module):
     call one of four traced searches, `search` (plain), `prefix_search` (`prefix_ids` forced),
     `constrained_search` (`constraint_ids` placed), which return each sentence's best hypothesis and
     so end as soon as it is final, or `n_best_search` (plain, the whole beam, for `n_best`), so the
-    graph holds four `While` loops per bucket; `align` adds one for its word numbering:
+    graph holds four `While` loops per bucket; `align` adds one for its word numbering. A search
+    also returns its encoder output, which the forced passes of the confidence (`token_scorer`)
+    and the alignments (`aligner`) decode from instead of encoding the sources again. The functions:
         Every text function also outputs "confidence", float32 shaped as its "scores":
         exp(mean log p) of the output's tokens (`inference.confidence`), 1.0 for no tokens.
         `serve(inputs)`: string `[batch]` -> `{"translations": string [batch], "scores": float32 [batch]}`
@@ -212,8 +215,12 @@ class ServingModule(graph_documents.DocumentFunctions, tf.Module):
         self.search = self._steered_search()
         self.n_best_search = self._steered_search(num_return=self.beam_size)
         pair = [tf.TensorSpec([None, None], tf.int32, name=name) for name in ("source_ids", "translation_ids")]
-        self.token_scorer = _graph_function(self._token_scores, pair)
-        self.aligner = _graph_function(self._alignments, pair)
+        encoded = [
+            tf.TensorSpec([None, None, model.hidden_dim], model.compute_dtype, name="encoder_output"),
+            tf.TensorSpec([None, None], tf.bool, name="padding_mask"),
+        ]
+        self.token_scorer = _graph_function(self._token_scores, [*encoded, pair[1]])
+        self.aligner = _graph_function(self._alignments, [pair[0], *encoded, pair[1]])
         self.splitter = _graph_function(
             self._split, [tf.TensorSpec([None], tf.string, name="texts"), tf.TensorSpec([None], tf.int32)]
         )
@@ -347,11 +354,13 @@ class ServingModule(graph_documents.DocumentFunctions, tf.Module):
     def _n_best(self, inputs):
         tokens, empty = self._source_tokens(inputs)
         source_ids = tokens.to_tensor(default_value=PAD_ID)
-        ids, scores = self.n_best_search(source_ids)
+        ids, scores, *encoded = self.n_best_search(source_ids)
         translations, scores = self._texts(ids, scores, empty)
         beam = self.beam_size
         scored = self._scored(
-            tf.repeat(source_ids, beam, axis=0), tf.reshape(ids, [-1, self.output_length]), tf.repeat(empty, beam)
+            [tf.repeat(part, beam, axis=0) for part in encoded],
+            tf.reshape(ids, [-1, self.output_length]),
+            tf.repeat(empty, beam),
         )
         confidence = tf.reshape(self._sentence_confidence(scored), [-1, beam])
         return {"translations": translations, "scores": scores, "confidence": confidence}
@@ -376,7 +385,7 @@ class ServingModule(graph_documents.DocumentFunctions, tf.Module):
         return {"log_probs": log_probs, "lengths": lengths, "confidence": confidence}
 
     def _translate_ids(self, source_ids):
-        ids, scores = self.search(self._truncate(source_ids))
+        ids, scores, *_ = self.search(self._truncate(source_ids))
         return {"ids": ids[:, 0], "scores": scores[:, 0]}
 
     def _prefix(self, inputs, prefixes):
@@ -405,11 +414,11 @@ class ServingModule(graph_documents.DocumentFunctions, tf.Module):
             # A static length for the search: no prefix that passed the check is longer.
             prefix_ids = prefix_pieces.to_tensor(default_value=PAD_ID, shape=[None, self.output_length])
         source_ids = tokens.to_tensor(default_value=PAD_ID)
-        ids, scores = self.prefix_search(source_ids, prefix_ids)
+        ids, scores, *encoded = self.prefix_search(source_ids, prefix_ids)
         # With a prefix, a sentence without tokens is searched from EOS alone, as Translator does.
         empty &= tf.equal(prefix_lengths, 0)
         translations, scores = self._texts(ids[:, :1], scores[:, :1], empty)
-        confidence = self._sentence_confidence(self._scored(source_ids, ids[:, 0], empty))
+        confidence = self._sentence_confidence(self._scored(encoded, ids[:, 0], empty))
         return {"translations": translations[:, 0], "scores": scores[:, 0], "confidence": confidence}
 
     def _constrain(self, inputs, constraints):
@@ -445,16 +454,18 @@ class ServingModule(graph_documents.DocumentFunctions, tf.Module):
             )
         has_phrases = counts > 0
         ids, scores = self._searched_where(
-            has_phrases, lambda: self.constrained_search(source_ids, constraint_ids), tf.shape(inputs)[0]
+            has_phrases, lambda: self.constrained_search(source_ids, constraint_ids)[:2], tf.shape(inputs)[0]
         )
         met = has_phrases & (scores[:, 0] > UNMET_SCORE / 2)
         # The plain search's translation where there are no phrases or they were not placed.
-        plain_ids, plain_scores = self._searched_where(~met, lambda: self.search(source_ids), tf.shape(inputs)[0])
+        plain_ids, plain_scores = self._searched_where(~met, lambda: self.search(source_ids)[:2], tf.shape(inputs)[0])
         ids = tf.where(met[:, None, None], ids, plain_ids)
         scores = tf.where(met[:, None], scores, plain_scores)
         # A sentence without tokens is "" unless its phrases were placed (as Translator gives it).
         translations, scores = self._texts(ids[:, :1], scores[:, :1], empty & ~met)
-        confidence = self._sentence_confidence(self._scored(source_ids, ids[:, 0], empty & ~met))
+        # Each row comes from one of two searches, so the forced pass encodes the sources itself.
+        encoded = self.model.encode(source_ids, training=False)
+        confidence = self._sentence_confidence(self._scored(encoded, ids[:, 0], empty & ~met))
         return {
             "translations": translations[:, 0],
             "scores": scores[:, 0],
@@ -493,15 +504,24 @@ class ServingModule(graph_documents.DocumentFunctions, tf.Module):
 
         return graph_documents.split(texts, source_counts, self.max_input_length, tag_lengths)
 
-    def _token_scores(self, source_ids, translation_ids):
-        log_probs, lengths, _ = graph_confidence.token_scores(self.model, source_ids, translation_ids)
+    def _token_scores(self, encoder_output, padding_mask, translation_ids):
+        log_probs, lengths, _ = graph_confidence.token_scores(
+            self.model, None, translation_ids, encoded=(encoder_output, padding_mask)
+        )
         targets, _ = graph_alignment.forced_targets(translation_ids)
         return log_probs, lengths, self.tokenizer.id_to_piece(targets)
 
-    def _alignments(self, source_ids, translation_ids):
+    def _alignments(self, source_ids, encoder_output, padding_mask, translation_ids):
         layer, head = self.alignment_attention()
         return graph_alignment.alignments(
-            self.model, self.source_piece_flags, source_ids, translation_ids, layer, head, self.piece_flags
+            self.model,
+            self.source_piece_flags,
+            source_ids,
+            translation_ids,
+            layer,
+            head,
+            self.piece_flags,
+            encoded=(encoder_output, padding_mask),
         )
 
     def _truncate(self, source_ids):
@@ -513,11 +533,11 @@ class ServingModule(graph_documents.DocumentFunctions, tf.Module):
         return tf.where(last & too_long, tf.constant(EOS_ID, tf.int32), kept)
 
     def _steered_search(self, num_return=1, **steering):
-        """The traced search `(source_ids, *steering_tensors) -> (ids, scores)` (`_bucketed_search`)
-        of each sentence's `num_return` best hypotheses, with extra `translate_ids` arguments as
-        inputs: `steering` maps each argument's name to its `tf.TensorSpec`, with static shapes but
-        the batch (`prefix_ids=TensorSpec([None, output_length], tf.int32)`). Each call of this
-        traces one more search per bucket."""
+        """The traced search `(source_ids, *steering_tensors) -> (ids, scores, encoder_output,
+        padding_mask)` (`_bucketed_search`) of each sentence's `num_return` best hypotheses, with
+        extra `translate_ids` arguments as inputs: `steering` maps each argument's name to its
+        `tf.TensorSpec`, with static shapes but the batch (`prefix_ids=TensorSpec([None,
+        output_length], tf.int32)`). Each call of this traces one more search per bucket."""
         names = tuple(steering)
 
         def search(source_ids, *tensors):
@@ -538,7 +558,9 @@ class ServingModule(graph_documents.DocumentFunctions, tf.Module):
         which no sentence's prefix may exceed (`_prefix` checks).
 
         Returns ids int32 `[batch, num_return, output_length]` and scores float32 `[batch,
-        num_return]`, the best hypotheses first (`num_return` at most the beam size).
+        num_return]`, the best hypotheses first (`num_return` at most the beam size), and the
+        search's `model.encode` of the sources padded to the bucket: `[batch, bucket, hidden_dim]`
+        and bool `[batch, bucket]`.
         """
         batch_size = tf.shape(source_ids)[0]
         length = tf.shape(source_ids)[1]
@@ -549,21 +571,30 @@ class ServingModule(graph_documents.DocumentFunctions, tf.Module):
             def search():
                 padded = tf.pad(source_ids, [[0, 0], [0, bucket - length]], constant_values=PAD_ID)
                 padded = tf.ensure_shape(padded, [None, bucket])
-                ids, scores = translate_ids(
-                    self.model,
-                    padded,
-                    self.search_config,
-                    num_return=num_return,
-                    lexical_table=self.lexical_table,
-                    **steering,
-                )
+                # An int8 model's matrices cast once for both the encoder and the search.
+                with int8_weights.products_cast_once(self.model.variables):
+                    encoded = self.model.encode(padded, training=False)
+                    ids, scores = translate_ids(
+                        self.model,
+                        padded,
+                        self.search_config,
+                        num_return=num_return,
+                        lexical_table=self.lexical_table,
+                        encoded=encoded,
+                        **steering,
+                    )
                 ids = tf.pad(ids, [[0, 0], [0, 0], [0, self.output_length - (bucket + self.max_extra_length)]])
-                return tf.ensure_shape(ids, [None, num_return, self.output_length]), scores
+                return tf.ensure_shape(ids, [None, num_return, self.output_length]), scores, *encoded
 
             return search
 
         def no_sentences():
-            return tf.zeros([0, num_return, self.output_length], tf.int32), tf.zeros([0, num_return], tf.float32)
+            return (
+                tf.zeros([0, num_return, self.output_length], tf.int32),
+                tf.zeros([0, num_return], tf.float32),
+                tf.zeros([0, 1, self.model.hidden_dim], self.model.compute_dtype),
+                tf.zeros([0, 1], tf.bool),
+            )
 
         def any_sentences():
             return tf.switch_case(bucket_index, [bucket_search(bucket) for bucket in self.length_buckets])

@@ -41,10 +41,11 @@ def decoder_input(target):
     return [BOS_ID] + list(target[:-1])
 
 
-def attention_weights(model, source_ids, target_input_ids, layer, head):
+def attention_weights(model, source_ids, target_input_ids, layer, head, encoded=None):
     """float32 `[batch, target_length, source_length]`: decoder layer `layer`'s encoder-decoder
-    attention, of head `head` or (None) the mean over heads; `keras.ops` only, to compile."""
-    weights = cross_attention_weights(model, source_ids, target_input_ids, layer=layer)  # [batch, heads, t, s]
+    attention, of head `head` or (None) the mean over heads; `keras.ops` only, to compile.
+    `encoded`: as `cross_attention_weights` takes it."""
+    weights = cross_attention_weights(model, source_ids, target_input_ids, layer=layer, encoded=encoded)
     return keras.ops.mean(weights, axis=1) if head is None else weights[:, head]
 
 

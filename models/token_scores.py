@@ -7,15 +7,23 @@ from keras import ops
 from common.special_ids import BOS_ID
 
 
-def token_log_probs(model, source_ids, target_ids, *, bos_id=BOS_ID):
+def token_log_probs(model, source_ids, target_ids, *, bos_id=BOS_ID, encoded=None):
     """log P(token | source, previous tokens) of every target token of `model` (a `Transformer`).
     `source_ids` int `[batch, source_length]` and `target_ids` int `[batch, target_length]` are
     tokens + EOS padded with the model's pad id. Returns float32 `[batch, target_length]` (0 at
-    padding) and the int32 `[batch]` lengths, EOS included; a row's sum is `score_ids`'s."""
+    padding) and the int32 `[batch]` lengths, EOS included; a row's sum is `score_ids`'s.
+
+    `encoded`: `model.encode(source_ids)`'s `(encoder_output, padding_mask)` where the caller has
+    it (a search's, `translate_ids(encoded=...)`); the pass then decodes only (`source_ids` may be
+    None). More padding after a source does not change its rows."""
     target_ids = ops.cast(target_ids, "int32")
     batch_size = ops.shape(target_ids)[0]
     decoder_input = ops.concatenate([ops.full((batch_size, 1), bos_id, dtype="int32"), target_ids[:, :-1]], axis=1)
-    logits = ops.cast(model((source_ids, decoder_input), training=False), "float32")
+    if encoded is None:
+        logits = model((source_ids, decoder_input), training=False)
+    else:
+        logits = model.decode(decoder_input, *encoded, training=False)
+    logits = ops.cast(logits, "float32")
     log_probs = ops.take_along_axis(ops.log_softmax(logits, axis=-1), target_ids[:, :, None], axis=2)[:, :, 0]
     real = ops.not_equal(target_ids, model.pad_id)
     return ops.where(real, log_probs, 0.0), ops.sum(ops.cast(real, "int32"), axis=1)

@@ -34,6 +34,7 @@ def translate_ids(
     lexical_table=None,
     bos_id=BOS_ID,
     eos_id=EOS_ID,
+    encoded=None,
 ):
     """Beam search (section 6.1: beam 4, alpha 0.6, at most input length + 50 tokens).
 
@@ -66,6 +67,9 @@ def translate_ids(
             the forced pieces join the columns; a translation then depends on its batch).
         bos_id: the tokenizer's beginning-of-sentence id, the first decoder input.
         eos_id: the tokenizer's end-of-sentence id, which ends a hypothesis.
+        encoded: `model.encode(source_ids)`'s `(encoder_output, padding_mask)` where the caller
+            has it (to read it again after the search, `token_scores.token_log_probs`); default
+            encoded here.
 
     Returns:
         `SearchResult(ids [batch, num_return, max_decode_length], scores [batch, num_return])`,
@@ -79,7 +83,7 @@ def translate_ids(
     _check_shortlist(model, search, lexical_table, bos_id, eos_id)
     # An int8 model's matrices are cast for their products once here, not at every decoding step.
     with int8_weights.products_cast_once(model.variables):
-        encoder_output, padding_mask = model.encode(source_ids, training=False)
+        encoder_output, padding_mask = model.encode(source_ids, training=False) if encoded is None else encoded
         batch_size = ops.shape(source_ids)[0]
         source_lengths = ops.sum(ops.cast(padding_mask, "int32"), axis=1)  # [batch]
         capacity = _first_capacity(source_lengths, search, max_decode_length)
@@ -360,10 +364,12 @@ def score_ids(model, source_ids, target_ids, *, bos_id=BOS_ID):
     )
 
 
-def cross_attention_weights(model, source_ids, target_input_ids, layer=-1):
+def cross_attention_weights(model, source_ids, target_input_ids, layer=-1, encoded=None):
     """Decoder layer `layer`'s (default: the last) encoder-decoder attention for a forced target,
-    float32 `[batch, heads, target_length, source_length]` (for plots and word alignments)."""
-    encoder_output, padding_mask = model.encode(source_ids, training=False)
+    float32 `[batch, heads, target_length, source_length]` (for plots and word alignments), of
+    `source_ids` or of `encoded`, their `model.encode` output where the caller has it (its
+    `source_length` then the encoding's)."""
+    encoder_output, padding_mask = model.encode(source_ids, training=False) if encoded is None else encoded
     _, weights = model.decode(
         target_input_ids, encoder_output, padding_mask, return_attention_scores=True, attention_layer=layer
     )

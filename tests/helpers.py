@@ -245,13 +245,15 @@ def assert_train_refuses(model_dir, argv, message, status=None):
 
 class EosBiasModel:
     """A `Transformer` seen through `translate_ids`'s interface (encode, initial_cache,
-    plan_decoding, decode, pad_id, variables) with `bias` added to the EOS logit of every decoding step: +1e9 forces EOS
-    first, -1e9 forbids it so every hypothesis runs to its maximum length."""
+    plan_decoding, decode, pad_id, variables; an export's `hidden_dim` and `compute_dtype` too) with
+    `bias` added to the EOS logit of every decoding step: +1e9 forces EOS first, -1e9 forbids it so
+    every hypothesis runs to its maximum length."""
 
     def __init__(self, model, bias):
         self.model = model
         self.pad_id = model.pad_id
         self.variables = model.variables
+        self.hidden_dim, self.compute_dtype = model.hidden_dim, model.compute_dtype
         self.vocabulary_size = model.vocabulary_size
         values = [0.0] * model.vocabulary_size
         values[EOS_ID] = bias

@@ -1,6 +1,7 @@
 """`export.graph_confidence.token_scores`, traced as a signature traces it, equals the Python
 `inference.confidence.token_scores` on the shared tiny run: search outputs of every shape (cut,
-tokens after EOS, nothing) and the sample corpus's references as translations."""
+tokens after EOS, nothing) and the sample corpus's references as translations, from the sources or
+from their encoding padded further, as a search hands it over."""
 
 import csv
 import os
@@ -39,3 +40,13 @@ def test_the_graph_scores_translations_as_python_does(tiny_model_and_tokenizer):
         assert (log_probs[row, len(scores) :] == 0).all()
     assert np.max(np.abs(confidence - confidences)) < 1e-6
     assert 0 < confidence.min() <= confidence.max() < 1
+    # From the encoding a search hands over: the sources padded to a longer bucket.
+    wider = np.pad(batch[0], [[0, 0], [0, 7]], constant_values=PAD_ID)
+    encoded_graph = tf.function(
+        lambda s, t: graph_confidence.token_scores(model, None, t, encoded=model.encode(s)),
+        input_signature=[spec, spec],
+        autograph=False,
+    )
+    decoded, decoded_lengths, decoded_confidence = (x.numpy() for x in encoded_graph(wider, batch[1]))
+    assert decoded_lengths.tolist() == lengths.tolist()
+    assert np.max(np.abs(decoded - log_probs)) < 1e-5 and np.max(np.abs(decoded_confidence - confidence)) < 1e-6

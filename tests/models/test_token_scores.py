@@ -1,5 +1,6 @@
 """`models.token_scores.token_log_probs`: each token's log-probability, against a NumPy log-softmax
-of the model's logits; 0 at padding; a row's sum is `score_ids`'s; padding does not change a row."""
+of the model's logits; 0 at padding; a row's sum is `score_ids`'s; padding does not change a row,
+nor does decoding from an encoding of the sources padded further."""
 
 import keras
 import numpy as np
@@ -28,3 +29,7 @@ def test_token_log_probs_are_the_forced_tokens_log_softmax_and_sum_to_score_ids(
     assert np.max(np.abs(log_probs.sum(1) - totals)) < 1e-5 and counts.tolist() == lengths.tolist()
     alone, _ = token_log_probs(model, source[:1, :], target[:1, :3])
     assert np.max(np.abs(keras.ops.convert_to_numpy(alone)[0] - log_probs[0, :3])) < 1e-5
+    # From an encoding of the sources padded further (a search's, padded to its bucket).
+    wider = np.concatenate([source, np.full((3, 5), PAD_ID, "int32")], axis=1)
+    decoded, _ = token_log_probs(model, None, target, encoded=model.encode(wider, training=False))
+    assert np.max(np.abs(keras.ops.convert_to_numpy(decoded) - log_probs)) < 1e-5
