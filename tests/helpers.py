@@ -116,13 +116,13 @@ def build_sample_corpus(cache_dir):
 
 
 def tiny_run_config(model_dir, corpus_cache_dir, **train_overrides):
-    """A RunConfig for a tiny model on the cached deb-en-de corpus (2k vocabulary)."""
+    """A RunConfig for a tiny model on the cached deb-en-de corpus (2k vocabulary), 1,024-token batches."""
     from training.config import DataConfig, RunConfig, TrainConfig
 
     train = dict(
         preset="tiny",
         train_steps=200,
-        batch_tokens=2048,
+        batch_tokens=1024,
         warmup_steps=100,
         learning_rate_scale=2.0,
         distribution="one_device",

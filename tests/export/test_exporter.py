@@ -185,7 +185,7 @@ def test_command_writes_a_version_quietly_and_removes_a_killed_exports_leftover(
     with open(os.path.join(export_dir, "1", "assets.extra", "export_config.json"), encoding="utf-8") as handle:
         settings = json.load(handle)["export"]
     assert {name: settings[name] for name in EXPORT_SETTINGS} == dict(
-        EXPORT_SETTINGS, length_buckets=[*EXPORT_SETTINGS["length_buckets"], EXPORT_SETTINGS["max_input_length"]]
+        EXPORT_SETTINGS, length_buckets=[EXPORT_SETTINGS["max_input_length"]]
     )
     assert (settings["quantize"], settings["min_length_ratio"], settings["no_repeat_ngram_size"]) == ("int8", 0.0, 0)
     for noise in STARTUP_NOISE + ("Writing fingerprint", "Assets written"):
