@@ -50,8 +50,8 @@ def translate_ids(
             at most n + `max_extra_length` and at least floor(n * `min_length_ratio`) output tokens;
             with `sampling` every token is drawn instead of searched, one hypothesis per sentence.
         num_return: hypotheses returned per sentence (n-best), at most `beam_size` (1 with sampling).
-        max_decode_length: the overall cap and each hypothesis's slot of the self caches; default the padded source length +
-            `max_extra_length` (must then be static).
+        max_decode_length: the overall cap and each hypothesis's slot of the self caches; default
+            the padded source length + `max_extra_length` (must then be static).
         prefix_ids: int `[batch, prefix_length]` (static length), each row the tokens its output
             starts with (forced, then searched on), padded with the model's pad id; a row of pad
             ids alone searches as without `prefix_ids`. A prefix longer than its sentence's
@@ -65,11 +65,8 @@ def translate_ids(
             scored `models.beam_search.UNMET_SCORE`. Not with sampling.
         lexical_table: the `LexicalTable` `search.shortlist` reads (`models.vocabulary_shortlist`:
             the forced pieces join the columns; a translation then depends on its batch).
-        bos_id: the tokenizer's beginning-of-sentence id, the first decoder input.
-        eos_id: the tokenizer's end-of-sentence id, which ends a hypothesis.
-        encoded: `model.encode(source_ids)`'s `(encoder_output, padding_mask)` where the caller
-            has it (to read it again after the search, `token_scores.token_log_probs`); default
-            encoded here.
+        bos_id, eos_id: the tokenizer's beginning- and end-of-sentence ids.
+        encoded: `model.encode(source_ids)`, where the caller keeps it for a forced pass after.
 
     Returns:
         `SearchResult(ids [batch, num_return, max_decode_length], scores [batch, num_return])`,

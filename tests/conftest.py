@@ -10,6 +10,7 @@ builds the corpus from the small checked-in sample tests/fixtures/deb_en_de_samp
 and refuses any network connection or package download.
 """
 
+import contextlib
 import os
 import socket
 import time
@@ -230,11 +231,44 @@ def tiny_export(tiny_run, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def tiny_export_translator(tiny_export):
-    """A `SavedModelTranslator` of `tiny_export` (batch_size 2), loaded once per test process and
-    shared: a load and the first call of each signature take seconds, and TensorFlow never frees
-    what a load made. tests/export/conftest.py's `served` is its loaded SavedModel; the modules that
-    use either run in one xdist group, "tests/export::served"."""
+def tiny_export_loaded(tiny_export):
+    """The shared export's version directory as `tf.saved_model.load` gives it, loaded once per test
+    process: a load and the first call of each signature take seconds, and TensorFlow never frees
+    what a load made. The tests that use it run in one xdist group, SHARED_EXPORT_GROUP."""
+    import tensorflow as tf
+
+    return tf.saved_model.load(os.path.join(tiny_export, "1"))
+
+
+@contextlib.contextmanager
+def _loading_once(tiny_export, loaded):
+    """A block in which `tf.saved_model.load` of the shared export's version directory gives
+    `loaded` (`tiny_export_loaded`); any other load is TensorFlow's."""
+    import tensorflow as tf
+
+    load, shared = tf.saved_model.load, os.path.realpath(os.path.join(tiny_export, "1"))
+
+    def load_once(path, *args, **kwargs):
+        return loaded if os.path.realpath(path) == shared and not (args or kwargs) else load(path, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(tf.saved_model, "load", load_once)
+        yield
+
+
+@pytest.fixture
+def shared_export_loaded_once(tiny_export, tiny_export_loaded):
+    """During the test, loading the shared export (a `SavedModelTranslator`, a benchmark) gives
+    `tiny_export_loaded`, its signatures maybe already called."""
+    with _loading_once(tiny_export, tiny_export_loaded):
+        yield
+
+
+@pytest.fixture(scope="session")
+def tiny_export_translator(tiny_export, tiny_export_loaded):
+    """A `SavedModelTranslator` of `tiny_export` (batch_size 2) on `tiny_export_loaded`, made once
+    per test process. tests/export/conftest.py's `served` is its loaded SavedModel."""
     from inference.saved_model_translator import SavedModelTranslator
 
-    return SavedModelTranslator(tiny_export, batch_size=2)
+    with _loading_once(tiny_export, tiny_export_loaded):
+        return SavedModelTranslator(tiny_export, batch_size=2)

@@ -46,6 +46,9 @@ SAMPLE_TSV = os.path.join(REPO_ROOT, "tests", "fixtures", "deb_en_de_sample.tsv"
 # The settings of the shared export (conftest.py's tiny_export). Small enough that the 64-sentence
 # one-by-one check stays within seconds; two buckets below max_input_length so that sentences alone
 # and in a batch take different branches.
+# The xdist group of the tests that call the shared export loaded in their process
+# (tests/conftest.py's `tiny_export_loaded`): one test process runs them all (--dist loadgroup).
+SHARED_EXPORT_GROUP = "tests/export::served"
 EXPORT_SETTINGS = dict(beam_size=4, alpha=0.6, max_input_length=48, max_extra_length=12, length_buckets=(16,))
 
 
@@ -116,13 +119,13 @@ def build_sample_corpus(cache_dir):
 
 
 def tiny_run_config(model_dir, corpus_cache_dir, **train_overrides):
-    """A RunConfig for a tiny model on the cached deb-en-de corpus (2k vocabulary), 1,024-token batches."""
+    """A RunConfig for a tiny model on the cached deb-en-de corpus (2k vocabulary)."""
     from training.config import DataConfig, RunConfig, TrainConfig
 
     train = dict(
         preset="tiny",
         train_steps=200,
-        batch_tokens=1024,
+        batch_tokens=2048,
         warmup_steps=100,
         learning_rate_scale=2.0,
         distribution="one_device",

@@ -6,15 +6,17 @@ import os
 
 import pytest
 
-from tests.helpers import EXPORT_SETTINGS
+from tests.helpers import EXPORT_SETTINGS, SHARED_EXPORT_GROUP
 
 
 @pytest.mark.slow  # the shared export timed twice and the Python path traced: the full tier runs it
+@pytest.mark.xdist_group(SHARED_EXPORT_GROUP)
 def test_times_the_export_its_signatures_a_baseline_and_the_python_path(
-    benchmark_script, tiny_run, tiny_export, capsys
+    benchmark_script, tiny_run, tiny_export, shared_export_loaded_once, capsys
 ):
-    """The shared export given (not exported again), timed with two of its forced-pass signatures
-    beside itself as the baseline, then the Python path with the search given on the command line."""
+    """The shared export given (not exported again; loaded as the export tests load it), timed with
+    two of its forced-pass signatures beside itself as the baseline, then the Python path with the
+    search given on the command line."""
     bench, _ = benchmark_script("export_latency")
     model_dir, _ = tiny_run
     version = os.path.join(tiny_export, "1")

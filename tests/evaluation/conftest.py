@@ -9,7 +9,7 @@ import pytest
 
 from common.errors import UserError
 from inference.runs import DEFAULT_CHECKPOINT
-from tests.helpers import REPO_ROOT, tool_flags
+from tests.helpers import REPO_ROOT, SHARED_EXPORT_GROUP, tool_flags
 
 
 def _imported_tool(name):
@@ -138,9 +138,9 @@ def evaluate_here(evaluate_tool, capsys):
     return evaluate_here
 
 
-# The xdist group of the tests that use `export_loaded_once` on the shared export: one test process
-# runs them all, so that it loads the export once for them (`make test`: --dist loadgroup).
-LOADED_EXPORT_GROUP = "tests/evaluation::export_loaded_once"
+# The xdist group of the tests that use `export_loaded_once` on the shared export: the export tests'
+# group, whose process loads it once for all of them (`make test`: --dist loadgroup).
+LOADED_EXPORT_GROUP = SHARED_EXPORT_GROUP
 
 
 @pytest.fixture(scope="session")
@@ -149,11 +149,12 @@ def _loaded_exports():
 
 
 @pytest.fixture
-def export_loaded_once(_loaded_exports, monkeypatch):
+def export_loaded_once(_loaded_exports, monkeypatch, shared_export_loaded_once):
     """Each export loaded once per test process: a later `SavedModelTranslator` of the same export
     and settings (made by translate.py's `run` or `evaluator.evaluate`, through `load_translator`)
-    is the one the first load made, its signatures already instantiated. Loading an export takes
-    longer than translating a few lines with it; the first load runs it whole."""
+    is the one the first load made, its signatures already instantiated; the shared export's
+    SavedModel is the export tests' (`shared_export_loaded_once`). Loading an export takes longer
+    than translating a few lines with it; the first load runs it whole."""
     from inference import saved_model_translator
 
     load = saved_model_translator.SavedModelTranslator

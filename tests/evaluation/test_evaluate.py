@@ -49,7 +49,7 @@ def test_evaluate_scores_the_tiny_run_on_its_test_split_averaging_and_plotting(t
         f"--model_dir={model_dir}",
         f"--output={output}",
         "--checkpoint=average:2",
-        "--beam_size=1",
+        "--beam_size=2",
         "--max_extra_length=5",
         "--plot_attention=Open the file.",
         f"--plot_dir={plots}",

@@ -12,7 +12,7 @@ import tensorflow as tf
 
 from export import exporter
 from tests.export.helpers import run_export
-from tests.helpers import EXPORT_SETTINGS, STARTUP_NOISE, export_arguments, warmup_requests
+from tests.helpers import EXPORT_SETTINGS, SHARED_EXPORT_GROUP, STARTUP_NOISE, export_arguments, warmup_requests
 
 
 def test_layout_is_what_tensorflow_serving_watches(exported):
@@ -194,7 +194,7 @@ def test_command_writes_a_version_quietly_and_removes_a_killed_exports_leftover(
     assert _mode(os.path.join(export_dir, "1")) == _mode(tmp_path / "probe")
 
 
-@pytest.mark.xdist_group("tests/export::served")  # with tests/export/test_serving_module.py: one load of the export
+@pytest.mark.xdist_group(SHARED_EXPORT_GROUP)  # with tests/export/test_serving_module.py: one load of the export
 def test_warmup_requests_are_prediction_logs_the_signature_answers(exported, served):
     _, path = exported
     logs = warmup_requests(path)

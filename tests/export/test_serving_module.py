@@ -8,11 +8,11 @@ from common.special_ids import EOS_ID, PAD_ID
 from export.serving_module import resolve_buckets
 from models.search_config import SearchConfig
 from tests.export.helpers import SENTENCES, composed_documents
-from tests.helpers import EXPORT_SETTINGS
+from tests.helpers import EXPORT_SETTINGS, SHARED_EXPORT_GROUP
 
 # One process runs this module: the first call of each signature of the loaded export (`served`)
 # takes seconds (TensorFlow optimizes its graph then), and so does tracing the `steered` modules.
-pytestmark = pytest.mark.xdist_group("tests/export::served")
+pytestmark = pytest.mark.xdist_group(SHARED_EXPORT_GROUP)
 
 
 def serve(signature, sentences):

@@ -21,11 +21,11 @@ from inference.saved_model_translator import (
 )
 from inference.translator import Translator
 from models.search_config import SearchConfig
-from tests.helpers import EXPORT_SETTINGS
+from tests.helpers import EXPORT_SETTINGS, SHARED_EXPORT_GROUP
 
 # The shared export loaded and run in this process: the load of tests/export/test_serving_module.py,
 # in its process (`tiny_export_translator`).
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("tests/export::served")]
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group(SHARED_EXPORT_GROUP)]
 
 # No prefix (None and ""), and an empty source with one, which is translated.
 SENTENCES = ["Open the file.", "", "Click OK to save your changes.", "Help"]
