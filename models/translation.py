@@ -14,6 +14,7 @@ from models.multi_head_attention import GroupedBias, rows_bias, shared_key_bias
 from models.sampling import sentence_keys, token_sampler
 from models.search_config import DEFAULT_SEARCH
 from models.shapes import dimension
+from models.token_scores import token_log_probs
 from models.vocabulary_shortlist import SPECIAL_IDS, batch_shortlist, needs_static_shapes
 
 # Positions a self cache's slot starts with, and gains when full, in a TensorFlow graph
@@ -348,17 +349,8 @@ def score_ids(model, source_ids, target_ids, *, bos_id=BOS_ID):
         of log P(token | source, previous tokens), and int32 `[batch]`, how many tokens that is.
         `log_probs / lengths` is the per-token average, `exp(-log_probs / lengths)` the perplexity.
     """
-    target_ids = ops.cast(target_ids, "int32")
-    batch_size = ops.shape(target_ids)[0]
-    decoder_input = ops.concatenate([ops.full((batch_size, 1), bos_id, dtype="int32"), target_ids[:, :-1]], axis=1)
-    logits = ops.cast(model((source_ids, decoder_input), training=False), "float32")
-    log_probs = ops.log_softmax(logits, axis=-1)
-    token_log_probs = ops.take_along_axis(log_probs, target_ids[:, :, None], axis=2)[:, :, 0]
-    real = ops.not_equal(target_ids, model.pad_id)
-    return (
-        ops.sum(ops.where(real, token_log_probs, 0.0), axis=1),
-        ops.sum(ops.cast(real, "int32"), axis=1),
-    )
+    log_probs, lengths = token_log_probs(model, source_ids, target_ids, bos_id=bos_id)
+    return ops.sum(log_probs, axis=1), lengths
 
 
 def cross_attention_weights(model, source_ids, target_input_ids, layer=-1, encoded=None):
