@@ -9,9 +9,9 @@ from typing import NamedTuple
 import numpy as np
 import tensorflow as tf
 
-from common.special_ids import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from common.special_ids import EOS_ID, PAD_ID, UNK_ID
 from data import multilingual
-from inference.alignment import NOT_WORDS, WORD_MARKER, attention_weights, pieces_of
+from inference.alignment import NOT_WORDS, WORD_MARKER, pieces_of
 
 # The name of the word numbering's loop, which the graph's function names carry.
 WORD_NUMBERING = "word_numbering"
@@ -106,8 +106,8 @@ def pharaoh(weights, source_counts, target_counts):
 
 
 def forced_targets(translation_ids):
-    """`inference.alignment.forced_target` and `decoder_input` of each row of int32 `[batch, length]`
-    search output: `(targets, decoder_inputs)`, int32 `[batch, longest target]`, PAD-padded."""
+    """`inference.alignment.forced_target` of each row of int32 `[batch, length]` search output:
+    int32 `[batch, longest target]`, PAD-padded."""
     ids = tf.convert_to_tensor(translation_ids, tf.int32)
     after_eos = tf.cumsum(tf.cast(tf.equal(ids, EOS_ID), tf.int32), axis=1, exclusive=True) > 0
     from_pad = tf.cumsum(tf.cast(tf.equal(ids, PAD_ID), tf.int32), axis=1) > 0
@@ -117,30 +117,24 @@ def forced_targets(translation_ids):
     # A row that keeps no token is EOS alone.
     targets = tf.where(kept, ids, PAD_ID)
     targets = tf.where((lengths[:, None] == 0) & (positions[None, :] == 0), EOS_ID, targets)
-    lengths = tf.maximum(lengths, 1)
-    width = tf.reduce_max(tf.concat([lengths, [1]], axis=0))
-    targets = targets[:, :width]
-    shifted = tf.concat([tf.fill([tf.shape(ids)[0], 1], BOS_ID), targets[:, :-1]], axis=1)
-    decoder_inputs = tf.where(positions[None, :width] < lengths[:, None], shifted, PAD_ID)
-    return targets, decoder_inputs
+    width = tf.reduce_max(tf.concat([tf.maximum(lengths, 1), [1]], axis=0))
+    return targets[:, :width]
 
 
-def alignments(model, flags, source_ids, translation_ids, layer, head, target_flags=None, encoded=None):
+def alignments(flags, source_ids, targets, weights, target_flags=None):
     """The Pharaoh word alignment of each translation, string `[batch]`, as
     `inference.alignment.AttentionMatrix.alignment` gives it.
 
     Args:
         flags: the source vocabulary's `PieceFlags`; `target_flags` the target's (None: `flags`).
         source_ids: int32 `[batch, length]`, tokens + EOS, PAD-padded.
-        translation_ids: int32 `[batch, length]`, the search's best hypotheses.
-        layer, head: as `inference.protocol.AlignmentConfig.resolve` gives them.
-        encoded: `model.encode`'s output and padding mask of `source_ids` padded further (a
-            search's), or None to encode them here.
+        targets: int32 `[batch, target_length]`, the translations' `forced_targets`.
+        weights: float32 `[batch, target_length, source columns]`, the attention `align` reads
+            (`inference.alignment.attended`) of the targets forced through the decoder; columns
+            beyond `length` (an encoding padded further, a search's) are left out.
     """
     target_flags = flags if target_flags is None else target_flags
-    targets, decoder_inputs = forced_targets(translation_ids)
     batch, source_length, target_length = tf.shape(source_ids)[0], tf.shape(source_ids)[1], tf.shape(targets)[1]
-    weights = attention_weights(model, source_ids, decoder_inputs, layer, head, encoded)  # [batch, target, source]
     weights = weights[:, :, :source_length]  # An encoding's padding beyond the sources has no weight.
     # Both sides numbered in one scan: the sources' rows, then the targets', PAD-padded to one length.
     width = tf.maximum(source_length, target_length)

@@ -14,7 +14,7 @@ def token_scores(model, source_ids, translation_ids, encoded=None):
     tokens), int32 `[batch]` (EOS included) and float32 `[batch]`, of int32 `[batch, length]`
     `source_ids` (tokens + EOS, PAD) and `translation_ids` (the search's best hypotheses);
     `encoded`: the sources' `model.encode` output where the search has it (`token_log_probs`)."""
-    targets, _ = forced_targets(translation_ids)
+    targets = forced_targets(translation_ids)
     log_probs, lengths = token_log_probs(model, source_ids, targets, encoded=encoded)
     log_probs = tf.convert_to_tensor(log_probs)
     return log_probs, tf.convert_to_tensor(lengths), tf.convert_to_tensor(sentence_confidence(log_probs, lengths))

@@ -179,43 +179,44 @@ class DocumentFunctions:
 
     def _sentence_translations(self, sentences, rows, aligned):
         """The best translation of each of string `[n]` `sentences` of the inputs `rows`: a dict of
-        "translations", "scores", `_scored`'s (without `aligned` and a shortlist, the search's
-        totals, `_searched_log_probs`), and with `aligned` "alignments"."""
+        "translations", "scores" and `_scored`'s, with `aligned` its "alignments" too (without
+        `aligned` and a shortlist, the search's totals, `_searched_log_probs`)."""
         tokens, empty = self._tokens(sentences, self.max_input_length, self._tags_of(rows), self.source_tokenizer)
         source_ids = tokens.to_tensor(default_value=PAD_ID)
         ids, searched, *encoded = self.search(source_ids)
         translations, scores = self._texts(ids[:, :1], searched[:, :1], empty)
         result = {"translations": translations[:, 0], "scores": scores[:, 0]}
         if aligned or self.lexical_table is not None:
-            result.update(self._scored(encoded, ids[:, 0], empty))
+            result.update(self._scored(encoded, ids[:, 0], empty, source_ids if aligned else None))
         else:
             result.update(self._searched_log_probs(ids[:, 0], searched[:, 0], empty))
-        if aligned:
-
-            def no_sentences():
-                return tf.zeros([0], tf.string)
-
-            links = tf.cond(tf.size(sentences) > 0, lambda: self.aligner(source_ids, *encoded, ids[:, 0]), no_sentences)
-            result["alignments"] = tf.where(empty, tf.constant("", tf.string), links)
         return result
 
-    def _scored(self, encoded, translation_ids, empty):
+    def _scored(self, encoded, translation_ids, empty, source_ids=None):
         """The token scores of the search's best hypotheses `translation_ids` `[n, length]` of the
         sources `encoded` (`model.encode`'s output and padding mask, the search's): "log_probs"
         float32 `[n, longest]`, "lengths" int32 `[n]` and "tokens" string `[n, longest]` (the
-        pieces, EOS included), no token where bool `empty` `[n]`."""
+        pieces, EOS included), no token where bool `empty` `[n]`. Given the search's `source_ids`,
+        also their word "alignments", string `[n]` ("" where `empty`), of the same forced pass."""
+
+        def forced_pass():
+            if source_ids is None:
+                return self.token_scorer(*encoded, translation_ids)
+            return self.aligner(source_ids, *encoded, translation_ids)
 
         def no_sentences():
-            return tf.zeros([0, 1], tf.float32), tf.zeros([0], tf.int32), tf.zeros([0, 1], tf.string)
+            nothing = (tf.zeros([0, 1], tf.float32), tf.zeros([0], tf.int32), tf.zeros([0, 1], tf.string))
+            return nothing if source_ids is None else (*nothing, tf.zeros([0], tf.string))
 
-        log_probs, lengths, tokens = tf.cond(
-            tf.shape(translation_ids)[0] > 0, lambda: self.token_scorer(*encoded, translation_ids), no_sentences
-        )
-        return {
+        log_probs, lengths, tokens, *links = tf.cond(tf.shape(translation_ids)[0] > 0, forced_pass, no_sentences)
+        scored = {
             "log_probs": tf.where(empty[:, None], 0.0, log_probs),
             "lengths": tf.where(empty, 0, lengths),
             "tokens": tokens,
         }
+        if links:
+            scored["alignments"] = tf.where(empty, tf.constant("", tf.string), links[0])
+        return scored
 
     def _searched_log_probs(self, translation_ids, scores, empty):
         """`_scored`'s "log_probs" (each row's total, `[n, 1]`) and "lengths" without a forced pass:

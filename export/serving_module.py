@@ -11,11 +11,13 @@ import tensorflow as tf
 from common.special_ids import EOS_ID, PAD_ID
 from data import multilingual
 from export import graph_alignment, graph_confidence, graph_documents
+from inference.alignment import attended
 from inference.in_place_cache import traced_in_place
 from inference.protocol import DEFAULT_ALIGNMENT
 from models import int8_weights
 from models.beam_search import UNMET_SCORE
 from models.search_config import DEFAULT_SEARCH, EXPORT_MAX_INPUT_LENGTH
+from models.token_scores import token_log_probs
 from models.translation import score_ids, translate_ids
 from models.vocabulary_shortlist import LexicalTable
 
@@ -126,8 +128,9 @@ class ServingModule(graph_documents.DocumentFunctions, tf.Module):
     `constrained_search` (`constraint_ids` placed), which return each sentence's best hypothesis and
     so end as soon as it is final, or `n_best_search` (plain, the whole beam, for `n_best`), so the
     graph holds four `While` loops per bucket; `align` adds one for its word numbering. A search
-    also returns its encoder output, which the forced passes of the confidence (`token_scorer`)
-    and the alignments (`aligner`) decode from instead of encoding the sources again. The functions:
+    also returns its encoder output, which the forced pass of the token scores (`token_scorer`),
+    or of the token scores and the alignments at once (`aligner`), decodes from instead of encoding
+    the sources again. The functions:
         Every text function also outputs "confidence", float32 shaped as its "scores":
         exp(mean log p) of the output's tokens (`inference.confidence`), 1.0 for no tokens.
         `serve(inputs)`: string `[batch]` -> `{"translations": string [batch], "scores": float32 [batch]}`
@@ -220,7 +223,7 @@ class ServingModule(graph_documents.DocumentFunctions, tf.Module):
             tf.TensorSpec([None, None], tf.bool, name="padding_mask"),
         ]
         self.token_scorer = _graph_function(self._token_scores, [*encoded, pair[1]])
-        self.aligner = _graph_function(self._alignments, [pair[0], *encoded, pair[1]])
+        self.aligner = _graph_function(self._aligned_token_scores, [pair[0], *encoded, pair[1]])
         self.splitter = _graph_function(
             self._split, [tf.TensorSpec([None], tf.string, name="texts"), tf.TensorSpec([None], tf.int32)]
         )
@@ -508,21 +511,20 @@ class ServingModule(graph_documents.DocumentFunctions, tf.Module):
         log_probs, lengths, _ = graph_confidence.token_scores(
             self.model, None, translation_ids, encoded=(encoder_output, padding_mask)
         )
-        targets, _ = graph_alignment.forced_targets(translation_ids)
-        return log_probs, lengths, self.tokenizer.id_to_piece(targets)
+        return log_probs, lengths, self.tokenizer.id_to_piece(graph_alignment.forced_targets(translation_ids))
 
-    def _alignments(self, source_ids, encoder_output, padding_mask, translation_ids):
+    def _aligned_token_scores(self, source_ids, encoder_output, padding_mask, translation_ids):
+        """`_token_scores`' outputs and the translations' word alignments, string `[batch]`
+        (`graph_alignment.alignments`), of one forced pass."""
         layer, head = self.alignment_attention()
-        return graph_alignment.alignments(
-            self.model,
-            self.source_piece_flags,
-            source_ids,
-            translation_ids,
-            layer,
-            head,
-            self.piece_flags,
-            encoded=(encoder_output, padding_mask),
+        targets = graph_alignment.forced_targets(translation_ids)
+        log_probs, lengths, weights = token_log_probs(
+            self.model, None, targets, encoded=(encoder_output, padding_mask), attention_layer=layer
         )
+        links = graph_alignment.alignments(
+            self.source_piece_flags, source_ids, targets, attended(weights, head), self.piece_flags
+        )
+        return log_probs, lengths, self.tokenizer.id_to_piece(targets), links
 
     def _truncate(self, source_ids):
         """Rows longer than max_input_length keep their first max_input_length - 1 tokens + EOS."""

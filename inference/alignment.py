@@ -41,11 +41,15 @@ def decoder_input(target):
     return [BOS_ID] + list(target[:-1])
 
 
-def attention_weights(model, source_ids, target_input_ids, layer, head, encoded=None):
+def attention_weights(model, source_ids, target_input_ids, layer, head):
     """float32 `[batch, target_length, source_length]`: decoder layer `layer`'s encoder-decoder
-    attention, of head `head` or (None) the mean over heads; `keras.ops` only, to compile.
-    `encoded`: as `cross_attention_weights` takes it."""
-    weights = cross_attention_weights(model, source_ids, target_input_ids, layer=layer, encoded=encoded)
+    attention, of head `head` or (None) the mean over heads; `keras.ops` only, to compile."""
+    return attended(cross_attention_weights(model, source_ids, target_input_ids, layer=layer), head)
+
+
+def attended(weights, head):
+    """float32 `[batch, target_length, source_length]` of one layer's attention `weights` `[batch,
+    heads, target_length, source_length]`: head `head`'s, or (None) the mean over heads."""
     return keras.ops.mean(weights, axis=1) if head is None else weights[:, head]
 
 

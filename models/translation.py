@@ -353,12 +353,10 @@ def score_ids(model, source_ids, target_ids, *, bos_id=BOS_ID):
     return ops.sum(log_probs, axis=1), lengths
 
 
-def cross_attention_weights(model, source_ids, target_input_ids, layer=-1, encoded=None):
+def cross_attention_weights(model, source_ids, target_input_ids, layer=-1):
     """Decoder layer `layer`'s (default: the last) encoder-decoder attention for a forced target,
-    float32 `[batch, heads, target_length, source_length]` (for plots and word alignments), of
-    `source_ids` or of `encoded`, their `model.encode` output where the caller has it (its
-    `source_length` then the encoding's)."""
-    encoder_output, padding_mask = model.encode(source_ids, training=False) if encoded is None else encoded
+    float32 `[batch, heads, target_length, source_length]` (for plots and word alignments)."""
+    encoder_output, padding_mask = model.encode(source_ids, training=False)
     _, weights = model.decode(
         target_input_ids, encoder_output, padding_mask, return_attention_scores=True, attention_layer=layer
     )

@@ -24,6 +24,12 @@ def run_export(*arguments, timeout=300, **options):
     )
 
 
+def padded(rows, fill, width=None):
+    """Lists `rows` each filled with `fill` to `width` (default: the longest row's length)."""
+    width = max(len(row) for row in rows) if width is None else width
+    return [list(row) + [fill] * (width - len(row)) for row in rows]
+
+
 SENTENCES = [
     "Open the file.",
     "Click OK to save your changes.",

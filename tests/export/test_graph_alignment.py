@@ -8,6 +8,7 @@ import tensorflow as tf
 from common.special_ids import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from export import graph_alignment
 from inference import alignment
+from tests.export.helpers import padded
 
 M = "\u2581"  # SentencePiece's word marker
 # Piece sequences with the special cases of `alignment.word_indices`: a bare marker joining the next
@@ -31,11 +32,6 @@ SPECIAL = {"<pad>": PAD_ID, "<s>": BOS_ID, "</s>": EOS_ID, "<unk>": UNK_ID}
 
 def ids_of(pieces):
     return [SPECIAL.get(piece, 100) for piece in pieces]
-
-
-def padded(rows, fill):
-    width = max(len(row) for row in rows)
-    return [list(row) + [fill] * (width - len(row)) for row in rows]
 
 
 def test_word_indices_equal_the_plain_version_on_every_special_case():
@@ -93,7 +89,6 @@ def test_forced_targets_equal_the_plain_version():
         [5, EOS_ID, 7, PAD_ID, PAD_ID],  # tokens after EOS are left out
         [PAD_ID, PAD_ID, PAD_ID, PAD_ID, PAD_ID],  # nothing: EOS alone
     ]
-    targets, decoder_inputs = graph_alignment.forced_targets(tf.constant(searched, tf.int32))
+    targets = graph_alignment.forced_targets(tf.constant(searched, tf.int32))
     expected = [alignment.forced_target(row) for row in searched]
     assert targets.numpy().tolist() == padded(expected, PAD_ID)
-    assert decoder_inputs.numpy().tolist() == padded([alignment.decoder_input(t) for t in expected], PAD_ID)

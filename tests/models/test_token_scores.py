@@ -1,13 +1,14 @@
 """`models.token_scores.token_log_probs`: each token's log-probability, against a NumPy log-softmax
 of the model's logits; 0 at padding; a row's sum is `score_ids`'s; padding does not change a row,
-nor does decoding from an encoding of the sources padded further."""
+nor does decoding from an encoding of the sources padded further, which also gives a layer's
+attention from the same pass."""
 
 import keras
 import numpy as np
 
 from common.special_ids import BOS_ID, EOS_ID, PAD_ID
 from models.token_scores import token_log_probs
-from models.translation import score_ids
+from models.translation import cross_attention_weights, score_ids
 from tests.models.small_model import small_transformer
 
 
@@ -33,3 +34,13 @@ def test_token_log_probs_are_the_forced_tokens_log_softmax_and_sum_to_score_ids(
     wider = np.concatenate([source, np.full((3, 5), PAD_ID, "int32")], axis=1)
     decoded, _ = token_log_probs(model, None, target, encoded=model.encode(wider, training=False))
     assert np.max(np.abs(keras.ops.convert_to_numpy(decoded) - log_probs)) < 1e-5
+    # With a layer's attention, from the same pass: the same log-probs, and that layer's weights.
+    decoded, _, weights = token_log_probs(
+        model, None, target, encoded=model.encode(wider, training=False), attention_layer=0
+    )
+    assert np.max(np.abs(keras.ops.convert_to_numpy(decoded) - log_probs)) < 1e-5
+    expected = keras.ops.convert_to_numpy(cross_attention_weights(model, source, decoder_input, layer=0))
+    weights = keras.ops.convert_to_numpy(weights)
+    assert weights.shape == (3, model.num_heads, 6, wider.shape[1])
+    assert np.max(np.abs(weights[..., : source.shape[1]] - expected)) < 1e-6
+    assert np.max(np.abs(weights[..., source.shape[1] :])) < 1e-6  # none on the padding
