@@ -228,6 +228,15 @@ class DocumentFunctions:
         return {"log_probs": tf.where(empty, 0.0, totals)[:, None], "lengths": tf.where(empty, 0, lengths)}
 
     def _sentence_confidence(self, scored):
-        """float32 `[n]`: the confidence of each row of `_scored`'s result."""
+        """float32 `[n]`: the confidence of each row of `_scored`'s or `_searched_log_probs`' result."""
         rows = tf.range(tf.shape(scored["lengths"], out_type=tf.int64)[0])
         return confidence(scored["log_probs"], scored["lengths"], rows, tf.size(rows, tf.int64))
+
+    def _search_confidence(self, encoded, translation_ids, scores, empty):
+        """float32 `[n]`: the confidence of the search's hypotheses `translation_ids` `[n, length]`
+        scored `scores` `[n]` (1.0 where `empty`), from those scores (`_searched_log_probs`); with a
+        shortlist, whose scores are over its columns only, by a forced pass (`_scored`) from
+        `encoded()`, the sources' `model.encode` output and padding mask (called only then)."""
+        if self.lexical_table is None:
+            return self._sentence_confidence(self._searched_log_probs(translation_ids, scores, empty))
+        return self._sentence_confidence(self._scored(encoded(), translation_ids, empty))

@@ -357,16 +357,16 @@ class ServingModule(graph_documents.DocumentFunctions, tf.Module):
     def _n_best(self, inputs):
         tokens, empty = self._source_tokens(inputs)
         source_ids = tokens.to_tensor(default_value=PAD_ID)
-        ids, scores, *encoded = self.n_best_search(source_ids)
-        translations, scores = self._texts(ids, scores, empty)
+        ids, searched, *encoded = self.n_best_search(source_ids)
+        translations, scores = self._texts(ids, searched, empty)
         beam = self.beam_size
-        scored = self._scored(
-            [tf.repeat(part, beam, axis=0) for part in encoded],
+        confidence = self._search_confidence(
+            lambda: [tf.repeat(part, beam, axis=0) for part in encoded],
             tf.reshape(ids, [-1, self.output_length]),
+            tf.reshape(searched, [-1]),
             tf.repeat(empty, beam),
         )
-        confidence = tf.reshape(self._sentence_confidence(scored), [-1, beam])
-        return {"translations": translations, "scores": scores, "confidence": confidence}
+        return {"translations": translations, "scores": scores, "confidence": tf.reshape(confidence, [-1, beam])}
 
     def _score(self, inputs, targets):
         tf.debugging.assert_equal(
@@ -421,7 +421,7 @@ class ServingModule(graph_documents.DocumentFunctions, tf.Module):
         # With a prefix, a sentence without tokens is searched from EOS alone, as Translator does.
         empty &= tf.equal(prefix_lengths, 0)
         translations, scores = self._texts(ids[:, :1], scores[:, :1], empty)
-        confidence = self._sentence_confidence(self._scored(encoded, ids[:, 0], empty))
+        confidence = self._search_confidence(lambda: encoded, ids[:, 0], scores[:, 0], empty)
         return {"translations": translations[:, 0], "scores": scores[:, 0], "confidence": confidence}
 
     def _constrain(self, inputs, constraints):
@@ -466,9 +466,10 @@ class ServingModule(graph_documents.DocumentFunctions, tf.Module):
         scores = tf.where(met[:, None], scores, plain_scores)
         # A sentence without tokens is "" unless its phrases were placed (as Translator gives it).
         translations, scores = self._texts(ids[:, :1], scores[:, :1], empty & ~met)
-        # Each row comes from one of two searches, so the forced pass encodes the sources itself.
-        encoded = self.model.encode(source_ids, training=False)
-        confidence = self._sentence_confidence(self._scored(encoded, ids[:, 0], empty & ~met))
+        # Each row comes from one of two searches, so a forced pass encodes the sources itself.
+        confidence = self._search_confidence(
+            lambda: self.model.encode(source_ids, training=False), ids[:, 0], scores[:, 0], empty & ~met
+        )
         return {
             "translations": translations[:, 0],
             "scores": scores[:, 0],

@@ -5,9 +5,10 @@ import pytest
 import tensorflow as tf
 
 from common.special_ids import EOS_ID, PAD_ID
-from export.serving_module import resolve_buckets
+from export.serving_module import MAX_PHRASE_PIECES, MAX_PHRASES, resolve_buckets
+from models.beam_search import UNMET_SCORE, length_penalty
 from models.search_config import SearchConfig
-from tests.export.helpers import SENTENCES, composed_documents
+from tests.export.helpers import SENTENCES, composed_documents, padded
 from tests.helpers import EXPORT_SETTINGS, SHARED_EXPORT_GROUP
 
 # One process runs this module: the first call of each signature of the loaded export (`served`)
@@ -317,6 +318,47 @@ def test_every_text_signature_gives_a_confidence(served):
     np.testing.assert_allclose(
         scored["confidence"].numpy(), np.exp(scored["log_probs"].numpy() / scored["lengths"].numpy()), rtol=1e-5
     )
+
+
+def test_the_searches_scores_are_the_confidences_log_probabilities(served, tiny_model_and_tokenizer):
+    """n_best, prefix and constrain take their confidence from their searches' scores (without a
+    shortlist): each returned hypothesis's score times its length penalty is the log-probability
+    that forcing it through the model (`token_scorer`) gives, and the signature's confidence is
+    exp(mean log p) of that pass."""
+    loaded, _, _ = served
+    _, tokenizer = tiny_model_and_tokenizer
+    sentences = SENTENCES[:4]
+    source_ids = tf.constant(padded([row + [EOS_ID] for row in tokenizer.tokenize(sentences).to_list()], PAD_ID))
+    prefixes, phrases = ["Die", "Öffnen Sie", "Klicken", "Wählen"], ["Datei", "OK", "Zellen", "Text"]
+    width = EXPORT_SETTINGS["max_input_length"] + EXPORT_SETTINGS["max_extra_length"]
+    prefix_ids = padded(tokenizer.tokenize(prefixes).to_list(), PAD_ID, width)
+    constraint_ids = np.full([len(sentences), MAX_PHRASES, MAX_PHRASE_PIECES], PAD_ID, "int32")
+    for row, phrase in enumerate(tokenizer.tokenize(phrases).to_list()):
+        constraint_ids[row, 0, : len(phrase)] = phrase
+    searches = {
+        "n_best": loaded.n_best_search(source_ids),
+        "prefix": loaded.prefix_search(source_ids, tf.constant(prefix_ids)),
+        "constrain": loaded.constrained_search(source_ids, tf.constant(constraint_ids)),
+    }
+    inputs = tf.constant(sentences)
+    signatures = {
+        "n_best": loaded.signatures["n_best"](inputs=inputs),
+        "prefix": loaded.signatures["prefix"](inputs=inputs, prefixes=tf.constant(prefixes)),
+        "constrain": loaded.signatures["constrain"](inputs=inputs, constraints=tf.constant(phrases)),
+    }
+    for name, (ids, scores, encoder_output, padding_mask) in searches.items():
+        hypotheses = ids.shape[1]
+        flat = tf.reshape(ids, [-1, ids.shape[2]])
+        log_probs, lengths, _ = loaded.token_scorer(
+            tf.repeat(encoder_output, hypotheses, axis=0), tf.repeat(padding_mask, hypotheses, axis=0), flat
+        )
+        forced = tf.reduce_sum(log_probs, axis=1).numpy()
+        lengths = lengths.numpy()
+        totals = scores.numpy().reshape(-1) * length_penalty(lengths.astype("float32"), EXPORT_SETTINGS["alpha"])
+        assert (scores.numpy() > UNMET_SCORE / 2).all(), name  # every phrase placed
+        np.testing.assert_allclose(totals, forced, atol=1e-4, err_msg=name)
+        confidence = signatures[name]["confidence"].numpy().reshape(-1)
+        np.testing.assert_allclose(confidence, np.exp(forced / lengths), atol=1e-5, err_msg=name)
 
 
 @pytest.mark.full  # the test split of the real corpus
