@@ -56,7 +56,7 @@ class Ensemble:
         projection=None,
     ):
         """`Transformer.decode` with the members' mean log-probabilities in place of logits;
-        `projection` is `shortlist_projection`'s and a planned `cache_index` `plan_decoding`'s, one
+        `projection` is `output_projection`'s and a planned `cache_index` `plan_decoding`'s, one
         per member."""
         log_probs, self_caches, attention = [], [], None
         for index, model in enumerate(self.models):
@@ -85,9 +85,9 @@ class Ensemble:
             outputs += (attention,)
         return outputs[0] if len(outputs) == 1 else outputs
 
-    def shortlist_projection(self, columns):
-        """Each member's `Transformer.shortlist_projection` of `columns`."""
-        return [model.shortlist_projection(columns) for model in self.models]
+    def output_projection(self, columns=None):
+        """Each member's `Transformer.output_projection` of `columns`."""
+        return [model.output_projection(columns) for model in self.models]
 
     def __call__(self, inputs, training=False):
         """The mean log-probabilities `[batch, length, vocabulary_size]` of `(source_ids, target_input_ids)`."""

@@ -178,7 +178,7 @@ class Transformer(keras.Model):
                 cross-attention weights `[batch, heads, length, source_length]`.
             self_attention_mask: optional boolean `[batch, length, key_length]` replacing the
                 causal mask, or with a cache its `GroupedBias`.
-            projection: optional `shortlist_projection(columns)`: the logits of those columns only.
+            projection: optional `output_projection(columns)`: the logits of its columns.
 
         Returns:
             float32 logits `[batch, length, vocabulary_size or S]`, then the updated cache if given,
@@ -207,10 +207,10 @@ class Transformer(keras.Model):
             results += (outputs[-1],)
         return results[0] if len(results) == 1 else results
 
-    def shortlist_projection(self, columns):
-        """The output projection restricted to the target ids `columns` int32 `[S]`, for `decode`
-        (`SharedEmbedding.shortlist_projection`)."""
-        return self.embedding.shortlist_projection(columns)
+    def output_projection(self, columns=None):
+        """The output projection of the target ids `columns` int32 `[S]` (None: every id), made
+        once for `decode`'s steps (`SharedEmbedding.output_projection`)."""
+        return self.embedding.output_projection(columns)
 
     def quantize(self, mode=None, config=None, **kwargs):
         """Int8 weights for inference (`models.int8_weights`). Raises `ValueError` on a mode other

@@ -41,7 +41,7 @@ def translate_ids(
 
     Args:
         model: a `models.transformer.Transformer`, or an object with the parts of it the search
-            reads: `encode`, `initial_cache`, `plan_decoding`, `decode`, `shortlist_projection`
+            reads: `encode`, `initial_cache`, `plan_decoding`, `decode`, `output_projection`
             (with the Transformer's signatures), `pad_id`, and `variables` (where int8 matrices
             are found, `int8_weights.products_cast_once`).
         source_ids: int `[batch, source_length]`, each row tokens + EOS, padded with the model's
@@ -192,7 +192,8 @@ def _shared_slot_decoding(model, cache, cross_bias, sizes, columns=None):
     """
     batch_size, beam_size, max_decode_length, capacity = sizes
     slots = ops.arange(beam_size, dtype="int32")
-    projection = None if columns is None else model.shortlist_projection(columns.columns)
+    # The output projection (a shortlist's columns, or every id) in a step's layout, made once.
+    projection = model.output_projection(None if columns is None else columns.columns)
     rows = batch_size * beam_size
     first_write = model.plan_decoding(cache["self"], rows)
     state = {"self": cache["self"]}

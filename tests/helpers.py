@@ -248,7 +248,8 @@ def assert_train_refuses(model_dir, argv, message, status=None):
 
 class EosBiasModel:
     """A `Transformer` seen through `translate_ids`'s interface (encode, initial_cache,
-    plan_decoding, decode, pad_id, variables; an export's `hidden_dim` and `compute_dtype` too) with
+    plan_decoding, decode, output_projection, pad_id, variables; an export's `hidden_dim` and
+    `compute_dtype` too) with
     `bias` added to the EOS logit of every decoding step: +1e9 forces EOS first, -1e9 forbids it so
     every hypothesis runs to its maximum length."""
 
@@ -270,6 +271,9 @@ class EosBiasModel:
 
     def plan_decoding(self, *args, **kwargs):
         return self.model.plan_decoding(*args, **kwargs)
+
+    def output_projection(self, *args, **kwargs):
+        return self.model.output_projection(*args, **kwargs)
 
     def decode(self, *args, **kwargs):
         outputs = self.model.decode(*args, **kwargs)

@@ -301,6 +301,7 @@ class _RowsDecoded:
         self.model, self.rows = model, tf.Variable(0, dtype="int32")
         self.pad_id, self.variables, self.vocabulary_size = model.pad_id, model.variables, model.vocabulary_size
         self.encode, self.initial_cache, self.plan_decoding = model.encode, model.initial_cache, model.plan_decoding
+        self.output_projection = model.output_projection
 
     def decode(self, target_ids, **kwargs):
         self.rows.assign_add(ops.shape(target_ids)[0])

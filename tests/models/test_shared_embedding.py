@@ -38,6 +38,26 @@ def test_logits_use_the_same_matrix_in_float32():
     assert np.max(np.abs(keras.ops.convert_to_numpy(logits) - expected)) < 0.1
 
 
+def test_the_output_projection_is_the_matrix_transposed_in_the_products_layout():
+    # A search's projection, made once: every id's logits or a shortlist's columns, in float32 and
+    # int8 (the quantized matrix's bfloat16 product), equal to the plain logits' columns.
+    hidden = np.random.default_rng(2).normal(size=(2, 3, 8)).astype("float32")
+    columns = np.array([7, 0, 3], "int32")
+    for quantize in (False, True):
+        layer = SharedEmbedding(10, 8)
+        layer.build()
+        if quantize:
+            layer.quantize("int8")
+        plain = keras.ops.convert_to_numpy(layer.logits(hidden))
+        projection = layer.output_projection()
+        assert tuple(projection.shape) == (8, 10)
+        whole = keras.ops.convert_to_numpy(layer.logits(hidden, projection))
+        picked = keras.ops.convert_to_numpy(layer.logits(hidden, layer.output_projection(columns)))
+        tolerance = 1e-2 if quantize else 1e-5  # bfloat16 products
+        assert whole.shape == plain.shape and np.max(np.abs(whole - plain)) < tolerance
+        assert picked.shape == (2, 3, 3) and np.max(np.abs(picked - plain[..., columns])) < tolerance
+
+
 class _Logits(keras.layers.Layer):
     """`SharedEmbedding.logits` as a layer, so that its gradients can be taken like a layer's."""
 
