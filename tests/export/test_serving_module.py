@@ -320,6 +320,7 @@ def test_every_text_signature_gives_a_confidence(served):
     )
 
 
+@pytest.mark.slow  # the first calls of three searches and three signatures
 def test_the_searches_scores_are_the_confidences_log_probabilities(served, tiny_model_and_tokenizer):
     """n_best, prefix and constrain take their confidence from their searches' scores (without a
     shortlist): each returned hypothesis's score times its length penalty is the log-probability
