@@ -130,8 +130,8 @@ def alignments(flags, source_ids, targets, weights, target_flags=None):
         source_ids: int32 `[batch, length]`, tokens + EOS, PAD-padded.
         targets: int32 `[batch, target_length]`, the translations' `forced_targets`.
         weights: float32 `[batch, target_length, source columns]`, the attention `align` reads
-            (`inference.alignment.attended`) of the targets forced through the decoder; columns
-            beyond `length` (an encoding padded further, a search's) are left out.
+            (`inference.alignment.attended`) of the targets forced through the decoder; the columns
+            after the sources' `length` (an encoding padded further, a search's) are left out.
     """
     target_flags = flags if target_flags is None else target_flags
     batch, source_length, target_length = tf.shape(source_ids)[0], tf.shape(source_ids)[1], tf.shape(targets)[1]

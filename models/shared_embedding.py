@@ -101,8 +101,8 @@ class SharedEmbedding(keras.layers.Layer):
         """The pre-softmax projection of the token ids `columns` int32 `[S]` (a shortlist), or of
         the whole vocabulary (None): the shared matrix's rows transposed to `[hidden_dim, S]`, in
         the product's dtype (the compute dtype; int8's `PRODUCT_DTYPE`). Made once per search: a
-        step's product then reads S columns, not the vocabulary, and in the layout a product reads
-        fastest (a product with the transpose folded in ran 1.1-1.6x slower on a CPU)."""
+        step's product then reads S columns, not the vocabulary, and needs no transpose (which a
+        CPU's product reads more slowly, benchmarks/README.md)."""
         if self.quantized:
             if columns is None:
                 return int8_weights.product_matrix_of(self.embeddings, self.embeddings_scale, transpose=True)
