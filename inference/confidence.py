@@ -18,27 +18,33 @@ def sentence_confidence(log_probs, lengths):
     return keras.ops.exp(total / keras.ops.cast(keras.ops.maximum(lengths, 1), "float32"))
 
 
-def token_scores(model, source_rows, translation_rows, batch_size=32):
+def token_scores(model, source_rows, translation_rows, batch_size=32, scorer=None):
     """Each translation's token log-probabilities and confidence, forced through `model`.
 
     `source_rows`: lists of source ids (tokens + EOS); `translation_rows`: a search's output ids
     per sentence, scored up to EOS (`inference.alignment.forced_target`). Returns `(log_probs,
     confidences)`: a float32 array per translation (EOS included) and a float per translation.
+    `scorer`: `token_log_probs` of `model` compiled (`Translator.token_scorer`), called on rows
+    padded to multiples of 8 so that few shapes compile; None: `token_log_probs` run eagerly.
     """
     targets = [forced_target(row) for row in translation_rows]
     log_probs, confidences = [], []
     for start in range(0, len(targets), batch_size):
         sources, batch = source_rows[start : start + batch_size], targets[start : start + batch_size]
-        scores, lengths = token_log_probs(model, _padded(sources), _padded(batch))
+        if scorer is None:
+            scores, lengths = token_log_probs(model, _padded(sources), _padded(batch))
+        else:
+            scores, lengths = scorer(*(keras.ops.convert_to_tensor(_padded(rows, 8)) for rows in (sources, batch)))
         confidences += keras.ops.convert_to_numpy(sentence_confidence(scores, lengths)).tolist()
         scores = keras.ops.convert_to_numpy(scores)
         log_probs += [scores[row, : len(target)] for row, target in enumerate(batch)]
     return log_probs, confidences
 
 
-def _padded(rows):
-    """int32 `[len(rows), longest]`, PAD after each row."""
-    batch = np.full((len(rows), max(len(row) for row in rows)), PAD_ID, "int32")
+def _padded(rows, multiple=1):
+    """int32 `[len(rows), width]`, PAD after each row; `width` the longest row's length rounded up
+    to a multiple of `multiple`."""
+    batch = np.full((len(rows), -(-max(len(row) for row in rows) // multiple) * multiple), PAD_ID, "int32")
     for index, row in enumerate(rows):
         batch[index, : len(row)] = row
     return batch

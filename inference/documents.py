@@ -292,7 +292,11 @@ def _token_scores(translator, searched):
         return {}, {}
     targets = [forced_target(searched[index][1]) for index in positions]
     log_probs, _ = token_scores(
-        translator.model, [searched[index][0] for index in positions], targets, translator.batch_size
+        translator.model,
+        [searched[index][0] for index in positions],
+        targets,
+        translator.batch_size,
+        translator.token_scorer(),
     )
     pieces = iter(pieces_of(translator.tokenizer, [token for target in targets for token in target]))
     tokens = {index: [next(pieces) for _ in target] for index, target in zip(positions, targets)}

@@ -25,7 +25,8 @@ from inference.protocol import (
 )
 from models.beam_search import UNMET_SCORE
 from models.search_config import DEFAULT_SEARCH, SearchConfig
-from models.translation import score_ids, translate_ids
+from models.token_scores import token_log_probs
+from models.translation import translate_ids
 
 LENGTH_MULTIPLE = 8
 
@@ -441,6 +442,18 @@ class Translator(TextTranslator):
             padded[index, : len(row)] = row
         return padded
 
+    def token_scorer(self):
+        """`models.token_scores.token_log_probs` of the model, compiled once for any shape
+        (`compile_search`): `score`'s forced decoding and `translate_lines`' token scores."""
+        if self._scorer is None:
+            model = self.model
+
+            def scorer(source, target):  # A def, not a lambda: autograph reads its source.
+                return token_log_probs(model, source, target)
+
+            self._scorer = compile_search(scorer, model.variables, any_shape=True)
+        return self._scorer
+
     def _pad(self, rows, row_count=None):
         """int32 `[row_count (default batch_size), multiple of 8]`: `rows` padded with PAD; filler
         rows are EOS alone."""
@@ -460,13 +473,6 @@ class Translator(TextTranslator):
         self.truncated_indices = []
         source_rows = self.encode(sources)
         target_rows = [list(row) + [EOS_ID] for row in self.tokenizer.tokenize(targets).to_list()] if targets else []
-        if self._scorer is None:
-            model = self.model
-
-            def scorer(source, target):  # A def, not a lambda: autograph reads its source.
-                return score_ids(model, source, target)
-
-            self._scorer = compile_search(scorer, model.variables, any_shape=True)
         order = sorted(range(len(sources)), key=lambda i: (len(source_rows[i]), len(target_rows[i])))
         results = [None] * len(sources)
         done, line = 0, ProgressLine() if progress else None
@@ -474,8 +480,11 @@ class Translator(TextTranslator):
             indices = order[start : start + self.batch_size]
             source = self._pad([source_rows[i] for i in indices])
             target = self._pad([target_rows[i] for i in indices])
-            log_probs, lengths = self._scorer(keras.ops.convert_to_tensor(source), keras.ops.convert_to_tensor(target))
-            log_probs, lengths = keras.ops.convert_to_numpy(log_probs), keras.ops.convert_to_numpy(lengths)
+            log_probs, lengths = self.token_scorer()(
+                keras.ops.convert_to_tensor(source), keras.ops.convert_to_tensor(target)
+            )
+            # `score_ids`' sums, of the per-token pass that `translate_lines`' token scores share.
+            log_probs, lengths = keras.ops.convert_to_numpy(log_probs).sum(axis=1), keras.ops.convert_to_numpy(lengths)
             for row, index in enumerate(indices):
                 results[index] = PairScore(float(log_probs[row]), int(lengths[row]))
             done += len(indices)

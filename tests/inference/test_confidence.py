@@ -25,3 +25,16 @@ def test_token_scores_of_search_outputs_stop_at_eos():
     assert [len(scores) for scores in log_probs] == [3, 2, 1]  # the last: EOS alone
     for scores, confidence in zip(log_probs, confidences):
         assert (scores < 0).all() and abs(confidence - np.exp(scores.mean())) < 1e-6 and 0 < confidence < 1
+    # Compiled (a translator's `token_scorer`, rows padded to multiples of 8): the same scores.
+    from inference.translator import compile_search
+    from models.token_scores import token_log_probs
+
+    def scorer(source, target):
+        return token_log_probs(model, source, target)
+
+    compiled, compiled_confidences = token_scores(
+        model, sources, searched, batch_size=2, scorer=compile_search(scorer, model.variables, any_shape=True)
+    )
+    for eager, traced in zip(log_probs, compiled):
+        assert eager.shape == traced.shape and np.max(np.abs(eager - traced)) < 1e-5
+    assert np.max(np.abs(np.array(confidences) - compiled_confidences)) < 1e-6
