@@ -249,9 +249,8 @@ def assert_train_refuses(model_dir, argv, message, status=None):
 class EosBiasModel:
     """A `Transformer` seen through `translate_ids`'s interface (encode, initial_cache,
     plan_decoding, decode, output_projection, pad_id, variables; an export's `hidden_dim` and
-    `compute_dtype` too) with
-    `bias` added to the EOS logit of every decoding step: +1e9 forces EOS first, -1e9 forbids it so
-    every hypothesis runs to its maximum length."""
+    `compute_dtype` too) with `bias` added to the EOS logit of every decoding step: +1e9 forces EOS
+    first, -1e9 forbids it so every hypothesis runs to its maximum length."""
 
     def __init__(self, model, bias):
         self.model = model
