@@ -179,17 +179,17 @@ class DocumentFunctions:
 
     def _sentence_translations(self, sentences, rows, aligned):
         """The best translation of each of string `[n]` `sentences` of the inputs `rows`: a dict of
-        "translations", "scores" and `_scored`'s, with `aligned` its "alignments" too (without
-        `aligned` and a shortlist, the search's totals, `_searched_log_probs`)."""
+        "translations", "scores" and `_log_probs`', or with `aligned` `_scored`'s with its
+        "alignments"."""
         tokens, empty = self._tokens(sentences, self.max_input_length, self._tags_of(rows), self.source_tokenizer)
         source_ids = tokens.to_tensor(default_value=PAD_ID)
         ids, searched, *encoded = self.search(source_ids)
         translations, scores = self._texts(ids[:, :1], searched[:, :1], empty)
         result = {"translations": translations[:, 0], "scores": scores[:, 0]}
-        if aligned or self.lexical_table is not None:
-            result.update(self._scored(encoded, ids[:, 0], empty, source_ids if aligned else None))
+        if aligned:
+            result.update(self._scored(encoded, ids[:, 0], empty, source_ids))
         else:
-            result.update(self._searched_log_probs(ids[:, 0], searched[:, 0], empty))
+            result.update(self._log_probs(lambda: encoded, ids[:, 0], searched[:, 0], empty))
         return result
 
     def _scored(self, encoded, translation_ids, empty, source_ids=None):
@@ -232,11 +232,11 @@ class DocumentFunctions:
         rows = tf.range(tf.shape(scored["lengths"], out_type=tf.int64)[0])
         return confidence(scored["log_probs"], scored["lengths"], rows, tf.size(rows, tf.int64))
 
-    def _search_confidence(self, encoded, translation_ids, scores, empty):
-        """float32 `[n]`: the confidence of the search's hypotheses `translation_ids` `[n, length]`
-        scored `scores` `[n]` (1.0 where `empty`), from those scores (`_searched_log_probs`); with a
+    def _log_probs(self, encoded, translation_ids, scores, empty):
+        """The "log_probs" and "lengths" of the search's hypotheses `translation_ids` `[n, length]`
+        scored `scores` `[n]` (none where `empty`): from those scores (`_searched_log_probs`); with a
         shortlist, whose scores are over its columns only, by a forced pass (`_scored`) from
         `encoded()`, the sources' `model.encode` output and padding mask (called only then)."""
         if self.lexical_table is None:
-            return self._sentence_confidence(self._searched_log_probs(translation_ids, scores, empty))
-        return self._sentence_confidence(self._scored(encoded(), translation_ids, empty))
+            return self._searched_log_probs(translation_ids, scores, empty)
+        return self._scored(encoded(), translation_ids, empty)

@@ -360,12 +360,13 @@ class ServingModule(graph_documents.DocumentFunctions, tf.Module):
         ids, searched, *encoded = self.n_best_search(source_ids)
         translations, scores = self._texts(ids, searched, empty)
         beam = self.beam_size
-        confidence = self._search_confidence(
+        log_probs = self._log_probs(
             lambda: [tf.repeat(part, beam, axis=0) for part in encoded],
             tf.reshape(ids, [-1, self.output_length]),
             tf.reshape(searched, [-1]),
             tf.repeat(empty, beam),
         )
+        confidence = self._sentence_confidence(log_probs)
         return {"translations": translations, "scores": scores, "confidence": tf.reshape(confidence, [-1, beam])}
 
     def _score(self, inputs, targets):
@@ -421,7 +422,7 @@ class ServingModule(graph_documents.DocumentFunctions, tf.Module):
         # With a prefix, a sentence without tokens is searched from EOS alone, as Translator does.
         empty &= tf.equal(prefix_lengths, 0)
         translations, scores = self._texts(ids[:, :1], scores[:, :1], empty)
-        confidence = self._search_confidence(lambda: encoded, ids[:, 0], scores[:, 0], empty)
+        confidence = self._sentence_confidence(self._log_probs(lambda: encoded, ids[:, 0], scores[:, 0], empty))
         return {"translations": translations[:, 0], "scores": scores[:, 0], "confidence": confidence}
 
     def _constrain(self, inputs, constraints):
@@ -467,9 +468,10 @@ class ServingModule(graph_documents.DocumentFunctions, tf.Module):
         # A sentence without tokens is "" unless its phrases were placed (as Translator gives it).
         translations, scores = self._texts(ids[:, :1], scores[:, :1], empty & ~met)
         # Each row comes from one of two searches, so a forced pass encodes the sources itself.
-        confidence = self._search_confidence(
+        log_probs = self._log_probs(
             lambda: self.model.encode(source_ids, training=False), ids[:, 0], scores[:, 0], empty & ~met
         )
+        confidence = self._sentence_confidence(log_probs)
         return {
             "translations": translations[:, 0],
             "scores": scores[:, 0],
