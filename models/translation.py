@@ -4,6 +4,8 @@ Backend-agnostic (keras.ops only): it runs eagerly, under `jax.jit`, and traces 
 graph for the SavedModel. The model is seen by the search only through `next_logits_fn`.
 """
 
+import contextlib
+
 import keras
 from keras import ops
 
@@ -79,8 +81,8 @@ def translate_ids(
     if sampling is not None and constraint_ids is not None:
         raise ValueError("sampling does not search, so it cannot meet constraints: pass constraint_ids or sampling")
     _check_shortlist(model, search, lexical_table, bos_id, eos_id)
-    # An int8 model's matrices are cast for their products once here, not at every decoding step.
-    with int8_weights.products_cast_once(model.variables):
+    # Every weight is read, and an int8 model's matrices cast for their products, once here, not at every step.
+    with int8_weights.products_cast_once(model.variables), _weights_read_once(model.variables):
         encoder_output, padding_mask = model.encode(source_ids, training=False) if encoded is None else encoded
         batch_size = ops.shape(source_ids)[0]
         source_lengths = ops.sum(ops.cast(padding_mask, "int32"), axis=1)  # [batch]
@@ -102,6 +104,20 @@ def translate_ids(
         else:
             result = _run_search(next_logits_fn, initial_ids, state, beam_size, num_return, constraint_ids, options)
         return result if columns is None else SearchResult(columns.to_vocabulary(result.ids), result.scores)
+
+
+@contextlib.contextmanager
+def _weights_read_once(variables):
+    """A block in which the model's layers read each of `variables` as one tensor read on entering
+    it. Under TensorFlow a layer reads its variables where it uses them, so a search's loop would
+    read every weight again at every step, an op each; under JAX a search is jitted, where a read
+    costs nothing and an eager copy would copy the weights."""
+    if keras.backend.backend() != "tensorflow":
+        yield
+        return
+    distinct = {id(variable): variable for variable in variables}.values()  # An ensemble may hold a model twice.
+    with keras.StatelessScope(state_mapping=[(variable, ops.copy(variable)) for variable in distinct]):
+        yield
 
 
 def _shortlist_columns(model, search, lexical_table, source_ids, forced_ids):

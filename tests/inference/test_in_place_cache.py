@@ -1,6 +1,8 @@
 """`inference.in_place_cache`: the search written with in-place cache writes equals the plain one,
-its graph holds no copying scatter, and runs of one traced search do not share buffers."""
+its graph holds no copying scatter, and runs of one traced search do not share buffers; its loop
+reads no weight (`models.translation`'s weights read once)."""
 
+import contextlib
 import threading
 
 import numpy as np
@@ -9,7 +11,7 @@ import tensorflow as tf
 
 from common.special_ids import PAD_ID
 from inference.in_place_cache import IN_PLACE, traced_in_place
-from models import attention_cache
+from models import attention_cache, translation
 from models.search_config import SearchConfig
 from models.transformer import Transformer
 from models.translation import translate_ids
@@ -90,6 +92,29 @@ def test_the_in_place_graph_writes_without_copying_scatters(model, traced):
     assert "TensorScatterUpdate" in plain_ops
     assert "TensorScatterUpdate" not in in_place_ops
     assert {"InplaceUpdate", "Empty"} <= in_place_ops
+
+
+def test_a_traced_search_reads_each_weight_once_before_its_loop(model, traced, monkeypatch):
+    """The loop's steps read no variable: each weight is read once before it, and the search
+    translates as one whose layers read their weights at every step."""
+    _, in_place = _traced_searches(traced, model, beam_size=1)
+    source = _source(1)
+    graph = in_place.get_concrete_function(source).graph.as_graph_def()
+    bodies = [function for function in graph.library.function if "while_body" in function.signature.name]
+    assert bodies and all("ReadVariableOp" not in {node.op for node in body.node_def} for body in bodies)
+    reads = sum(node.op == "ReadVariableOp" for node in graph.node) + sum(
+        node.op == "ReadVariableOp" for function in graph.library.function for node in function.node_def
+    )
+    assert reads == len(model.variables)
+    monkeypatch.setattr(translation, "_weights_read_once", lambda variables: contextlib.nullcontext())
+    _, read_at_each_step = _searches(model, beam_size=1)
+    graph = read_at_each_step.get_concrete_function(source).graph.as_graph_def()
+    assert any("ReadVariableOp" in {node.op for node in f.node_def} for f in graph.library.function)
+    for seed in range(3):
+        expected_ids, expected_scores = read_at_each_step(_source(seed))
+        ids, scores = in_place(_source(seed))
+        np.testing.assert_array_equal(ids.numpy(), expected_ids.numpy())
+        np.testing.assert_array_equal(scores.numpy(), expected_scores.numpy())
 
 
 def test_the_buffer_ops_are_set_within_the_block_only():
