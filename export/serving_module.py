@@ -127,7 +127,8 @@ class ServingModule(graph_documents.DocumentFunctions, tf.Module):
     call one of four traced searches, `search` (plain), `prefix_search` (`prefix_ids` forced),
     `constrained_search` (`constraint_ids` placed), which return each sentence's best hypothesis and
     so end as soon as it is final, or `n_best_search` (plain, the whole beam, for `n_best`), so the
-    graph holds four `While` loops per bucket; `align` adds one for its word numbering. A search
+    graph holds four search loops per bucket (`StatelessWhile`: a search reads its weights before
+    its loop); `align` adds one for its word numbering. A search
     also returns its encoder output, which the forced pass of the token scores (`token_scorer`),
     or of the token scores and the alignments at once (`aligner`), decodes from instead of encoding
     the sources again. The functions:

@@ -62,7 +62,7 @@ def test_ops_stay_within_the_allow_list(fresh, exported, quantized):
     float_op_types, _ = saved_model_ops(exported[1])
     print(f"ops beyond the float32 export's: {sorted(op_types - float_op_types)}")
     assert sorted(float_op_types - op_types) == []
-    assert {"While", "Case", "SentencepieceTokenizeOp", "SentencepieceDetokenizeOp"} <= op_types
+    assert {"StatelessWhile", "Case", "SentencepieceTokenizeOp", "SentencepieceDetokenizeOp"} <= op_types
     assert jit_functions == []
     assert sorted(op_types & FORBIDDEN_OPS) == []
     assert sorted(op for op in op_types if op.startswith(("Xla", "_Xla", "Quantize", "Dequantize", "_Mkl"))) == []

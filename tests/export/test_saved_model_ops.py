@@ -17,7 +17,7 @@ def test_only_core_and_sentencepiece_ops(exported):
     tests/export/test_fresh_process.py, test_ops_stay_within_the_allow_list."""
     op_types, jit_functions = saved_model_ops(exported[1])
     print(f"{len(op_types)} op types: {sorted(op_types)}")
-    assert {"While", "Case", "SentencepieceTokenizeOp", "SentencepieceDetokenizeOp"} <= op_types
+    assert {"StatelessWhile", "Case", "SentencepieceTokenizeOp", "SentencepieceDetokenizeOp"} <= op_types
     assert jit_functions == []
     assert sorted(op_types & FORBIDDEN_OPS) == []
     assert sorted(op for op in op_types if op.startswith(("Xla", "_Xla"))) == []
