@@ -94,6 +94,7 @@ def test_the_in_place_graph_writes_without_copying_scatters(model, traced):
     assert {"InplaceUpdate", "Empty"} <= in_place_ops
 
 
+@pytest.mark.slow  # A second trace of the search, reading at every step.
 def test_a_traced_search_reads_each_weight_once_before_its_loop(model, traced, monkeypatch):
     """The loop's steps read no variable: each weight is read once before it, and the search
     translates as one whose layers read their weights at every step."""
