@@ -18,9 +18,11 @@ TEST_WORKERS ?= 2
 
 # JAX compiles each eager operation for each shape it meets; this cache lets the test processes
 # share those compilations (and later runs reuse them). The tests compile far more than they run:
-# XLA's LLVM backend at its lowest optimization level compiles faster, with the same results.
+# XLA's CPU backend at its lowest optimization level, with its LLVM IR emitters for fusions rather
+# than the newer MLIR ones, compiles faster, with the same results (tests/helpers.py's TEST_XLA_FLAGS).
 JAX_TEST_CACHE := JAX_COMPILATION_CACHE_DIR=$(CURDIR)/.pytest_cache/jax JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0 \
-	JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES=-1 XLA_FLAGS=--xla_backend_optimization_level=0
+	JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES=-1 \
+	XLA_FLAGS="--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false"
 
 # The whole suite under TensorFlow, then tests/models again under JAX.
 test: $(STAMP)

@@ -210,11 +210,16 @@ def assert_plain_output(text):
     assert not noise, noise
 
 
+# make test's XLA_FLAGS for its JAX pass (the Makefile's JAX_TEST_CACHE): the tests compile far more
+# than they run, and these compile faster with the same results (XLA's CPU backend at its lowest
+# optimization level, its LLVM IR emitters for fusions rather than the newer MLIR ones).
+TEST_XLA_FLAGS = ("--xla_backend_optimization_level=0", "--xla_cpu_use_fusion_emitters=false")
+
+
 def jax_environment(*xla_flags):
-    """os.environ for a process run under JAX: KERAS_BACKEND=jax, and XLA's backend at its lowest
-    optimization level (as make test's JAX pass), which compiles faster with the same results, after
+    """os.environ for a process run under JAX: KERAS_BACKEND=jax, and TEST_XLA_FLAGS after
     `xla_flags` and any XLA_FLAGS already set."""
-    flags = " ".join([os.environ.get("XLA_FLAGS", ""), *xla_flags, "--xla_backend_optimization_level=0"]).strip()
+    flags = " ".join([os.environ.get("XLA_FLAGS", ""), *xla_flags, *TEST_XLA_FLAGS]).strip()
     return dict(os.environ, KERAS_BACKEND="jax", XLA_FLAGS=flags)
 
 
