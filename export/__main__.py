@@ -36,6 +36,7 @@ SAVED_MODEL_FLAGS = (
     "length_buckets",
     "quantize",
     "split_sentences",
+    "signatures",
 )
 CT2_FLAGS = ("ct2_quantization",)
 # The exit status of a refused CTranslate2 conversion or a flag of the other format.
@@ -86,6 +87,13 @@ flags.DEFINE_boolean(
     True,
     "serving_default, align and markup translate each input sentence by sentence and join the translations "
     "as the input was (docs/serving.md); --nosplit_sentences: each input whole, for pre-segmented text.",
+)
+flags.DEFINE_list(
+    "signatures",
+    None,
+    "The signatures to export, serving_default among them (default all: serving_default, n_best, score, "
+    "translate_ids, prefix, constrain, align, markup). Fewer trace, write and load faster; a request "
+    "for another is refused.",
 )
 flags.mark_flags_as_required(["model_dir", "export_dir"])
 
@@ -162,6 +170,7 @@ def main(argv):
             checkpoint=FLAGS.checkpoint,
             quantize=FLAGS.quantize,
             split_sentences=FLAGS.split_sentences,
+            signatures=FLAGS.signatures,
         )
     except UserError as error:
         print(f"export: error: {error}", file=sys.stderr)

@@ -47,6 +47,19 @@ CONSTRAINT_REFUSALS = {
 }
 # The sentences a failed check names, at most.
 MAX_REPORTED = 20
+# Each signature and the module's functions it calls (its own first): an export of some signatures
+# traces and saves only theirs. `token_scorer` gives the searches' token scores with a shortlist.
+SIGNATURE_FUNCTIONS = {
+    "serving_default": ("serve", "search", "splitter", "token_scorer"),
+    "n_best": ("n_best", "n_best_search", "token_scorer"),
+    "score": ("score",),
+    "translate_ids": ("translate_ids", "search"),
+    "prefix": ("prefix", "prefix_search", "token_scorer"),
+    "constrain": ("constrain", "constrained_search", "search", "token_scorer"),
+    "align": ("align", "search", "splitter", "aligner"),
+    "markup": ("markup", "search", "splitter", "aligner"),
+}
+SIGNATURES = tuple(SIGNATURE_FUNCTIONS)
 
 
 def resolve_buckets(length_buckets, max_input_length):
@@ -66,6 +79,24 @@ def resolve_buckets(length_buckets, max_input_length):
         if bucket < max_input_length:
             buckets.add(bucket)
     return tuple(sorted(buckets)) + (max_input_length,)
+
+
+def check_signatures(signatures):
+    """`signatures` (names) as a tuple in `SIGNATURES`' order; ValueError for an unknown or repeated
+    name, or a list without `serving_default` (the signature of a request that names none)."""
+    names = list(signatures)
+    unknown = [name for name in names if name not in SIGNATURE_FUNCTIONS]
+    if unknown:
+        raise ValueError(f"signatures: {', '.join(unknown)} not among {', '.join(SIGNATURES)}")
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ValueError(f"signatures: {', '.join(repeated)} given twice")
+    if "serving_default" not in names:
+        raise ValueError(
+            "signatures must include serving_default, the signature TensorFlow Serving answers when a "
+            f"request names none (received {', '.join(names) or 'none'})"
+        )
+    return tuple(name for name in SIGNATURES if name in names)
 
 
 def _export_search(search):
@@ -122,6 +153,9 @@ class ServingModule(graph_documents.DocumentFunctions, tf.Module):
             and join the translations as the input was (`export.graph_documents`); False: each
             input whole, cut to `max_input_length`. `n_best`, `prefix`, `constrain`, `score` and
             `translate_ids` take each input whole either way.
+        signatures: the signatures to export (`check_signatures`; default all of `SIGNATURES`):
+            the module has only their functions (`SIGNATURE_FUNCTIONS`), so that an export of
+            fewer traces, writes and loads less.
 
     Functions (all `_graph_function`s: `tf.function`s with an input signature). Those that search
     call one of four traced searches, `search` (plain), `prefix_search` (`prefix_ids` forced),
@@ -180,9 +214,11 @@ class ServingModule(graph_documents.DocumentFunctions, tf.Module):
         source_vocabulary_path=None,
         split_sentences=True,
         lexical_table=None,
+        signatures=SIGNATURES,
         name=None,
     ):
         super().__init__(name=name)
+        self.signature_names = check_signatures(signatures)
         if (source_tokenizer is None) != (source_vocabulary_path is None):
             raise ValueError("source_tokenizer and source_vocabulary_path go together (separate vocabularies)")
         self.source_tokenizer = source_tokenizer or tokenizer
@@ -215,34 +251,39 @@ class ServingModule(graph_documents.DocumentFunctions, tf.Module):
         self.source_piece_flags = (
             self.piece_flags if source_tokenizer is None else graph_alignment.vocabulary_flags(source_tokenizer)
         )
-        self.serve = self._text_function(self._serve, "inputs")
-        self.search = self._steered_search()
-        self.n_best_search = self._steered_search(num_return=self.beam_size)
+        wanted = {function for name in self.signature_names for function in SIGNATURE_FUNCTIONS[name]}
+        for function, build in self._function_builders().items():
+            if function in wanted:
+                setattr(self, function, build())
+
+    def _function_builders(self):
+        """Each module function's name and what makes it (`SIGNATURE_FUNCTIONS` names them)."""
         pair = [tf.TensorSpec([None, None], tf.int32, name=name) for name in ("source_ids", "translation_ids")]
         encoded = [
-            tf.TensorSpec([None, None, model.hidden_dim], model.compute_dtype, name="encoder_output"),
+            tf.TensorSpec([None, None, self.model.hidden_dim], self.model.compute_dtype, name="encoder_output"),
             tf.TensorSpec([None, None], tf.bool, name="padding_mask"),
         ]
-        self.token_scorer = _graph_function(self._token_scores, [*encoded, pair[1]])
-        self.aligner = _graph_function(self._aligned_token_scores, [pair[0], *encoded, pair[1]])
-        self.splitter = _graph_function(
-            self._split, [tf.TensorSpec([None], tf.string, name="texts"), tf.TensorSpec([None], tf.int32)]
-        )
-        self.prefix_search = self._steered_search(
-            prefix_ids=tf.TensorSpec([None, self.output_length], tf.int32, name="prefix_ids")
-        )
-        self.constrained_search = self._steered_search(
-            constraint_ids=tf.TensorSpec([None, MAX_PHRASES, MAX_PHRASE_PIECES], tf.int32, name="constraint_ids")
-        )
-        self.n_best = self._text_function(self._n_best, "inputs")
-        self.score = self._text_function(self._score, "inputs", "targets")
-        self.translate_ids = _graph_function(
-            self._translate_ids, [tf.TensorSpec([None, None], tf.int32, name="source_ids")], reduce_retracing=False
-        )
-        self.prefix = self._text_function(self._prefix, "inputs", "prefixes")
-        self.constrain = self._text_function(self._constrain, "inputs", "constraints")
-        self.align = self._text_function(self._align, "inputs")
-        self.markup = self._text_function(self._markup, "inputs")
+        prefix_ids = tf.TensorSpec([None, self.output_length], tf.int32, name="prefix_ids")
+        constraint_ids = tf.TensorSpec([None, MAX_PHRASES, MAX_PHRASE_PIECES], tf.int32, name="constraint_ids")
+        texts = [tf.TensorSpec([None], tf.string, name="texts"), tf.TensorSpec([None], tf.int32)]
+        source_ids = [tf.TensorSpec([None, None], tf.int32, name="source_ids")]
+        return {
+            "serve": lambda: self._text_function(self._serve, "inputs"),
+            "search": self._steered_search,
+            "n_best_search": lambda: self._steered_search(num_return=self.beam_size),
+            "token_scorer": lambda: _graph_function(self._token_scores, [*encoded, pair[1]]),
+            "aligner": lambda: _graph_function(self._aligned_token_scores, [pair[0], *encoded, pair[1]]),
+            "splitter": lambda: _graph_function(self._split, texts),
+            "prefix_search": lambda: self._steered_search(prefix_ids=prefix_ids),
+            "constrained_search": lambda: self._steered_search(constraint_ids=constraint_ids),
+            "n_best": lambda: self._text_function(self._n_best, "inputs"),
+            "score": lambda: self._text_function(self._score, "inputs", "targets"),
+            "translate_ids": lambda: _graph_function(self._translate_ids, source_ids, reduce_retracing=False),
+            "prefix": lambda: self._text_function(self._prefix, "inputs", "prefixes"),
+            "constrain": lambda: self._text_function(self._constrain, "inputs", "constraints"),
+            "align": lambda: self._text_function(self._align, "inputs"),
+            "markup": lambda: self._text_function(self._markup, "inputs"),
+        }
 
     def _text_function(self, method, *names):
         """`method` as a `tf.function` (no XLA) of string `[batch]` inputs with these names; a
@@ -287,22 +328,13 @@ class ServingModule(graph_documents.DocumentFunctions, tf.Module):
         return tagged
 
     def signatures(self):
-        """The SavedModel signatures: `serving_default`, `n_best`, `score`, `prefix`, `constrain`,
-        `align` and `markup` (text), and `translate_ids` (token ids).
+        """The SavedModel signatures of `signature_names`: of `serving_default`, `n_best`, `score`,
+        `prefix`, `constrain`, `align` and `markup` (text), and `translate_ids` (token ids).
 
         They are the module's `tf.function`s, which `tf.saved_model.save` traces in its save
         context, where it also traces them as the module's functions: concrete functions traced
         before the save would be a second copy of every search in the graph."""
-        return {
-            "serving_default": self.serve,
-            "n_best": self.n_best,
-            "score": self.score,
-            "translate_ids": self.translate_ids,
-            "prefix": self.prefix,
-            "constrain": self.constrain,
-            "align": self.align,
-            "markup": self.markup,
-        }
+        return {name: getattr(self, SIGNATURE_FUNCTIONS[name][0]) for name in self.signature_names}
 
     def alignment_attention(self):
         """`(layer, head)`: the encoder-decoder attention `align` reads, the layer from 0 and the

@@ -152,10 +152,15 @@ class SavedModelTranslator(TextTranslator):
         self.empty_indices = []
         self.unmet_indices = []
 
-    def _signature_named(self, name, what="n-best lists and scoring"):
-        """The export's signature `name`; ExportDirError for an export written before it existed
-        (`what`: what it serves, for the message)."""
+    def _signature_named(self, name, what):
+        """The export's signature `name`; ExportDirError for an export of other signatures
+        (`python -m export --signatures`) or written before it existed (`what`: what it serves)."""
         if name not in self._loaded.signatures:
+            if "signatures" in self.settings:
+                raise ExportDirError(
+                    f"{self.path} has no {name!r} signature, which {what} need: it was exported with "
+                    f"--signatures={','.join(self.settings['signatures'])}; export it again with {name} among them"
+                )
             raise ExportDirError(
                 f"{self.path} has no {name!r} signature (found {sorted(self._loaded.signatures)}): it was "
                 f"written before {what} were exported; export it again with `python -m export`"
@@ -426,7 +431,7 @@ class SavedModelTranslator(TextTranslator):
             return self._signature_named("prefix", "target prefixes")
         if constraints is not None:
             return self._signature_named("constrain", "terminology constraints")
-        return self._signature if n_best is None else self._signature_named("n_best")
+        return self._signature if n_best is None else self._signature_named("n_best", "n-best lists")
 
     def _check_steering(self, sentences, prefixes, constraints):
         """Records `empty_indices` and `truncated_indices`, and raises PrefixError or
@@ -495,7 +500,7 @@ class SavedModelTranslator(TextTranslator):
         sources, targets = list(sources), list(targets)
         if len(sources) != len(targets):
             raise ValueError(f"score needs one target per source: {len(sources)} sources, {len(targets)} targets")
-        signature = self._signature_named("score")
+        signature = self._signature_named("score", "scores of given translations")
         self.truncated_indices = []
         if self.tokenizer is not None and self.max_input_length and sources:
             lengths = self._source_lengths(sources)

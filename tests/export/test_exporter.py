@@ -153,18 +153,28 @@ def test_only_unlocked_temporaries_of_the_exporter_are_removed(tmp_path):
 
 @pytest.mark.slow  # A subprocess.
 def test_command_errors_are_one_line_naming_the_flag(exported, tmp_path):
-    """One refusal through `python -m export` proves the wiring (one line, exit 2); the others are
+    """One refusal through `python -m export` proves the wiring (the flag passed on, one line, exit 2); the others are
     the same ExportError path, checked in this process."""
-    model_dir, path = exported
-    result = run_export(f"--model_dir={model_dir}", f"--export_dir={os.path.dirname(path)}", "--version=1", timeout=120)
+    model_dir, _ = exported
+    flags = (f"--model_dir={model_dir}", f"--export_dir={tmp_path / 'exports'}", "--signatures=serving_default,n_bets")
+    result = run_export(*flags, timeout=120)
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
-    assert result.stderr.strip().splitlines()[-1].startswith(f"export: error: --version=1: {path} already exists")
+    assert result.stderr.strip().splitlines()[-1].startswith("export: error: --signatures: n_bets not among")
     unfinished = _copy_run(model_dir, tmp_path / "unfinished", ["spm.model", "config.json", "checkpoints"])
     expected = f"--checkpoint=average:3: {unfinished} keeps 2 checkpoint(s), fewer than the 3 asked for"
     with pytest.raises(exporter.ExportError) as refused:
         exporter.export_model(str(unfinished), str(tmp_path / "exports"), checkpoint="average:3")
     assert str(refused.value).startswith(expected)
+    refusals = {
+        ("serving_default", "n_bets", "prefixes"): "--signatures: n_bets, prefixes not among serving_default, n_best,",
+        ("n_best", "serving_default", "n_best"): "--signatures: n_best given twice",
+        ("align",): "--signatures must include serving_default, .* \\(received align\\)",
+        (): "--signatures must include serving_default, .* \\(received none\\)",
+    }
+    for signatures, message in refusals.items():
+        with pytest.raises(exporter.ExportError, match=message):
+            exporter.export_model(model_dir, str(tmp_path / "exports"), signatures=signatures)
     assert not os.path.exists(tmp_path / "exports")
 
 

@@ -127,8 +127,10 @@ def test_constraints_are_the_python_translators(exported, python_translator):
 
 def test_an_export_written_before_the_steering_signatures_is_told_to_export_again(exported, tiny_export, tmp_path):
     """A copy of the shared export without the four signatures, as an older export has none, and
-    without the repetition guard, sentence splitting and the stopping rule in its settings: it has
-    neither of the first two built in, and stops as the exact rule does."""
+    without the repetition guard, sentence splitting, the stopping rule and the signature list in
+    its settings: it has neither of the first two built in, and stops as the exact rule does."""
+    from export.serving_module import SIGNATURES
+
     old = tmp_path / "transformer" / "1"
     shutil.copytree(os.path.join(tiny_export, "1"), old)
     settings_path = old / "assets.extra" / "export_config.json"
@@ -136,6 +138,7 @@ def test_an_export_written_before_the_steering_signatures_is_told_to_export_agai
     assert settings["export"].pop("no_repeat_ngram_size") == 0 == exported.search.no_repeat_ngram_size
     assert settings["export"].pop("split_sentences") is True
     assert settings["export"].pop("stopping") == "exact"
+    assert settings["export"].pop("signatures") == list(SIGNATURES)
     settings_path.write_text(json.dumps(settings))
     saved_model = saved_model_pb2.SavedModel()
     saved_model.ParseFromString((old / "saved_model.pb").read_bytes())

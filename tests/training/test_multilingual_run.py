@@ -215,8 +215,9 @@ def test_train_py_refuses_a_pair_given_twice_and_a_direction(multilingual_run, t
 def test_the_export_takes_the_target_language_as_an_input(multilingual_run, tmp_path):
     """The SavedModel's signatures take target_language; it translates and aligns as the run does
     with the export's search, each side read by its own vocabulary (both are assets); a language
-    the model was not trained for fails the request. The CTranslate2 conversion keeps the two
-    vocabularies and scores as the run does."""
+    the model was not trained for fails the request. The export holds only the signatures asked
+    for (`--signatures`) and refuses a request for another by name. The CTranslate2 conversion
+    keeps the two vocabularies and scores as the run does."""
     import ctranslate2
     import numpy as np
     import sentencepiece
@@ -224,7 +225,7 @@ def test_the_export_takes_the_target_language_as_an_input(multilingual_run, tmp_
 
     from export import ctranslate2_export, exporter
     from inference.loading import load_translator
-    from inference.saved_model_translator import SavedModelTranslator
+    from inference.saved_model_translator import ExportDirError, SavedModelTranslator
 
     model_dir, _, _ = multilingual_run
     path = exporter.export_model(
@@ -233,8 +234,13 @@ def test_the_export_takes_the_target_language_as_an_input(multilingual_run, tmp_
         length_buckets=(16,),
         checkpoint="last",
         search=SearchConfig(max_input_length=16),
+        signatures=["align", "score", "serving_default"],
     )
     export = SavedModelTranslator(path, target_language="ja")
+    assert sorted(export._loaded.signatures) == ["align", "score", "serving_default"]
+    refused = "has no 'n_best' signature, which n-best lists need: it was exported with --signatures=serving_default,score,align"
+    with pytest.raises(ExportDirError, match=refused):
+        export.translate(SENTENCES, n_best=2)
     run = load_translator(model_dir, target_language="ja", quiet=True, search=export.search, checkpoint="last")
     assert sorted(os.listdir(os.path.join(path, "assets"))) == ["spm.model", "spm.source.model"]
     texts, scores, alignments = export.translate(SENTENCES, alignments=True)
