@@ -57,6 +57,13 @@ decoding step (the ops of the search loop's body): the traced ops, the products 
 traced ops of each decoder layer, the loop's wall time, the op time and the products' time (warm,
 the executor leaves cheap ops untraced: the wall time less the op time is mostly theirs).
 
+`--floor` also times `benchmarks/step_floor.py`'s floor step (the fewest core TensorFlow ops a
+decoding step of the size's model can run in, with no search bookkeeping) for one sentence and for
+`--batch`, in this process after the systems, and prints it beside each system's time per decoding
+step: a mode's mean call time over the output tokens plus the EOS. That time includes the call's
+encoder, tokenization and search, so a floor above a system's time per step means that no SavedModel
+run op by op (TensorFlow Serving without XLA) can be level with that system there.
+
     python benchmarks/cpu_inference.py --model_dir=runs/demo-c           # tiny: the trained run; base: random
     python benchmarks/cpu_inference.py --sizes=base --systems=saved_model_float32,saved_model_int8 \\
         --profile --repeats=1                                            # where base's time goes
@@ -186,6 +193,12 @@ def parse_args(argv=None):
         "SavedModels and CTranslate2's vmap (default: 0, off).",
     )
     parser.add_argument("--profile", action="store_true", help="Also profile one batch through each SavedModel.")
+    parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="Also time step_floor.py's least decoding step in core TensorFlow ops at each size's shapes, beside "
+        "each system's call time per decoding step.",
+    )
     parser.add_argument("--top", type=int, default=12, help="Op types printed per profile (default: 12).")
     parser.add_argument("--seed", type=int, default=0, help="Seed of the random weights.")
     parser.add_argument("--output", default=DEFAULT_OUTPUT, help="JSON file written (default: %(default)s).")
@@ -759,6 +772,46 @@ def table_rows(size, results, batch):
     return rows
 
 
+def ms_per_step(result):
+    """A system's mean call time (ms) of a mode over its decoding steps: the output tokens and the EOS."""
+    call_ms = 1000.0 * result["sentences_per_call"] / result["sentences_per_second"]
+    return call_ms / (result["mean_output_tokens"] + 1)
+
+
+def step_floors(entry, results, calls, args):
+    """`--floor`: per mode, `step_floor.floor_ms_per_step` at the size's shapes (the call's sentences,
+    the beam, the mean source length for the cross caches and the self caches' positions) and each
+    system's `ms_per_step`."""
+    from step_floor import floor_ms_per_step
+
+    length = max(1, round(entry["mean_source_tokens"]))
+    floors = {}
+    for mode in MODES:
+        sentences = max(len(call) for call in calls[mode])
+        forms = floor_ms_per_step(entry["model"], entry["vocabulary_size"], sentences, args.beam_size, length, length)
+        floors[mode] = {
+            "sentences": sentences,
+            "floor_ms_per_step": forms,
+            "systems_ms_per_step": {name: ms_per_step(by_mode[mode]) for name, by_mode in results.items()},
+        }
+    return floors
+
+
+def floor_rows(size, floors):
+    """The printed lines of `step_floors`: the floor, each system's time per step, and their ratio."""
+    lines = []
+    for found in floors.values():
+        form, floor = min(found["floor_ms_per_step"].items(), key=lambda item: item[1])
+        systems = ", ".join(
+            f"{LABELS[name]} {ms:.3f} ms ({floor / ms:.2f}x)" for name, ms in found["systems_ms_per_step"].items()
+        )
+        lines.append(
+            f"{size}, {found['sentences']} sentence(s) a call: the core-op floor step {floor:.3f} ms ({form} "
+            f"attention); a call's time per step, and the floor over it: {systems}"
+        )
+    return lines
+
+
 def machine():
     return f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs"
 
@@ -801,7 +854,7 @@ def main(argv=None):
         import ctranslate2
 
         summary["versions"]["ctranslate2"] = ctranslate2.__version__
-    rows = []
+    rows, floor_lines = [], []
     with tempfile.TemporaryDirectory() as scratch:
         for size in args.sizes:
             trained = size == args.run_preset
@@ -834,6 +887,9 @@ def main(argv=None):
                 entry["profile"] = profiles
                 for name, profile in profiles.items():
                     print_profile(size, name, len(calls["batch"][0]), profile)
+            if args.floor:
+                entry["floor"] = step_floors(entry, results, calls, args)
+                floor_lines += floor_rows(size, entry["floor"])
             summary["sizes"][size] = entry
     summary["load_average_at_end"] = os.getloadavg()
     print(
@@ -848,6 +904,8 @@ def main(argv=None):
             for name, ratio in found.items():
                 target = "" if ratio["target"] is None else f" (target: {ratio['target']}x)"
                 print(f"{size}, {mode}: {name} = {ratio['ratio']:.2f}x{target}")
+    if floor_lines:
+        print("\n".join(floor_lines))
     if os.path.dirname(args.output):
         os.makedirs(os.path.dirname(args.output), exist_ok=True)
     with open(args.output, "w", encoding="utf-8") as handle:

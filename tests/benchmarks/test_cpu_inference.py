@@ -1,7 +1,7 @@
 """benchmarks/cpu_inference.py end to end at the smallest size (tiny, random weights, a small
 vocabulary, four sentences, one repeat), in this process: the two CTranslate2 systems measured
-here, and in the full tier one system of each kind with the profile, each measured by a process of
-its own; and its refusals of bad input."""
+here, and in the full tier one system of each kind with the profile and the floor step, each
+measured by a process of its own; and its refusals of bad input."""
 
 import json
 import os
@@ -74,6 +74,26 @@ def _check_measured(tiny, stdout, vocabulary, systems):
         assert all(float(value) > 0 for row in rows for value in (row[3], row[4], row[5], row[6].rstrip(" |"))), name
 
 
+def _check_floor(tiny, stdout, systems):
+    """`--floor`: the floor step of each attention form at each mode's sentences, and each system's
+    call time per decoding step (its output tokens and the EOS), printed with the faster form."""
+    assert list(tiny["floor"]) == ["single", "batch"]
+    for mode, sentences in (("single", 1), ("batch", 3)):
+        found = tiny["floor"][mode]
+        assert found["sentences"] == sentences
+        assert set(found["floor_ms_per_step"]) == {"stacked", "broadcast"}
+        assert all(ms > 0 for ms in found["floor_ms_per_step"].values())
+        assert list(found["systems_ms_per_step"]) == list(systems)
+        for name in systems:
+            result = tiny["results"][name][mode]
+            call_ms = 1000 * result["sentences_per_call"] / result["sentences_per_second"]
+            assert found["systems_ms_per_step"][name] == pytest.approx(call_ms / (result["mean_output_tokens"] + 1))
+        floor = min(found["floor_ms_per_step"].values())
+        line = next(line for line in stdout.splitlines() if line.startswith(f"tiny, {sentences} sentence(s) a call"))
+        assert f"the core-op floor step {floor:.3f} ms" in line
+        assert all(f"{LABELS[name]}" in line for name in systems)
+
+
 def test_ctranslate2_systems_are_measured_at_matching_output_lengths(benchmark_script, tmp_path, capsys):
     """The script's whole path with its two cheapest systems (no export to trace), both measured in
     this process (`--no-isolate`), at CTranslate2's own thread count."""
@@ -89,15 +109,16 @@ def test_ctranslate2_systems_are_measured_at_matching_output_lengths(benchmark_s
 @pytest.mark.slow  # A SavedModel export and keras-hub's sampler traced.
 def test_every_kind_of_system_and_mode_is_measured_at_matching_output_lengths(benchmark_script, tmp_path, capsys):
     """A SavedModel, CTranslate2 and keras-hub, each measured by a process of its own (the
-    default), the SavedModel's profile sent back from its process. The int8 SavedModel, left out
+    default), the SavedModel's profile sent back from its process, and the floor step beside them. The int8 SavedModel, left out
     for the time its export takes, is the same export with `quantize="int8"`, whose translations
     equal the Python translator's with the same weights (tests/export/test_fresh_process.py);
     CTranslate2 int8, left out for its conversion, is measured by the test above."""
     systems = ("saved_model_float32", "ct2_float32", "keras_hub")
     tiny, stdout, vocabulary = _measure(
-        benchmark_script, tmp_path, capsys, systems, "--profile", "--stopping=heuristic"
+        benchmark_script, tmp_path, capsys, systems, "--profile", "--stopping=heuristic", "--floor"
     )
     _check_measured(tiny, stdout, vocabulary, systems)
+    _check_floor(tiny, stdout, systems)
     assert tiny["isolated"] is True
     assert set(tiny["ratios"]) == {"single", "batch"}
     for found in tiny["ratios"].values():
