@@ -230,6 +230,11 @@ def check_args(parser, args):
     for name in ("count", "batch", "repeats", "beam_size", "threads", "ct2_threads", "top"):
         if getattr(args, name) < 1:
             parser.error(f"--{name}={getattr(args, name)}: expected a positive integer")
+    if args.floor and args.shortlist:
+        parser.error(
+            f"--floor with --shortlist={args.shortlist}: the floor step projects onto the whole vocabulary, so it "
+            "is no floor for a shortlist's search; measure the floor without --shortlist"
+        )
     try:
         args.length_buckets = [int(value) for value in args.length_buckets.split(",") if value.strip()]
     except ValueError:

@@ -146,6 +146,10 @@ def test_every_kind_of_system_and_mode_is_measured_at_matching_output_lengths(be
         (["--sentences={tmp_path}/missing.txt"], "/missing.txt: no such file (a text file, or a TSV"),
         (["--shortlist=50"], "--shortlist=50: expected 0 (off), or K > 0 with --model_dir and --sizes of its preset"),
         (["--ct2_threads=0"], "--ct2_threads=0: expected a positive integer"),
+        (
+            ["--floor", "--shortlist=50"],
+            "--floor with --shortlist=50: the floor step projects onto the whole vocabulary",
+        ),
         (["--stopping=early"], "argument --stopping: invalid choice: 'early' (choose from 'exact', 'heuristic')"),
         (["--baseline_tree={tmp_path}"], "not a checkout of this repository (no export/__main__.py)"),
     ],
