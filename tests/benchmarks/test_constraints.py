@@ -3,7 +3,10 @@ the constrained search far more often than by the plain one, and the table and J
 
 import json
 
+import pytest
 
+
+@pytest.mark.slow  # The plain and the constrained search traced on the shared run: the full tier runs it.
 def test_the_constrained_search_places_the_reference_phrases(benchmark_script, tiny_run, tmp_path, capsys):
     script, _ = benchmark_script("constraints")
     model_dir, _ = tiny_run
